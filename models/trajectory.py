@@ -1,0 +1,133 @@
+"""``ModelCall`` and ``Trajectory``: what one rollout of a harness produced (DESIGN.md, Trajectory).
+
+Every model call made through the harness graph is recorded with its input messages, its output
+and, when the model provides them, the prompt token ids, the sampled completion token ids and
+their logprobs. ``Trajectory.segments`` turns the calls into training sequences with a loss mask
+over policy tokens only (Harness-S §7, Eq. 15: tool observations and harness-injected text are
+excluded from the token loss).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class ModelCall(BaseModel):
+    """One model call: the messages it saw, the reply it gave, and its tokens when known.
+
+    ``prompt_token_ids`` is the full tokenised input (chat template applied);
+    ``completion_token_ids`` the sampled tokens, ``logprobs`` the sampling logprob of each
+    (same length, natural log). All three are ``None`` for models that do not expose them.
+    """
+
+    input: list[dict[str, Any]]
+    output: dict[str, Any]
+    prompt_token_ids: list[int] | None = None
+    completion_token_ids: list[int] | None = None
+    logprobs: list[float] | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_s: float = 0.0
+
+
+class Segment(BaseModel):
+    """A training sequence: ``input_ids`` (length L), ``loss_mask`` (L, 1 on policy tokens) and
+    ``logprobs`` (L, the sampler's logprob on policy tokens, 0.0 elsewhere)."""
+
+    input_ids: list[int]
+    loss_mask: list[int]
+    logprobs: list[float]
+
+    @property
+    def policy_tokens(self) -> int:
+        """Number of positions that carry loss."""
+        return sum(self.loss_mask)
+
+
+class Trajectory(BaseModel):
+    """One rollout of a harness on a task (DESIGN.md, Trajectory).
+
+    ``messages`` is the episode's message history as plain dicts (LangChain ``message_to_dict``
+    shape); ``calls`` the recorded model calls in order. ``reward``/``passed``/``score_detail``
+    are filled by the env's verifier after the run. ``stop_reason`` is one of ``final_answer``,
+    ``budget:<name>``, ``hook:stop`` or ``error:<type>``. ``interface_violations`` counts model
+    turns whose reply broke the harness's interface contract (unparseable, unexposed tool,
+    contract breach): divided by ``model_turns`` it is CoEvo-RSI's TIMR.
+    """
+
+    id: str = Field(default_factory=lambda: uuid.uuid4().hex)
+    task_id: str
+    env: str = ""
+    split: str = "train"
+    harness_id: str = ""
+    checkpoint_id: str = ""
+    seed: int = 0
+    messages: list[dict[str, Any]] = Field(default_factory=list)
+    calls: list[ModelCall] = Field(default_factory=list)
+    final_answer: str | None = None
+    stop_reason: str = ""
+    hook_events: list[dict[str, Any]] = Field(default_factory=list)
+    interface_violations: int = 0
+    model_turns: int = 0
+    env_actions: int = 0
+    reward: float = 0.0
+    passed: bool = False
+    score_detail: dict[str, Any] = Field(default_factory=dict)
+    latency_s: float = 0.0
+
+    @property
+    def input_tokens(self) -> int:
+        """Prompt tokens summed over model calls."""
+        return sum(c.input_tokens for c in self.calls)
+
+    @property
+    def output_tokens(self) -> int:
+        """Completion tokens summed over model calls."""
+        return sum(c.output_tokens for c in self.calls)
+
+    @property
+    def cost_usd(self) -> float:
+        """Cost in US dollars summed over model calls (0 for local models)."""
+        return sum(c.cost_usd for c in self.calls)
+
+    @property
+    def timr(self) -> float:
+        """Interface-mismatch rate: violations per model turn (CoEvo-RSI), 0 with no turns."""
+        return self.interface_violations / self.model_turns if self.model_turns else 0.0
+
+    def segments(self) -> list[Segment]:
+        """Training sequences with a policy-token loss mask.
+
+        Consecutive calls are merged while each call's prompt extends the previous call's
+        prompt + completion (a prefix-preserving chain): the tokens between (tool observations,
+        hook injections, the next turn's template) get mask 0. When the harness rewrote the
+        context (history window, truncation) the chain breaks and a new segment starts; every
+        segment keeps the trajectory's advantage downstream. Calls without token ids are skipped.
+
+        Returns: list of ``Segment``; empty when no call carries token ids.
+        """
+        segments: list[Segment] = []
+        ids: list[int] = []
+        mask: list[int] = []
+        lps: list[float] = []
+        for call in self.calls:
+            if call.prompt_token_ids is None or call.completion_token_ids is None:
+                continue
+            prompt, completion = call.prompt_token_ids, call.completion_token_ids
+            logprobs = call.logprobs if call.logprobs is not None else [0.0] * len(completion)
+            if ids and prompt[: len(ids)] == ids:
+                extra = prompt[len(ids):]
+            else:
+                if ids:
+                    segments.append(Segment(input_ids=ids, loss_mask=mask, logprobs=lps))
+                ids, mask, lps, extra = [], [], [], prompt
+            ids = ids + list(extra) + list(completion)
+            mask = mask + [0] * len(extra) + [1] * len(completion)
+            lps = lps + [0.0] * len(extra) + list(logprobs)
+        if ids:
+            segments.append(Segment(input_ids=ids, loss_mask=mask, logprobs=lps))
+        return segments
