@@ -1,0 +1,372 @@
+"""The agent: a ``HarnessSpec`` compiled to a LangGraph state machine (DESIGN.md, Harness graph).
+
+Loop: assemble context → call model → parse reply → run tools → (loop | finish), with hooks
+firing at ``before_model``, ``after_model``, ``after_tool``, ``on_tool_error`` and
+``before_finish`` (Harness-S Table 7). Budgets (Harness-S Table 8) end every episode: a model
+that never stops ends at its budget with the reason recorded. The compiled graph is what apps
+embed and Studio draws; ``arun_rollout`` runs it on an env task and returns a ``Trajectory``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import operator
+import time
+from typing import Annotated, Any, Callable, TypedDict
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import (AIMessage, AnyMessage, BaseMessage, HumanMessage, RemoveMessage,
+                                     SystemMessage, ToolMessage, messages_to_dict)
+from langchain_core.runnables import RunnableLambda
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.graph.state import CompiledStateGraph
+
+from coevo.envs.base import Env, Episode, Task, Tool
+from coevo.harnesses.parse import Action, parse_reply
+from coevo.harnesses.registry import ACTIONS, CONDITIONS, Effect, HookContext
+from coevo.harnesses.spec import HarnessSpec
+from coevo.harnesses.view import render_system, render_task
+from coevo.models.base import record_call
+from coevo.models.trajectory import ModelCall, Trajectory
+
+ROLE = "coevo_role"  # additional_kwargs key: prompt | injection | observation (never policy tokens)
+
+
+class HarnessState(TypedDict, total=False):
+    """State of one episode.
+
+    ``messages`` accumulates (LangGraph ``add_messages``); ``calls`` and ``hook_events`` accumulate
+    (list concatenation); every other field is replaced by the node that writes it.
+    """
+
+    task: str
+    """The task text (input)."""
+    messages: Annotated[list[AnyMessage], add_messages]
+    """Full history: prompt, model replies, observations and harness injections."""
+    calls: Annotated[list[dict], operator.add]
+    """Recorded model calls (``ModelCall`` dicts), in order."""
+    hook_events: Annotated[list[dict], operator.add]
+    """Hooks that fired: ``{"hook", "event", "action"}``."""
+    model_calls: int
+    env_actions: int
+    violations: int
+    """Interface violations (unparseable replies, unexposed tools, contract breaches)."""
+    scratchpad: list[str]
+    pending: list[dict]
+    """Actions parsed from the last reply, awaiting ``run_tools``."""
+    last: dict
+    """Facts for hook conditions: last reply, observation, tool, error, parsed."""
+    answer: str | None
+    stop_reason: str | None
+
+
+def _harness(text: str, role: str = "injection") -> HumanMessage:
+    return HumanMessage(content=text, additional_kwargs={ROLE: role})
+
+
+class HarnessRunner:
+    """The node functions of one compiled harness: a spec, a model and an episode's tools.
+
+    Tools the model sees are the env tools filtered/renamed by ``spec.tool_view`` plus ``note``
+    when the scratchpad is on. ``seed`` is used when ``spec.decoding.seed`` is ``None``.
+    """
+
+    def __init__(self, spec: HarnessSpec, model: BaseChatModel, episode: Episode, seed: int = 0) -> None:
+        self.spec, self.episode = spec, episode
+        view = spec.tool_view
+        exposed = [t for t in episode.tools if view.exposed is None or t.name in view.exposed]
+        self.tools: dict[str, Tool] = {
+            view.renames.get(t.name, t.name): Tool(view.renames.get(t.name, t.name),
+                                                    view.descriptions.get(t.name, t.description), t.parameters, t.fn)
+            for t in exposed}
+        if spec.memory.scratchpad:
+            self.tools["note"] = Tool("note", "Write a note to your scratchpad; notes stay visible for the rest of the episode.",
+                                      {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+                                      lambda text: "noted")
+        self.schemas = [t.schema() for t in self.tools.values()]
+        d = spec.decoding
+        kwargs = {"temperature": d.temperature, "top_p": d.top_p, "seed": d.seed if d.seed is not None else seed,
+                  "max_tokens": spec.budget.max_output_tokens}
+        bound = model.bind_tools(self.schemas) if spec.parser.mode == "native" and self.schemas else model
+        self.model = bound.bind(**kwargs)
+
+    # --- hooks ------------------------------------------------------------------------------
+
+    def remaining(self, state: HarnessState) -> int:
+        b = self.spec.budget
+        return min(b.max_model_calls - state.get("model_calls", 0), b.max_env_actions - state.get("env_actions", 0))
+
+    def fire(self, event: str, state: HarnessState, **facts: Any) -> tuple[Effect, list[dict]]:
+        """Run every hook on ``event`` whose condition holds; merge their effects."""
+        ctx = HookContext(event=event, model_calls=state.get("model_calls", 0), env_actions=state.get("env_actions", 0),
+                          remaining_steps=self.remaining(state), **{**state.get("last", {}), **facts})
+        total, events = Effect(), []
+        for name, hook in self.spec.hooks.items():
+            if hook.event == event and CONDITIONS[hook.condition](ctx, **hook.parameters):
+                eff = ACTIONS[hook.action](ctx, hook.message)
+                total.messages += eff.messages
+                total.retry, total.block, total.stop = total.retry or eff.retry, total.block or eff.block, total.stop or eff.stop
+                events.append({"hook": name, "event": event, "action": hook.action})
+        return total, events
+
+    # --- nodes ------------------------------------------------------------------------------
+
+    def assemble_context(self, state: HarnessState) -> dict:
+        """Start the episode (system + task messages) and check budgets; fire ``before_model``."""
+        update: dict[str, Any] = {}
+        if not state.get("messages"):
+            task = state.get("task") or self.episode.task.prompt
+            update["messages"] = [SystemMessage(render_system(self.spec, task, self.schemas), additional_kwargs={ROLE: "prompt"}),
+                                  HumanMessage(render_task(self.spec, task), additional_kwargs={ROLE: "prompt"})]
+        if state.get("model_calls", 0) >= self.spec.budget.max_model_calls:
+            return {**update, "stop_reason": "budget:model_calls"}
+        effect, events = self.fire("before_model", state)
+        update["hook_events"] = events
+        update["messages"] = update.get("messages", []) + [_harness(m) for m in effect.messages]
+        if effect.stop:
+            update["stop_reason"] = f"hook:{events[-1]['hook']}"
+        return update
+
+    def visible(self, state: HarnessState) -> list[BaseMessage] | None:
+        """What the model sees: prompt + the last ``history_turns`` turns (+ scratchpad), cut to the
+        context-token budget by dropping the oldest turns; ``None`` if even the prompt is too long."""
+        msgs = list(state["messages"])
+        head = [m for m in msgs[:2]]
+        starts = [i for i, m in enumerate(msgs) if isinstance(m, AIMessage)]
+        turns = [msgs[2:starts[0]]] if starts and starts[0] > 2 else ([msgs[2:]] if not starts else [])
+        turns += [msgs[s:e] for s, e in zip(starts, starts[1:] + [len(msgs)])]
+        if self.spec.context.history_turns is not None:
+            turns = turns[-self.spec.context.history_turns:] if len(turns) > self.spec.context.history_turns else turns
+        notes = [_harness("Scratchpad:\n" + "\n".join(f"- {n}" for n in state["scratchpad"]))] if state.get("scratchpad") else []
+        budget = self.spec.budget.max_context_tokens * 4
+        while True:
+            seq = head + [m for t in turns for m in t] + notes
+            if sum(len(str(m.content)) for m in seq) <= budget:
+                return seq
+            if not turns:
+                return None
+            turns = turns[1:]
+
+    def _after_call(self, seq: list[BaseMessage], reply: AIMessage, started: float, state: HarnessState) -> dict:
+        call = record_call(seq, reply, time.perf_counter() - started)
+        return {"messages": [reply], "calls": [call.model_dump()], "model_calls": state.get("model_calls", 0) + 1}
+
+    def call_model(self, state: HarnessState) -> dict:
+        """Call the policy on the visible context and record the call (tokens, logprobs, latency)."""
+        seq = self.visible(state)
+        if seq is None:
+            return {"stop_reason": "budget:context_tokens"}
+        started = time.perf_counter()
+        return self._after_call(seq, self.model.invoke(seq), started, state)
+
+    async def acall_model(self, state: HarnessState) -> dict:
+        seq = self.visible(state)
+        if seq is None:
+            return {"stop_reason": "budget:context_tokens"}
+        started = time.perf_counter()
+        return self._after_call(seq, await self.model.ainvoke(seq), started, state)
+
+    def parse_reply(self, state: HarnessState) -> dict:
+        """Parse the last reply into actions or a final answer; fire ``after_model`` and, for an
+        answer, ``before_finish``. A reply that breaks the interface counts as a violation."""
+        reply = state["messages"][-1]
+        parsed = parse_reply(reply, self.spec.parser)
+        ok = bool(parsed.actions) or parsed.answer is not None
+        last = {"reply": str(reply.content), "parsed": ok, "answer": None}
+        update: dict[str, Any] = {"last": {**state.get("last", {}), **last}, "pending": [], "answer": None,
+                                  "violations": state.get("violations", 0) + (0 if ok else 1)}
+        effect, events = self.fire("after_model", {**state, "last": update["last"]})
+        msgs: list[BaseMessage] = []
+        if effect.retry:
+            msgs.append(RemoveMessage(id=reply.id))
+        elif not ok and self.spec.parser.on_no_action == "violation" or parsed.error:
+            msgs.append(_harness(f"{self.spec.parser.violation_message} ({parsed.error})"))
+        elif parsed.actions and not effect.block:
+            update["pending"] = [{"name": a.name, "args": a.args, "id": a.id} for a in parsed.actions]
+        elif parsed.answer is not None and not effect.block:
+            fin, fin_events = self.fire("before_finish", {**state, "last": update["last"]}, answer=parsed.answer)
+            events += fin_events
+            effect.messages += fin.messages
+            effect.stop = effect.stop or fin.stop
+            if not fin.block:
+                update["answer"] = parsed.answer
+        msgs += [_harness(m) for m in effect.messages]
+        if native_orphans := self._orphan_tool_results(reply, update["pending"], effect.retry):
+            msgs = native_orphans + msgs
+        update.update(messages=msgs, hook_events=events)
+        if effect.stop:
+            update["stop_reason"] = f"hook:{events[-1]['hook']}"
+        return update
+
+    def _orphan_tool_results(self, reply: BaseMessage, pending: list[dict], retried: bool) -> list[BaseMessage]:
+        """Native tool calls that will not run still need a tool result, or chat templates break."""
+        if retried or pending or not isinstance(reply, AIMessage) or not reply.tool_calls:
+            return []
+        return [ToolMessage("Not executed.", tool_call_id=c["id"] or "call", additional_kwargs={ROLE: "observation"})
+                for c in reply.tool_calls]
+
+    def _observe(self, action: dict, text: str) -> BaseMessage:
+        if self.spec.parser.mode == "native":
+            return ToolMessage(text, tool_call_id=action["id"], name=action["name"], additional_kwargs={ROLE: "observation"})
+        return _harness(f"[{action['name']} output]\n{text}", "observation")
+
+    def _format(self, output: Any) -> str:
+        text = output if isinstance(output, str) else json.dumps(output, default=str)
+        if self.spec.tool_view.output_format == "json":
+            try:
+                text = json.dumps(json.loads(text), indent=2, sort_keys=True)
+            except (json.JSONDecodeError, TypeError):
+                pass
+        cut = self.spec.context.tool_output_chars
+        if cut is not None and len(text) > cut:
+            text = text[:cut] + f"\n[... truncated {len(text) - cut} characters]"
+        return text
+
+    def _run_one(self, action: dict, state: dict) -> tuple[dict, list[BaseMessage]]:
+        """Execute one action; returns the state delta and the messages it adds."""
+        name, args = action["name"], action["args"]
+        tool = self.tools.get(name)
+        delta: dict[str, Any] = {}
+        error = ""
+        if tool is None:
+            delta["violations"] = state.get("violations", 0) + 1
+            error = f"unknown tool {name!r}; available tools: {sorted(self.tools)}"
+            text = f"Error: {error}"
+        else:
+            missing = [r for r in tool.parameters.get("required", []) if r not in args]
+            try:
+                if missing:
+                    delta["violations"] = state.get("violations", 0) + 1
+                    raise TypeError(f"missing required argument(s) {missing}")
+                output = tool.fn(**args)
+                text = self._format(output)
+            except Exception as err:  # a tool that raises is an observation, not a crash
+                error = f"{type(err).__name__}: {err}"
+                text = f"Error: {error}"
+            if name == "note" and self.spec.memory.scratchpad and not error:
+                delta["scratchpad"] = list(state.get("scratchpad", [])) + [str(args.get("text", ""))]
+            else:
+                delta["env_actions"] = state.get("env_actions", 0) + 1
+        delta["last"] = {**state.get("last", {}), "observation": text, "tool": name, "error": error}
+        effect, events = self.fire("on_tool_error" if error else "after_tool", {**state, **delta})
+        if effect.block:
+            text, effect.messages = " ".join(effect.messages) or "Tool output withheld by the harness.", []
+        delta["hook_events"] = events
+        if effect.stop:
+            delta["stop_reason"] = f"hook:{events[-1]['hook']}"
+        return delta, [self._observe(action, text)] + [_harness(m) for m in effect.messages]
+
+    def run_tools(self, state: HarnessState) -> dict:
+        """Run the pending actions in order, enforcing the env-action budget; fire ``after_tool`` or
+        ``on_tool_error`` after each."""
+        cur: dict[str, Any] = dict(state)
+        msgs: list[BaseMessage] = []
+        events: list[dict] = []
+        for action in state.get("pending", []):
+            if cur.get("stop_reason"):
+                msgs.append(self._observe(action, "Not executed: the episode has ended."))
+                continue
+            if cur.get("env_actions", 0) >= self.spec.budget.max_env_actions and action["name"] != "note":
+                cur["stop_reason"] = "budget:env_actions"
+                msgs.append(self._observe(action, "Not executed: the env-action budget is spent."))
+                continue
+            delta, new = self._run_one(action, cur)
+            events += delta.pop("hook_events")
+            cur.update(delta)
+            msgs += new
+        keys = ("env_actions", "violations", "scratchpad", "last", "stop_reason")
+        return {**{k: cur[k] for k in keys if k in cur}, "messages": msgs, "hook_events": events, "pending": []}
+
+    async def arun_tools(self, state: HarnessState) -> dict:
+        return await asyncio.to_thread(self.run_tools, state)
+
+    def finish(self, state: HarnessState) -> dict:
+        """Close the episode: record why it ended."""
+        return {"stop_reason": state.get("stop_reason") or ("final_answer" if state.get("answer") is not None else "no_answer")}
+
+    # --- routing ----------------------------------------------------------------------------
+
+    @staticmethod
+    def after_assemble(state: HarnessState) -> str:
+        return "finish" if state.get("stop_reason") else "call_model"
+
+    @staticmethod
+    def after_parse(state: HarnessState) -> str:
+        if state.get("stop_reason") or state.get("answer") is not None:
+            return "finish"
+        return "run_tools" if state.get("pending") else "assemble_context"
+
+    @staticmethod
+    def after_tools(state: HarnessState) -> str:
+        return "finish" if state.get("stop_reason") else "assemble_context"
+
+
+def _node(fn: Callable[[HarnessState], dict], afn: Callable[..., Any] | None = None) -> RunnableLambda:
+    """A node usable from both ``invoke`` and ``ainvoke`` without a thread hop for pure steps."""
+
+    async def run_async(state: HarnessState) -> dict:
+        return fn(state)
+
+    return RunnableLambda(fn, afunc=afn or run_async, name=fn.__name__)
+
+
+def recursion_limit(spec: HarnessSpec) -> int:
+    """A LangGraph recursion limit that the budgets, not LangGraph, always reach first."""
+    return 4 * (spec.budget.max_model_calls + spec.budget.max_env_actions) + 16
+
+
+def build_harness_graph(spec: HarnessSpec, model: BaseChatModel, episode: Episode, seed: int = 0) -> CompiledStateGraph:
+    """Compile ``spec`` around ``model`` for ``episode`` (its task and tools).
+
+    Input state: ``{"task": str}`` (defaults to ``episode.task.prompt``); output: ``HarnessState``
+    with ``answer`` and ``stop_reason``. The graph carries a recursion limit above the budgets.
+    Works with ``invoke`` and ``ainvoke``.
+    """
+    r = HarnessRunner(spec, model, episode, seed)
+    builder = StateGraph(HarnessState)
+    builder.add_node("assemble_context", _node(r.assemble_context))
+    builder.add_node("call_model", _node(r.call_model, r.acall_model))
+    builder.add_node("parse_reply", _node(r.parse_reply))
+    builder.add_node("run_tools", _node(r.run_tools, r.arun_tools))
+    builder.add_node("finish", _node(r.finish))
+
+    builder.add_edge(START, "assemble_context")
+    builder.add_conditional_edges("assemble_context", r.after_assemble, ["call_model", "finish"])
+    builder.add_edge("call_model", "parse_reply")
+    builder.add_conditional_edges("parse_reply", r.after_parse, ["run_tools", "assemble_context", "finish"])
+    builder.add_conditional_edges("run_tools", r.after_tools, ["assemble_context", "finish"])
+    builder.add_edge("finish", END)
+    return builder.compile(name=f"harness:{spec.name}").with_config(recursion_limit=recursion_limit(spec))
+
+
+def to_trajectory(state: HarnessState, task: Task, spec: HarnessSpec, seed: int = 0, checkpoint_id: str = "") -> Trajectory:
+    """The ``Trajectory`` of a finished run (not yet scored)."""
+    return Trajectory(
+        task_id=task.id, env=task.env, split=task.split, harness_id=spec.id, checkpoint_id=checkpoint_id, seed=seed,
+        messages=messages_to_dict(state.get("messages", [])), calls=[ModelCall(**c) for c in state.get("calls", [])],
+        final_answer=state.get("answer"), stop_reason=state.get("stop_reason") or "", hook_events=state.get("hook_events", []),
+        interface_violations=state.get("violations", 0), model_turns=state.get("model_calls", 0),
+        env_actions=state.get("env_actions", 0))
+
+
+async def arun_rollout(spec: HarnessSpec, model: BaseChatModel, env: Env, task: Task, seed: int = 0,
+                       checkpoint_id: str = "", split: str | None = None) -> Trajectory:
+    """One rollout: a fresh episode of ``task``, the harness graph run to the end, the verifier's score.
+
+    Returns a scored ``Trajectory`` (reward, passed, score_detail). The episode is always closed.
+    Raises whatever the model raises (e.g. a network error); tool errors never propagate.
+    """
+    episode = env.episode(task, seed)
+    started = time.perf_counter()
+    try:
+        state = await build_harness_graph(spec, model, episode, seed).ainvoke({"task": task.prompt})
+        traj = to_trajectory(state, task, spec, seed, checkpoint_id)
+        score = env.score(task, traj.final_answer, episode)
+    finally:
+        episode.close()
+    traj.split = split or task.split
+    traj.reward, traj.passed, traj.score_detail = score.reward, score.passed, score.detail
+    traj.latency_s = time.perf_counter() - started
+    return traj

@@ -1,0 +1,123 @@
+"""Turning a model reply into actions or a final answer, per ``Parser`` mode (DESIGN.md, parser).
+
+Modes: ``native`` (the chat model's own tool calls), ``json`` (``{"tool": name, "arguments": {...}}``
+or ``{"final_answer": ...}`` in the text), ``python_call`` (``[f(a=1), g(b="x")]``, keyword
+arguments only), ``text`` (no actions). In every mode a reply with no action may carry a final
+answer through ``final_answer_pattern``.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.messages import AIMessage
+
+from coevo.harnesses.spec import Parser
+
+FENCE = re.compile(r"```[a-zA-Z0-9_-]*\n?(.*?)```", re.DOTALL)
+
+
+@dataclass
+class Action:
+    """One tool call the model asked for: shown ``name``, keyword ``args``, and a call ``id``."""
+
+    name: str
+    args: dict[str, Any]
+    id: str = field(default_factory=lambda: f"call_{uuid.uuid4().hex[:12]}")
+
+
+@dataclass
+class Parsed:
+    """The reading of one reply: ``actions`` to run, or an ``answer``, or neither with ``error``
+    saying why the reply broke the interface (an interface violation)."""
+
+    actions: list[Action] = field(default_factory=list)
+    answer: str | None = None
+    error: str = ""
+
+
+def strip_fences(text: str) -> str:
+    """Replace each ```fenced``` block by its inner text."""
+    return FENCE.sub(lambda m: m.group(1), text)
+
+
+def _json_action(text: str) -> Parsed | None:
+    start = text.find("{")
+    if start < 0:
+        return None
+    try:
+        obj, _ = json.JSONDecoder().raw_decode(text[start:])
+    except json.JSONDecodeError as err:
+        return Parsed(error=f"malformed JSON action: {err.msg}")
+    if not isinstance(obj, dict):
+        return Parsed(error="a JSON action must be an object")
+    if "final_answer" in obj:
+        return Parsed(answer=str(obj["final_answer"]))
+    name = obj.get("tool", obj.get("name"))
+    args = obj.get("arguments", obj.get("args", {}))
+    if not isinstance(name, str) or not isinstance(args, dict):
+        return Parsed(error='a JSON action needs "tool" (a string) and "arguments" (an object)')
+    return Parsed(actions=[Action(name, args)])
+
+
+def _literal(node: ast.expr) -> Any:
+    return ast.literal_eval(node)
+
+
+def parse_python_calls(text: str) -> Parsed | None:
+    """Parse the first ``[f(a=1), ...]`` list in ``text``; ``None`` when there is none.
+
+    Positional arguments and non-literal values are interface violations (``Parsed.error``).
+    """
+    match = re.search(r"\[\s*[A-Za-z_][\w.]*\s*\(.*\)\s*\]", text, re.DOTALL)
+    if not match:
+        return None
+    try:
+        tree = ast.parse(match.group(0), mode="eval")
+    except SyntaxError as err:
+        return Parsed(error=f"unparseable call list: {err.msg}")
+    if not isinstance(tree.body, ast.List):
+        return Parsed(error="expected a list of calls like [f(a=1)]")
+    actions = []
+    for call in tree.body.elts:
+        if not isinstance(call, ast.Call):
+            return Parsed(error="each list element must be a call like f(a=1)")
+        if call.args:
+            return Parsed(error=f"{ast.unparse(call.func)} was given positional arguments; use keyword arguments")
+        try:
+            args = {kw.arg: _literal(kw.value) for kw in call.keywords if kw.arg}
+        except (ValueError, SyntaxError):
+            return Parsed(error=f"{ast.unparse(call.func)} has an argument that is not a literal value")
+        actions.append(Action(ast.unparse(call.func), args))
+    return Parsed(actions=actions)
+
+
+def parse_reply(reply: AIMessage, parser: Parser) -> Parsed:
+    """Read ``reply`` per ``parser`` (see module doc). Never raises: problems come back in ``error``."""
+    text = reply.content if isinstance(reply.content, str) else json.dumps(reply.content)
+    if parser.strip_code_fences:
+        text = strip_fences(text)
+    found: Parsed | None = None
+    if parser.mode == "native" and reply.tool_calls:
+        found = Parsed(actions=[Action(c["name"], dict(c.get("args") or {}), c.get("id") or Action("", {}).id)
+                                for c in reply.tool_calls])
+    elif parser.mode == "json":
+        found = _json_action(text)
+    elif parser.mode == "python_call":
+        found = parse_python_calls(text)
+    if found is not None and (found.actions or found.answer is not None):
+        return found
+    if parser.final_answer_pattern:
+        m = re.search(parser.final_answer_pattern, text)
+        if m:
+            return Parsed(answer=(m.group(1) if m.groups() else m.group(0)).strip())
+    if found is not None and found.error:
+        return found
+    if parser.on_no_action == "finish":
+        return Parsed(answer=text.strip())
+    return Parsed(error="the reply has no action and no final answer")

@@ -1,0 +1,71 @@
+"""Edits: RFC 6902 JSON Patches (``jsonpatch``) that turn a parent spec into a child spec.
+
+A patch that does not apply, a result that does not validate, a hook naming an unregistered
+condition/action, or a tool view naming a tool the env lacks all raise ``HarnessError`` carrying
+every problem found — an editor's malformed edit becomes a rejected candidate with its reasons.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import jsonpatch
+import jsonpointer
+
+from coevo.harnesses.errors import HarnessError, Problem
+from coevo.harnesses.spec import HarnessSpec, validate_spec
+
+
+def apply_patch(parent: HarnessSpec, patch: list[dict[str, Any]] | str, tools: Iterable[str] | None = None) -> HarnessSpec:
+    """Apply RFC 6902 ``patch`` (a list of operations or its JSON text) to ``parent``.
+
+    The child's ``parents`` is ``[parent.id]``. With ``tools`` (the env's tool names) the child's
+    tool view is checked against them too. Raises ``HarnessError`` with every problem: each
+    operation that does not apply (path missing, test failed, malformed op), then every
+    validation/registry/tool problem of the result.
+    """
+    try:
+        ops = jsonpatch.JsonPatch.from_string(patch) if isinstance(patch, str) else jsonpatch.JsonPatch(list(patch))
+    except (jsonpatch.JsonPatchException, ValueError, TypeError) as err:
+        raise HarnessError([Problem("", f"not a JSON Patch: {err}; a patch is a list of RFC 6902 operations")], "patch") from None
+    doc = parent.model_dump(mode="json")
+    problems: list[Problem] = []
+    for i, op in enumerate(ops._ops):
+        try:
+            doc = op.apply(doc)
+        except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException, KeyError, IndexError, TypeError) as err:
+            problems.append(Problem(op.location, f"operation {i} ({op.operation.get('op')}) does not apply: {err}"))
+    if problems:
+        raise HarnessError(problems, "patch")
+    doc["parents"] = [parent.id]
+    child = validate_spec(doc, "patched harness")
+    if tools is not None:
+        check_tools(child, tools)
+    return child
+
+
+def check_tools(spec: HarnessSpec, tools: Iterable[str]) -> None:
+    """Check that the tool view names only tools the env has.
+
+    Raises ``HarnessError`` listing each unknown name in ``tool_view.exposed``, ``renames`` and
+    ``descriptions``, and renames that collide.
+    """
+    known = set(tools)
+    view = spec.tool_view
+    problems = [Problem(f"/tool_view/exposed/{i}", f"unknown tool {n!r}; the env has {sorted(known)}")
+                for i, n in enumerate(view.exposed or []) if n not in known]
+    for field in ("renames", "descriptions"):
+        problems += [Problem(f"/tool_view/{field}/{n}", f"unknown tool {n!r}; the env has {sorted(known)}")
+                     for n in getattr(view, field) if n not in known]
+    shown = [view.renames.get(n, n) for n in (view.exposed if view.exposed is not None else known)]
+    problems += [Problem("/tool_view/renames", f"two tools would be shown as {n!r}")
+                 for n in sorted({n for n in shown if shown.count(n) > 1})]
+    if problems:
+        raise HarnessError(problems, "tool view")
+
+
+def make_patch(parent: HarnessSpec, child: HarnessSpec) -> list[dict[str, Any]]:
+    """The RFC 6902 patch that turns ``parent`` into ``child`` (``parents`` ignored)."""
+    a = parent.model_dump(mode="json", exclude={"parents"})
+    b = child.model_dump(mode="json", exclude={"parents"})
+    return list(jsonpatch.make_patch(a, b))

@@ -1,0 +1,254 @@
+"""``HarnessSpec``: the harness as a versioned, content-addressed JSON document.
+
+Components follow DESIGN.md and Harness-S Table 8 (prompt, skills, context, memory, hooks,
+tool view, parser, budget, decoding). A spec is pure data: code components (hook conditions and
+actions) are named from ``coevo.harnesses.registry`` and checked when the spec validates.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from coevo.harnesses.errors import HarnessError, Problem, problems_from_validation
+from coevo.harnesses.registry import ACTIONS, EVENTS, parameter_problems
+
+SCHEMA_VERSION = 1
+Slot = Literal["system", "task_framing", "action_guidance", "output_format"]
+SLOTS: tuple[str, ...] = ("system", "task_framing", "action_guidance", "output_format")
+
+
+class Strict(BaseModel):
+    """Base for spec components: unknown keys are errors, so a typo in an edit is caught."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class Rule(Strict):
+    """A named instruction placed in one prompt slot (Table 7, case 2)."""
+
+    slot: Slot = "action_guidance"
+    text: str
+
+
+class Prompt(Strict):
+    """Prompt slots. ``task_framing`` must contain ``{task}`` (where the task text goes)."""
+
+    system: str = "You are a helpful agent."
+    task_framing: str = "{task}"
+    action_guidance: str = ""
+    output_format: str = ""
+    rules: dict[str, Rule] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _has_task_placeholder(self) -> "Prompt":
+        if "{task}" not in self.task_framing:
+            raise ValueError("task_framing must contain the placeholder {task}")
+        return self
+
+
+class Skill(Strict):
+    """A named text the agent can use: a ``procedure`` or a ``demonstration``.
+
+    ``mode="always"`` puts it in every prompt; ``"retrieved"`` only when one of ``keywords``
+    occurs in the task (case-insensitive) or the word overlap (Jaccard) between ``text`` and the
+    task reaches ``min_overlap``.
+    """
+
+    kind: Literal["procedure", "demonstration"] = "procedure"
+    text: str
+    mode: Literal["always", "retrieved"] = "always"
+    keywords: list[str] = Field(default_factory=list)
+    min_overlap: float = Field(default=0.2, ge=0.0, le=1.0)
+
+
+class Context(Strict):
+    """Context policy: keep the last ``history_turns`` model turns (``None`` = all) and cut each tool
+    output to ``tool_output_chars`` characters (``None`` = no cut)."""
+
+    history_turns: int | None = Field(default=None, ge=1)
+    tool_output_chars: int | None = Field(default=None, ge=16)
+
+
+class Memory(Strict):
+    """``scratchpad``: expose a ``note`` tool whose notes are shown in every later context;
+    ``lessons``: cross-episode lessons shown in the system prompt."""
+
+    scratchpad: bool = False
+    lessons: list[str] = Field(default_factory=list)
+
+
+class Hook(Strict):
+    """Event × registered condition (with parameters) → registered action with a message."""
+
+    event: Literal["before_model", "after_model", "after_tool", "on_tool_error", "before_finish"]
+    condition: str
+    parameters: dict[str, Any] = Field(default_factory=dict)
+    action: str
+    message: str = ""
+
+
+class ToolView(Strict):
+    """Which env tools the model sees and how: ``exposed`` (env names; ``None`` = all), ``renames``
+    (env name → shown name), ``descriptions`` (env name → description override), ``output_format``
+    (``raw`` text or ``json`` pretty-printed when the output parses as JSON)."""
+
+    exposed: list[str] | None = None
+    renames: dict[str, str] = Field(default_factory=dict)
+    descriptions: dict[str, str] = Field(default_factory=dict)
+    output_format: Literal["raw", "json"] = "raw"
+
+
+class Parser(Strict):
+    """How a reply becomes actions: ``native`` tool calls, a ``json`` action object in text, a
+    python-call list ``[f(a=1)]``, or ``text`` (no actions). ``final_answer_pattern`` is a regex whose
+    group 1 is the answer; ``on_no_action``: ``finish`` takes the whole reply as the answer,
+    ``violation`` counts an interface violation and asks again with ``violation_message``.
+    ``strip_code_fences`` removes ``` fences before parsing."""
+
+    mode: Literal["native", "json", "python_call", "text"] = "native"
+    final_answer_pattern: str | None = r"(?is)final answer\s*:\s*(.+)"
+    on_no_action: Literal["finish", "violation"] = "finish"
+    violation_message: str = "Your reply could not be parsed. Follow the output format exactly."
+    strip_code_fences: bool = False
+
+
+class Budget(Strict):
+    """Per-episode limits (defaults: Harness-S Table 8): model calls, env actions, context tokens
+    (estimated as characters / 4), output tokens per model call."""
+
+    max_model_calls: int = Field(default=32, ge=1)
+    max_env_actions: int = Field(default=30, ge=0)
+    max_context_tokens: int = Field(default=65_532, ge=64)
+    max_output_tokens: int = Field(default=8_192, ge=1)
+
+
+class Decoding(Strict):
+    """Sampling settings passed to the policy: temperature (0 = greedy), top_p, seed (``None`` = the
+    rollout's seed)."""
+
+    temperature: float = Field(default=1.0, ge=0.0)
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
+    seed: int | None = None
+
+
+class HarnessSpec(Strict):
+    """A harness: everything around the model that decides what it sees and how its output
+    becomes actions (DESIGN.md, HarnessSpec).
+
+    ``id`` is the sha256 of the canonical JSON of the spec without ``parents`` (same content,
+    same id). Raises pydantic ``ValidationError`` on bad fields; hooks naming unregistered
+    conditions/actions or wrong parameters fail validation.
+    """
+
+    schema_version: int = SCHEMA_VERSION
+    name: str = "harness"
+    description: str = ""
+    parents: list[str] = Field(default_factory=list)
+    prompt: Prompt = Field(default_factory=Prompt)
+    skills: dict[str, Skill] = Field(default_factory=dict)
+    context: Context = Field(default_factory=Context)
+    memory: Memory = Field(default_factory=Memory)
+    hooks: dict[str, Hook] = Field(default_factory=dict)
+    tool_view: ToolView = Field(default_factory=ToolView)
+    parser: Parser = Field(default_factory=Parser)
+    budget: Budget = Field(default_factory=Budget)
+    decoding: Decoding = Field(default_factory=Decoding)
+
+    @model_validator(mode="after")
+    def _registered_hooks(self) -> "HarnessSpec":
+        if self.schema_version > SCHEMA_VERSION:
+            raise ValueError(f"schema_version {self.schema_version} is newer than this coevo ({SCHEMA_VERSION}); upgrade coevo")
+        problems = []
+        for name, hook in self.hooks.items():
+            problems += [f"hooks.{name}: {p}" for p in parameter_problems(hook.condition, hook.parameters)]
+            if hook.action not in ACTIONS:
+                problems.append(f"hooks.{name}: unknown hook action {hook.action!r}; registered: {sorted(ACTIONS)}")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def canonical_json(self) -> str:
+        """Canonical JSON of the content (sorted keys, no whitespace, ``parents`` excluded)."""
+        return json.dumps(self.model_dump(mode="json", exclude={"parents"}), sort_keys=True, separators=(",", ":"))
+
+    @property
+    def id(self) -> str:
+        """Content address: hex sha256 of ``canonical_json()`` (64 chars)."""
+        return hashlib.sha256(self.canonical_json().encode()).hexdigest()
+
+    @property
+    def short_id(self) -> str:
+        """The first 12 hex characters of ``id``, for display."""
+        return self.id[:12]
+
+
+def hook_problems(spec_dict: dict[str, Any]) -> list[Problem]:
+    """Registry problems of raw hook entries, each with its JSON path (used to report every problem)."""
+    problems = []
+    for name, hook in (spec_dict.get("hooks") or {}).items():
+        if not isinstance(hook, dict):
+            continue
+        if "condition" in hook:
+            problems += [Problem(f"/hooks/{name}/condition", m)
+                         for m in parameter_problems(str(hook["condition"]), hook.get("parameters") or {})]
+        if "action" in hook and hook["action"] not in ACTIONS:
+            problems.append(Problem(f"/hooks/{name}/action", f"unknown hook action {hook['action']!r}; registered: {sorted(ACTIONS)}"))
+        if hook.get("event") not in EVENTS:
+            problems.append(Problem(f"/hooks/{name}/event", f"unknown event {hook.get('event')!r}; one of {list(EVENTS)}"))
+    return problems
+
+
+def validate_spec(data: dict[str, Any], source: str = "harness") -> HarnessSpec:
+    """Validate a spec document, collecting every problem with its JSON path.
+
+    Raises ``HarnessError`` listing all problems (schema errors and registry errors).
+    """
+    if not isinstance(data, dict):
+        raise HarnessError([Problem("", f"a harness spec is a JSON object, got {type(data).__name__}")], source)
+    try:
+        return HarnessSpec.model_validate(data)
+    except ValidationError as err:
+        problems = [p for p in problems_from_validation(err) if p.path != ""] + hook_problems(data)
+        seen, unique = set(), []
+        for p in problems or problems_from_validation(err):
+            if str(p) not in seen:
+                seen.add(str(p))
+                unique.append(p)
+        raise HarnessError(unique, source) from None
+
+
+def load_harness(source: str | Path | dict[str, Any] | HarnessSpec) -> HarnessSpec:
+    """Load a spec from a ``HarnessSpec``, a dict, a JSON file path, a JSON string, or the name of a
+    shipped base harness (``reasoning_gym``, ``bfcl``, ... under ``harnesses/base/``).
+
+    Raises ``HarnessError`` when the file is missing, is not JSON, or does not validate.
+    """
+    if isinstance(source, HarnessSpec):
+        return source
+    if isinstance(source, dict):
+        return validate_spec(source)
+    text, name = _read_source(str(source))
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise HarnessError([Problem("", f"not JSON (line {err.lineno}, column {err.colno}: {err.msg}); "
+                                        "a harness file is a JSON object")], name) from None
+    return validate_spec(data, name)
+
+
+def _read_source(source: str) -> tuple[str, str]:
+    if source.lstrip().startswith("{"):
+        return source, "harness"
+    path = Path(source)
+    if not path.exists():
+        shipped = Path(__file__).parent / "base" / f"{source}.json"
+        if shipped.exists():
+            path = shipped
+        else:
+            raise HarnessError([Problem("", f"no file {source!r}; pass a JSON file path or a shipped base harness name")], source)
+    return path.read_text(), str(path)
