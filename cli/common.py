@@ -1,0 +1,28 @@
+"""Shared CLI helpers: one rich console and turning coevo errors into readable exits."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator
+
+import typer
+from rich.console import Console
+
+from coevo.harnesses.errors import HarnessError
+
+console = Console()
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """Print a ``HarnessError``/``ValueError``/``FileNotFoundError`` as a red message and exit 1."""
+    try:
+        yield
+    except HarnessError as err:
+        console.print(f"[red]{err.source}: {len(err.problems)} problem(s)[/red]")
+        for p in err.problems:
+            console.print(f"  [bold]{p.path or '/'}[/bold]: {p.message}")
+        raise typer.Exit(1) from None
+    except (ValueError, FileNotFoundError, KeyError) as err:
+        console.print(f"[red]error:[/red] {err}")
+        raise typer.Exit(1) from None
