@@ -34,7 +34,7 @@ def apply_patch(parent: HarnessSpec, patch: list[dict[str, Any]] | str, tools: I
         try:
             doc = op.apply(doc)
         except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException, KeyError, IndexError, TypeError) as err:
-            problems.append(Problem(op.location, f"operation {i} ({op.operation.get('op')}) does not apply: {err}"))
+            problems.append(Problem(op.location, f"operation {i} ({op.operation.get('op')}) does not apply: {_short(err)}"))
     if problems:
         raise HarnessError(problems, "patch")
     doc["parents"] = [parent.id]
@@ -42,6 +42,12 @@ def apply_patch(parent: HarnessSpec, patch: list[dict[str, Any]] | str, tools: I
     if tools is not None:
         check_tools(child, tools)
     return child
+
+
+def _short(err: Exception) -> str:
+    """An exception's text without the whole document that jsonpointer appends (``... in {...}``)."""
+    text = str(err).split(" in {", 1)[0]
+    return text if len(text) <= 200 else text[:200] + "..."
 
 
 def check_tools(spec: HarnessSpec, tools: Iterable[str]) -> None:
