@@ -1,0 +1,266 @@
+"""API models and OpenAI-compatible servers through LiteLLM (DESIGN.md, Models).
+
+``LiteLLMChatModel`` is a thin LangChain ``BaseChatModel`` over ``litellm.completion`` /
+``litellm.acompletion``. One model string reaches any provider LiteLLM knows
+(``openai/gpt-4o-mini``, ``anthropic/...``) or a vLLM server (``hosted_vllm/<name>`` with
+``api_base``; a LoRA adapter loaded on the server is addressed by its name).
+
+What it adds over a bare call:
+- retries with exponential backoff on transient failures only (429 rate limits, 408/5xx,
+  timeouts, connection errors); a 4xx such as a bad request fails at once;
+- a per-attempt timeout (LiteLLM's ``timeout``, and an ``asyncio`` guard on the async path);
+- token usage in ``usage_metadata`` and the LiteLLM cost in ``response_metadata["cost_usd"]``;
+- tool calls mapped to ``AIMessage.tool_calls``;
+- best-effort token ids and logprobs in ``response_metadata[TOKENS_KEY]`` when the server returns
+  them (vLLM with ``logprobs`` + ``return_tokens_as_token_ids``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from typing import Any, Sequence
+
+import litellm
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from pydantic import Field
+from tenacity import AsyncRetrying, RetryError, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+
+from coevo.models.base import TOKENS_KEY
+from coevo.models.local import tool_schema
+
+_ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool", "chat": "user"}
+_TOKEN_ID = re.compile(r"^token_id:(\d+)$")
+
+
+class LiteLLMCallError(RuntimeError):
+    """A LiteLLM call failed for good: a permanent error, or transient ones past the retry limit.
+
+    ``attempts`` is the number of calls made; the last LiteLLM exception is ``__cause__``.
+    """
+
+    def __init__(self, message: str, attempts: int):
+        super().__init__(message)
+        self.attempts = attempts
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True for failures worth retrying: timeouts, connection errors, HTTP 408/409/429 and 5xx."""
+    if isinstance(exc, (litellm.Timeout, litellm.APIConnectionError, asyncio.TimeoutError, TimeoutError)):
+        return True
+    status = getattr(exc, "status_code", None)
+    return isinstance(status, int) and (status in (408, 409, 429) or status >= 500)
+
+
+def messages_to_openai(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
+    """LangChain messages -> OpenAI chat messages (tool-call arguments as JSON strings)."""
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        role = _ROLES.get(m.type)
+        if role is None:
+            raise ValueError(f"cannot send a message of type {m.type!r} to LiteLLM")
+        entry: dict[str, Any] = {"role": role, "content": m.content}
+        if isinstance(m, AIMessage) and m.tool_calls:
+            entry["tool_calls"] = [{"id": c.get("id") or f"call_{i}", "type": "function",
+                                    "function": {"name": c["name"], "arguments": json.dumps(c.get("args", {}))}}
+                                   for i, c in enumerate(m.tool_calls)]
+        if isinstance(m, ToolMessage):
+            entry["tool_call_id"] = m.tool_call_id
+        out.append(entry)
+    return out
+
+
+def _get(obj: Any, key: str, default: Any = None) -> Any:
+    if obj is None:
+        return default
+    if isinstance(obj, dict):
+        return obj.get(key, default)
+    return getattr(obj, key, default)
+
+
+def response_cost(response: Any) -> float:
+    """US dollars LiteLLM priced ``response`` at; 0.0 for unpriced models (e.g. a vLLM server)."""
+    cost = _get(_get(response, "_hidden_params"), "response_cost")
+    if cost is None:
+        try:
+            cost = litellm.completion_cost(completion_response=response)
+        except Exception:  # unpriced model: LiteLLM raises instead of returning 0
+            cost = 0.0
+    return float(cost or 0.0)
+
+
+def _tokens(response: Any, choice: Any) -> dict[str, Any] | None:
+    """Token ids and logprobs when the server returned them (vLLM), else ``None``."""
+    content = _get(_get(choice, "logprobs"), "content") or []
+    logprobs = [float(_get(item, "logprob")) for item in content]
+    ids = []
+    for item in content:
+        match = _TOKEN_ID.match(str(_get(item, "token", "")))
+        if not match:
+            ids = []
+            break
+        ids.append(int(match.group(1)))
+    completion_ids = _get(choice, "token_ids") or ids or None
+    prompt_ids = _get(response, "prompt_token_ids")
+    if not logprobs and completion_ids is None:
+        return None
+    return {"prompt_token_ids": list(prompt_ids) if prompt_ids else None,
+            "completion_token_ids": list(completion_ids) if completion_ids else None,
+            "logprobs": logprobs or None}
+
+
+def _tool_calls(message: Any) -> tuple[list[dict], list[dict]]:
+    calls, invalid = [], []
+    for call in _get(message, "tool_calls") or []:
+        fn = _get(call, "function")
+        name, raw = _get(fn, "name"), _get(fn, "arguments") or "{}"
+        try:
+            args = json.loads(raw) if isinstance(raw, str) else dict(raw)
+            if not isinstance(args, dict):
+                raise ValueError("arguments are not an object")
+            calls.append({"name": name, "args": args, "id": _get(call, "id"), "type": "tool_call"})
+        except (ValueError, TypeError) as exc:
+            invalid.append({"name": name, "args": raw if isinstance(raw, str) else str(raw), "id": _get(call, "id"),
+                            "error": str(exc), "type": "invalid_tool_call"})
+    return calls, invalid
+
+
+class LiteLLMChatModel(BaseChatModel):
+    """A chat model served through LiteLLM, with retries, timeouts and cost accounting.
+
+    Fields: ``model`` a LiteLLM model string (``openai/gpt-4o-mini``, ``hosted_vllm/<name>``);
+    ``api_base``/``api_key`` for servers; decoding defaults ``temperature``, ``top_p``, ``seed``,
+    ``max_tokens``, ``stop`` (call-time keyword arguments override them and any other keyword is
+    passed to LiteLLM as is, e.g. ``mock_response`` in tests); ``timeout_s`` seconds per attempt;
+    ``max_retries`` extra attempts after the first on transient errors, waiting
+    ``backoff_s * 2**k`` seconds (capped at ``backoff_max_s``); ``request_tokens`` asks the server
+    for logprobs and token ids (default on for ``hosted_vllm/``).
+
+    Raises ``LiteLLMCallError`` (cause: the last LiteLLM exception) when a call fails for good.
+    """
+
+    model: str
+    api_base: str | None = None
+    api_key: str | None = Field(default=None, repr=False)
+    temperature: float | None = None
+    top_p: float | None = None
+    seed: int | None = None
+    max_tokens: int | None = None
+    stop: list[str] | None = None
+    timeout_s: float = 120.0
+    max_retries: int = 4
+    backoff_s: float = 1.0
+    backoff_max_s: float = 30.0
+    request_tokens: bool | None = None
+    tools: list[dict[str, Any]] | None = None
+    model_kwargs: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def _llm_type(self) -> str:
+        return "coevo-litellm"
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        return {"model": self.model, "api_base": self.api_base, "temperature": self.temperature}
+
+    def bind_tools(self, tools: Sequence[Any], *, tool_choice: Any = None, **kwargs: Any) -> "LiteLLMChatModel":
+        """A copy that sends ``tools`` (OpenAI function schemas) and ``tool_choice`` with every call."""
+        extra = dict(self.model_kwargs, **({"tool_choice": tool_choice} if tool_choice is not None else {}))
+        return self.model_copy(update={"tools": [tool_schema(t) for t in tools], "model_kwargs": extra, **kwargs})
+
+    # -- request / response --------------------------------------------------------------------
+
+    def _params(self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]) -> dict[str, Any]:
+        params: dict[str, Any] = {"model": self.model, "messages": messages_to_openai(messages),
+                                  "timeout": self.timeout_s, "max_retries": 0}
+        for key in ("api_base", "api_key", "temperature", "top_p", "seed", "max_tokens", "stop"):
+            if getattr(self, key) is not None:
+                params[key] = getattr(self, key)
+        if self.tools:
+            params["tools"] = self.tools
+        params.update(self.model_kwargs)
+        if stop:
+            params["stop"] = stop
+        call = {k: v for k, v in kwargs.items() if v is not None}
+        if "tools" in call:
+            call["tools"] = [tool_schema(t) for t in call["tools"]]
+        params.update(call)
+        wants_tokens = self.request_tokens if self.request_tokens is not None else self.model.startswith("hosted_vllm/")
+        if wants_tokens:
+            params.setdefault("logprobs", True)
+            extra = dict(params.get("extra_body") or {})
+            extra.setdefault("return_tokens_as_token_ids", True)
+            extra.setdefault("return_token_ids", True)
+            params["extra_body"] = extra
+        return params
+
+    def _result(self, response: Any) -> ChatResult:
+        choice = response.choices[0]
+        message = choice.message
+        calls, invalid = _tool_calls(message)
+        usage = _get(response, "usage")
+        prompt_tokens = int(_get(usage, "prompt_tokens") or 0)
+        completion_tokens = int(_get(usage, "completion_tokens") or 0)
+        metadata: dict[str, Any] = {"model_name": _get(response, "model") or self.model,
+                                    "finish_reason": _get(choice, "finish_reason"),
+                                    "cost_usd": response_cost(response)}
+        tokens = _tokens(response, choice)
+        if tokens is not None:
+            metadata[TOKENS_KEY] = tokens
+        reply = AIMessage(
+            content=_get(message, "content") or "", tool_calls=calls, invalid_tool_calls=invalid,
+            response_metadata=metadata, id=_get(response, "id"),
+            usage_metadata={"input_tokens": prompt_tokens, "output_tokens": completion_tokens,
+                            "total_tokens": prompt_tokens + completion_tokens})
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+    # -- retries ---------------------------------------------------------------------------------
+
+    def _retry_args(self) -> dict[str, Any]:
+        return {"stop": stop_after_attempt(self.max_retries + 1),
+                "wait": wait_exponential(multiplier=self.backoff_s, max=self.backoff_max_s),
+                "retry": retry_if_exception(is_transient), "reraise": False}
+
+    def _failure(self, exc: BaseException, attempts: int) -> LiteLLMCallError:
+        kind = "transient" if is_transient(exc) else "permanent"
+        tail = f" (gave up after {attempts} attempts)" if kind == "transient" else ""
+        return LiteLLMCallError(f"LiteLLM call to {self.model!r} failed with a {kind} "
+                                f"{type(exc).__name__}{tail}: {exc}", attempts)
+
+    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                  run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
+        params = self._params(messages, stop, kwargs)
+        retrying = Retrying(**self._retry_args())
+        try:
+            response = retrying(litellm.completion, **params)
+        except RetryError as err:
+            exc = err.last_attempt.exception()
+            raise self._failure(exc, err.last_attempt.attempt_number) from exc
+        except Exception as exc:
+            raise self._failure(exc, retrying.statistics.get("attempt_number", 1)) from exc
+        return self._result(response)
+
+    async def _agenerate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                         run_manager: AsyncCallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
+        params = self._params(messages, stop, kwargs)
+
+        async def attempt() -> Any:
+            try:
+                return await asyncio.wait_for(litellm.acompletion(**params), timeout=self.timeout_s)
+            except asyncio.TimeoutError as exc:
+                raise litellm.Timeout(f"no reply within timeout_s={self.timeout_s}", model=self.model,
+                                      llm_provider=self.model.split("/")[0]) from exc
+
+        retrying = AsyncRetrying(**self._retry_args())
+        try:
+            response = await retrying(attempt)
+        except RetryError as err:
+            exc = err.last_attempt.exception()
+            raise self._failure(exc, err.last_attempt.attempt_number) from exc
+        except Exception as exc:
+            raise self._failure(exc, retrying.statistics.get("attempt_number", 1)) from exc
+        return self._result(response)
