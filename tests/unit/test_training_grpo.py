@@ -1,0 +1,151 @@
+"""GRPO on harness rollouts with a tiny random Llama and a scripted policy (no download).
+
+Pins: the loss mask covers policy tokens only (tool observations, hook injections and template
+glue excluded), a rewritten context splits into rows that keep the advantage, the batch carries
+Eq. 6 x Eq. 15 x Eq. 16 advantages, rescue replaces all-fail groups, and a step changes the adapter.
+"""
+
+import asyncio
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from coevo.graphs.harness import arun_rollout
+from coevo.harnesses.spec import HarnessSpec
+from coevo.models.trajectory import ModelCall, Trajectory
+from coevo.training.advantages import group_advantages, task_token_weights, truncated_is_weight
+from coevo.training.grpo import GRPOStageConfig, train_grpo
+from coevo.training.rollout import HarnessRollout, sibling_rescue
+from coevo.training.samples import trajectory_rows
+from coevo.training.testing import LookupEnv, lookup_policy, tiny_llama_checkpoint
+
+HOOK = {"nudge": {"event": "after_tool", "condition": "always", "action": "inject", "message": "HOOK-TEXT"}}
+
+
+def text(ids):
+    return "".join(chr(i) for i in ids)
+
+
+@pytest.fixture
+def spec():
+    return HarnessSpec(parser={"mode": "python_call"}, hooks=HOOK)
+
+
+@pytest.fixture
+def env():
+    return LookupEnv()
+
+
+def fake_trainer(k=4, step=0):
+    return SimpleNamespace(num_generations=k, state=SimpleNamespace(global_step=step), model=torch.nn.Linear(1, 1))
+
+
+def test_loss_mask_excludes_tool_observations_and_hook_injections(spec, env):
+    traj = asyncio.run(arun_rollout(spec, lookup_policy(right_every=1), env, env.tasks()[0]))
+    (row,) = trajectory_rows(traj, advantage=0.5, task_index=0)
+    completion = text(row.completion_ids)
+    policy = text(i for i, m in zip(row.completion_ids, row.env_mask) if m)
+    context = text(i for i, m in zip(row.completion_ids, row.env_mask) if not m)
+    assert policy == '[lookup(key="a")]' + "Final answer: VALUE-a"
+    assert "[lookup output]\nVALUE-a" in context and "HOOK-TEXT" in context
+    assert "HOOK-TEXT" in completion and "HOOK-TEXT" not in policy
+    assert "look up a" in text(row.prompt_ids)  # the task prompt is never a completion token
+
+
+def test_rewritten_context_splits_into_rows_that_keep_the_advantage():
+    first = ModelCall(input=[], output={}, prompt_token_ids=[1, 2], completion_token_ids=[3], logprobs=[-0.1])
+    chained = ModelCall(input=[], output={}, prompt_token_ids=[1, 2, 3, 9], completion_token_ids=[4], logprobs=[-0.2])
+    rewritten = ModelCall(input=[], output={}, prompt_token_ids=[1, 9, 9], completion_token_ids=[5, 6], logprobs=[-0.3, -0.4])
+    traj = Trajectory(task_id="t", calls=[first, chained, rewritten])
+    rows = trajectory_rows(traj, advantage=-1.25, task_index=3)
+    assert [(r.prompt_ids, r.completion_ids, r.env_mask) for r in rows] == [
+        ([1, 2], [3, 9, 4], [1, 0, 1]), ([1, 9, 9], [5, 6], [1, 1])]
+    assert all(r.advantage == -1.25 and r.task_index == 3 for r in rows)
+    assert rows[1].logprobs == [-0.3, -0.4]
+
+
+def test_rollout_func_returns_trl_rows_with_eq6_advantages(spec, env):
+    rollout = HarnessRollout(spec, env, env.tasks(), policy_factory=lambda tr: lookup_policy(right_every=2))
+    ids = [t.id for t in env.tasks() for _ in range(4)]
+    out = rollout(ids, fake_trainer())
+    assert {"prompt_ids", "completion_ids", "logprobs", "env_mask"} <= out.keys()
+    assert len(out["completion_ids"]) == len(out["env_mask"]) == 8 and out["num_tasks"] == 2
+    rewards = [t.reward for t in rollout.trajectories]
+    expected = group_advantages(rewards[:4]) + group_advantages(rewards[4:])
+    assert out["advantages"] == pytest.approx(expected) and set(rewards) == {0.0, 1.0}
+    assert out["metrics"]["effective_group_rate"] == 1.0 and out["metrics"]["reward"] == 0.5
+
+
+def test_rollout_func_rejects_prompts_that_are_not_groups_of_k(spec, env):
+    rollout = HarnessRollout(spec, env, env.tasks(), policy_factory=lambda tr: lookup_policy())
+    with pytest.raises(ValueError, match="repeated 4 times"):
+        rollout(["lookup-a", "lookup-b"] * 2, fake_trainer())
+    with pytest.raises(KeyError, match="unknown task id"):
+        rollout(["nope"] * 4, fake_trainer())
+
+
+def test_rescue_replaces_an_all_fail_group_with_sibling_rollouts(spec, env):
+    sibling = spec.model_copy(update={"prompt": spec.prompt.model_copy(update={"system": "HINT: answer it."})})
+    policy = lookup_policy(right_every=2, hint="HINT")  # never right under H0, half right under the sibling
+    rollout = HarnessRollout(spec, env, env.tasks()[:1], rescue=sibling_rescue([sibling], env),
+                             policy_factory=lambda tr: policy)
+    out = rollout(["lookup-a"] * 4, fake_trainer())
+    initial, rescued = rollout.trajectories[:4], rollout.trajectories[4:]
+    assert not any(t.passed for t in initial) and len(rescued) == 4
+    assert {t.harness_id for t in rescued} == {sibling.id} and any(t.passed for t in rescued)
+    assert out["advantages"] == pytest.approx(group_advantages([t.reward for t in rescued]))
+    assert out["metrics"]["rescue_rate"] == 1.0 and out["metrics"]["reward"] == 0.0
+
+
+def test_grpo_batch_carries_policy_mask_and_eq15_eq16_advantages(tmp_path, spec, env):
+    from datasets import Dataset
+
+    from coevo.training.checkpoint import load_policy
+    from coevo.training.grpo import grpo_args, lora_config
+    from coevo.training.trainer import HarnessGRPOTrainer
+
+    ckpt = tiny_llama_checkpoint(tmp_path / "base")
+    cfg = GRPOStageConfig(output_dir=str(tmp_path / "runs"))
+    model, tok = load_policy(ckpt)
+    rollout = HarnessRollout(spec, env, env.tasks(), policy_factory=lambda tr: lookup_policy(right_every=2))
+    trainer = HarnessGRPOTrainer(model=model, reward_funcs=[lambda prompts, **kw: [0.0] * len(prompts)],
+                                 args=grpo_args(cfg, tmp_path / "out"), processing_class=tok,
+                                 train_dataset=Dataset.from_list([{"prompt": t.id} for t in env.tasks()]),
+                                 peft_config=lora_config(cfg), rollout_func=rollout, importance_correction=True)
+    batch = trainer._generate_and_score_completions([{"prompt": t.id} for t in env.tasks() for _ in range(4)])
+    mask = batch["completion_mask"] * batch["tool_mask"]
+    for r, row in enumerate(batch["completion_ids"].tolist()):
+        policy = text(i for i, m in zip(row, mask[r].tolist()) if m)
+        assert policy.startswith('[lookup(key="') and "Final answer: " in policy and "HOOK" not in policy
+    w = truncated_is_weight(batch["old_per_token_logps"], torch.full_like(batch["old_per_token_logps"], -0.5))
+    per_task = task_token_weights([int(mask[:4].sum()), int(mask[4:].sum())])
+    rewards = [t.reward for t in rollout.trajectories]
+    eq6 = group_advantages(rewards[:4]) + group_advantages(rewards[4:])
+    expected = torch.tensor([a * per_task[i // 4] for i, a in enumerate(eq6)]).unsqueeze(1) * w
+    assert torch.allclose(batch["advantages"] * mask, expected * mask, atol=1e-6)
+    assert int(batch["num_items_in_batch"]) == int(mask.sum())
+
+
+def test_train_grpo_step_changes_the_adapter_and_records_metrics(tmp_path, spec, env):
+    from safetensors.torch import load_file
+
+    ckpt = tiny_llama_checkpoint(tmp_path / "base")
+    cfg = {"steps": 1, "learning_rate": 1e-2, "output_dir": str(tmp_path / "runs")}
+    new, trajs = train_grpo(ckpt, spec, env, env.tasks(), cfg, policy_factory=lambda tr: lookup_policy(right_every=2))
+    weights = load_file(str(Path(new.adapter_path) / "adapter_model.safetensors"))
+    lora_b = [v for k, v in weights.items() if "lora_B" in k]
+    assert lora_b and any(v.abs().max() > 0 for v in lora_b)  # PEFT initialises lora_B to zero
+    assert new.parents == ["ckpt-tiny"] and new.base_model == ckpt.base_model
+    assert len(trajs) == 8 and {t.checkpoint_id for t in trajs} == {"ckpt-tiny"}
+    m = new.metrics
+    assert m["steps"] == 1 and m["reward_mean"] == 0.5 and m["effective_group_rate"] == 1.0
+    assert m["tokens"] > 0 and m["wall_time_s"] > 0 and m["loss"] is not None
+    assert m["history"][0]["effective_token_share"] == 1.0
+
+
+def test_train_grpo_rejects_fewer_tasks_than_a_step_needs(tmp_path, spec, env):
+    ckpt = tiny_llama_checkpoint(tmp_path / "base")
+    with pytest.raises(ValueError, match="tasks_per_step"):
+        train_grpo(ckpt, spec, env, env.tasks()[:1], {"tasks_per_step": 2})

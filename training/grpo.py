@@ -1,0 +1,198 @@
+"""``train_grpo``: one GRPO stage on harness rollouts, LoRA via PEFT, on TRL's ``GRPOTrainer``.
+
+VACE Algorithm 1 line ``W[t+1], T[t] = train(W[t], H[t], D_train)``. Rollouts run through coevo's
+own harness graph (``HarnessRollout`` as TRL's ``rollout_func``), so training and evaluation run the
+same harness code and the policy learns from exactly the tokens it sampled.
+
+The objective is Harness-S §7, mapped onto ``GRPOConfig``:
+
+==========================================  =================================================
+Harness-S §7                                here
+==========================================  =================================================
+Eq. 6 advantages, population std, eps=1e-6  computed per group by the rollout (TRL's own
+                                            ``scale_rewards`` uses Bessel's std + 1e-4, unused)
+Eq. 5 rescue of all-fail groups             ``rescue`` hook of ``HarnessRollout``
+Eq. 7 clip, eta- = 0.20, eta+ = 0.28        ``epsilon=0.20``, ``epsilon_high=0.28``
+no KL                                       ``beta=0.0`` (no reference model is loaded)
+Eq. 15 token-mean per task, mean over tasks ``loss_type="dapo"`` + per-task advantage factor
+                                            ``N / (|B| N_x)`` (exact; see ``trainer.py``)
+Eq. 16 clip(pi_old / q, 0, 2)               folded into per-token advantages when
+                                            ``importance_correction`` (auto: on when the sampler is
+                                            not the trainer's own model, e.g. vLLM)
+loss on policy tokens only                  ``env_mask`` from ``Trajectory.segments``
+==========================================  =================================================
+
+Differences: one generation batch per optimiser step (``num_iterations=1`` by default), so
+``pi_old`` is the sampling policy and the ratio starts at 1; ``max_len`` truncates very long
+segments from the tail.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from pydantic import BaseModel, Field, model_validator
+
+from coevo.envs.base import Env, Task
+from coevo.models.trajectory import Trajectory
+from coevo.training.checkpoint import Checkpoint, load_policy, new_checkpoint_id, record_checkpoint
+from coevo.training.rollout import HarnessRollout, PolicyFactory, Rescue, RolloutFn
+
+
+class GRPOStageConfig(BaseModel):
+    """Settings of one GRPO stage. A step = one generation batch of ``tasks_per_step`` tasks x
+    ``num_generations`` rollouts = one optimiser step (split in ``micro_batches`` accumulation steps)."""
+
+    steps: int = Field(default=1, ge=1)
+    tasks_per_step: int = Field(default=2, ge=1)
+    num_generations: int = Field(default=4, ge=2)
+    micro_batches: int = Field(default=1, ge=1)
+    num_iterations: int = Field(default=1, ge=1)
+    learning_rate: float = Field(default=1e-5, gt=0)
+    lr_scheduler_type: str = "constant"
+    max_grad_norm: float = 1.0
+    lora_r: int = Field(default=16, ge=1)
+    lora_alpha: int = 32
+    lora_dropout: float = 0.0
+    lora_target_modules: str | list[str] = "all-linear"
+    epsilon: float = 0.20
+    epsilon_high: float = 0.28
+    max_len: int = Field(default=4096, ge=16)
+    importance_correction: bool | None = None
+    is_clip: tuple[float, float] = (0.0, 2.0)
+    seed: int = 0
+    output_dir: str = "runs/training"
+    report_to: str | list[str] = "none"
+    logging_steps: int = 1
+    max_concurrency: int | None = None
+    use_cpu: bool | None = None
+
+    @model_validator(mode="after")
+    def _batch_divides(self) -> "GRPOStageConfig":
+        if (self.tasks_per_step * self.num_generations) % self.micro_batches:
+            raise ValueError(
+                f"tasks_per_step x num_generations = {self.tasks_per_step * self.num_generations} must be divisible "
+                f"by micro_batches={self.micro_batches}; change micro_batches")
+        return self
+
+
+def grpo_args(cfg: GRPOStageConfig, output_dir: Path) -> Any:
+    """The TRL ``GRPOConfig`` of a stage (CPU: ``use_cpu=True, bf16=False``; no checkpoints saved
+    by the trainer; ``report_to`` passed through)."""
+    import torch
+    from trl import GRPOConfig
+
+    use_cpu = cfg.use_cpu if cfg.use_cpu is not None else not torch.cuda.is_available()
+    bf16 = not use_cpu and torch.cuda.is_bf16_supported()
+    batch = cfg.tasks_per_step * cfg.num_generations
+    return GRPOConfig(
+        output_dir=str(output_dir), max_steps=cfg.steps, seed=cfg.seed,
+        per_device_train_batch_size=batch // cfg.micro_batches, gradient_accumulation_steps=cfg.micro_batches,
+        steps_per_generation=cfg.micro_batches, num_generations=cfg.num_generations,
+        num_iterations=cfg.num_iterations, learning_rate=cfg.learning_rate, lr_scheduler_type=cfg.lr_scheduler_type,
+        warmup_steps=0, max_grad_norm=cfg.max_grad_norm, beta=0.0, epsilon=cfg.epsilon,
+        epsilon_high=cfg.epsilon_high, loss_type="dapo", scale_rewards="none", max_completion_length=cfg.max_len,
+        use_cpu=use_cpu, bf16=bf16, activation_checkpointing=False, disable_dropout=True,
+        logging_steps=cfg.logging_steps, report_to=cfg.report_to, save_strategy="no",
+        remove_unused_columns=False, dataloader_num_workers=0, log_completions=False,
+    )
+
+
+def lora_config(cfg: GRPOStageConfig | Any) -> Any:
+    """A PEFT ``LoraConfig`` for a causal LM from ``lora_r``/``lora_alpha``/``lora_dropout``/
+    ``lora_target_modules``."""
+    from peft import LoraConfig
+
+    return LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
+                      target_modules=cfg.lora_target_modules, task_type="CAUSAL_LM")
+
+
+def _env_reward(prompts: list, completions: list, **kwargs: Any) -> list[float]:
+    """Placeholder reward function for TRL's constructor: rewards come from the env's verifier
+    inside the rollout, and ``HarnessGRPOTrainer`` never calls this."""
+    return [0.0] * len(prompts)
+
+
+def stage_metrics(log_history: list[dict], rollouts: list[dict[str, float]], wall_s: float) -> dict[str, Any]:
+    """Checkpoint metrics of a stage: means over steps of loss, reward (initial rollouts),
+    effective-group rate and effective-token share; policy tokens and rows summed; wall seconds;
+    and ``history`` (one dict per step: step, loss, reward, pass_rate, effective_group_rate,
+    effective_token_share, policy_tokens, rescue_rate)."""
+    losses = [h["loss"] for h in log_history if "loss" in h]
+
+    def mean(key: str) -> float:
+        return statistics.fmean(r[key] for r in rollouts) if rollouts else 0.0
+
+    keys = ("reward", "pass_rate", "effective_group_rate", "effective_token_share", "policy_tokens", "rescue_rate")
+    history = [{"step": i + 1, **{k: r[k] for k in keys}, **({"loss": losses[i]} if i < len(losses) else {})}
+               for i, r in enumerate(rollouts)]
+    return {
+        "loss": statistics.fmean(losses) if losses else None,
+        "reward_mean": mean("reward"),
+        "pass_rate": mean("pass_rate"),
+        "effective_group_rate": mean("effective_group_rate"),
+        "effective_token_share": mean("effective_token_share"),
+        "tokens": int(sum(r["policy_tokens"] for r in rollouts)),
+        "rescue_rate": mean("rescue_rate"),
+        "steps": len(rollouts),
+        "wall_time_s": wall_s,
+        "history": history,
+    }
+
+
+def train_grpo(
+    checkpoint: Checkpoint, spec: Any, env: Env, tasks: Sequence[Task], config: GRPOStageConfig | dict | None = None,
+    rescue: Rescue | None = None, archive: Any = None, *, policy_factory: PolicyFactory | None = None,
+    rollout_fn: RolloutFn | None = None, callbacks: list | None = None, run_id: str | None = None,
+) -> tuple[Checkpoint, list[Trajectory]]:
+    """Run one GRPO stage from ``checkpoint`` under harness ``spec`` on ``tasks`` (train split).
+
+    Args: ``config`` a ``GRPOStageConfig`` (or its dict); ``rescue`` the Eq. 5 hook
+    ``rescue(task, failed_group[, policy=]) -> group`` called when all K rollouts of a task fail
+    (``coevo.training.rollout.sibling_rescue`` builds the Harness-S one); ``archive`` a
+    ``coevo.storage.Archive`` that records the new checkpoint; ``policy_factory(trainer)`` the
+    sampler (default: the trainer's own current weights through ``LocalChatModel``; a vLLM-backed
+    factory from ``coevo.training.vllm_sync``); ``rollout_fn`` replaces ``arun_rollout`` (tests).
+
+    Returns ``(new checkpoint, trajectories)``: the new checkpoint has the trained LoRA adapter under
+    ``<output_dir>/<new id>/adapter``, ``parents=[checkpoint.id]``, the config and
+    ``stage_metrics``; the trajectories are every rollout made (``HarnessRollout.trajectories``).
+    Raises ``ValueError`` when there are fewer tasks than ``tasks_per_step``.
+    """
+    from datasets import Dataset
+
+    from coevo.training.trainer import HarnessGRPOTrainer
+
+    cfg = config if isinstance(config, GRPOStageConfig) else GRPOStageConfig.model_validate(config or {})
+    if len(tasks) < cfg.tasks_per_step:
+        raise ValueError(f"train_grpo got {len(tasks)} tasks but tasks_per_step={cfg.tasks_per_step}; "
+                         "pass more tasks or lower tasks_per_step")
+    new_id = new_checkpoint_id()
+    out_dir = Path(cfg.output_dir) / new_id
+    model, tokenizer = load_policy(checkpoint, trainable=True)
+    rollout = HarnessRollout(spec, env, tasks, rescue=rescue, policy_factory=policy_factory, rollout_fn=rollout_fn,
+                             max_len=cfg.max_len, seed=cfg.seed, checkpoint_id=checkpoint.id,
+                             max_concurrency=cfg.max_concurrency)
+    correction = cfg.importance_correction if cfg.importance_correction is not None else policy_factory is not None
+    trainer = HarnessGRPOTrainer(
+        model=model, reward_funcs=[_env_reward], args=grpo_args(cfg, out_dir),
+        train_dataset=Dataset.from_list([{"prompt": t.id} for t in tasks]), processing_class=tokenizer,
+        peft_config=None if checkpoint.adapter_path else lora_config(cfg), rollout_func=rollout,
+        callbacks=callbacks, importance_correction=correction, is_clip=cfg.is_clip,
+    )
+    started = time.perf_counter()
+    trainer.train()
+    wall = time.perf_counter() - started
+    adapter_dir = out_dir / "adapter"
+    trainer.model.save_pretrained(str(adapter_dir))
+    new = Checkpoint(
+        id=new_id, base_model=checkpoint.base_model, adapter_path=str(adapter_dir), parents=[checkpoint.id],
+        config={"stage": "grpo", "harness_id": getattr(spec, "id", ""), "importance_correction": correction,
+                **cfg.model_dump()},
+        metrics=stage_metrics(trainer.state.log_history, rollout.history, wall),
+    )
+    record_checkpoint(archive, new, run_id)
+    return new, rollout.trajectories

@@ -1,0 +1,89 @@
+"""Small fakes for training tests: a tiny random Llama checkpoint with a character tokenizer, a
+lookup env with one tool, and a scripted policy. Nothing is downloaded.
+
+The tokenizer maps each ASCII character to its code point, the same ids
+``coevo.models.fake.ScriptedChatModel(with_tokens=True)`` emits, so the tiny model can score the
+scripted policy's tokens.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+
+from coevo.envs.base import Episode, Score, Task, Tool
+from coevo.models.fake import ScriptedChatModel
+from coevo.training.checkpoint import Checkpoint
+
+VOCAB = 128
+
+
+def char_tokenizer() -> Any:
+    """A ``PreTrainedTokenizerFast`` with one token per ASCII character (id = code point);
+    ``\\x00`` is the pad token, ``\\x03`` the eos token."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.WordLevel({chr(i): i for i in range(VOCAB)}, unk_token="\x00"))
+    tok.pre_tokenizer = pre_tokenizers.Split("", behavior="isolated")
+    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="\x00", eos_token="\x03", unk_token="\x00")
+
+
+def tiny_llama_checkpoint(directory: Path | str, seed: int = 0) -> Checkpoint:
+    """Save a random 2-layer Llama (hidden 32, vocab 128) and the char tokenizer in ``directory``;
+    return a ``Checkpoint`` whose ``base_model`` is that directory."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    config = LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
+                         pad_token_id=0, eos_token_id=3, bos_token_id=2)
+    LlamaForCausalLM(config).save_pretrained(str(directory))
+    char_tokenizer().save_pretrained(str(directory))
+    return Checkpoint(id="ckpt-tiny", base_model=str(directory))
+
+
+class LookupEnv:
+    """Tasks ``"look up <key>"``; the tool ``lookup(key)`` returns ``VALUE-<key>``; the answer
+    ``VALUE-<key>`` scores 1, anything else 0."""
+
+    name = "lookup"
+
+    def __init__(self, keys: tuple[str, ...] = ("a", "b")) -> None:
+        self._tasks = [Task(id=f"lookup-{k}", env=self.name, split="train", prompt=f"look up {k}",
+                            metadata={"key": k}) for k in keys]
+
+    def tasks(self, split: str = "train", n: int | None = None) -> list[Task]:
+        return self._tasks[:n]
+
+    def episode(self, task: Task, seed: int = 0) -> Episode:
+        tool = Tool("lookup", "Look up a key.", {"type": "object", "properties": {"key": {"type": "string"}},
+                                                  "required": ["key"]}, lambda key: f"VALUE-{key}")
+        return Episode(task=task, tools=[tool])
+
+    def score(self, task: Task, answer: str | None, episode: Episode) -> Score:
+        ok = (answer or "").strip() == f"VALUE-{task.metadata['key']}"
+        return Score(reward=float(ok), passed=ok)
+
+
+def lookup_policy(right_every: int = 2, hint: str | None = None) -> ScriptedChatModel:
+    """A scripted policy for ``LookupEnv`` with a python-call parser: it first calls
+    ``[lookup(key="<key>")]``, then answers ``Final answer: VALUE-<key>`` on every
+    ``right_every``-th episode (and only when ``hint``, if given, occurs in its context) and a
+    wrong value otherwise. Emits char token ids."""
+    episodes = itertools.count()
+
+    def reply(messages: list[BaseMessage]) -> str:
+        seen = [str(m.content) for m in messages if "VALUE-" in str(m.content)]
+        if not seen:
+            task = next(str(m.content) for m in messages if "look up" in str(m.content))
+            return f'[lookup(key="{task.rsplit(" ", 1)[-1]}")]'
+        value = seen[-1][seen[-1].index("VALUE-"):].split()[0]
+        hinted = hint is None or any(hint in str(m.content) for m in messages)
+        return f"Final answer: {value}" if next(episodes) % right_every == 0 and hinted else "Final answer: nope"
+
+    return ScriptedChatModel(script=[reply], with_tokens=True)
