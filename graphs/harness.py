@@ -98,18 +98,22 @@ class HarnessRunner:
         b = self.spec.budget
         return min(b.max_model_calls - state.get("model_calls", 0), b.max_env_actions - state.get("env_actions", 0))
 
-    def fire(self, event: str, state: HarnessState, **facts: Any) -> tuple[Effect, list[dict]]:
-        """Run every hook on ``event`` whose condition holds; merge their effects."""
+    def fire(self, event: str, state: HarnessState, **facts: Any) -> tuple[Effect, list[dict], str | None]:
+        """Run every hook on ``event`` whose condition holds; merge their effects.
+
+        Returns the merged effect, the fired hooks' events, and ``hook:<name>`` of the first hook
+        whose action stopped the episode (``None`` when none did)."""
         ctx = HookContext(event=event, model_calls=state.get("model_calls", 0), env_actions=state.get("env_actions", 0),
                           remaining_steps=self.remaining(state), **{**state.get("last", {}), **facts})
-        total, events = Effect(), []
+        total, events, stopped = Effect(), [], None
         for name, hook in self.spec.hooks.items():
             if hook.event == event and CONDITIONS[hook.condition](ctx, **hook.parameters):
                 eff = ACTIONS[hook.action](ctx, hook.message)
+                stopped = stopped or (f"hook:{name}" if eff.stop else None)
                 total.messages += eff.messages
                 total.retry, total.block, total.stop = total.retry or eff.retry, total.block or eff.block, total.stop or eff.stop
                 events.append({"hook": name, "event": event, "action": hook.action})
-        return total, events
+        return total, events, stopped
 
     # --- nodes ------------------------------------------------------------------------------
 
@@ -122,11 +126,11 @@ class HarnessRunner:
                                   HumanMessage(render_task(self.spec, task), additional_kwargs={ROLE: "prompt"})]
         if state.get("model_calls", 0) >= self.spec.budget.max_model_calls:
             return {**update, "stop_reason": "budget:model_calls"}
-        effect, events = self.fire("before_model", state)
+        effect, events, stopped = self.fire("before_model", state)
         update["hook_events"] = events
         update["messages"] = update.get("messages", []) + [_harness(m) for m in effect.messages]
-        if effect.stop:
-            update["stop_reason"] = f"hook:{events[-1]['hook']}"
+        if stopped:
+            update["stop_reason"] = stopped
         return update
 
     def visible(self, state: HarnessState) -> list[BaseMessage] | None:
@@ -177,27 +181,27 @@ class HarnessRunner:
         last = {"reply": str(reply.content), "parsed": ok, "answer": None}
         update: dict[str, Any] = {"last": {**state.get("last", {}), **last}, "pending": [], "answer": None,
                                   "violations": state.get("violations", 0) + (0 if ok else 1)}
-        effect, events = self.fire("after_model", {**state, "last": update["last"]})
+        effect, events, stopped = self.fire("after_model", {**state, "last": update["last"]})
         msgs: list[BaseMessage] = []
         if effect.retry:
             msgs.append(RemoveMessage(id=reply.id))
         elif not ok and self.spec.parser.on_no_action == "violation" or parsed.error:
             msgs.append(_harness(f"{self.spec.parser.violation_message} ({parsed.error})"))
-        elif parsed.actions and not effect.block:
+        elif parsed.actions and not (effect.block or effect.stop):
             update["pending"] = [{"name": a.name, "args": a.args, "id": a.id} for a in parsed.actions]
         elif parsed.answer is not None and not effect.block:
-            fin, fin_events = self.fire("before_finish", {**state, "last": update["last"]}, answer=parsed.answer)
+            fin, fin_events, fin_stopped = self.fire("before_finish", {**state, "last": update["last"]}, answer=parsed.answer)
             events += fin_events
             effect.messages += fin.messages
-            effect.stop = effect.stop or fin.stop
+            stopped = stopped or fin_stopped
             if not fin.block:
                 update["answer"] = parsed.answer
         msgs += [_harness(m) for m in effect.messages]
         if native_orphans := self._orphan_tool_results(reply, update["pending"], effect.retry):
             msgs = native_orphans + msgs
         update.update(messages=msgs, hook_events=events)
-        if effect.stop:
-            update["stop_reason"] = f"hook:{events[-1]['hook']}"
+        if stopped:
+            update["stop_reason"] = stopped
         return update
 
     def _orphan_tool_results(self, reply: BaseMessage, pending: list[dict], retried: bool) -> list[BaseMessage]:
@@ -250,12 +254,12 @@ class HarnessRunner:
             else:
                 delta["env_actions"] = state.get("env_actions", 0) + 1
         delta["last"] = {**state.get("last", {}), "observation": text, "tool": name, "error": error}
-        effect, events = self.fire("on_tool_error" if error else "after_tool", {**state, **delta})
+        effect, events, stopped = self.fire("on_tool_error" if error else "after_tool", {**state, **delta})
         if effect.block:
             text, effect.messages = " ".join(effect.messages) or "Tool output withheld by the harness.", []
         delta["hook_events"] = events
-        if effect.stop:
-            delta["stop_reason"] = f"hook:{events[-1]['hook']}"
+        if stopped:
+            delta["stop_reason"] = stopped
         return delta, [self._observe(action, text)] + [_harness(m) for m in effect.messages]
 
     def run_tools(self, state: HarnessState) -> dict:
@@ -291,6 +295,10 @@ class HarnessRunner:
     @staticmethod
     def after_assemble(state: HarnessState) -> str:
         return "finish" if state.get("stop_reason") else "call_model"
+
+    @staticmethod
+    def after_call(state: HarnessState) -> str:
+        return "finish" if state.get("stop_reason") else "parse_reply"
 
     @staticmethod
     def after_parse(state: HarnessState) -> str:
@@ -334,7 +342,7 @@ def build_harness_graph(spec: HarnessSpec, model: BaseChatModel, episode: Episod
 
     builder.add_edge(START, "assemble_context")
     builder.add_conditional_edges("assemble_context", r.after_assemble, ["call_model", "finish"])
-    builder.add_edge("call_model", "parse_reply")
+    builder.add_conditional_edges("call_model", r.after_call, ["parse_reply", "finish"])
     builder.add_conditional_edges("parse_reply", r.after_parse, ["run_tools", "assemble_context", "finish"])
     builder.add_conditional_edges("run_tools", r.after_tools, ["assemble_context", "finish"])
     builder.add_edge("finish", END)

@@ -24,6 +24,18 @@ from coevo.models.fake import ScriptedChatModel  # noqa: E402
 
 PAGE = "page 1 of 3: alpha, beta; next_page=2"
 
+# Harness-S Table 7, verbatim (cases 1 and 3 are hooks, case 2 is a prompt rule).
+PAGINATION_HOOK = {"action": "warn", "condition": "pagination_present", "event": "after_tool",
+                   "message": "Pagination metadata is present. Continue only until an empty or short page or an "
+                              "authoritative total; do not treat the first page as complete.", "parameters": {}}
+INTERSECTION_RULE = {"slot": "action_guidance", "text": "If the request combines conditions, fetch each condition "
+                     "separately and compute the intersection; do not broaden an item to its containing collection."}
+LOW_BUDGET_HOOK = {"action": "warn", "condition": "remaining_steps_lte", "event": "after_tool",
+                   "message": "Execution budget is low. Finish only the required verification and reserve one step "
+                              "for complete_task; avoid unrelated exploration.", "parameters": {"threshold": 3}}
+TABLE7 = {"hooks": {"pagination-completion-guidance": PAGINATION_HOOK, "low-budget-completion": LOW_BUDGET_HOOK},
+          "prompt": {"rules": {"reconcile-before-side-effect": INTERSECTION_RULE}}}
+
 
 def _obj(**props: str) -> dict[str, Any]:
     return {"type": "object", "properties": {k: {"type": t} for k, t in props.items()}, "required": list(props)}

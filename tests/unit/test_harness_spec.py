@@ -5,25 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from harness_kit import call, run, toy_tools
+from harness_kit import TABLE7, call, run, toy_tools
 
 from coevo.harnesses import (HarnessError, HarnessSpec, diff, load_harness, register_condition, render,
                              validate_spec)
 from coevo.harnesses.registry import CONDITIONS
 from coevo.harnesses.view import skill_applies
-
-# Harness-S Table 7, verbatim (cases 1 and 3 are hooks, case 2 is a prompt rule).
-PAGINATION_HOOK = {"action": "warn", "condition": "pagination_present", "event": "after_tool",
-                   "message": "Pagination metadata is present. Continue only until an empty or short page or an "
-                              "authoritative total; do not treat the first page as complete.", "parameters": {}}
-INTERSECTION_RULE = {"slot": "action_guidance", "text": "If the request combines conditions, fetch each condition "
-                     "separately and compute the intersection; do not broaden an item to its containing collection."}
-LOW_BUDGET_HOOK = {"action": "warn", "condition": "remaining_steps_lte", "event": "after_tool",
-                   "message": "Execution budget is low. Finish only the required verification and reserve one step "
-                              "for complete_task; avoid unrelated exploration.", "parameters": {"threshold": 3}}
-TABLE7 = {"hooks": {"pagination-completion-guidance": PAGINATION_HOOK, "low-budget-completion": LOW_BUDGET_HOOK},
-          "prompt": {"rules": {"reconcile-before-side-effect": INTERSECTION_RULE}}}
-
 
 def problems(err: pytest.ExceptionInfo[HarnessError]) -> dict[str, str]:
     return {p.path: p.message for p in err.value.problems}
