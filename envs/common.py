@@ -1,0 +1,119 @@
+"""Small helpers every suite shares: stable task ids, content splits, cache dirs, optional imports.
+
+Splits are made from ONE ordered, content-deduplicated item list per suite config, cut by index
+ranges (issue 3: reasoning-gym builds item ``i`` from ``Random(seed + i)``, so datasets built with
+neighbouring seeds share items; splitting one list by ranges after dedupe makes the splits disjoint
+by content, not just by seed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import os
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable, Iterable, TypeVar
+
+from coevo.envs.base import SPLITS, Split
+
+T = TypeVar("T")
+
+
+class MissingExtraError(ImportError):
+    """An optional suite's package is not installed; the message names the extra to install."""
+
+
+def require(module: str, extra: str, package: str) -> ModuleType:
+    """Import ``module`` or raise ``MissingExtraError`` naming ``pip install 'coevo[extra]'``.
+
+    ``package`` is the PyPI distribution name shown in the message (e.g. ``bfcl-eval``).
+    """
+    try:
+        return importlib.import_module(module)
+    except ImportError as err:
+        raise MissingExtraError(
+            f"this suite needs the package {package!r}, which is not installed ({err}). "
+            f"Install it with: pip install 'coevo[{extra}]'") from err
+
+
+def task_id(env: str, content: str) -> str:
+    """A stable task id: ``<env>-<first 16 hex of sha256(env NUL content)>``.
+
+    The same content gives the same id in every run, whatever the seed or position.
+    """
+    digest = hashlib.sha256(f"{env}\0{content}".encode()).hexdigest()[:16]
+    return f"{env}-{digest}"
+
+
+def check_split(split: str) -> Split:
+    """Return ``split`` if it is one of train/val/test; else raise ``ValueError`` naming the choices."""
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; choose one of {list(SPLITS)}")
+    return split  # type: ignore[return-value]
+
+
+def split_sizes(n: int, val_frac: float, test_frac: float) -> dict[Split, int]:
+    """Sizes of train/val/test for ``n`` items: val and test get ``round(n*frac)`` (at least 1 each
+    when ``n >= 3`` and the fraction is positive), train gets the rest.
+
+    Raises ``ValueError`` when the fractions are outside [0, 1) or sum to 1 or more.
+    """
+    if not (0 <= val_frac < 1 and 0 <= test_frac < 1 and val_frac + test_frac < 1):
+        raise ValueError(f"val_frac={val_frac} and test_frac={test_frac} must be in [0, 1) and sum below 1")
+    n_val = round(n * val_frac)
+    n_test = round(n * test_frac)
+    if n >= 3:
+        n_val = max(n_val, 1 if val_frac > 0 else 0)
+        n_test = max(n_test, 1 if test_frac > 0 else 0)
+    n_train = max(n - n_val - n_test, 0)
+    return {"train": n_train, "val": n_val, "test": n_test}
+
+
+def dedupe(items: Iterable[T], key: Callable[[T], str], seen: set[str] | None = None) -> list[T]:
+    """Keep the first item of each ``key`` (content); ``seen`` may be shared across calls."""
+    seen = set() if seen is None else seen
+    out = []
+    for item in items:
+        k = key(item)
+        if k not in seen:
+            seen.add(k)
+            out.append(item)
+    return out
+
+
+def cut_splits(items: list[T], val_frac: float, test_frac: float) -> dict[Split, list[T]]:
+    """Cut an ordered, deduplicated list into train (first), val, test by index ranges."""
+    sizes = split_sizes(len(items), val_frac, test_frac)
+    a = sizes["train"]
+    b = a + sizes["val"]
+    return {"train": items[:a], "val": items[a:b], "test": items[b:b + sizes["test"]]}
+
+
+def round_robin(groups: list[list[T]]) -> list[T]:
+    """Interleave groups (one item of each in turn), so the first ``n`` tasks mix families."""
+    out: list[T] = []
+    for i in range(max((len(g) for g in groups), default=0)):
+        out += [g[i] for g in groups if i < len(g)]
+    return out
+
+
+def cache_dir(*parts: str) -> Path:
+    """A cache directory (created): ``$COEVO_CACHE`` or ``~/.cache/coevo``, plus ``parts``."""
+    root = Path(os.environ.get("COEVO_CACHE") or Path.home() / ".cache" / "coevo")
+    path = root.joinpath(*parts)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def as_list(value: Any) -> list[str]:
+    """A config value as a list of strings: a list stays, ``"a+b"`` / ``"a,b"`` split, ``None`` -> []."""
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple)):
+        return [str(v) for v in value]
+    text = str(value)
+    for sep in ("+", ","):
+        if sep in text:
+            return [p.strip() for p in text.split(sep) if p.strip()]
+    return [text] if text else []

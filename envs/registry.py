@@ -1,0 +1,94 @@
+"""Finding suites by name: built-ins plus the entry-point group ``coevo.envs`` (DESIGN.md, Env).
+
+A reference is ``name`` or ``name:key=value,key=value`` — e.g.
+``reasoning_gym:families=word_sorting,size=60,seed=0`` or ``bfcl:categories=simple_python``.
+Values become int/float/bool when they look like one; a list is written with ``+``
+(``families=word_sorting+chain_sum``), or as bare items after a key
+(``families=word_sorting,chain_sum,size=60``). A third-party suite registers a class (or factory)
+taking keyword arguments::
+
+    [project.entry-points."coevo.envs"]
+    my_suite = "my_pkg.envs:MySuite"
+"""
+
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import entry_points
+from typing import Any, Callable
+
+from coevo.envs.base import Env
+
+BUILTINS: dict[str, str] = {
+    "reasoning_gym": "coevo.envs.rg_suite:ReasoningGymEnv",
+    "bfcl": "coevo.envs.bfcl_suite:BfclEnv",
+    "textworld": "coevo.envs.textworld_suite:TextWorldEnv",
+}
+GROUP = "coevo.envs"
+
+
+def _coerce(text: str) -> Any:
+    low = text.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    if "+" in text:
+        return [_coerce(p) for p in text.split("+") if p]
+    return text
+
+
+def parse_ref(ref: str) -> tuple[str, dict[str, Any]]:
+    """Split ``name:key=value,...`` into ``(name, kwargs)``.
+
+    Raises ``ValueError`` for an empty name or an item with no key before it.
+    """
+    name, _, rest = ref.strip().partition(":")
+    if not name:
+        raise ValueError(f"env reference {ref!r} has no name; write e.g. 'reasoning_gym:size=60'")
+    kwargs: dict[str, Any] = {}
+    last: str | None = None
+    for item in (p.strip() for p in rest.split(",")) if rest else ():
+        if not item:
+            continue
+        if "=" in item:
+            key, _, value = item.partition("=")
+            last = key.strip()
+            kwargs[last] = _coerce(value.strip())
+        elif last is None:
+            raise ValueError(f"env reference {ref!r}: {item!r} has no key; write key=value")
+        else:
+            prev = kwargs[last]
+            kwargs[last] = (prev if isinstance(prev, list) else [prev]) + [_coerce(item)]
+    return name, kwargs
+
+
+def _load(target: str) -> Callable[..., Env]:
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def available() -> dict[str, str]:
+    """Registered suite names -> ``module:attr`` targets (built-ins, then entry points)."""
+    found = dict(BUILTINS)
+    for ep in entry_points(group=GROUP):
+        found.setdefault(ep.name, ep.value)
+    return found
+
+
+def get_env(ref: str) -> Env:
+    """Build the suite named by ``ref`` (see module doc) with its keyword arguments.
+
+    Raises ``KeyError`` naming the known suites for an unknown name, ``MissingExtraError`` (an
+    ``ImportError``) naming the extra to install when a suite's optional package is missing, and
+    ``ValueError``/``TypeError`` from the suite for bad arguments.
+    """
+    name, kwargs = parse_ref(ref)
+    known = available()
+    if name not in known:
+        raise KeyError(f"unknown env {name!r}; registered: {sorted(known)} (third parties register under "
+                       f"the entry-point group {GROUP!r})")
+    return _load(known[name])(**kwargs)

@@ -1,0 +1,76 @@
+"""``Suite``: the shared skeleton of coevo's built-in envs (lazy split building, task lookup,
+trivial baselines, answer display for the CLI). A third-party env only needs the ``Env`` protocol.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from coevo.envs.base import SPLITS, Episode, Score, Split, Task
+from coevo.envs.baseline import GENERIC_CONSTANTS, constant_baseline
+from coevo.envs.common import check_split
+
+
+class Suite:
+    """Base class: subclasses set ``name`` and implement ``_build`` (all splits at once, filling
+    ``self._gold``), ``episode`` and ``score``.
+
+    ``config`` is the suite's normalised configuration (shown by ``coevo envs show``).
+    """
+
+    name = "suite"
+
+    def __init__(self) -> None:
+        self.config: dict[str, Any] = {}
+        self._splits: dict[Split, list[Task]] | None = None
+        self._by_id: dict[str, Task] = {}
+        self._gold: dict[str, Any] = {}
+
+    def _build(self) -> dict[Split, list[Task]]:
+        raise NotImplementedError
+
+    def _ensure(self) -> dict[Split, list[Task]]:
+        if self._splits is None:
+            self._splits = self._build()
+            self._by_id = {t.id: t for s in SPLITS for t in self._splits[s]}
+        return self._splits
+
+    def tasks(self, split: Split, n: int | None = None) -> list[Task]:
+        """The first ``n`` tasks of ``split`` (all when ``None``), deterministic for the config.
+
+        Raises ``ValueError`` for an unknown split or a negative ``n``.
+        """
+        split = check_split(split)
+        if n is not None and n < 0:
+            raise ValueError(f"n={n} must be >= 0 or None")
+        items = self._ensure()[split]
+        return [t.model_copy(deep=True) for t in (items if n is None else items[:n])]
+
+    def _known(self, task: Task) -> Any:
+        self._ensure()
+        if task.id not in self._gold:
+            raise KeyError(f"task {task.id!r} does not belong to this {self.name} config {self.config}")
+        return self._gold[task.id]
+
+    def reveal(self, task: Task) -> str:
+        """The gold answer as text, for people only (``coevo envs show --reveal``); never give it to
+        a policy or a meta role."""
+        return str(self._known(task))
+
+    def constant_candidates(self, split: Split) -> list[str]:
+        """Constant answers tried by ``trivial_baseline`` (beside the empty answer)."""
+        return list(GENERIC_CONSTANTS)
+
+    def trivial_baseline(self, split: Split, n: int | None = None) -> dict[str, Any]:
+        """Best single constant answer and the empty answer on ``split`` (first ``n`` tasks):
+        ``{"n", "empty", "best_constant": (answer, mean reward), "constants"}``."""
+        return constant_baseline(self, check_split(split), self.constant_candidates(split), n)
+
+    def episode(self, task: Task, seed: int = 0) -> Episode:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def score(self, task: Task, answer: str | None, episode: Episode) -> Score:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.config})"

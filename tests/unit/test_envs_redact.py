@@ -1,0 +1,31 @@
+"""Sealed splits: val/test scoring diagnostics are cut to `public` before meta roles see them."""
+
+from coevo.envs.base import Score, Task
+from coevo.envs.redact import redact_detail, redact_for_meta
+from coevo.models.trajectory import Trajectory
+from coevo.envs.redact import redact_trajectory_detail
+
+DETAIL = {"expected": "GOLD-42", "got": "41", "error": "expected GOLD-42", "public": {"family": "f"}}
+
+
+def _task(split):
+    return Task(id="t", env="e", split=split, prompt="p")
+
+
+def test_train_detail_reaches_meta_roles_whole():
+    score = redact_for_meta(_task("train"), Score(reward=0.5, passed=False, detail=DETAIL))
+    assert score.detail["expected"] == "GOLD-42" and score.reward == 0.5
+
+
+def test_val_and_test_details_are_redacted_to_public():
+    for split in ("val", "test"):
+        score = redact_for_meta(_task(split), Score(reward=1.0, passed=True, detail=DETAIL))
+        assert "GOLD-42" not in str(score.detail)
+        assert score.detail["public"] == {"family": "f"} and score.detail["redacted"] is True
+        assert score.reward == 1.0 and score.passed
+
+
+def test_trajectory_detail_is_redacted_by_its_split():
+    traj = Trajectory(task_id="t", split="val", score_detail=DETAIL)
+    assert "GOLD-42" not in str(redact_trajectory_detail(traj).score_detail)
+    assert redact_detail("train", DETAIL) == DETAIL

@@ -1,0 +1,73 @@
+"""The Python tool's sandbox and the calculator: limits are observations, never hangs or crashes."""
+
+import socket
+import time
+
+import pytest
+
+from coevo.envs.calculator import calculate, calculator_tool
+from coevo.envs.sandbox import isolation, python_tool, run_python
+
+
+def test_runs_code_and_returns_its_output():
+    result = run_python("print(6 * 7)")
+    assert result.exit_code == 0 and result.stdout.strip() == "42" and not result.timed_out
+
+
+def test_runaway_loop_is_killed_at_the_wall_timeout():
+    started = time.perf_counter()
+    result = run_python("while True:\n    pass", timeout_s=1.0)
+    assert result.timed_out and time.perf_counter() - started < 5
+    assert result.observation().startswith("TIMEOUT")
+
+
+def test_forked_children_are_killed_with_the_group():
+    result = run_python("import os\nos.fork()\nos.fork()\nwhile True:\n    pass", timeout_s=1.0)
+    assert result.timed_out
+
+
+def test_memory_limit_raises_memory_error_inside_the_child():
+    result = run_python("x = bytearray(1024 ** 3)\nprint('allocated')", memory_mb=200)
+    assert result.exit_code != 0 and "MemoryError" in result.stderr and "allocated" not in result.stdout
+
+
+def test_a_crash_is_an_observation():
+    obs = python_tool().fn(code="import os\nos.abort()")
+    assert "CRASHED" in obs and "SIGABRT" in obs
+
+
+def test_output_is_cut():
+    result = run_python("print('x' * 100000)", max_output_chars=100)
+    assert len(result.stdout) < 200 and "cut" in result.stdout
+
+
+def test_no_network_even_to_loopback():
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    port = server.getsockname()[1]
+    try:
+        code = f"import socket\ns = socket.create_connection(('127.0.0.1', {port}), timeout=2)\nprint('CONNECTED')"
+        result = run_python(code)
+    finally:
+        server.close()
+    assert "CONNECTED" not in result.stdout and result.exit_code != 0
+    assert isolation()["network"] in ("netns", "socket-stub")
+
+
+def test_child_sees_no_parent_environment_or_files(monkeypatch):
+    monkeypatch.setenv("COEVO_SECRET_PROBE", "hunter2")
+    result = run_python("import os\nprint(sorted(os.environ))\nprint(os.listdir('.'))")
+    assert "COEVO_SECRET_PROBE" not in result.stdout
+    assert "[]" in result.stdout  # empty working directory
+
+
+def test_calculator_evaluates_arithmetic_safely():
+    assert calculate("(3 + 4) * 2") == "14"
+    assert calculate("sqrt(16) + pi - pi") == "4.0"
+    assert calculate("2 ** 10") == "1024"
+    for bad in ("__import__('os')", "open('x')", "9 ** 9 ** 9", "factorial(10**6)", "'a' * 3"):
+        with pytest.raises(ValueError):
+            calculate(bad)
+    with pytest.raises(ZeroDivisionError):
+        calculator_tool().fn(expression="1/0")
