@@ -1,1 +1,19 @@
-"""coevo.storage."""
+"""coevo.storage: the SQLModel archive (DESIGN.md, Storage). The only package that touches SQL."""
+
+from coevo.storage.archive import Archive, ArchiveError, SchemaVersionError
+from coevo.storage.tables import (
+    SCHEMA_VERSION,
+    CheckpointRecord,
+    EditRecord,
+    EvaluationRecord,
+    GateDecisionRecord,
+    HarnessRecord,
+    LLMCallRecord,
+    ProfileRecord,
+    RunRecord,
+)
+
+__all__ = [
+    "SCHEMA_VERSION", "Archive", "ArchiveError", "CheckpointRecord", "EditRecord", "EvaluationRecord",
+    "GateDecisionRecord", "HarnessRecord", "LLMCallRecord", "ProfileRecord", "RunRecord", "SchemaVersionError",
+]

@@ -1,0 +1,356 @@
+"""Evaluate a harness on a checkpoint: k rollouts per task, persisted, aggregated (DESIGN.md, the
+``validate`` step of VACE Algorithm 1).
+
+Rollout j of every task uses seed ``seeds[j]`` (``base_seed + j``), so two harnesses evaluated
+with the same seeds on the same tasks give paired outcomes — what the validation gate compares
+(``paired_evaluate``). Rollouts run concurrently under an ``asyncio.Semaphore``; the k
+trajectories of a task are written to the archive in one transaction as soon as the task is done,
+so an evaluation killed half way keeps every finished task and no partial one. Ids are
+deterministic (evaluation id from its inputs, trajectory id from evaluation, task and seed): run
+the same evaluation again and it resumes, reusing finished tasks instead of duplicating them.
+
+Metrics: pass@k (a task counts when any of its k rollouts passed), avg@k (mean pass rate over the
+k rollouts, averaged over tasks), mean partial credit (mean reward), TIMR (CoEvo-RSI: interface
+violations per model turn, summed over rollouts), tokens, cost (USD), latency (s).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import inspect
+import json
+import time
+from typing import Any, Sequence
+
+from langchain_core.language_models import BaseChatModel
+from pydantic import BaseModel, Field
+
+from coevo.envs.base import Env, Task
+from coevo.graphs.harness import arun_rollout
+from coevo.models.trajectory import Trajectory
+from coevo.nodes.reporting import NullReporter, Reporter
+from coevo.storage import Archive, EvaluationRecord
+
+
+class TaskOutcome(BaseModel):
+    """The k rollouts of one task: ``seeds[j]``, ``rewards[j]`` in [0, 1], ``passed[j]``."""
+
+    task_id: str
+    seeds: list[int]
+    rewards: list[float]
+    passed: list[bool]
+    trajectory_ids: list[str] = Field(default_factory=list)
+
+    @property
+    def mean_reward(self) -> float:
+        """Mean reward over the k rollouts."""
+        return sum(self.rewards) / len(self.rewards) if self.rewards else 0.0
+
+    @property
+    def pass_rate(self) -> float:
+        """Fraction of the k rollouts that passed."""
+        return sum(self.passed) / len(self.passed) if self.passed else 0.0
+
+
+class EvalResult(BaseModel):
+    """What ``evaluate`` returns and stores as the evaluation's aggregates.
+
+    Rates are in [0, 1]; ``latency_s`` is the mean wall time per rollout, ``wall_s`` the whole
+    evaluation's; ``trivial_baseline`` the env's best trivial-policy mean reward on the split (None
+    when the env has no ``trivial_baseline``); ``resumed_tasks`` tasks reused from the archive.
+    """
+
+    evaluation_id: str
+    harness_id: str
+    checkpoint_id: str
+    env: str
+    split: str
+    k: int
+    seeds: list[int]
+    n_tasks: int
+    n_rollouts: int
+    pass_at_k: float
+    avg_at_k: float
+    mean_reward: float
+    timr: float
+    interface_violations: int
+    model_turns: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+    latency_s: float
+    wall_s: float
+    stop_reasons: dict[str, int] = Field(default_factory=dict)
+    trivial_baseline: float | None = None
+    trivial_detail: dict[str, Any] = Field(default_factory=dict)
+    resumed_tasks: int = 0
+    per_task: dict[str, TaskOutcome] = Field(default_factory=dict)
+
+
+class TaskPair(BaseModel):
+    """One task under harness A and harness B, same seeds: per-rollout rewards and passes."""
+
+    task_id: str
+    seeds: list[int]
+    a_rewards: list[float]
+    b_rewards: list[float]
+    a_passed: list[bool]
+    b_passed: list[bool]
+
+    @property
+    def a(self) -> float:
+        """A's mean reward on the task."""
+        return sum(self.a_rewards) / len(self.a_rewards) if self.a_rewards else 0.0
+
+    @property
+    def b(self) -> float:
+        """B's mean reward on the task."""
+        return sum(self.b_rewards) / len(self.b_rewards) if self.b_rewards else 0.0
+
+
+class PairedResult(BaseModel):
+    """Two evaluations on the same tasks and seeds and their per-task ``pairs`` (task order)."""
+
+    a: EvalResult
+    b: EvalResult
+    pairs: list[TaskPair]
+
+
+def _seeds(seeds: int | Sequence[int] | None, k: int) -> list[int]:
+    if k < 1:
+        raise ValueError(f"k={k}: the number of rollouts per task must be at least 1")
+    if seeds is None:
+        return list(range(k))
+    if isinstance(seeds, int):
+        return [seeds + j for j in range(k)]
+    seeds = [int(s) for s in seeds]
+    if len(seeds) != k:
+        raise ValueError(f"seeds has {len(seeds)} entries but k={k}: pass one seed per rollout, or a base seed")
+    return seeds
+
+
+def _checkpoint_id(checkpoint: Any) -> str:
+    if checkpoint is None:
+        return ""
+    return checkpoint if isinstance(checkpoint, str) else str(getattr(checkpoint, "id"))
+
+
+def _digest(*parts: Any) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+
+def evaluation_id(run_id: str | None, harness_id: str, checkpoint_id: str, env: str, split: str,
+                  seeds: Sequence[int], task_ids: Sequence[str]) -> str:
+    """The deterministic id of an evaluation (32 hex chars): same inputs, same id, so it resumes."""
+    return _digest("evaluation", run_id, harness_id, checkpoint_id, env, split, list(seeds), list(task_ids))
+
+
+def trajectory_id(evaluation_id: str, task_id: str, seed: int) -> str:
+    """The deterministic id of rollout ``seed`` of ``task_id`` in an evaluation (32 hex chars)."""
+    return _digest("trajectory", evaluation_id, task_id, seed)
+
+
+def _trivial(env: Env, split: str, n_tasks: int | None) -> tuple[float | None, dict[str, Any]]:
+    """The env's trivial-policy score on ``split``: a number, or ``constant_baseline``'s dict."""
+    fn = getattr(env, "trivial_baseline", None)
+    if not callable(fn):
+        return None, {}
+    params = inspect.signature(fn).parameters
+    value = fn(split, n=n_tasks) if "n" in params else fn(split)
+    if isinstance(value, (int, float)):
+        return float(value), {}
+    if isinstance(value, dict):
+        best = value.get("best_constant")
+        scores = [float(value.get("empty", 0.0))] + ([float(best[1])] if best else [])
+        return max(scores), value
+    raise TypeError(f"{type(env).__name__}.trivial_baseline returned {type(value).__name__}: return a float "
+                    "or a dict like coevo.envs.baseline.constant_baseline's")
+
+
+def _first(exc: BaseException) -> BaseException:
+    """The first leaf exception of a (nested) exception group, so callers see the model's error."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _aggregate(outcomes: dict[str, TaskOutcome], trajs: list[Trajectory]) -> dict[str, Any]:
+    n_tasks = len(outcomes)
+    turns = sum(t.model_turns for t in trajs)
+    violations = sum(t.interface_violations for t in trajs)
+    reasons: dict[str, int] = {}
+    for t in trajs:
+        reasons[t.stop_reason] = reasons.get(t.stop_reason, 0) + 1
+    return {
+        "n_tasks": n_tasks,
+        "n_rollouts": len(trajs),
+        "pass_at_k": sum(any(o.passed) for o in outcomes.values()) / n_tasks if n_tasks else 0.0,
+        "avg_at_k": sum(o.pass_rate for o in outcomes.values()) / n_tasks if n_tasks else 0.0,
+        "mean_reward": sum(t.reward for t in trajs) / len(trajs) if trajs else 0.0,
+        "timr": violations / turns if turns else 0.0,
+        "interface_violations": violations,
+        "model_turns": turns,
+        "input_tokens": sum(t.input_tokens for t in trajs),
+        "output_tokens": sum(t.output_tokens for t in trajs),
+        "cost_usd": sum(t.cost_usd for t in trajs),
+        "latency_s": sum(t.latency_s for t in trajs) / len(trajs) if trajs else 0.0,
+        "stop_reasons": reasons,
+    }
+
+
+async def _evaluate(spec: Any, checkpoint: Any, env: Env, split: str, k: int, seeds: Any, n_tasks: int | None,
+                    model: BaseChatModel | None, archive: Archive | None, semaphore: asyncio.Semaphore,
+                    progress: Reporter, run_id: str | None, tasks: Sequence[Task] | None,
+                    label: str | None, resume: bool) -> EvalResult:
+    if model is None:
+        raise ValueError("evaluate needs model=: a BaseChatModel (build one with coevo.models.refs.load_model)")
+    started = time.perf_counter()
+    seed_list = _seeds(seeds, k)
+    ckpt = _checkpoint_id(checkpoint)
+    task_list = list(tasks) if tasks is not None else env.tasks(split, n_tasks)  # type: ignore[arg-type]
+    if not task_list:
+        raise ValueError(f"env {env.name!r} has no {split!r} tasks (n={n_tasks}): check the split and --n")
+    if len({t.id for t in task_list}) != len(task_list):
+        raise ValueError(f"env {env.name!r} returned duplicate task ids on {split!r}: task ids must be unique")
+    harness_id = spec.id
+    eval_id = evaluation_id(run_id, harness_id, ckpt, env.name, split, seed_list, [t.id for t in task_list])
+    trivial, trivial_detail = _trivial(env, split, n_tasks)
+    record = EvaluationRecord(id=eval_id, run_id=run_id, harness_id=spec.id, checkpoint_id=ckpt, env=env.name,
+                              split=split, seeds=seed_list, k=k, task_ids=[t.id for t in task_list])
+
+    done_trajs: dict[str, list[Trajectory]] = {}
+    if archive is not None:
+        if archive.get_harness(harness_id) is None:
+            await asyncio.to_thread(archive.add_harness, spec, None, "evaluated", run_id)
+        await asyncio.to_thread(archive.add_tasks, task_list)
+        previous = archive.get_evaluation(eval_id)
+        if previous is not None and resume:
+            for traj in await asyncio.to_thread(archive.trajectories, evaluation_id=eval_id):
+                done_trajs.setdefault(traj.task_id, []).append(traj)
+            done_trajs = {tid: ts for tid, ts in done_trajs.items() if {t.seed for t in ts} == set(seed_list)}
+        if previous is not None:
+            record.created_at = previous.created_at
+        await asyncio.to_thread(archive.add_evaluation, record)
+    resumed = len(done_trajs)
+
+    handle = progress.start(label or f"eval {harness_id[:12]} on {env.name}/{split}", len(task_list))
+    reward_sum = sum(t.reward for ts in done_trajs.values() for t in ts)
+    rollouts_done = sum(len(ts) for ts in done_trajs.values())
+    progress.update(handle, len(done_trajs), reward_sum / rollouts_done if rollouts_done else None)
+
+    async def rollout(task: Task, seed: int) -> Trajectory:
+        async with semaphore:
+            traj = await arun_rollout(spec, model, env, task, seed=seed, checkpoint_id=ckpt, split=split)
+        return traj.model_copy(update={"id": trajectory_id(eval_id, task.id, seed), "split": split,
+                                       "checkpoint_id": ckpt, "harness_id": harness_id})
+
+    writes: set[asyncio.Future[None]] = set()
+
+    async def run_task(task: Task) -> None:
+        nonlocal reward_sum, rollouts_done
+        trajs = list(await asyncio.gather(*(rollout(task, s) for s in seed_list)))
+        if archive is not None:
+            # one transaction per task, in a worker thread; shielded so a cancelled evaluation
+            # still waits for it (below) rather than leaving a write running behind its back
+            write = asyncio.ensure_future(asyncio.to_thread(archive.add_trajectories, trajs, eval_id, run_id))
+            writes.add(write)
+            await asyncio.shield(write)
+        done_trajs[task.id] = trajs
+        reward_sum += sum(t.reward for t in trajs)
+        rollouts_done += len(trajs)
+        progress.update(handle, len(done_trajs), reward_sum / rollouts_done)
+
+    try:
+        async with asyncio.TaskGroup() as group:
+            for task in task_list:
+                if task.id not in done_trajs:
+                    group.create_task(run_task(task))
+    except BaseException as exc:
+        if archive is not None:
+            await asyncio.shield(asyncio.gather(*writes, return_exceptions=True))
+            archive.add_evaluation(record.model_copy(update={"status": "interrupted"}))
+        raise _first(exc) from None
+    finally:
+        progress.stop(handle)
+
+    outcomes: dict[str, TaskOutcome] = {}
+    ordered: list[Trajectory] = []
+    for task in task_list:
+        by_seed = {t.seed: t for t in done_trajs[task.id]}
+        trajs = [by_seed[s] for s in seed_list]
+        ordered += trajs
+        outcomes[task.id] = TaskOutcome(task_id=task.id, seeds=seed_list, rewards=[t.reward for t in trajs],
+                                        passed=[t.passed for t in trajs], trajectory_ids=[t.id for t in trajs])
+    result = EvalResult(
+        evaluation_id=eval_id, harness_id=harness_id, checkpoint_id=ckpt, env=env.name, split=split, k=k,
+        seeds=seed_list, wall_s=time.perf_counter() - started, trivial_baseline=trivial,
+        trivial_detail=trivial_detail, resumed_tasks=resumed, per_task=outcomes, **_aggregate(outcomes, ordered),
+    )
+    if archive is not None:
+        aggregates = result.model_dump(mode="json")
+        await asyncio.to_thread(archive.add_evaluation,
+                                record.model_copy(update={"status": "done", "aggregates": aggregates}))
+    return result
+
+
+async def evaluate(spec: Any, checkpoint: Any, env: Env, split: str, k: int = 1,
+                   seeds: int | Sequence[int] | None = None, n_tasks: int | None = None,
+                   model: BaseChatModel | None = None, archive: Archive | None = None, concurrency: int = 8,
+                   progress: Reporter | None = None, run_id: str | None = None,
+                   tasks: Sequence[Task] | None = None, resume: bool = True) -> EvalResult:
+    """Run ``k`` rollouts of harness ``spec`` on each task of ``env``'s ``split`` and aggregate.
+
+    Args:
+        spec: a ``HarnessSpec``. checkpoint: the checkpoint id (str, or an object with ``.id``)
+            recorded with every trajectory; ``model`` must be the policy it names.
+        env, split: the suite and ``train``/``val``/``test``; ``n_tasks`` the first n tasks
+            (all when None) unless ``tasks`` gives the task list explicitly.
+        k: rollouts per task. seeds: a base seed (rollout j uses ``seed + j``), an explicit list of
+            k seeds, or None (``0..k-1``).
+        model: the ``BaseChatModel`` (build it from a model ref with ``coevo.models.refs.load_model``).
+        archive: when given, the harness, tasks, every trajectory (one transaction per task) and
+            the aggregates are stored. The evaluation id is a digest of (run_id, harness,
+            checkpoint, env, split, seeds, tasks): run again with the same inputs, an interrupted
+            (or finished) evaluation reuses its stored tasks when ``resume`` (the default), or
+            re-runs and overwrites them when not.
+        concurrency: maximum rollouts in flight. progress: a ``Reporter`` (default: silent).
+
+    Returns: ``EvalResult``. Raises ``ValueError`` on bad arguments; whatever a rollout raises
+    (e.g. the model's network error) propagates after in-flight rollouts are cancelled, leaving
+    the evaluation row with ``status="interrupted"``.
+    """
+    if concurrency < 1:
+        raise ValueError(f"concurrency={concurrency}: must be at least 1")
+    return await _evaluate(spec, checkpoint, env, split, k, seeds, n_tasks, model, archive,
+                           asyncio.Semaphore(concurrency), progress or NullReporter(), run_id, tasks, None, resume)
+
+
+async def paired_evaluate(spec_a: Any, spec_b: Any, checkpoint: Any, env: Env, split: str, k: int = 1,
+                          seeds: int | Sequence[int] | None = None, n_tasks: int | None = None,
+                          model: BaseChatModel | None = None, archive: Archive | None = None,
+                          concurrency: int = 8, progress: Reporter | None = None, run_id: str | None = None,
+                          tasks: Sequence[Task] | None = None, resume: bool = True) -> PairedResult:
+    """Evaluate ``spec_a`` (e.g. the incumbent) and ``spec_b`` (the candidate) on the same tasks
+    with the same seeds, concurrently under one ``concurrency`` bound, and pair the outcomes per
+    task (VACE Algorithm 1's ``b, c = validate(W, H), validate(W, H')``).
+
+    Arguments as ``evaluate``. Returns ``PairedResult`` with ``pairs`` in task order.
+    """
+    if concurrency < 1:
+        raise ValueError(f"concurrency={concurrency}: must be at least 1")
+    task_list = list(tasks) if tasks is not None else env.tasks(split, n_tasks)  # type: ignore[arg-type]
+    semaphore = asyncio.Semaphore(concurrency)
+    reporter = progress or NullReporter()
+    try:
+        async with asyncio.TaskGroup() as group:
+            runs = [group.create_task(_evaluate(spec, checkpoint, env, split, k, seeds, n_tasks, model, archive,
+                                                semaphore, reporter, run_id, task_list, f"{tag} {spec.id[:12]}", resume))
+                    for tag, spec in (("A", spec_a), ("B", spec_b))]
+    except BaseExceptionGroup as exc:
+        raise _first(exc) from None
+    a, b = runs[0].result(), runs[1].result()
+    pairs = [TaskPair(task_id=t.id, seeds=a.seeds, a_rewards=a.per_task[t.id].rewards,
+                      b_rewards=b.per_task[t.id].rewards, a_passed=a.per_task[t.id].passed,
+                      b_passed=b.per_task[t.id].passed) for t in task_list]
+    return PairedResult(a=a, b=b, pairs=pairs)

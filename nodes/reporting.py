@@ -1,0 +1,84 @@
+"""Progress reporting for nodes: nodes never print, they call a ``Reporter`` they are given.
+
+``NullReporter`` (the default) does nothing; ``RichReporter`` draws rich progress bars with tasks
+done, the mean score so far and an ETA; a test can pass its own object with the same methods.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from rich.console import Console
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
+                           TimeElapsedColumn, TimeRemainingColumn)
+
+
+class Reporter(Protocol):
+    """What a node may report: a bar per job (``start`` -> handle, ``update``, ``stop``) and
+    one-line messages (``log``)."""
+
+    def start(self, label: str, total: int) -> Any:
+        """Begin a job of ``total`` units named ``label``; returns a handle for ``update``/``stop``."""
+        ...
+
+    def update(self, handle: Any, done: int, score: float | None = None) -> None:
+        """``done`` units finished so far; ``score`` the running mean score (None when unknown)."""
+        ...
+
+    def stop(self, handle: Any) -> None:
+        """The job ended (finished or interrupted)."""
+        ...
+
+    def log(self, message: str) -> None:
+        """A one-line message."""
+        ...
+
+
+class NullReporter:
+    """Reports nothing."""
+
+    def start(self, label: str, total: int) -> Any:
+        return None
+
+    def update(self, handle: Any, done: int, score: float | None = None) -> None:
+        pass
+
+    def stop(self, handle: Any) -> None:
+        pass
+
+    def log(self, message: str) -> None:
+        pass
+
+
+class RichReporter:
+    """Rich progress bars: label, bar, done/total, mean score so far, elapsed and ETA.
+
+    Use as a context manager (``with RichReporter() as reporter: ...``) so the live display is
+    closed even on error; ``transient=True`` erases the bars when it closes.
+    """
+
+    def __init__(self, console: Console | None = None, transient: bool = False) -> None:
+        self.progress = Progress(
+            SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("mean {task.fields[score]}"), TimeElapsedColumn(), TextColumn("ETA"),
+            TimeRemainingColumn(), console=console, transient=transient,
+        )
+
+    def __enter__(self) -> "RichReporter":
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.progress.stop()
+
+    def start(self, label: str, total: int) -> Any:
+        return self.progress.add_task(label, total=total, score="–")
+
+    def update(self, handle: Any, done: int, score: float | None = None) -> None:
+        self.progress.update(handle, completed=done, score="–" if score is None else f"{score:.3f}")
+
+    def stop(self, handle: Any) -> None:
+        self.progress.refresh()
+
+    def log(self, message: str) -> None:
+        self.progress.console.log(message)

@@ -1,0 +1,387 @@
+"""``Archive``: the one class that reads and writes the coevo database (DESIGN.md, Storage).
+
+A SQLite file in WAL mode by default (``Archive("runs/coevo.db")``), or any SQLAlchemy URL
+(``Archive("postgresql+psycopg://...")``) for shared or large runs. Every ``add_*`` is an idempotent
+upsert by id in one transaction, so a resumed run rewrites rather than duplicates rows; a list
+passed to one call (a task's rollouts, a batch of edits) is written all-or-nothing. Methods take
+and return pydantic objects (``Trajectory``, ``Task``, the ``*Record`` models), never ORM rows.
+
+Writes are serialised by a lock, so one ``Archive`` may be shared by threads (the evaluator
+persists from a worker thread while rollouts continue on the event loop).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterable, Sequence, TypeVar
+
+import pydantic_core
+from sqlalchemy import Table, create_engine, delete, event, select
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.pool import StaticPool
+from sqlmodel import SQLModel
+
+from coevo.envs.base import Task
+from coevo.models.trajectory import Trajectory
+from coevo.storage import codec
+from coevo.storage.tables import (
+    SCHEMA_VERSION,
+    CheckpointRecord,
+    CheckpointRow,
+    EditRecord,
+    EditRow,
+    EvaluationRecord,
+    EvaluationRow,
+    GateDecisionRecord,
+    GateDecisionRow,
+    HarnessRecord,
+    HarnessRow,
+    LLMCallRecord,
+    LLMCallRow,
+    ProfileRecord,
+    ProfileRow,
+    RunRecord,
+    RunRow,
+    SchemaVersionRow,
+    TaskRow,
+    TrajectoryRow,
+)
+
+R = TypeVar("R", bound=SQLModel)
+
+_CHUNK = 500
+"""Rows per DELETE ... IN (...) statement in the portable upsert (well under SQLite's limit)."""
+
+
+class ArchiveError(RuntimeError):
+    """The archive cannot be opened or a lookup failed; the message says what to do."""
+
+
+class SchemaVersionError(ArchiveError):
+    """The database was written by a newer coevo schema than this code understands."""
+
+
+def _url(target: str | Path) -> str:
+    text = str(target)
+    if "://" in text:
+        return text
+    if text == ":memory:":
+        return "sqlite://"
+    path = Path(text).expanduser()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{path}"
+
+
+def _engine(url: str) -> Engine:
+    kwargs: dict[str, Any] = {
+        "json_serializer": lambda obj: pydantic_core.to_json(obj).decode(),
+        "json_deserializer": json.loads,
+    }
+    if url.startswith("sqlite"):
+        kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
+        if url in ("sqlite://", "sqlite:///:memory:"):
+            kwargs["poolclass"] = StaticPool
+    engine = create_engine(url, **kwargs)
+    if engine.dialect.name == "sqlite":
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+            cursor = dbapi_conn.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+            cursor.close()
+
+    return engine
+
+
+_SCALARS = tuple(c.name for c in TrajectoryRow.__table__.columns  # type: ignore[attr-defined]
+                 if c.name in Trajectory.model_fields)
+
+
+def _trajectory_row(traj: Trajectory, evaluation_id: str | None, run_id: str | None) -> dict[str, Any]:
+    row = {name: getattr(traj, name) for name in _SCALARS}
+    row.update(
+        evaluation_id=evaluation_id, run_id=run_id, input_tokens=traj.input_tokens,
+        output_tokens=traj.output_tokens, cost_usd=traj.cost_usd, body=codec.encode(traj), created_at=time.time(),
+    )
+    return row
+
+
+class Archive:
+    """The coevo archive: runs, harnesses, edits, checkpoints, tasks, evaluations, trajectories,
+    gate decisions, profiles and LLM calls.
+
+    Args: ``target`` a file path (SQLite, WAL; parent directories are created), ``":memory:"``,
+    or any SQLAlchemy URL. Raises ``SchemaVersionError`` when the database was created by a newer
+    schema (upgrade coevo, or point at another database) and ``ArchiveError`` when it cannot be
+    opened.
+    """
+
+    def __init__(self, target: str | Path = "coevo.db") -> None:
+        self.url = _url(target)
+        self._lock = threading.RLock()
+        try:
+            self.engine = _engine(self.url)
+            self._check_version()
+            SQLModel.metadata.create_all(self.engine, tables=self._tables())
+        except OperationalError as exc:
+            raise ArchiveError(f"cannot open archive {target!s}: {exc.orig}; check the path or URL") from exc
+
+    @staticmethod
+    def _tables() -> list[Table]:
+        rows = (SchemaVersionRow, RunRow, HarnessRow, EditRow, CheckpointRow, TaskRow, EvaluationRow,
+                TrajectoryRow, GateDecisionRow, ProfileRow, LLMCallRow)
+        return [row.__table__ for row in rows]  # type: ignore[attr-defined]
+
+    def _check_version(self) -> None:
+        table = SchemaVersionRow.__table__  # type: ignore[attr-defined]
+        table.create(self.engine, checkfirst=True)
+        with self.engine.begin() as conn:
+            found = conn.execute(select(table.c.version)).scalar()
+            if found is None:
+                conn.execute(table.insert().values(id=1, version=SCHEMA_VERSION))
+                found = SCHEMA_VERSION
+        self.schema_version = int(found)
+        if self.schema_version > SCHEMA_VERSION:
+            raise SchemaVersionError(
+                f"archive {self.url} has schema version {self.schema_version}, but this coevo reads "
+                f"version {SCHEMA_VERSION} at most: upgrade coevo (pip install -U coevo) or pass "
+                f"another --db"
+            )
+
+    def close(self) -> None:
+        """Dispose of the connection pool."""
+        self.engine.dispose()
+
+    def __enter__(self) -> "Archive":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- generic helpers -------------------------------------------------------------------
+
+    def _upsert(self, conn: Connection, table: Table, rows: Sequence[dict[str, Any]]) -> None:
+        """Replace-by-id in one statement where the dialect has one (SQLite ``INSERT OR REPLACE``,
+        PostgreSQL ``ON CONFLICT DO UPDATE``), else delete the ids and insert (portable)."""
+        if not rows:
+            return
+        ids = [row["id"] for row in rows]
+        if len(set(ids)) != len(ids):
+            raise ArchiveError(f"duplicate ids in one {table.name} batch: ids must be unique per call")
+        dialect = conn.dialect.name
+        if dialect == "sqlite":
+            conn.execute(table.insert().prefix_with("OR REPLACE"), list(rows))
+        elif dialect == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+            stmt = pg_insert(table)
+            stmt = stmt.on_conflict_do_update(
+                index_elements=["id"], set_={c.name: stmt.excluded[c.name] for c in table.columns if c.name != "id"})
+            conn.execute(stmt, list(rows))
+        else:
+            for start in range(0, len(ids), _CHUNK):
+                conn.execute(delete(table).where(table.c.id.in_(ids[start:start + _CHUNK])))
+            conn.execute(table.insert(), list(rows))
+
+    def _write(self, table: Table, rows: Sequence[dict[str, Any]]) -> None:
+        with self._lock, self.engine.begin() as conn:
+            self._upsert(conn, table, rows)
+
+    def _put(self, row_cls: type[SQLModel], records: Iterable[SQLModel]) -> None:
+        self._write(row_cls.__table__, [r.model_dump() for r in records])  # type: ignore[attr-defined]
+
+    def _get(self, row_cls: type[SQLModel], record_cls: type[R], id: str) -> R | None:
+        table = row_cls.__table__  # type: ignore[attr-defined]
+        with self.engine.connect() as conn:
+            row = conn.execute(select(table).where(table.c.id == id)).mappings().first()
+        return record_cls.model_validate(dict(row)) if row is not None else None
+
+    def _list(self, row_cls: type[SQLModel], record_cls: type[R], **where: Any) -> list[R]:
+        table = row_cls.__table__  # type: ignore[attr-defined]
+        query = select(table)
+        for column, value in where.items():
+            if value is not None:
+                query = query.where(table.c[column] == value)
+        if "created_at" in table.c:
+            query = query.order_by(table.c.created_at, table.c.id)
+        with self.engine.connect() as conn:
+            rows = conn.execute(query).mappings().all()
+        return [record_cls.model_validate(dict(row)) for row in rows]
+
+    def resolve_id(self, kind: str, prefix: str) -> str:
+        """The full id of the one ``kind`` row (``runs``, ``harnesses``, ``evaluations``,
+        ``checkpoints``, ``trajectories``...) whose id starts with ``prefix``.
+
+        Raises ``ArchiveError`` when none or several match (give more characters).
+        """
+        table = next((t for t in self._tables() if t.name == kind), None)
+        if table is None:
+            raise ArchiveError(f"unknown archive table {kind!r}: one of {[t.name for t in self._tables()]}")
+        with self.engine.connect() as conn:
+            ids = conn.execute(select(table.c.id).where(table.c.id.startswith(prefix, autoescape=True)).limit(2)).scalars().all()
+        if not ids:
+            raise ArchiveError(f"no {kind} id starts with {prefix!r} in {self.url}: see `coevo archive list {kind}`")
+        if len(ids) > 1:
+            raise ArchiveError(f"several {kind} ids start with {prefix!r}: give more characters")
+        return str(ids[0])
+
+    # -- runs, harnesses, edits, checkpoints -----------------------------------------------
+
+    def add_run(self, run: RunRecord) -> None:
+        """Insert or replace a run."""
+        self._put(RunRow, [run])
+
+    def get_run(self, id: str) -> RunRecord | None:
+        """The run ``id``, or None."""
+        return self._get(RunRow, RunRecord, id)
+
+    def list_runs(self) -> list[RunRecord]:
+        """All runs, oldest first."""
+        return self._list(RunRow, RunRecord)
+
+    def add_harness(self, spec: Any, parents: Sequence[str] | None = None, origin: str = "",
+                    run_id: str | None = None) -> str:
+        """Store a harness spec; returns its id.
+
+        Args: ``spec`` a ``HarnessSpec`` (its ``id`` and ``model_dump(mode="json")`` are used) or a
+        ``HarnessRecord``; ``parents`` default to the spec's own ``parents`` field when it has one.
+        """
+        if isinstance(spec, HarnessRecord):
+            record = spec
+        else:
+            if not hasattr(spec, "id") or not hasattr(spec, "model_dump"):
+                raise ArchiveError(f"add_harness needs a HarnessSpec or HarnessRecord, got {type(spec).__name__}")
+            record = HarnessRecord(
+                id=spec.id, spec=spec.model_dump(mode="json"),
+                parents=list(parents if parents is not None else getattr(spec, "parents", None) or []),
+                origin=origin, run_id=run_id,
+            )
+        self._put(HarnessRow, [record])
+        return record.id
+
+    def get_harness(self, id: str) -> HarnessRecord | None:
+        """The harness ``id`` (``record.spec`` is the spec dict for ``load_harness``), or None."""
+        return self._get(HarnessRow, HarnessRecord, id)
+
+    def list_harnesses(self, run_id: str | None = None) -> list[HarnessRecord]:
+        """Harnesses (of ``run_id`` when given), oldest first."""
+        return self._list(HarnessRow, HarnessRecord, run_id=run_id)
+
+    def add_edits(self, edits: Sequence[EditRecord]) -> None:
+        """Insert or replace edits, all in one transaction."""
+        self._put(EditRow, edits)
+
+    def list_edits(self, run_id: str | None = None, parent_id: str | None = None) -> list[EditRecord]:
+        """Edits filtered by run and/or parent harness, oldest first."""
+        return self._list(EditRow, EditRecord, run_id=run_id, parent_id=parent_id)
+
+    def add_checkpoint(self, checkpoint: CheckpointRecord) -> None:
+        """Insert or replace a checkpoint."""
+        self._put(CheckpointRow, [checkpoint])
+
+    def get_checkpoint(self, id: str) -> CheckpointRecord | None:
+        """The checkpoint ``id``, or None."""
+        return self._get(CheckpointRow, CheckpointRecord, id)
+
+    def list_checkpoints(self, run_id: str | None = None) -> list[CheckpointRecord]:
+        """Checkpoints, oldest first."""
+        return self._list(CheckpointRow, CheckpointRecord, run_id=run_id)
+
+    # -- tasks, evaluations, trajectories --------------------------------------------------
+
+    def add_tasks(self, tasks: Sequence[Task]) -> None:
+        """Store tasks as the policy saw them (the ``Task`` model has no gold answer)."""
+        rows = [{"id": t.id, "env": t.env, "split": t.split, "prompt": t.prompt, "task_metadata": t.metadata}
+                for t in tasks]
+        self._write(TaskRow.__table__, rows)  # type: ignore[attr-defined]
+
+    def get_task(self, id: str) -> Task | None:
+        """The task ``id`` as a ``Task``, or None."""
+        table = TaskRow.__table__  # type: ignore[attr-defined]
+        with self.engine.connect() as conn:
+            row = conn.execute(select(table).where(table.c.id == id)).mappings().first()
+        if row is None:
+            return None
+        return Task(id=row["id"], env=row["env"], split=row["split"], prompt=row["prompt"],
+                    metadata=row["task_metadata"] or {})
+
+    def add_evaluation(self, evaluation: EvaluationRecord) -> None:
+        """Insert or replace an evaluation (call again with ``status="done"`` and aggregates)."""
+        self._put(EvaluationRow, [evaluation])
+
+    def get_evaluation(self, id: str) -> EvaluationRecord | None:
+        """The evaluation ``id``, or None."""
+        return self._get(EvaluationRow, EvaluationRecord, id)
+
+    def list_evaluations(self, run_id: str | None = None, harness_id: str | None = None) -> list[EvaluationRecord]:
+        """Evaluations filtered by run and/or harness, oldest first."""
+        return self._list(EvaluationRow, EvaluationRecord, run_id=run_id, harness_id=harness_id)
+
+    def add_trajectories(self, trajectories: Sequence[Trajectory], evaluation_id: str | None = None,
+                         run_id: str | None = None) -> None:
+        """Persist a batch of trajectories in ONE transaction (all or none), upserting by id.
+
+        Every ``Trajectory`` field is kept, including each call's token ids and logprobs.
+        """
+        rows = [_trajectory_row(t, evaluation_id, run_id) for t in trajectories]
+        self._write(TrajectoryRow.__table__, rows)  # type: ignore[attr-defined]
+
+    def get_trajectory(self, id: str) -> Trajectory | None:
+        """The trajectory ``id``, or None."""
+        found = self.trajectories(id=id)
+        return found[0] if found else None
+
+    def trajectories(self, id: str | None = None, evaluation_id: str | None = None,
+                     run_id: str | None = None, harness_id: str | None = None,
+                     task_id: str | None = None, split: str | None = None) -> list[Trajectory]:
+        """Trajectories matching every given filter, in insertion order."""
+        table = TrajectoryRow.__table__  # type: ignore[attr-defined]
+        query = select(table.c.body)
+        filters = {"id": id, "evaluation_id": evaluation_id, "run_id": run_id, "harness_id": harness_id,
+                   "task_id": task_id, "split": split}
+        for column, value in filters.items():
+            if value is not None:
+                query = query.where(table.c[column] == value)
+        with self.engine.connect() as conn:
+            bodies = conn.execute(query.order_by(table.c.created_at, table.c.id)).scalars().all()
+        return [codec.decode(body) for body in bodies]
+
+    def count_trajectories(self, evaluation_id: str | None = None) -> int:
+        """Number of stored trajectories (of one evaluation when given)."""
+        table = TrajectoryRow.__table__  # type: ignore[attr-defined]
+        query = select(table.c.id)
+        if evaluation_id is not None:
+            query = query.where(table.c.evaluation_id == evaluation_id)
+        with self.engine.connect() as conn:
+            return len(conn.execute(query).all())
+
+    # -- gate, profiles, LLM calls ---------------------------------------------------------
+
+    def add_gate_decision(self, decision: GateDecisionRecord) -> None:
+        """Insert or replace a gate decision."""
+        self._put(GateDecisionRow, [decision])
+
+    def list_gate_decisions(self, run_id: str | None = None) -> list[GateDecisionRecord]:
+        """Gate decisions (of ``run_id``), oldest first."""
+        return self._list(GateDecisionRow, GateDecisionRecord, run_id=run_id)
+
+    def add_profiles(self, profiles: Sequence[ProfileRecord]) -> None:
+        """Insert or replace profiles in one transaction."""
+        self._put(ProfileRow, profiles)
+
+    def list_profiles(self, run_id: str | None = None, harness_id: str | None = None) -> list[ProfileRecord]:
+        """Profiles filtered by run and/or harness, oldest first."""
+        return self._list(ProfileRow, ProfileRecord, run_id=run_id, harness_id=harness_id)
+
+    def add_llm_calls(self, calls: Sequence[LLMCallRecord]) -> None:
+        """Insert or replace meta-role LLM call records in one transaction."""
+        self._put(LLMCallRow, calls)
+
+    def list_llm_calls(self, run_id: str | None = None, role: str | None = None) -> list[LLMCallRecord]:
+        """LLM calls filtered by run and/or role, oldest first."""
+        return self._list(LLMCallRow, LLMCallRecord, run_id=run_id, role=role)

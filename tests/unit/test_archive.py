@@ -1,0 +1,151 @@
+"""The archive: round trips, idempotent upserts, schema-version guard, all-or-nothing batches."""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage, messages_to_dict
+
+from coevo.envs.base import Task
+from coevo.harnesses import HarnessSpec
+from coevo.models.base import TOKENS_KEY, record_call
+from coevo.models.fake import char_tokens, fake_template
+from coevo.models.trajectory import ModelCall, Trajectory
+from coevo.storage import (SCHEMA_VERSION, Archive, ArchiveError, CheckpointRecord, EditRecord, EvaluationRecord,
+                           GateDecisionRecord, LLMCallRecord, ProfileRecord, RunRecord, SchemaVersionError, codec)
+
+
+def chained_trajectory(id: str = "t1", turns: int = 4, task_id: str = "task-1") -> Trajectory:
+    """A tool-using rollout whose calls form a prefix chain, with fake token ids and logprobs."""
+    msgs = [SystemMessage("Use the tools."), HumanMessage("Add 2 and 3.")]
+    calls = []
+    for t in range(turns):
+        text = f"calling add, turn {t}"
+        reply = AIMessage(text, tool_calls=[{"name": "add", "args": {"a": 2, "b": t}, "id": f"c{t}"}])
+        completion = char_tokens(text)
+        reply.response_metadata[TOKENS_KEY] = {"prompt_token_ids": char_tokens(fake_template(msgs)),
+                                               "completion_token_ids": completion,
+                                               "logprobs": [-0.25 - 0.01 * i for i in range(len(completion))]}
+        calls.append(record_call(msgs, reply, latency_s=0.05))
+        msgs = msgs + [reply, ToolMessage(str(2 + t), tool_call_id=f"c{t}")]
+    return Trajectory(id=id, task_id=task_id, env="toy", split="val", harness_id="h" * 64, checkpoint_id="ck",
+                      seed=3, messages=messages_to_dict(msgs), calls=calls, final_answer="5",
+                      stop_reason="final_answer", hook_events=[{"event": "after_tool", "hook": "warn"}],
+                      interface_violations=1, model_turns=turns, env_actions=turns, reward=0.75, passed=True,
+                      score_detail={"expected_type": "int"}, latency_s=0.2)
+
+
+@pytest.fixture
+def archive(tmp_path):
+    with Archive(tmp_path / "a.db") as arch:
+        yield arch
+
+
+def test_trajectory_round_trips_with_token_ids_and_logprobs(archive):
+    traj = chained_trajectory()
+    archive.add_trajectories([traj], evaluation_id="e1", run_id="r1")
+    back = archive.get_trajectory("t1")
+    assert back == traj
+    assert back.calls[2].prompt_token_ids == traj.calls[2].prompt_token_ids
+    assert back.calls[2].logprobs == traj.calls[2].logprobs
+    assert [s.input_ids for s in back.segments()] == [s.input_ids for s in traj.segments()]
+    assert archive.trajectories(evaluation_id="e1") == [traj]
+    assert archive.trajectories(evaluation_id="other") == []
+
+
+def test_codec_shares_prefixes_and_restores_unchained_calls_exactly():
+    traj = chained_trajectory(turns=6)
+    body = codec.encode(traj)
+    assert len(body) < len(traj.model_dump_json()) / 2
+    # a rewritten context (history window) and a call without tokens break the chain
+    cut = traj.model_copy(deep=True)
+    cut.calls[3].input = cut.calls[3].input[-2:]
+    cut.calls[3].prompt_token_ids = cut.calls[3].prompt_token_ids[-10:]
+    cut.calls[4].prompt_token_ids = None
+    cut.calls[5].logprobs = [-math.inf, float("nan")] + cut.calls[5].logprobs[2:]
+    back = codec.decode(codec.encode(cut))
+    assert back.calls[:5] == cut.calls[:5]
+    assert back.calls[5].logprobs[0] == -math.inf and math.isnan(back.calls[5].logprobs[1])
+    assert back.messages == cut.messages
+
+
+def test_reinserting_the_same_ids_replaces_rows_instead_of_duplicating(archive):
+    trajs = [chained_trajectory(f"t{i}", task_id=f"task-{i}") for i in range(3)]
+    archive.add_trajectories(trajs, evaluation_id="e1")
+    changed = trajs[1].model_copy(update={"reward": 0.0, "passed": False})
+    archive.add_trajectories([changed, trajs[2]], evaluation_id="e1")
+    assert archive.count_trajectories("e1") == 3
+    assert archive.get_trajectory("t1").reward == 0.0
+    spec = HarnessSpec(name="x")
+    assert archive.add_harness(spec, origin="base") == spec.id
+    archive.add_harness(spec, origin="base")
+    assert [h.id for h in archive.list_harnesses()] == [spec.id]
+    assert HarnessSpec.model_validate(archive.get_harness(spec.id).spec) == spec
+
+
+def test_every_table_round_trips_as_pydantic_records(archive):
+    archive.add_run(RunRecord(id="r1", strategy="vace", config={"rounds": 3}))
+    archive.add_edits([EditRecord(id="e1", run_id="r1", parent_id="p", child_id="c", direction="format",
+                                  patch=[{"op": "replace", "path": "/name", "value": "y"}], rationale="why")])
+    archive.add_checkpoint(CheckpointRecord(id="ck1", base_model="local:smollm2-135m", adapter_path="/a",
+                                            parents=["ck0"], config={"lr": 1e-5}, metrics={"loss": 0.5}))
+    archive.add_tasks([Task(id="q1", env="toy", split="val", prompt="2+3?", metadata={"family": "add"})])
+    archive.add_evaluation(EvaluationRecord(id="ev1", run_id="r1", harness_id="h", checkpoint_id="ck1",
+                                            env="toy", split="val", seeds=[0, 1], k=2, aggregates={"pass_at_k": 0.5}))
+    archive.add_gate_decision(GateDecisionRecord(id="g1", run_id="r1", round=2, incumbent_id="h", candidate_id="c",
+                                                 b=0.4, c=0.6, accepted=True, reason="c > b",
+                                                 pairs=[{"task_id": "q1", "a": 0.0, "b": 1.0}]))
+    archive.add_profiles([ProfileRecord(id="p1", run_id="r1", harness_id="h", profile={"add": 0.9})])
+    archive.add_llm_calls([LLMCallRecord(id="l1", run_id="r1", role="editor", model="gpt", input_tokens=10,
+                                         output_tokens=5, cost_usd=0.001)])
+    assert archive.get_run("r1").config == {"rounds": 3}
+    assert archive.list_edits(run_id="r1")[0].patch[0]["op"] == "replace"
+    assert archive.get_checkpoint("ck1").metrics == {"loss": 0.5}
+    assert archive.get_task("q1") == Task(id="q1", env="toy", split="val", prompt="2+3?", metadata={"family": "add"})
+    assert archive.get_evaluation("ev1").seeds == [0, 1]
+    assert archive.list_gate_decisions("r1")[0].accepted is True
+    assert archive.list_profiles(harness_id="h")[0].profile == {"add": 0.9}
+    assert archive.list_llm_calls(role="editor")[0].cost_usd == 0.001
+    assert archive.resolve_id("evaluations", "ev") == "ev1"
+    with pytest.raises(ArchiveError, match="no runs id starts with 'zz'"):
+        archive.resolve_id("runs", "zz")
+
+
+def test_a_failing_batch_writes_nothing(archive):
+    original = chained_trajectory("t1")
+    archive.add_trajectories([original])
+    replaced = original.model_copy(update={"reward": 0.0})
+    broken = chained_trajectory("t5")
+    broken.task_id = None  # type: ignore[assignment]  # violates NOT NULL inside the transaction
+    with pytest.raises(Exception, match="NOT NULL"):
+        archive.add_trajectories([replaced, chained_trajectory("t4"), broken])
+    assert [t.id for t in archive.trajectories()] == ["t1"]
+    assert archive.get_trajectory("t1").reward == original.reward
+    with pytest.raises(ArchiveError, match="duplicate ids"):
+        archive.add_trajectories([chained_trajectory("t3"), chained_trajectory("t3")])
+    assert archive.count_trajectories() == 1
+
+
+def test_the_sqlite_file_uses_wal(tmp_path):
+    Archive(tmp_path / "w.db").close()
+    mode = sqlite3.connect(tmp_path / "w.db").execute("PRAGMA journal_mode").fetchone()[0]
+    assert mode == "wal"
+
+
+def test_opening_a_newer_schema_names_the_version_and_the_fix(tmp_path):
+    path = tmp_path / "new.db"
+    Archive(path).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION + 1,))
+    with pytest.raises(SchemaVersionError, match=rf"schema version {SCHEMA_VERSION + 1}.*upgrade coevo"):
+        Archive(path)
+
+
+def test_in_memory_and_url_targets(tmp_path):
+    with Archive(":memory:") as mem:
+        mem.add_trajectories([chained_trajectory()])
+        assert mem.count_trajectories() == 1
+    with Archive(f"sqlite:///{tmp_path / 'u.db'}") as by_url:
+        assert by_url.schema_version == SCHEMA_VERSION

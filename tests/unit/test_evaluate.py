@@ -1,0 +1,207 @@
+"""The evaluator: aggregates, paired outcomes, bounded concurrency, persistence and resume."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import re
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from rich.console import Console
+
+from coevo.envs.base import Episode, Score, Task, Tool
+from coevo.harnesses import HarnessSpec
+from coevo.models.fake import ScriptedChatModel
+from coevo.models.trajectory import Trajectory
+from coevo.nodes import evaluate as evaluate_module
+from coevo.nodes.evaluate import evaluate, paired_evaluate, trajectory_id
+from coevo.nodes.reporting import RichReporter
+from coevo.storage import Archive
+
+ADD = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}
+
+
+class AdderEnv:
+    """Task i asks for i + 2i; the ``add`` tool computes it. Exact answer: reward 1 (passed);
+    a wrong number: 0.5 (partial credit); anything else: 0."""
+
+    name = "adder"
+
+    def __init__(self, size: int = 6) -> None:
+        self.size = size
+        self._gold: dict[str, int] = {}
+
+    def tasks(self, split: str, n: int | None = None) -> list[Task]:
+        out = []
+        for i in range(self.size if n is None else min(n, self.size)):
+            task = Task(id=f"{split}-{i}", env=self.name, split=split, prompt=f"Task {i}: what is {i} + {2 * i}?",
+                        metadata={"odd": i % 2 == 1})
+            self._gold[task.id] = 3 * i
+            out.append(task)
+        return out
+
+    def episode(self, task: Task, seed: int = 0) -> Episode:
+        return Episode(task=task, tools=[Tool("add", "Add two integers.", ADD, lambda a, b: str(a + b))])
+
+    def score(self, task: Task, answer: str | None, episode: Episode) -> Score:
+        gold = self._gold[task.id]
+        if answer is not None and answer.strip() == str(gold):
+            return Score(reward=1.0, passed=True)
+        partial = answer is not None and answer.strip().lstrip("-").isdigit()
+        return Score(reward=0.5 if partial else 0.0, passed=False, detail={"expected": gold})
+
+    def trivial_baseline(self, split: str) -> dict[str, Any]:
+        return {"n": self.size, "empty": 0.0, "best_constant": ("0", 1 / 6), "constants": {"": 0.0, "0": 1 / 6}}
+
+
+def policy(messages: list[BaseMessage]) -> str | AIMessage:
+    """Calls ``add`` on the task's numbers, then answers with the tool's result. On odd tasks its
+    first reply is unparseable (an interface violation) and its final answer is off by one; with
+    a system prompt saying "sloppy" every answer is off by one."""
+    system = next(str(m.content) for m in messages if isinstance(m, SystemMessage))
+    task = next(str(m.content) for m in messages if isinstance(m, HumanMessage))
+    index, a, b = (int(x) for x in re.findall(r"\d+", task)[:3])
+    odd = index % 2 == 1
+    if odd and not any(isinstance(m, AIMessage) for m in messages):
+        return "hmm, let me think"
+    if isinstance(messages[-1], ToolMessage):
+        result = int(str(messages[-1].content))
+        return f"Final answer: {result + 1 if odd or 'sloppy' in system else result}"
+    return AIMessage("", tool_calls=[{"name": "add", "args": {"a": a, "b": b}, "id": "call-1"}])
+
+
+def spec(system: str = "You are careful.") -> HarnessSpec:
+    return HarnessSpec(name="adder", prompt={"system": system}, parser={"on_no_action": "violation"})
+
+
+def model(**kwargs: Any) -> ScriptedChatModel:
+    return ScriptedChatModel(script=[policy], with_tokens=True, **kwargs)
+
+
+class Recorder:
+    """A Reporter that records every update."""
+
+    def __init__(self) -> None:
+        self.updates: list[tuple[int, float | None]] = []
+        self.started: list[tuple[str, int]] = []
+        self.stopped = 0
+
+    def start(self, label: str, total: int) -> str:
+        self.started.append((label, total))
+        return label
+
+    def update(self, handle: Any, done: int, score: float | None = None) -> None:
+        self.updates.append((done, score))
+
+    def stop(self, handle: Any) -> None:
+        self.stopped += 1
+
+    def log(self, message: str) -> None:
+        pass
+
+
+async def test_evaluate_aggregates_a_scripted_env_and_stores_everything(tmp_path):
+    env, archive, recorder = AdderEnv(), Archive(tmp_path / "a.db"), Recorder()
+    result = await evaluate(spec(), "ck-0", env, "val", k=2, seeds=10, n_tasks=4, model=model(), archive=archive,
+                            concurrency=3, progress=recorder)
+    assert result.seeds == [10, 11] and result.n_tasks == 4 and result.n_rollouts == 8
+    assert result.pass_at_k == 0.5 and result.avg_at_k == 0.5
+    assert result.mean_reward == pytest.approx(0.75)
+    # tasks 0, 2: 2 turns each; odd tasks 1, 3: 3 turns with one violation; k=2 rollouts
+    assert result.model_turns == 2 * (2 + 3 + 2 + 3) and result.interface_violations == 4
+    assert result.timr == pytest.approx(4 / 20)
+    assert result.trivial_baseline == pytest.approx(1 / 6)
+    assert result.per_task["val-1"].rewards == [0.5, 0.5] and result.per_task["val-0"].passed == [True, True]
+    assert result.stop_reasons == {"final_answer": 8}
+
+    stored = archive.trajectories(evaluation_id=result.evaluation_id)
+    assert len(stored) == 8 and {t.seed for t in stored} == {10, 11}
+    assert {t.id for t in stored} == {trajectory_id(result.evaluation_id, f"val-{i}", s) for i in range(4) for s in (10, 11)}
+    assert all(t.checkpoint_id == "ck-0" and t.harness_id == spec().id for t in stored)
+    assert all(c.prompt_token_ids and len(c.logprobs) == len(c.completion_token_ids) for t in stored for c in t.calls)
+    assert sum(len(c.logprobs) for t in stored for c in t.calls) > 0
+    assert result.input_tokens == sum(t.input_tokens for t in stored) > 0
+    record = archive.get_evaluation(result.evaluation_id)
+    assert record.status == "done" and record.aggregates["pass_at_k"] == 0.5 and record.seeds == [10, 11]
+    assert archive.get_harness(spec().id) is not None and archive.get_task("val-3").prompt.startswith("Task 3")
+    assert recorder.started == [(recorder.started[0][0], 4)] and recorder.stopped == 1
+    assert recorder.updates[-1] == (4, pytest.approx(0.75))
+    assert [d for d, _ in recorder.updates] == sorted(d for d, _ in recorder.updates)
+
+
+async def test_paired_evaluation_pairs_each_task_under_the_same_seeds():
+    careful, sloppy = spec("You are careful."), spec("You are sloppy.")
+    paired = await paired_evaluate(careful, sloppy, "ck", AdderEnv(), "val", k=2, seeds=[7, 9], n_tasks=4,
+                                   model=model(), concurrency=4)
+    assert [p.task_id for p in paired.pairs] == ["val-0", "val-1", "val-2", "val-3"]
+    assert all(p.seeds == [7, 9] for p in paired.pairs)
+    assert [(p.a, p.b) for p in paired.pairs] == [(1.0, 0.5), (0.5, 0.5), (1.0, 0.5), (0.5, 0.5)]
+    assert paired.pairs[0].a_passed == [True, True] and paired.pairs[0].b_passed == [False, False]
+    assert paired.a.harness_id == careful.id and paired.b.harness_id == sloppy.id
+    assert paired.a.pass_at_k == 0.5 and paired.b.pass_at_k == 0.0
+
+
+async def test_rollouts_in_flight_never_exceed_the_concurrency(monkeypatch):
+    in_flight, peak = 0, 0
+
+    async def stub_rollout(spec, model, env, task, seed=0, checkpoint_id="", split=None):
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        await asyncio.sleep(0.01)
+        in_flight -= 1
+        return Trajectory(task_id=task.id, seed=seed, reward=1.0, passed=True, model_turns=1)
+
+    monkeypatch.setattr(evaluate_module, "arun_rollout", stub_rollout)
+    result = await evaluate(spec(), "ck", AdderEnv(size=6), "train", k=3, model=model(), concurrency=4)
+    assert peak == 4 and result.n_rollouts == 18 and result.pass_at_k == 1.0
+
+
+async def test_killing_an_evaluation_half_way_keeps_finished_tasks_and_resumes(tmp_path):
+    calls = 0
+
+    def dies_after_ten(messages: list[BaseMessage]) -> str | AIMessage:
+        nonlocal calls
+        calls += 1
+        if calls > 10:
+            raise RuntimeError("the policy server died")
+        return policy(messages)
+
+    env, archive = AdderEnv(), Archive(tmp_path / "a.db")
+    dying = ScriptedChatModel(script=[dies_after_ten], with_tokens=True)
+    # concurrency 1, k=2: task 0 takes 4 calls, task 1 takes 6, so call 11 fails inside task 2
+    with pytest.raises(RuntimeError, match="policy server died"):
+        await evaluate(spec(), "ck", env, "val", k=2, n_tasks=4, model=dying, archive=archive, concurrency=1)
+    (record,) = archive.list_evaluations()
+    assert record.status == "interrupted"
+    kept = archive.trajectories(evaluation_id=record.id)
+    assert sorted((t.task_id, t.seed) for t in kept) == [("val-0", 0), ("val-0", 1), ("val-1", 0), ("val-1", 1)]
+    assert all(t.stop_reason == "final_answer" and t.calls for t in kept)
+
+    recorder = Recorder()
+    result = await evaluate(spec(), "ck", env, "val", k=2, n_tasks=4, model=model(), archive=archive,
+                            concurrency=1, progress=recorder)
+    assert result.evaluation_id == record.id and result.resumed_tasks == 2
+    assert recorder.updates[0] == (2, pytest.approx(0.75))
+    assert archive.count_trajectories(record.id) == 8 and archive.count_trajectories() == 8
+    assert archive.get_evaluation(record.id).status == "done"
+    assert result.pass_at_k == 0.5 and result.mean_reward == pytest.approx(0.75)
+
+
+async def test_bad_arguments_name_the_fix():
+    with pytest.raises(ValueError, match="one seed per rollout"):
+        await evaluate(spec(), "ck", AdderEnv(), "val", k=2, seeds=[1, 2, 3], model=model())
+    with pytest.raises(ValueError, match="needs model="):
+        await evaluate(spec(), "ck", AdderEnv(), "val")
+    with pytest.raises(ValueError, match="no 'val' tasks"):
+        await evaluate(spec(), "ck", AdderEnv(size=0), "val", model=model())
+
+
+async def test_rich_reporter_draws_tasks_done_and_the_mean_score():
+    out = io.StringIO()
+    with RichReporter(console=Console(file=out, width=120, force_terminal=False)) as reporter:
+        await evaluate(spec(), "ck", AdderEnv(), "val", n_tasks=2, model=model(), progress=reporter)
+    text = out.getvalue()
+    assert "2/2" in text and "mean 0.750" in text
