@@ -46,16 +46,6 @@ def test_json_final_answer():
     assert parse('{"final_answer": 42}', mode="json").answer == "42"
 
 
-@pytest.mark.parametrize("text, words", [
-    ('{"tool": "lookup", "arguments": {"key": ', "malformed JSON"),
-    ('{"arguments": {"key": "k"}}', '"tool"'),
-    ('{"tool": "lookup", "arguments": [1]}', '"arguments"'),
-])
-def test_broken_json_actions_are_violations_even_when_no_action_means_finish(text, words):
-    got = parse(text, mode="json", on_no_action="finish")
-    assert got.actions == [] and got.answer is None and words in got.error
-
-
 # --- python_call ----------------------------------------------------------------------------
 
 
@@ -69,13 +59,16 @@ def test_python_call_dotted_name():
     assert parse_python_calls("[math.add(a=1)]").actions[0].name == "math.add"
 
 
-@pytest.mark.parametrize("text, words", [
-    ("[add(1, b=2)]", "positional"),
-    ("[lookup(key=some_variable)]", "not a literal"),
-    ("[lookup(key=1 + open('x'))]", "not a literal"),
+@pytest.mark.parametrize("mode, text, words", [
+    ("json", '{"tool": "lookup", "arguments": {"key": ', "malformed JSON"),
+    ("json", '{"arguments": {"key": "k"}}', '"tool"'),
+    ("json", '{"tool": "lookup", "arguments": [1]}', '"arguments"'),
+    ("python_call", "[add(1, b=2)]", "positional"),
+    ("python_call", "[lookup(key=some_variable)]", "not a literal"),
+    ("python_call", "[lookup(key=1 + open('x'))]", "not a literal"),
 ])
-def test_python_call_violations(text, words):
-    got = parse(text, mode="python_call", on_no_action="finish")
+def test_broken_actions_are_violations_even_when_no_action_means_finish(mode, text, words):
+    got = parse(text, mode=mode, on_no_action="finish")
     assert got.actions == [] and got.answer is None and words in got.error
 
 
