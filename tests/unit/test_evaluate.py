@@ -205,3 +205,46 @@ async def test_rich_reporter_draws_tasks_done_and_the_mean_score():
         await evaluate(spec(), "ck", AdderEnv(), "val", n_tasks=2, model=model(), progress=reporter)
     text = out.getvalue()
     assert "2/2" in text and "mean 0.750" in text
+
+
+def test_eval_cli_prints_the_table_and_the_archive_cli_reads_it_back(tmp_path, monkeypatch):
+    import typer
+    from typer.testing import CliRunner
+
+    from coevo.cli import archive as archive_cli
+    from coevo.cli import eval as eval_cli
+    from coevo.harnesses import load_harness
+
+    monkeypatch.setattr(eval_cli, "get_env", lambda ref: AdderEnv())
+    monkeypatch.setattr(eval_cli, "load_model", lambda ref: model())
+    app = typer.Typer()
+    app.command("eval")(eval_cli.eval_cmd)
+    app.add_typer(archive_cli.app, name="archive")
+    runner, db = CliRunner(), str(tmp_path / "cli.db")
+    harness_file = tmp_path / "h.json"
+    harness_file.write_text(spec().model_dump_json())
+
+    out = runner.invoke(app, ["eval", "--env", "adder", "--harness", str(harness_file), "--model", "fake:x",
+                              "--split", "val", "--k", "2", "--n", "4", "--db", db])
+    assert out.exit_code == 0, out.output
+    assert "pass@2" in out.output and "mean credit" in out.output and "TIMR" in out.output
+    assert "0.750" in out.output and "0.167" in out.output  # score beside the trivial baseline
+    archive = Archive(db)
+    (evaluation,) = archive.list_evaluations()
+    assert evaluation.status == "done" and archive.count_trajectories(evaluation.id) == 8
+    assert archive.get_checkpoint("fake:x") is not None and archive.list_runs()[0].status == "done"
+
+    listed = runner.invoke(app, ["archive", "list", "--db", db])
+    assert listed.exit_code == 0 and evaluation.id[:12] in listed.output and spec().id[:12] in listed.output
+    shown = runner.invoke(app, ["archive", "show", evaluation.id[:10], "--db", db])
+    assert shown.exit_code == 0 and '"pass_at_k": 0.5' in shown.output
+    exported = tmp_path / "out" / "spec.json"
+    done = runner.invoke(app, ["archive", "export", spec().id[:10], "-o", str(exported), "--db", db])
+    assert done.exit_code == 0 and load_harness(str(exported)).id == spec().id
+    missing = runner.invoke(app, ["archive", "show", "ffffffff", "--db", db])
+    assert missing.exit_code == 1 and "no row id starts with" in missing.output
+
+    by_id = runner.invoke(app, ["eval", "--env", "adder", "--harness", spec().id[:12], "--model", "fake:x",
+                                "--n", "2", "--db", db])
+    assert by_id.exit_code == 0, by_id.output
+    assert len(archive.list_evaluations()) == 2

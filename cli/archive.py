@@ -1,0 +1,145 @@
+"""``coevo archive list|show|export``: read the archive back."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.syntax import Syntax
+from rich.table import Table
+
+from coevo.cli.common import console
+from coevo.cli.eval import DB_HELP, archive_errors
+from coevo.storage import Archive, ArchiveError
+
+app = typer.Typer(help="Read the archive: list runs, harnesses and evaluations; show one; export a harness.",
+                  no_args_is_help=True)
+
+
+class Kind(str, Enum):
+    all = "all"
+    runs = "runs"
+    harnesses = "harnesses"
+    evaluations = "evaluations"
+    checkpoints = "checkpoints"
+
+
+SHOW_ORDER = ("evaluations", "harnesses", "runs", "checkpoints", "trajectories", "edits", "gate_decisions")
+
+
+def _when(ts: float) -> str:
+    return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
+
+
+def _num(value: Any) -> str:
+    return f"{value:.3f}" if isinstance(value, (int, float)) else "-"
+
+
+def _table(title: str, *columns: str) -> Table:
+    """A table whose id-like columns (12-char prefixes) never wrap; the others shrink instead."""
+    table = Table(title=title)
+    for name in columns:
+        wide = name in ("id", "harness")
+        table.add_column(name, no_wrap=wide, min_width=12 if wide else None)
+    return table
+
+
+def _tables(archive: Archive, kind: Kind, limit: int) -> list[Table]:
+    tables = []
+    if kind in (Kind.all, Kind.runs):
+        t = _table("runs", "id", "strategy", "status", "created")
+        for r in archive.list_runs()[-limit:]:
+            t.add_row(r.id[:12], r.strategy, r.status, _when(r.created_at))
+        tables.append(t)
+    if kind in (Kind.all, Kind.harnesses):
+        t = _table("harnesses", "id", "name", "origin", "parents", "created")
+        for h in archive.list_harnesses()[-limit:]:
+            t.add_row(h.id[:12], str(h.spec.get("name", "")), h.origin, ", ".join(p[:12] for p in h.parents),
+                      _when(h.created_at))
+        tables.append(t)
+    if kind in (Kind.all, Kind.evaluations):
+        t = _table("evaluations", "id", "harness", "checkpoint", "env/split", "k", "tasks", "pass@k", "mean credit",
+                   "trivial", "status")
+        for e in archive.list_evaluations()[-limit:]:
+            a = e.aggregates
+            t.add_row(e.id[:12], e.harness_id[:12], e.checkpoint_id, f"{e.env}/{e.split}", str(e.k), str(len(e.task_ids)),
+                      _num(a.get("pass_at_k")), _num(a.get("mean_reward")), _num(a.get("trivial_baseline")), e.status)
+        tables.append(t)
+    if kind == Kind.checkpoints:
+        t = _table("checkpoints", "id", "base model", "adapter", "parents", "created")
+        for c in archive.list_checkpoints()[-limit:]:
+            t.add_row(c.id, c.base_model, c.adapter_path or "-", ", ".join(c.parents), _when(c.created_at))
+        tables.append(t)
+    return tables
+
+
+@app.command("list")
+def list_cmd(kind: Kind = typer.Argument(Kind.all, help="What to list."),
+             limit: int = typer.Option(50, "--limit", min=1, help="Show the newest N rows of each table."),
+             db: str = typer.Option("coevo.db", "--db", envvar="COEVO_DB", help=DB_HELP)) -> None:
+    """List runs, harnesses and evaluations (or one kind, or checkpoints), oldest first."""
+    with archive_errors():
+        archive = Archive(db)
+        for table in _tables(archive, kind, limit):
+            console.print(table)
+
+
+def _find(archive: Archive, id: str) -> tuple[str, Any]:
+    """The (kind, pydantic object) whose id starts with ``id``, searching each table in turn."""
+    for kind in SHOW_ORDER:
+        try:
+            full = archive.resolve_id(kind, id)
+        except ArchiveError as err:
+            if "several" in str(err):
+                raise
+            continue
+        getter = {"evaluations": archive.get_evaluation, "harnesses": archive.get_harness, "runs": archive.get_run,
+                  "checkpoints": archive.get_checkpoint, "trajectories": archive.get_trajectory}.get(kind)
+        if getter is not None:
+            return kind, getter(full)
+        rows = archive.list_edits() if kind == "edits" else archive.list_gate_decisions()
+        return kind, next(r for r in rows if r.id == full)
+    raise ArchiveError(f"no row id starts with {id!r} in {archive.url}: see `coevo archive list`")
+
+
+def _brief(data: dict[str, Any]) -> dict[str, Any]:
+    """Long token-id and logprob lists replaced by their length, for display."""
+    for call in data.get("calls", []):
+        for key in ("prompt_token_ids", "completion_token_ids", "logprobs"):
+            if isinstance(call.get(key), list):
+                call[key] = f"<{len(call[key])} values>"
+    return data
+
+
+@app.command()
+def show(id: str = typer.Argument(..., help="An id or unique id prefix of any archived row."),
+         full: bool = typer.Option(False, "--full", help="Print token ids and logprobs in full."),
+         db: str = typer.Option("coevo.db", "--db", envvar="COEVO_DB", help=DB_HELP)) -> None:
+    """Print one archived object (evaluation, harness, run, checkpoint, trajectory, edit, gate decision) as JSON."""
+    with archive_errors():
+        kind, obj = _find(Archive(db), id)
+    data = obj.model_dump(mode="json")
+    if kind == "evaluations" and not full:
+        data.get("aggregates", {}).pop("per_task", None)
+    if not full:
+        data = _brief(data)
+    console.print(f"[bold]{kind[:-1] if kind.endswith('s') else kind}[/bold] {obj.id}")
+    console.print(Syntax(json.dumps(data, indent=2), "json"))
+
+
+@app.command()
+def export(harness_id: str = typer.Argument(..., help="Harness id or unique prefix."),
+           out: Path = typer.Option(..., "-o", "--out", help="Output JSON file."),
+           db: str = typer.Option("coevo.db", "--db", envvar="COEVO_DB", help=DB_HELP)) -> None:
+    """Write a harness spec to a JSON file (loadable with ``coevo.load_harness``, for embedding)."""
+    with archive_errors():
+        archive = Archive(db)
+        record = archive.get_harness(archive.resolve_id("harnesses", harness_id))
+    assert record is not None
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(record.spec, indent=2) + "\n")
+    console.print(f"wrote harness {record.id[:12]} to {out}")

@@ -1,0 +1,113 @@
+"""``coevo eval``: evaluate a harness with a model on an env split, print a table, store everything."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+import uuid
+from contextlib import contextmanager
+from typing import Iterator
+
+import typer
+from rich.table import Table
+
+from coevo.cli.common import console, user_errors
+from coevo.envs.registry import get_env
+from coevo.harnesses import HarnessSpec, load_harness
+from coevo.models.refs import load_model
+from coevo.nodes.evaluate import EvalResult, evaluate
+from coevo.nodes.reporting import RichReporter
+from coevo.storage import Archive, ArchiveError, CheckpointRecord, RunRecord
+
+DB_HELP = "Archive: a SQLite file path or a SQLAlchemy URL (env COEVO_DB)."
+_HEX = re.compile(r"^[0-9a-f]{6,64}$")
+
+
+@contextmanager
+def archive_errors() -> Iterator[None]:
+    """Print an ``ArchiveError`` (bad path, newer schema, unknown id) as a red message and exit 1."""
+    try:
+        yield
+    except ArchiveError as err:
+        console.print(f"[red]error:[/red] {err}")
+        raise typer.Exit(1) from None
+
+
+def resolve_harness(source: str, archive: Archive) -> HarnessSpec:
+    """A spec from a file, JSON text or shipped base name, or (a prefix of) a harness id in the archive."""
+    if _HEX.match(source):
+        try:
+            return load_harness(archive.get_harness(archive.resolve_id("harnesses", source)).spec)  # type: ignore[union-attr]
+        except ArchiveError:
+            pass
+    return load_harness(source)
+
+
+def result_table(result: EvalResult) -> Table:
+    """The evaluation's numbers as a rich table, the trivial-policy baseline beside the score."""
+    table = Table(title=f"{result.env}/{result.split}: harness {result.harness_id[:12]} × {result.checkpoint_id or '-'}")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    table.add_column("trivial baseline", justify="right")
+    baseline = "-" if result.trivial_baseline is None else f"{result.trivial_baseline:.3f}"
+    rows = [
+        ("tasks × k", f"{result.n_tasks} × {result.k}", ""),
+        (f"pass@{result.k}", f"{result.pass_at_k:.3f}", ""),
+        (f"avg@{result.k}", f"{result.avg_at_k:.3f}", ""),
+        ("mean credit", f"{result.mean_reward:.3f}", baseline),
+        ("TIMR", f"{result.timr:.4f} ({result.interface_violations}/{result.model_turns} turns)", ""),
+        ("tokens in / out", f"{result.input_tokens:,} / {result.output_tokens:,}", ""),
+        ("cost (USD)", f"{result.cost_usd:.4f}", ""),
+        ("latency / rollout (s)", f"{result.latency_s:.2f}", ""),
+        ("wall (s)", f"{result.wall_s:.1f}", ""),
+    ]
+    for row in rows:
+        table.add_row(*row)
+    table.caption = f"evaluation {result.evaluation_id}" + (f", {result.resumed_tasks} tasks resumed" if result.resumed_tasks else "")
+    return table
+
+
+def eval_cmd(
+    env: str = typer.Option(..., "--env", help="Env reference, e.g. reasoning_gym:families=chain_sum,size=60."),
+    harness: str = typer.Option(..., "--harness", help="Harness file, JSON, shipped base name, or archive id (prefix)."),
+    model: str = typer.Option(..., "--model", help="Model reference, e.g. local:smollm2-135m or litellm:openai/gpt-4o-mini."),
+    split: str = typer.Option("val", "--split", help="train, val or test."),
+    k: int = typer.Option(1, "--k", min=1, help="Rollouts per task (pass@k, avg@k)."),
+    n: int = typer.Option(None, "--n", min=1, help="Evaluate the first N tasks of the split (default: all)."),
+    seed: int = typer.Option(0, "--seed", help="Base seed: rollout j of each task uses seed + j."),
+    concurrency: int = typer.Option(8, "--concurrency", min=1, help="Rollouts in flight at once."),
+    checkpoint: str = typer.Option(None, "--checkpoint", help="Checkpoint id to record (default: the model reference)."),
+    run_id: str = typer.Option(None, "--run-id", help="Reuse a run id to resume an interrupted evaluation."),
+    db: str = typer.Option("coevo.db", "--db", envvar="COEVO_DB", help=DB_HELP),
+) -> None:
+    """Evaluate a harness with a model on an env split: print pass@k, avg@k, mean credit, TIMR,
+    tokens, cost and latency beside the trivial baseline, and store every trajectory."""
+    with user_errors(), archive_errors():
+        archive = Archive(db)
+        spec = resolve_harness(harness, archive)
+        suite = get_env(env)
+        policy = load_model(model)
+        ckpt = checkpoint or model
+        if archive.get_checkpoint(ckpt) is None:
+            archive.add_checkpoint(CheckpointRecord(id=ckpt, base_model=model))
+        if archive.get_harness(spec.id) is None:
+            archive.add_harness(spec, origin="cli")
+        run = RunRecord(id=run_id or uuid.uuid4().hex, strategy="eval",
+                        config={"env": env, "harness": spec.id, "model": model, "split": split, "k": k, "n": n,
+                                "seed": seed, "concurrency": concurrency, "checkpoint": ckpt})
+        if archive.get_run(run.id) is not None:
+            run.created_at = archive.get_run(run.id).created_at  # type: ignore[union-attr]
+        archive.add_run(run)
+        try:
+            with RichReporter(console=console, transient=True) as reporter:
+                result = asyncio.run(evaluate(spec, ckpt, suite, split, k=k, seeds=seed, n_tasks=n, model=policy,
+                                              archive=archive, concurrency=concurrency, progress=reporter,
+                                              run_id=run.id))
+        except BaseException:
+            archive.add_run(run.model_copy(update={"status": "failed", "updated_at": time.time()}))
+            console.print(f"[yellow]interrupted: finished tasks are kept; resume with --run-id {run.id}[/yellow]")
+            raise
+        archive.add_run(run.model_copy(update={"status": "done", "updated_at": time.time()}))
+    console.print(result_table(result))
+    console.print(f"run {run.id} stored in {archive.url}")
