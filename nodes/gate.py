@@ -1,0 +1,99 @@
+"""``gate``: H[t+1] = H'[t] if gate(b, c) else H[t] — VACE's validation gate.
+
+Accept iff the candidate's validation score c beats the incumbent's b by more than
+``gate.min_margin`` (a tie is rejected) and, when configured, a paired test on the per-task
+outcomes agrees (one-sided paired bootstrap on reward differences, or exact McNemar on pass/fail
+pairs, at level ``gate.alpha``). Every decision is stored with b, c, the pairs and the reason.
+With ``approve`` a person confirms each decision through a LangGraph ``interrupt``.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+from langgraph.runtime import Runtime
+from langgraph.types import interrupt
+
+from coevo.config import GateConfig
+from coevo.nodes.context import MetaContext
+from coevo.nodes.state import MetaState
+from coevo.storage.tables import GateDecisionRecord
+
+
+def bootstrap_p(diffs: list[float], n: int = 2000, seed: int = 0) -> float:
+    """One-sided paired bootstrap p-value for mean(diffs) ≤ 0 (diffs: candidate − incumbent per task)."""
+    if not diffs:
+        return 1.0
+    rng = random.Random(seed)
+    worse = sum(sum(rng.choice(diffs) for _ in diffs) <= 0 for _ in range(n))
+    return worse / n
+
+
+def mcnemar_p(b_only: int, c_only: int) -> float:
+    """Exact one-sided McNemar p-value that the candidate wins ``c_only`` of the discordant pairs by chance."""
+    n = b_only + c_only
+    if n == 0:
+        return 1.0
+    return sum(math.comb(n, k) for k in range(c_only, n + 1)) / 2 ** n
+
+
+def decide(b: float, c: float, pairs: list[dict], cfg: GateConfig, seed: int = 0) -> tuple[bool, str]:
+    """The gate rule on scores ``b`` (incumbent) and ``c`` (candidate) and per-task ``pairs``
+    (``{"task_id", "b", "c", "b_passed", "c_passed"}``). Returns ``(accepted, reason)``."""
+    if not c > b + cfg.min_margin:
+        return False, f"c={c:.4f} does not beat b={b:.4f}" + (f" by more than {cfg.min_margin}" if cfg.min_margin else "")
+    if cfg.test == "bootstrap":
+        p = bootstrap_p([x["c"] - x["b"] for x in pairs], seed=seed)
+    elif cfg.test == "mcnemar":
+        p = mcnemar_p(sum(x["b_passed"] and not x["c_passed"] for x in pairs), sum(x["c_passed"] and not x["b_passed"] for x in pairs))
+    else:
+        return True, f"c={c:.4f} beats b={b:.4f}"
+    if p >= cfg.alpha:
+        return False, f"c={c:.4f} beats b={b:.4f} but the paired {cfg.test} test gives p={p:.3f} ≥ {cfg.alpha}"
+    return True, f"c={c:.4f} beats b={b:.4f}, paired {cfg.test} p={p:.3f}"
+
+
+def _pairs(inc: dict, cand: dict) -> list[dict]:
+    mean = lambda xs: sum(xs) / len(xs) if xs else 0.0  # noqa: E731
+    return [{"task_id": t, "b": mean(inc["per_task"][t]), "c": mean(cand["per_task"].get(t, [])),
+             "b_passed": any(inc["per_task_passed"][t]), "c_passed": any(cand["per_task_passed"].get(t, []))}
+            for t in inc["per_task"]]
+
+
+def gate(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
+    """Decide each validated candidate against the incumbent; the best accepted one becomes H[t+1]."""
+    ctx = runtime.context
+    val, inc_id, rnd = state.get("validation", {}), state["incumbent"], state.get("round", 0)
+    decisions, best = [], None
+    for cand in [c for c in state.get("checked", []) if c["status"] == "checked" and c["spec_id"] in val]:
+        b, c = val[inc_id]["score"], val[cand["spec_id"]]["score"]
+        pairs = _pairs(val[inc_id], val[cand["spec_id"]])
+        accepted, reason = decide(b, c, pairs, ctx.config.gate, ctx.config.seed)
+        if ctx.approve:
+            answer = interrupt({"round": rnd, "incumbent": inc_id, "candidate": cand["spec_id"], "b": b, "c": c,
+                                "gate_says": accepted, "reason": reason, "question": "accept this candidate? (yes/no)"})
+            human = str(answer).strip().lower() in ("y", "yes", "true", "1", "accept")
+            reason, accepted = f"{reason}; person {'accepted' if human else 'rejected'}", human
+        decision = {"id": f"{state['run_id']}-r{rnd}-{cand['spec_id'][:12]}", "run_id": state["run_id"], "round": rnd,
+                    "incumbent_id": inc_id, "candidate_id": cand["spec_id"], "b": b, "c": c, "accepted": accepted,
+                    "reason": reason, "pairs": pairs}
+        decisions.append(decision)
+        if accepted and (best is None or c > best["c"]):
+            best = decision
+    for d in decisions:
+        ctx.archive.add_gate_decision(GateDecisionRecord(**d))
+    for d in decisions:
+        ctx.reporter.log(f"gate   round {rnd}: {d['candidate_id'][:12]} {'ACCEPTED' if d is best else 'rejected'}: {d['reason']}")
+    if not decisions:
+        ctx.reporter.log(f"gate   round {rnd}: no checked candidate; incumbent kept")
+    return {"decisions": decisions, "incumbent": best["candidate_id"] if best else inc_id}
+
+
+def adopt(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
+    """No gate (the ``ungated`` ablation): the first checked candidate replaces the incumbent."""
+    checked = [c for c in state.get("checked", []) if c["status"] == "checked"]
+    if checked:
+        runtime.context.reporter.log(f"adopt  round {state.get('round', 0)}: {checked[0]['spec_id'][:12]} (ungated)")
+        return {"incumbent": checked[0]["spec_id"]}
+    return {}

@@ -1,0 +1,46 @@
+"""``train`` (W[t+1], T[t] = train(W[t], H[t], D_train)) and ``sample`` (T[t] with frozen weights)."""
+
+from __future__ import annotations
+
+from langgraph.runtime import Runtime
+
+from coevo.harnesses.spec import load_harness
+from coevo.nodes.context import MetaContext
+from coevo.nodes.state import MetaState
+
+
+def incumbent_spec(state: MetaState, ctx: MetaContext):
+    """The incumbent ``HarnessSpec`` H[t], read back from the archive."""
+    record = ctx.archive.get_harness(state["incumbent"])
+    if record is None:
+        raise KeyError(f"harness {state['incumbent']} is not in the archive; the run's database is incomplete")
+    return load_harness(record.spec)
+
+
+async def train(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
+    """The weight stage under the incumbent harness (VACE Alg. 1, line 2): GRPO or RSFT via the
+    context's ``trainer``. Returns the new checkpoint id and the ids of the stage's trajectories."""
+    ctx = runtime.context
+    if ctx.trainer is None:
+        raise ValueError("this strategy trains weights but the run has no trainer; use strategy harness_only or static")
+    spec = incumbent_spec(state, ctx)
+    checkpoint, trajectories = await ctx.trainer(state["checkpoint"], spec, ctx.tasks("train"), state.get("round", 0))
+    trajectories = [t.model_copy(update={"split": "train", "harness_id": spec.id}) for t in trajectories]
+    ctx.archive.add_trajectories(trajectories, None, state["run_id"])
+    mean = sum(t.reward for t in trajectories) / len(trajectories) if trajectories else 0.0
+    ctx.reporter.log(f"train  round {state.get('round', 0)}: {state['checkpoint']} -> {checkpoint}  "
+                     f"{len(trajectories)} rollouts, train reward {mean:.3f}")
+    return {"checkpoint": checkpoint, "train_trajectories": [t.id for t in trajectories]}
+
+
+async def sample(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
+    """Trajectories T[t] for refinement when weights are frozen (harness_only): one evaluation of
+    the incumbent on the train split."""
+    ctx = runtime.context
+    result = await ctx.evaluate(incumbent_spec(state, ctx), state["checkpoint"], ctx.env, "train", k=ctx.config.eval.k,
+                                seeds=ctx.config.seed, model=ctx.policy(state["checkpoint"]), archive=ctx.archive,
+                                concurrency=ctx.config.eval.concurrency, progress=ctx.reporter, run_id=state["run_id"],
+                                tasks=ctx.tasks("train"))
+    ids = [i for o in result.per_task.values() for i in o.trajectory_ids]
+    ctx.reporter.log(f"sample round {state.get('round', 0)}: {len(ids)} train rollouts, mean reward {result.mean_reward:.3f}")
+    return {"train_trajectories": ids}
