@@ -104,7 +104,7 @@ class CheckpointRecord(SQLModel):
 
 
 class CheckpointRow(CheckpointRecord, table=True):
-    __tablename__ = "checkpoints"
+    __tablename__ = "policy_checkpoints"  # "checkpoints" is LangGraph's checkpointer table in the same DB
 
 
 class TaskRow(SQLModel, table=True):
