@@ -10,7 +10,9 @@ can be checked statically before it runs. Users extend both from Python::
         return word in ctx.observation
 
 A condition is ``fn(ctx: HookContext, **parameters) -> bool``; its keyword parameters are the
-parameters a spec may pass (checked by name, required ones must be given). An action is
+parameters a spec may pass (checked by name, required ones must be given; values of parameters
+annotated ``int``/``float``/``str``/``bool`` are type-checked, and a parameter named ``pattern`` must
+compile as a regex), so a spec that validates never crashes a rollout on its hook parameters. An action is
 ``fn(ctx: HookContext, message: str) -> Effect``.
 """
 
@@ -93,17 +95,38 @@ def register_action(name: str) -> Callable[[Callable[[HookContext, str], Effect]
     return deco
 
 
+_SIMPLE_TYPES: dict[type, tuple[type, ...]] = {int: (int,), float: (int, float), str: (str,), bool: (bool,)}
+
+
+def _value_problem(condition: str, name: str, annotation: Any, value: Any) -> str | None:
+    kinds = _SIMPLE_TYPES.get(annotation)
+    if kinds and (not isinstance(value, kinds) or (isinstance(value, bool) and annotation is not bool)):
+        return f"condition {condition!r} parameter {name!r} must be {annotation.__name__}, got {value!r}"
+    if name == "pattern" and isinstance(value, str):
+        try:
+            re.compile(value)
+        except re.error as err:
+            return f"condition {condition!r} parameter 'pattern' is not a valid regex ({err}): {value!r}"
+    return None
+
+
 def parameter_problems(condition: str, parameters: dict[str, Any]) -> list[str]:
-    """Why ``parameters`` do not fit registered condition ``condition`` (empty list when they do)."""
+    """Why ``parameters`` do not fit registered condition ``condition`` (empty list when they do):
+    unknown condition, unknown or missing parameters, wrongly typed values, invalid ``pattern`` regex."""
     fn = CONDITIONS.get(condition)
     if fn is None:
         return [f"unknown hook condition {condition!r}; registered: {sorted(CONDITIONS)}"]
-    sig = inspect.signature(fn)
+    try:
+        sig = inspect.signature(fn, eval_str=True)
+    except (NameError, TypeError, SyntaxError):
+        sig = inspect.signature(fn)
     accepted = {n: p for n, p in sig.parameters.items() if p.kind is inspect.Parameter.KEYWORD_ONLY}
     problems = [f"condition {condition!r} takes no parameter {k!r}; it takes {sorted(accepted)}"
                 for k in parameters if k not in accepted]
     problems += [f"condition {condition!r} needs parameter {n!r}"
                  for n, p in accepted.items() if p.default is inspect.Parameter.empty and n not in parameters]
+    problems += [m for k, v in parameters.items() if k in accepted
+                 if (m := _value_problem(condition, k, accepted[k].annotation, v))]
     return problems
 
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from coevo.harnesses.errors import HarnessError, Problem, problems_from_validation
 from coevo.harnesses.registry import ACTIONS, EVENTS, parameter_problems
@@ -115,6 +116,16 @@ class Parser(Strict):
     on_no_action: Literal["finish", "violation"] = "finish"
     violation_message: str = "Your reply could not be parsed. Follow the output format exactly."
     strip_code_fences: bool = False
+
+    @field_validator("final_answer_pattern")
+    @classmethod
+    def _compiles(cls, pattern: str | None) -> str | None:
+        if pattern is not None:
+            try:
+                re.compile(pattern)
+            except re.error as err:
+                raise ValueError(f"not a valid regex ({err}); fix the pattern or set it to null") from None
+        return pattern
 
 
 class Budget(Strict):

@@ -92,6 +92,10 @@ def hook(**kw):
     (hook(parameters={"x": 1}), "/hooks/h/condition", "takes no parameter 'x'"),
     (hook(condition="remaining_steps_lte", parameters={"limit": 3}), "/hooks/h/condition", "takes no parameter 'limit'"),
     (hook(event="whenever"), "/hooks/h/event", "whenever"),
+    (hook(condition="remaining_steps_lte", parameters={"threshold": "three"}), "/hooks/h/condition", "must be int"),
+    (hook(condition="model_calls_gte", parameters={"n": True}), "/hooks/h/condition", "must be int"),
+    (hook(condition="reply_matches", parameters={"pattern": "(unclosed"}), "/hooks/h/condition", "not a valid regex"),
+    ({"parser": {"final_answer_pattern": "[a-"}}, "/parser/final_answer_pattern", "not a valid regex"),
 ])
 def test_validate_spec_names_the_json_path_of_each_problem(data, path, words):
     with pytest.raises(HarnessError) as err:
