@@ -90,6 +90,20 @@ def cut_splits(items: list[T], val_frac: float, test_frac: float) -> dict[Split,
     return {"train": items[:a], "val": items[a:b], "test": items[b:b + sizes["test"]]}
 
 
+def hash_split(key: str, seed: int, val_frac: float, test_frac: float) -> Split:
+    """The split of an item by a seeded hash of its ``key`` (content): items with the same key land
+    in the same split in every category and every run. Used where near-identical content recurs
+    across categories (BFCL's multi-turn variants share scenarios), so index ranges per category
+    would not keep the splits disjoint by content."""
+    split_sizes(10, val_frac, test_frac)  # validates the fractions
+    u = int(hashlib.sha256(f"{seed}\0{key}".encode()).hexdigest()[:15], 16) / 16**15
+    if u < val_frac:
+        return "val"
+    if u < val_frac + test_frac:
+        return "test"
+    return "train"
+
+
 def round_robin(groups: list[list[T]]) -> list[T]:
     """Interleave groups (one item of each in turn), so the first ``n`` tasks mix families."""
     out: list[T] = []
