@@ -1,0 +1,222 @@
+"""The ``textworld`` suite: text adventure games generated offline from seeds (package ``textworld``)
+and played step by step through tools; scored by ``won`` (1.0) or the normalised game score.
+
+Games come from TextWorld's challenges ``tw-simple`` and ``tw-cooking``, built once with
+``tw-make`` (a child process, ~4-10 s each) into ``<coevo cache>/textworld/`` and reused. Game ``i``
+of a config uses the seed ``seed * 10000 + i``; its split is fixed by index ranges before it is
+built (for ``tw-cooking`` the game is drawn from TextWorld's own matching split: ``train``,
+``valid`` or ``test`` food items), and games whose content (first observation + walkthrough)
+repeats an earlier game are dropped.
+
+Tools per episode: ``act(command)``, ``look()``, ``inventory()`` over a fresh game; each counts as a
+game move. Reference: ``textworld:challenge=tw-cooking,size=10,seed=0``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from coevo.envs.base import Episode, Score, Split, Task, Tool
+from coevo.envs.common import cache_dir, dedupe, require, split_sizes, task_id
+from coevo.envs.suite import Suite
+
+CHALLENGES: dict[str, dict[str, Any]] = {
+    "tw-simple": {"rewards": "dense", "goal": "detailed"},
+    "tw-cooking": {"recipe": 1, "take": 1, "go": 1, "open": True, "cook": False, "cut": False},
+}
+COOKING_SPLIT = {"train": "train", "val": "valid", "test": "test"}
+_BANNER = re.compile(r"^[\s$\\|_/<>]*$")
+
+
+def clean_feedback(text: str) -> str:
+    """Game text without the ASCII-art banner, the command prompt and the status bar."""
+    lines = [ln.rstrip() for ln in text.splitlines()]
+    kept = [ln for ln in lines if not (ln.strip() and _BANNER.match(ln)) and not ln.lstrip().startswith(">")]
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip()
+
+
+def _tw_make() -> list[str]:
+    script = Path(sys.executable).with_name("tw-make")
+    found = str(script) if script.exists() else shutil.which("tw-make")
+    if not found:
+        raise RuntimeError("tw-make not found next to this Python; reinstall with pip install 'coevo[textworld]'")
+    return [sys.executable, found]
+
+
+class TextWorldEnv(Suite):
+    """TextWorld games (see module doc).
+
+    ``challenge``: ``tw-simple`` or ``tw-cooking``; ``size``: games generated; ``seed``: base seed;
+    ``val_frac``/``test_frac``; other keyword arguments override the challenge's ``tw-make`` options
+    (e.g. ``recipe=2``, ``go=6``, ``cook=true``). ``cache``: where games are built (default
+    ``<coevo cache>/textworld``). Raises ``ValueError`` for an unknown challenge or option and
+    ``MissingExtraError`` when textworld is not installed.
+    """
+
+    name = "textworld"
+
+    def __init__(self, challenge: str = "tw-simple", size: int = 10, seed: int = 0, val_frac: float = 0.2,
+                 test_frac: float = 0.2, cache: str | None = None, **options: Any) -> None:
+        super().__init__()
+        require("textworld", "textworld", "textworld")
+        if challenge not in CHALLENGES:
+            raise ValueError(f"unknown textworld challenge {challenge!r}; choose from {sorted(CHALLENGES)}")
+        if bad := [k for k in options if k not in CHALLENGES[challenge]]:
+            raise ValueError(f"unknown {challenge} options {bad}; known: {sorted(CHALLENGES[challenge])}")
+        if int(size) < 1:
+            raise ValueError(f"size={size} must be >= 1")
+        self.challenge, self.size, self.seed = challenge, int(size), int(seed)
+        self.val_frac, self.test_frac = float(val_frac), float(test_frac)
+        self.options = {**CHALLENGES[challenge], **options}
+        self.cache = Path(cache) if cache else cache_dir("textworld")
+        self.config = {"challenge": challenge, "size": self.size, "seed": self.seed, "val_frac": self.val_frac,
+                       "test_frac": self.test_frac, "options": self.options}
+        self._games: dict[str, dict[str, Any]] = {}
+
+    # --- building -----------------------------------------------------------------------------
+
+    def _args(self, game_seed: int, split: Split) -> list[str]:
+        args = [self.challenge]
+        for key, value in self.options.items():
+            if isinstance(value, bool):
+                args += [f"--{key}"] if value else []
+            else:
+                args += [f"--{key}", str(value)]
+        if self.challenge == "tw-cooking":
+            args += ["--split", COOKING_SPLIT[split]]
+        return args + ["--seed", str(game_seed)]
+
+    def game_path(self, game_seed: int, split: Split) -> Path:
+        """The cached ``.z8`` of one game (built on first use; safe to call concurrently)."""
+        args = self._args(game_seed, split)
+        stem = f"{self.challenge}-{hashlib.sha256(' '.join(args).encode()).hexdigest()[:12]}-s{game_seed}"
+        path = self.cache / f"{stem}.z8"
+        if path.exists() and path.with_suffix(".meta.json").exists():
+            return path
+        tmp = Path(tempfile.mkdtemp(prefix="tw-build-", dir=self.cache))
+        try:
+            out = tmp / f"{stem}.z8"
+            proc = subprocess.run(_tw_make() + args + ["--output", str(out), "-f", "--silent"],
+                                  capture_output=True, text=True, timeout=300)
+            if proc.returncode != 0 or not out.exists():
+                raise RuntimeError(f"tw-make failed for {args}: {proc.stderr[-2000:]}")
+            meta = self._read_game(out)
+            for suffix in (".json", ".z8"):
+                os.replace(out.with_suffix(suffix), path.with_suffix(suffix))
+            path.with_suffix(".meta.json").write_text(json.dumps(meta))
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return path
+
+    @staticmethod
+    def _infos() -> Any:
+        from textworld import EnvInfos
+
+        return EnvInfos(max_score=True, won=True, lost=True, score=True, moves=True, objective=True,
+                        extras=["walkthrough"])
+
+    def _read_game(self, path: Path) -> dict[str, Any]:
+        import textworld
+
+        env = textworld.start(str(path), request_infos=self._infos())
+        try:
+            gs = env.reset()
+            return {"intro": clean_feedback(gs.feedback), "walkthrough": list(gs["extra.walkthrough"] or []),
+                    "max_score": gs.max_score, "objective": gs.objective}
+        finally:
+            env.close()
+
+    def _build(self) -> dict[Split, list[Task]]:
+        sizes = split_sizes(self.size, self.val_frac, self.test_frac)
+        plan: list[tuple[int, Split]] = []
+        for split in ("train", "val", "test"):
+            plan += [(0, split)] * sizes[split]  # type: ignore[list-item]
+        games = []
+        for i, (_, split) in enumerate(plan):
+            game_seed = self.seed * 10000 + i
+            path = self.game_path(game_seed, split)
+            meta = json.loads(path.with_suffix(".meta.json").read_text())
+            games.append((split, game_seed, path, meta))
+        games = dedupe(games, key=lambda g: g[3]["intro"] + "\n" + "\n".join(g[3]["walkthrough"]))
+        out: dict[Split, list[Task]] = {"train": [], "val": [], "test": []}
+        for split, game_seed, path, meta in games:
+            tid = task_id(self.name, f"{self.challenge}\n{meta['intro']}\n" + "\n".join(meta["walkthrough"]))
+            out[split].append(Task(id=tid, env=self.name, split=split, prompt=meta["intro"],
+                                   metadata={"challenge": self.challenge, "game_seed": game_seed,
+                                             "max_score": meta["max_score"]}))
+            self._games[tid] = {"path": str(path), **meta}
+            self._gold[tid] = meta["walkthrough"]
+        return out
+
+    def reveal(self, task: Task) -> str:
+        """The walkthrough (commands that win), joined by ``; ``."""
+        return "; ".join(self._known(task))
+
+    def constant_candidates(self, split: Split) -> list[str]:
+        """None beyond the empty answer: the text answer does not matter, only the game state."""
+        return []
+
+    # --- episodes -----------------------------------------------------------------------------
+
+    def episode(self, task: Task, seed: int = 0) -> Episode:
+        """A fresh game (reset) with tools ``act``, ``look``, ``inventory``; ``state`` tracks score,
+        won/lost, moves and the commands played (it survives ``close``)."""
+        import textworld
+
+        self._known(task)
+        game = self._games[task.id]
+        env = textworld.start(game["path"], request_infos=self._infos())
+        gs = env.reset()
+        state: dict[str, Any] = {"score": 0, "max_score": gs.max_score, "won": False, "lost": False, "moves": 0,
+                                 "done": False, "commands": [], "closed": False}
+
+        def step(command: str) -> str:
+            if state["closed"]:
+                raise RuntimeError("the episode is closed")
+            if state["done"]:
+                return "The game has ended; no more actions are possible."
+            command = str(command).strip()
+            if not command:
+                raise ValueError("command is empty; e.g. act(command='go north')")
+            new, _, done = env.step(command)
+            state["commands"].append(command)
+            state.update(score=new.score, won=bool(new.won), lost=bool(new.lost), moves=new.moves, done=bool(done))
+            text = clean_feedback(new.feedback)
+            if state["done"]:
+                text += f"\n\n[The game has ended: {'you won' if state['won'] else 'you lost'}; score {new.score}/{new.max_score}.]"
+            return text
+
+        def close() -> None:
+            state["closed"] = True
+            env.close()
+
+        no_args = {"type": "object", "properties": {}, "required": []}
+        tools = [
+            Tool("act", "Type a command into the game (e.g. 'go north', 'open door', 'take key from chest') and "
+                        "read the game's reply.",
+                 {"type": "object", "properties": {"command": {"type": "string", "description": "the command"}},
+                  "required": ["command"]}, step),
+            Tool("look", "Describe the current room.", no_args, lambda: step("look")),
+            Tool("inventory", "List what you are carrying.", no_args, lambda: step("inventory")),
+        ]
+        return Episode(task=task, tools=tools, state=state, closer=close)
+
+    def score(self, task: Task, answer: str | None, episode: Episode) -> Score:
+        """1.0 when the game is won, else score / max_score (0 when max_score is 0); passed = won."""
+        self._known(task)
+        st = episode.state
+        max_score = st.get("max_score") or 0
+        reward = 1.0 if st.get("won") else (min(max(st.get("score", 0) / max_score, 0.0), 1.0) if max_score else 0.0)
+        public = {"won": bool(st.get("won")), "lost": bool(st.get("lost")), "score": st.get("score", 0),
+                  "max_score": max_score, "moves": st.get("moves", 0)}
+        detail = {"expected": self._gold[task.id], "got": list(st.get("commands", [])), "public": public}
+        return Score(reward=reward, passed=bool(st.get("won")), detail=detail)
