@@ -118,11 +118,11 @@ class TextWorldEnv(Suite):
         return path
 
     @staticmethod
-    def _infos() -> Any:
+    def _infos(walkthrough: bool = True) -> Any:
         from textworld import EnvInfos
 
         return EnvInfos(max_score=True, won=True, lost=True, score=True, moves=True, objective=True,
-                        extras=["walkthrough"])
+                        extras=["walkthrough"] if walkthrough else [])
 
     def _read_game(self, path: Path) -> dict[str, Any]:
         import textworld
@@ -174,7 +174,7 @@ class TextWorldEnv(Suite):
 
         self._known(task)
         game = self._games[task.id]
-        env = textworld.start(game["path"], request_infos=self._infos())
+        env = textworld.start(game["path"], request_infos=self._infos(walkthrough=False))
         gs = env.reset()
         state: dict[str, Any] = {"score": 0, "max_score": gs.max_score, "won": False, "lost": False, "moves": 0,
                                  "done": False, "commands": [], "closed": False}
