@@ -106,7 +106,7 @@ class HarnessRunner:
         ctx = HookContext(event=event, model_calls=state.get("model_calls", 0), env_actions=state.get("env_actions", 0),
                           remaining_steps=self.remaining(state), **{**state.get("last", {}), **facts})
         total, events, stopped = Effect(), [], None
-        for name, hook in self.spec.hooks.items():
+        for name, hook in sorted(self.spec.hooks.items()):  # by name: the id sorts keys, so order must not matter
             if hook.event == event and CONDITIONS[hook.condition](ctx, **hook.parameters):
                 eff = ACTIONS[hook.action](ctx, hook.message)
                 stopped = stopped or (f"hook:{name}" if eff.stop else None)

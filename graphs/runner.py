@@ -159,7 +159,9 @@ async def run_meta(config: RunConfig, run_id: str | None = None, resume: bool = 
             payload = None
         else:
             payload = start_pair(config, ctx, run_id)
-        state = await graph.ainvoke(payload, thread, context=ctx)
+        # durability="sync": a checkpoint is on disk before the next node runs, so a crash loses at most
+        # the running node and checkpointer writes never overlap the archive's (one SQLite file).
+        state = await graph.ainvoke(payload, thread, context=ctx, durability="sync")
     done = "__interrupt__" not in state
     run = archive.get_run(run_id)
     archive.add_run(run.model_copy(update={"status": "done" if done else "paused"}))

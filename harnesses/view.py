@@ -35,7 +35,7 @@ def skill_applies(skill: Skill, task: str) -> bool:
 
 def _slot(spec: HarnessSpec, slot: str) -> str:
     base = getattr(spec.prompt, slot)
-    rules = [r.text for r in spec.prompt.rules.values() if r.slot == slot]
+    rules = [r.text for r in (r for _, r in sorted(spec.prompt.rules.items())) if r.slot == slot]
     return "\n".join(t for t in [base, *rules] if t)
 
 
@@ -66,7 +66,7 @@ def render_task(spec: HarnessSpec, task: str) -> str:
     """The first user message: ``task_framing`` with the task text in place of ``{task}``, plus
     the task_framing rules."""
     framing = spec.prompt.task_framing.replace("{task}", task)
-    rules = [r.text for r in spec.prompt.rules.values() if r.slot == "task_framing"]
+    rules = [r.text for r in (r for _, r in sorted(spec.prompt.rules.items())) if r.slot == "task_framing"]
     return "\n".join([framing, *rules])
 
 

@@ -1,0 +1,197 @@
+"""The VACE meta-loop on fakes: gate accepts improvements, rejects regressions and ties, turns
+malformed LLM replies into rejected proposals, and a run killed mid-round resumes to the same end."""
+
+import asyncio
+import json
+
+import pytest
+from langchain_core.messages import AIMessage
+
+from coevo.config import RunConfig
+from coevo.envs.base import Episode, Score, Task
+from coevo.graphs.harness import arun_rollout
+from coevo.graphs.runner import StageTrainer, run_meta, start_pair
+from coevo.harnesses.spec import HarnessSpec, Prompt
+from coevo.models.fake import ScriptedChatModel
+from coevo.nodes.context import MetaContext
+from coevo.nodes.evaluate import evaluate
+from coevo.nodes.gate import decide, mcnemar_p
+from coevo.nodes.llm_roles import LLMCurator, LLMEditor
+from coevo.nodes.offline_roles import OfflineCurator, OfflineEditor
+from coevo.nodes.state import Direction
+from coevo.storage import Archive
+from coevo.storage.tables import CheckpointRecord
+
+WORDS = ["apple", "pear", "plum", "fig", "kiwi", "lime", "date", "sloe", "yuzu", "quince", "lemon", "grape"]
+
+
+class WordEnv:
+    """Repeat-the-word tasks; the verifier reports error_type ``wrong_func_name`` on a miss."""
+
+    name = "words"
+
+    def tasks(self, split, n=None):
+        start = {"train": 0, "val": 4, "test": 8}[split]
+        ws = WORDS[start:start + 4][: n or 4]
+        return [Task(id=f"w-{w}", env="words", split=split, prompt=f"Repeat the word: {w}") for w in ws]
+
+    def episode(self, task, seed=0):
+        return Episode(task=task)
+
+    def score(self, task, answer, episode):
+        gold = task.prompt.rsplit(" ", 1)[1]
+        ok = (answer or "").strip() == gold
+        return Score(reward=float(ok), passed=ok, detail={} if ok else {"error_type": "wrong_func_name", "expected": gold})
+
+
+def policy(effect: str):
+    """A fake policy: right iff the system prompt carries the offline rule for wrong_func_name;
+    ``effect='regress'`` makes that rule hurt instead (the candidate then loses)."""
+
+    def reply(messages):
+        system, task = str(messages[0].content), str(messages[1].content)
+        word = task.rsplit(" ", 1)[1]
+        has_rule = "Call exactly the function" in system
+        right = has_rule if effect == "help" else (not has_rule and word in ("date", "sloe"))
+        return AIMessage(content=f"Final answer: {word if right else 'banana'}")
+
+    return ScriptedChatModel(script=[reply])
+
+
+class FakeTrainer:
+    """Returns checkpoint ``<parent>+r<round>`` and real rollouts of the incumbent on the train tasks;
+    ``fail_once_at`` raises once in that round (a crash mid-run)."""
+
+    def __init__(self, env, model, archive, fail_once_at=None):
+        self.env, self.model, self.archive, self.fail_once_at = env, model, archive, fail_once_at
+
+    async def __call__(self, checkpoint_id, spec, tasks, round):
+        if self.fail_once_at == round:
+            self.fail_once_at = None
+            raise RuntimeError("simulated crash in the train node")
+        new = f"{checkpoint_id}+r{round}"
+        self.archive.add_checkpoint(CheckpointRecord(id=new, base_model="fake", parents=[checkpoint_id]))
+        trajs = [await arun_rollout(spec, self.model, self.env, t, seed=0, checkpoint_id=new) for t in tasks]
+        return new, [t.model_copy(update={"id": f"{new}-{t.task_id}"}) for t in trajs]
+
+
+def setup_run(tmp_path, effect="help", fail_once_at=None, strategy="vace", curator=None, editor=None):
+    h0 = HarnessSpec(name="h0", prompt=Prompt(system="Answer the task.", output_format="Reply 'Final answer: X'."))
+    (tmp_path / "h0.json").write_text(h0.model_dump_json())
+    config = RunConfig(strategy=strategy, rounds=2, db=str(tmp_path / "run.db"), harness=str(tmp_path / "h0.json"),
+                       policy="fake:words", env={"ref": "words", "n_train": 4, "n_val": 4, "n_test": 4},
+                       meta={"smoke_tasks": 2, "local_check": True, "local_tasks": 4, "local_controls": 0})
+    archive = Archive(config.db)
+    archive.add_checkpoint(CheckpointRecord(id="w0", base_model="fake"))
+    env, model = WordEnv(), policy(effect)
+    ctx = MetaContext(config=config, env=env, archive=archive, policy=lambda ckpt: model,
+                      trainer=FakeTrainer(env, model, archive, fail_once_at), curator=curator or OfflineCurator(2),
+                      editor=editor or OfflineEditor(), evaluate=evaluate)
+    return config, ctx, archive
+
+
+async def _run(config, ctx, archive, run_id="run-1", resume=False):
+    if not resume:
+        start = start_pair(config, ctx, run_id)
+        assert start["incumbent"]
+    return await run_meta(config, run_id=run_id, resume=resume, context=ctx, archive=archive) if resume else \
+        await _fresh(config, ctx, archive, run_id)
+
+
+async def _fresh(config, ctx, archive, run_id):
+    from coevo.graphs import runner
+
+    original = runner.base_checkpoint
+    runner.base_checkpoint = lambda cfg: CheckpointRecord(id="w0", base_model="fake")
+    try:
+        return await run_meta(config, run_id=run_id, context=ctx, archive=archive)
+    finally:
+        runner.base_checkpoint = original
+
+
+def test_gate_accepts_an_improving_candidate(tmp_path):
+    config, ctx, archive = setup_run(tmp_path, "help")
+    state = asyncio.run(_run(config, ctx, archive))
+    accepted = [d for d in state["decisions"] if d["accepted"]]
+    assert len(accepted) == 1 and accepted[0]["round"] == 0
+    assert accepted[0]["b"] == 0.0 and accepted[0]["c"] == 1.0
+    assert state["incumbent"] == accepted[0]["candidate_id"]
+    assert state["test"]["final"]["score"] == 1.0 and state["test"]["start"]["score"] == 0.0
+    stored = archive.list_gate_decisions("run-1")
+    assert len(stored) == len(state["decisions"]) and stored[0].pairs
+    assert state["checkpoint"] == "w0+r0+r1"
+
+
+def test_gate_rejects_a_regressing_candidate(tmp_path):
+    config, ctx, archive = setup_run(tmp_path, "regress")
+    config.meta.local_check = False  # let the regressing candidate reach the gate
+    state = asyncio.run(_run(config, ctx, archive))
+    assert state["decisions"], "the candidate should have been validated"
+    assert not any(d["accepted"] for d in state["decisions"])
+    assert state["incumbent"] == state["start_harness"]
+
+
+def test_gate_rule_rejects_a_tie_and_honours_margin_and_tests():
+    cfg = RunConfig().gate
+    assert decide(0.5, 0.5, [], cfg) == (False, "c=0.5000 does not beat b=0.5000")
+    assert decide(0.5, 0.6, [], cfg)[0]
+    assert not decide(0.5, 0.55, [], cfg.model_copy(update={"min_margin": 0.1}))[0]
+    pairs = [{"b": 0.0, "c": 1.0, "b_passed": False, "c_passed": True}] * 2
+    assert not decide(0.0, 1.0, pairs, cfg.model_copy(update={"test": "mcnemar"}))[0]  # p = 0.25
+    assert decide(0.0, 1.0, pairs * 4, cfg.model_copy(update={"test": "mcnemar"}))[0]  # p = 1/256
+    assert mcnemar_p(0, 8) == pytest.approx(1 / 256)
+
+
+def test_local_check_rejects_a_regressing_candidate_after_one_revision(tmp_path):
+    config, ctx, archive = setup_run(tmp_path, "regress")
+    state = asyncio.run(_run(config, ctx, archive))
+    assert not state["decisions"]
+    edits = archive.list_edits("run-1")
+    assert any(e.status == "rejected" and "local check" in e.reason for e in edits)
+
+
+def test_malformed_llm_replies_become_rejected_proposals():
+    spec = HarnessSpec()
+    direction = Direction(id="d0", cause="wrong", description="x", task_ids=["a", "b"])
+    editor = LLMEditor("openai/gpt-4o-mini", mock_response="this is not json")
+    cand = editor.propose(direction, spec, {})
+    assert cand.status == "rejected" and "invalid reply after one repair" in cand.reason
+    assert len(editor.calls) == 2  # the first try and one repair
+    bad_patch = json.dumps({"rationale": "r", "patch": [{"op": "replace", "path": "/nope/x", "value": 1}]})
+    cand = LLMEditor("openai/gpt-4o-mini", mock_response=bad_patch).propose(direction, spec, {})
+    assert cand.status == "rejected" and "/nope/x" in cand.reason
+    good = json.dumps({"rationale": "be brief", "patch": [{"op": "replace", "path": "/prompt/system", "value": "Be brief."}]})
+    cand = LLMEditor("openai/gpt-4o-mini", mock_response=good).propose(direction, spec, {})
+    assert cand.status == "proposed" and cand.patch[0]["value"] == "Be brief."
+    curator = LLMCurator("openai/gpt-4o-mini", mock_response="{\"directions\": 3}")
+    assert curator.curate([], spec, {}) == [] and "invalid reply" in curator.last_reason
+
+
+def test_malformed_llm_edits_in_a_run_are_rejected_not_crashes(tmp_path):
+    config, ctx, archive = setup_run(tmp_path, "help", editor=LLMEditor("openai/gpt-4o-mini", mock_response="{oops"))
+    state = asyncio.run(_run(config, ctx, archive))
+    assert not state["decisions"]
+    assert all(e.status == "rejected" for e in archive.list_edits("run-1"))
+
+
+def _summary(state):
+    return {"incumbent": state["incumbent"], "checkpoint": state["checkpoint"], "test": state["test"],
+            "decisions": [(d["round"], d["candidate_id"], d["b"], d["c"], d["accepted"]) for d in state["decisions"]],
+            "history": [(h["round"], h["incumbent"], h["incumbent_val"]) for h in state["history"]]}
+
+
+def test_a_run_killed_mid_round_resumes_to_the_same_final_state(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    config, ctx, archive = setup_run(tmp_path / "a", "help")
+    reference = asyncio.run(_run(config, ctx, archive))
+    config2, ctx2, archive2 = setup_run(tmp_path / "b", "help", fail_once_at=1)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        asyncio.run(_run(config2, ctx2, archive2))
+    n_decisions = len(archive2.list_gate_decisions("run-1"))
+    resumed = asyncio.run(_run(config2, ctx2, archive2, resume=True))
+    assert _summary(resumed) == _summary(reference)
+    assert len(archive2.list_gate_decisions("run-1")) == len(archive.list_gate_decisions("run-1")) >= n_decisions
+    ids = [t.id for t in archive2.trajectories(run_id="run-1")]
+    assert len(ids) == len(set(ids))
+    assert len(ids) == len(archive.trajectories(run_id="run-1"))
