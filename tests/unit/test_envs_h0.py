@@ -1,0 +1,73 @@
+"""Each suite's base harness H0 validates and runs end to end through the real harness graph and
+the real verifier: a gold reply scores 1, a wrong one less (scripted fake policy)."""
+
+import asyncio
+import json
+
+import pytest
+from langchain_core.messages import AIMessage
+
+from coevo.graphs.harness import arun_rollout
+from coevo.harnesses.spec import load_harness
+from coevo.models.fake import ScriptedChatModel
+from coevo.envs.registry import get_env
+
+
+def _run(spec_name, env, task, script):
+    return asyncio.run(arun_rollout(load_harness(spec_name), ScriptedChatModel(script=script), env, task))
+
+
+def test_reasoning_gym_h0():
+    env = get_env("reasoning_gym:size=10")
+    task = env.tasks("train", 1)[0]
+    good = _run("reasoning_gym", env, task, ["Sorting them.\nFinal answer: " + env.reveal(task)])
+    assert good.reward == 1.0 and good.stop_reason == "final_answer"
+    bad = _run("reasoning_gym", env, task, ["Final answer: nope"])
+    assert bad.reward < 1.0
+
+
+def test_bfcl_ast_h0():
+    pytest.importorskip("bfcl_eval")
+    env = get_env("bfcl:categories=simple_python,size=20")
+    task = env.tasks("train", 1)[0]
+    good = _run("bfcl", env, task, [f"```python\n{env.reveal(task)}\n```"])
+    assert good.reward == 1.0 and good.passed, good.score_detail
+    bad = _run("bfcl", env, task, ["I would call the function."])
+    assert bad.reward == 0.0
+
+
+def test_textworld_h0():
+    pytest.importorskip("textworld")
+    env = get_env("textworld:challenge=tw-simple,size=3")
+    task = env.tasks("train", 1)[0]
+    moves = [json.dumps({"tool": "act", "arguments": {"command": c}}) for c in env._gold[task.id]]
+    good = _run("textworld", env, task, moves + ['{"final_answer": "done"}'])
+    assert good.reward == 1.0 and good.passed and good.env_actions == len(moves)
+    bad = _run("textworld", env, task, ['{"final_answer": "done"}'])
+    assert bad.reward == 0.0
+
+
+@pytest.mark.xfail(reason="needs the harness graph to continue a conversation via "
+                          "coevo.envs.interaction.next_user_turn (reported to the lead)", strict=False)
+def test_bfcl_multi_turn_h0_plays_every_turn():
+    pytest.importorskip("bfcl_eval")
+    env = get_env("bfcl:categories=multi_turn_base,size=10")
+    task = env.tasks("train", 1)[0]
+    script = []
+    for turn in env.gold_actions(task):
+        for i, (name, args) in enumerate(turn):
+            script.append(AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": f"c{len(script)}"}]))
+        script.append("Done with this turn.")
+    traj = _run("bfcl_multi_turn", env, task, script)
+    assert traj.reward == 1.0, traj.score_detail.get("public")
+
+
+def test_bfcl_multi_turn_h0_first_turn_runs_real_tools():
+    pytest.importorskip("bfcl_eval")
+    env = get_env("bfcl:categories=multi_turn_base,size=10")
+    task = env.tasks("train", 1)[0]
+    first = env.gold_actions(task)[0]
+    script = [AIMessage(content="", tool_calls=[{"name": n, "args": a, "id": f"c{i}"}]) for i, (n, a) in enumerate(first)]
+    traj = _run("bfcl_multi_turn", env, task, script + ["Done."])
+    assert traj.env_actions == len(first) and traj.interface_violations == 0
+    assert traj.score_detail["public"]["calls"] == len(first)
