@@ -18,6 +18,7 @@ def next_round(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     val = state.get("validation", {})
     summary = {"round": rnd, "incumbent": state["incumbent"], "checkpoint": state["checkpoint"],
                "incumbent_val": val.get(state["incumbent"], {}).get("score"),
+               "trivial": next((v.get("trivial_baseline") for v in val.values()), None),
                "candidates": [{"id": c.get("spec_id"), "status": c["status"], "reason": c.get("reason", ""),
                                "val": val.get(c.get("spec_id") or "", {}).get("score")} for c in state.get("checked", [])],
                "decisions": [{"candidate": d["candidate_id"], "b": d["b"], "c": d["c"], "accepted": d["accepted"]}

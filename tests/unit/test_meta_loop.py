@@ -195,3 +195,22 @@ def test_a_run_killed_mid_round_resumes_to_the_same_final_state(tmp_path):
     ids = [t.id for t in archive2.trajectories(run_id="run-1")]
     assert len(ids) == len(set(ids))
     assert len(ids) == len(archive.trajectories(run_id="run-1"))
+
+
+def test_report_and_summary_show_rounds_decisions_and_plots(tmp_path):
+    from rich.console import Console
+
+    from coevo.cli.report import write_report
+    from coevo.cli.run import summary_table
+
+    config, ctx, archive = setup_run(tmp_path, "help")
+    state = asyncio.run(_run(config, ctx, archive))
+    page = write_report("run-1", config.db, tmp_path / "report")
+    text = page.read_text()
+    assert "accepted" in text and (tmp_path / "report" / "validation.png").stat().st_size > 1000
+    assert (tmp_path / "report" / "lineage.png").exists()
+    assert "rules" in text  # the final harness diff against H0 shows the added rule
+    console = Console(record=True, width=200)
+    console.print(summary_table(state))
+    out = console.export_text()
+    assert "accepted" in out and "final pair" in out and "1.000" in out

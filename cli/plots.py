@@ -1,0 +1,74 @@
+"""Report figures (matplotlib, Agg): validation per round, train reward per step, harness lineage."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import networkx as nx  # noqa: E402
+
+
+def _save(fig: Any, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def validation_plot(decisions: Sequence[Any], trivial: float | None, path: Path) -> Path:
+    """Incumbent score b per round (line) and every candidate's c (green ▲ accepted, red ✕ rejected),
+    with the trivial-policy baseline as a dashed line."""
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    rounds = sorted({d.round for d in decisions})
+    ax.plot(rounds, [max(d.b for d in decisions if d.round == r) for r in rounds], "o-", color="#444", label="incumbent (b)")
+    for accepted, marker, color, label in ((True, "^", "#2a9d4b", "accepted candidate (c)"), (False, "x", "#d1495b", "rejected candidate (c)")):
+        pts = [(d.round, d.c) for d in decisions if d.accepted == accepted]
+        if pts:
+            ax.scatter(*zip(*pts), marker=marker, color=color, s=70, label=label, zorder=3)
+    if trivial is not None:
+        ax.axhline(trivial, ls="--", color="#999", label=f"trivial baseline ({trivial:.2f})")
+    ax.set_xlabel("round")
+    ax.set_ylabel("validation score (mean reward)")
+    ax.set_xticks(rounds or [0])
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def train_plot(steps: Sequence[dict[str, Any]], trivial: float | None, path: Path) -> Path:
+    """Train reward per GRPO/RSFT step across stages, with the trivial baseline."""
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    xs = list(range(1, len(steps) + 1))
+    ax.plot(xs, [s.get("reward", 0.0) for s in steps], "o-", label="train reward (mean over rollouts)")
+    if trivial is not None:
+        ax.axhline(trivial, ls="--", color="#999", label=f"trivial baseline ({trivial:.2f})")
+    ax.set_xlabel("training step (all stages)")
+    ax.set_ylabel("reward")
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def lineage_plot(harnesses: Sequence[Any], accepted: set[str], path: Path) -> Path:
+    """Harness lineage: parent → child edges; accepted incumbents green, H0 grey, others red."""
+    g = nx.DiGraph()
+    for h in harnesses:
+        g.add_node(h.id[:8], origin=h.origin)
+        for p in h.parents:
+            g.add_edge(p[:8], h.id[:8])
+    depth = {n: 0 for n in g.nodes}
+    for n in nx.topological_sort(g) if nx.is_directed_acyclic_graph(g) else g.nodes:
+        for c in g.successors(n):
+            depth[c] = max(depth[c], depth[n] + 1)
+    layers: dict[int, list[str]] = {}
+    for n, d in depth.items():
+        layers.setdefault(d, []).append(n)
+    pos = {n: (d, -i) for d, ns in layers.items() for i, n in enumerate(sorted(ns))}
+    colors = ["#2a9d4b" if n in {a[:8] for a in accepted} else "#bbbbbb" if g.nodes[n].get("origin") == "base" else "#e8a0a8"
+              for n in g.nodes]
+    fig, ax = plt.subplots(figsize=(max(4, 2.2 * len(layers)), max(2.5, 0.9 * max((len(v) for v in layers.values()), default=1))))
+    nx.draw_networkx(g, pos, ax=ax, node_color=colors, node_size=1500, font_size=7, arrows=True)
+    ax.set_axis_off()
+    return _save(fig, path)
