@@ -71,12 +71,11 @@ class GateConfig(Section):
 
 
 class EvalConfig(Section):
-    """Rollouts: ``k`` per task on val and test, ``concurrency`` requests in flight."""
+    """Rollouts: ``k`` per task on val and test, ``concurrency`` requests in flight. Decoding
+    comes from the harness itself (its ``decoding`` component)."""
 
     k: int = Field(default=1, ge=1)
     concurrency: int = Field(default=16, ge=1)
-    max_new_tokens: int = Field(default=96, ge=1)
-    temperature: float = Field(default=0.0, ge=0)
 
 
 class RunConfig(Section):
