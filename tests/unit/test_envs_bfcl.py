@@ -116,3 +116,18 @@ def test_miss_func_reveals_the_held_out_tool_at_its_turn(mt_env):
 def test_unsupported_category_is_a_clear_error():
     with pytest.raises(ValueError, match="unsupported bfcl categories"):
         get_env("bfcl:categories=web_search")
+
+
+def test_import_side_effects_are_contained(ast_env):
+    import os
+    import sys
+
+    from bfcl_eval.constants import eval_config
+
+    from coevo.envs.bfcl_import import MODEL_CONFIG
+
+    assert "site-packages" not in str(eval_config.PROJECT_ROOT)  # result/score dirs go to coevo's cache
+    assert "BFCL_PROJECT_ROOT" not in os.environ  # set only while importing
+    # the stand-in for bfcl's model registry (which imports every API SDK) was there only during the import
+    module = sys.modules.get(MODEL_CONFIG)
+    assert module is None or type(module.MODEL_CONFIG_MAPPING).__name__ != "_AnyModel"
