@@ -9,7 +9,6 @@ finished rollouts are never redone and archive rows never duplicated.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import uuid
 from pathlib import Path
 from typing import Any, Sequence
@@ -21,21 +20,14 @@ from coevo.config import RunConfig
 from coevo.envs.base import Env, Task
 from coevo.envs.registry import get_env
 from coevo.graphs.baselines import builder_for
-from coevo.harnesses.spec import HarnessSpec, load_harness
+from coevo.harnesses.spec import HarnessSpec
 from coevo.models.trajectory import Trajectory
 from coevo.nodes.context import MetaContext
 from coevo.nodes.evaluate import evaluate
 from coevo.nodes.offline_roles import OfflineCurator, OfflineEditor
 from coevo.nodes.reporting import NullReporter, Reporter
 from coevo.storage import Archive
-from coevo.storage.tables import CheckpointRecord, RunRecord
-
-
-def base_checkpoint(config: RunConfig) -> CheckpointRecord:
-    """W0: the configured policy without an adapter (id derived from the policy ref)."""
-    digest = hashlib.sha256(config.policy.encode()).hexdigest()[:12]
-    base = config.policy.split(":", 1)[1] if config.policy.startswith("local:") else config.policy
-    return CheckpointRecord(id=f"base-{digest}", base_model=base, config={"model_ref": config.policy})
+from coevo.storage.tables import RunRecord
 
 
 class PolicyCache:
@@ -114,16 +106,6 @@ def make_context(config: RunConfig, archive: Any, run_id: str, reporter: Reporte
                        editor=editor, reporter=reporter or NullReporter(), evaluate=evaluate, approve=approve)
 
 
-def start_pair(config: RunConfig, ctx: MetaContext, run_id: str) -> dict[str, str]:
-    """Store H0 (config ``harness`` or the env's base harness) and W0; return the graph input."""
-    h0 = load_harness(config.harness or ctx.env.name.split(":")[0])
-    ctx.archive.add_harness(h0, [], "base", run_id)
-    w0 = base_checkpoint(config)
-    if ctx.archive.get_checkpoint(w0.id) is None:
-        ctx.archive.add_checkpoint(w0)
-    return {"run_id": run_id, "incumbent": h0.id, "checkpoint": w0.id}
-
-
 def new_run_id(config: RunConfig) -> str:
     """A fresh run id ``<strategy>-<8 hex>``."""
     return f"{config.strategy}-{uuid.uuid4().hex[:8]}"
@@ -158,7 +140,7 @@ async def run_meta(config: RunConfig, run_id: str | None = None, resume: bool = 
         elif resume:
             payload = None
         else:
-            payload = start_pair(config, ctx, run_id)
+            payload = {"run_id": run_id}
         # durability="sync": a checkpoint is on disk before the next node runs, so a crash loses at most
         # the running node and checkpointer writes never overlap the archive's (one SQLite file).
         state = await graph.ainvoke(payload, thread, context=ctx, durability="sync")

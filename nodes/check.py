@@ -14,7 +14,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from coevo.harnesses.spec import HarnessSpec, load_harness
-from coevo.nodes.context import MetaContext
+from coevo.nodes.context import MetaContext, services
 from coevo.nodes.edit import realise, record_edit
 from coevo.nodes.state import Candidate, Direction, MetaState
 
@@ -52,7 +52,7 @@ async def check_one(ctx: MetaContext, state: MetaState, cand: Candidate, directi
 async def check(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """Check every proposed candidate of the round; revise a failing one once. Returns the
     candidates with status ``checked`` or ``rejected`` (and why) in ``checked``."""
-    ctx = runtime.context
+    ctx = services(runtime)
     directions = {d["id"]: Direction(**d) for d in state.get("directions", [])}
     solved = sorted({t.task_id for i in state.get("train_trajectories", []) for t in ctx.archive.trajectories(id=i) if t.passed})
     tasks = {t.id: t for t in ctx.tasks("train")}

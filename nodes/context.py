@@ -71,3 +71,23 @@ class MetaContext:
         """The run's tasks of ``split`` (sizes from ``config.env``)."""
         n = {"train": self.config.env.n_train, "val": self.config.env.n_val, "test": self.config.env.n_test}[split]
         return self.env.tasks(split, n)  # type: ignore[arg-type]
+
+
+_DEFAULTS: dict[str, MetaContext] = {}
+
+
+def services(runtime: Any) -> MetaContext:
+    """The run's ``MetaContext``: the one the caller passed, or — when a graph runs without one
+    (LangGraph Studio, ``langgraph dev``) — default services built once from ``RunConfig`` defaults
+    (or from a dict context holding ``RunConfig`` keys)."""
+    ctx = getattr(runtime, "context", None)
+    if isinstance(ctx, MetaContext):
+        return ctx
+    config = RunConfig.model_validate(ctx or {})
+    key = config.model_dump_json()
+    if key not in _DEFAULTS:
+        from coevo.graphs.runner import make_context
+        from coevo.storage import Archive
+
+        _DEFAULTS[key] = make_context(config, Archive(config.db), run_id="studio")
+    return _DEFAULTS[key]

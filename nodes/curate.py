@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from coevo.nodes.context import MetaContext
+from coevo.nodes.context import MetaContext, services
 from coevo.nodes.state import RESET, MetaState
 from coevo.nodes.train import incumbent_spec
 
@@ -13,7 +13,7 @@ def curate(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """Group the failed train trajectories T[t] by root cause; each direction needs ≥ 2 failed
     tasks (Table 8). Only train trajectories are read, so val/test answers never reach the curator.
     Clears the round's candidates."""
-    ctx = runtime.context
+    ctx = services(runtime)
     trajectories = [t for i in state.get("train_trajectories", []) for t in ctx.archive.trajectories(id=i)]
     train = [t for t in trajectories if t.split == "train"]
     tasks = {t.id: t for t in ctx.tasks("train")}

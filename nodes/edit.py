@@ -8,7 +8,7 @@ from langgraph.types import Send
 from coevo.harnesses.errors import HarnessError
 from coevo.harnesses.patch import apply_patch
 from coevo.harnesses.spec import load_harness
-from coevo.nodes.context import MetaContext
+from coevo.nodes.context import MetaContext, services
 from coevo.nodes.state import Candidate, Direction, MetaState
 from coevo.storage.tables import EditRecord
 
@@ -16,7 +16,7 @@ from coevo.storage.tables import EditRecord
 def fan_out(state: MetaState, runtime: Runtime[MetaContext]) -> list[Send] | str:
     """One ``edit`` branch per direction, the ``config.meta.candidates`` best-supported ones;
     straight to ``check`` when there is none."""
-    directions = state.get("directions", [])[: runtime.context.config.meta.candidates]
+    directions = state.get("directions", [])[: services(runtime).config.meta.candidates]
     if not directions:
         return "check"
     return [Send("edit", {"direction": d, "incumbent": state["incumbent"], "round": state.get("round", 0),
@@ -54,7 +54,7 @@ def edit(payload: dict, runtime: Runtime[MetaContext]) -> dict:
 
     Successful train trajectories of the round are offered as demonstration sources.
     """
-    ctx = runtime.context
+    ctx = services(runtime)
     direction = Direction(**payload["direction"])
     spec = load_harness(ctx.archive.get_harness(payload["incumbent"]).spec)
     solved = [t for i in payload["train_trajectories"] for t in ctx.archive.trajectories(id=i) if t.passed and t.split == "train"]

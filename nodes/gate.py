@@ -16,7 +16,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
 from coevo.config import GateConfig
-from coevo.nodes.context import MetaContext
+from coevo.nodes.context import MetaContext, services
 from coevo.nodes.state import MetaState
 from coevo.storage.tables import GateDecisionRecord
 
@@ -63,7 +63,7 @@ def _pairs(inc: dict, cand: dict) -> list[dict]:
 
 def gate(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """Decide each validated candidate against the incumbent; the best accepted one becomes H[t+1]."""
-    ctx = runtime.context
+    ctx = services(runtime)
     val, inc_id, rnd = state.get("validation", {}), state["incumbent"], state.get("round", 0)
     decisions, best = [], None
     for cand in [c for c in state.get("checked", []) if c["status"] == "checked" and c["spec_id"] in val]:
@@ -94,6 +94,6 @@ def adopt(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """No gate (the ``ungated`` ablation): the first checked candidate replaces the incumbent."""
     checked = [c for c in state.get("checked", []) if c["status"] == "checked"]
     if checked:
-        runtime.context.reporter.log(f"adopt  round {state.get('round', 0)}: {checked[0]['spec_id'][:12]} (ungated)")
+        services(runtime).reporter.log(f"adopt  round {state.get('round', 0)}: {checked[0]['spec_id'][:12]} (ungated)")
         return {"incumbent": checked[0]["spec_id"]}
     return {}

@@ -7,7 +7,7 @@ import asyncio
 from langgraph.runtime import Runtime
 
 from coevo.harnesses.spec import load_harness
-from coevo.nodes.context import MetaContext
+from coevo.nodes.context import MetaContext, services
 from coevo.nodes.state import MetaState
 from coevo.nodes.validate import summarise
 
@@ -28,12 +28,12 @@ def next_round(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
 
 def more_rounds(state: MetaState, runtime: Runtime[MetaContext]) -> str:
     """``"continue"`` while ``round < config.rounds``, else ``"done"``."""
-    return "continue" if state.get("round", 0) < runtime.context.config.rounds else "done"
+    return "continue" if state.get("round", 0) < services(runtime).config.rounds else "done"
 
 
 async def final_test(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """Evaluate the start pair (H0, W0) and the final pair (H[T], W[T]) on the test split."""
-    ctx = runtime.context
+    ctx = services(runtime)
     if not ctx.config.env.n_test:
         return {"test": {}}
     tasks = ctx.tasks("test")

@@ -1,23 +1,43 @@
-"""``setup``: store H0 and the starting checkpoint, fix the run's tasks, start round 0."""
+"""``setup``: fix the starting pair (H0, W0) and the run's tasks in the archive; start round 0."""
 
 from __future__ import annotations
 
+import hashlib
+
 from langgraph.runtime import Runtime
 
-from coevo.nodes.context import MetaContext
+from coevo.config import RunConfig
+from coevo.harnesses.spec import load_harness
+from coevo.nodes.context import MetaContext, services
 from coevo.nodes.state import MetaState
+from coevo.storage.tables import CheckpointRecord
+
+
+def base_checkpoint(config: RunConfig) -> CheckpointRecord:
+    """W0: the configured policy without an adapter (id derived from the policy ref)."""
+    digest = hashlib.sha256(config.policy.encode()).hexdigest()[:12]
+    base = config.policy.split(":", 1)[1] if config.policy.startswith("local:") else config.policy
+    return CheckpointRecord(id=f"base-{digest}", base_model=base, config={"model_ref": config.policy})
 
 
 def setup(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
-    """Record the run's starting pair (H0, W0) and tasks in the archive.
-
-    Reads ``run_id``, ``incumbent`` (H0 id, already archived by the caller) and ``checkpoint``
-    from the input; returns round 0 and the start ids. Idempotent (re-running stores nothing new).
-    """
-    ctx = runtime.context
+    """Store H0 (``config.harness`` or the env's base harness) and W0 unless the input names them
+    (``incumbent``, ``checkpoint``), and the run's train/val/test tasks. Idempotent."""
+    ctx = services(runtime)
+    run_id = state.get("run_id") or "studio"
+    incumbent = state.get("incumbent")
+    if not incumbent:
+        incumbent = ctx.archive.add_harness(load_harness(ctx.config.harness or ctx.env.name), [], "base", run_id)
+    checkpoint = state.get("checkpoint")
+    if not checkpoint:
+        w0 = base_checkpoint(ctx.config)
+        if ctx.archive.get_checkpoint(w0.id) is None:
+            ctx.archive.add_checkpoint(w0)
+        checkpoint = w0.id
     for split in ("train", "val", "test"):
         if getattr(ctx.config.env, f"n_{split}"):
             ctx.archive.add_tasks(ctx.tasks(split))
-    ctx.reporter.log(f"setup: run {state['run_id']} H0={state['incumbent'][:12]} W0={state['checkpoint']} "
-                     f"env={ctx.env.name} train/val/test={ctx.config.env.n_train}/{ctx.config.env.n_val}/{ctx.config.env.n_test}")
-    return {"round": 0, "start_harness": state["incumbent"], "start_checkpoint": state["checkpoint"], "history": []}
+    ctx.reporter.log(f"setup  run {run_id}: H0={incumbent[:12]} W0={checkpoint} env={ctx.env.name} "
+                     f"train/val/test={ctx.config.env.n_train}/{ctx.config.env.n_val}/{ctx.config.env.n_test}")
+    return {"run_id": run_id, "round": 0, "incumbent": incumbent, "checkpoint": checkpoint,
+            "start_harness": incumbent, "start_checkpoint": checkpoint}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from langgraph.runtime import Runtime
 
 from coevo.harnesses.spec import load_harness
-from coevo.nodes.context import MetaContext
+from coevo.nodes.context import MetaContext, services
 from coevo.nodes.state import MetaState
 
 
@@ -20,7 +20,7 @@ def incumbent_spec(state: MetaState, ctx: MetaContext):
 async def train(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """The weight stage under the incumbent harness (VACE Alg. 1, line 2): GRPO or RSFT via the
     context's ``trainer``. Returns the new checkpoint id and the ids of the stage's trajectories."""
-    ctx = runtime.context
+    ctx = services(runtime)
     if ctx.trainer is None:
         raise ValueError("this strategy trains weights but the run has no trainer; use strategy harness_only or static")
     spec = incumbent_spec(state, ctx)
@@ -36,7 +36,7 @@ async def train(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
 async def sample(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """Trajectories T[t] for refinement when weights are frozen (harness_only): one evaluation of
     the incumbent on the train split."""
-    ctx = runtime.context
+    ctx = services(runtime)
     result = await ctx.evaluate(incumbent_spec(state, ctx), state["checkpoint"], ctx.env, "train", k=ctx.config.eval.k,
                                 seeds=ctx.config.seed, model=ctx.policy(state["checkpoint"]), archive=ctx.archive,
                                 concurrency=ctx.config.eval.concurrency, progress=ctx.reporter, run_id=state["run_id"],

@@ -7,7 +7,7 @@ import asyncio
 from langgraph.runtime import Runtime
 
 from coevo.harnesses.spec import load_harness
-from coevo.nodes.context import MetaContext
+from coevo.nodes.context import MetaContext, services
 from coevo.nodes.state import MetaState
 
 
@@ -23,7 +23,7 @@ async def validate(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """Paired evaluation of the incumbent and every checked candidate on the sealed val split under
     the current checkpoint (VACE Alg. 1, line 4). Evaluations are resumable by id, so a resumed
     run reuses finished rollouts."""
-    ctx = runtime.context
+    ctx = services(runtime)
     ids = [state["incumbent"]] + [c["spec_id"] for c in state.get("checked", []) if c["status"] == "checked"]
     tasks = ctx.tasks("val")
     model = ctx.policy(state["checkpoint"])

@@ -55,6 +55,11 @@ def test_langgraph_dev_serves_the_demo_graph_and_runs_it(server):
     base, proc, log = server
     assert proc.poll() is None, log.read_text()[-3000:]
     assert httpx.get(f"{base}/ok", timeout=5).status_code == 200
+    graphs = {a["graph_id"] for a in httpx.post(f"{base}/assistants/search", json={"limit": 50}, timeout=10).json()}
+    assert {"harness_demo", "vace", "static", "harness_only", "rl_only", "ungated"} <= graphs
+    vace = httpx.post(f"{base}/assistants/search", json={"graph_id": "vace"}, timeout=10).json()[0]
+    drawn = httpx.get(f"{base}/assistants/{vace['assistant_id']}/graph", timeout=30).json()
+    assert {"train", "curate", "edit", "check", "validate", "gate"} <= {n["id"] for n in drawn["nodes"]}
     assistants = httpx.post(f"{base}/assistants/search", json={"graph_id": "harness_demo"}, timeout=10).json()
     assert assistants, "the demo graph is not registered"
     run = httpx.post(f"{base}/runs/wait", json={"assistant_id": assistants[0]["assistant_id"],

@@ -10,7 +10,7 @@ from langchain_core.messages import AIMessage
 from coevo.config import RunConfig
 from coevo.envs.base import Episode, Score, Task
 from coevo.graphs.harness import arun_rollout
-from coevo.graphs.runner import StageTrainer, run_meta, start_pair
+from coevo.graphs.runner import run_meta
 from coevo.harnesses.spec import HarnessSpec, Prompt
 from coevo.models.fake import ScriptedChatModel
 from coevo.nodes.context import MetaContext
@@ -82,7 +82,6 @@ def setup_run(tmp_path, effect="help", fail_once_at=None, strategy="vace", curat
                        policy="fake:words", env={"ref": "words", "n_train": 4, "n_val": 4, "n_test": 4},
                        meta={"smoke_tasks": 2, "local_check": True, "local_tasks": 4, "local_controls": 0})
     archive = Archive(config.db)
-    archive.add_checkpoint(CheckpointRecord(id="w0", base_model="fake"))
     env, model = WordEnv(), policy(effect)
     ctx = MetaContext(config=config, env=env, archive=archive, policy=lambda ckpt: model,
                       trainer=FakeTrainer(env, model, archive, fail_once_at), curator=curator or OfflineCurator(2),
@@ -91,22 +90,7 @@ def setup_run(tmp_path, effect="help", fail_once_at=None, strategy="vace", curat
 
 
 async def _run(config, ctx, archive, run_id="run-1", resume=False):
-    if not resume:
-        start = start_pair(config, ctx, run_id)
-        assert start["incumbent"]
-    return await run_meta(config, run_id=run_id, resume=resume, context=ctx, archive=archive) if resume else \
-        await _fresh(config, ctx, archive, run_id)
-
-
-async def _fresh(config, ctx, archive, run_id):
-    from coevo.graphs import runner
-
-    original = runner.base_checkpoint
-    runner.base_checkpoint = lambda cfg: CheckpointRecord(id="w0", base_model="fake")
-    try:
-        return await run_meta(config, run_id=run_id, context=ctx, archive=archive)
-    finally:
-        runner.base_checkpoint = original
+    return await run_meta(config, run_id=run_id, resume=resume, context=ctx, archive=archive)
 
 
 def test_gate_accepts_an_improving_candidate(tmp_path):
@@ -119,7 +103,7 @@ def test_gate_accepts_an_improving_candidate(tmp_path):
     assert state["test"]["final"]["score"] == 1.0 and state["test"]["start"]["score"] == 0.0
     stored = archive.list_gate_decisions("run-1")
     assert len(stored) == len(state["decisions"]) and stored[0].pairs
-    assert state["checkpoint"] == "w0+r0+r1"
+    assert state["checkpoint"] == f"{state['start_checkpoint']}+r0+r1"
 
 
 def test_gate_rejects_a_regressing_candidate(tmp_path):
