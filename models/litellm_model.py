@@ -167,10 +167,23 @@ class LiteLLMChatModel(BaseChatModel):
     def _identifying_params(self) -> dict[str, Any]:
         return {"model": self.model, "api_base": self.api_base, "temperature": self.temperature}
 
-    def bind_tools(self, tools: Sequence[Any], *, tool_choice: Any = None, **kwargs: Any) -> "LiteLLMChatModel":
-        """A copy that sends ``tools`` (OpenAI function schemas) and ``tool_choice`` with every call."""
-        extra = dict(self.model_kwargs, **({"tool_choice": tool_choice} if tool_choice is not None else {}))
-        return self.model_copy(update={"tools": [tool_schema(t) for t in tools], "model_kwargs": extra, **kwargs})
+    def bind_tools(self, tools: Sequence[Any], *, tool_choice: Any = None, **kwargs: Any) -> Any:
+        """A copy that sends ``tools`` (OpenAI function schemas) and ``tool_choice`` with every call.
+
+        ``tool_choice``: ``"auto"``, ``"none"``, ``"required"`` (``"any"``/``True`` mean
+        ``"required"``), a tool name, or an OpenAI tool-choice dict. Other keyword arguments
+        (e.g. LangChain's ``ls_structured_output_format``) are bound to every call.
+        """
+        schemas = [tool_schema(t) for t in tools]
+        extra = dict(self.model_kwargs)
+        if tool_choice is not None and tool_choice is not False:
+            if tool_choice in ("any", True):
+                tool_choice = "required"
+            elif isinstance(tool_choice, str) and tool_choice not in ("auto", "none", "required"):
+                tool_choice = {"type": "function", "function": {"name": tool_choice}}
+            extra["tool_choice"] = tool_choice
+        copy = self.model_copy(update={"tools": schemas, "model_kwargs": extra})
+        return copy.bind(**kwargs) if kwargs else copy
 
     # -- request / response --------------------------------------------------------------------
 

@@ -266,6 +266,12 @@ class LocalEngine:
         return ids
 
     @property
+    def context_length(self) -> int | None:
+        """The model's maximum sequence length in tokens (``max_position_embeddings``), if known."""
+        value = getattr(getattr(self.model, "config", None), "max_position_embeddings", None)
+        return int(value) if isinstance(value, int) else None
+
+    @property
     def supports_tool_template(self) -> bool:
         """True when the tokenizer's chat template reads a ``tools`` variable."""
         template = getattr(self.tokenizer, "chat_template", None) or ""
@@ -556,14 +562,16 @@ class LocalChatModel(BaseChatModel):
         chat model sharing this engine."""
         self.engine.load_adapter(path)
 
-    def bind_tools(self, tools: Sequence[Any], *, tool_choice: Any = None, **kwargs: Any) -> "LocalChatModel":
+    def bind_tools(self, tools: Sequence[Any], *, tool_choice: Any = None, **kwargs: Any) -> Any:
         """A copy (same engine) that renders ``tools`` into the chat template via ``tools=``.
 
-        ``tool_choice`` is accepted and ignored (a local model cannot be forced). Whether the
+        ``tool_choice`` is accepted and ignored (a local model cannot be forced); other keyword
+        arguments (e.g. LangChain's ``ls_structured_output_format``) are bound to every call. Whether the
         template uses the schemas is ``engine.supports_tool_template``; the harness also renders
         tools into the prompt text.
         """
-        return self.model_copy(update={"tools": [tool_schema(t) for t in tools], **kwargs})
+        copy = self.model_copy(update={"tools": [tool_schema(t) for t in tools]})
+        return copy.bind(**kwargs) if kwargs else copy
 
     def _request(self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]) -> GenerationRequest:
         unknown = set(kwargs) - {"temperature", "top_p", "seed", "max_tokens", "stop", "tools", "tool_choice"}
@@ -574,8 +582,13 @@ class LocalChatModel(BaseChatModel):
         temperature = kwargs.get("temperature")
         top_p = kwargs.get("top_p")
         max_tokens = kwargs.get("max_tokens")
+        prompt_ids = self.engine.render(messages, tools)
+        limit = self.engine.context_length
+        if limit is not None and len(prompt_ids) >= limit:
+            raise ValueError(f"prompt of {len(prompt_ids)} tokens does not fit the context of {self.engine.name!r} "
+                             f"({limit} tokens): shorten the history or lower the harness's context budget")
         return GenerationRequest(
-            prompt_ids=self.engine.render(messages, tools),
+            prompt_ids=prompt_ids,
             max_tokens=int(max_tokens if max_tokens is not None else self.max_tokens),
             temperature=float(temperature if temperature is not None else self.temperature),
             top_p=float(top_p if top_p is not None else self.top_p),

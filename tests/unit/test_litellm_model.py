@@ -147,3 +147,21 @@ def test_messages_keep_tool_call_structure():
                               ToolMessage("3", tool_call_id="c")])
     assert out[1]["tool_calls"][0]["function"] == {"name": "f", "arguments": '{"x": 1}'}
     assert out[2] == {"role": "tool", "content": "3", "tool_call_id": "c"}
+
+
+def test_structured_output_goes_through_a_forced_tool_call():
+    from pydantic import BaseModel
+
+    class Verdict(BaseModel):
+        accept: bool
+        reason: str
+
+    structured = fast().with_structured_output(Verdict)
+    verdict = structured.invoke([HumanMessage("judge")], mock_tool_calls=[
+        {"id": "c1", "type": "function",
+         "function": {"name": "Verdict", "arguments": '{"accept": true, "reason": "fine"}'}}])
+    assert verdict == Verdict(accept=True, reason="fine")
+    bound = fast().bind_tools([Verdict], tool_choice="any")
+    assert bound.model_kwargs["tool_choice"] == "required"
+    named = fast().bind_tools([Verdict], tool_choice="Verdict")
+    assert named.model_kwargs["tool_choice"] == {"type": "function", "function": {"name": "Verdict"}}

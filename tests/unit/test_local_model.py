@@ -242,5 +242,7 @@ def test_bad_inputs_raise_clear_errors(chat, tmp_path):
         chat.load_adapter(tmp_path)
     with pytest.raises(FileNotFoundError, match="config.json"):
         LocalChatModel.from_pretrained(tmp_path)
+    with pytest.raises(ValueError, match="does not fit the context"):
+        chat.invoke([HumanMessage("x" * 600)])
     with pytest.raises(TypeError, match="unsupported"):
         chat.invoke([HumanMessage("x")], frequency_penalty=1.0)
