@@ -39,7 +39,7 @@ from pydantic import BaseModel, Field, model_validator
 from coevo.envs.base import Env, Task
 from coevo.models.trajectory import Trajectory
 from coevo.training.checkpoint import Checkpoint, load_policy, new_checkpoint_id, record_checkpoint
-from coevo.training.rollout import HarnessRollout, PolicyFactory, Rescue, RolloutFn
+from coevo.training.rollout import HarnessRollout, PolicyFactory, Rescue, RolloutFn, close_policy
 
 
 class GRPOStageConfig(BaseModel):
@@ -184,10 +184,13 @@ def train_grpo(
         callbacks=callbacks, importance_correction=correction, is_clip=cfg.is_clip,
     )
     started = time.perf_counter()
-    trainer.train()
+    try:
+        trainer.train()
+    finally:
+        close_policy(trainer)
     wall = time.perf_counter() - started
     adapter_dir = out_dir / "adapter"
-    trainer.model.save_pretrained(str(adapter_dir))
+    trainer.accelerator.unwrap_model(trainer.model).save_pretrained(str(adapter_dir))
     new = Checkpoint(
         id=new_id, base_model=checkpoint.base_model, adapter_path=str(adapter_dir), parents=[checkpoint.id],
         config={"stage": "grpo", "harness_id": getattr(spec, "id", ""), "importance_correction": correction,

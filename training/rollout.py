@@ -44,12 +44,26 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
 
 
 def local_policy(trainer: Any) -> BaseChatModel:
-    """The trainer's own weights as a chat model (``coevo.models.local.LocalChatModel``): rollouts
-    sample from the current LoRA policy, so the sampler is the trainer (no Eq. 16 correction needed)."""
-    from coevo.models.local import LocalChatModel
+    """The trainer's own weights as a chat model (``coevo.models.local.LocalChatModel`` over the
+    live PEFT model): rollouts sample from the current LoRA policy, so the sampler is the trainer
+    (no Eq. 16 correction needed). One engine per trainer, batching a whole generation batch;
+    ``close_policy`` stops its worker thread."""
+    policy = getattr(trainer, "_coevo_policy", None)
+    if policy is None:
+        from coevo.models.local import LocalChatModel
 
-    model = trainer.accelerator.unwrap_model(trainer.model)
-    return LocalChatModel(model=model, tokenizer=trainer.processing_class)
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        policy = LocalChatModel.from_model(model, trainer.processing_class, name="grpo-policy",
+                                           max_batch=max(1, int(trainer.args.generation_batch_size)))
+        trainer._coevo_policy = policy
+    return policy
+
+
+def close_policy(trainer: Any) -> None:
+    """Stop the worker of the engine ``local_policy`` made for ``trainer`` (no-op without one)."""
+    policy = getattr(trainer, "_coevo_policy", None)
+    if policy is not None:
+        policy.engine.close()
 
 
 @contextmanager
