@@ -245,7 +245,7 @@ class BfclEnv(Suite):
 
     def _cleanup(self, key: str) -> None:
         module = self.bfcl.executor_module
-        for attr in [a for a in vars(module) if a.startswith(key)]:
+        for attr in [a for a in list(vars(module)) if a.startswith(key)]:  # list(): other threads insert
             delattr(module, attr)
 
     # --- scoring ----------------------------------------------------------------------------

@@ -137,11 +137,9 @@ class TextWorldEnv(Suite):
 
     def _build(self) -> dict[Split, list[Task]]:
         sizes = split_sizes(self.size, self.val_frac, self.test_frac)
-        plan: list[tuple[int, Split]] = []
-        for split in ("train", "val", "test"):
-            plan += [(0, split)] * sizes[split]  # type: ignore[list-item]
+        plan: list[Split] = [s for s in ("train", "val", "test") for _ in range(sizes[s])]  # type: ignore[misc]
         games = []
-        for i, (_, split) in enumerate(plan):
+        for i, split in enumerate(plan):
             game_seed = self.seed * 10000 + i
             path = self.game_path(game_seed, split)
             meta = json.loads(path.with_suffix(".meta.json").read_text())
