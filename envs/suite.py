@@ -25,6 +25,7 @@ class Suite:
         self._splits: dict[Split, list[Task]] | None = None
         self._by_id: dict[str, Task] = {}
         self._gold: dict[str, Any] = {}
+        self._baselines: dict[tuple[str, int | None], dict[str, Any]] = {}
 
     def _build(self) -> dict[Split, list[Task]]:
         raise NotImplementedError
@@ -63,8 +64,12 @@ class Suite:
 
     def trivial_baseline(self, split: Split, n: int | None = None) -> dict[str, Any]:
         """Best single constant answer and the empty answer on ``split`` (first ``n`` tasks):
-        ``{"n", "empty", "best_constant": (answer, mean reward), "constants"}``."""
-        return constant_baseline(self, check_split(split), self.constant_candidates(split), n)
+        ``{"n", "empty", "best_constant": (answer, mean reward), "constants"}``. Computed once per
+        (split, n) and remembered."""
+        key = (check_split(split), n)
+        if key not in self._baselines:
+            self._baselines[key] = constant_baseline(self, split, self.constant_candidates(split), n)
+        return self._baselines[key]
 
     def episode(self, task: Task, seed: int = 0) -> Episode:  # pragma: no cover - abstract
         raise NotImplementedError
