@@ -8,7 +8,7 @@
 
     python benchmarks/bench_envs.py [--quick]
 
-TextWorld games are built once into the cache (``$COEVO_CACHE`` or ``~/.cache/coevo``); a cold
+TextWorld games are built once into the cache (``$COEVO_CACHE_DIR``, else ``~/.cache/coevo``); a cold
 build is reported separately (seconds per game) when the cache was empty. Prints a markdown table.
 """
 

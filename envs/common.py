@@ -113,8 +113,12 @@ def round_robin(groups: list[list[T]]) -> list[T]:
 
 
 def cache_dir(*parts: str) -> Path:
-    """A cache directory (created): ``$COEVO_CACHE`` or ``~/.cache/coevo``, plus ``parts``."""
-    root = Path(os.environ.get("COEVO_CACHE") or Path.home() / ".cache" / "coevo")
+    """A cache directory (created) under coevo's cache root, the same root as the models use:
+    ``$COEVO_CACHE_DIR``, else ``$XDG_CACHE_HOME/coevo`` (``~/.cache/coevo``), plus ``parts``."""
+    if os.environ.get("COEVO_CACHE_DIR"):
+        root = Path(os.environ["COEVO_CACHE_DIR"]).expanduser()
+    else:
+        root = Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache").expanduser() / "coevo"
     path = root.joinpath(*parts)
     path.mkdir(parents=True, exist_ok=True)
     return path
