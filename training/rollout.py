@@ -89,7 +89,7 @@ def sibling_rescue(siblings: Sequence[Any], env: Env, rollout_fn: RolloutFn | No
         raise ValueError("sibling_rescue: pass at least one sibling HarnessSpec")
 
     async def rescue(task: Task, failed_group: Group, policy: BaseChatModel) -> Group:
-        run = rollout_fn or _default_rollout_fn()
+        run = rollout_fn or default_rollout_fn()
         n = len(failed_group)
         specs = [siblings[i % len(siblings)] for i in range(n)]
         trajs = [run(s, policy, env, task, seed=seed + 7919 + i, checkpoint_id=failed_group[0].checkpoint_id)
@@ -99,7 +99,8 @@ def sibling_rescue(siblings: Sequence[Any], env: Env, rollout_fn: RolloutFn | No
     return rescue
 
 
-def _default_rollout_fn() -> RolloutFn:
+def default_rollout_fn() -> RolloutFn:
+    """``coevo.graphs.harness.arun_rollout`` (imported lazily)."""
     from coevo.graphs.harness import arun_rollout
 
     return arun_rollout
@@ -161,7 +162,7 @@ class HarnessRollout:
         return tasks
 
     async def _collect(self, policy: BaseChatModel, tasks: list[Task], k: int, step: int) -> tuple[list[Group], list[Group]]:
-        run = self.rollout_fn or _default_rollout_fn()
+        run = self.rollout_fn or default_rollout_fn()
         limit = asyncio.Semaphore(self.max_concurrency or len(tasks) * k)
         ckpt = self.checkpoint_id if step == 0 else f"{self.checkpoint_id}+step{step}"
 

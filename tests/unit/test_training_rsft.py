@@ -1,0 +1,63 @@
+"""Online RSFT (WHALE §3.1): keep verifier-accepted rollouts, SFT on their policy tokens only."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from coevo.harnesses.spec import HarnessSpec
+from coevo.models.trajectory import Trajectory
+from coevo.training import rsft
+from coevo.training.checkpoint import load_policy
+from coevo.training.samples import Row
+from coevo.training.testing import LookupEnv, lookup_policy, tiny_llama_checkpoint
+
+
+def text(ids):
+    return "".join(chr(i) for i in ids)
+
+
+def test_accepted_keeps_rewards_strictly_above_the_threshold():
+    trajs = [Trajectory(task_id="t", reward=r) for r in (0.0, 0.5, 0.51, 1.0)]
+    assert [t.reward for t in rsft.accepted(trajs, 0.5)] == [0.51, 1.0]
+
+
+def test_sft_loss_is_the_token_mean_nll_of_policy_tokens(tmp_path):
+    model, _ = load_policy(tiny_llama_checkpoint(tmp_path / "base"))
+    rows = [Row([5, 6], [7, 8, 9], [1, 0, 1], [0.0] * 3, 1.0, 0), Row([5], [10, 11], [1, 1], [0.0] * 2, 1.0, 0)]
+    manual = []
+    for r in rows:
+        ids = torch.tensor([r.prompt_ids + r.completion_ids])
+        logp = torch.log_softmax(model(input_ids=ids).logits[0, :-1], -1)
+        for pos, (tok, m) in enumerate(zip(r.completion_ids, r.env_mask)):
+            if m:
+                manual.append(-logp[len(r.prompt_ids) + pos - 1, tok])
+    assert float(rsft.sft_loss(model, rows)) == pytest.approx(float(torch.stack(manual).mean()), rel=1e-5)
+    with pytest.raises(ValueError, match="no policy tokens"):
+        rsft.sft_loss(model, [Row([5], [6], [0], [0.0], 1.0, 0)])
+
+
+def test_rsft_trains_on_policy_tokens_of_accepted_rollouts_only(tmp_path, monkeypatch):
+    from safetensors.torch import load_file
+
+    seen: list[Row] = []
+    real_loss = rsft.sft_loss
+    monkeypatch.setattr(rsft, "sft_loss", lambda model, rows: seen.extend(rows) or real_loss(model, rows))
+    env = LookupEnv()
+    spec = HarnessSpec(parser={"mode": "python_call"},
+                       hooks={"nudge": {"event": "after_tool", "condition": "always", "action": "inject",
+                                        "message": "HOOK-TEXT"}})
+    cfg = {"rounds": 1, "tasks_per_round": 2, "samples_per_task": 4, "minibatch_size": 2, "learning_rate": 1e-2,
+           "output_dir": str(tmp_path / "runs")}
+    new, trajs = rsft.train_rsft(tiny_llama_checkpoint(tmp_path / "base"), spec, env, env.tasks(), cfg,
+                                 policy_factory=lambda model, tok: lookup_policy(right_every=2))
+    assert len(trajs) == 8 and sum(t.passed for t in trajs) == 4
+    assert len(seen) == 4  # one row per accepted trajectory, each seen once (one epoch)
+    for row in seen:
+        policy = text(i for i, m in zip(row.completion_ids, row.env_mask) if m)
+        assert "Final answer: VALUE-" in policy and "nope" not in policy and "HOOK" not in policy
+    m = new.metrics
+    assert m["kept_rate"] == 0.5 and m["steps"] == 2 and m["tokens"] == sum(r.policy_tokens for r in seen)
+    lora_b = [v for k, v in load_file(str(Path(new.adapter_path) / "adapter_model.safetensors")).items() if "lora_B" in k]
+    assert any(float(v.abs().max()) > 0 for v in lora_b)
+    assert new.parents == ["ckpt-tiny"] and new.config["stage"] == "rsft"

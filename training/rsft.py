@@ -1,0 +1,186 @@
+"""Online rejection-sampling fine-tuning (WHALE §3.1) on harness rollouts, LoRA via PEFT.
+
+Each round: the current policy samples ``samples_per_task`` rollouts per task under the fixed
+harness (``coevo.graphs.harness.arun_rollout``), the verifier-accepted ones (``reward >
+threshold``) are kept, and the adapter takes minibatch gradient steps on the token-normalised
+log-likelihood of their *policy* tokens only (``Trajectory.segments`` masks: user prompts, tool
+results and harness injections excluded). The next round samples from the updated weights
+("synchronise the updated weights to the rollout workers").
+
+A small loop rather than TRL's ``SFTTrainer``: the data change every round and the optimiser
+state must persist across rounds; the loss is exactly WHALE's masked, token-normalised NLL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import statistics
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import torch
+from pydantic import BaseModel, Field
+
+from coevo.envs.base import Env, Task
+from coevo.models.trajectory import Trajectory
+from coevo.training.checkpoint import Checkpoint, load_policy, new_checkpoint_id, record_checkpoint
+from coevo.training.rollout import RolloutFn, default_rollout_fn, eval_mode, run_sync
+from coevo.training.samples import Row, trajectory_rows
+
+
+class RSFTStageConfig(BaseModel):
+    """Settings of one RSFT stage: ``rounds`` x (sample ``tasks_per_round`` x ``samples_per_task``
+    rollouts, keep ``reward > threshold``, ``epochs`` passes of ``minibatch_size``-row steps)."""
+
+    rounds: int = Field(default=1, ge=1)
+    tasks_per_round: int = Field(default=8, ge=1)
+    samples_per_task: int = Field(default=4, ge=1)
+    threshold: float = 0.5
+    epochs: int = Field(default=1, ge=1)
+    minibatch_size: int = Field(default=4, ge=1)
+    learning_rate: float = Field(default=1e-5, gt=0)
+    max_grad_norm: float = 1.0
+    lora_r: int = Field(default=16, ge=1)
+    lora_alpha: int = 32
+    lora_dropout: float = 0.0
+    lora_target_modules: str | list[str] = "all-linear"
+    max_len: int = Field(default=4096, ge=16)
+    seed: int = 0
+    output_dir: str = "runs/training"
+    max_batch: int = Field(default=32, ge=1)
+
+
+def accepted(trajectories: Sequence[Trajectory], threshold: float) -> list[Trajectory]:
+    """The verifier-accepted trajectories: ``reward > threshold`` (WHALE §3.1)."""
+    return [t for t in trajectories if t.reward > threshold]
+
+
+def sft_loss(model: Any, rows: Sequence[Row]) -> torch.Tensor:
+    """Token-normalised NLL of the policy tokens of ``rows``: ``-sum(log p) / n_policy_tokens``
+    over the minibatch (right-padded; prompt and masked completion positions carry no loss).
+    Raises ``ValueError`` when the rows hold no policy token."""
+    device = next(model.parameters()).device
+    seqs = [r.prompt_ids + r.completion_ids for r in rows]
+    width = max(map(len, seqs))
+    ids = torch.zeros((len(rows), width), dtype=torch.long)
+    attn = torch.zeros_like(ids)
+    labels_mask = torch.zeros_like(ids)
+    for i, (r, s) in enumerate(zip(rows, seqs)):
+        ids[i, :len(s)] = torch.tensor(s)
+        attn[i, :len(s)] = 1
+        labels_mask[i, len(r.prompt_ids):len(s)] = torch.tensor(r.env_mask)
+    n = int(labels_mask.sum())
+    if n == 0:
+        raise ValueError("sft_loss: the minibatch has no policy tokens")
+    ids, attn, labels_mask = ids.to(device), attn.to(device), labels_mask.to(device)
+    logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1].float()
+    logp = torch.log_softmax(logits, dim=-1).gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+    return -(logp * labels_mask[:, 1:]).sum() / n
+
+
+def train_rsft(
+    checkpoint: Checkpoint, spec: Any, env: Env, tasks: Sequence[Task], config: RSFTStageConfig | dict | None = None,
+    archive: Any = None, *, policy_factory: Callable[[Any, Any], Any] | None = None,
+    rollout_fn: RolloutFn | None = None, run_id: str | None = None, progress: Callable[[dict], None] | None = None,
+) -> tuple[Checkpoint, list[Trajectory]]:
+    """Run one online RSFT stage from ``checkpoint`` under harness ``spec`` on ``tasks``.
+
+    Args: ``config`` an ``RSFTStageConfig`` (or dict); ``archive`` records the new checkpoint;
+    ``policy_factory(model, tokenizer) -> chat model`` the sampler (default: ``LocalChatModel`` over
+    the live model); ``rollout_fn`` replaces ``arun_rollout``; ``progress(round_stats)`` is called
+    after each round. Returns ``(new checkpoint, every rollout sampled)``; metrics hold ``loss``
+    (mean over SFT steps), ``reward_mean`` (of the samples), ``kept_rate``, ``tokens`` (policy tokens
+    trained on), ``wall_time_s`` and a per-round ``history``. Rounds with nothing accepted make no
+    update. Raises ``ValueError`` with no tasks.
+    """
+    from peft import get_peft_model
+
+    from coevo.training.grpo import lora_config
+
+    cfg = config if isinstance(config, RSFTStageConfig) else RSFTStageConfig.model_validate(config or {})
+    if not tasks:
+        raise ValueError("train_rsft needs at least one task")
+    started = time.perf_counter()
+    new_id = new_checkpoint_id()
+    out_dir = Path(cfg.output_dir) / new_id
+    torch.manual_seed(cfg.seed)
+    model, tokenizer = load_policy(checkpoint, trainable=True)
+    if not checkpoint.adapter_path:
+        model = get_peft_model(model, lora_config(cfg))
+    if torch.cuda.is_available():
+        model = model.to("cuda")
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.learning_rate)
+    policy = policy_factory(model, tokenizer) if policy_factory else _local(model, tokenizer, cfg.max_batch)
+    run = rollout_fn or default_rollout_fn()
+    rng = random.Random(cfg.seed)
+    trajectories: list[Trajectory] = []
+    history: list[dict[str, Any]] = []
+    try:
+        for rnd in range(cfg.rounds):
+            batch = [tasks[(rnd * cfg.tasks_per_round + i) % len(tasks)] for i in range(cfg.tasks_per_round)]
+            ckpt_id = checkpoint.id if rnd == 0 else f"{checkpoint.id}+round{rnd}"
+
+            async def sample() -> list[Trajectory]:
+                return list(await asyncio.gather(*(
+                    run(spec, policy, env, task, seed=cfg.seed + 10_007 * rnd + j, checkpoint_id=ckpt_id)
+                    for task in batch for j in range(cfg.samples_per_task))))
+
+            with eval_mode(model):
+                sampled = run_sync(sample())
+            trajectories += sampled
+            keep = accepted(sampled, cfg.threshold)
+            rows = [r for t in keep for r in trajectory_rows(t, 1.0, 0, cfg.max_len)]
+            losses = _sft_epochs(model, optimizer, rows, cfg, rng)
+            stats = {"round": rnd + 1, "reward": statistics.fmean(t.reward for t in sampled),
+                     "kept": len(keep), "kept_rate": len(keep) / len(sampled),
+                     "tokens": sum(r.policy_tokens for r in rows), "loss": statistics.fmean(losses) if losses else None,
+                     "sft_steps": len(losses)}
+            history.append(stats)
+            if progress:
+                progress(stats)
+    finally:
+        engine = getattr(policy, "engine", None)
+        if engine is not None and policy_factory is None:
+            engine.close()
+    adapter_dir = out_dir / "adapter"
+    model.save_pretrained(str(adapter_dir))
+    losses = [h["loss"] for h in history if h["loss"] is not None]
+    new = Checkpoint(
+        id=new_id, base_model=checkpoint.base_model, adapter_path=str(adapter_dir), parents=[checkpoint.id],
+        config={"stage": "rsft", "harness_id": getattr(spec, "id", ""), **cfg.model_dump()},
+        metrics={"loss": statistics.fmean(losses) if losses else None,
+                 "reward_mean": statistics.fmean(h["reward"] for h in history),
+                 "kept_rate": statistics.fmean(h["kept_rate"] for h in history),
+                 "tokens": sum(h["tokens"] for h in history), "steps": sum(h["sft_steps"] for h in history),
+                 "wall_time_s": time.perf_counter() - started, "history": history},
+    )
+    record_checkpoint(archive, new, run_id)
+    return new, trajectories
+
+
+def _local(model: Any, tokenizer: Any, max_batch: int) -> Any:
+    from coevo.models.local import LocalChatModel
+
+    return LocalChatModel.from_model(model, tokenizer, name="rsft-policy", max_batch=max_batch)
+
+
+def _sft_epochs(model: Any, optimizer: Any, rows: list[Row], cfg: RSFTStageConfig, rng: random.Random) -> list[float]:
+    """``cfg.epochs`` shuffled passes of minibatch steps over ``rows``; returns each step's loss."""
+    losses: list[float] = []
+    if not rows:
+        return losses
+    model.train()
+    for _ in range(cfg.epochs):
+        order = rows[:]
+        rng.shuffle(order)
+        for i in range(0, len(order), cfg.minibatch_size):
+            loss = sft_loss(model, order[i:i + cfg.minibatch_size])
+            optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], cfg.max_grad_norm)
+            optimizer.step()
+            losses.append(float(loss.detach()))
+    model.eval()
+    return losses
