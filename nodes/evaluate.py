@@ -4,8 +4,9 @@
 Rollout j of every task uses seed ``seeds[j]`` (``base_seed + j``), so two harnesses evaluated
 with the same seeds on the same tasks give paired outcomes — what the validation gate compares
 (``paired_evaluate``). Rollouts run concurrently under an ``asyncio.Semaphore``; the k
-trajectories of a task are written to the archive in one transaction as soon as the task is done,
-so an evaluation killed half way keeps every finished task and no partial one. Ids are
+trajectories of a task are written to the archive as soon as the task is done, in one transaction
+with any other tasks finished meanwhile (group commit), so an evaluation killed half way keeps
+every finished task and no partial one. Ids are
 deterministic (evaluation id from its inputs, trajectory id from evaluation, task and seed): run
 the same evaluation again and it resumes, reusing finished tasks instead of duplicating them.
 
@@ -245,17 +246,26 @@ async def _evaluate(spec: Any, checkpoint: Any, env: Env, split: str, k: int, se
         return traj.model_copy(update={"id": trajectory_id(eval_id, task.id, seed), "split": split,
                                        "checkpoint_id": ckpt, "harness_id": harness_id})
 
-    writes: set[asyncio.Future[None]] = set()
+    pending: list[Trajectory] = []
+    write_lock = asyncio.Lock()
+
+    async def flush() -> None:
+        """Group commit: write every finished task queued so far in one transaction (one writer
+        at a time, in a worker thread). A task's rollouts are queued together, so a transaction
+        holds whole tasks only."""
+        async with write_lock:
+            if pending:
+                batch = pending[:]
+                pending.clear()
+                await asyncio.to_thread(archive.add_trajectories, batch, eval_id, run_id)  # type: ignore[union-attr]
 
     async def run_task(task: Task) -> None:
         nonlocal reward_sum, rollouts_done
         trajs = list(await asyncio.gather(*(rollout(task, s) for s in seed_list)))
         if archive is not None:
-            # one transaction per task, in a worker thread; shielded so a cancelled evaluation
-            # still waits for it (below) rather than leaving a write running behind its back
-            write = asyncio.ensure_future(asyncio.to_thread(archive.add_trajectories, trajs, eval_id, run_id))
-            writes.add(write)
-            await asyncio.shield(write)
+            pending.extend(trajs)
+            # shielded: a cancelled evaluation still finishes (and below, waits for) this write
+            await asyncio.shield(flush())
         done_trajs[task.id] = trajs
         reward_sum += sum(t.reward for t in trajs)
         rollouts_done += len(trajs)
@@ -268,7 +278,7 @@ async def _evaluate(spec: Any, checkpoint: Any, env: Env, split: str, k: int, se
                     group.create_task(run_task(task))
     except BaseException as exc:
         if archive is not None:
-            await asyncio.shield(asyncio.gather(*writes, return_exceptions=True))
+            await asyncio.shield(flush())
             archive.add_evaluation(record.model_copy(update={"status": "interrupted"}))
         raise _first(exc) from None
     finally:

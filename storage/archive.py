@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence, TypeVar
 
 import pydantic_core
-from sqlalchemy import Table, create_engine, delete, event, select
+from sqlalchemy import Table, create_engine, delete, event, func, select
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.pool import StaticPool
@@ -354,11 +354,11 @@ class Archive:
     def count_trajectories(self, evaluation_id: str | None = None) -> int:
         """Number of stored trajectories (of one evaluation when given)."""
         table = TrajectoryRow.__table__  # type: ignore[attr-defined]
-        query = select(table.c.id)
+        query = select(func.count()).select_from(table)
         if evaluation_id is not None:
             query = query.where(table.c.evaluation_id == evaluation_id)
         with self.engine.connect() as conn:
-            return len(conn.execute(query).all())
+            return int(conn.execute(query).scalar_one())
 
     # -- gate, profiles, LLM calls ---------------------------------------------------------
 

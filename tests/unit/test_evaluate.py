@@ -248,3 +248,28 @@ def test_eval_cli_prints_the_table_and_the_archive_cli_reads_it_back(tmp_path, m
                                 "--n", "2", "--db", db])
     assert by_id.exit_code == 0, by_id.output
     assert len(archive.list_evaluations()) == 2
+
+
+@pytest.mark.parametrize("concurrency", [3, 8])
+async def test_a_kill_under_concurrency_leaves_only_whole_tasks(tmp_path, concurrency):
+    calls = 0
+
+    def dies_after_thirteen(messages: list[BaseMessage]) -> str | AIMessage:
+        nonlocal calls
+        calls += 1
+        if calls > 13:
+            raise ConnectionError("connection reset")
+        return policy(messages)
+
+    env, archive = AdderEnv(size=6), Archive(tmp_path / "a.db")
+    with pytest.raises(ConnectionError):
+        await evaluate(spec(), "ck", env, "val", k=2, model=ScriptedChatModel(script=[dies_after_thirteen]),
+                       archive=archive, concurrency=concurrency)
+    kept = archive.trajectories()
+    per_task: dict[str, list[int]] = {}
+    for traj in kept:
+        per_task.setdefault(traj.task_id, []).append(traj.seed)
+    assert all(sorted(seeds) == [0, 1] for seeds in per_task.values())
+    assert all(t.stop_reason == "final_answer" for t in kept)
+    result = await evaluate(spec(), "ck", env, "val", k=2, model=model(), archive=archive, concurrency=concurrency)
+    assert result.resumed_tasks == len(per_task) and archive.count_trajectories() == 12
