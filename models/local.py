@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
+import hashlib
 import json
 import queue
 import random
@@ -85,7 +87,8 @@ def load_pretrained(path: str | Path, device: str | None = None, dtype: Any = No
 class GenerationRequest:
     """One completion to decode. ``prompt_ids``: the templated prompt's token ids (unpadded);
     ``temperature == 0`` means greedy; ``seed`` ``None`` means a fresh random seed; ``stop``:
-    strings that end the completion (excluded from the text, kept in the token ids)."""
+    strings that end the completion (excluded from the text, kept in the token ids); ``adapter`` a
+    name from ``LocalEngine.add_adapter`` (``None``: the engine's active adapter)."""
 
     prompt_ids: list[int]
     max_tokens: int = 256
@@ -93,6 +96,7 @@ class GenerationRequest:
     top_p: float = 1.0
     seed: int | None = None
     stop: list[str] = field(default_factory=list)
+    adapter: str | None = None
 
     def __post_init__(self) -> None:
         if not self.prompt_ids:
@@ -208,10 +212,17 @@ class _RowStop(StoppingCriteria):
 
 
 class LocalEngine:
-    """One causal LM + tokenizer + optional LoRA adapter, serving batched requests.
+    """One causal LM + tokenizer + any number of LoRA adapters, serving batched requests.
+
+    Adapters share the base weights: ``add_adapter(path)`` loads one under a name that requests
+    can ask for (``GenerationRequest.adapter``), and rows that want different adapters (or the
+    base, ``None``) still decode in one ``generate`` call through PEFT's mixed-adapter batches.
+    ``active_adapter`` is what requests naming no adapter get (``None``: the base weights;
+    ``load_adapter`` switches it).
 
     Args: ``model``/``tokenizer`` already loaded (e.g. the PEFT model under training, left on its
-    device); ``adapter`` a PEFT adapter directory to load on top; ``max_batch`` rows per
+    device, whose own active adapter stays the default); ``adapter`` a PEFT adapter directory to
+    load on top and make active; ``max_batch`` rows per
     ``generate`` call; ``batch_window_s`` how long the worker waits for more requests after the
     first one arrives (seconds); ``name`` a label for logs and ``model_name``.
 
@@ -227,8 +238,9 @@ class LocalEngine:
         self.max_batch = max_batch
         self.batch_window_s = batch_window_s
         self.name = name
-        self.adapter_path: str | None = None
-        self._adapter_name: str | None = None
+        self.adapters: dict[str, str] = {}  # name -> directory, loaded by this engine
+        self.active_adapter: str | None = _peft_active(model)
+        self._pinned: set[str] = set()  # names handed out by add_adapter: never deleted by a switch
         self._lock = threading.RLock()
         self._queue: queue.Queue[tuple[GenerationRequest, concurrent.futures.Future] | None] = queue.Queue()
         self._worker: threading.Thread | None = None
@@ -295,31 +307,55 @@ class LocalEngine:
 
     # -- adapters ----------------------------------------------------------------------------
 
-    def load_adapter(self, path: str | Path) -> None:
-        """Load the PEFT LoRA adapter at ``path`` and make it the active one, replacing the
-        adapter loaded before (also when ``path`` is the same directory, re-read from disk).
+    @property
+    def adapter_path(self) -> str | None:
+        """Directory of the active adapter (``None``: base weights, or an adapter not loaded here)."""
+        return self.adapters.get(self.active_adapter) if self.active_adapter else None
 
-        Waits for the running batch. Raises ``FileNotFoundError`` when ``path`` has no
-        ``adapter_config.json``.
-        """
+    def _load(self, path: str | Path) -> str:
         from peft import PeftModel
 
-        path = Path(path).expanduser()
+        path = Path(path).expanduser().resolve()
         if not (path / "adapter_config.json").is_file():
             raise FileNotFoundError(f"adapter path {str(path)!r} has no adapter_config.json: pass a PEFT "
                                     "adapter directory saved with save_pretrained")
-        name = f"coevo_{uuid.uuid4().hex[:8]}"
+        stamp = max(f.stat().st_mtime_ns for f in path.iterdir() if f.is_file())
+        name = "coevo_" + hashlib.sha1(f"{path}:{stamp}".encode()).hexdigest()[:10]
+        if name in self.adapters:
+            return name
+        if isinstance(self.model, PeftModel):
+            self.model.load_adapter(str(path), adapter_name=name, is_trainable=False)
+        else:
+            self.model = PeftModel.from_pretrained(self.model, str(path), adapter_name=name, is_trainable=False)
+        self.model.eval()
+        self.adapters[name] = str(path)
+        return name
+
+    def add_adapter(self, path: str | Path) -> str:
+        """Load the PEFT LoRA adapter at ``path`` (once per directory and file contents) and
+        return its name, for ``GenerationRequest.adapter`` / ``LocalChatModel.adapter``. The
+        active adapter is unchanged. Raises ``FileNotFoundError`` without ``adapter_config.json``.
+        """
         with self._lock:
-            old = self._adapter_name
-            if isinstance(self.model, PeftModel):
-                self.model.load_adapter(str(path), adapter_name=name, is_trainable=False)
-                self.model.set_adapter(name)
-                if old is not None and old in self.model.peft_config:
-                    self.model.delete_adapter(old)
-            else:
-                self.model = PeftModel.from_pretrained(self.model, str(path), adapter_name=name, is_trainable=False)
-            self.model.eval()
-            self._adapter_name, self.adapter_path = name, str(path)
+            name = self._load(path)
+            self._pinned.add(name)
+            return name
+
+    def load_adapter(self, path: str | Path) -> None:
+        """Load the adapter at ``path`` and make it the active one (what requests naming no
+        adapter get). The adapter made active by the previous ``load_adapter`` is unloaded unless
+        ``add_adapter`` handed it out. A directory re-saved since it was loaded is read again.
+
+        Waits for the running batch. Raises ``FileNotFoundError`` without ``adapter_config.json``.
+        """
+        with self._lock:
+            old = self.active_adapter
+            name = self._load(path)
+            self.model.set_adapter(name)
+            self.active_adapter = name
+            if old in self.adapters and old != name and old not in self._pinned:
+                self.model.delete_adapter(old)
+                del self.adapters[old]
 
     # -- batching ----------------------------------------------------------------------------
 
@@ -398,13 +434,14 @@ class LocalEngine:
                 do_sample=False, max_new_tokens=max(r.max_tokens for r in requests),
                 pad_token_id=self.pad_token_id, eos_token_id=sorted(self.eos_ids) or None,
                 temperature=None, top_p=None, top_k=None, use_cache=True)
+            routing, extra = self._adapter_routing(requests)
             was_training = model.training
             model.eval()
             try:
-                with torch.no_grad():
+                with torch.no_grad(), routing:
                     model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), generation_config=config,
                                    logits_processor=LogitsProcessorList([sampler]),
-                                   stopping_criteria=StoppingCriteriaList([stopper]))
+                                   stopping_criteria=StoppingCriteriaList([stopper]), **extra)
             finally:
                 if was_training:
                     model.train()
@@ -420,11 +457,32 @@ class LocalEngine:
                 text=self._text(completion, req.stop), finish_reason=stopper.reasons[row]))
         return results
 
+    def _adapter_routing(self, requests: Sequence[GenerationRequest]) -> tuple[Any, dict[str, Any]]:
+        """How to run each row on its adapter: ``(context manager, extra generate kwargs)``."""
+        names = [r.adapter if r.adapter is not None else self.active_adapter for r in requests]
+        loaded = getattr(self.model, "peft_config", {})
+        missing = sorted({n for n in names if n is not None and n not in loaded})
+        if missing:
+            raise KeyError(f"adapters {missing} are not loaded in engine {self.name!r}: use add_adapter(path)")
+        if set(names) == {None}:
+            return (self.model.disable_adapter() if loaded else contextlib.nullcontext()), {}
+        if set(names) == {_peft_active(self.model)}:
+            return contextlib.nullcontext(), {}
+        return contextlib.nullcontext(), {"adapter_names": [n or "__base__" for n in names]}
+
     def _text(self, completion: list[int], stops: list[str]) -> str:
         body = completion[:-1] if completion and completion[-1] in self.eos_ids else completion
         text = self.tokenizer.decode(body, skip_special_tokens=False)
         cuts = [text.find(s) for s in stops if s and s in text]
         return text[: min(cuts)] if cuts else text
+
+
+def _peft_active(model: Any) -> str | None:
+    """The PEFT active adapter of ``model`` (``None`` for a plain model)."""
+    if getattr(model, "peft_config", None) is None:
+        return None
+    active = model.active_adapter
+    return active if isinstance(active, str) else (active[0] if active else None)
 
 
 def _now() -> float:
@@ -512,8 +570,10 @@ class LocalChatModel(BaseChatModel):
 
     Fields are the default decoding settings; ``invoke``/``bind`` keyword arguments
     (``temperature``, ``top_p``, ``seed``, ``max_tokens``, ``stop``, ``tools``) override them per
-    call. ``temperature == 0`` is greedy. Several ``LocalChatModel`` may share one engine
-    (``bind_tools`` returns a copy that does); their concurrent requests batch together.
+    call. ``temperature == 0`` is greedy. ``adapter`` is an adapter name on the engine (from
+    ``engine.add_adapter(path)``; ``None``: the engine's active adapter). Several
+    ``LocalChatModel`` may share one engine (``bind_tools`` returns a copy that does), with
+    different adapters; their concurrent requests batch together.
 
     Build with ``LocalChatModel.from_pretrained(path, adapter=...)`` or
     ``LocalChatModel.from_model(model, tokenizer)`` for objects already in memory.
@@ -528,6 +588,7 @@ class LocalChatModel(BaseChatModel):
     seed: int | None = None
     stop: list[str] | None = None
     tools: list[dict[str, Any]] | None = None
+    adapter: str | None = None
     parse_tool_calls: bool = True
     """Map ``<tool_call>{...}</tool_call>`` blocks in the reply to ``AIMessage.tool_calls`` when tools are bound."""
 
@@ -554,13 +615,23 @@ class LocalChatModel(BaseChatModel):
 
     @property
     def _identifying_params(self) -> dict[str, Any]:
-        return {"model_name": self.engine.name, "adapter": self.engine.adapter_path,
+        return {"model_name": self.engine.name, "adapter": self.adapter_path,
                 "temperature": self.temperature, "top_p": self.top_p, "max_tokens": self.max_tokens}
 
+    @property
+    def adapter_path(self) -> str | None:
+        """Directory of the adapter this model's requests run on (``None``: base weights)."""
+        return self.engine.adapters.get(self.adapter) if self.adapter else self.engine.adapter_path
+
     def load_adapter(self, path: str | Path) -> None:
-        """Switch the engine's LoRA adapter (see ``LocalEngine.load_adapter``); affects every
-        chat model sharing this engine."""
+        """Switch the engine's active LoRA adapter (see ``LocalEngine.load_adapter``); affects every
+        chat model sharing this engine that names no adapter of its own."""
         self.engine.load_adapter(path)
+
+    def with_adapter(self, path: str | Path) -> "LocalChatModel":
+        """A copy on the same engine whose requests run on the adapter at ``path`` (loaded once,
+        sharing the base weights); requests of both batch together."""
+        return self.model_copy(update={"adapter": self.engine.add_adapter(path)})
 
     def bind_tools(self, tools: Sequence[Any], *, tool_choice: Any = None, **kwargs: Any) -> Any:
         """A copy (same engine) that renders ``tools`` into the chat template via ``tools=``.
@@ -582,6 +653,9 @@ class LocalChatModel(BaseChatModel):
         temperature = kwargs.get("temperature")
         top_p = kwargs.get("top_p")
         max_tokens = kwargs.get("max_tokens")
+        if self.adapter is not None and self.adapter not in self.engine.adapters:
+            raise KeyError(f"adapter {self.adapter!r} is not loaded in engine {self.engine.name!r}: "
+                           "use engine.add_adapter(path) or with_adapter(path)")
         prompt_ids = self.engine.render(messages, tools)
         limit = self.engine.context_length
         if limit is not None and len(prompt_ids) >= limit:
@@ -593,7 +667,8 @@ class LocalChatModel(BaseChatModel):
             temperature=float(temperature if temperature is not None else self.temperature),
             top_p=float(top_p if top_p is not None else self.top_p),
             seed=kwargs.get("seed", self.seed),
-            stop=list(stop or kwargs.get("stop") or self.stop or []))
+            stop=list(stop or kwargs.get("stop") or self.stop or []),
+            adapter=self.adapter)
 
     def _result(self, result: GenerationResult, tools_bound: bool) -> ChatResult:
         tool_calls = parse_tool_calls(result.text) if tools_bound and self.parse_tool_calls else []
@@ -606,7 +681,7 @@ class LocalChatModel(BaseChatModel):
                              "logprobs": result.logprobs},
                 "finish_reason": result.finish_reason,
                 "model_name": self.engine.name,
-                "adapter": self.engine.adapter_path,
+                "adapter": self.adapter_path,
             },
             usage_metadata={"input_tokens": len(result.prompt_token_ids),
                             "output_tokens": len(result.completion_token_ids),

@@ -9,9 +9,11 @@ Forms (``load_model`` docstring has the details)::
     litellm:openai/gpt-4o-mini               any LiteLLM model string (API key from the usual env var)
     litellm:hosted_vllm/NAME                 a vLLM server; api_base from COEVO_VLLM_API_BASE or api_base=
 
-Local models are cached per (base path, adapter, device, dtype): every ``load_model`` of the same
-reference returns a new ``LocalChatModel`` (its own decoding settings) over one shared
-``LocalEngine``, so concurrent callers batch together and the weights are loaded once.
+Local engines are cached per (base path, device, dtype): every ``load_model`` of the same base
+returns a new ``LocalChatModel`` (its own decoding settings) over one shared ``LocalEngine``, so
+the base weights are loaded once and concurrent callers batch together. Adapters are loaded into
+that engine by name (once per directory and contents) and share its base weights: requests on
+different adapters of one base still decode in one ``generate`` call.
 """
 
 from __future__ import annotations
@@ -75,12 +77,12 @@ def resolve_base(base: str) -> str:
     return str(path.resolve())
 
 
-def local_engine(base: str, adapter: str | None = None, **engine_kwargs: Any) -> Any:
-    """The shared ``LocalEngine`` for ``base`` (+ ``adapter``), loading it on first use.
+def local_engine(base: str, **engine_kwargs: Any) -> Any:
+    """The shared ``LocalEngine`` for ``base``, loading it on first use.
 
     ``engine_kwargs``: ``device``, ``dtype`` (part of the cache key), ``max_batch``,
     ``batch_window_s`` (used when the engine is first built). Raises ``ModelRefError`` for a
-    missing base or adapter directory.
+    missing base directory.
     """
     from coevo.models.local import LocalEngine
 
@@ -88,16 +90,10 @@ def local_engine(base: str, adapter: str | None = None, **engine_kwargs: Any) ->
     if unknown:
         raise ModelRefError(f"unknown local engine options {sorted(unknown)}; known: {list(ENGINE_KWARGS)}")
     path = resolve_base(base)
-    adapter_path = None
-    if adapter:
-        adapter_dir = Path(adapter).expanduser()
-        if not (adapter_dir / "adapter_config.json").is_file():
-            raise ModelRefError(f"adapter {adapter!r} is not a PEFT adapter directory (no adapter_config.json)")
-        adapter_path = str(adapter_dir.resolve())
-    key = (path, adapter_path, engine_kwargs.get("device"), str(engine_kwargs.get("dtype")))
+    key = (path, engine_kwargs.get("device"), str(engine_kwargs.get("dtype")))
     with _engines_lock:
         if key not in _engines:
-            _engines[key] = LocalEngine.from_pretrained(path, adapter=adapter_path, name=base, **engine_kwargs)
+            _engines[key] = LocalEngine.from_pretrained(path, name=base, **engine_kwargs)
         return _engines[key]
 
 
@@ -119,7 +115,8 @@ def load_model(ref: str, **decoding: Any) -> BaseChatModel:
             ``batch_window_s``; for ``litellm:`` any ``LiteLLMChatModel`` field (``api_base``,
             ``timeout_s``, ``max_retries``, ...).
 
-    Returns: a ``LocalChatModel`` (sharing a cached engine) or a ``LiteLLMChatModel``.
+    Returns: a ``LocalChatModel`` (sharing a cached engine; with ``+adapter`` its ``adapter`` names
+    the adapter loaded into that engine) or a ``LiteLLMChatModel``.
 
     Raises: ``ModelRefError`` for an unknown scheme, a malformed reference, a missing path, or a
     ``hosted_vllm/`` model with no ``api_base``; ``SmolLM2NotInstalledError`` when
@@ -133,7 +130,11 @@ def load_model(ref: str, **decoding: Any) -> BaseChatModel:
 
         base, adapter = split_local(rest)
         engine_kwargs = {k: decoding.pop(k) for k in ENGINE_KWARGS if k in decoding}
-        return LocalChatModel(engine=local_engine(base, adapter, **engine_kwargs), **decoding)
+        if adapter and not (Path(adapter).expanduser() / "adapter_config.json").is_file():
+            raise ModelRefError(f"adapter {adapter!r} is not a PEFT adapter directory (no adapter_config.json)")
+        engine = local_engine(base, **engine_kwargs)
+        name = engine.add_adapter(adapter) if adapter else None
+        return LocalChatModel(engine=engine, adapter=name, **decoding)
     if scheme == "litellm":
         from coevo.models.litellm_model import LiteLLMChatModel
 

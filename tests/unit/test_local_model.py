@@ -195,21 +195,22 @@ def test_messages_to_chat_maps_tool_calls_and_results():
     assert chat[2]["tool_call_id"] == "c1"
 
 
-def test_lora_adapter_changes_outputs_and_can_be_switched(tokenizer, tmp_path):
+def make_adapter(tokenizer, seed: int, path) -> None:
+    """Save a LoRA adapter for ``tiny_llama`` with large random weights (so it changes outputs)."""
     from peft import LoraConfig, get_peft_model
 
-    def make_adapter(seed: int, path):
-        base = tiny_llama(tokenizer)
-        peft_model = get_peft_model(base, LoraConfig(r=4, lora_alpha=32, target_modules=["q_proj", "v_proj"],
-                                                     init_lora_weights=False))
-        torch.manual_seed(seed)
-        for name, p in peft_model.named_parameters():
-            if "lora_" in name:
-                p.data.normal_(0, 1.0)
-        peft_model.save_pretrained(str(path))
+    peft_model = get_peft_model(tiny_llama(tokenizer), LoraConfig(r=4, lora_alpha=32, target_modules=["q_proj", "v_proj"],
+                                                                  init_lora_weights=False))
+    torch.manual_seed(seed)
+    for name, p in peft_model.named_parameters():
+        if "lora_" in name:
+            p.data.normal_(0, 1.0)
+    peft_model.save_pretrained(str(path))
 
-    make_adapter(1, tmp_path / "a1")
-    make_adapter(2, tmp_path / "a2")
+
+def test_lora_adapter_changes_outputs_and_can_be_switched(tokenizer, tmp_path):
+    make_adapter(tokenizer, 1, tmp_path / "a1")
+    make_adapter(tokenizer, 2, tmp_path / "a2")
     chat = LocalChatModel.from_model(tiny_llama(tokenizer), tokenizer, max_tokens=10)
     msgs = [HumanMessage("adapter")]
     ids = lambda r: r.response_metadata[TOKENS_KEY]["completion_token_ids"]  # noqa: E731
@@ -224,6 +225,23 @@ def test_lora_adapter_changes_outputs_and_can_be_switched(tokenizer, tmp_path):
     assert ids(chat.invoke(msgs)) == first
     assert base != first and first != second
     chat.engine.close()
+
+
+async def test_rows_on_different_adapters_share_one_generate_call(tokenizer, tmp_path):
+    make_adapter(tokenizer, 1, tmp_path / "a1")
+    make_adapter(tokenizer, 2, tmp_path / "a2")
+    base = LocalChatModel.from_model(tiny_llama(tokenizer), tokenizer, max_tokens=8, batch_window_s=0.05)
+    models = [base, base.with_adapter(tmp_path / "a1"), base.with_adapter(tmp_path / "a2")]
+    assert base.with_adapter(tmp_path / "a1").adapter == models[1].adapter  # loaded once
+    msgs = [HumanMessage("mixed")]
+    ids = lambda r: r.response_metadata[TOKENS_KEY]["completion_token_ids"]  # noqa: E731
+    alone = [ids(m.invoke(msgs)) for m in models]
+    base.engine.batch_sizes.clear()
+    together = [ids(r) for r in await asyncio.gather(*(m.ainvoke(msgs) for m in models))]
+    assert base.engine.batch_sizes == [3]
+    assert together == alone and len({tuple(a) for a in alone}) == 3
+    assert models[1].invoke(msgs).response_metadata["adapter"] == str((tmp_path / "a1").resolve())
+    base.engine.close()
 
 
 def test_a_model_in_training_mode_is_restored_after_generation(tokenizer):

@@ -48,14 +48,15 @@ def test_local_path_loads_and_decoding_kwargs_apply(checkpoint):
     assert len(reply.response_metadata[TOKENS_KEY]["completion_token_ids"]) == 4
 
 
-def test_same_reference_shares_one_engine_and_adapter_makes_another(checkpoint):
+def test_one_engine_per_base_shared_by_references_with_and_without_adapters(checkpoint):
     base = f"local:{checkpoint / 'base'}"
     a, b = load_model(base, temperature=0.0), load_model(base, temperature=1.0)
     assert a.engine is b.engine and (a.temperature, b.temperature) == (0.0, 1.0)
     with_adapter = load_model(f"{base}+{checkpoint / 'adapter'}", max_tokens=6)
-    assert with_adapter.engine is not a.engine
-    assert with_adapter.engine.adapter_path == str((checkpoint / "adapter").resolve())
-    assert load_model(f"{base}+{checkpoint / 'adapter'}").engine is with_adapter.engine
+    assert with_adapter.engine is a.engine and a.adapter is None
+    assert with_adapter.adapter_path == str((checkpoint / "adapter").resolve())
+    assert load_model(f"{base}+{checkpoint / 'adapter'}").adapter == with_adapter.adapter
+    assert len(a.engine.adapters) == 1
     msgs = [HumanMessage("adapter?")]
     ids = lambda m: m.invoke(msgs, max_tokens=6).response_metadata[TOKENS_KEY]["completion_token_ids"]  # noqa: E731
     assert ids(with_adapter) != ids(a)
@@ -64,7 +65,7 @@ def test_same_reference_shares_one_engine_and_adapter_makes_another(checkpoint):
 def test_smollm2_name_resolves_to_the_converted_cache(checkpoint, monkeypatch):
     monkeypatch.setattr(refs, "ensure_smollm2", lambda: checkpoint / "base")
     model = load_model("local:smollm2-135m+" + str(checkpoint / "adapter"))
-    assert model.engine.name == "smollm2-135m" and model.engine.adapter_path is not None
+    assert model.engine.name == "smollm2-135m" and model.adapter_path is not None
 
 
 def test_missing_smollm2_package_names_the_install_command(monkeypatch, tmp_path):
