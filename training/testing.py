@@ -87,3 +87,31 @@ def lookup_policy(right_every: int = 2, hint: str | None = None) -> ScriptedChat
         return f"Final answer: {value}" if next(episodes) % right_every == 0 and hinted else "Final answer: nope"
 
     return ScriptedChatModel(script=[reply], with_tokens=True)
+
+
+NAMING_WORDS = {
+    "fruits": ["apple", "banana", "orange", "grape", "mango", "pear", "cherry", "strawberry", "peach", "lemon"],
+    "colors": ["red", "blue", "green", "yellow", "purple", "orange", "black", "white", "pink", "brown"],
+}
+
+
+class NamingEnv:
+    """``Name three <kind>.`` for a real small model: reward = distinct listed words named / 3
+    (capped at 1), ``passed`` at 1. Graded credit gives sampled groups a reward spread."""
+
+    name = "naming"
+
+    def __init__(self) -> None:
+        self._tasks = [Task(id=f"name-{k}", env=self.name, split="train", prompt=f"Name three {k}.",
+                            metadata={"kind": k}) for k in NAMING_WORDS]
+
+    def tasks(self, split: str = "train", n: int | None = None) -> list[Task]:
+        return self._tasks[:n]
+
+    def episode(self, task: Task, seed: int = 0) -> Episode:
+        return Episode(task=task)
+
+    def score(self, task: Task, answer: str | None, episode: Episode) -> Score:
+        text = (answer or "").lower()
+        reward = min(1.0, sum(w in text for w in NAMING_WORDS[task.metadata["kind"]]) / 3)
+        return Score(reward=reward, passed=reward == 1.0)

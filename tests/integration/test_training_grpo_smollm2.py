@@ -8,37 +8,12 @@ saved adapter must differ from its zero-initialised ``lora_B``.
 import pytest
 import torch
 
-from coevo.envs.base import Episode, Score, Task
 from coevo.harnesses.spec import HarnessSpec
 from coevo.training.checkpoint import Checkpoint
 from coevo.training.grpo import train_grpo
+from coevo.training.testing import NamingEnv
 
 pytestmark = pytest.mark.integration
-
-WORDS = {"fruits": ["apple", "banana", "orange", "grape", "mango", "pear", "cherry", "strawberry", "peach", "lemon"],
-         "colors": ["red", "blue", "green", "yellow", "purple", "orange", "black", "white", "pink", "brown"]}
-
-
-class NamingEnv:
-    """``Name three <kind>.``: reward = distinct listed words named / 3 (capped at 1)."""
-
-    name = "naming"
-
-    def __init__(self) -> None:
-        self._tasks = [Task(id=f"name-{k}", env=self.name, split="train", prompt=f"Name three {k}.",
-                            metadata={"kind": k}) for k in WORDS]
-
-    def tasks(self, split="train", n=None):
-        return self._tasks[:n]
-
-    def episode(self, task, seed=0):
-        return Episode(task=task)
-
-    def score(self, task, answer, episode):
-        text = (answer or "").lower()
-        hits = sum(w in text for w in WORDS[task.metadata["kind"]])
-        reward = min(1.0, hits / 3)
-        return Score(reward=reward, passed=reward == 1.0)
 
 
 def test_one_grpo_step_on_smollm2_changes_the_adapter(tmp_path):
