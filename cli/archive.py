@@ -106,13 +106,19 @@ def _find(archive: Archive, id: str) -> tuple[str, Any]:
     raise ArchiveError(f"no row id starts with {id!r} in {archive.url}: see `coevo archive list`")
 
 
-def _brief(data: dict[str, Any]) -> dict[str, Any]:
-    """Long token-id and logprob lists replaced by their length, for display."""
-    for call in data.get("calls", []):
-        for key in ("prompt_token_ids", "completion_token_ids", "logprobs"):
-            if isinstance(call.get(key), list):
-                call[key] = f"<{len(call[key])} values>"
+def _brief(data: Any) -> Any:
+    """``data`` with every long list of numbers (token ids, logprobs) replaced by its length."""
+    if isinstance(data, dict):
+        return {key: _brief(value) for key, value in data.items()}
+    if isinstance(data, list):
+        if len(data) > 8 and all(isinstance(x, (int, float)) for x in data):
+            return f"<{len(data)} numbers>"
+        return [_brief(x) for x in data]
     return data
+
+
+SINGULAR = {"evaluations": "evaluation", "harnesses": "harness", "runs": "run", "checkpoints": "checkpoint",
+            "trajectories": "trajectory", "edits": "edit", "gate_decisions": "gate decision"}
 
 
 @app.command()
@@ -127,7 +133,7 @@ def show(id: str = typer.Argument(..., help="An id or unique id prefix of any ar
         data.get("aggregates", {}).pop("per_task", None)
     if not full:
         data = _brief(data)
-    console.print(f"[bold]{kind[:-1] if kind.endswith('s') else kind}[/bold] {obj.id}")
+    console.print(f"[bold]{SINGULAR[kind]}[/bold] {obj.id}")
     console.print(Syntax(json.dumps(data, indent=2), "json"))
 
 
