@@ -24,6 +24,7 @@ from langgraph.graph.message import add_messages
 from langgraph.graph.state import CompiledStateGraph
 
 from coevo.envs.base import Env, Episode, Task, Tool
+from coevo.envs.interaction import next_user_turn
 from coevo.harnesses.parse import Action, parse_reply
 from coevo.harnesses.registry import ACTIONS, CONDITIONS, Effect, HookContext
 from coevo.harnesses.spec import HarnessSpec
@@ -74,23 +75,29 @@ class HarnessRunner:
     """
 
     def __init__(self, spec: HarnessSpec, model: BaseChatModel, episode: Episode, seed: int = 0) -> None:
-        self.spec, self.episode = spec, episode
-        view = spec.tool_view
-        exposed = [t for t in episode.tools if view.exposed is None or t.name in view.exposed]
+        self.spec, self.episode, self.base_model = spec, episode, model
+        d = spec.decoding
+        self.decoding = {"temperature": d.temperature, "top_p": d.top_p, "seed": d.seed if d.seed is not None else seed,
+                         "max_tokens": spec.budget.max_output_tokens}
+        self.bind_tools()
+
+    def bind_tools(self) -> None:
+        """(Re)build the model-visible tools from ``episode.tools`` and bind them to the model; called
+        again when a conversational episode reveals new tools at a later user turn."""
+        view = self.spec.tool_view
+        self.n_env_tools = len(self.episode.tools)
+        exposed = [t for t in self.episode.tools if view.exposed is None or t.name in view.exposed]
         self.tools: dict[str, Tool] = {
             view.renames.get(t.name, t.name): Tool(view.renames.get(t.name, t.name),
                                                     view.descriptions.get(t.name, t.description), t.parameters, t.fn)
             for t in exposed}
-        if spec.memory.scratchpad:
+        if self.spec.memory.scratchpad:
             self.tools["note"] = Tool("note", "Write a note to your scratchpad; notes stay visible for the rest of the episode.",
                                       {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
                                       lambda text: "noted")
         self.schemas = [t.schema() for t in self.tools.values()]
-        d = spec.decoding
-        kwargs = {"temperature": d.temperature, "top_p": d.top_p, "seed": d.seed if d.seed is not None else seed,
-                  "max_tokens": spec.budget.max_output_tokens}
-        bound = model.bind_tools(self.schemas) if spec.parser.mode == "native" and self.schemas else model
-        self.model = bound.bind(**kwargs)
+        native = self.spec.parser.mode == "native" and self.schemas
+        self.model = (self.base_model.bind_tools(self.schemas) if native else self.base_model).bind(**self.decoding)
 
     # --- hooks ------------------------------------------------------------------------------
 
@@ -195,7 +202,13 @@ class HarnessRunner:
             effect.messages += fin.messages
             stopped = stopped or fin_stopped
             if not fin.block:
-                update["answer"] = parsed.answer
+                follow = next_user_turn(self.episode, parsed.answer)  # conversations (BFCL multi_turn)
+                if follow is None:
+                    update["answer"] = parsed.answer
+                else:
+                    msgs.append(HumanMessage(follow, additional_kwargs={ROLE: "prompt"}))
+                    if len(self.episode.tools) != self.n_env_tools:
+                        self.bind_tools()
         msgs += [_harness(m) for m in effect.messages]
         if native_orphans := self._orphan_tool_results(reply, update["pending"], effect.retry):
             msgs = native_orphans + msgs

@@ -31,16 +31,17 @@ RULE_HINTS: list[tuple[str, str]] = [
 
 
 def failure_cause(t: Trajectory) -> str:
-    """The root-cause label of a failed trajectory: how it ended, else the verifier's error type."""
+    """The root-cause label of a failed trajectory: how it ended, else the verifier's own error type
+    (``detail["public"]["error_type"]``/``["verifier_error"]``, e.g. BFCL's ``simple_function_checker:wrong_func_name``)."""
     if t.final_answer is None:
         return f"no_answer:{t.stop_reason or 'unknown'}"
     detail = t.score_detail or {}
-    for key in ("error_type", "error", "reason"):
-        value = detail.get(key)
-        if isinstance(value, str) and value:
-            return value.split(":")[0].strip()[:80] or "wrong_answer"
+    public = detail.get("public") if isinstance(detail.get("public"), dict) else {}
+    for value in (public.get("error_type"), public.get("verifier_error"), detail.get("error_type"), detail.get("error")):
         if isinstance(value, list) and value:
-            return str(value[0]).split(":")[0].strip()[:80]
+            value = value[0]
+        if isinstance(value, str) and value.strip():
+            return value.strip()[:80]
     if t.interface_violations:
         return "interface_violation"
     return "wrong_answer"

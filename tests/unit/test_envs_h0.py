@@ -47,8 +47,6 @@ def test_textworld_h0():
     assert bad.reward == 0.0
 
 
-@pytest.mark.xfail(reason="needs the harness graph to continue a conversation via "
-                          "coevo.envs.interaction.next_user_turn (reported to the lead)", strict=False)
 def test_bfcl_multi_turn_h0_plays_every_turn():
     pytest.importorskip("bfcl_eval")
     env = get_env("bfcl:categories=multi_turn_base,size=10")
