@@ -1,0 +1,117 @@
+"""GPU path: hot-load trained LoRA adapters into a running vLLM server (DESIGN.md, Training).
+
+vLLM's OpenAI-compatible server loads adapters at run time through ``POST /v1/load_lora_adapter``
+(``{"lora_name", "lora_path"}``) and drops them through ``POST /v1/unload_lora_adapter`` when
+started with ``--enable-lora`` and the environment variable ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``.
+A loaded adapter is then a model name: coevo addresses it as ``litellm:hosted_vllm/<name>``
+(``coevo.models.refs``). The server and the trainer must share the filesystem path of the adapter.
+
+- ``publish_checkpoint``: after a stage, load the new checkpoint's adapter under a new name.
+- ``VLLMStepSync``: a ``policy_factory`` for ``train_grpo`` that syncs the adapter under training
+  to vLLM before each step's rollouts, so GRPO samples on vLLM; the trainer then applies Eq. 16
+  (``clip(pi_old / q, 0, 2)``) for the vLLM/transformers mismatch.
+
+Only ``httpx`` is needed here; vLLM itself is the optional extra ``coevo[vllm]`` on the server.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from coevo.training.checkpoint import Checkpoint
+
+ENV_FLAG = "VLLM_ALLOW_RUNTIME_LORA_UPDATING"
+
+
+class VLLMSyncError(RuntimeError):
+    """The vLLM server refused or failed an adapter load/unload."""
+
+
+def _post(base_url: str, route: str, body: dict[str, Any], client: httpx.Client | None, timeout_s: float) -> None:
+    url = f"{base_url.rstrip('/')}/v1/{route}"
+    own = client is None
+    client = client or httpx.Client(timeout=timeout_s)
+    try:
+        response = client.post(url, json=body)
+    except httpx.HTTPError as err:
+        raise VLLMSyncError(f"{route}: cannot reach the vLLM server at {base_url}: {err}") from err
+    finally:
+        if own:
+            client.close()
+    if response.status_code >= 400:
+        hint = (f" (start the server with --enable-lora and {ENV_FLAG}=True)"
+                if response.status_code in (404, 405) else "")
+        raise VLLMSyncError(f"{route} {body.get('lora_name')!r} failed: HTTP {response.status_code} "
+                            f"{response.text[:500]}{hint}")
+
+
+def load_lora_adapter(base_url: str, name: str, path: str | Path, *, client: httpx.Client | None = None,
+                      timeout_s: float = 120.0) -> None:
+    """Load the PEFT adapter directory ``path`` into the vLLM server at ``base_url`` (e.g.
+    ``http://localhost:8000``) as model ``name``. Raises ``VLLMSyncError`` on failure."""
+    _post(base_url, "load_lora_adapter", {"lora_name": name, "lora_path": str(path)}, client, timeout_s)
+
+
+def unload_lora_adapter(base_url: str, name: str, *, client: httpx.Client | None = None,
+                        timeout_s: float = 60.0) -> None:
+    """Drop adapter ``name`` from the server. Raises ``VLLMSyncError`` on failure."""
+    _post(base_url, "unload_lora_adapter", {"lora_name": name}, client, timeout_s)
+
+
+def adapter_name(checkpoint: Checkpoint, prefix: str = "coevo") -> str:
+    """The served name of a checkpoint's adapter: ``<prefix>-<checkpoint id>``."""
+    return f"{prefix}-{checkpoint.id}"
+
+
+def publish_checkpoint(checkpoint: Checkpoint, base_url: str, *, name: str | None = None,
+                       client: httpx.Client | None = None) -> str:
+    """Load ``checkpoint``'s adapter into vLLM under a new name and return the model reference to
+    use from then on (``litellm:hosted_vllm/<name>``; default name ``adapter_name(checkpoint)``).
+    Raises ``ValueError`` when the checkpoint has no adapter (serve the base model by its own name)
+    and ``VLLMSyncError`` when loading fails."""
+    if not checkpoint.adapter_path:
+        raise ValueError(f"checkpoint {checkpoint.id} has no adapter_path: serve its base model by name instead")
+    name = name or adapter_name(checkpoint)
+    load_lora_adapter(base_url, name, checkpoint.adapter_path, client=client)
+    return f"litellm:hosted_vllm/{name}"
+
+
+class VLLMStepSync:
+    """``policy_factory`` for ``train_grpo``: before each step's rollouts, save the trainer's
+    current adapter under ``adapter_dir/step-<n>``, load it into vLLM as ``<prefix>-step<n>``
+    (unloading the previous step's), and return a ``LiteLLMChatModel`` on it
+    (``hosted_vllm/<prefix>-step<n>``, token ids and logprobs requested).
+
+    Args: ``base_url`` the server root (``http://host:8000``); ``adapter_dir`` a directory the
+    server can read; ``prefix`` the adapter name prefix (make it unique per stage); ``client`` an
+    ``httpx.Client`` (tests pass a mock transport); ``model_kwargs`` extra ``LiteLLMChatModel``
+    fields. ``loaded`` lists the names loaded so far.
+    """
+
+    def __init__(self, base_url: str, adapter_dir: str | Path, prefix: str = "coevo-grpo",
+                 client: httpx.Client | None = None, **model_kwargs: Any) -> None:
+        self.base_url, self.adapter_dir, self.prefix = base_url.rstrip("/"), Path(adapter_dir), prefix
+        self.client, self.model_kwargs = client, model_kwargs
+        self.loaded: list[str] = []
+        self._step: int | None = None
+        self._policy: Any = None
+
+    def __call__(self, trainer: Any) -> Any:
+        from coevo.models.litellm_model import LiteLLMChatModel
+
+        step = int(trainer.state.global_step)
+        if step != self._step:
+            path = self.adapter_dir / f"step-{step}"
+            trainer.accelerator.unwrap_model(trainer.model).save_pretrained(str(path))
+            name = f"{self.prefix}-step{step}"
+            load_lora_adapter(self.base_url, name, path, client=self.client)
+            if self.loaded:
+                unload_lora_adapter(self.base_url, self.loaded[-1], client=self.client)
+            self.loaded.append(name)
+            self._step = step
+            self._policy = LiteLLMChatModel(model=f"hosted_vllm/{name}", api_base=f"{self.base_url}/v1",
+                                            request_tokens=True, **self.model_kwargs)
+        return self._policy
