@@ -1,9 +1,10 @@
 """Local transformers policy (DESIGN.md, Models): batching, LoRA adapters, token ids and logprobs.
 
 ``LocalEngine`` owns one causal LM + tokenizer (a checkpoint path, or objects already in memory
-such as the PEFT model under training) and a worker thread. Requests that arrive together (within
-``batch_window_s``, up to ``max_batch``) are decoded together in one left-padded ``generate``
-call. Each row keeps its own decoding settings: a ``LogitsProcessor`` picks every row's next
+such as the PEFT model under training), any number of named LoRA adapters sharing its base
+weights, and a worker thread. Requests that arrive together (within ``batch_window_s``, up to
+``max_batch``) are decoded together in one left-padded ``generate`` call, even when they ask for
+different adapters (PEFT mixed-adapter batches). Each row keeps its own decoding settings: a ``LogitsProcessor`` picks every row's next
 token itself (argmax when ``temperature == 0``, else temperature + top-p sampling from a
 per-row ``torch.Generator`` seeded with the request's seed) and records the token's logprob
 under that row's sampling distribution; ``generate`` then follows the pick. So a row's output
