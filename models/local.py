@@ -242,7 +242,8 @@ class LocalEngine:
         self.adapters: dict[str, str] = {}  # name -> directory, loaded by this engine
         self.active_adapter: str | None = _peft_active(model)
         self._pinned: set[str] = set()  # names handed out by add_adapter: never deleted by a switch
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # the model: held while generating or changing adapters
+        self._worker_lock = threading.Lock()  # starting the worker; never held while generating
         self._queue: queue.Queue[tuple[GenerationRequest, concurrent.futures.Future] | None] = queue.Queue()
         self._worker: threading.Thread | None = None
         self._rng = random.Random()
@@ -368,7 +369,7 @@ class LocalEngine:
         return future
 
     def _ensure_worker(self) -> None:
-        with self._lock:
+        with self._worker_lock:
             if self._worker is None or not self._worker.is_alive():
                 self._worker = threading.Thread(target=self._serve, name=f"coevo-local-{self.name}", daemon=True)
                 self._worker.start()

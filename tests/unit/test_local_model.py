@@ -264,3 +264,16 @@ def test_bad_inputs_raise_clear_errors(chat, tmp_path):
         chat.invoke([HumanMessage("x" * 600)])
     with pytest.raises(TypeError, match="unsupported"):
         chat.invoke([HumanMessage("x")], frequency_penalty=1.0)
+
+
+def test_submitting_does_not_wait_for_the_running_batch(chat):
+    import threading
+
+    chat.engine.close()
+    submitted = threading.Event()
+    with chat.engine._lock:  # what the worker holds while a batch is generating
+        worker = threading.Thread(target=lambda: (chat.engine.submit(GenerationRequest(prompt_ids=[1, 2], max_tokens=1)),
+                                                  submitted.set()))
+        worker.start()
+        assert submitted.wait(timeout=5)
+    worker.join()
