@@ -6,7 +6,7 @@
 ``api_base``; a LoRA adapter loaded on the server is addressed by its name).
 
 What it adds over a bare call:
-- retries with exponential backoff on transient failures only (429 rate limits, 408/5xx,
+- retries with exponential backoff (full jitter) on transient failures only (429 rate limits, 408/5xx,
   timeouts, connection errors); a 4xx such as a bad request fails at once;
 - a per-attempt timeout (LiteLLM's ``timeout``, and an ``asyncio`` guard on the async path);
 - token usage in ``usage_metadata`` and the LiteLLM cost in ``response_metadata["cost_usd"]``;
@@ -28,7 +28,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
-from tenacity import AsyncRetrying, RetryError, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+from tenacity import AsyncRetrying, RetryError, Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from coevo.models.base import TOKENS_KEY
 from coevo.models.local import tool_schema
@@ -136,9 +136,11 @@ class LiteLLMChatModel(BaseChatModel):
     ``api_base``/``api_key`` for servers; decoding defaults ``temperature``, ``top_p``, ``seed``,
     ``max_tokens``, ``stop`` (call-time keyword arguments override them and any other keyword is
     passed to LiteLLM as is, e.g. ``mock_response`` in tests); ``timeout_s`` seconds per attempt;
-    ``max_retries`` extra attempts after the first on transient errors, waiting
-    ``backoff_s * 2**k`` seconds (capped at ``backoff_max_s``); ``request_tokens`` asks the server
-    for logprobs and token ids (default on for ``hosted_vllm/``).
+    ``max_retries`` extra attempts after the first on transient errors, waiting a random time up to
+    ``backoff_s * 2**k`` seconds before retry ``k`` (capped at ``backoff_max_s``; full jitter, so
+    many concurrent rollouts hit by one rate limit do not retry in lockstep); ``request_tokens`` asks the server
+    for logprobs and token ids (default on for ``hosted_vllm/``); ``drop_params`` lets LiteLLM drop
+    settings a provider does not take (e.g. ``seed`` for Anthropic) instead of failing the call.
 
     Raises ``LiteLLMCallError`` (cause: the last LiteLLM exception) when a call fails for good.
     """
@@ -156,6 +158,7 @@ class LiteLLMChatModel(BaseChatModel):
     backoff_s: float = 1.0
     backoff_max_s: float = 30.0
     request_tokens: bool | None = None
+    drop_params: bool = True
     tools: list[dict[str, Any]] | None = None
     model_kwargs: dict[str, Any] = Field(default_factory=dict)
 
@@ -189,7 +192,7 @@ class LiteLLMChatModel(BaseChatModel):
 
     def _params(self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]) -> dict[str, Any]:
         params: dict[str, Any] = {"model": self.model, "messages": messages_to_openai(messages),
-                                  "timeout": self.timeout_s, "max_retries": 0}
+                                  "timeout": self.timeout_s, "max_retries": 0, "drop_params": self.drop_params}
         for key in ("api_base", "api_key", "temperature", "top_p", "seed", "max_tokens", "stop"):
             if getattr(self, key) is not None:
                 params[key] = getattr(self, key)
@@ -235,7 +238,7 @@ class LiteLLMChatModel(BaseChatModel):
 
     def _retry_args(self) -> dict[str, Any]:
         return {"stop": stop_after_attempt(self.max_retries + 1),
-                "wait": wait_exponential(multiplier=self.backoff_s, max=self.backoff_max_s),
+                "wait": wait_random_exponential(multiplier=self.backoff_s, max=self.backoff_max_s),
                 "retry": retry_if_exception(is_transient), "reraise": False}
 
     def _failure(self, exc: BaseException, attempts: int) -> LiteLLMCallError:

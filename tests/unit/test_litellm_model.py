@@ -126,6 +126,7 @@ def test_decoding_settings_and_call_overrides_reach_litellm():
     params = model._params([HumanMessage("x")], ["STOP"], {"temperature": 0.0})
     assert params["temperature"] == 0.0 and params["max_tokens"] == 64 and params["seed"] == 3
     assert params["stop"] == ["STOP"] and params["max_retries"] == 0 and params["timeout"] == model.timeout_s
+    assert params["drop_params"] is True  # a provider without `seed` must not fail the harness's calls
 
 
 def test_vllm_models_ask_for_token_ids_and_parse_them():
