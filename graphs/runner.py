@@ -72,8 +72,10 @@ class StageTrainer:
         if self.config.train.algorithm == "rsft":
             from coevo.training.rsft import train_rsft
 
-            new, trajectories = train_rsft(ckpt, spec, self.env, tasks, {**self._stage_config(round),
-                                           "threshold": self.config.train.rsft_threshold}, archive=self.archive, run_id=self.run_id)
+            common = self._stage_config(round)
+            rsft = {"rounds": common.pop("steps"), "tasks_per_round": common.pop("tasks_per_step"),
+                    "samples_per_task": common.pop("num_generations"), "threshold": self.config.train.rsft_threshold, **common}
+            new, trajectories = train_rsft(ckpt, spec, self.env, tasks, rsft, archive=self.archive, run_id=self.run_id)
         else:
             from coevo.training.grpo import train_grpo
 
