@@ -50,13 +50,16 @@ class Tool:
 
     ``parameters`` is a JSON Schema object (OpenAI function-calling style); ``fn`` receives the
     parsed keyword arguments and returns the observation text. ``fn`` may raise: the harness graph
-    turns an exception into an observation plus an ``on_tool_error`` hook event.
+    turns an exception into an observation plus an ``on_tool_error`` hook event. ``blocking`` marks a
+    tool that waits on something slow (a subprocess, a game engine): under ``ainvoke`` the harness
+    runs it in a worker thread; fast pure-Python tools (the default) run on the event loop.
     """
 
     name: str
     description: str
     parameters: dict[str, Any]
     fn: Callable[..., Any]
+    blocking: bool = False
 
     def schema(self) -> dict[str, Any]:
         """The OpenAI-style function schema ``{"type": "function", "function": {...}}``."""

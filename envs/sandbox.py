@@ -193,4 +193,4 @@ def python_tool(timeout_s: float = 5.0, memory_mb: int = 512, max_output_chars: 
                      f"{memory_mb} MB memory, no network, no files kept between calls. Use print()."),
         parameters={"type": "object", "properties": {"code": {"type": "string", "description": "Python 3 source code"}},
                     "required": ["code"]},
-        fn=run)
+        fn=run, blocking=True)

@@ -202,9 +202,9 @@ class TextWorldEnv(Suite):
             Tool("act", "Type a command into the game (e.g. 'go north', 'open door', 'take key from chest') and "
                         "read the game's reply.",
                  {"type": "object", "properties": {"command": {"type": "string", "description": "the command"}},
-                  "required": ["command"]}, step),
-            Tool("look", "Describe the current room.", no_args, lambda: step("look")),
-            Tool("inventory", "List what you are carrying.", no_args, lambda: step("inventory")),
+                  "required": ["command"]}, step, blocking=True),
+            Tool("look", "Describe the current room.", no_args, lambda: step("look"), blocking=True),
+            Tool("inventory", "List what you are carrying.", no_args, lambda: step("inventory"), blocking=True),
         ]
         return Episode(task=task, tools=tools, state=state, closer=close)
 
