@@ -120,14 +120,20 @@ def stage_metrics(log_history: list[dict], rollouts: list[dict[str, float]], wal
     """Checkpoint metrics of a stage: means over steps of loss, reward (initial rollouts),
     effective-group rate and effective-token share; policy tokens and rows summed; wall seconds;
     and ``history`` (one dict per step: step, loss, reward, pass_rate, effective_group_rate,
-    effective_token_share, policy_tokens, rescue_rate)."""
-    losses = [h["loss"] for h in log_history if "loss" in h]
+    nonzero_std_rate, effective_token_share, policy_tokens, rescue_rate, the sampler's rollout_s,
+    sampled_tokens, sampled_tokens_per_s, and the trainer's grad_norm, entropy and, with Eq. 16,
+    is_weight_mean and sampler_logp_diff_mean; needs ``logging_steps=1``)."""
+    logs = [h for h in log_history if "loss" in h]
+    losses = [h["loss"] for h in logs]
 
     def mean(key: str) -> float:
         return statistics.fmean(r[key] for r in rollouts) if rollouts else 0.0
 
-    keys = ("reward", "pass_rate", "effective_group_rate", "effective_token_share", "policy_tokens", "rescue_rate")
-    history = [{"step": i + 1, **{k: r[k] for k in keys}, **({"loss": losses[i]} if i < len(losses) else {})}
+    keys = ("reward", "pass_rate", "effective_group_rate", "nonzero_std_rate", "effective_token_share",
+            "policy_tokens", "rescue_rate", "rollout_s", "sampled_tokens", "sampled_tokens_per_s")
+    trainer_keys = ("loss", "grad_norm", "entropy", "is_weight_mean", "sampler_logp_diff_mean")
+    history = [{"step": i + 1, **{k: r[k] for k in keys if k in r},
+                **({k: logs[i][k] for k in trainer_keys if k in logs[i]} if i < len(logs) else {})}
                for i, r in enumerate(rollouts)]
     return {
         "loss": statistics.fmean(losses) if losses else None,
@@ -137,6 +143,8 @@ def stage_metrics(log_history: list[dict], rollouts: list[dict[str, float]], wal
         "effective_token_share": mean("effective_token_share"),
         "tokens": int(sum(r["policy_tokens"] for r in rollouts)),
         "rescue_rate": mean("rescue_rate"),
+        "sampled_tokens_per_s": (sum(r.get("sampled_tokens", 0.0) for r in rollouts)
+                                 / max(1e-9, sum(r.get("rollout_s", 0.0) for r in rollouts))),
         "steps": len(rollouts),
         "wall_time_s": wall_s,
         "history": history,
@@ -193,8 +201,8 @@ def train_grpo(
     trainer.accelerator.unwrap_model(trainer.model).save_pretrained(str(adapter_dir))
     new = Checkpoint(
         id=new_id, base_model=checkpoint.base_model, adapter_path=str(adapter_dir), parents=[checkpoint.id],
-        config={"stage": "grpo", "harness_id": getattr(spec, "id", ""), "importance_correction": correction,
-                **cfg.model_dump()},
+        config={"stage": "grpo", "harness_id": getattr(spec, "id", ""), **cfg.model_dump(),
+                "importance_correction": correction},
         metrics=stage_metrics(trainer.state.log_history, rollout.history, wall),
     )
     record_checkpoint(archive, new, run_id)

