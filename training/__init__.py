@@ -1,1 +1,15 @@
-"""coevo.training."""
+"""coevo.training: the weight half of co-evolution (DESIGN.md, Training).
+
+- ``grpo.train_grpo``: a GRPO stage on harness rollouts (TRL ``GRPOTrainer`` + PEFT LoRA; Harness-S §7
+  objective, Eq. 5 rescue hook); ``trainer.HarnessGRPOTrainer`` is the one-method TRL subclass and
+  ``rollout.HarnessRollout`` its ``rollout_func``.
+- ``rsft.train_rsft``: online rejection-sampling fine-tuning (WHALE §3.1).
+- ``merge.merge_adapters``: PEFT ``add_weighted_adapter`` (ties, dare_ties, linear, svd variants).
+- ``advantages``: Eq. 6 advantages, effective-group rate, effective-token share, Eq. 15/16 weights.
+- ``samples``: trajectories -> rows with a policy-token mask.
+- ``checkpoint.Checkpoint``: base model + LoRA adapter, parents, config, metrics.
+- ``vllm_sync``: hot-load adapters into a vLLM server (GPU path).
+- ``testing``: tiny fakes for tests (no download).
+
+Submodules are imported on use: importing ``coevo.training`` loads neither torch nor TRL.
+"""

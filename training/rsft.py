@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import torch
-from pydantic import BaseModel, Field
+from pydantic import AliasChoices, BaseModel, Field
 
 from coevo.envs.base import Env, Task
 from coevo.models.trajectory import Trajectory
@@ -32,11 +32,13 @@ from coevo.training.samples import Row, trajectory_rows
 
 class RSFTStageConfig(BaseModel):
     """Settings of one RSFT stage: ``rounds`` x (sample ``tasks_per_round`` x ``samples_per_task``
-    rollouts, keep ``reward > threshold``, ``epochs`` passes of ``minibatch_size``-row steps)."""
+    rollouts, keep ``reward > threshold``, ``epochs`` passes of ``minibatch_size``-row steps).
+    GRPO's names are accepted as aliases (``steps``, ``tasks_per_step``, ``num_generations``), so
+    one ``[train]`` table configures either algorithm."""
 
-    rounds: int = Field(default=1, ge=1)
-    tasks_per_round: int = Field(default=8, ge=1)
-    samples_per_task: int = Field(default=4, ge=1)
+    rounds: int = Field(default=1, ge=1, validation_alias=AliasChoices("rounds", "steps"))
+    tasks_per_round: int = Field(default=8, ge=1, validation_alias=AliasChoices("tasks_per_round", "tasks_per_step"))
+    samples_per_task: int = Field(default=4, ge=1, validation_alias=AliasChoices("samples_per_task", "num_generations"))
     threshold: float = 0.5
     epochs: int = Field(default=1, ge=1)
     minibatch_size: int = Field(default=4, ge=1)

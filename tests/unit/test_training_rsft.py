@@ -61,3 +61,9 @@ def test_rsft_trains_on_policy_tokens_of_accepted_rollouts_only(tmp_path, monkey
     lora_b = [v for k, v in load_file(str(Path(new.adapter_path) / "adapter_model.safetensors")).items() if "lora_B" in k]
     assert any(float(v.abs().max()) > 0 for v in lora_b)
     assert new.parents == ["ckpt-tiny"] and new.config["stage"] == "rsft"
+
+
+def test_rsft_config_accepts_grpo_names_for_rounds_and_batch():
+    cfg = rsft.RSFTStageConfig.model_validate({"steps": 3, "tasks_per_step": 2, "num_generations": 5, "lora_r": 8})
+    assert (cfg.rounds, cfg.tasks_per_round, cfg.samples_per_task, cfg.lora_r) == (3, 2, 5, 8)
+    assert rsft.RSFTStageConfig(rounds=2).rounds == 2
