@@ -20,7 +20,7 @@ from typing import Annotated, Any, Callable, TypedDict, get_origin, get_type_hin
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (AIMessage, AnyMessage, BaseMessage, HumanMessage, RemoveMessage,
                                      SystemMessage, ToolMessage, messages_to_dict)
-from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables import RunnableBinding, RunnableConfig
 from langgraph._internal._runnable import RunnableCallable  # LangGraph's own cheap node wrapper (no source parsing)
 from langgraph.errors import GraphRecursionError
 from langgraph.graph import END, START, StateGraph
@@ -103,6 +103,9 @@ class HarnessRunner:
         self.schemas = [t.schema() for t in self.tools.values()]
         native = self.spec.parser.mode == "native" and self.schemas
         self.model = (self.base_model.bind_tools(self.schemas) if native else self.base_model).bind(**self.decoding)
+        # a plain kwargs binding is called as bound(**kwargs): same call, without a config merge per model call
+        plain = isinstance(self.model, RunnableBinding) and not self.model.config and not self.model.config_factories
+        self._target, self._kwargs = (self.model.bound, self.model.kwargs) if plain else (self.model, {})
 
     # --- hooks ------------------------------------------------------------------------------
 
@@ -175,14 +178,14 @@ class HarnessRunner:
         if seq is None:
             return {"stop_reason": "budget:context_tokens"}
         started = time.perf_counter()
-        return self._after_call(seq, self.model.invoke(seq), started, state)
+        return self._after_call(seq, self._target.invoke(seq, **self._kwargs), started, state)
 
     async def acall_model(self, state: HarnessState) -> dict:
         seq = self.visible(state)
         if seq is None:
             return {"stop_reason": "budget:context_tokens"}
         started = time.perf_counter()
-        return self._after_call(seq, await self.model.ainvoke(seq), started, state)
+        return self._after_call(seq, await self._target.ainvoke(seq, **self._kwargs), started, state)
 
     def parse_reply(self, state: HarnessState) -> dict:
         """Parse the last reply into actions or a final answer; fire ``after_model`` and, for an
