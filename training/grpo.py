@@ -168,13 +168,17 @@ def train_grpo(
     Returns ``(new checkpoint, trajectories)``: the new checkpoint has the trained LoRA adapter under
     ``<output_dir>/<new id>/adapter``, ``parents=[checkpoint.id]``, the config and
     ``stage_metrics``; the trajectories are every rollout made (``HarnessRollout.trajectories``).
-    Raises ``ValueError`` when there are fewer tasks than ``tasks_per_step``.
+    Raises ``ValueError`` when there are fewer tasks than ``tasks_per_step`` or the harness decodes
+    greedily (``spec.decoding.temperature == 0``).
     """
     from datasets import Dataset
 
     from coevo.training.trainer import HarnessGRPOTrainer
 
     cfg = config if isinstance(config, GRPOStageConfig) else GRPOStageConfig.model_validate(config or {})
+    if getattr(getattr(spec, "decoding", None), "temperature", 1.0) == 0:
+        raise ValueError("train_grpo needs sampled rollouts but spec.decoding.temperature is 0 (greedy): every group "
+                         "would be K identical rollouts with zero advantage; set a temperature > 0 for training")
     if len(tasks) < cfg.tasks_per_step:
         raise ValueError(f"train_grpo got {len(tasks)} tasks but tasks_per_step={cfg.tasks_per_step}; "
                          "pass more tasks or lower tasks_per_step")

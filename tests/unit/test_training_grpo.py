@@ -147,10 +147,13 @@ def test_train_grpo_step_changes_the_adapter_and_records_metrics(tmp_path, spec,
     assert new.config["importance_correction"] is True
 
 
-def test_train_grpo_rejects_fewer_tasks_than_a_step_needs(tmp_path, spec, env):
+def test_train_grpo_rejects_too_few_tasks_and_greedy_decoding(tmp_path, spec, env):
     ckpt = tiny_llama_checkpoint(tmp_path / "base")
     with pytest.raises(ValueError, match="tasks_per_step"):
         train_grpo(ckpt, spec, env, env.tasks()[:1], {"tasks_per_step": 2})
+    greedy = spec.model_copy(update={"decoding": spec.decoding.model_copy(update={"temperature": 0.0})})
+    with pytest.raises(ValueError, match="greedy"):
+        train_grpo(ckpt, greedy, env, env.tasks(), {})
 
 
 def test_fill_prompt_ids_renders_missing_prompts_with_the_chat_template():
