@@ -79,9 +79,12 @@ class GRPOStageConfig(BaseModel):
         return self
 
 
-def grpo_args(cfg: GRPOStageConfig, output_dir: Path) -> Any:
+def grpo_args(cfg: GRPOStageConfig, output_dir: Path, temperature: float = 1.0) -> Any:
     """The TRL ``GRPOConfig`` of a stage (CPU: ``use_cpu=True, bf16=False``; no checkpoints saved
-    by the trainer; ``report_to`` passed through)."""
+    by the trainer; ``report_to`` passed through). ``temperature`` is the harness's sampling
+    temperature: TRL divides the logits by it, so ``pi_theta``/``pi_old`` are the distributions the
+    tokens were sampled from (a harness ``top_p < 1`` is not mirrored: the ratio uses the full
+    softmax)."""
     import torch
     from trl import GRPOConfig
 
@@ -94,7 +97,8 @@ def grpo_args(cfg: GRPOStageConfig, output_dir: Path) -> Any:
         steps_per_generation=cfg.micro_batches, num_generations=cfg.num_generations,
         num_iterations=cfg.num_iterations, learning_rate=cfg.learning_rate, lr_scheduler_type=cfg.lr_scheduler_type,
         warmup_steps=0, max_grad_norm=cfg.max_grad_norm, beta=0.0, epsilon=cfg.epsilon,
-        epsilon_high=cfg.epsilon_high, loss_type="dapo", scale_rewards="none", max_completion_length=cfg.max_len,
+        epsilon_high=cfg.epsilon_high, loss_type="dapo", temperature=temperature, scale_rewards="none",
+        max_completion_length=cfg.max_len,
         use_cpu=use_cpu, bf16=bf16, activation_checkpointing=False, disable_dropout=True,
         logging_steps=cfg.logging_steps, report_to=cfg.report_to, save_strategy="no",
         remove_unused_columns=False, dataloader_num_workers=0, log_completions=False,
@@ -190,7 +194,7 @@ def train_grpo(
                              max_concurrency=cfg.max_concurrency)
     correction = cfg.importance_correction if cfg.importance_correction is not None else policy_factory is not None
     trainer = HarnessGRPOTrainer(
-        model=model, reward_funcs=[_env_reward], args=grpo_args(cfg, out_dir),
+        model=model, reward_funcs=[_env_reward], args=grpo_args(cfg, out_dir, spec.decoding.temperature),
         train_dataset=Dataset.from_list([{"prompt": t.id} for t in tasks]), processing_class=tokenizer,
         peft_config=None if checkpoint.adapter_path else lora_config(cfg), rollout_func=rollout,
         callbacks=callbacks, importance_correction=correction, is_clip=cfg.is_clip,
