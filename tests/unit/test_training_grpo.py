@@ -131,9 +131,15 @@ def test_grpo_batch_carries_policy_mask_and_eq15_eq16_advantages(tmp_path, spec,
 def test_train_grpo_step_changes_the_adapter_and_records_metrics(tmp_path, spec, env):
     from safetensors.torch import load_file
 
+    from coevo.storage.archive import Archive
+
     ckpt = tiny_llama_checkpoint(tmp_path / "base")
     cfg = {"steps": 1, "learning_rate": 1e-2, "output_dir": str(tmp_path / "runs")}
-    new, trajs = train_grpo(ckpt, spec, env, env.tasks(), cfg, policy_factory=lambda tr: lookup_policy(right_every=2))
+    with Archive(tmp_path / "coevo.db") as archive:
+        new, trajs = train_grpo(ckpt, spec, env, env.tasks(), cfg, archive=archive,
+                                policy_factory=lambda tr: lookup_policy(right_every=2))
+        record = archive.get_checkpoint(new.id)
+    assert record.metrics["reward_mean"] == 0.5 and record.parents == ["ckpt-tiny"]
     weights = load_file(str(Path(new.adapter_path) / "adapter_model.safetensors"))
     lora_b = [v for k, v in weights.items() if "lora_B" in k]
     assert lora_b and any(v.abs().max() > 0 for v in lora_b)  # PEFT initialises lora_B to zero

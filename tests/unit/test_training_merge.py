@@ -68,3 +68,14 @@ def test_merge_rejects_bad_inputs(tmp_path, parents):
         merge_adapters([a, b, a], {"weights": [0.5, 0.5]})
     with pytest.raises(ValueError, match="combination_type"):
         merge_adapters([a, b], {"combination_type": "average"})
+
+
+def test_merged_checkpoint_is_recorded_in_the_archive(tmp_path, parents):
+    from coevo.storage.archive import Archive
+
+    _, (a, b) = parents
+    with Archive(tmp_path / "coevo.db") as archive:
+        merged = merge_adapters([a, b], {"output_dir": str(tmp_path / "m")}, archive=archive, run_id="run-1")
+        record = archive.get_checkpoint(merged.id)
+    assert record is not None and record.parents == ["ckpt-1", "ckpt-2"] and record.run_id == "run-1"
+    assert record.adapter_path == merged.adapter_path and record.config["combination_type"] == "ties"
