@@ -32,7 +32,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--tasks-per-step", type=int, default=8)
     parser.add_argument("--num-generations", type=int, default=8)
-    parser.add_argument("--out", default="benchmarks/out/gpu_grpo_vllm")
+    parser.add_argument("--out", default="runs/benchmarks/gpu_grpo_vllm")
     args = parser.parse_args()
 
     from grpo_curve import ENVS, harness_with_demos

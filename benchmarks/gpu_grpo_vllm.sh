@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PORT=${PORT:-8011}
-OUT=${OUT:-benchmarks/out/gpu_grpo_vllm}
+OUT=${OUT:-runs/benchmarks/gpu_grpo_vllm}
 STEPS=${STEPS:-4}
 PY=${PYTHON:-python}
 mkdir -p "$OUT"

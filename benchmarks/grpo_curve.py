@@ -6,7 +6,7 @@ demonstrations built from the gold answers of two train tasks that are then *lef
 training pool. Not part of CI. Writes ``<out>/grpo_curve.png`` (train reward per step, its running
 mean, and the best constant answer's mean reward on the same tasks) and ``<out>/grpo_curve.json``.
 
-    python benchmarks/grpo_curve.py                       # chain_sum, 20 steps, 2 tasks x 4 rollouts
+    python benchmarks/grpo_curve.py                       # chain_sum, 20 steps of 4 tasks x 4 rollouts, T=0.7
     python benchmarks/grpo_curve.py --env word_sorting --max-new-tokens 64
     python benchmarks/grpo_curve.py --steps 2 --out /tmp/smoke   # a smoke run
 """
@@ -81,7 +81,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env", choices=sorted(ENVS), default="chain_sum")
     parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--tasks-per-step", type=int, default=2)
+    parser.add_argument("--tasks-per-step", type=int, default=4)
     parser.add_argument("--num-generations", type=int, default=4)
     parser.add_argument("--n-train", type=int, default=40, help="train tasks in the pool (after the 2 demo tasks)")
     parser.add_argument("--learning-rate", type=float, default=3e-4)
@@ -90,7 +90,7 @@ def main() -> None:
     parser.add_argument("--temperature", type=float, default=0.7)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1 avoids stalls on shared cores)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default="benchmarks/out/grpo_curve")
+    parser.add_argument("--out", default="runs/benchmarks/grpo_curve")
     args = parser.parse_args()
 
     import torch
