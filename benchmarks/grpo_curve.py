@@ -53,6 +53,27 @@ def harness_with_demos(base_name: str, env, demo_tasks, answer_format: str = "{}
     return load_harness(data)
 
 
+def val_reward(spec, env, tasks, adapter: str | None, k: int = 2, seed: int = 0) -> float:
+    """Mean reward of ``k`` sampled rollouts per held-out task with the base model plus ``adapter``
+    (``None``: the base model), under ``spec`` (same harness and temperature as training)."""
+    import asyncio
+
+    from coevo.graphs.harness import arun_rollout
+    from coevo.models.local import LocalChatModel
+    from coevo.training.checkpoint import resolve_base
+
+    policy = LocalChatModel.from_pretrained(resolve_base("smollm2-135m"), adapter=adapter)
+
+    async def run():
+        return await asyncio.gather(*(arun_rollout(spec, policy, env, t, seed=seed + j) for t in tasks for j in range(k)))
+
+    try:
+        trajectories = asyncio.run(run())
+    finally:
+        policy.engine.close()
+    return sum(t.reward for t in trajectories) / len(trajectories)
+
+
 def plot(history: list[dict], baseline: float, empty: float, path: Path, title: str) -> None:
     """Train reward per step, its running mean (window 5) and the trivial baselines."""
     import matplotlib
@@ -90,6 +111,7 @@ def main() -> None:
     parser.add_argument("--temperature", type=float, default=0.7)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1 avoids stalls on shared cores)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--n-val", type=int, default=40, help="held-out val tasks scored before/after (0: skip)")
     parser.add_argument("--out", default="runs/benchmarks/grpo_curve")
     args = parser.parse_args()
 
@@ -131,6 +153,11 @@ def main() -> None:
         "reward_last_quarter": sum(h["reward"] for h in last) / len(last),
         "history": history, "rollouts": len(trajectories),
     }
+    if args.n_val:
+        val = env.tasks("val", args.n_val)
+        summary["val"] = {"n_tasks": len(val), "samples_per_task": 2,
+                          "best_constant_reward": env.trivial_baseline("val", args.n_val)["best_constant"][1],
+                          "base": val_reward(spec, env, val, None), "trained": val_reward(spec, env, val, ckpt.adapter_path)}
     (out / "grpo_curve.json").write_text(json.dumps(summary, indent=2))
     print(json.dumps({k: v for k, v in summary.items() if k != "history"}, indent=2))
     for h in history:
