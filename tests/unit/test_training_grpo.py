@@ -177,3 +177,29 @@ def test_fill_prompt_ids_renders_missing_prompts_with_the_chat_template():
     fill_prompt_ids(traj, tok)
     assert text(traj.calls[0].prompt_token_ids) == "<user>hi<assistant>" and traj.calls[1].prompt_token_ids == [1]
     assert trajectory_rows(traj, 1.0, 0)[0].completion_ids == [65, 66]
+
+
+def test_batch_pads_rows_to_equal_micro_batches_with_lossless_fillers(tmp_path, spec, env):
+    from datasets import Dataset
+
+    from coevo.training.checkpoint import load_policy
+    from coevo.training.grpo import grpo_args, lora_config
+    from coevo.training.trainer import HarnessGRPOTrainer
+
+    def three_rows(prompts, trainer):  # one trajectory split in two segments + one more: 3 rows
+        return {"prompt_ids": [[5, 6], [5, 7], [9]], "completion_ids": [[7, 8], [8], [10, 11, 12]],
+                "logprobs": [[-1.0, -1.0], [-1.0], [-1.0] * 3], "env_mask": [[1, 1], [1], [1, 0, 1]],
+                "advantages": [1.0, 1.0, -1.0], "task_index": [0, 0, 1], "num_tasks": 2, "metrics": {}}
+
+    cfg = GRPOStageConfig(micro_batches=2, output_dir=str(tmp_path))
+    model, tok = load_policy(tiny_llama_checkpoint(tmp_path / "base"))
+    trainer = HarnessGRPOTrainer(model=model, reward_funcs=[lambda prompts, **kw: [0.0] * len(prompts)],
+                                 args=grpo_args(cfg, tmp_path / "out"), processing_class=tok,
+                                 train_dataset=Dataset.from_list([{"prompt": t.id} for t in env.tasks()]),
+                                 peft_config=lora_config(cfg), rollout_func=three_rows)
+    batch = trainer._generate_and_score_completions([{"prompt": "lookup-a"}] * 8)
+    mask = batch["completion_mask"] * batch["tool_mask"]
+    assert batch["completion_ids"].shape[0] == 4 and mask[3].sum() == 0  # the filler carries no loss
+    assert int(batch["num_items_in_batch"]) == 5
+    # Eq. 15: task 0 has 3 policy tokens, task 1 has 2 -> factors 5/(2*3) and 5/(2*2)
+    assert batch["advantages"][0, 0].item() == pytest.approx(5 / 6) and batch["advantages"][2, 0].item() == pytest.approx(-5 / 4)
