@@ -50,6 +50,8 @@ def main() -> None:
     env = get_env(ref)
     train = env.tasks("train", 2 + 4 * args.tasks_per_step)
     spec = harness_with_demos(base_name, env, train[:2], answer_format, overrides)
+    spec = spec.model_copy(update={"decoding": spec.decoding.model_copy(update={"temperature": 0.7}),
+                                   "budget": spec.budget.model_copy(update={"max_output_tokens": 32})})
     sync = VLLMStepSync(args.base_url, out / "sync", prefix=f"grpo-{int(time.time())}")
     config = {"steps": args.steps, "tasks_per_step": args.tasks_per_step, "num_generations": args.num_generations,
               "learning_rate": 3e-4, "lora_r": 16, "lora_alpha": 32, "output_dir": str(out / "adapters")}
