@@ -81,4 +81,4 @@ class RichReporter:
         self.progress.refresh()
 
     def log(self, message: str) -> None:
-        self.progress.console.log(message)
+        self.progress.console.log(message, markup=False, highlight=False)
