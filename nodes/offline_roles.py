@@ -59,11 +59,12 @@ class OfflineCurator:
     """Group failures by ``failure_cause``; keep causes with ≥ ``min_failed`` distinct tasks.
 
     Only ``split == "train"`` trajectories are read (validation/test answers never reach it).
-    Directions are ordered by support, largest first.
+    Directions are ordered by support, largest first; each carries one excerpt per failed task
+    (at most ``max_evidence``).
     """
 
-    def __init__(self, min_failed: int = 2) -> None:
-        self.min_failed = min_failed
+    def __init__(self, min_failed: int = 2, max_evidence: int = 5) -> None:
+        self.min_failed, self.max_evidence = min_failed, max_evidence
 
     def curate(self, trajectories: Sequence[Trajectory], spec: HarnessSpec, tasks: dict[str, Task]) -> list[Direction]:
         groups: dict[str, list[Trajectory]] = defaultdict(list)
@@ -74,9 +75,10 @@ class OfflineCurator:
         for cause, ts in sorted(groups.items(), key=lambda kv: (-len({t.task_id for t in kv[1]}), kv[0])):
             task_ids = sorted({t.task_id for t in ts})
             if len(task_ids) >= self.min_failed:
+                first = {t.task_id: t for t in reversed(ts)}  # one excerpt per distinct task
                 directions.append(Direction(id=f"d{len(directions)}-{re.sub(r'[^a-z0-9]+', '_', cause.lower())[:40]}",
                                             cause=cause, description=f"{len(task_ids)} train tasks fail with {cause!r}",
-                                            task_ids=task_ids, evidence=[excerpt(t) for t in ts[:3]]))
+                                            task_ids=task_ids, evidence=[excerpt(first[i]) for i in task_ids[:self.max_evidence]]))
         return directions
 
 

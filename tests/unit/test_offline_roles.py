@@ -1,0 +1,61 @@
+"""Offline curator and editor: train-only evidence, ≥ 2 failed tasks per direction, and the edit
+mechanism chosen per cause."""
+
+from coevo.envs.base import Task
+from coevo.harnesses.patch import apply_patch
+from coevo.harnesses.spec import HarnessSpec
+from coevo.models.trajectory import Trajectory
+from coevo.nodes.offline_roles import OfflineCurator, OfflineEditor, failure_cause
+
+
+def traj(task_id, split="train", passed=False, error="simple_function_checker:wrong_func_name", answer="[f(1)]",
+         stop="final_answer", expected="[g(a=1)]"):
+    detail = {} if passed else {"expected": expected, "got": answer, "public": {"error_type": error}}
+    return Trajectory(task_id=task_id, split=split, passed=passed, reward=float(passed), final_answer=answer,
+                      stop_reason=stop, score_detail=detail)
+
+
+def tasks(*ids, split="train"):
+    return {i: Task(id=i, env="e", split=split, prompt=f"prompt of {i}") for i in ids}
+
+
+def test_curator_groups_train_failures_by_verifier_error_and_needs_two_tasks():
+    ts = [traj("a"), traj("a"), traj("b"), traj("c", error="value_error"), traj("v", split="val"), traj("w", split="val")]
+    directions = OfflineCurator(2).curate(ts, HarnessSpec(), tasks("a", "b", "c"))
+    assert [d.cause for d in directions] == ["simple_function_checker:wrong_func_name"]
+    assert directions[0].task_ids == ["a", "b"]
+    assert [e["task_id"] for e in directions[0].evidence] == ["a", "b"]  # one excerpt per task, no val task
+
+
+def test_failure_cause_prefers_how_the_episode_ended():
+    assert failure_cause(traj("a", answer=None, stop="budget:model_calls")) == "no_answer:budget:model_calls"
+    assert failure_cause(traj("a", error=None)) == "wrong_answer"
+
+
+def test_editor_adds_a_rule_and_demonstrations_from_train_diagnostics_only():
+    spec = HarnessSpec()
+    ts = [traj("a", expected="[g(a=1)]"), traj("b", expected="[h(b=2)]")]
+    direction = OfflineCurator(2).curate(ts, spec, tasks("a", "b"))[0]
+    all_tasks = {**tasks("a"), **tasks("b", split="val")}  # b is (wrongly) a val task: its answer must not be used
+    cand = OfflineEditor().propose(direction, spec, all_tasks)
+    child = apply_patch(spec, cand.patch)
+    demos = [s.text for s in child.skills.values()]
+    assert len(demos) == 1 and "[g(a=1)]" in demos[0] and "[h(b=2)]" not in " ".join(demos)
+    assert any("function" in r.text for r in child.prompt.rules.values())
+
+
+def test_editor_adds_a_budget_hook_when_runs_end_without_an_answer():
+    spec = HarnessSpec()
+    ts = [traj("a", answer=None, stop="budget:model_calls"), traj("b", answer=None, stop="budget:model_calls")]
+    direction = OfflineCurator(2).curate(ts, spec, tasks("a", "b"))[0]
+    child = apply_patch(spec, OfflineEditor().propose(direction, spec, tasks("a", "b")).patch)
+    hook = child.hooks["finish_before_budget"]
+    assert (hook.condition, hook.action, hook.parameters) == ("remaining_steps_lte", "warn", {"threshold": 2})
+
+
+def test_editor_rejects_a_direction_it_has_no_edit_for():
+    spec = HarnessSpec()
+    ts = [traj("a", error="mystery", expected=""), traj("b", error="mystery", expected="")]
+    direction = OfflineCurator(2).curate(ts, spec, tasks("a", "b"))[0]
+    cand = OfflineEditor().propose(direction, spec, tasks("a", "b"))
+    assert cand.status == "rejected" and "no offline edit" in cand.reason
