@@ -54,7 +54,7 @@ class MetaConfig(Section):
     min_failed_tasks: int = Field(default=2, ge=1)
     smoke_tasks: int = Field(default=2, ge=0)
     max_timr_increase: float = Field(default=0.25, ge=0)
-    local_check: bool = True
+    local_check: bool = False
     local_tasks: int = Field(default=6, ge=1, le=30)
     local_controls: int = Field(default=2, ge=0, le=10)
     revisions: int = Field(default=1, ge=0, le=1)

@@ -33,7 +33,7 @@ from coevo.envs.interaction import next_user_turn
 from coevo.harnesses.parse import Action, parse_reply
 from coevo.harnesses.registry import ACTIONS, CONDITIONS, Effect, HookContext
 from coevo.harnesses.spec import HarnessSpec
-from coevo.harnesses.view import render_system, render_task
+from coevo.harnesses.view import render_messages
 from coevo.models.base import record_call
 from coevo.models.trajectory import ModelCall, Trajectory
 
@@ -137,8 +137,9 @@ class HarnessRunner:
         update: dict[str, Any] = {}
         if not state.get("messages"):
             task = state.get("task") or self.episode.task.prompt
-            update["messages"] = [SystemMessage(render_system(self.spec, task, self.schemas), additional_kwargs={ROLE: "prompt"}),
-                                  HumanMessage(render_task(self.spec, task), additional_kwargs={ROLE: "prompt"})]
+            kinds = {"system": SystemMessage, "user": HumanMessage, "assistant": AIMessage}
+            update["messages"] = [kinds[role](text, additional_kwargs={ROLE: "prompt"})
+                                  for role, text in render_messages(self.spec, task, self.schemas)]
         if state.get("model_calls", 0) >= self.spec.budget.max_model_calls:
             return {**update, "stop_reason": "budget:model_calls"}
         effect, events, stopped = self.fire("before_model", state)
@@ -152,9 +153,10 @@ class HarnessRunner:
         """What the model sees: prompt + the last ``history_turns`` turns (+ scratchpad), cut to the
         context-token budget by dropping the oldest turns; ``None`` if even the prompt is too long."""
         msgs = list(state["messages"])
-        head = [m for m in msgs[:2]]
-        starts = [i for i, m in enumerate(msgs) if isinstance(m, AIMessage)]
-        turns = [msgs[2:starts[0]]] if starts and starts[0] > 2 else ([msgs[2:]] if not starts else [])
+        n = next((i for i, m in enumerate(msgs) if m.additional_kwargs.get(ROLE) != "prompt"), len(msgs))
+        head = msgs[:n]  # system, few-shot turns and the task: never windowed away
+        starts = [i for i, m in enumerate(msgs) if i >= n and isinstance(m, AIMessage)]
+        turns = [msgs[n:starts[0]]] if starts and starts[0] > n else ([msgs[n:]] if not starts else [])
         turns += [msgs[s:e] for s, e in zip(starts, starts[1:] + [len(msgs)])]
         if self.spec.context.history_turns is not None:
             turns = turns[-self.spec.context.history_turns:] if len(turns) > self.spec.context.history_turns else turns

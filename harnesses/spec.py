@@ -55,16 +55,38 @@ class Prompt(Strict):
 class Skill(Strict):
     """A named text the agent can use: a ``procedure`` or a ``demonstration``.
 
+    A demonstration is either ``text`` in the system prompt or an ``input``/``output`` pair shown
+    as a prior user/assistant exchange (few-shot chat turns, framed like the task), which small
+    instruct models follow far better.
+
     ``mode="always"`` puts it in every prompt; ``"retrieved"`` only when one of ``keywords``
     occurs in the task (case-insensitive) or the word overlap (Jaccard) between ``text`` and the
     task reaches ``min_overlap``.
     """
 
     kind: Literal["procedure", "demonstration"] = "procedure"
-    text: str
+    text: str = ""
+    input: str | None = None
+    output: str | None = None
     mode: Literal["always", "retrieved"] = "always"
     keywords: list[str] = Field(default_factory=list)
     min_overlap: float = Field(default=0.2, ge=0.0, le=1.0)
+
+    @model_validator(mode="after")
+    def _has_content(self) -> "Skill":
+        pair = self.input is not None and self.output is not None
+        if (self.input is None) != (self.output is None):
+            raise ValueError("a demonstration pair needs both input and output")
+        if pair and self.kind != "demonstration":
+            raise ValueError("input/output pairs are demonstrations: set kind to 'demonstration'")
+        if not self.text and not pair:
+            raise ValueError("a skill needs text, or (for a demonstration) an input/output pair")
+        return self
+
+    @property
+    def is_chat_turn(self) -> bool:
+        """A demonstration given as an ``input``/``output`` pair: shown as a prior user/assistant turn."""
+        return self.input is not None and self.output is not None
 
 
 class Context(Strict):

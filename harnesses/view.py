@@ -52,7 +52,7 @@ def render_system(spec: HarnessSpec, task: str, tools: Iterable[dict[str, Any]] 
     if tools and spec.parser.mode in ("json", "python_call"):
         parts.append("Available tools:\n" + tools_text(tools))
     parts.append(_slot(spec, "output_format"))
-    skills = [(n, s) for n, s in spec.skills.items() if skill_applies(s, task)]
+    skills = [(n, s) for n, s in sorted(spec.skills.items()) if skill_applies(s, task) and not s.is_chat_turn]
     for kind, title in (("procedure", "Procedures"), ("demonstration", "Examples")):
         chosen = [s.text for _, s in skills if s.kind == kind]
         if chosen:
@@ -70,10 +70,24 @@ def render_task(spec: HarnessSpec, task: str) -> str:
     return "\n".join([framing, *rules])
 
 
+def chat_turns(spec: HarnessSpec, task: str) -> list[tuple[str, str]]:
+    """The (user, assistant) few-shot turns for ``task``: applicable demonstrations given as
+    ``input``/``output`` pairs, in name order, each input framed like the task."""
+    return [(render_task(spec, s.input or ""), s.output or "") for _, s in sorted(spec.skills.items())
+            if s.is_chat_turn and skill_applies(s, task)]
+
+
+def render_messages(spec: HarnessSpec, task: str, tools: Iterable[dict[str, Any]] = ()) -> list[tuple[str, str]]:
+    """The opening messages as ``(role, text)``: system, the few-shot turns, then the task."""
+    turns = [m for user, ai in chat_turns(spec, task) for m in (("user", user), ("assistant", ai))]
+    return [("system", render_system(spec, task, tools)), *turns, ("user", render_task(spec, task))]
+
+
 def render(spec: HarnessSpec, task: str = "<the task text>", tools: Iterable[Tool] = ()) -> str:
-    """The full prompt text a model sees at its first call for ``task`` (system + user), readable."""
+    """The full prompt text a model sees at its first call for ``task`` (system, few-shot turns,
+    user), readable."""
     schemas = [t.schema() for t in tools]
-    return f"### system\n{render_system(spec, task, schemas)}\n\n### user\n{render_task(spec, task)}\n"
+    return "\n\n".join(f"### {role}\n{text}" for role, text in render_messages(spec, task, schemas)) + "\n"
 
 
 def diff(a: HarnessSpec, b: HarnessSpec) -> str:

@@ -104,8 +104,8 @@ class OfflineEditor:
             name = f"demo_{task_id[-8:]}"
             if task_id in tasks and answer and name not in seen and len(ops) < self.max_demos:
                 seen.add(name)
-                text = f"Task:\n{tasks[task_id].prompt}\nAnswer:\n{answer}"
-                ops.append({"op": "add", "path": f"/skills/{name}", "value": {"kind": "demonstration", "text": text}})
+                ops.append({"op": "add", "path": f"/skills/{name}",
+                            "value": {"kind": "demonstration", "input": tasks[task_id].prompt, "output": answer}})
         return ops
 
     def _ops(self, direction: Direction, spec: HarnessSpec, tasks: dict[str, Task],

@@ -206,3 +206,38 @@ def test_diff_is_per_component_and_empty_for_equal_specs():
     assert "== budget ==" in out and "== hooks ==" in out and "== prompt ==" not in out
     assert '-  "max_model_calls": 32' in out and '+  "max_model_calls": 8' in out
     assert diff(a, load_harness({**TABLE7, "parents": ["p"]})) == ""
+
+
+def test_demonstration_pairs_become_few_shot_turns_before_the_task():
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+
+    from coevo.envs.base import Episode, Task
+    from coevo.graphs.harness import build_harness_graph
+    from coevo.harnesses.spec import HarnessSpec
+    from coevo.harnesses.view import render
+    from coevo.models.fake import ScriptedChatModel
+
+    spec = HarnessSpec.model_validate({"prompt": {"task_framing": "Q: {task}"}, "skills": {
+        "d1": {"kind": "demonstration", "input": "2+2", "output": "Final answer: 4"},
+        "note": {"kind": "procedure", "text": "Think first."}}})
+    text = render(spec, "3+3")
+    assert text.index("### user\nQ: 2+2") < text.index("### assistant\nFinal answer: 4") < text.index("### user\nQ: 3+3")
+    model = ScriptedChatModel(script=["Final answer: 6"])
+    task = Task(id="t", env="e", split="train", prompt="3+3")
+    state = build_harness_graph(spec, model, Episode(task=task)).invoke({"task": "3+3"})
+    seen = model.calls[0]
+    assert [type(m) for m in seen] == [SystemMessage, HumanMessage, AIMessage, HumanMessage]
+    assert "Think first." in seen[0].content and "2+2" not in seen[0].content
+    assert state["answer"] == "6"
+
+
+def test_a_demonstration_needs_text_or_a_whole_pair():
+    import pytest
+    from pydantic import ValidationError
+
+    from coevo.harnesses.spec import Skill
+
+    with pytest.raises(ValidationError, match="both input and output"):
+        Skill(kind="demonstration", input="x")
+    with pytest.raises(ValidationError, match="needs text"):
+        Skill(kind="procedure")

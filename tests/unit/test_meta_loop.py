@@ -49,7 +49,7 @@ def policy(effect: str):
     ``effect='regress'`` makes that rule hurt instead (the candidate then loses)."""
 
     def reply(messages):
-        system, task = str(messages[0].content), str(messages[1].content)
+        system, task = str(messages[0].content), str(messages[-1].content)
         word = task.rsplit(" ", 1)[1]
         has_rule = "Call exactly the function" in system
         right = has_rule if effect == "help" else (not has_rule and word in ("date", "sloe"))

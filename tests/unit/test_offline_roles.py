@@ -39,8 +39,8 @@ def test_editor_adds_a_rule_and_demonstrations_from_train_diagnostics_only():
     all_tasks = {**tasks("a"), **tasks("b", split="val")}  # b is (wrongly) a val task: its answer must not be used
     cand = OfflineEditor().propose(direction, spec, all_tasks)
     child = apply_patch(spec, cand.patch)
-    demos = [s.text for s in child.skills.values()]
-    assert len(demos) == 1 and "[g(a=1)]" in demos[0] and "[h(b=2)]" not in " ".join(demos)
+    demos = list(child.skills.values())
+    assert len(demos) == 1 and demos[0].output == "[g(a=1)]" and demos[0].input == "prompt of a"
     assert any("function" in r.text for r in child.prompt.rules.values())
 
 
