@@ -58,7 +58,10 @@ class StageTrainer:
 
     def _stage_config(self, round: int) -> dict[str, Any]:
         t = self.config.train
+        # One row per micro-step with activation checkpointing: long prompts (few-shot turns with
+        # function docs) otherwise hold batch x layers x seq^2 attention activations (OOM at 24 GiB).
         return {"steps": t.steps, "tasks_per_step": t.tasks_per_step, "num_generations": t.num_generations,
+                "micro_batches": t.tasks_per_step * t.num_generations, "activation_checkpointing": True,
                 "learning_rate": t.learning_rate, "lora_r": t.lora_r, "lora_alpha": t.lora_alpha,
                 "seed": self.config.seed + 1000 * round, "output_dir": str(Path(self.config.out_dir) / "adapters")}
 

@@ -50,6 +50,7 @@ class GRPOStageConfig(BaseModel):
     tasks_per_step: int = Field(default=2, ge=1)
     num_generations: int = Field(default=4, ge=2)
     micro_batches: int = Field(default=1, ge=1)
+    activation_checkpointing: bool = False
     num_iterations: int = Field(default=1, ge=1)
     learning_rate: float = Field(default=1e-5, gt=0)
     lr_scheduler_type: str = "constant"
@@ -99,7 +100,7 @@ def grpo_args(cfg: GRPOStageConfig, output_dir: Path, temperature: float = 1.0) 
         warmup_steps=0, max_grad_norm=cfg.max_grad_norm, beta=0.0, epsilon=cfg.epsilon,
         epsilon_high=cfg.epsilon_high, loss_type="dapo", temperature=temperature, scale_rewards="none",
         max_completion_length=cfg.max_len,
-        use_cpu=use_cpu, bf16=bf16, activation_checkpointing=False, disable_dropout=True,
+        use_cpu=use_cpu, bf16=bf16, activation_checkpointing=cfg.activation_checkpointing, disable_dropout=True,
         logging_steps=cfg.logging_steps, report_to=cfg.report_to, save_strategy="no",
         remove_unused_columns=False, dataloader_num_workers=0, log_completions=False,
     )
