@@ -4,6 +4,7 @@ trivial baselines, answer display for the CLI). A third-party env only needs the
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Any
 
 from coevo.envs.base import SPLITS, Episode, Score, Split, Task
@@ -11,7 +12,7 @@ from coevo.envs.baseline import GENERIC_CONSTANTS, constant_baseline
 from coevo.envs.common import check_split
 
 
-class Suite:
+class Suite(ABC):
     """Base class: subclasses set ``name`` and implement ``_build`` (all splits at once, filling
     ``self._gold``), ``episode`` and ``score``.
 
@@ -27,8 +28,9 @@ class Suite:
         self._gold: dict[str, Any] = {}
         self._baselines: dict[tuple[str, int | None], dict[str, Any]] = {}
 
+    @abstractmethod
     def _build(self) -> dict[Split, list[Task]]:
-        raise NotImplementedError
+        """Build every split's tasks (and fill ``_gold``) once."""
 
     def _ensure(self) -> dict[Split, list[Task]]:
         if self._splits is None:
@@ -71,11 +73,13 @@ class Suite:
             self._baselines[key] = constant_baseline(self, split, self.constant_candidates(split), n)
         return self._baselines[key]
 
-    def episode(self, task: Task, seed: int = 0) -> Episode:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def episode(self, task: Task, seed: int = 0) -> Episode:
+        """A fresh episode of ``task`` (see ``coevo.envs.base.Env``)."""
 
-    def score(self, task: Task, answer: str | None, episode: Episode) -> Score:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def score(self, task: Task, answer: str | None, episode: Episode) -> Score:
+        """Score a finished rollout (see ``coevo.envs.base.Env``)."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.config})"
