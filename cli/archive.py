@@ -12,8 +12,8 @@ import typer
 from rich.syntax import Syntax
 from rich.table import Table
 
-from coevo.cli.common import console
-from coevo.cli.eval import DB_HELP, archive_errors
+from coevo.cli.common import console, user_errors
+from coevo.cli.eval import DB_HELP
 from coevo.storage import Archive, ArchiveError
 
 app = typer.Typer(help="Read the archive: list runs, harnesses and evaluations; show one; export a harness.",
@@ -82,7 +82,7 @@ def list_cmd(kind: Kind = typer.Argument(Kind.all, help="What to list."),
              limit: int = typer.Option(50, "--limit", min=1, help="Show the newest N rows of each table."),
              db: str = typer.Option("coevo.db", "--db", envvar="COEVO_DB", help=DB_HELP)) -> None:
     """List runs, harnesses and evaluations (or one kind, or checkpoints), oldest first."""
-    with archive_errors():
+    with user_errors():
         archive = Archive(db)
         for table in _tables(archive, kind, limit):
             console.print(table)
@@ -126,7 +126,7 @@ def show(id: str = typer.Argument(..., help="An id or unique id prefix of any ar
          full: bool = typer.Option(False, "--full", help="Print token ids and logprobs in full."),
          db: str = typer.Option("coevo.db", "--db", envvar="COEVO_DB", help=DB_HELP)) -> None:
     """Print one archived object (evaluation, harness, run, checkpoint, trajectory, edit, gate decision) as JSON."""
-    with archive_errors():
+    with user_errors():
         kind, obj = _find(Archive(db), id)
     data = obj.model_dump(mode="json")
     if kind == "evaluations" and not full:
@@ -142,7 +142,7 @@ def export(harness_id: str = typer.Argument(..., help="Harness id or unique pref
            out: Path = typer.Option(..., "-o", "--out", help="Output JSON file."),
            db: str = typer.Option("coevo.db", "--db", envvar="COEVO_DB", help=DB_HELP)) -> None:
     """Write a harness spec to a JSON file (loadable with ``coevo.load_harness``, for embedding)."""
-    with archive_errors():
+    with user_errors():
         archive = Archive(db)
         record = archive.get_harness(archive.resolve_id("harnesses", harness_id))
     assert record is not None

@@ -9,13 +9,15 @@ import typer
 from rich.console import Console
 
 from coevo.harnesses.errors import HarnessError
+from coevo.storage import ArchiveError
 
 console = Console()
 
 
 @contextmanager
 def user_errors() -> Iterator[None]:
-    """Print a ``HarnessError``/``ValueError``/``FileNotFoundError`` as a red message and exit 1."""
+    """Print a ``HarnessError`` (every problem with its path), or an ``ArchiveError`` (bad path, newer
+    schema, unknown id) / ``ValueError`` / ``FileNotFoundError`` / ``KeyError``, as a red message and exit 1."""
     try:
         yield
     except HarnessError as err:
@@ -23,6 +25,6 @@ def user_errors() -> Iterator[None]:
         for p in err.problems:
             console.print(f"  [bold]{p.path or '/'}[/bold]: {p.message}")
         raise typer.Exit(1) from None
-    except (ValueError, FileNotFoundError, KeyError) as err:
+    except (ArchiveError, ValueError, FileNotFoundError, KeyError) as err:
         console.print(f"[red]error:[/red] {err}")
         raise typer.Exit(1) from None

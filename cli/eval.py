@@ -6,8 +6,6 @@ import asyncio
 import re
 import time
 import uuid
-from contextlib import contextmanager
-from typing import Iterator
 
 import typer
 from rich.table import Table
@@ -22,16 +20,6 @@ from coevo.storage import Archive, ArchiveError, CheckpointRecord, RunRecord
 
 DB_HELP = "Archive: a SQLite file path or a SQLAlchemy URL (env COEVO_DB)."
 _HEX = re.compile(r"^[0-9a-f]{6,64}$")
-
-
-@contextmanager
-def archive_errors() -> Iterator[None]:
-    """Print an ``ArchiveError`` (bad path, newer schema, unknown id) as a red message and exit 1."""
-    try:
-        yield
-    except ArchiveError as err:
-        console.print(f"[red]error:[/red] {err}")
-        raise typer.Exit(1) from None
 
 
 def resolve_harness(source: str, archive: Archive) -> HarnessSpec:
@@ -83,7 +71,7 @@ def eval_cmd(
 ) -> None:
     """Evaluate a harness with a model on an env split: print pass@k, avg@k, mean credit, TIMR,
     tokens, cost and latency beside the trivial baseline, and store every trajectory."""
-    with user_errors(), archive_errors():
+    with user_errors():
         archive = Archive(db)
         spec = resolve_harness(harness, archive)
         suite = get_env(env)
