@@ -70,8 +70,9 @@ class StageTrainer:
 
         rec = self.archive.get_checkpoint(checkpoint_id)
         ckpt = Checkpoint(**{k: v for k, v in rec.model_dump().items() if k in Checkpoint.model_fields})
-        spec = spec.model_copy(update={"decoding": spec.decoding.model_copy(update={"temperature": self.config.train.temperature})})
-        spec = spec.model_copy(update={"budget": spec.budget.model_copy(update={"max_output_tokens": self.config.train.max_new_tokens})})
+        t = self.config.train  # training samples at its own temperature and output budget
+        spec = spec.model_copy(update={"decoding": spec.decoding.model_copy(update={"temperature": t.temperature}),
+                                       "budget": spec.budget.model_copy(update={"max_output_tokens": t.max_new_tokens})})
         if self.config.train.algorithm == "rsft":
             from coevo.training.rsft import train_rsft
 
