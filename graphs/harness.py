@@ -34,7 +34,7 @@ from coevo.harnesses.parse import Action, parse_reply
 from coevo.harnesses.registry import ACTIONS, CONDITIONS, Effect, HookContext
 from coevo.harnesses.spec import HarnessSpec
 from coevo.harnesses.view import render_messages
-from coevo.models.base import record_call
+from coevo.models.base import areply, record_call
 from coevo.models.trajectory import ModelCall, Trajectory
 
 ROLE = "coevo_role"  # additional_kwargs key: prompt | injection | observation (never policy tokens)
@@ -187,7 +187,7 @@ class HarnessRunner:
         if seq is None:
             return {"stop_reason": "budget:context_tokens"}
         started = time.perf_counter()
-        return self._after_call(seq, await self._target.ainvoke(seq, **self._kwargs), started, state)
+        return self._after_call(seq, await areply(self._target, seq, **self._kwargs), started, state)
 
     def parse_reply(self, state: HarnessState) -> dict:
         """Parse the last reply into actions or a final answer; fire ``after_model`` and, for an

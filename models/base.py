@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from langchain_core.callbacks import AsyncCallbackManager
+from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, messages_to_dict
+from langchain_core.runnables import Runnable, ensure_config
 
 from coevo.models.trajectory import ModelCall
 
@@ -41,3 +44,47 @@ def record_call(inputs: Sequence[BaseMessage], reply: AIMessage, latency_s: floa
         cost_usd=float(meta.get("cost_usd") or 0.0),
         latency_s=latency_s,
     )
+
+
+def _unobserved(model: BaseChatModel, kwargs: dict[str, Any]) -> bool:
+    """True when ``model.ainvoke`` would attach no callback handler (none in the run config, on the
+    model, from LangSmith tracing or a configure hook), use no cache or rate limiter, and not stream."""
+    if model.cache not in (None, False) or model.rate_limiter is not None or model.output_version == "v1":
+        return False
+    if kwargs.get("stream") or getattr(model, "streaming", False) is True:
+        return False
+    if model.cache is None:
+        from langchain_core.globals import get_llm_cache
+
+        if get_llm_cache() is not None:
+            return False
+    config = ensure_config()
+    manager = AsyncCallbackManager.configure(config.get("callbacks"), model.callbacks, model.verbose,
+                                             config.get("tags"), model.tags, config.get("metadata"), model.metadata)
+    return not manager.handlers
+
+
+async def areply(model: Runnable, messages: list[BaseMessage], **kwargs: Any) -> AIMessage:
+    """The model's reply to ``messages``: what ``await model.ainvoke(messages, **kwargs)`` returns.
+
+    For a LangChain ``BaseChatModel`` that nothing observes (``_unobserved``: no callback handlers,
+    cache, rate limiter or streaming) this calls the model's ``_agenerate`` directly and applies
+    the same response-metadata merge as ``BaseChatModel._agenerate_with_cache``: the same reply,
+    without ``ainvoke``'s per-call callback-manager set-up and the ``asyncio.gather`` task it
+    wraps every call in. That task costs two event-loop hops per call, each queued behind every
+    other ready rollout: at 32 concurrent rollouts of a 50 ms model it cost ~9 points of engine
+    throughput (``benchmarks/README.md``, row (a)). Anything else goes through ``ainvoke``
+    (so LangSmith traces, ``astream_events`` and Studio streaming still see every call).
+    The reply's ``id`` is left ``None`` on the direct path (``add_messages`` assigns one).
+    Raises whatever the model raises.
+    """
+    if not isinstance(model, BaseChatModel) or not _unobserved(model, kwargs):
+        return await model.ainvoke(messages, **kwargs)
+    stop = kwargs.pop("stop", None)
+    result = await model._agenerate(messages, stop=stop, **kwargs)
+    generation = result.generations[0]
+    message = generation.message
+    info = {k: v for k, v in (generation.generation_info or {}).items() if k != "lc_gateway_metadata"}
+    llm_output = result.llm_output if len(result.generations) == 1 and result.llm_output else {}
+    message.response_metadata = {**llm_output, **info, **message.response_metadata}
+    return message  # type: ignore[return-value]

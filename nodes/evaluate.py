@@ -18,11 +18,14 @@ violations per model turn, summed over rollouts), tokens, cost (USD), latency (s
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import hashlib
 import inspect
 import json
+import threading
 import time
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from langchain_core.language_models import BaseChatModel
 from pydantic import BaseModel, Field
@@ -167,6 +170,39 @@ def _trivial(env: Env, split: str, n_tasks: int | None) -> tuple[float | None, d
         return max(scores), value
     raise TypeError(f"{type(env).__name__}.trivial_baseline returned {type(value).__name__}: return a float "
                     "or a dict like coevo.envs.baseline.constant_baseline's")
+
+
+_freeze_lock = threading.Lock()
+_freezers = 0  # evaluations running inside ``_frozen_heap``; -1 while someone else's freeze is in force
+
+
+@contextlib.contextmanager
+def _frozen_heap() -> Iterator[None]:
+    """Keep the objects alive when the rollouts start out of the cyclic GC's full passes while they run.
+
+    ``gc.freeze()`` moves every tracked object to the permanent generation and ``gc.unfreeze()``
+    (when the last concurrent evaluation ends) moves them back, so nothing outlives the evaluation
+    that would not have anyway. Why: a full (generation-2) pass scans the whole heap, mostly the
+    imported libraries (LangChain, LangGraph, pydantic, torch) and a loaded model: ~120 ms on the
+    2-core dev box, during which every in-flight rollout stalls; at 32 concurrent rollouts of a 50 ms
+    model one such pause cost ~5 points of throughput (``benchmarks/README.md``, row (a)). Left
+    alone when the process already froze its heap itself (``gc.get_freeze_count() > 0``).
+    """
+    global _freezers
+    with _freeze_lock:
+        if _freezers == 0 and gc.get_freeze_count() == 0:
+            gc.freeze()
+            _freezers = 1
+        elif _freezers > 0:
+            _freezers += 1
+    try:
+        yield
+    finally:
+        with _freeze_lock:
+            if _freezers > 0:
+                _freezers -= 1
+                if _freezers == 0:
+                    gc.unfreeze()
 
 
 def _first(exc: BaseException) -> BaseException:
@@ -332,8 +368,9 @@ async def evaluate(spec: Any, checkpoint: Any, env: Env, split: str, k: int = 1,
     """
     if concurrency < 1:
         raise ValueError(f"concurrency={concurrency}: must be at least 1")
-    return await _evaluate(spec, checkpoint, env, split, k, seeds, n_tasks, model, archive,
-                           asyncio.Semaphore(concurrency), progress or NullReporter(), run_id, tasks, None, resume)
+    with _frozen_heap():
+        return await _evaluate(spec, checkpoint, env, split, k, seeds, n_tasks, model, archive,
+                               asyncio.Semaphore(concurrency), progress or NullReporter(), run_id, tasks, None, resume)
 
 
 async def paired_evaluate(spec_a: Any, spec_b: Any, checkpoint: Any, env: Env, split: str, k: int = 1,
@@ -353,10 +390,12 @@ async def paired_evaluate(spec_a: Any, spec_b: Any, checkpoint: Any, env: Env, s
     semaphore = asyncio.Semaphore(concurrency)
     reporter = progress or NullReporter()
     try:
-        async with asyncio.TaskGroup() as group:
-            runs = [group.create_task(_evaluate(spec, checkpoint, env, split, k, seeds, n_tasks, model, archive,
-                                                semaphore, reporter, run_id, task_list, f"{tag} {spec.id[:12]}", resume))
-                    for tag, spec in (("A", spec_a), ("B", spec_b))]
+        with _frozen_heap():
+            async with asyncio.TaskGroup() as group:
+                runs = [group.create_task(_evaluate(spec, checkpoint, env, split, k, seeds, n_tasks, model, archive,
+                                                    semaphore, reporter, run_id, task_list, f"{tag} {spec.id[:12]}",
+                                                    resume))
+                        for tag, spec in (("A", spec_a), ("B", spec_b))]
     except BaseExceptionGroup as exc:
         raise _first(exc) from None
     a, b = runs[0].result(), runs[1].result()

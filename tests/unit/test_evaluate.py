@@ -273,3 +273,31 @@ async def test_a_kill_under_concurrency_leaves_only_whole_tasks(tmp_path, concur
     assert all(t.stop_reason == "final_answer" for t in kept)
     result = await evaluate(spec(), "ck", env, "val", k=2, model=model(), archive=archive, concurrency=concurrency)
     assert result.resumed_tasks == len(per_task) and archive.count_trajectories() == 12
+
+
+async def test_the_heap_is_frozen_while_rollouts_run_and_released_after():
+    """Rollouts run with the pre-existing heap out of the GC's full passes (``gc.freeze``); the
+    freeze ends with the last concurrent evaluation, and a caller's own freeze is left alone."""
+    import gc
+
+    seen: list[int] = []
+
+    def watching(messages: list[BaseMessage]) -> str | AIMessage:
+        seen.append(gc.get_freeze_count())
+        return policy(messages)
+
+    watcher = ScriptedChatModel(script=[watching])
+    assert gc.get_freeze_count() == 0
+    await evaluate(spec(), "ck", AdderEnv(), "val", n_tasks=2, model=watcher)
+    assert seen and all(count > 0 for count in seen) and gc.get_freeze_count() == 0
+
+    seen.clear()
+    paired = await paired_evaluate(spec(), spec("You are sloppy."), "ck", AdderEnv(), "val", n_tasks=2, model=watcher)
+    assert len(seen) == 2 * paired.a.model_turns and all(count > 0 for count in seen) and gc.get_freeze_count() == 0
+
+    gc.freeze()  # the caller's own freeze (e.g. a server that froze its heap before forking)
+    try:
+        await evaluate(spec(), "ck", AdderEnv(), "val", n_tasks=2, model=watcher)
+        assert gc.get_freeze_count() > 0  # still frozen: evaluate did not unfreeze what it did not freeze
+    finally:
+        gc.unfreeze()
