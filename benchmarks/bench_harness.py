@@ -3,8 +3,9 @@
 
 (a)  fake 50 ms policy, 4 calls/task, concurrency 32, 320 tasks, through ``evaluate``; ratio to the
      ideal ``32 / (0.05 s × 4)``, repeated ``--repeats`` times (median, min–max), with the default
-     asyncio loop and with uvloop (when installed). Diagnostic row: the same with the fake's LangChain
-     ``BaseChatModel.ainvoke`` wrapper bypassed (sleep, then the scripted reply), i.e. the engine alone.
+     asyncio loop and with uvloop (when installed). Diagnostic rows: the same with each of the engine's
+     two throughput measures switched off (``models.base.areply``'s direct ``_agenerate`` call;
+     ``nodes.evaluate._frozen_heap``).
 (b)  zero-latency fake, ms per rollout, sequential (min over repeats): coevo's compiled graph,
      ``create_react_agent`` built per rollout (tools are per episode: what bench_engine compares),
      ``create_react_agent`` compiled once (tools shared), and ``arun_rollout`` (what ``evaluate`` runs,
@@ -44,19 +45,23 @@ def overhead(runner: Callable[[Awaitable[Any]], Any], repeats: int) -> list[floa
     return [runner(be.engine_overhead(TASKS, CALLS, CONCURRENCY, 0.05, None))["ratio"] for _ in range(repeats)]
 
 
-def bypassed(repeats: int) -> list[float]:
-    """(a) with ``ScriptedChatModel.ainvoke`` replaced by sleep-then-reply (diagnostic only)."""
+def without(name: str, repeats: int) -> list[float]:
+    """(a) with one of the engine's two throughput measures switched off (diagnostic only):
+    ``"direct call"``: every model call goes through LangChain's ``ainvoke`` (``areply``'s direct
+    ``_agenerate`` path off); ``"heap freeze"``: no ``gc.freeze()`` around the evaluation."""
+    import contextlib
 
-    async def direct(self: ScriptedChatModel, input: Any, config: Any = None, **kwargs: Any) -> Any:
-        await asyncio.sleep(self.latency_s)
-        return self._next(input).generations[0].message
+    import coevo.models.base as base
+    import coevo.nodes.evaluate as evaluate
 
-    original = ScriptedChatModel.ainvoke
-    ScriptedChatModel.ainvoke = direct  # type: ignore[method-assign]
+    target, attr, stand_in = {"direct call": (base, "_unobserved", lambda model, kwargs: False),
+                              "heap freeze": (evaluate, "_frozen_heap", contextlib.nullcontext)}[name]
+    original = getattr(target, attr)
+    setattr(target, attr, stand_in)
     try:
         return overhead(asyncio.run, repeats)
     finally:
-        ScriptedChatModel.ainvoke = original  # type: ignore[method-assign]
+        setattr(target, attr, original)
 
 
 async def per_rollout(repeats: int, rollouts: int = 100) -> dict[str, float]:
@@ -119,7 +124,9 @@ def main() -> None:
         rows.append(("(a) evaluate, uvloop", spread(overhead(uvloop.run, args.repeats))))
     except ImportError:
         rows.append(("(a) evaluate, uvloop", "not installed"))
-    rows.append(("(a) diagnostic: LangChain chat-model wrapper bypassed", spread(bypassed(args.repeats))))
+    rows.append(("(a) diagnostic: without the direct model call (every call through `ainvoke`)",
+                 spread(without("direct call", args.repeats))))
+    rows.append(("(a) diagnostic: without the heap freeze", spread(without("heap freeze", args.repeats))))
     b = asyncio.run(per_rollout(args.repeats))
     react = b["react, built per rollout"]
     rows += [(f"(b) {name}, zero-latency fake", f"{ms:.2f} ms/rollout ({ms / react:.2f}× react built per rollout)")

@@ -9,6 +9,7 @@ transformers backend, a vLLM server asked for logprobs) puts them in the reply's
 
 from __future__ import annotations
 
+import uuid
 from typing import Any, Sequence
 
 from langchain_core.callbacks import AsyncCallbackManager
@@ -75,7 +76,8 @@ async def areply(model: Runnable, messages: list[BaseMessage], **kwargs: Any) ->
     other ready rollout: at 32 concurrent rollouts of a 50 ms model it cost ~9 points of engine
     throughput (``benchmarks/README.md``, row (a)). Anything else goes through ``ainvoke``
     (so LangSmith traces, ``astream_events`` and Studio streaming still see every call).
-    The reply's ``id`` is left ``None`` on the direct path (``add_messages`` assigns one).
+    A reply without an ``id`` gets one, as under ``ainvoke`` (``lc_run--<uuid4>-0``), so the
+    recorded call and the state hold the same message (the archive's prefix sharing needs it).
     Raises whatever the model raises.
     """
     if not isinstance(model, BaseChatModel) or not _unobserved(model, kwargs):
@@ -87,4 +89,6 @@ async def areply(model: Runnable, messages: list[BaseMessage], **kwargs: Any) ->
     info = {k: v for k, v in (generation.generation_info or {}).items() if k != "lc_gateway_metadata"}
     llm_output = result.llm_output if len(result.generations) == 1 and result.llm_output else {}
     message.response_metadata = {**llm_output, **info, **message.response_metadata}
+    if message.id is None:
+        message.id = f"lc_run--{uuid.uuid4()}-0"
     return message  # type: ignore[return-value]

@@ -4,6 +4,7 @@ graph; the compiled graph is cached and bound per episode; fast tools stay on th
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from typing import Any
 
@@ -13,9 +14,10 @@ from langchain_core.messages import messages_to_dict
 
 from coevo.envs.base import Episode, Tool
 from coevo.envs.interaction import NEXT_USER_TURN
-from coevo.graphs.harness import HarnessRunner, arun_state, build_harness_graph
+from coevo.graphs.harness import HarnessRunner, arun_state, build_harness_graph, to_trajectory
 from coevo.harnesses import load_harness
 from coevo.models.fake import ScriptedChatModel
+from coevo.storage import codec
 
 RETRY = {"hooks": {"r": {"event": "after_model", "condition": "always", "action": "retry", "message": "again"}},
          "budget": {"max_model_calls": 3}}
@@ -130,3 +132,19 @@ def test_a_graph_run_without_a_runner_says_how_to_build_one():
                                 Episode(task=make_task()))
     with pytest.raises(ValueError, match="build_harness_graph"):
         graph.invoke({}, {"configurable": {"coevo_runner": None}})
+
+
+async def test_each_recorded_call_extends_the_previous_one_message_for_message():
+    """Call i's input starts with call i-1's input and reply, ids included (the reply is recorded
+    with the id it keeps in the state): the archive stores each call as a tail on that prefix."""
+    harness = load_harness({})
+    runner = HarnessRunner(harness, ScriptedChatModel(script=SCENARIOS["tools then answer"][1], with_tokens=True),
+                           Episode(task=make_task(), tools=toy_tools()))
+    state = await arun_state(harness, runner, {"task": "Find it."})
+    traj = to_trajectory(state, make_task(), harness)
+    assert len(traj.calls) == 3 and all(c.output["data"]["id"] for c in traj.calls)
+    for prev, call_ in zip(traj.calls, traj.calls[1:]):
+        assert call_.input[:len(prev.input) + 1] == prev.input + [prev.output]
+    body = json.loads(codec.encode(traj))
+    assert [c["input_ref"] for c in body["calls"]] == [0] + [len(p.input) + 1 for p in traj.calls[:-1]]
+    assert codec.decode(codec.encode(traj)) == traj
