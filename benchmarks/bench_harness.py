@@ -54,7 +54,7 @@ def without(name: str, repeats: int) -> list[float]:
     import coevo.models.base as base
     import coevo.nodes.evaluate as evaluate
 
-    target, attr, stand_in = {"direct call": (base, "_unobserved", lambda model, kwargs: False),
+    target, attr, stand_in = {"direct call": (base, "_unobserved", lambda model, messages, kwargs: False),
                               "heap freeze": (evaluate, "_frozen_heap", contextlib.nullcontext)}[name]
     original = getattr(target, attr)
     setattr(target, attr, stand_in)

@@ -20,7 +20,8 @@ from typing import Annotated, Any, Callable, TypedDict, get_origin, get_type_hin
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (AIMessage, AnyMessage, BaseMessage, HumanMessage, RemoveMessage,
                                      SystemMessage, ToolMessage, messages_to_dict)
-from langchain_core.runnables import RunnableBinding, RunnableConfig
+from langchain_core.runnables import Runnable, RunnableBinding, RunnableConfig
+from langchain_core.runnables.base import RunnableBindingBase
 from langgraph._internal._runnable import RunnableCallable  # LangGraph's own cheap node wrapper (no source parsing)
 from langgraph.errors import GraphRecursionError
 from langgraph.graph import END, START, StateGraph
@@ -72,6 +73,15 @@ def _harness(text: str, role: str = "injection") -> HumanMessage:
     return HumanMessage(content=text, additional_kwargs={ROLE: role})
 
 
+def _with_tools(model: Runnable, schemas: list[dict]) -> Runnable:
+    """``model.bind_tools(schemas)``, keeping the wrappers around the chat model (``.bind(stop=...)``,
+    ``with_config``, ``with_retry``): a ``RunnableBinding`` forwards ``bind_tools`` to the model it
+    wraps and drops its own kwargs and config (or fails, for ``with_retry``)."""
+    if isinstance(model, RunnableBindingBase):  # RunnableBinding, RunnableRetry
+        return model.model_copy(update={"bound": _with_tools(model.bound, schemas)})
+    return model.bind_tools(schemas)  # type: ignore[attr-defined]
+
+
 class HarnessRunner:
     """The node functions of one compiled harness: a spec, a model and an episode's tools.
 
@@ -102,7 +112,7 @@ class HarnessRunner:
                                       lambda text: "noted")
         self.schemas = [t.schema() for t in self.tools.values()]
         native = self.spec.parser.mode == "native" and self.schemas
-        self.model = (self.base_model.bind_tools(self.schemas) if native else self.base_model).bind(**self.decoding)
+        self.model = (_with_tools(self.base_model, self.schemas) if native else self.base_model).bind(**self.decoding)
         # a plain kwargs binding is called as bound(**kwargs): same call, without a config merge per model call
         plain = isinstance(self.model, RunnableBinding) and not self.model.config and not self.model.config_factories
         self._target, self._kwargs = (self.model.bound, self.model.kwargs) if plain else (self.model, {})

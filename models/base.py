@@ -9,17 +9,18 @@ transformers backend, a vLLM server asked for logprobs) puts them in the reply's
 
 from __future__ import annotations
 
-import uuid
 from typing import Any, Sequence
 
 from langchain_core.callbacks import AsyncCallbackManager
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, messages_to_dict
 from langchain_core.runnables import Runnable, ensure_config
+from langchain_core.utils.uuid import uuid7
 
 from coevo.models.trajectory import ModelCall
 
 TOKENS_KEY = "coevo_tokens"
+_CALL_ONLY = ("ls_structured_output_format", "structured_output_format")  # for LangChain's tracer, not the model
 
 
 def record_call(inputs: Sequence[BaseMessage], reply: AIMessage, latency_s: float = 0.0) -> ModelCall:
@@ -47,10 +48,13 @@ def record_call(inputs: Sequence[BaseMessage], reply: AIMessage, latency_s: floa
     )
 
 
-def _unobserved(model: BaseChatModel, kwargs: dict[str, Any]) -> bool:
+def _unobserved(model: BaseChatModel, messages: list[BaseMessage], kwargs: dict[str, Any]) -> bool:
     """True when ``model.ainvoke`` would attach no callback handler (none in the run config, on the
-    model, from LangSmith tracing or a configure hook), use no cache or rate limiter, and not stream."""
+    model, from LangSmith tracing or a configure hook), use no cache or rate limiter, not stream,
+    and pass ``messages`` on unchanged (all plain-text content: list content is normalised first)."""
     if model.cache not in (None, False) or model.rate_limiter is not None or model.output_version == "v1":
+        return False
+    if any(not isinstance(m.content, str) for m in messages):
         return False
     if kwargs.get("stream") or getattr(model, "streaming", False) is True:
         return False
@@ -73,15 +77,18 @@ async def areply(model: Runnable, messages: list[BaseMessage], **kwargs: Any) ->
     the same response-metadata merge as ``BaseChatModel._agenerate_with_cache``: the same reply,
     without ``ainvoke``'s per-call callback-manager set-up and the ``asyncio.gather`` task it
     wraps every call in. That task costs two event-loop hops per call, each queued behind every
-    other ready rollout: at 32 concurrent rollouts of a 50 ms model it cost ~9 points of engine
+    other ready rollout: at 32 concurrent rollouts of a 50 ms model it cost ~11 points of engine
     throughput (``benchmarks/README.md``, row (a)). Anything else goes through ``ainvoke``
     (so LangSmith traces, ``astream_events`` and Studio streaming still see every call).
-    A reply without an ``id`` gets one, as under ``ainvoke`` (``lc_run--<uuid4>-0``), so the
-    recorded call and the state hold the same message (the archive's prefix sharing needs it).
+    A reply without an ``id`` gets one, as under ``ainvoke`` (``lc_run--<uuid7>-0``), so the
+    recorded call and the state hold the same message (the archive's prefix sharing needs it);
+    the structured-output kwargs ``ainvoke`` keeps for its tracer are dropped, as it drops them.
     Raises whatever the model raises.
     """
-    if not isinstance(model, BaseChatModel) or not _unobserved(model, kwargs):
+    if not isinstance(model, BaseChatModel) or not _unobserved(model, messages, kwargs):
         return await model.ainvoke(messages, **kwargs)
+    for key in _CALL_ONLY:
+        kwargs.pop(key, None)
     stop = kwargs.pop("stop", None)
     result = await model._agenerate(messages, stop=stop, **kwargs)
     generation = result.generations[0]
@@ -90,5 +97,5 @@ async def areply(model: Runnable, messages: list[BaseMessage], **kwargs: Any) ->
     llm_output = result.llm_output if len(result.generations) == 1 and result.llm_output else {}
     message.response_metadata = {**llm_output, **info, **message.response_metadata}
     if message.id is None:
-        message.id = f"lc_run--{uuid.uuid4()}-0"
+        message.id = f"lc_run--{uuid7()}-0"
     return message  # type: ignore[return-value]

@@ -173,24 +173,28 @@ def _trivial(env: Env, split: str, n_tasks: int | None) -> tuple[float | None, d
 
 
 _freeze_lock = threading.Lock()
-_freezers = 0  # evaluations running inside ``_frozen_heap``; -1 while someone else's freeze is in force
+_freezers = 0  # evaluations running inside a ``_frozen_heap`` that froze the heap
 
 
 @contextlib.contextmanager
 def _frozen_heap() -> Iterator[None]:
     """Keep the objects alive when the rollouts start out of the cyclic GC's full passes while they run.
 
-    ``gc.freeze()`` moves every tracked object to the permanent generation and ``gc.unfreeze()``
-    (when the last concurrent evaluation ends) moves them back, so nothing outlives the evaluation
-    that would not have anyway. Why: a full (generation-2) pass scans the whole heap, mostly the
-    imported libraries (LangChain, LangGraph, pydantic, torch) and a loaded model: ~120 ms on the
-    2-core dev box, during which every in-flight rollout stalls; at 32 concurrent rollouts of a 50 ms
-    model one such pause cost ~5 points of throughput (``benchmarks/README.md``, row (a)). Left
-    alone when the process already froze its heap itself (``gc.get_freeze_count() > 0``).
+    A young-generation collection (``gc.collect(1)``, well under 1 ms) first frees the young
+    garbage, then ``gc.freeze()`` moves every tracked object to the permanent generation, and
+    ``gc.unfreeze()`` (when the last concurrent evaluation ends) moves them back to the oldest
+    generation. Old garbage that existed at the start is freed at the first full pass after the
+    evaluation instead of during it. Why: a full (generation-2) pass scans the whole heap, mostly
+    the imported libraries (LangChain, LangGraph, pydantic, torch) and a loaded model: ~120 ms on
+    the 2-core dev box, during which every in-flight rollout stalls; at 32 concurrent rollouts of a
+    50 ms model one such pause cost 3–5 points of throughput (``benchmarks/README.md``, row (a)).
+    Left alone when the process already froze its heap itself (``gc.get_freeze_count() > 0``);
+    a ``gc.freeze()`` made by other code during an evaluation is undone with it.
     """
     global _freezers
     with _freeze_lock:
         if _freezers == 0 and gc.get_freeze_count() == 0:
+            gc.collect(1)
             gc.freeze()
             _freezers = 1
         elif _freezers > 0:

@@ -279,6 +279,7 @@ async def test_the_heap_is_frozen_while_rollouts_run_and_released_after():
     """Rollouts run with the pre-existing heap out of the GC's full passes (``gc.freeze``); the
     freeze ends with the last concurrent evaluation, and a caller's own freeze is left alone."""
     import gc
+    import weakref
 
     seen: list[int] = []
 
@@ -294,6 +295,16 @@ async def test_the_heap_is_frozen_while_rollouts_run_and_released_after():
     seen.clear()
     paired = await paired_evaluate(spec(), spec("You are sloppy."), "ck", AdderEnv(), "val", n_tasks=2, model=watcher)
     assert len(seen) == 2 * paired.a.model_turns and all(count > 0 for count in seen) and gc.get_freeze_count() == 0
+
+    class Cycle:
+        pass
+
+    young = Cycle()
+    young.self = young  # type: ignore[attr-defined]
+    alive = weakref.ref(young)
+    del young
+    with evaluate_module._frozen_heap():  # young garbage is collected first, not frozen for the evaluation
+        assert alive() is None and gc.get_freeze_count() > 0
 
     gc.freeze()  # the caller's own freeze (e.g. a server that froze its heap before forking)
     try:

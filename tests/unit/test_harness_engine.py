@@ -148,3 +148,25 @@ async def test_each_recorded_call_extends_the_previous_one_message_for_message()
     body = json.loads(codec.encode(traj))
     assert [c["input_ref"] for c in body["calls"]] == [0] + [len(p.input) + 1 for p in traj.calls[:-1]]
     assert codec.decode(codec.encode(traj)) == traj
+
+
+@pytest.mark.parametrize("wrap", ["bind(stop)", "with_config(tags)", "with_retry"])
+async def test_native_tools_keep_the_policy_s_wrappers(wrap):
+    """A policy passed as ``model.bind(stop=...)``, ``with_config`` or ``with_retry`` keeps its
+    binding when the harness binds the episode's tools (LangChain's ``RunnableBinding`` would forward
+    ``bind_tools`` to the inner model and drop it)."""
+    stops: list[Any] = []
+
+    class Recording(ScriptedChatModel):
+        async def _agenerate(self, messages: list, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
+            stops.append(stop)
+            return await super()._agenerate(messages, stop, run_manager, **kwargs)
+
+    inner = Recording(script=[call("lookup", key="k"), "Final answer: 1"])
+    policy = {"bind(stop)": lambda m: m.bind(stop=["\n\n"]), "with_config(tags)": lambda m: m.with_config(tags=["t"]),
+              "with_retry": lambda m: m.with_retry(stop_after_attempt=2)}[wrap](inner)
+    harness = load_harness({})
+    state = await arun_state(harness, HarnessRunner(harness, policy, Episode(task=make_task(), tools=toy_tools())),
+                             {"task": "Find it."})
+    assert state["answer"] == "1" and len(stops) == 2
+    assert stops == ([["\n\n"]] * 2 if wrap == "bind(stop)" else [None, None])

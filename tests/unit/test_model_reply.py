@@ -58,11 +58,21 @@ async def test_direct_reply_equals_ainvoke(cls: type, reply: Any) -> None:
     slow = await cls(script=[reply], with_tokens=True).ainvoke(messages, **kwargs)
     fast = await areply(cls(script=[reply], with_tokens=True), messages, **kwargs)
     assert fast.id.startswith("lc_run--") and slow.id.startswith("lc_run--") and fast.id != slow.id
+    assert UUID(fast.id.removeprefix("lc_run--")[:36]).version == 7  # time-ordered, as LangChain's run ids
     assert fast.model_dump(exclude={"id"}) == slow.model_dump(exclude={"id"})
     assert fast.response_metadata[TOKENS_KEY]["prompt_token_ids"]
     if cls is InfoModel:
         assert fast.response_metadata["finish_reason"] == "stop" and fast.response_metadata["from_message"] == 1
         assert fast.response_metadata["kwargs"] == ["max_tokens", "temperature"]  # stop goes as its own argument
+
+
+async def test_structured_output_kwargs_stay_out_of_the_model_call() -> None:
+    """``ainvoke`` keeps ``ls_structured_output_format`` for its tracer and never passes it to
+    ``_agenerate`` (a model that rejects unknown kwargs would raise); neither does ``areply``."""
+    fmt = {"schema": {"type": "object"}, "kwargs": {}}
+    slow = await InfoModel(script=["{}"]).ainvoke([HumanMessage("x")], ls_structured_output_format=fmt, top_p=0.5)
+    fast = await areply(InfoModel(script=["{}"]), [HumanMessage("x")], ls_structured_output_format=fmt, top_p=0.5)
+    assert fast.response_metadata["kwargs"] == slow.response_metadata["kwargs"] == ["top_p"]
 
 
 async def test_unobserved_model_skips_ainvoke(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -92,7 +102,7 @@ async def test_callbacks_in_the_run_config_see_the_call() -> None:
     assert handler.starts == 1
 
 
-async def test_cache_and_streaming_go_through_ainvoke() -> None:
+async def test_cache_streaming_and_list_content_go_through_ainvoke() -> None:
     cached = ScriptedChatModel(script=["first", "second"], cache=InMemoryCache())
     assert (await areply(cached, [HumanMessage("x")])).content == "first"
     assert (await areply(cached, [HumanMessage("x")])).content == "first"  # served by LangChain's cache
@@ -105,10 +115,12 @@ async def test_cache_and_streaming_go_through_ainvoke() -> None:
         seen.append(kwargs)
         return await original(self, input, config, **kwargs)
 
+    blocks = [HumanMessage([{"type": "text", "text": "see the file"}])]  # list content: ainvoke normalises it
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(ScriptedChatModel, "ainvoke", spy)
         assert (await areply(ScriptedChatModel(script=["s"]), [HumanMessage("x")], stream=True)).content == "s"
-    assert seen == [{"stream": True}]
+        assert (await areply(ScriptedChatModel(script=["b"]), blocks)).content == "b"
+    assert seen == [{"stream": True}, {}]
 
 
 async def test_non_chat_runnables_are_invoked() -> None:
