@@ -18,9 +18,10 @@ What it adds over a bare call:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import litellm
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
@@ -247,17 +248,24 @@ class LiteLLMChatModel(BaseChatModel):
         return LiteLLMCallError(f"LiteLLM call to {self.model!r} failed with a {kind} "
                                 f"{type(exc).__name__}{tail}: {exc}", attempts)
 
-    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
-                  run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
-        params = self._params(messages, stop, kwargs)
-        retrying = Retrying(**self._retry_args())
+    @contextlib.contextmanager
+    def _failures(self, retrying: Retrying | AsyncRetrying) -> Iterator[None]:
+        """Re-raise what escapes a ``retrying`` call (sync or async) as ``LiteLLMCallError``, with
+        the number of attempts made."""
         try:
-            response = retrying(litellm.completion, **params)
+            yield
         except RetryError as err:
             exc = err.last_attempt.exception()
             raise self._failure(exc, err.last_attempt.attempt_number) from exc
         except Exception as exc:
             raise self._failure(exc, retrying.statistics.get("attempt_number", 1)) from exc
+
+    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                  run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
+        params = self._params(messages, stop, kwargs)
+        retrying = Retrying(**self._retry_args())
+        with self._failures(retrying):
+            response = retrying(litellm.completion, **params)
         return self._result(response)
 
     async def _agenerate(self, messages: list[BaseMessage], stop: list[str] | None = None,
@@ -272,11 +280,6 @@ class LiteLLMChatModel(BaseChatModel):
                                       llm_provider=self.model.split("/")[0]) from exc
 
         retrying = AsyncRetrying(**self._retry_args())
-        try:
+        with self._failures(retrying):
             response = await retrying(attempt)
-        except RetryError as err:
-            exc = err.last_attempt.exception()
-            raise self._failure(exc, err.last_attempt.attempt_number) from exc
-        except Exception as exc:
-            raise self._failure(exc, retrying.statistics.get("attempt_number", 1)) from exc
         return self._result(response)
