@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from langchain_core.callbacks import AsyncCallbackManager
+from langchain_core.globals import get_llm_cache
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, messages_to_dict
 from langchain_core.runnables import Runnable, ensure_config
@@ -58,11 +59,8 @@ def _unobserved(model: BaseChatModel, messages: list[BaseMessage], kwargs: dict[
         return False
     if kwargs.get("stream") or getattr(model, "streaming", False) is True:
         return False
-    if model.cache is None:
-        from langchain_core.globals import get_llm_cache
-
-        if get_llm_cache() is not None:
-            return False
+    if model.cache is None and get_llm_cache() is not None:
+        return False
     config = ensure_config()
     manager = AsyncCallbackManager.configure(config.get("callbacks"), model.callbacks, model.verbose,
                                              config.get("tags"), model.tags, config.get("metadata"), model.metadata)
