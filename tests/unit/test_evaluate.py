@@ -72,6 +72,20 @@ def policy(messages: list[BaseMessage]) -> str | AIMessage:
     return AIMessage("", tool_calls=[{"name": "add", "args": {"a": a, "b": b}, "id": "call-1"}])
 
 
+def dies_after(n: int, error: Exception) -> Any:
+    """``policy`` for the first ``n`` model calls, then ``error`` on every call (a policy server dying)."""
+    calls = 0
+
+    def dying(messages: list[BaseMessage]) -> str | AIMessage:
+        nonlocal calls
+        calls += 1
+        if calls > n:
+            raise error
+        return policy(messages)
+
+    return dying
+
+
 def spec(system: str = "You are careful.") -> HarnessSpec:
     return HarnessSpec(name="adder", prompt={"system": system}, parser={"on_no_action": "violation"})
 
@@ -160,15 +174,7 @@ async def test_rollouts_in_flight_never_exceed_the_concurrency(monkeypatch):
 
 
 async def test_killing_an_evaluation_half_way_keeps_finished_tasks_and_resumes(tmp_path):
-    calls = 0
-
-    def dies_after_ten(messages: list[BaseMessage]) -> str | AIMessage:
-        nonlocal calls
-        calls += 1
-        if calls > 10:
-            raise RuntimeError("the policy server died")
-        return policy(messages)
-
+    dies_after_ten = dies_after(10, RuntimeError("the policy server died"))
     env, archive = AdderEnv(), Archive(tmp_path / "a.db")
     dying = ScriptedChatModel(script=[dies_after_ten], with_tokens=True)
     # concurrency 1, k=2: task 0 takes 4 calls, task 1 takes 6, so call 11 fails inside task 2
@@ -252,15 +258,7 @@ def test_eval_cli_prints_the_table_and_the_archive_cli_reads_it_back(tmp_path, m
 
 @pytest.mark.parametrize("concurrency", [3, 8])
 async def test_a_kill_under_concurrency_leaves_only_whole_tasks(tmp_path, concurrency):
-    calls = 0
-
-    def dies_after_thirteen(messages: list[BaseMessage]) -> str | AIMessage:
-        nonlocal calls
-        calls += 1
-        if calls > 13:
-            raise ConnectionError("connection reset")
-        return policy(messages)
-
+    dies_after_thirteen = dies_after(13, ConnectionError("connection reset"))
     env, archive = AdderEnv(size=6), Archive(tmp_path / "a.db")
     with pytest.raises(ConnectionError):
         await evaluate(spec(), "ck", env, "val", k=2, model=ScriptedChatModel(script=[dies_after_thirteen]),
