@@ -39,7 +39,7 @@ from coevo.envs.base import Episode, Score, Task, Tool  # noqa: E402
 from coevo.graphs.harness import build_harness_graph  # noqa: E402
 from coevo.harnesses import HarnessSpec  # noqa: E402
 from coevo.models.fake import ScriptedChatModel  # noqa: E402
-from coevo.nodes.evaluate import evaluate  # noqa: E402
+from coevo.evaluation.engine import evaluate  # noqa: E402
 from coevo.storage import Archive  # noqa: E402
 
 LOOKUP = {"type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]}

@@ -52,7 +52,7 @@ def without(name: str, repeats: int) -> list[float]:
     import contextlib
 
     import coevo.models.base as base
-    import coevo.nodes.evaluate as evaluate
+    import coevo.evaluation.engine as evaluate
 
     target, attr, stand_in = {"direct call": (base, "_unobserved", lambda model, messages, kwargs: False),
                               "heap freeze": (evaluate, "_frozen_heap", contextlib.nullcontext)}[name]

@@ -14,8 +14,8 @@ from coevo.cli.common import console, user_errors
 from coevo.envs.registry import get_env
 from coevo.harnesses import HarnessSpec, load_harness
 from coevo.models.refs import load_model
-from coevo.nodes.evaluate import EvalResult, evaluate
-from coevo.nodes.reporting import RichReporter
+from coevo.evaluation.engine import EvalResult, evaluate
+from coevo.report.progress import RichReporter
 from coevo.storage import Archive, ArchiveError, CheckpointRecord, RunRecord
 
 DB_HELP = "Archive: a SQLite file path or a SQLAlchemy URL (env COEVO_DB)."

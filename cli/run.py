@@ -66,8 +66,8 @@ def run_cmd(
     report: bool = typer.Option(True, "--report/--no-report", help="Write the HTML report at the end."),
 ) -> None:
     """Run VACE (or a baseline): RL stage -> refine the harness from its trajectories -> paired validation -> gate."""
-    from coevo.graphs.runner import run_meta
-    from coevo.nodes.reporting import RichReporter
+    from coevo.meta.run import run_meta
+    from coevo.report.progress import RichReporter
 
     with user_errors():
         overrides = _overrides(set_)

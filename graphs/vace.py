@@ -16,13 +16,13 @@ from __future__ import annotations
 from langgraph.graph import END, START, StateGraph
 
 from coevo.nodes.check import check
-from coevo.nodes.context import MetaContext
+from coevo.meta.context import MetaContext
 from coevo.nodes.curate import curate
 from coevo.nodes.edit import edit, fan_out
 from coevo.nodes.gate import adopt, gate
 from coevo.nodes.schedule import final_test, more_rounds, next_round
 from coevo.nodes.setup import setup
-from coevo.nodes.state import MetaState
+from coevo.meta.state import MetaState
 from coevo.nodes.train import sample, train
 from coevo.nodes.validate import validate
 

@@ -14,9 +14,9 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from coevo.harnesses.spec import HarnessSpec, load_harness
-from coevo.nodes.context import MetaContext, services
+from coevo.meta.context import MetaContext, services
 from coevo.nodes.edit import realise, record_edit
-from coevo.nodes.state import Candidate, Direction, MetaState
+from coevo.meta.state import Candidate, Direction, MetaState
 
 
 async def _pair(ctx: MetaContext, state: MetaState, inc: HarnessSpec, cand: HarnessSpec, task_ids: list[str]) -> tuple[Any, Any]:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from coevo.nodes.context import MetaContext, services
-from coevo.nodes.state import RESET, MetaState
+from coevo.meta.context import MetaContext, services
+from coevo.meta.state import RESET, MetaState
 from coevo.nodes.train import incumbent_spec
 
 

@@ -8,8 +8,8 @@ from langgraph.types import Send
 from coevo.harnesses.errors import HarnessError
 from coevo.harnesses.patch import apply_patch
 from coevo.harnesses.spec import load_harness
-from coevo.nodes.context import MetaContext, services
-from coevo.nodes.state import Candidate, Direction, MetaState
+from coevo.meta.context import MetaContext, services
+from coevo.meta.state import Candidate, Direction, MetaState
 from coevo.storage.tables import EditRecord
 
 

@@ -16,8 +16,8 @@ from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
 from coevo.config import GateConfig
-from coevo.nodes.context import MetaContext, services
-from coevo.nodes.state import MetaState
+from coevo.meta.context import MetaContext, services
+from coevo.meta.state import MetaState
 from coevo.storage.tables import GateDecisionRecord
 
 

@@ -8,8 +8,8 @@ from langgraph.runtime import Runtime
 
 from coevo.config import RunConfig
 from coevo.harnesses.spec import load_harness
-from coevo.nodes.context import MetaContext, services
-from coevo.nodes.state import MetaState
+from coevo.meta.context import MetaContext, services
+from coevo.meta.state import MetaState
 from coevo.storage.tables import CheckpointRecord
 
 

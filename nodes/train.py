@@ -5,8 +5,8 @@ from __future__ import annotations
 from langgraph.runtime import Runtime
 
 from coevo.harnesses.spec import load_harness
-from coevo.nodes.context import MetaContext, services
-from coevo.nodes.state import MetaState
+from coevo.meta.context import MetaContext, services
+from coevo.meta.state import MetaState
 
 
 def incumbent_spec(state: MetaState, ctx: MetaContext):

@@ -7,8 +7,8 @@ import asyncio
 from langgraph.runtime import Runtime
 
 from coevo.harnesses.spec import load_harness
-from coevo.nodes.context import MetaContext, services
-from coevo.nodes.state import MetaState
+from coevo.meta.context import MetaContext, services
+from coevo.meta.state import MetaState
 
 
 def summarise(result) -> dict:

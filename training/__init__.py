@@ -9,7 +9,6 @@
 - ``samples``: trajectories -> rows with a policy-token mask.
 - ``checkpoint.Checkpoint``: base model + LoRA adapter, parents, config, metrics.
 - ``vllm_sync``: hot-load adapters into a vLLM server (GPU path).
-- ``testing``: tiny fakes for tests (no download).
 
 Submodules are imported on use: importing ``coevo.training`` loads neither torch nor TRL.
 """

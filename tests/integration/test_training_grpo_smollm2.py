@@ -13,7 +13,7 @@ import torch
 from coevo.harnesses.spec import HarnessSpec
 from coevo.training.checkpoint import Checkpoint
 from coevo.training.grpo import train_grpo
-from coevo.training.testing import NamingEnv
+from training_kit import NamingEnv
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,7 @@ from coevo.harnesses.spec import HarnessSpec
 from coevo.training.checkpoint import Checkpoint, resolve_base
 from coevo.training.merge import merge_adapters
 from coevo.training.rsft import train_rsft
-from coevo.training.testing import NamingEnv
+from training_kit import NamingEnv
 
 pytestmark = pytest.mark.integration
 

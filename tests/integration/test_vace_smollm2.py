@@ -6,7 +6,7 @@ import asyncio
 import pytest
 
 from coevo.config import RunConfig
-from coevo.graphs.runner import run_meta
+from coevo.meta.run import run_meta
 from coevo.storage import Archive
 
 pytestmark = pytest.mark.integration

@@ -15,9 +15,9 @@ from coevo.envs.base import Episode, Score, Task, Tool
 from coevo.harnesses import HarnessSpec
 from coevo.models.fake import ScriptedChatModel
 from coevo.models.trajectory import Trajectory
-from coevo.nodes import evaluate as evaluate_module
-from coevo.nodes.evaluate import evaluate, paired_evaluate, trajectory_id
-from coevo.nodes.reporting import RichReporter
+from coevo.evaluation import engine as evaluate_module
+from coevo.evaluation.engine import evaluate, paired_evaluate, trajectory_id
+from coevo.report.progress import RichReporter
 from coevo.storage import Archive
 
 ADD = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}

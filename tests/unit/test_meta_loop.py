@@ -10,15 +10,15 @@ from langchain_core.messages import AIMessage
 from coevo.config import RunConfig
 from coevo.envs.base import Episode, Score, Task
 from coevo.graphs.harness import arun_rollout
-from coevo.graphs.runner import run_meta
+from coevo.meta.run import run_meta
 from coevo.harnesses.spec import HarnessSpec, Prompt
 from coevo.models.fake import ScriptedChatModel
-from coevo.nodes.context import MetaContext
-from coevo.nodes.evaluate import evaluate
+from coevo.meta.context import MetaContext
+from coevo.evaluation.engine import evaluate
 from coevo.nodes.gate import decide, mcnemar_p
-from coevo.nodes.llm_roles import LLMCurator, LLMEditor
-from coevo.nodes.offline_roles import OfflineCurator, OfflineEditor
-from coevo.nodes.state import Direction
+from coevo.roles.llm import LLMCurator, LLMEditor
+from coevo.roles.offline import OfflineCurator, OfflineEditor
+from coevo.meta.state import Direction
 from coevo.storage import Archive
 from coevo.storage.tables import CheckpointRecord
 
@@ -184,7 +184,7 @@ def test_a_run_killed_mid_round_resumes_to_the_same_final_state(tmp_path):
 def test_report_and_summary_show_rounds_decisions_and_plots(tmp_path):
     from rich.console import Console
 
-    from coevo.cli.report import write_report
+    from coevo.report.html import write_report
     from coevo.cli.run import summary_table
 
     config, ctx, archive = setup_run(tmp_path, "help")

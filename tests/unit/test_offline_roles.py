@@ -5,7 +5,7 @@ from coevo.envs.base import Task
 from coevo.harnesses.patch import apply_patch
 from coevo.harnesses.spec import HarnessSpec
 from coevo.models.trajectory import Trajectory
-from coevo.nodes.offline_roles import OfflineCurator, OfflineEditor, failure_cause
+from coevo.roles.offline import OfflineCurator, OfflineEditor, failure_cause
 
 
 def traj(task_id, split="train", passed=False, error="simple_function_checker:wrong_func_name", answer="[f(1)]",

@@ -19,7 +19,7 @@ from coevo.training.advantages import group_advantages, task_token_weights, trun
 from coevo.training.grpo import GRPOStageConfig, train_grpo
 from coevo.training.rollout import HarnessRollout, sibling_rescue
 from coevo.training.samples import trajectory_rows
-from coevo.training.testing import LookupEnv, lookup_policy, tiny_llama_checkpoint
+from training_kit import LookupEnv, lookup_policy, tiny_llama_checkpoint
 
 HOOK = {"nudge": {"event": "after_tool", "condition": "always", "action": "inject", "message": "HOOK-TEXT"}}
 
@@ -166,7 +166,7 @@ def test_fill_prompt_ids_renders_missing_prompts_with_the_chat_template():
     from langchain_core.messages import HumanMessage, messages_to_dict
 
     from coevo.training.rollout import fill_prompt_ids
-    from coevo.training.testing import char_tokenizer
+    from training_kit import char_tokenizer
 
     tok = char_tokenizer()
     tok.chat_template = "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}{% endfor %}<assistant>"

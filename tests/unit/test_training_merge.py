@@ -7,7 +7,7 @@ import torch
 
 from coevo.training.checkpoint import Checkpoint, load_policy
 from coevo.training.merge import merge_adapters
-from coevo.training.testing import tiny_llama_checkpoint
+from training_kit import tiny_llama_checkpoint
 
 
 def random_adapter(base: Checkpoint, directory: Path, seed: int) -> Checkpoint:

@@ -10,7 +10,7 @@ from coevo.models.trajectory import Trajectory
 from coevo.training import rsft
 from coevo.training.checkpoint import load_policy
 from coevo.training.samples import Row
-from coevo.training.testing import LookupEnv, lookup_policy, tiny_llama_checkpoint
+from training_kit import LookupEnv, lookup_policy, tiny_llama_checkpoint
 
 
 def text(ids):

@@ -33,7 +33,7 @@ from pydantic import BaseModel, Field
 from coevo.envs.base import Env, Task
 from coevo.graphs.harness import arun_rollout
 from coevo.models.trajectory import Trajectory
-from coevo.nodes.reporting import NullReporter, Reporter
+from coevo.report.progress import NullReporter, Reporter
 from coevo.storage import Archive, EvaluationRecord
 
 

@@ -16,8 +16,8 @@ from coevo.config import RunConfig
 from coevo.envs.base import Env, Task
 from coevo.harnesses.spec import HarnessSpec
 from coevo.models.trajectory import Trajectory
-from coevo.nodes.reporting import NullReporter, Reporter
-from coevo.nodes.state import Candidate, Direction
+from coevo.report.progress import NullReporter, Reporter
+from coevo.meta.state import Candidate, Direction
 
 
 class Trainer(Protocol):
@@ -52,7 +52,7 @@ class MetaContext:
     """Run-time services of a meta-loop run.
 
     ``policy(checkpoint_id)`` returns the chat model for that checkpoint; ``evaluate`` is
-    ``coevo.nodes.evaluate.evaluate`` (replaceable in tests); ``approve`` (``--approve-gate``)
+    ``coevo.evaluation.engine.evaluate`` (replaceable in tests); ``approve`` (``--approve-gate``)
     pauses before each gate decision with a LangGraph ``interrupt``.
     """
 
@@ -86,7 +86,7 @@ def services(runtime: Any) -> MetaContext:
     config = RunConfig.model_validate(ctx or {})
     key = config.model_dump_json()
     if key not in _DEFAULTS:
-        from coevo.graphs.runner import make_context
+        from coevo.meta.run import make_context
         from coevo.storage import Archive
 
         _DEFAULTS[key] = make_context(config, Archive(config.db), run_id="studio")

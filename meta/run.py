@@ -22,10 +22,10 @@ from coevo.envs.registry import get_env
 from coevo.graphs.baselines import builder_for
 from coevo.harnesses.spec import HarnessSpec
 from coevo.models.trajectory import Trajectory
-from coevo.nodes.context import MetaContext
-from coevo.nodes.evaluate import evaluate
-from coevo.nodes.offline_roles import OfflineCurator, OfflineEditor
-from coevo.nodes.reporting import NullReporter, Reporter
+from coevo.meta.context import MetaContext
+from coevo.evaluation.engine import evaluate
+from coevo.roles.offline import OfflineCurator, OfflineEditor
+from coevo.report.progress import NullReporter, Reporter
 from coevo.storage import Archive
 from coevo.storage.tables import RunRecord
 
@@ -95,7 +95,7 @@ def meta_roles(config: RunConfig, env: Env) -> tuple[Any, Any]:
     """Curator and editor: offline rules (``meta.model = "offline"``) or LiteLLM roles."""
     if config.meta.model == "offline":
         return OfflineCurator(config.meta.min_failed_tasks), OfflineEditor(demo_answer=getattr(env, "demonstration_answer", None))
-    from coevo.nodes.llm_roles import LLMCurator, LLMEditor
+    from coevo.roles.llm import LLMCurator, LLMEditor
 
     return (LLMCurator(config.meta.model, config.meta.min_failed_tasks, temperature=config.meta.temperature),
             LLMEditor(config.meta.model, temperature=config.meta.temperature))

@@ -20,8 +20,8 @@ from coevo.harnesses.patch import apply_patch
 from coevo.harnesses.registry import ACTIONS, CONDITIONS, EVENTS
 from coevo.harnesses.spec import HarnessSpec
 from coevo.models.trajectory import Trajectory
-from coevo.nodes.offline_roles import excerpt, failure_cause
-from coevo.nodes.state import Candidate, Direction
+from coevo.roles.offline import excerpt, failure_cause
+from coevo.meta.state import Candidate, Direction
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -17,7 +17,7 @@ from typing import Any, Callable, Sequence
 from coevo.envs.base import Task
 from coevo.harnesses.spec import HarnessSpec
 from coevo.models.trajectory import Trajectory
-from coevo.nodes.state import Candidate, Direction
+from coevo.meta.state import Candidate, Direction
 
 # Verifier error types → an instruction that addresses them (matched as regexes on the cause).
 RULE_HINTS: list[tuple[str, str]] = [

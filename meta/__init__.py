@@ -1,0 +1,1 @@
+"""coevo.meta: the meta-loop's typed state, its run-time context, and the durable run driver."""

@@ -1,0 +1,1 @@
+"""coevo.report: progress reporting for nodes, the HTML run report and its plots."""

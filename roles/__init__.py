@@ -1,0 +1,1 @@
+"""coevo.roles: the meta roles (curator, editor, ...), LLM (LiteLLM) and offline side by side."""
