@@ -86,7 +86,7 @@ def services(runtime: Any) -> MetaContext:
     config = RunConfig.model_validate(ctx or {})
     key = config.model_dump_json()
     if key not in _DEFAULTS:
-        from coevo.meta.run import make_context
+        from coevo.meta.services import make_context
         from coevo.storage import Archive
 
         _DEFAULTS[key] = make_context(config, Archive(config.db), run_id="studio")
