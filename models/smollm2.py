@@ -132,6 +132,6 @@ def load_smollm2(device: str | None = None, dtype: Any = None) -> tuple[Any, Any
     """Load SmolLM2-135M-Instruct as ``(model, tokenizer)`` from the converted cache
     (converting on first use). ``device`` defaults to CUDA when available, else CPU;
     ``dtype`` (a ``torch.dtype``) defaults to float32."""
-    from coevo.models.local import load_pretrained
+    from coevo.models.loading import load_pretrained
 
     return load_pretrained(str(ensure_smollm2()), device=device, dtype=dtype)
