@@ -113,8 +113,9 @@ def round_robin(groups: list[list[T]]) -> list[T]:
 
 
 def cache_dir(*parts: str) -> Path:
-    """A cache directory (created) under coevo's cache root, the same root as the models use:
-    ``$COEVO_CACHE_DIR``, else ``$XDG_CACHE_HOME/coevo`` (``~/.cache/coevo``), plus ``parts``."""
+    """A cache directory (created) under coevo's one cache root, shared by suites and models
+    (``coevo.models.smollm2``): ``$COEVO_CACHE_DIR``, else ``$XDG_CACHE_HOME/coevo``
+    (``~/.cache/coevo``), plus ``parts``."""
     if os.environ.get("COEVO_CACHE_DIR"):
         root = Path(os.environ["COEVO_CACHE_DIR"]).expanduser()
     else:

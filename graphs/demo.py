@@ -7,40 +7,18 @@ Set ``COEVO_DEMO_MODEL`` to a model ref (e.g. ``local:smollm2-135m``) to drive i
 
 from __future__ import annotations
 
-import ast
-import operator
 import os
 import re
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from coevo.envs.base import Episode, Task, Tool
+from coevo.envs.base import Episode, Task
+from coevo.envs.calculator import calculator_tool
 from coevo.graphs.harness import build_harness_graph
 from coevo.harnesses.spec import load_harness
 from coevo.models.fake import ScriptedChatModel
 
-_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-        ast.Pow: operator.pow, ast.USub: operator.neg}
-
-
-def calculate(expression: str) -> str:
-    """Evaluate an arithmetic ``expression`` (+ - * / ** and parentheses). Raises ``ValueError`` otherwise."""
-
-    def ev(node: ast.AST) -> float:
-        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
-            return node.value
-        if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
-            return _OPS[type(node.op)](ev(node.left), ev(node.right))
-        if isinstance(node, ast.UnaryOp) and type(node.op) in _OPS:
-            return _OPS[type(node.op)](ev(node.operand))
-        raise ValueError(f"not arithmetic: {ast.unparse(node)}")
-
-    return str(ev(ast.parse(expression, mode="eval").body))
-
-
-CALCULATOR = Tool("calculator", "Evaluate an arithmetic expression such as '(2+3)*4'.",
-                  {"type": "object", "properties": {"expression": {"type": "string"}}, "required": ["expression"]},
-                  calculate)
+CALCULATOR = calculator_tool()  # the guarded env calculator (coevo.envs.calculator)
 
 DEMO_SPEC = load_harness("demo")  # harnesses/base/demo.json
 

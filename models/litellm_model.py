@@ -19,22 +19,28 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import re
 from typing import Any, Iterator, Sequence
 
 import litellm
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages.tool import invalid_tool_call, tool_call
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
-from tenacity import AsyncRetrying, RetryError, Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
+from tenacity import (
+    AsyncRetrying,
+    RetryError,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_random_exponential,
+)
 
 from coevo.models.base import TOKENS_KEY
-from coevo.models.local import tool_schema
+from coevo.models.messages import decode_arguments, messages_to_openai, tool_schema
 
-_ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool", "chat": "user"}
 _TOKEN_ID = re.compile(r"^token_id:(\d+)$")
 
 
@@ -55,24 +61,6 @@ def is_transient(exc: BaseException) -> bool:
         return True
     status = getattr(exc, "status_code", None)
     return isinstance(status, int) and (status in (408, 409, 429) or status >= 500)
-
-
-def messages_to_openai(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
-    """LangChain messages -> OpenAI chat messages (tool-call arguments as JSON strings)."""
-    out: list[dict[str, Any]] = []
-    for m in messages:
-        role = _ROLES.get(m.type)
-        if role is None:
-            raise ValueError(f"cannot send a message of type {m.type!r} to LiteLLM")
-        entry: dict[str, Any] = {"role": role, "content": m.content}
-        if isinstance(m, AIMessage) and m.tool_calls:
-            entry["tool_calls"] = [{"id": c.get("id") or f"call_{i}", "type": "function",
-                                    "function": {"name": c["name"], "arguments": json.dumps(c.get("args", {}))}}
-                                   for i, c in enumerate(m.tool_calls)]
-        if isinstance(m, ToolMessage):
-            entry["tool_call_id"] = m.tool_call_id
-        out.append(entry)
-    return out
 
 
 def _get(obj: Any, key: str, default: Any = None) -> Any:
@@ -118,15 +106,12 @@ def _tool_calls(message: Any) -> tuple[list[dict], list[dict]]:
     calls, invalid = [], []
     for call in _get(message, "tool_calls") or []:
         fn = _get(call, "function")
-        name, raw = _get(fn, "name"), _get(fn, "arguments") or "{}"
+        name, raw = _get(fn, "name"), _get(fn, "arguments")
         try:
-            args = json.loads(raw) if isinstance(raw, str) else dict(raw)
-            if not isinstance(args, dict):
-                raise ValueError("arguments are not an object")
-            calls.append({"name": name, "args": args, "id": _get(call, "id"), "type": "tool_call"})
-        except (ValueError, TypeError) as exc:
-            invalid.append({"name": name, "args": raw if isinstance(raw, str) else str(raw), "id": _get(call, "id"),
-                            "error": str(exc), "type": "invalid_tool_call"})
+            calls.append(tool_call(name=name, args=decode_arguments(raw), id=_get(call, "id")))
+        except ValueError as exc:
+            invalid.append(invalid_tool_call(name=name, args=raw if isinstance(raw, str) else str(raw),
+                                             id=_get(call, "id"), error=str(exc)))
     return calls, invalid
 
 

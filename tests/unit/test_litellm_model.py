@@ -12,7 +12,8 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage  # noqa
 
 from coevo.envs.base import Tool  # noqa: E402
 from coevo.models.base import TOKENS_KEY, record_call  # noqa: E402
-from coevo.models.litellm_model import LiteLLMCallError, LiteLLMChatModel, is_transient, messages_to_openai  # noqa: E402
+from coevo.models.litellm_model import LiteLLMCallError, LiteLLMChatModel, is_transient  # noqa: E402
+from coevo.models.messages import messages_to_openai  # noqa: E402
 
 MODEL = "openai/gpt-4o-mini"
 

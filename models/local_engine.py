@@ -1,0 +1,308 @@
+"""The local backend's batching engine (DESIGN.md, Models): one causal LM, LoRA adapters, a worker.
+
+``LocalEngine`` owns one causal LM + tokenizer (a checkpoint path, or objects already in memory
+such as the PEFT model under training), any number of named LoRA adapters sharing its base
+weights, and a worker thread. Requests that arrive together (within ``batch_window_s``, up to
+``max_batch``) are decoded together in one left-padded ``generate`` call, even when they ask for
+different adapters (PEFT mixed-adapter batches). Each row keeps its own decoding settings
+(``coevo.models.sampling``), so a row's output does not depend on what it was batched with.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import hashlib
+import queue
+import random
+import threading
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+from langchain_core.messages import BaseMessage
+from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
+
+from coevo.models.loading import load_pretrained
+from coevo.models.messages import messages_to_chat
+from coevo.models.sampling import GenerationRequest, GenerationResult, RowSampler, RowStop
+
+
+class LocalEngine:
+    """One causal LM + tokenizer + any number of LoRA adapters, serving batched requests.
+
+    Adapters share the base weights: ``add_adapter(path)`` loads one under a name that requests
+    can ask for (``GenerationRequest.adapter``), and rows that want different adapters (or the
+    base, ``None``) still decode in one ``generate`` call through PEFT's mixed-adapter batches.
+    ``active_adapter`` is what requests naming no adapter get (``None``: the base weights;
+    ``load_adapter`` switches it).
+
+    Args: ``model``/``tokenizer`` already loaded (e.g. the PEFT model under training, left on its
+    device, whose own active adapter stays the default); ``adapter`` a PEFT adapter directory to
+    load on top and make active; ``max_batch`` rows per
+    ``generate`` call; ``batch_window_s`` how long the worker waits for more requests after the
+    first one arrives (seconds); ``name`` a label for logs and ``model_name``.
+
+    Thread-safe: ``submit`` may be called from any thread; one worker thread runs ``generate``.
+    """
+
+    def __init__(self, model: Any, tokenizer: Any, *, adapter: str | Path | None = None,
+                 max_batch: int = 16, batch_window_s: float = 0.01, name: str = "local"):
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be >= 1, got {max_batch}")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.max_batch = max_batch
+        self.batch_window_s = batch_window_s
+        self.name = name
+        self.adapters: dict[str, str] = {}  # name -> directory, loaded by this engine
+        self.active_adapter: str | None = _peft_active(model)
+        self._pinned: set[str] = set()  # names handed out by add_adapter: never deleted by a switch
+        self._lock = threading.RLock()  # the model: held while generating or changing adapters
+        self._worker_lock = threading.Lock()  # starting the worker; never held while generating
+        self._queue: queue.Queue[tuple[GenerationRequest, concurrent.futures.Future] | None] = queue.Queue()
+        self._worker: threading.Thread | None = None
+        self._rng = random.Random()
+        self.pad_token_id = self._pad_id()
+        self.eos_ids = self._eos_ids()
+        self.batch_sizes: list[int] = []  # rows of each generate call, for tests and benchmarks
+        if adapter:
+            self.load_adapter(adapter)
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path, *, adapter: str | Path | None = None, device: str | None = None,
+                        dtype: Any = None, **kwargs: Any) -> "LocalEngine":
+        """Load a checkpoint directory (see ``load_pretrained``) and wrap it in an engine."""
+        model, tokenizer = load_pretrained(path, device=device, dtype=dtype)
+        return cls(model, tokenizer, adapter=adapter, name=kwargs.pop("name", str(path)), **kwargs)
+
+    # -- tokens ------------------------------------------------------------------------------
+
+    def _pad_id(self) -> int:
+        tok = self.tokenizer
+        for candidate in (tok.pad_token_id, tok.eos_token_id, tok.unk_token_id, 0):
+            if candidate is not None:
+                return int(candidate)
+        return 0
+
+    def _eos_ids(self) -> set[int]:
+        ids: set[int] = set()
+        eos = getattr(getattr(self.model, "generation_config", None), "eos_token_id", None)
+        for value in (eos, self.tokenizer.eos_token_id):
+            if isinstance(value, int):
+                ids.add(value)
+            elif isinstance(value, (list, tuple)):
+                ids.update(int(v) for v in value)
+        return ids
+
+    @property
+    def context_length(self) -> int | None:
+        """The model's maximum sequence length in tokens (``max_position_embeddings``), if known."""
+        value = getattr(getattr(self.model, "config", None), "max_position_embeddings", None)
+        return int(value) if isinstance(value, int) else None
+
+    @property
+    def supports_tool_template(self) -> bool:
+        """True when the tokenizer's chat template reads a ``tools`` variable."""
+        template = getattr(self.tokenizer, "chat_template", None) or ""
+        if isinstance(template, dict):
+            template = " ".join(template.values())
+        return "tools" in template
+
+    def render(self, messages: Sequence[BaseMessage], tools: list[dict] | None = None) -> list[int]:
+        """Token ids of ``messages`` under the chat template with the generation prompt appended.
+
+        ``tools`` (OpenAI function schemas) are passed to the template as ``tools=``; templates
+        that ignore them are unaffected. Raises ``ValueError`` when the tokenizer has no chat
+        template.
+        """
+        if not getattr(self.tokenizer, "chat_template", None):
+            raise ValueError(f"tokenizer of {self.name!r} has no chat_template: set tokenizer.chat_template")
+        kwargs = {"tools": tools} if tools else {}
+        text = self.tokenizer.apply_chat_template(
+            messages_to_chat(messages), add_generation_prompt=True, tokenize=False, **kwargs)
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    # -- adapters ----------------------------------------------------------------------------
+
+    @property
+    def adapter_path(self) -> str | None:
+        """Directory of the active adapter (``None``: base weights, or an adapter not loaded here)."""
+        return self.adapters.get(self.active_adapter) if self.active_adapter else None
+
+    def _load(self, path: str | Path) -> str:
+        from peft import PeftModel
+
+        path = Path(path).expanduser().resolve()
+        if not (path / "adapter_config.json").is_file():
+            raise FileNotFoundError(f"adapter path {str(path)!r} has no adapter_config.json: pass a PEFT "
+                                    "adapter directory saved with save_pretrained")
+        stamp = max(f.stat().st_mtime_ns for f in path.iterdir() if f.is_file())
+        name = "coevo_" + hashlib.sha1(f"{path}:{stamp}".encode()).hexdigest()[:10]
+        if name in self.adapters:
+            return name
+        if isinstance(self.model, PeftModel):
+            self.model.load_adapter(str(path), adapter_name=name, is_trainable=False)
+        else:
+            self.model = PeftModel.from_pretrained(self.model, str(path), adapter_name=name, is_trainable=False)
+        self.model.eval()
+        self.adapters[name] = str(path)
+        return name
+
+    def add_adapter(self, path: str | Path) -> str:
+        """Load the PEFT LoRA adapter at ``path`` (once per directory and file contents) and
+        return its name, for ``GenerationRequest.adapter`` / ``LocalChatModel.adapter``. The
+        active adapter is unchanged. Raises ``FileNotFoundError`` without ``adapter_config.json``.
+        """
+        with self._lock:
+            name = self._load(path)
+            self._pinned.add(name)
+            return name
+
+    def load_adapter(self, path: str | Path) -> None:
+        """Load the adapter at ``path`` and make it the active one (what requests naming no
+        adapter get). The adapter made active by the previous ``load_adapter`` is unloaded unless
+        ``add_adapter`` handed it out. A directory re-saved since it was loaded is read again.
+
+        Waits for the running batch. Raises ``FileNotFoundError`` without ``adapter_config.json``.
+        """
+        with self._lock:
+            old = self.active_adapter
+            name = self._load(path)
+            self.model.set_adapter(name)
+            self.active_adapter = name
+            if old in self.adapters and old != name and old not in self._pinned:
+                self.model.delete_adapter(old)
+                del self.adapters[old]
+
+    # -- batching ----------------------------------------------------------------------------
+
+    def submit(self, request: GenerationRequest) -> concurrent.futures.Future:
+        """Queue ``request``; the returned future resolves to a ``GenerationResult``."""
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        self._ensure_worker()
+        self._queue.put((request, future))
+        return future
+
+    def _ensure_worker(self) -> None:
+        with self._worker_lock:
+            if self._worker is None or not self._worker.is_alive():
+                self._worker = threading.Thread(target=self._serve, name=f"coevo-local-{self.name}", daemon=True)
+                self._worker.start()
+
+    def _serve(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            batch = [item]
+            deadline = _now() + self.batch_window_s
+            while len(batch) < self.max_batch:
+                try:
+                    nxt = self._queue.get(timeout=max(0.0, deadline - _now())) if _now() < deadline \
+                        else self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is None:
+                    self._queue.put(None)
+                    break
+                batch.append(nxt)
+            live = [(req, fut) for req, fut in batch if fut.set_running_or_notify_cancel()]
+            if not live:
+                continue
+            try:
+                results = self.generate_batch([req for req, _ in live])
+            except BaseException as exc:  # hand every caller the failure, keep serving
+                for _, fut in live:
+                    fut.set_exception(exc)
+                continue
+            for (_, fut), result in zip(live, results):
+                fut.set_result(result)
+
+    def close(self) -> None:
+        """Stop the worker thread after the queued requests (idempotent)."""
+        if self._worker is not None and self._worker.is_alive():
+            self._queue.put(None)
+            self._worker.join(timeout=60)
+
+    # -- decoding ----------------------------------------------------------------------------
+
+    def generate_batch(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
+        """Decode ``requests`` together in one left-padded ``generate`` call (blocking).
+
+        Returns one ``GenerationResult`` per request, in order. Each row's tokens depend only on
+        its own prompt and settings (see ``RowSampler``), so results equal one-at-a-time calls
+        up to floating-point effects of padding.
+        """
+        if not requests:
+            return []
+        with self._lock:
+            self.batch_sizes.append(len(requests))
+            model = self.model
+            device = next(model.parameters()).device
+            width = max(len(r.prompt_ids) for r in requests)
+            ids = torch.full((len(requests), width), self.pad_token_id, dtype=torch.long)
+            mask = torch.zeros((len(requests), width), dtype=torch.long)
+            for row, req in enumerate(requests):
+                ids[row, width - len(req.prompt_ids):] = torch.tensor(req.prompt_ids, dtype=torch.long)
+                mask[row, width - len(req.prompt_ids):] = 1
+            sampler = RowSampler(requests, device, self._rng)
+            stopper = RowStop(requests, width, self.eos_ids, self.tokenizer)
+            config = GenerationConfig(
+                do_sample=False, max_new_tokens=max(r.max_tokens for r in requests),
+                pad_token_id=self.pad_token_id, eos_token_id=sorted(self.eos_ids) or None,
+                temperature=None, top_p=None, top_k=None, use_cache=True)
+            routing, extra = self._adapter_routing(requests)
+            was_training = model.training
+            model.eval()
+            try:
+                with torch.no_grad(), routing:
+                    model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), generation_config=config,
+                                   logits_processor=LogitsProcessorList([sampler]),
+                                   stopping_criteria=StoppingCriteriaList([stopper]), **extra)
+            finally:
+                if was_training:
+                    model.train()
+        tokens = torch.stack(sampler.tokens, dim=1).tolist() if sampler.tokens else [[] for _ in requests]
+        logprobs = torch.stack(sampler.logprobs, dim=1).tolist() if sampler.logprobs else [[] for _ in requests]
+        results = []
+        for row, req in enumerate(requests):
+            n = stopper.ends[row] if stopper.ends[row] is not None else min(req.max_tokens, len(tokens[row]))
+            completion = [int(t) for t in tokens[row][:n]]
+            results.append(GenerationResult(
+                prompt_token_ids=list(req.prompt_ids), completion_token_ids=completion,
+                logprobs=[float(x) for x in logprobs[row][:n]],
+                text=self._text(completion, req.stop), finish_reason=stopper.reasons[row]))
+        return results
+
+    def _adapter_routing(self, requests: Sequence[GenerationRequest]) -> tuple[Any, dict[str, Any]]:
+        """How to run each row on its adapter: ``(context manager, extra generate kwargs)``."""
+        names = [r.adapter if r.adapter is not None else self.active_adapter for r in requests]
+        loaded = getattr(self.model, "peft_config", {})
+        missing = sorted({n for n in names if n is not None and n not in loaded})
+        if missing:
+            raise KeyError(f"adapters {missing} are not loaded in engine {self.name!r}: use add_adapter(path)")
+        if set(names) == {None}:
+            return (self.model.disable_adapter() if loaded else contextlib.nullcontext()), {}
+        if set(names) == {_peft_active(self.model)}:
+            return contextlib.nullcontext(), {}
+        return contextlib.nullcontext(), {"adapter_names": [n or "__base__" for n in names]}
+
+    def _text(self, completion: list[int], stops: list[str]) -> str:
+        body = completion[:-1] if completion and completion[-1] in self.eos_ids else completion
+        text = self.tokenizer.decode(body, skip_special_tokens=False)
+        cuts = [text.find(s) for s in stops if s and s in text]
+        return text[: min(cuts)] if cuts else text
+
+
+def _peft_active(model: Any) -> str | None:
+    """The PEFT active adapter of ``model`` (``None`` for a plain model)."""
+    if getattr(model, "peft_config", None) is None:
+        return None
+    active = model.active_adapter
+    return active if isinstance(active, str) else (active[0] if active else None)
+
+
+def _now() -> float:
+    return time.monotonic()
