@@ -76,7 +76,7 @@ FACTOR_KEY = re.compile(r"^(?P<layer>.+)\.lora_(?P<factor>[AB])\.weight$")
 
 
 class MergeConfig(BaseModel):
-    """``combination_type`` (see the module table), ``weights`` (one per adapter, ``>= 0``, not all
+    """``combination_type`` (see the module docstring), ``weights`` (one per adapter, ``>= 0``, not all
     zero; default equal ``1/n``), ``density`` (fraction of entries kept by the ties/dare pruning;
     default 0.5 for those types, only they accept it), ``majority_sign_method`` (TIES sign election),
     ``svd_rank`` (rank of the ``*svd`` output; default the largest input rank; only they accept it),
@@ -234,7 +234,7 @@ def _low_rank(delta: Any, rank: int) -> tuple[Any, Any, float]:
 def merge_layers(adapters: Sequence[Adapter], weights: Sequence[float], cfg: MergeConfig
                  ) -> tuple[dict[str, tuple[Any, Any]], int, float]:
     """The merged factors ``{layer: (A', B')}`` (scaling 1), their rank and the largest svd residual
-    (0.0 for the non-svd types), per the module table. Weight-0 adapters are left out."""
+    (0.0 for the non-svd types), as the module docstring states. Weight-0 adapters are left out."""
     import torch
 
     kept = [(ad, w) for ad, w in zip(adapters, weights) if w > 0]
@@ -250,7 +250,8 @@ def merge_layers(adapters: Sequence[Adapter], weights: Sequence[float], cfg: Mer
     for name in adapters[0].layers:
         factors = [(ad.layers[name], ad.scaling, w) for ad, w in kept]
         if kind in ("linear", "cat"):
-            merged[name] = (torch.cat([w * s * a for (a, _), s, w in factors]), torch.cat([b for (_, b), _, _ in factors], 1))
+            merged[name] = (torch.cat([w * s * a for (a, _), s, w in factors]),
+                            torch.cat([b for (_, b), _, _ in factors], 1))
         elif kind in FACTORWISE:
             trimmed = [[_trim(math.sqrt(s) * f, cfg, density, generator) for f in pair] for pair, s, _ in factors]
             scaled = [w / math.sqrt(lam) for _, _, w in factors]
@@ -271,7 +272,7 @@ def merge_adapters(checkpoints: Sequence[Checkpoint], config: MergeConfig | dict
     computing the merged delta of ``config.combination_type`` as the module docstring states.
 
     Returns a ``Checkpoint`` with ``adapter_path`` = ``<output_dir>/<new id>/adapter`` (scaling 1,
-    rank per the table), ``parents`` = the input ids in order, ``config`` = the merge config with the
+    rank per the module docstring), ``parents`` = the input ids in order, ``config`` = the merge config with the
     effective ``weights``, ``density`` and ``rank``, ``metrics`` = ``{"svd_rel_error": ...}`` for the
     svd types, else ``{}``. Raises ``ValueError`` (before any file is written) for no checkpoints,
     differing base models, a checkpoint without an adapter, a ``weights`` list of the wrong length,
@@ -307,7 +308,8 @@ def merge_adapters(checkpoints: Sequence[Checkpoint], config: MergeConfig | dict
     density = (cfg.density or DEFAULT_DENSITY) if cfg.combination_type in PRUNING else None
     new = Checkpoint(id=new_id, base_model=checkpoints[0].base_model, adapter_path=str(adapter_dir),
                      parents=[c.id for c in checkpoints],
-                     config={"stage": "merge", **cfg.model_dump(), "weights": weights, "density": density, "rank": rank},
+                     config={"stage": "merge", **cfg.model_dump(), "weights": weights, "density": density,
+                             "rank": rank},
                      metrics={"svd_rel_error": residual} if cfg.combination_type in SVD else {})
     record_checkpoint(archive, new, run_id)
     return new
