@@ -4,7 +4,7 @@
   objective, Eq. 5 rescue hook); ``trainer.HarnessGRPOTrainer`` is the one-method TRL subclass and
   ``rollout.HarnessRollout`` its ``rollout_func``.
 - ``rsft.train_rsft``: online rejection-sampling fine-tuning (WHALE §3.1).
-- ``merge.merge_adapters``: PEFT ``add_weighted_adapter`` (ties, dare_ties, linear, svd variants).
+- ``merge.merge_adapters``: LoRA merges with stated exactness (linear task arithmetic, CoEvo-RSI TIES, svd variants).
 - ``advantages``: Eq. 6 advantages, effective-group rate, effective-token share, Eq. 15/16 weights.
 - ``samples``: trajectories -> rows with a policy-token mask.
 - ``checkpoint.Checkpoint``: base model + LoRA adapter, parents, config, metrics.

@@ -125,7 +125,7 @@ def stage_metrics(log_history: list[dict], rollouts: list[dict[str, float]], wal
     """Checkpoint metrics of a stage: means over steps of loss, reward (initial rollouts),
     effective-group rate and effective-token share; policy tokens and rows summed; wall seconds;
     and ``history`` (one dict per step: step, loss, reward, pass_rate, effective_group_rate,
-    nonzero_std_rate, effective_token_share, policy_tokens, rescue_rate, the sampler's rollout_s,
+    nonzero_std_rate, effective_token_share, policy_tokens, rescue_rate, failed_rollouts, the sampler's rollout_s,
     sampled_tokens, sampled_tokens_per_s, and the trainer's grad_norm, entropy and, with Eq. 16,
     is_weight_mean and sampler_logp_diff_mean; needs ``logging_steps=1``)."""
     logs = [h for h in log_history if "loss" in h]
@@ -135,7 +135,7 @@ def stage_metrics(log_history: list[dict], rollouts: list[dict[str, float]], wal
         return statistics.fmean(r[key] for r in rollouts) if rollouts else 0.0
 
     keys = ("reward", "pass_rate", "effective_group_rate", "nonzero_std_rate", "effective_token_share",
-            "policy_tokens", "rescue_rate", "rollout_s", "sampled_tokens", "sampled_tokens_per_s")
+            "policy_tokens", "rescue_rate", "failed_rollouts", "rollout_s", "sampled_tokens", "sampled_tokens_per_s")
     trainer_keys = ("loss", "grad_norm", "entropy", "is_weight_mean", "sampler_logp_diff_mean")
     history = [{"step": i + 1, **{k: r[k] for k in keys if k in r},
                 **({k: logs[i][k] for k in trainer_keys if k in logs[i]} if i < len(logs) else {})}

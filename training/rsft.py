@@ -26,7 +26,7 @@ from pydantic import AliasChoices, BaseModel, Field
 from coevo.envs.base import Env, Task
 from coevo.models.trajectory import Trajectory
 from coevo.training.checkpoint import Checkpoint, load_policy, new_checkpoint_id, record_checkpoint
-from coevo.training.rollout import RolloutFn, default_rollout_fn, eval_mode, run_sync
+from coevo.training.rollout import RolloutFn, default_rollout_fn, eval_mode, guarded, is_failed, run_sync
 from coevo.training.samples import Row, trajectory_rows
 
 
@@ -115,7 +115,7 @@ def train_rsft(
         model = model.to("cuda")
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.learning_rate)
     policy = policy_factory(model, tokenizer) if policy_factory else _local(model, tokenizer, cfg.max_batch)
-    run = rollout_fn or default_rollout_fn()
+    run = guarded(rollout_fn or default_rollout_fn())  # a rollout that raises is a reward-0 sample
     rng = random.Random(cfg.seed)
     trajectories: list[Trajectory] = []
     history: list[dict[str, Any]] = []
@@ -137,6 +137,7 @@ def train_rsft(
             losses = _sft_epochs(model, optimizer, rows, cfg, rng)
             stats = {"round": rnd + 1, "reward": statistics.fmean(t.reward for t in sampled),
                      "kept": len(keep), "kept_rate": len(keep) / len(sampled),
+                     "failed_rollouts": sum(map(is_failed, sampled)),
                      "tokens": sum(r.policy_tokens for r in rows), "loss": statistics.fmean(losses) if losses else None,
                      "sft_steps": len(losses)}
             history.append(stats)

@@ -2,10 +2,13 @@
 
 Pins: the loss mask covers policy tokens only (tool observations, hook injections and template
 glue excluded), a rewritten context splits into rows that keep the advantage, the batch carries
-Eq. 6 x Eq. 15 x Eq. 16 advantages, rescue replaces all-fail groups, and a step changes the adapter.
+Eq. 6 x Eq. 15 x Eq. 16 advantages, rescue replaces all-fail groups, a step changes the adapter, and
+a rollout that raises is a zero-reward, fully masked member of its group instead of the step's end.
 """
 
 import asyncio
+import itertools
+import logging
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -14,6 +17,7 @@ import torch
 
 from coevo.graphs.harness import arun_rollout
 from coevo.harnesses.spec import HarnessSpec
+from coevo.models.fake import ScriptedChatModel
 from coevo.models.trajectory import ModelCall, Trajectory
 from coevo.training.advantages import group_advantages, task_token_weights, truncated_is_weight
 from coevo.training.grpo import GRPOStageConfig, train_grpo
@@ -203,3 +207,86 @@ def test_batch_pads_rows_to_equal_micro_batches_with_lossless_fillers(tmp_path, 
     assert int(batch["num_items_in_batch"]) == 5
     # Eq. 15: task 0 has 3 policy tokens, task 1 has 2 -> factors 5/(2*3) and 5/(2*2)
     assert batch["advantages"][0, 0].item() == pytest.approx(5 / 6) and batch["advantages"][2, 0].item() == pytest.approx(-5 / 4)
+
+
+def raises_on_call(n: int, error: Exception) -> ScriptedChatModel:
+    """``lookup_policy(right_every=1)`` (every rollout it finishes passes) whose ``n``-th model call,
+    and only that one, raises ``error``."""
+    reply, calls = lookup_policy(right_every=1).script[0], itertools.count(1)
+
+    def flaky(messages):
+        if next(calls) == n:
+            raise error
+        return reply(messages)
+
+    return ScriptedChatModel(script=[flaky], with_tokens=True)
+
+
+def test_a_rollout_that_raises_is_a_zero_reward_masked_member_of_its_group(spec, env, caplog):
+    policy = raises_on_call(3, RuntimeError("policy server hung up"))  # one at a time: rollout 1 of task a
+    rollout = HarnessRollout(spec, env, env.tasks(), policy_factory=lambda tr: policy, max_concurrency=1)
+    with caplog.at_level(logging.WARNING, logger="coevo.training.rollout"):
+        out = rollout([t.id for t in env.tasks() for _ in range(4)], fake_trainer())
+    trajs = rollout.trajectories
+    assert [t.task_id for t in trajs] == ["lookup-a"] * 4 + ["lookup-b"] * 4 and out["num_tasks"] == 2
+    failed = trajs[1]
+    assert failed.stop_reason == "error:RuntimeError" and failed.reward == 0.0 and failed.calls == []
+    assert "policy server hung up" in failed.score_detail["error"] and [t.passed for t in trajs].count(False) == 1
+    assert len(out["completion_ids"]) == 7 and out["task_index"] == [0, 0, 0, 1, 1, 1, 1]  # no row: fully masked
+    kept = group_advantages([1.0, 0.0, 1.0, 1.0])
+    assert out["advantages"] == pytest.approx([kept[0], kept[2], kept[3], 0.0, 0.0, 0.0, 0.0])
+    assert out["metrics"]["failed_rollouts"] == 1.0 and out["metrics"]["reward"] == 7 / 8
+    assert "lookup-a" in caplog.text and "policy server hung up" in caplog.text
+
+
+def test_an_env_that_raises_fails_only_its_own_group(spec):
+    class BrokenEnv(LookupEnv):
+        def episode(self, task, seed=0):
+            if task.metadata["key"] == "b":
+                raise OSError("sandbox unavailable")
+            return super().episode(task, seed)
+
+    env = BrokenEnv()
+    rollout = HarnessRollout(spec, env, env.tasks(), policy_factory=lambda tr: lookup_policy(right_every=1))
+    out = rollout([t.id for t in env.tasks() for _ in range(4)], fake_trainer())
+    assert [t.stop_reason for t in rollout.trajectories[4:]] == ["error:OSError"] * 4
+    assert out["task_index"] == [0] * 4 and out["advantages"] == [0.0] * 4
+    assert out["metrics"]["failed_rollouts"] == 4.0 and out["metrics"]["effective_group_rate"] == 0.0
+
+
+def test_failed_sibling_rollouts_during_rescue_keep_the_rescue_group_whole(spec, env):
+    sibling = spec.model_copy(update={"prompt": spec.prompt.model_copy(update={"system": "HINT: answer it."})})
+    hinted = lookup_policy(right_every=1, hint="HINT")  # never right under H0, always under the sibling
+    calls = itertools.count(1)
+
+    def flaky(messages):  # the 9th call is the first of the rescue's sibling rollouts
+        if next(calls) == 9:
+            raise RuntimeError("boom")
+        return hinted.script[0](messages)
+
+    rollout = HarnessRollout(spec, env, env.tasks()[:1], rescue=sibling_rescue([sibling], env), max_concurrency=1,
+                             policy_factory=lambda tr: ScriptedChatModel(script=[flaky], with_tokens=True))
+    out = rollout(["lookup-a"] * 4, fake_trainer())
+    rescued = rollout.trajectories[4:]
+    assert len(rescued) == 4 and sum(t.passed for t in rescued) == 3 and sum(t.calls == [] for t in rescued) == 1
+    assert out["metrics"]["failed_rollouts"] == 1.0 and out["metrics"]["rescue_rate"] == 1.0
+
+
+def test_train_grpo_step_goes_on_past_a_failed_rollout_and_counts_it(tmp_path, spec, env):
+    ckpt = tiny_llama_checkpoint(tmp_path / "base")
+    cfg = {"steps": 1, "learning_rate": 1e-2, "output_dir": str(tmp_path / "runs")}
+    new, trajs = train_grpo(ckpt, spec, env, env.tasks(), cfg,
+                            policy_factory=lambda tr: raises_on_call(2, ValueError("bad reply")))
+    assert len(trajs) == 8 and [t.stop_reason for t in trajs].count("error:ValueError") == 1
+    assert new.metrics["history"][0]["failed_rollouts"] == 1.0 and new.metrics["steps"] == 1
+    assert new.metrics["reward_mean"] == 7 / 8 and Path(new.adapter_path, "adapter_model.safetensors").is_file()
+
+
+def test_rsft_sampling_goes_on_past_a_failed_rollout_and_counts_it(tmp_path, spec, env):
+    from coevo.training.rsft import train_rsft
+
+    cfg = {"rounds": 1, "tasks_per_round": 2, "samples_per_task": 4, "minibatch_size": 4, "output_dir": str(tmp_path)}
+    new, trajs = train_rsft(tiny_llama_checkpoint(tmp_path / "base"), spec, env, env.tasks(), cfg,
+                            policy_factory=lambda model, tok: raises_on_call(2, ValueError("bad reply")))
+    assert len(trajs) == 8 and sum(t.passed for t in trajs) == 7
+    assert new.metrics["history"][0]["failed_rollouts"] == 1 and new.metrics["kept_rate"] == 7 / 8
