@@ -150,7 +150,8 @@ def main() -> None:
     first = history[: max(1, len(history) // 4)]
     last = history[-max(1, len(history) // 4):]
     summary = {
-        "env": ref, "harness_id": spec.id, "config": config.model_dump(mode="json"), "wall_time_s": wall, "checkpoint": ckpt.id,
+        "env": ref, "harness_id": spec.id, "config": config.model_dump(mode="json"), "wall_time_s": wall,
+        "checkpoint": ckpt.id,
         "adapter_path": ckpt.adapter_path, "baseline": {"best_constant": best_answer, "best_constant_reward": best,
                                                          "empty_reward": trivial["empty"]},
         "reward_first_quarter": sum(h["reward"] for h in first) / len(first),
