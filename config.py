@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from coevo.training.config import StageConfig, StageSettings
 
 STRATEGIES = ("vace", "static", "harness_only", "rl_only", "ungated")
 
@@ -31,19 +33,28 @@ class EnvConfig(Section):
     n_test: int = Field(default=10, ge=0)
 
 
-class TrainConfig(Section):
-    """The weight-update stage (GRPO per Harness-S §7, or RSFT per WHALE §3.1) with LoRA."""
+class TrainConfig(StageSettings):
+    """The weight-update stage (GRPO per Harness-S §7, or RSFT per WHALE §3.1) with LoRA: the
+    ``algorithm``, the sampling ``temperature`` and output budget (``max_new_tokens``) of training
+    rollouts, and every ``coevo.training.config.StageSettings`` key (steps, batch, learning rate,
+    LoRA, clip ranges, RSFT threshold, ...) with its one default."""
 
     algorithm: Literal["grpo", "rsft"] = "grpo"
-    steps: int = Field(default=2, ge=1)
-    tasks_per_step: int = Field(default=2, ge=1)
-    num_generations: int = Field(default=4, ge=2)
-    learning_rate: float = Field(default=2e-4, gt=0)
-    lora_r: int = Field(default=8, ge=1)
-    lora_alpha: int = Field(default=16, ge=1)
     max_new_tokens: int = Field(default=96, ge=1)
-    temperature: float = Field(default=1.0, ge=0)
-    rsft_threshold: float = Field(default=0.5, ge=0, le=1)
+    temperature: float = Field(default=1.0, gt=0)
+
+    @model_validator(mode="after")
+    def _grpo_groups(self) -> "TrainConfig":
+        if self.algorithm == "grpo":
+            self.check_grpo()
+        return self
+
+    def stage(self, round: int, seed: int, out_dir: str | Path) -> StageConfig:
+        """The ``StageConfig`` of round ``round`` of a run with seed ``seed``: every setting of this
+        section, seed ``seed + 1000 * round`` (each round samples afresh) and adapters saved under
+        ``<out_dir>/adapters``."""
+        return StageConfig(**self.model_dump(include=set(StageSettings.model_fields)),
+                           seed=seed + 1000 * round, output_dir=str(Path(out_dir) / "adapters"))
 
 
 class MetaConfig(Section):

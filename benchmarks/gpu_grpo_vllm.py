@@ -54,7 +54,8 @@ def main() -> None:
                                    "budget": spec.budget.model_copy(update={"max_output_tokens": 32})})
     sync = VLLMStepSync(args.base_url, out / "sync", prefix=f"grpo-{int(time.time())}")
     config = {"steps": args.steps, "tasks_per_step": args.tasks_per_step, "num_generations": args.num_generations,
-              "learning_rate": 3e-4, "lora_r": 16, "lora_alpha": 32, "output_dir": str(out / "adapters")}
+              "learning_rate": 3e-4, "lora_r": 16, "lora_alpha": 32, "micro_batches": 1,
+              "activation_checkpointing": False, "output_dir": str(out / "adapters")}
     started = time.perf_counter()
     ckpt, trajs = train_grpo(Checkpoint(id="base", base_model=args.base_model), spec, env, train[2:], config,
                              policy_factory=sync)

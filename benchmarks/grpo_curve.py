@@ -60,7 +60,7 @@ def val_reward(spec, env, tasks, adapter: str | None, k: int = 2, seed: int = 0)
 
     from coevo.graphs.harness import arun_rollout
     from coevo.models.local import LocalChatModel
-    from coevo.training.checkpoint import resolve_base
+    from coevo.models.refs import resolve_base
 
     policy = LocalChatModel.from_pretrained(resolve_base("smollm2-135m"), adapter=adapter)
 
@@ -119,6 +119,7 @@ def main() -> None:
 
     from coevo.envs.registry import get_env
     from coevo.training.checkpoint import Checkpoint
+    from coevo.training.config import StageConfig
     from coevo.training.grpo import train_grpo
 
     torch.set_num_threads(args.threads)
@@ -134,9 +135,12 @@ def main() -> None:
         "budget": spec.budget.model_copy(update={"max_output_tokens": args.max_new_tokens})})
     trivial = env.trivial_baseline("train", args.n_train + 2)
     best_answer, best = trivial["best_constant"]
-    config = {"steps": args.steps, "tasks_per_step": args.tasks_per_step, "num_generations": args.num_generations,
-              "learning_rate": args.learning_rate, "lora_r": args.lora_r, "lora_alpha": 2 * args.lora_r,
-              "seed": args.seed, "output_dir": str(out / "adapters")}
+    # one micro-batch per step without activation checkpointing, as measured before the stage
+    # defaults became the run's (one row per micro-step, checkpointed; coevo.training.config)
+    config = StageConfig(steps=args.steps, tasks_per_step=args.tasks_per_step, num_generations=args.num_generations,
+                         learning_rate=args.learning_rate, lora_r=args.lora_r, lora_alpha=2 * args.lora_r,
+                         micro_batches=1, activation_checkpointing=False, seed=args.seed,
+                         output_dir=str(out / "adapters"))
     started = time.perf_counter()
     ckpt, trajectories = train_grpo(Checkpoint(id="smollm2", base_model="smollm2-135m"), spec, env, pool, config)
     wall = time.perf_counter() - started
@@ -146,7 +150,8 @@ def main() -> None:
     first = history[: max(1, len(history) // 4)]
     last = history[-max(1, len(history) // 4):]
     summary = {
-        "env": ref, "harness_id": spec.id, "config": config, "wall_time_s": wall, "checkpoint": ckpt.id,
+        "env": ref, "harness_id": spec.id, "config": config.model_dump(mode="json"), "wall_time_s": wall,
+        "checkpoint": ckpt.id,
         "adapter_path": ckpt.adapter_path, "baseline": {"best_constant": best_answer, "best_constant_reward": best,
                                                          "empty_reward": trivial["empty"]},
         "reward_first_quarter": sum(h["reward"] for h in first) / len(first),

@@ -30,6 +30,8 @@ from coevo.models.trajectory import Trajectory
 from coevo.storage import codec
 from coevo.storage.tables import (
     SCHEMA_VERSION,
+    TRAJECTORY_FIELDS,
+    TRAJECTORY_TOTALS,
     CheckpointRecord,
     CheckpointRow,
     EditRecord,
@@ -98,16 +100,9 @@ def _engine(url: str) -> Engine:
     return engine
 
 
-_SCALARS = tuple(c.name for c in TrajectoryRow.__table__.columns  # type: ignore[attr-defined]
-                 if c.name in Trajectory.model_fields)
-
-
 def _trajectory_row(traj: Trajectory, evaluation_id: str | None, run_id: str | None) -> dict[str, Any]:
-    row = {name: getattr(traj, name) for name in _SCALARS}
-    row.update(
-        evaluation_id=evaluation_id, run_id=run_id, input_tokens=traj.input_tokens,
-        output_tokens=traj.output_tokens, cost_usd=traj.cost_usd, body=codec.encode(traj), created_at=time.time(),
-    )
+    row = {name: getattr(traj, name) for name in (*TRAJECTORY_FIELDS, *TRAJECTORY_TOTALS)}
+    row.update(evaluation_id=evaluation_id, run_id=run_id, body=codec.encode(traj), created_at=time.time())
     return row
 
 

@@ -1,23 +1,32 @@
 """The archive's tables (DESIGN.md, Storage), declared once.
 
-Each ``*Record`` is a plain SQLModel (pydantic) model: it is what ``Archive`` methods accept and
-return. Each ``*Row`` subclass with ``table=True`` is its SQL table. JSON fields use the SQL JSON
+Each ``*Record`` is a pydantic (plain SQLModel) model: it is what ``Archive`` methods accept and
+return. Each ``*Row`` with ``table=True`` is its SQL table. JSON fields use the SQL JSON
 type (TEXT on SQLite). There are no foreign-key constraints: rows reference each other by id
 (the loop writes a trajectory before its evaluation is final, an edit before its child harness
 is checked) and integrity is kept by writing each batch in one transaction.
 
-Trajectories keep every ``coevo.models.trajectory.Trajectory`` field: the scalars as columns, the
-whole trajectory (calls with their token ids and logprobs) as compact JSON in ``body``
-(``coevo.storage.codec``), plus the ids of the evaluation and run that produced them.
+Two tables mirror a domain model instead of repeating its fields: ``policy_checkpoints`` has one
+column per ``coevo.training.checkpoint.Checkpoint`` field (``Checkpoint`` is its record), and
+``trajectories`` one column per scalar field of ``coevo.models.trajectory.Trajectory``, the whole
+trajectory (calls with their token ids and logprobs) as compact JSON in ``body``
+(``coevo.storage.codec``), the ids of the evaluation and run that produced it and its token/cost
+totals. A field added to either model becomes a column here with no other edit; archives created
+before it lack that column, so bump ``SCHEMA_VERSION`` and add it to them.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from types import UnionType
+from typing import Any, Union, get_args, get_origin
 
+from pydantic import BaseModel
 from sqlalchemy import JSON, Text
 from sqlmodel import Field, SQLModel
+
+from coevo.models.trajectory import Trajectory
+from coevo.training.checkpoint import Checkpoint
 
 SCHEMA_VERSION = 1
 """Bump when a table changes; ``Archive`` refuses a database written by a newer version."""
@@ -25,6 +34,36 @@ SCHEMA_VERSION = 1
 
 def _now() -> float:
     return time.time()
+
+
+def scalar_fields(model: type[BaseModel]) -> tuple[str, ...]:
+    """Names of ``model``'s fields typed ``str``, ``int``, ``float`` or ``bool`` (optionally
+    ``| None``), in declaration order."""
+
+    def scalar(annotation: Any) -> bool:
+        union = get_origin(annotation) in (Union, UnionType)
+        kinds = [a for a in get_args(annotation) if a is not type(None)] if union else [annotation]
+        return len(kinds) == 1 and kinds[0] in (str, int, float, bool)
+
+    return tuple(name for name, field in model.model_fields.items() if scalar(field.annotation))
+
+
+def _mirror(model: type[BaseModel], name: str, index: bool = False) -> tuple[Any, Any]:
+    """Field ``name`` of ``model`` as a column ``(annotation, Field)``: ``id`` is the primary key,
+    lists and dicts are JSON, ``X | None`` is nullable. No Python default: the archive always
+    writes whole records."""
+    annotation = model.model_fields[name].annotation
+    json = get_origin(annotation) in (list, dict) or annotation in (list, dict)
+    return annotation, Field(primary_key=name == "id", index=index, **({"sa_type": JSON} if json else {}))
+
+
+def _table(name: str, tablename: str, doc: str, columns: dict[str, tuple[Any, Any]]) -> Any:
+    """A SQLModel table class ``name`` for table ``tablename`` with ``columns`` (``name ->
+    (annotation, Field)``) in order: what ``class name(SQLModel, table=True)`` would declare."""
+    namespace = {"__module__": __name__, "__qualname__": name, "__doc__": doc, "__tablename__": tablename,
+                 "__annotations__": {col: annotation for col, (annotation, _) in columns.items()},
+                 **{col: field for col, (_, field) in columns.items()}}
+    return type(SQLModel)(name, (SQLModel,), namespace, table=True)
 
 
 class SchemaVersionRow(SQLModel, table=True):
@@ -89,22 +128,13 @@ class EditRow(EditRecord, table=True):
     __tablename__ = "edits"
 
 
-class CheckpointRecord(SQLModel):
-    """Policy weights: a ``base_model`` reference plus an optional LoRA ``adapter_path``,
-    ``parents`` (checkpoint ids), the training ``config`` and its ``metrics``."""
+CheckpointRecord = Checkpoint
+"""The archive's checkpoint record is ``coevo.training.checkpoint.Checkpoint`` itself."""
 
-    id: str = Field(primary_key=True)
-    base_model: str = ""
-    adapter_path: str | None = None
-    parents: list[str] = Field(default_factory=list, sa_type=JSON)
-    config: dict[str, Any] = Field(default_factory=dict, sa_type=JSON)
-    metrics: dict[str, Any] = Field(default_factory=dict, sa_type=JSON)
-    run_id: str | None = Field(default=None, index=True)
-    created_at: float = Field(default_factory=_now)
-
-
-class CheckpointRow(CheckpointRecord, table=True):
-    __tablename__ = "policy_checkpoints"  # "checkpoints" is LangGraph's checkpointer table in the same DB
+CheckpointRow = _table(
+    "CheckpointRow", "policy_checkpoints",  # "checkpoints" is LangGraph's checkpointer table in the same DB
+    "A ``Checkpoint``: one column per field.",
+    {name: _mirror(Checkpoint, name, index=name == "run_id") for name in Checkpoint.model_fields})
 
 
 class TaskRow(SQLModel, table=True):
@@ -141,34 +171,25 @@ class EvaluationRow(EvaluationRecord, table=True):
     __tablename__ = "evaluations"
 
 
-class TrajectoryRow(SQLModel, table=True):
-    """A ``Trajectory``: its scalar fields as columns (for queries), the whole trajectory in
-    ``body`` (``coevo.storage.codec`` JSON: messages, calls with token ids and logprobs, hook
-    events, score detail), plus ``evaluation_id``/``run_id`` and token/cost totals."""
+TRAJECTORY_FIELDS = scalar_fields(Trajectory)
+"""The ``Trajectory`` fields stored as columns (for queries) besides the whole trajectory in ``body``."""
 
-    __tablename__ = "trajectories"
-    id: str = Field(primary_key=True)
-    evaluation_id: str | None = Field(default=None, index=True)
-    run_id: str | None = Field(default=None, index=True)
-    task_id: str = Field(index=True)
-    env: str = ""
-    split: str = ""
-    harness_id: str = Field(default="", index=True)
-    checkpoint_id: str = ""
-    seed: int = 0
-    final_answer: str | None = None
-    stop_reason: str = ""
-    interface_violations: int = 0
-    model_turns: int = 0
-    env_actions: int = 0
-    reward: float = 0.0
-    passed: bool = False
-    latency_s: float = 0.0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost_usd: float = 0.0
-    body: str = Field(sa_type=Text)
-    created_at: float = Field(default_factory=_now)
+TRAJECTORY_TOTALS = {"input_tokens": int, "output_tokens": int, "cost_usd": float}
+"""``Trajectory`` properties (sums over its model calls) stored as columns."""
+
+TrajectoryRow = _table(
+    "TrajectoryRow", "trajectories",
+    "A ``Trajectory``: its scalar fields and totals as columns, the whole trajectory in ``body``\n"
+    "(``coevo.storage.codec`` JSON: messages, calls with token ids and logprobs, hook events, score\n"
+    "detail), plus ``evaluation_id``/``run_id``.",
+    {"id": _mirror(Trajectory, "id"),
+     "evaluation_id": (str | None, Field(default=None, index=True)),
+     "run_id": (str | None, Field(default=None, index=True)),
+     **{name: _mirror(Trajectory, name, index=name in ("task_id", "harness_id"))
+        for name in TRAJECTORY_FIELDS if name != "id"},
+     **{name: (kind, Field()) for name, kind in TRAJECTORY_TOTALS.items()},
+     "body": (str, Field(sa_type=Text)),
+     "created_at": (float, Field(default_factory=_now))})
 
 
 class GateDecisionRecord(SQLModel):

@@ -7,7 +7,11 @@
 - ``merge.merge_adapters``: LoRA merges with stated exactness (linear task arithmetic, CoEvo-RSI TIES, svd variants).
 - ``advantages``: Eq. 6 advantages, effective-group rate, effective-token share, Eq. 15/16 weights.
 - ``samples``: trajectories -> rows with a policy-token mask.
-- ``checkpoint.Checkpoint``: base model + LoRA adapter, parents, config, metrics.
+- ``config.StageConfig``: every setting of a GRPO or RSFT stage, declared once (the run config's
+  ``[train]`` section builds it with ``TrainConfig.stage``).
+- ``stage.StageTrainer``: the weight stage of a meta-loop round (``MetaContext.trainer``).
+- ``checkpoint.Checkpoint``: base model + LoRA adapter, parents, config, metrics (also the archive's
+  checkpoint record).
 - ``vllm_sync``: hot-load adapters into a vLLM server (GPU path).
 
 Submodules are imported on use: importing ``coevo.training`` loads neither torch nor TRL.

@@ -1,9 +1,10 @@
 """``Checkpoint``: policy weights as a base model plus an optional LoRA adapter (DESIGN.md, Checkpoint).
 
-A training stage returns a new ``Checkpoint`` (and records it in the archive when given one);
+A training stage returns a new ``Checkpoint`` (and records it in the archive when given one: the
+archive stores ``Checkpoint`` itself, as ``coevo.storage.tables.CheckpointRecord``);
 ``load_policy`` turns a checkpoint into a transformers ``(model, tokenizer)`` pair for training or
-evaluation. ``base_model`` is a local directory, a Hugging Face id available offline, or the
-alias ``smollm2-135m`` (the converted SmolLM2-135M-Instruct cache, ``coevo.models.smollm2``).
+evaluation. ``base_model`` is a local checkpoint directory or ``smollm2-135m`` (the converted
+SmolLM2-135M-Instruct cache), resolved by ``coevo.models.refs.resolve_base``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-SMOLLM2_ALIASES = {"smollm2", "smollm2-135m", "smollm2-135m-instruct"}
+from coevo.models.refs import resolve_base
 
 
 def new_checkpoint_id(prefix: str = "ckpt") -> str:
@@ -26,7 +27,12 @@ def new_checkpoint_id(prefix: str = "ckpt") -> str:
 class Checkpoint(BaseModel):
     """A policy checkpoint: ``base_model`` + optional ``adapter_path`` (a PEFT LoRA directory),
     ``parents`` (checkpoint ids it was trained or merged from), the training ``config`` and its
-    ``metrics`` (loss, reward mean, effective-group rate, tokens, wall time, ...)."""
+    ``metrics`` (loss, reward mean, effective-group rate, tokens, wall time, ...), the ``run_id``
+    that made it (None outside a run) and its creation time (Unix seconds).
+
+    This is also the archive's checkpoint record: ``coevo.storage.tables`` derives the
+    ``policy_checkpoints`` table from these fields, in this order.
+    """
 
     id: str = Field(default_factory=new_checkpoint_id)
     base_model: str
@@ -34,27 +40,17 @@ class Checkpoint(BaseModel):
     parents: list[str] = Field(default_factory=list)
     config: dict[str, Any] = Field(default_factory=dict)
     metrics: dict[str, Any] = Field(default_factory=dict)
+    run_id: str | None = None
     created_at: float = Field(default_factory=time.time)
-
-
-def resolve_base(base_model: str) -> str:
-    """The path (or offline hub id) that transformers loads for ``base_model``.
-
-    The SmolLM2 aliases resolve to the converted cache (converting the GGUF on first use).
-    """
-    if base_model.lower() in SMOLLM2_ALIASES:
-        from coevo.models.smollm2 import ensure_smollm2
-
-        return str(ensure_smollm2())
-    return base_model
 
 
 def load_policy(checkpoint: Checkpoint, trainable: bool = False, dtype: Any = None) -> tuple[Any, Any]:
     """Load ``checkpoint`` as ``(model, tokenizer)`` on CPU (float32 unless ``dtype`` is given).
 
     With an ``adapter_path`` the model is a ``peft.PeftModel`` (``is_trainable=trainable``);
-    without one it is the plain base model. Raises ``FileNotFoundError`` naming the field when
-    the adapter directory is missing.
+    without one it is the plain base model. Raises ``coevo.models.refs.ModelRefError`` when
+    ``base_model`` is neither ``smollm2-135m`` nor a checkpoint directory, and ``FileNotFoundError``
+    naming the field when the adapter directory is missing.
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -77,11 +73,8 @@ def load_policy(checkpoint: Checkpoint, trainable: bool = False, dtype: Any = No
 
 
 def record_checkpoint(archive: Any, checkpoint: Checkpoint, run_id: str | None = None) -> None:
-    """Store ``checkpoint`` through ``archive.add_checkpoint`` (``coevo.storage.Archive``);
-    a no-op when ``archive`` is None."""
+    """Store ``checkpoint`` through ``archive.add_checkpoint`` (``coevo.storage.Archive``), with
+    ``run_id`` when given (else its own); a no-op when ``archive`` is None."""
     if archive is None:
         return
-    from coevo.storage.tables import CheckpointRecord
-
-    fields = checkpoint.model_dump()
-    archive.add_checkpoint(CheckpointRecord(**fields, run_id=run_id))
+    archive.add_checkpoint(checkpoint if run_id is None else checkpoint.model_copy(update={"run_id": run_id}))

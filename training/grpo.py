@@ -34,68 +34,30 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from pydantic import BaseModel, Field, model_validator
-
 from coevo.envs.base import Env, Task
 from coevo.models.trajectory import Trajectory
 from coevo.training.checkpoint import Checkpoint, load_policy, new_checkpoint_id, record_checkpoint
+from coevo.training.config import StageConfig
 from coevo.training.rollout import HarnessRollout, PolicyFactory, Rescue, RolloutFn, close_policy
 
 
-class GRPOStageConfig(BaseModel):
-    """Settings of one GRPO stage. A step = one generation batch of ``tasks_per_step`` tasks x
-    ``num_generations`` rollouts = one optimiser step (split in ``micro_batches`` accumulation steps)."""
-
-    steps: int = Field(default=1, ge=1)
-    tasks_per_step: int = Field(default=2, ge=1)
-    num_generations: int = Field(default=4, ge=2)
-    micro_batches: int = Field(default=1, ge=1)
-    activation_checkpointing: bool = False
-    num_iterations: int = Field(default=1, ge=1)
-    learning_rate: float = Field(default=1e-5, gt=0)
-    lr_scheduler_type: str = "constant"
-    max_grad_norm: float = 1.0
-    lora_r: int = Field(default=16, ge=1)
-    lora_alpha: int = 32
-    lora_dropout: float = 0.0
-    lora_target_modules: str | list[str] = "all-linear"
-    epsilon: float = 0.20
-    epsilon_high: float = 0.28
-    max_len: int = Field(default=4096, ge=16)
-    importance_correction: bool | None = None
-    is_clip: tuple[float, float] = (0.0, 2.0)
-    seed: int = 0
-    output_dir: str = "runs/training"
-    report_to: str | list[str] = "none"
-    logging_steps: int = 1
-    max_concurrency: int | None = None
-    use_cpu: bool | None = None
-
-    @model_validator(mode="after")
-    def _batch_divides(self) -> "GRPOStageConfig":
-        if (self.tasks_per_step * self.num_generations) % self.micro_batches:
-            raise ValueError(
-                f"tasks_per_step x num_generations = {self.tasks_per_step * self.num_generations} must be divisible "
-                f"by micro_batches={self.micro_batches}; change micro_batches")
-        return self
-
-
-def grpo_args(cfg: GRPOStageConfig, output_dir: Path, temperature: float = 1.0) -> Any:
-    """The TRL ``GRPOConfig`` of a stage (CPU: ``use_cpu=True, bf16=False``; no checkpoints saved
-    by the trainer; ``report_to`` passed through). ``temperature`` is the harness's sampling
-    temperature: TRL divides the logits by it, so ``pi_theta``/``pi_old`` are the distributions the
-    tokens were sampled from (a harness ``top_p < 1`` is not mirrored: the ratio uses the full
-    softmax)."""
+def grpo_args(cfg: StageConfig, output_dir: Path, temperature: float = 1.0) -> Any:
+    """The TRL ``GRPOConfig`` of a stage: one generation batch of ``tasks_per_step x num_generations``
+    rows per optimiser step, in ``cfg.accumulation_steps`` micro-steps (CPU: ``use_cpu=True,
+    bf16=False``; no checkpoints saved by the trainer; ``report_to`` passed through).
+    ``temperature`` is the harness's sampling temperature: TRL divides the logits by it, so
+    ``pi_theta``/``pi_old`` are the distributions the tokens were sampled from (a harness
+    ``top_p < 1`` is not mirrored: the ratio uses the full softmax)."""
     import torch
     from trl import GRPOConfig
 
     use_cpu = cfg.use_cpu if cfg.use_cpu is not None else not torch.cuda.is_available()
     bf16 = not use_cpu and torch.cuda.is_bf16_supported()
-    batch = cfg.tasks_per_step * cfg.num_generations
+    batch, micro = cfg.tasks_per_step * cfg.num_generations, cfg.accumulation_steps
     return GRPOConfig(
         output_dir=str(output_dir), max_steps=cfg.steps, seed=cfg.seed,
-        per_device_train_batch_size=batch // cfg.micro_batches, gradient_accumulation_steps=cfg.micro_batches,
-        steps_per_generation=cfg.micro_batches, num_generations=cfg.num_generations,
+        per_device_train_batch_size=batch // micro, gradient_accumulation_steps=micro,
+        steps_per_generation=micro, num_generations=cfg.num_generations,
         num_iterations=cfg.num_iterations, learning_rate=cfg.learning_rate, lr_scheduler_type=cfg.lr_scheduler_type,
         warmup_steps=0, max_grad_norm=cfg.max_grad_norm, beta=0.0, epsilon=cfg.epsilon,
         epsilon_high=cfg.epsilon_high, loss_type="dapo", temperature=temperature, scale_rewards="none",
@@ -106,7 +68,7 @@ def grpo_args(cfg: GRPOStageConfig, output_dir: Path, temperature: float = 1.0) 
     )
 
 
-def lora_config(cfg: GRPOStageConfig | Any) -> Any:
+def lora_config(cfg: StageConfig) -> Any:
     """A PEFT ``LoraConfig`` for a causal LM from ``lora_r``/``lora_alpha``/``lora_dropout``/
     ``lora_target_modules``."""
     from peft import LoraConfig
@@ -157,13 +119,14 @@ def stage_metrics(log_history: list[dict], rollouts: list[dict[str, float]], wal
 
 
 def train_grpo(
-    checkpoint: Checkpoint, spec: Any, env: Env, tasks: Sequence[Task], config: GRPOStageConfig | dict | None = None,
+    checkpoint: Checkpoint, spec: Any, env: Env, tasks: Sequence[Task], config: StageConfig | dict | None = None,
     rescue: Rescue | None = None, archive: Any = None, *, policy_factory: PolicyFactory | None = None,
     rollout_fn: RolloutFn | None = None, callbacks: list | None = None, run_id: str | None = None,
 ) -> tuple[Checkpoint, list[Trajectory]]:
     """Run one GRPO stage from ``checkpoint`` under harness ``spec`` on ``tasks`` (train split).
 
-    Args: ``config`` a ``GRPOStageConfig`` (or its dict); ``rescue`` the Eq. 5 hook
+    Args: ``config`` a ``StageConfig`` (or its dict; ``TrainConfig.stage`` builds it for a run);
+    ``rescue`` the Eq. 5 hook
     ``rescue(task, failed_group[, policy=]) -> group`` called when all K rollouts of a task fail
     (``coevo.training.rollout.sibling_rescue`` builds the Harness-S one); ``archive`` a
     ``coevo.storage.Archive`` that records the new checkpoint; ``policy_factory(trainer)`` the
@@ -172,15 +135,17 @@ def train_grpo(
 
     Returns ``(new checkpoint, trajectories)``: the new checkpoint has the trained LoRA adapter under
     ``<output_dir>/<new id>/adapter``, ``parents=[checkpoint.id]``, the config and
-    ``stage_metrics``; the trajectories are every rollout made (``HarnessRollout.trajectories``).
-    Raises ``ValueError`` when there are fewer tasks than ``tasks_per_step`` or the harness decodes
-    greedily (``spec.decoding.temperature == 0``).
+    ``stage_metrics`` (and ``run_id``); the trajectories are every rollout made
+    (``HarnessRollout.trajectories``). Raises ``StageConfigError`` naming a bad config key, and
+    ``ValueError`` when ``num_generations < 2``, there are fewer tasks than ``tasks_per_step`` or the
+    harness decodes greedily (``spec.decoding.temperature == 0``).
     """
     from datasets import Dataset
 
     from coevo.training.trainer import HarnessGRPOTrainer
 
-    cfg = config if isinstance(config, GRPOStageConfig) else GRPOStageConfig.model_validate(config or {})
+    cfg = StageConfig.parse(config)
+    cfg.check_grpo()
     if getattr(getattr(spec, "decoding", None), "temperature", 1.0) == 0:
         raise ValueError("train_grpo needs sampled rollouts but spec.decoding.temperature is 0 (greedy): every group "
                          "would be K identical rollouts with zero advantage; set a temperature > 0 for training")
@@ -210,9 +175,9 @@ def train_grpo(
     trainer.accelerator.unwrap_model(trainer.model).save_pretrained(str(adapter_dir))
     new = Checkpoint(
         id=new_id, base_model=checkpoint.base_model, adapter_path=str(adapter_dir), parents=[checkpoint.id],
-        config={"stage": "grpo", "harness_id": getattr(spec, "id", ""), **cfg.model_dump(),
+        config={"stage": "grpo", "harness_id": getattr(spec, "id", ""), **cfg.model_dump(mode="json"),
                 "importance_correction": correction},
-        metrics=stage_metrics(trainer.state.log_history, rollout.history, wall),
+        metrics=stage_metrics(trainer.state.log_history, rollout.history, wall), run_id=run_id,
     )
-    record_checkpoint(archive, new, run_id)
+    record_checkpoint(archive, new)
     return new, rollout.trajectories

@@ -1,11 +1,12 @@
 """Online rejection-sampling fine-tuning (WHALE §3.1) on harness rollouts, LoRA via PEFT.
 
-Each round: the current policy samples ``samples_per_task`` rollouts per task under the fixed
-harness (``coevo.graphs.harness.arun_rollout``), the verifier-accepted ones (``reward >
-threshold``) are kept, and the adapter takes minibatch gradient steps on the token-normalised
-log-likelihood of their *policy* tokens only (``Trajectory.segments`` masks: user prompts, tool
-results and harness injections excluded). The next round samples from the updated weights
-("synchronise the updated weights to the rollout workers").
+Each round (a ``StageConfig`` step): the current policy samples ``num_generations`` rollouts for
+each of ``tasks_per_step`` tasks under the fixed harness (``coevo.graphs.harness.arun_rollout``),
+the verifier-accepted ones (``reward > rsft_threshold``) are kept, and the adapter takes minibatch
+gradient steps on the token-normalised log-likelihood of their *policy* tokens only
+(``Trajectory.segments`` masks: user prompts, tool results and harness injections excluded). The
+next round samples from the updated weights ("synchronise the updated weights to the rollout
+workers").
 
 A small loop rather than TRL's ``SFTTrainer``: the data change every round and the optimiser
 state must persist across rounds; the loss is exactly WHALE's masked, token-normalised NLL.
@@ -21,37 +22,13 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import torch
-from pydantic import AliasChoices, BaseModel, Field
 
 from coevo.envs.base import Env, Task
 from coevo.models.trajectory import Trajectory
 from coevo.training.checkpoint import Checkpoint, load_policy, new_checkpoint_id, record_checkpoint
+from coevo.training.config import StageConfig
 from coevo.training.rollout import RolloutFn, default_rollout_fn, eval_mode, guarded, is_failed, run_sync
 from coevo.training.samples import Row, trajectory_rows
-
-
-class RSFTStageConfig(BaseModel):
-    """Settings of one RSFT stage: ``rounds`` x (sample ``tasks_per_round`` x ``samples_per_task``
-    rollouts, keep ``reward > threshold``, ``epochs`` passes of ``minibatch_size``-row steps).
-    GRPO's names are accepted as aliases (``steps``, ``tasks_per_step``, ``num_generations``), so
-    one ``[train]`` table configures either algorithm."""
-
-    rounds: int = Field(default=1, ge=1, validation_alias=AliasChoices("rounds", "steps"))
-    tasks_per_round: int = Field(default=8, ge=1, validation_alias=AliasChoices("tasks_per_round", "tasks_per_step"))
-    samples_per_task: int = Field(default=4, ge=1, validation_alias=AliasChoices("samples_per_task", "num_generations"))
-    threshold: float = 0.5
-    epochs: int = Field(default=1, ge=1)
-    minibatch_size: int = Field(default=4, ge=1)
-    learning_rate: float = Field(default=1e-5, gt=0)
-    max_grad_norm: float = 1.0
-    lora_r: int = Field(default=16, ge=1)
-    lora_alpha: int = 32
-    lora_dropout: float = 0.0
-    lora_target_modules: str | list[str] = "all-linear"
-    max_len: int = Field(default=4096, ge=16)
-    seed: int = 0
-    output_dir: str = "runs/training"
-    max_batch: int = Field(default=32, ge=1)
 
 
 def accepted(trajectories: Sequence[Trajectory], threshold: float) -> list[Trajectory]:
@@ -83,25 +60,27 @@ def sft_loss(model: Any, rows: Sequence[Row]) -> torch.Tensor:
 
 
 def train_rsft(
-    checkpoint: Checkpoint, spec: Any, env: Env, tasks: Sequence[Task], config: RSFTStageConfig | dict | None = None,
+    checkpoint: Checkpoint, spec: Any, env: Env, tasks: Sequence[Task], config: StageConfig | dict | None = None,
     archive: Any = None, *, policy_factory: Callable[[Any, Any], Any] | None = None,
     rollout_fn: RolloutFn | None = None, run_id: str | None = None, progress: Callable[[dict], None] | None = None,
 ) -> tuple[Checkpoint, list[Trajectory]]:
     """Run one online RSFT stage from ``checkpoint`` under harness ``spec`` on ``tasks``.
 
-    Args: ``config`` an ``RSFTStageConfig`` (or dict); ``archive`` records the new checkpoint;
+    Args: ``config`` a ``StageConfig`` (or its dict; ``TrainConfig.stage`` builds it for a run):
+    ``steps`` rounds of ``tasks_per_step`` tasks x ``num_generations`` samples, ``rsft_threshold``,
+    ``epochs``, ``minibatch_size``; ``archive`` records the new checkpoint;
     ``policy_factory(model, tokenizer) -> chat model`` the sampler (default: ``LocalChatModel`` over
     the live model); ``rollout_fn`` replaces ``arun_rollout``; ``progress(round_stats)`` is called
     after each round. Returns ``(new checkpoint, every rollout sampled)``; metrics hold ``loss``
     (mean over SFT steps), ``reward_mean`` (of the samples), ``kept_rate``, ``tokens`` (policy tokens
     trained on), ``wall_time_s`` and a per-round ``history``. Rounds with nothing accepted make no
-    update. Raises ``ValueError`` with no tasks.
+    update. Raises ``StageConfigError`` naming a bad config key and ``ValueError`` with no tasks.
     """
     from peft import get_peft_model
 
     from coevo.training.grpo import lora_config
 
-    cfg = config if isinstance(config, RSFTStageConfig) else RSFTStageConfig.model_validate(config or {})
+    cfg = StageConfig.parse(config)
     if not tasks:
         raise ValueError("train_rsft needs at least one task")
     started = time.perf_counter()
@@ -120,19 +99,19 @@ def train_rsft(
     trajectories: list[Trajectory] = []
     history: list[dict[str, Any]] = []
     try:
-        for rnd in range(cfg.rounds):
-            batch = [tasks[(rnd * cfg.tasks_per_round + i) % len(tasks)] for i in range(cfg.tasks_per_round)]
+        for rnd in range(cfg.steps):
+            batch = [tasks[(rnd * cfg.tasks_per_step + i) % len(tasks)] for i in range(cfg.tasks_per_step)]
             ckpt_id = checkpoint.id if rnd == 0 else f"{checkpoint.id}+round{rnd}"
 
             async def sample() -> list[Trajectory]:
                 return list(await asyncio.gather(*(
                     run(spec, policy, env, task, seed=cfg.seed + 10_007 * rnd + j, checkpoint_id=ckpt_id)
-                    for task in batch for j in range(cfg.samples_per_task))))
+                    for task in batch for j in range(cfg.num_generations))))
 
             with eval_mode(model):
                 sampled = run_sync(sample())
             trajectories += sampled
-            keep = accepted(sampled, cfg.threshold)
+            keep = accepted(sampled, cfg.rsft_threshold)
             rows = [r for t in keep for r in trajectory_rows(t, 1.0, 0, cfg.max_len)]
             losses = _sft_epochs(model, optimizer, rows, cfg, rng)
             stats = {"round": rnd + 1, "reward": statistics.fmean(t.reward for t in sampled),
@@ -152,14 +131,15 @@ def train_rsft(
     losses = [h["loss"] for h in history if h["loss"] is not None]
     new = Checkpoint(
         id=new_id, base_model=checkpoint.base_model, adapter_path=str(adapter_dir), parents=[checkpoint.id],
-        config={"stage": "rsft", "harness_id": getattr(spec, "id", ""), **cfg.model_dump()},
+        config={"stage": "rsft", "harness_id": getattr(spec, "id", ""), **cfg.model_dump(mode="json")},
         metrics={"loss": statistics.fmean(losses) if losses else None,
                  "reward_mean": statistics.fmean(h["reward"] for h in history),
                  "kept_rate": statistics.fmean(h["kept_rate"] for h in history),
                  "tokens": sum(h["tokens"] for h in history), "steps": sum(h["sft_steps"] for h in history),
                  "wall_time_s": time.perf_counter() - started, "history": history},
+        run_id=run_id,
     )
-    record_checkpoint(archive, new, run_id)
+    record_checkpoint(archive, new)
     return new, trajectories
 
 
@@ -169,7 +149,7 @@ def _local(model: Any, tokenizer: Any, max_batch: int) -> Any:
     return LocalChatModel.from_model(model, tokenizer, name="rsft-policy", max_batch=max_batch)
 
 
-def _sft_epochs(model: Any, optimizer: Any, rows: list[Row], cfg: RSFTStageConfig, rng: random.Random) -> list[float]:
+def _sft_epochs(model: Any, optimizer: Any, rows: list[Row], cfg: StageConfig, rng: random.Random) -> list[float]:
     """``cfg.epochs`` shuffled passes of minibatch steps over ``rows``; returns each step's loss."""
     losses: list[float] = []
     if not rows:

@@ -8,7 +8,8 @@ import torch
 
 from coevo.graphs.harness import arun_rollout
 from coevo.harnesses.spec import HarnessSpec
-from coevo.training.checkpoint import Checkpoint, resolve_base
+from coevo.models.refs import resolve_base
+from coevo.training.checkpoint import Checkpoint
 from coevo.training.merge import merge_adapters
 from coevo.training.rsft import train_rsft
 from training_kit import NamingEnv
@@ -26,7 +27,7 @@ def rsft_checkpoints(tmp_path_factory):
     env, base = NamingEnv(), Checkpoint(id="smollm2", base_model="smollm2-135m")
     results = []
     for seed in (0, 1):
-        cfg = {"rounds": 1, "tasks_per_round": 2, "samples_per_task": 4, "threshold": 0.3, "minibatch_size": 4,
+        cfg = {"steps": 1, "tasks_per_step": 2, "num_generations": 4, "rsft_threshold": 0.3, "minibatch_size": 4,
                "learning_rate": 1e-4, "seed": seed, "output_dir": str(out)}
         results.append(train_rsft(base, SPEC, env, env.tasks(), cfg))
     return results

@@ -12,9 +12,35 @@ from coevo.envs.base import Task
 from coevo.harnesses import HarnessSpec
 from coevo.models.base import TOKENS_KEY, record_call
 from coevo.models.fake import char_tokens, fake_template
-from coevo.models.trajectory import ModelCall, Trajectory
+from coevo.models.trajectory import Trajectory
 from coevo.storage import (SCHEMA_VERSION, Archive, ArchiveError, CheckpointRecord, EditRecord, EvaluationRecord,
                            GateDecisionRecord, LLMCallRecord, ProfileRecord, RunRecord, SchemaVersionError, codec)
+from coevo.storage.tables import TRAJECTORY_FIELDS, scalar_fields
+from coevo.training.checkpoint import Checkpoint
+
+# The record tables as coevo created them before their columns were derived from ``Trajectory`` and
+# ``Checkpoint`` (commit f5977ef, SQLite): archives written then must open and read the same.
+OLD_RECORD_DDL = {
+    "CREATE TABLE policy_checkpoints (\n\tid VARCHAR NOT NULL, \n\tbase_model VARCHAR NOT NULL, \n\tadapter_path "
+    "VARCHAR, \n\tparents JSON NOT NULL, \n\tconfig JSON NOT NULL, \n\tmetrics JSON NOT NULL, \n\trun_id VARCHAR, "
+    "\n\tcreated_at FLOAT NOT NULL, \n\tPRIMARY KEY (id)\n)",
+    "CREATE INDEX ix_policy_checkpoints_run_id ON policy_checkpoints (run_id)",
+    "CREATE TABLE trajectories (\n\tid VARCHAR NOT NULL, \n\tevaluation_id VARCHAR, \n\trun_id VARCHAR, \n\ttask_id "
+    "VARCHAR NOT NULL, \n\tenv VARCHAR NOT NULL, \n\tsplit VARCHAR NOT NULL, \n\tharness_id VARCHAR NOT NULL, "
+    "\n\tcheckpoint_id VARCHAR NOT NULL, \n\tseed INTEGER NOT NULL, \n\tfinal_answer VARCHAR, \n\tstop_reason "
+    "VARCHAR NOT NULL, \n\tinterface_violations INTEGER NOT NULL, \n\tmodel_turns INTEGER NOT NULL, \n\tenv_actions "
+    "INTEGER NOT NULL, \n\treward FLOAT NOT NULL, \n\tpassed BOOLEAN NOT NULL, \n\tlatency_s FLOAT NOT NULL, "
+    "\n\tinput_tokens INTEGER NOT NULL, \n\toutput_tokens INTEGER NOT NULL, \n\tcost_usd FLOAT NOT NULL, \n\tbody "
+    "TEXT NOT NULL, \n\tcreated_at FLOAT NOT NULL, \n\tPRIMARY KEY (id)\n)",
+    "CREATE INDEX ix_trajectories_evaluation_id ON trajectories (evaluation_id)",
+    "CREATE INDEX ix_trajectories_harness_id ON trajectories (harness_id)",
+    "CREATE INDEX ix_trajectories_run_id ON trajectories (run_id)",
+    "CREATE INDEX ix_trajectories_task_id ON trajectories (task_id)",
+}
+OLD_TRAJECTORY_COLUMNS = ("id", "evaluation_id", "run_id", "task_id", "env", "split", "harness_id", "checkpoint_id",
+                          "seed", "final_answer", "stop_reason", "interface_violations", "model_turns", "env_actions",
+                          "reward", "passed", "latency_s", "input_tokens", "output_tokens", "cost_usd", "body",
+                          "created_at")
 
 
 def chained_trajectory(id: str = "t1", turns: int = 4, task_id: str = "task-1") -> Trajectory:
@@ -149,3 +175,40 @@ def test_in_memory_and_url_targets(tmp_path):
         assert mem.count_trajectories() == 1
     with Archive(f"sqlite:///{tmp_path / 'u.db'}") as by_url:
         assert by_url.schema_version == SCHEMA_VERSION
+
+
+def test_record_tables_keep_the_schema_of_older_archives(tmp_path):
+    Archive(tmp_path / "new.db").close()
+    with sqlite3.connect(tmp_path / "new.db") as conn:
+        created = {sql for (sql,) in conn.execute("SELECT sql FROM sqlite_master WHERE tbl_name IN "
+                                                  "('trajectories', 'policy_checkpoints') AND sql IS NOT NULL")}
+    assert created == OLD_RECORD_DDL
+    traj = chained_trajectory("t1")
+    old_row = {**{c: getattr(traj, c, None) for c in OLD_TRAJECTORY_COLUMNS},
+               "evaluation_id": "e1", "run_id": "r1", "body": codec.encode(traj), "created_at": 1.0}
+    with sqlite3.connect(tmp_path / "old.db") as conn:  # written as the code before the change wrote it
+        for sql in sorted(OLD_RECORD_DDL, key=lambda sql: "INDEX" in sql):  # tables before their indexes
+            conn.execute(sql)
+        conn.execute("INSERT INTO policy_checkpoints VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                     ("ck1", "smollm2-135m", "/a", '["ck0"]', '{"lr": 1e-05}', '{"loss": 0.5}', "r1", 1.0))
+        conn.execute(f"INSERT INTO trajectories ({', '.join(old_row)}) VALUES ({', '.join('?' * len(old_row))})",
+                     tuple(old_row.values()))
+    with Archive(tmp_path / "old.db") as archive:
+        assert archive.get_checkpoint("ck1") == Checkpoint(id="ck1", base_model="smollm2-135m", adapter_path="/a",
+                                                           parents=["ck0"], config={"lr": 1e-5},
+                                                           metrics={"loss": 0.5}, run_id="r1", created_at=1.0)
+        assert archive.trajectories(run_id="r1", harness_id=traj.harness_id, task_id=traj.task_id) == [traj]
+        archive.add_checkpoint(Checkpoint(id="ck2", base_model="smollm2-135m", parents=["ck1"], run_id="r1"))
+        archive.add_trajectories([chained_trajectory("t2")], evaluation_id="e1", run_id="r1")
+        assert [c.id for c in archive.list_checkpoints("r1")] == ["ck1", "ck2"]
+        assert archive.count_trajectories("e1") == 2 and archive.get_trajectory("t2") == chained_trajectory("t2")
+
+
+def test_a_scalar_field_added_to_trajectory_becomes_a_column():
+    class Extended(Trajectory):
+        context_rewrites: int = 0
+        tags: list[str] = []
+
+    assert scalar_fields(Extended) == TRAJECTORY_FIELDS + ("context_rewrites",)
+    assert {"messages", "calls", "hook_events", "score_detail"}.isdisjoint(TRAJECTORY_FIELDS)
+    assert CheckpointRecord is Checkpoint  # the archive stores the training stage's checkpoint as it is

@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from coevo.config import ConfigError, RunConfig, load_config
+from coevo.config import ConfigError, RunConfig, TrainConfig, load_config
+from coevo.training.config import StageConfig, StageConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -33,3 +34,27 @@ def test_yaml_overrides_and_missing_file(tmp_path):
     (tmp_path / "broken.toml").write_text("rounds = = 2")
     with pytest.raises(ConfigError, match="does not parse"):
         load_config(tmp_path / "broken.toml")
+
+
+def test_train_section_builds_each_rounds_stage_config_with_one_set_of_defaults(tmp_path):
+    cfg = load_config(None, {"train.algorithm": "rsft", "train.epsilon_high": 0.3, "train.micro_batches": 4,
+                             "seed": 5, "out_dir": str(tmp_path)})
+    stage = cfg.train.stage(2, cfg.seed, cfg.out_dir)
+    assert isinstance(stage, StageConfig) and (stage.seed, stage.output_dir) == (2005, str(tmp_path / "adapters"))
+    assert (stage.epsilon_high, stage.micro_batches, stage.accumulation_steps) == (0.3, 4, 4)
+    per_round = {"seed", "output_dir"}
+    assert TrainConfig().stage(0, 0, "o").model_dump(exclude=per_round) == StageConfig().model_dump(exclude=per_round)
+    assert StageConfig().accumulation_steps == StageConfig().tasks_per_step * StageConfig().num_generations
+
+
+def test_bad_train_keys_are_errors_that_name_them():
+    with pytest.raises(ConfigError) as err:
+        load_config(None, {"train.lora_r": 0, "train.threshold": 0.3})
+    assert "train.lora_r:" in str(err.value) and "train.threshold:" in str(err.value)
+    with pytest.raises(ConfigError, match="micro_batches=3 must divide"):
+        load_config(None, {"train.micro_batches": 3})
+    with pytest.raises(ConfigError, match="GRPO needs num_generations >= 2"):
+        load_config(None, {"train.num_generations": 1})
+    assert load_config(None, {"train.algorithm": "rsft", "train.num_generations": 1}).train.num_generations == 1
+    with pytest.raises(StageConfigError, match=r"learning_rate: Input should be greater than 0\n  lora_rr: Extra"):
+        StageConfig.parse({"lora_rr": 4, "learning_rate": -1})

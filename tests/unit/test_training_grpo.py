@@ -20,7 +20,8 @@ from coevo.harnesses.spec import HarnessSpec
 from coevo.models.fake import ScriptedChatModel
 from coevo.models.trajectory import ModelCall, Trajectory
 from coevo.training.advantages import group_advantages, task_token_weights, truncated_is_weight
-from coevo.training.grpo import GRPOStageConfig, train_grpo
+from coevo.training.config import StageConfig
+from coevo.training.grpo import train_grpo
 from coevo.training.rollout import HarnessRollout, sibling_rescue
 from coevo.training.samples import trajectory_rows
 from training_kit import LookupEnv, lookup_policy, tiny_llama_checkpoint
@@ -111,7 +112,7 @@ def test_grpo_batch_carries_policy_mask_and_eq15_eq16_advantages(tmp_path, spec,
     from coevo.training.trainer import HarnessGRPOTrainer
 
     ckpt = tiny_llama_checkpoint(tmp_path / "base")
-    cfg = GRPOStageConfig(output_dir=str(tmp_path / "runs"))
+    cfg = StageConfig(output_dir=str(tmp_path / "runs"))
     model, tok = load_policy(ckpt)
     rollout = HarnessRollout(spec, env, env.tasks(), policy_factory=lambda tr: lookup_policy(right_every=2))
     trainer = HarnessGRPOTrainer(model=model, reward_funcs=[lambda prompts, **kw: [0.0] * len(prompts)],
@@ -140,10 +141,11 @@ def test_train_grpo_step_changes_the_adapter_and_records_metrics(tmp_path, spec,
     ckpt = tiny_llama_checkpoint(tmp_path / "base")
     cfg = {"steps": 1, "learning_rate": 1e-2, "output_dir": str(tmp_path / "runs")}
     with Archive(tmp_path / "coevo.db") as archive:
-        new, trajs = train_grpo(ckpt, spec, env, env.tasks(), cfg, archive=archive,
+        new, trajs = train_grpo(ckpt, spec, env, env.tasks(), cfg, archive=archive, run_id="r1",
                                 policy_factory=lambda tr: lookup_policy(right_every=2))
         record = archive.get_checkpoint(new.id)
     assert record.metrics["reward_mean"] == 0.5 and record.parents == ["ckpt-tiny"]
+    assert record == new and record.run_id == "r1"  # the archive keeps the Checkpoint as trained
     weights = load_file(str(Path(new.adapter_path) / "adapter_model.safetensors"))
     lora_b = [v for k, v in weights.items() if "lora_B" in k]
     assert lora_b and any(v.abs().max() > 0 for v in lora_b)  # PEFT initialises lora_B to zero
@@ -161,6 +163,8 @@ def test_train_grpo_rejects_too_few_tasks_and_greedy_decoding(tmp_path, spec, en
     ckpt = tiny_llama_checkpoint(tmp_path / "base")
     with pytest.raises(ValueError, match="tasks_per_step"):
         train_grpo(ckpt, spec, env, env.tasks()[:1], {"tasks_per_step": 2})
+    with pytest.raises(ValueError, match="num_generations >= 2"):
+        train_grpo(ckpt, spec, env, env.tasks(), {"num_generations": 1})
     greedy = spec.model_copy(update={"decoding": spec.decoding.model_copy(update={"temperature": 0.0})})
     with pytest.raises(ValueError, match="greedy"):
         train_grpo(ckpt, greedy, env, env.tasks(), {})
@@ -195,7 +199,7 @@ def test_batch_pads_rows_to_equal_micro_batches_with_lossless_fillers(tmp_path, 
                 "logprobs": [[-1.0, -1.0], [-1.0], [-1.0] * 3], "env_mask": [[1, 1], [1], [1, 0, 1]],
                 "advantages": [1.0, 1.0, -1.0], "task_index": [0, 0, 1], "num_tasks": 2, "metrics": {}}
 
-    cfg = GRPOStageConfig(micro_batches=2, output_dir=str(tmp_path))
+    cfg = StageConfig(micro_batches=2, output_dir=str(tmp_path))
     model, tok = load_policy(tiny_llama_checkpoint(tmp_path / "base"))
     trainer = HarnessGRPOTrainer(model=model, reward_funcs=[lambda prompts, **kw: [0.0] * len(prompts)],
                                  args=grpo_args(cfg, tmp_path / "out"), processing_class=tok,

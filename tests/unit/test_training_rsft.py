@@ -5,12 +5,19 @@ from pathlib import Path
 import pytest
 import torch
 
+from coevo.config import TrainConfig
 from coevo.harnesses.spec import HarnessSpec
 from coevo.models.trajectory import Trajectory
 from coevo.training import rsft
 from coevo.training.checkpoint import load_policy
+from coevo.training.config import StageConfigError
 from coevo.training.samples import Row
 from training_kit import LookupEnv, lookup_policy, tiny_llama_checkpoint
+
+
+SPEC = HarnessSpec(parser={"mode": "python_call"},
+                   hooks={"nudge": {"event": "after_tool", "condition": "always", "action": "inject",
+                                    "message": "HOOK-TEXT"}})
 
 
 def text(ids):
@@ -43,11 +50,8 @@ def test_rsft_trains_on_policy_tokens_of_accepted_rollouts_only(tmp_path, monkey
     seen: list[Row] = []
     real_loss = rsft.sft_loss
     monkeypatch.setattr(rsft, "sft_loss", lambda model, rows: seen.extend(rows) or real_loss(model, rows))
-    env = LookupEnv()
-    spec = HarnessSpec(parser={"mode": "python_call"},
-                       hooks={"nudge": {"event": "after_tool", "condition": "always", "action": "inject",
-                                        "message": "HOOK-TEXT"}})
-    cfg = {"rounds": 1, "tasks_per_round": 2, "samples_per_task": 4, "minibatch_size": 2, "learning_rate": 1e-2,
+    env, spec = LookupEnv(), SPEC
+    cfg = {"steps": 1, "tasks_per_step": 2, "num_generations": 4, "minibatch_size": 2, "learning_rate": 1e-2,
            "output_dir": str(tmp_path / "runs")}
     new, trajs = rsft.train_rsft(tiny_llama_checkpoint(tmp_path / "base"), spec, env, env.tasks(), cfg,
                                  policy_factory=lambda model, tok: lookup_policy(right_every=2))
@@ -63,7 +67,13 @@ def test_rsft_trains_on_policy_tokens_of_accepted_rollouts_only(tmp_path, monkey
     assert new.parents == ["ckpt-tiny"] and new.config["stage"] == "rsft"
 
 
-def test_rsft_config_accepts_grpo_names_for_rounds_and_batch():
-    cfg = rsft.RSFTStageConfig.model_validate({"steps": 3, "tasks_per_step": 2, "num_generations": 5, "lora_r": 8})
-    assert (cfg.rounds, cfg.tasks_per_round, cfg.samples_per_task, cfg.lora_r) == (3, 2, 5, 8)
-    assert rsft.RSFTStageConfig(rounds=2).rounds == 2
+def test_rsft_reads_the_train_section_names_as_rounds_and_batch(tmp_path):
+    cfg = TrainConfig(algorithm="rsft", steps=3, tasks_per_step=1, num_generations=2, lora_r=4).stage(0, 7, tmp_path)
+    assert (cfg.steps, cfg.tasks_per_step, cfg.num_generations, cfg.lora_r) == (3, 1, 2, 4)
+    new, trajs = rsft.train_rsft(tiny_llama_checkpoint(tmp_path / "base"), SPEC, LookupEnv(), LookupEnv().tasks(), cfg,
+                                 policy_factory=lambda model, tok: lookup_policy(right_every=2))
+    assert [h["round"] for h in new.metrics["history"]] == [1, 2, 3] and len(trajs) == 3 * 1 * 2
+    assert [t.task_id for t in trajs] == ["lookup-a"] * 2 + ["lookup-b"] * 2 + ["lookup-a"] * 2
+    assert Path(new.adapter_path).parent.parent == tmp_path / "adapters" and new.config["seed"] == 7
+    with pytest.raises(StageConfigError, match="rounds"):  # WHALE's word is not a second name for steps
+        rsft.train_rsft(tiny_llama_checkpoint(tmp_path / "base"), SPEC, LookupEnv(), LookupEnv().tasks(), {"rounds": 2})
