@@ -289,7 +289,7 @@ def test_train_grpo_step_goes_on_past_a_failed_rollout_and_counts_it(tmp_path, s
 def test_rsft_sampling_goes_on_past_a_failed_rollout_and_counts_it(tmp_path, spec, env):
     from coevo.training.rsft import train_rsft
 
-    cfg = {"rounds": 1, "tasks_per_round": 2, "samples_per_task": 4, "minibatch_size": 4, "output_dir": str(tmp_path)}
+    cfg = {"steps": 1, "tasks_per_step": 2, "num_generations": 4, "minibatch_size": 4, "output_dir": str(tmp_path)}
     new, trajs = train_rsft(tiny_llama_checkpoint(tmp_path / "base"), spec, env, env.tasks(), cfg,
                             policy_factory=lambda model, tok: raises_on_call(2, ValueError("bad reply")))
     assert len(trajs) == 8 and sum(t.passed for t in trajs) == 7
