@@ -8,10 +8,11 @@ and routers annotate it and LangGraph resolves those annotations when the graph 
 from __future__ import annotations
 
 import operator
-from typing import Annotated, TypedDict
+from typing import Annotated
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
+from typing_extensions import TypedDict  # typing's on Python < 3.12 has no JSON schema (Studio's input form)
 
 
 class HarnessState(TypedDict, total=False):

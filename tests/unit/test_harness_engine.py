@@ -155,3 +155,19 @@ async def test_timr_counts_a_turn_with_two_violations_once():
     traj = await arun_rollout(spec, model, ToyEnv(), make_task())
     assert (traj.model_turns, traj.interface_violations, traj.violation_turns) == (4, 3, 2)
     assert traj.timr == 0.5
+
+
+async def test_with_tracing_on_a_rollout_runs_the_compiled_graph_to_the_same_trajectory(monkeypatch):
+    import coevo.graphs.harness as harness_graph
+
+    spec, script = load_harness({}), [call("lookup", key="k"), "Final answer: 42"]
+    plain = await arun_rollout(spec, ScriptedChatModel(script=script), ToyEnv(), make_task(), seed=2)
+
+    async def no_plain_loop(*args: Any) -> None:
+        raise AssertionError("tracing is on: the rollout must run through the compiled graph")
+
+    monkeypatch.setattr(harness_graph, "tracing_is_enabled", lambda: True)
+    monkeypatch.setattr(harness_graph, "arun_state", no_plain_loop)
+    traced = await arun_rollout(spec, ScriptedChatModel(script=script), ToyEnv(), make_task(), seed=2)
+    keep = {"final_answer", "stop_reason", "model_turns", "env_actions", "reward", "violation_turns"}
+    assert traced.model_dump(include=keep) == plain.model_dump(include=keep) and traced.passed
