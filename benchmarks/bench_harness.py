@@ -4,8 +4,8 @@
 (a)  fake 50 ms policy, 4 calls/task, concurrency 32, 320 tasks, through ``evaluate``; ratio to the
      ideal ``32 / (0.05 s × 4)``, repeated ``--repeats`` times (median, min–max), with the default
      asyncio loop and with uvloop (when installed). Diagnostic rows: the same with each of the engine's
-     two throughput measures switched off (``models.base.areply``'s direct ``_agenerate`` call;
-     ``nodes.evaluate._frozen_heap``).
+     two throughput measures switched off (``coevo.compat.areply``'s direct ``_agenerate`` call;
+     ``evaluation.engine._frozen_heap``).
 (b)  zero-latency fake, ms per rollout, sequential (min over repeats): coevo's compiled graph,
      ``create_react_agent`` built per rollout (tools are per episode: what bench_engine compares),
      ``create_react_agent`` compiled once (tools shared), and ``arun_rollout`` (what ``evaluate`` runs,
@@ -51,10 +51,10 @@ def without(name: str, repeats: int) -> list[float]:
     ``_agenerate`` path off); ``"heap freeze"``: no ``gc.freeze()`` around the evaluation."""
     import contextlib
 
-    import coevo.models.base as base
+    import coevo.compat as compat
     import coevo.evaluation.engine as evaluate
 
-    target, attr, stand_in = {"direct call": (base, "_unobserved", lambda model, messages, kwargs: False),
+    target, attr, stand_in = {"direct call": (compat, "_unobserved", lambda model, messages, kwargs: False),
                               "heap freeze": (evaluate, "_frozen_heap", contextlib.nullcontext)}[name]
     original = getattr(target, attr)
     setattr(target, attr, stand_in)

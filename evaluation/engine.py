@@ -229,7 +229,7 @@ def _aggregate(outcomes: dict[str, TaskOutcome], trajs: list[Trajectory]) -> dic
         "pass_at_k": sum(any(o.passed) for o in outcomes.values()) / n_tasks if n_tasks else 0.0,
         "avg_at_k": sum(o.pass_rate for o in outcomes.values()) / n_tasks if n_tasks else 0.0,
         "mean_reward": sum(t.reward for t in trajs) / len(trajs) if trajs else 0.0,
-        "timr": violations / turns if turns else 0.0,
+        "timr": sum(t.violation_turns for t in trajs) / turns if turns else 0.0,
         "interface_violations": violations,
         "model_turns": turns,
         "input_tokens": sum(t.input_tokens for t in trajs),

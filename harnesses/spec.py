@@ -11,7 +11,7 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -196,13 +196,8 @@ class HarnessSpec(Strict):
     def _registered_hooks(self) -> "HarnessSpec":
         if self.schema_version > SCHEMA_VERSION:
             raise ValueError(f"schema_version {self.schema_version} is newer than this coevo ({SCHEMA_VERSION}); upgrade coevo")
-        problems = []
-        for name, hook in self.hooks.items():
-            problems += [f"hooks.{name}: {p}" for p in parameter_problems(hook.condition, hook.parameters)]
-            if hook.action not in ACTIONS:
-                problems.append(f"hooks.{name}: unknown hook action {hook.action!r}; registered: {sorted(ACTIONS)}")
-        if problems:
-            raise ValueError("; ".join(problems))
+        if problems := hook_problems(self.hooks):
+            raise ValueError("; ".join(str(p) for p in problems))
         return self
 
     def canonical_json(self) -> str:
@@ -220,10 +215,17 @@ class HarnessSpec(Strict):
         return self.id[:12]
 
 
-def hook_problems(spec_dict: dict[str, Any]) -> list[Problem]:
-    """Registry problems of raw hook entries, each with its JSON path (used to report every problem)."""
+def hook_problems(hooks: Mapping[str, Any]) -> list[Problem]:
+    """Registry problems of hook entries by name, each with its JSON path (``/hooks/<name>/condition``):
+    unknown condition, action or event, condition parameters that do not fit (``parameter_problems``).
+
+    Entries are ``Hook``s or raw dicts: ``HarnessSpec``'s validator checks its hooks with it, and
+    ``validate_spec`` checks the raw document with it too, because a hook that fails field validation
+    never reaches the model validator and its registry problems must still be reported.
+    """
     problems = []
-    for name, hook in (spec_dict.get("hooks") or {}).items():
+    for name, hook in hooks.items():
+        hook = hook.model_dump() if isinstance(hook, Hook) else hook
         if not isinstance(hook, dict):
             continue
         if "condition" in hook:
@@ -246,7 +248,8 @@ def validate_spec(data: dict[str, Any], source: str = "harness") -> HarnessSpec:
     try:
         return HarnessSpec.model_validate(data)
     except ValidationError as err:
-        problems = [p for p in problems_from_validation(err) if p.path != ""] + hook_problems(data)
+        hooks = data.get("hooks")
+        problems = [p for p in problems_from_validation(err) if p.path != ""] + hook_problems(hooks if isinstance(hooks, dict) else {})
         seen, unique = set(), []
         for p in problems or problems_from_validation(err):
             if str(p) not in seen:

@@ -54,9 +54,10 @@ class Trajectory(BaseModel):
     ``messages`` is the episode's message history as plain dicts (LangChain ``message_to_dict``
     shape); ``calls`` the recorded model calls in order. ``reward``/``passed``/``score_detail``
     are filled by the env's verifier after the run. ``stop_reason`` is one of ``final_answer``,
-    ``budget:<name>``, ``hook:stop`` or ``error:<type>``. ``interface_violations`` counts model
-    turns whose reply broke the harness's interface contract (unparseable, unexposed tool,
-    contract breach): divided by ``model_turns`` it is CoEvo-RSI's TIMR.
+    ``budget:<name>``, ``hook:stop`` or ``error:<type>``. ``interface_violations`` counts interface
+    violations (unparseable reply, unexposed tool, missing required argument; one turn can make
+    several); ``violation_turns`` counts the model turns with at least one: divided by
+    ``model_turns`` it is TIMR (CoEvo-RSI, Harness-S).
     """
 
     id: str = Field(default_factory=lambda: uuid.uuid4().hex)
@@ -72,6 +73,7 @@ class Trajectory(BaseModel):
     stop_reason: str = ""
     hook_events: list[dict[str, Any]] = Field(default_factory=list)
     interface_violations: int = 0
+    violation_turns: int = 0
     model_turns: int = 0
     env_actions: int = 0
     reward: float = 0.0
@@ -96,8 +98,9 @@ class Trajectory(BaseModel):
 
     @property
     def timr(self) -> float:
-        """Interface-mismatch rate: violations per model turn (CoEvo-RSI), 0 with no turns."""
-        return self.interface_violations / self.model_turns if self.model_turns else 0.0
+        """Turn-level interface-mismatch rate (CoEvo-RSI): the fraction of model turns with at least one
+        interface violation, in [0, 1]; 0 with no turns."""
+        return self.violation_turns / self.model_turns if self.model_turns else 0.0
 
     def segments(self) -> list[Segment]:
         """Training sequences with a policy-token loss mask.

@@ -62,6 +62,8 @@ def test_langgraph_dev_serves_the_demo_graph_and_runs_it(server):
     assert {"train", "curate", "edit", "check", "validate", "gate"} <= {n["id"] for n in drawn["nodes"]}
     assistants = httpx.post(f"{base}/assistants/search", json={"graph_id": "harness_demo"}, timeout=10).json()
     assert assistants, "the demo graph is not registered"
+    schemas = httpx.get(f"{base}/assistants/{assistants[0]['assistant_id']}/schemas", timeout=30)
+    assert schemas.status_code == 200 and schemas.json()["input_schema"], schemas.text  # what Studio loads first
     run = httpx.post(f"{base}/runs/wait", json={"assistant_id": assistants[0]["assistant_id"],
                                                "input": {"task": "What is (17 + 25) * 3?"}}, timeout=60)
     assert run.status_code == 200, run.text

@@ -1,5 +1,6 @@
-"""The rollout engine: ``arun_state`` (used by ``arun_rollout``) ends in the same state as the compiled
-graph; the compiled graph is cached and bound per episode; fast tools stay on the event loop."""
+"""The rollout engine: concurrent rollouts keep their own tools; fast tools stay on the event loop;
+recorded calls share prefixes; the policy's wrappers survive tool binding; each call has its own
+seed. (``arun_state``'s equivalence with the compiled graph is in ``test_compat.py``.)"""
 
 from __future__ import annotations
 
@@ -9,88 +10,22 @@ import threading
 from typing import Any
 
 import pytest
-from harness_kit import TABLE7, call, make_task, toy_tools
-from langchain_core.messages import messages_to_dict
+from harness_kit import ToyEnv, call, make_task, toy_tools
+from langchain_core.messages import AIMessage
 
+from coevo.compat import arun_state
 from coevo.envs.base import Episode, Tool
-from coevo.envs.interaction import NEXT_USER_TURN
-from coevo.graphs.harness import HarnessRunner, arun_state, build_harness_graph, to_trajectory
-from coevo.harnesses import load_harness
+from coevo.graphs.harness import EngineContext, arun_rollout, build_harness_graph, graph, recursion_limit, to_trajectory
+from coevo.harnesses import HarnessSpec, load_harness
+from coevo.harnesses.engine import call_seed
 from coevo.models.fake import ScriptedChatModel
 from coevo.storage import codec
 
-RETRY = {"hooks": {"r": {"event": "after_model", "condition": "always", "action": "retry", "message": "again"}},
-         "budget": {"max_model_calls": 3}}
-SCENARIOS: dict[str, tuple[dict, list[Any]]] = {
-    "tools then answer": ({}, [call("lookup", key="k"), call("search", query="q"), "Final answer: 42"]),
-    "table 7 hooks": (TABLE7, [call("search", query="q"), call("boom"), "Final answer: 1"]),
-    "retry hook": (RETRY, ["no", "Final answer: 1"]),
-    "violations to budget": ({"parser": {"mode": "text", "on_no_action": "violation"}, "budget": {"max_model_calls": 3}},
-                             ["hmm"]),
-    "env-action budget": ({"budget": {"max_env_actions": 2}}, [call("lookup", key="k")]),
-    "json parser + scratchpad": ({"parser": {"mode": "json"}, "memory": {"scratchpad": True}},
-                                 ['{"name": "note", "arguments": {"text": "n1"}}', "Final answer: 7"]),
-    "context budget": ({"budget": {"max_context_tokens": 64}},
-                       [call("echo", text="A" * 120), call("echo", text="B" * 120), "Final answer: 1"]),
-}
 
-
-def _plain(value: Any) -> Any:
-    """Drop what differs between two equal runs: message ids (uuid4) and latencies."""
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items() if k not in ("id", "latency_s")}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
-
-
-def _comparable(state: dict) -> dict:
-    return _plain({**state, "messages": messages_to_dict(state["messages"])})
-
-
-def _conversation_episode(log: list) -> Episode:
-    """Two user turns; the second reveals an extra tool (as BFCL multi_turn does)."""
-    episode = Episode(task=make_task(), tools=toy_tools(log))
-    turns = iter(["Now echo 'hi' too."])
-
-    def next_turn(reply: str | None) -> str | None:
-        follow = next(turns, None)
-        if follow is not None:
-            episode.tools.append(Tool("shout", "Shout.", {"type": "object", "properties": {}}, lambda: "HI"))
-        return follow
-
-    episode.state[NEXT_USER_TURN] = next_turn
-    return episode
-
-
-@pytest.mark.parametrize("name", [*SCENARIOS, "conversation"])
-async def test_arun_state_ends_in_the_graph_s_final_state(name):
-    spec, script = SCENARIOS.get(name, ({}, ["Final answer: 1", call("shout"), "Final answer: 2"]))
-    outs, logs, seen = [], [], []
-    for engine in ("graph", "direct"):
-        log: list = []
-        episode = _conversation_episode(log) if name == "conversation" else Episode(task=make_task(), tools=toy_tools(log))
-        model = ScriptedChatModel(script=script, with_tokens=True)
-        harness = load_harness(spec)
-        if engine == "graph":
-            out = await build_harness_graph(harness, model, episode, seed=5).ainvoke({"task": "Find it."})
-        else:
-            out = await arun_state(harness, HarnessRunner(harness, model, episode, seed=5), {"task": "Find it."})
-        outs.append(_comparable(out))
-        logs.append(log)
-        seen.append([_plain(messages_to_dict(c)) for c in model.calls])
-    assert outs[0] == outs[1]
-    assert logs[0] == logs[1] and seen[0] == seen[1]
-    assert outs[0]["stop_reason"] and outs[0]["model_calls"] >= 1
-
-
-def test_the_graph_is_compiled_once_and_bound_to_each_episode():
-    spec = load_harness({})
-    a = build_harness_graph(spec, ScriptedChatModel(script=["x"]), Episode(task=make_task(), tools=toy_tools()))
-    b = build_harness_graph(spec, ScriptedChatModel(script=["y"]), Episode(task=make_task(), tools=[]))
-    assert all(a.nodes[n] is b.nodes[n] for n in a.nodes), "the compiled state machine is shared"
-    runners = [g.config["configurable"]["coevo_runner"] for g in (a, b)]
-    assert sorted(runners[0].tools) == ["boom", "echo", "lookup", "search"] and runners[1].tools == {}
+async def run_loop(harness: HarnessSpec, policy: Any, episode: Episode, seed: int = 0) -> dict:
+    """What ``arun_rollout`` runs: the graph's nodes in ``arun_state``'s plain loop."""
+    return await arun_state(graph, EngineContext(harness, policy, episode, seed), {"task": "Find it."},
+                            recursion_limit(harness))
 
 
 async def test_concurrent_rollouts_keep_their_own_tools():
@@ -120,27 +55,20 @@ async def test_fast_tools_run_on_the_event_loop_and_blocking_tools_in_a_thread()
 
     empty = {"type": "object", "properties": {}}
     tools = [Tool("fast", "Fast.", empty, record("fast")), Tool("slow", "Slow.", empty, record("slow"), blocking=True)]
-    graph = build_harness_graph(load_harness({}), ScriptedChatModel(script=[call("fast"), call("slow"), "Final answer: 1"]),
+    bound = build_harness_graph(load_harness({}), ScriptedChatModel(script=[call("fast"), call("slow"), "Final answer: 1"]),
                                 Episode(task=make_task(), tools=tools))
-    out = await graph.ainvoke({})
+    out = await bound.ainvoke({})
     assert out["answer"] == "1"
     assert threads["fast"] == threading.get_ident() and threads["slow"] != threading.get_ident()
-
-
-def test_a_graph_run_without_a_runner_says_how_to_build_one():
-    graph = build_harness_graph(load_harness({}), ScriptedChatModel(script=["Final answer: 1"]),
-                                Episode(task=make_task()))
-    with pytest.raises(ValueError, match="build_harness_graph"):
-        graph.invoke({}, {"configurable": {"coevo_runner": None}})
 
 
 async def test_each_recorded_call_extends_the_previous_one_message_for_message():
     """Call i's input starts with call i-1's input and reply, ids included (the reply is recorded
     with the id it keeps in the state): the archive stores each call as a tail on that prefix."""
     harness = load_harness({})
-    runner = HarnessRunner(harness, ScriptedChatModel(script=SCENARIOS["tools then answer"][1], with_tokens=True),
+    script = [call("lookup", key="k"), call("search", query="q"), "Final answer: 42"]
+    state = await run_loop(harness, ScriptedChatModel(script=script, with_tokens=True),
                            Episode(task=make_task(), tools=toy_tools()))
-    state = await arun_state(harness, runner, {"task": "Find it."})
     traj = to_trajectory(state, make_task(), harness)
     assert len(traj.calls) == 3 and all(c.output["data"]["id"] for c in traj.calls)
     for prev, call_ in zip(traj.calls, traj.calls[1:]):
@@ -166,7 +94,80 @@ async def test_native_tools_keep_the_policy_s_wrappers(wrap):
     policy = {"bind(stop)": lambda m: m.bind(stop=["\n\n"]), "with_config(tags)": lambda m: m.with_config(tags=["t"]),
               "with_retry": lambda m: m.with_retry(stop_after_attempt=2)}[wrap](inner)
     harness = load_harness({})
-    state = await arun_state(harness, HarnessRunner(harness, policy, Episode(task=make_task(), tools=toy_tools())),
-                             {"task": "Find it."})
+    state = await run_loop(harness, policy, Episode(task=make_task(), tools=toy_tools()))
     assert state["answer"] == "1" and len(stops) == 2
     assert stops == ([["\n\n"]] * 2 if wrap == "bind(stop)" else [None, None])
+
+
+class SeedRecorder(ScriptedChatModel):
+    """A scripted model that records the ``seed`` of every call (sync and async)."""
+
+    seeds: list[Any] = []
+
+    def _generate(self, messages: list, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
+        self.seeds.append(kwargs.get("seed"))
+        return super()._generate(messages, stop, run_manager, **kwargs)
+
+    async def _agenerate(self, messages: list, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
+        self.seeds.append(kwargs.get("seed"))
+        return await super()._agenerate(messages, stop, run_manager, **kwargs)
+
+
+RETRY_ON_VIOLATION = {"parser": {"mode": "text", "on_no_action": "violation"},
+                      "hooks": {"again": {"event": "after_model", "condition": "unparsed_reply", "action": "retry"}},
+                      "decoding": {"temperature": 1.0}, "budget": {"max_model_calls": 4}}
+
+
+@pytest.mark.parametrize("engine", ["invoke", "ainvoke", "arun_state"])
+async def test_each_model_call_samples_with_its_own_reproducible_seed(engine):
+    """Issue 17 item 4: a retry after an interface violation must not repeat the reply's seed."""
+    harness = load_harness(RETRY_ON_VIOLATION)
+
+    async def seeds(seed: int) -> list[Any]:
+        model = SeedRecorder(script=["hmm", "hmm", "hmm", "Final answer: 1"], seeds=[])
+        episode = Episode(task=make_task(), tools=[])
+        if engine == "arun_state":
+            await run_loop(harness, model, episode, seed)
+        else:
+            bound = build_harness_graph(harness, model, episode, seed)
+            await bound.ainvoke({}) if engine == "ainvoke" else bound.invoke({})
+        return model.seeds
+
+    first = await seeds(7)
+    assert first == [call_seed(7, i) for i in range(4)]
+    assert len(set(first)) == 4, "every call, retries included, samples with a different seed"
+    assert await seeds(7) == first, "the same rollout seed replays the same seeds"
+    assert set(await seeds(8)).isdisjoint(first)
+
+
+def test_a_seed_in_the_spec_replaces_the_rollout_seed():
+    model = SeedRecorder(script=["Final answer: 1"], seeds=[])
+    build_harness_graph(load_harness({"decoding": {"seed": 11}}), model, Episode(task=make_task()), seed=3).invoke({})
+    assert model.seeds == [call_seed(11, 0)]
+
+
+async def test_timr_counts_a_turn_with_two_violations_once():
+    """TIMR (CoEvo-RSI): the fraction of model turns with at least one interface violation."""
+    two_bad_calls = AIMessage("", tool_calls=[{"name": "nope", "args": {}, "id": "c1"},
+                                              {"name": "lookup", "args": {}, "id": "c2"}])  # unknown tool; missing key
+    model = ScriptedChatModel(script=[two_bad_calls, call("lookup", key="k"), "hmm", "Final answer: 42"])
+    spec = load_harness({"parser": {"on_no_action": "violation"}})
+    traj = await arun_rollout(spec, model, ToyEnv(), make_task())
+    assert (traj.model_turns, traj.interface_violations, traj.violation_turns) == (4, 3, 2)
+    assert traj.timr == 0.5
+
+
+async def test_with_tracing_on_a_rollout_runs_the_compiled_graph_to_the_same_trajectory(monkeypatch):
+    import coevo.graphs.harness as harness_graph
+
+    spec, script = load_harness({}), [call("lookup", key="k"), "Final answer: 42"]
+    plain = await arun_rollout(spec, ScriptedChatModel(script=script), ToyEnv(), make_task(), seed=2)
+
+    async def no_plain_loop(*args: Any) -> None:
+        raise AssertionError("tracing is on: the rollout must run through the compiled graph")
+
+    monkeypatch.setattr(harness_graph, "tracing_is_enabled", lambda: True)
+    monkeypatch.setattr(harness_graph, "arun_state", no_plain_loop)
+    traced = await arun_rollout(spec, ScriptedChatModel(script=script), ToyEnv(), make_task(), seed=2)
+    keep = {"final_answer", "stop_reason", "model_turns", "env_actions", "reward", "violation_turns"}
+    assert traced.model_dump(include=keep) == plain.model_dump(include=keep) and traced.passed

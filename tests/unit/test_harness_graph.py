@@ -7,7 +7,7 @@ from harness_kit import ToyEnv, call, make_task, run, toy_tools
 from langchain_core.messages import AIMessage
 
 from coevo.envs.base import Episode, Tool
-from coevo.graphs.harness import HarnessRunner, arun_rollout, build_harness_graph
+from coevo.graphs.harness import EngineContext, arun_rollout, build_harness_graph
 from coevo.harnesses import load_harness
 from coevo.models.fake import ScriptedChatModel
 from coevo.models.trajectory import Trajectory
@@ -132,9 +132,9 @@ VIEW = {"exposed": ["search", "lookup"], "renames": {"search": "find"}, "descrip
 
 
 def test_the_model_sees_the_renamed_tool_with_its_new_description():
-    runner = HarnessRunner(load_harness({"tool_view": VIEW}), ScriptedChatModel(script=["x"]),
-                           Episode(task=make_task(), tools=toy_tools()))
-    shown = {s["function"]["name"]: s["function"]["description"] for s in runner.schemas}
+    context = EngineContext(load_harness({"tool_view": VIEW}), ScriptedChatModel(script=["x"]),
+                            Episode(task=make_task(), tools=toy_tools()))
+    shown = {s["function"]["name"]: s["function"]["description"] for s in context.schemas}
     assert shown == {"find": "Find records.", "lookup": "Look a key up."}
     system = run({"tool_view": VIEW, "parser": {"mode": "json"}}, ["Final answer: 1"]).seen(0)[0]
     assert '"name": "find"' in system and "Find records." in system

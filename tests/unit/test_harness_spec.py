@@ -106,6 +106,17 @@ def test_validate_spec_names_the_json_path_of_each_problem(data, path, words):
     assert path in str(err.value)
 
 
+def test_the_model_validator_and_validate_spec_report_the_same_hook_problems():
+    """One check (``hook_problems``) serves both: a spec built in Python fails with the same paths and
+    messages that ``validate_spec`` reports for the document."""
+    data = {"hooks": {"a": {"event": "after_tool", "condition": "remaining_steps_lte", "action": "zap"}}}
+    with pytest.raises(HarnessError) as err:
+        validate_spec(data)
+    with pytest.raises(ValueError) as direct:
+        HarnessSpec.model_validate(data)
+    assert len(err.value.problems) == 2 and all(str(p) in str(direct.value) for p in err.value.problems)
+
+
 def test_every_problem_of_a_spec_is_reported_at_once():
     data = {"budget": {"max_model_calls": 0, "max_env_actions": -1},
             "hooks": {"a": {"event": "after_tool", "condition": "nope", "action": "warn"},

@@ -279,3 +279,26 @@ def test_submitting_does_not_wait_for_the_running_batch(chat):
         worker.start()
         assert submitted.wait(timeout=5)
     worker.join()
+
+
+async def test_a_retry_after_an_interface_violation_samples_a_fresh_reply(chat):
+    """Issue 17 item 4: every call of a rollout used the rollout's seed, so a retry at temperature 1.0
+    saw the same context with the same seed and repeated the reply it replaced. Each call now samples
+    with its own seed (``call_seed``), and the rollout still replays exactly."""
+    from coevo.envs.base import Episode, Task
+    from coevo.graphs.harness import build_harness_graph
+    from coevo.harnesses import load_harness
+
+    spec = load_harness({"parser": {"mode": "text", "on_no_action": "violation"}, "decoding": {"temperature": 1.0},
+                         "hooks": {"again": {"event": "after_model", "condition": "unparsed_reply", "action": "retry"}},
+                         "budget": {"max_model_calls": 3, "max_output_tokens": 8}})
+    task = Task(id="t", env="toy", split="train", prompt="sample me")
+
+    async def replies() -> list[list[int]]:
+        state = await build_harness_graph(spec, chat, Episode(task=task), seed=7).ainvoke({})
+        assert state["violations"] == 3 and all(c["input"] == state["calls"][0]["input"] for c in state["calls"])
+        return [c["completion_token_ids"] for c in state["calls"]]
+
+    first = await replies()
+    assert len({tuple(r) for r in first}) == 3, "each retry sees the same context and samples a different reply"
+    assert await replies() == first

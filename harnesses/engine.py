@@ -1,0 +1,379 @@
+"""The harness engine: node functions and routers of the agent loop, and the context they run in.
+
+The loop (DESIGN.md, Harness graph) is assemble context → call model → parse reply → run tools →
+(loop | finish), with hooks firing at ``before_model``, ``after_model``, ``after_tool``,
+``on_tool_error`` and ``before_finish`` (Harness-S Table 7) and budgets (Harness-S Table 8) ending
+every episode. Nodes are flat functions ``node(state, runtime) -> dict`` (a partial update of
+``coevo.harnesses.state.HarnessState``); the run's spec, model and episode reach them as
+``runtime.context``, an ``EngineContext``, through LangGraph's ``context_schema`` as in the meta graphs.
+Each node that awaits (the model call, tools) has an ``a``-prefixed async twin so that ``ainvoke``
+never hops to a thread. The wiring is in ``coevo.graphs.harness``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.messages import (AIMessage, BaseMessage, HumanMessage, RemoveMessage, SystemMessage,
+                                     ToolMessage)
+from langchain_core.runnables import Runnable, RunnableBinding
+from langchain_core.runnables.base import RunnableBindingBase
+from langgraph.runtime import Runtime
+
+from coevo.compat import areply
+from coevo.envs.base import Episode, Tool
+from coevo.envs.interaction import next_user_turn
+from coevo.harnesses.parse import parse_reply as parse
+from coevo.harnesses.hooks import fire
+from coevo.harnesses.spec import HarnessSpec
+from coevo.harnesses.state import HarnessState
+from coevo.harnesses.view import render_messages
+from coevo.models.base import record_call
+
+ROLE = "coevo_role"  # additional_kwargs key: prompt | injection | observation (never policy tokens)
+
+
+def call_seed(seed: int, index: int) -> int:
+    """The sampling seed of model call ``index`` (0-based) of a rollout sampled with ``seed``.
+
+    A pure function of ``(seed, index)``: a rollout replays exactly, yet a retry after an interface
+    violation samples afresh instead of repeating the reply it replaces (issue 17, item 4).
+    Returns an int in [0, 2**31) (what every backend accepts as a seed).
+    """
+    digest = hashlib.blake2b(f"{seed}:{index}".encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "big") >> 1
+
+
+def _with_tools(model: Runnable, schemas: list[dict]) -> Runnable:
+    """``model.bind_tools(schemas)``, keeping the wrappers around the chat model (``.bind(stop=...)``,
+    ``with_config``, ``with_retry``): a ``RunnableBinding`` forwards ``bind_tools`` to the model it
+    wraps and drops its own kwargs and config (or fails, for ``with_retry``)."""
+    if isinstance(model, RunnableBindingBase):  # RunnableBinding, RunnableRetry
+        return model.model_copy(update={"bound": _with_tools(model.bound, schemas)})
+    return model.bind_tools(schemas)  # type: ignore[attr-defined]
+
+
+@dataclass
+class EngineContext:
+    """What the nodes of one harness run are given (LangGraph ``context_schema``).
+
+    ``spec`` the harness, ``model`` the policy (a chat model, possibly wrapped with ``bind``,
+    ``with_config`` or ``with_retry``), ``episode`` the task's fresh episode (its tools and state),
+    ``seed`` the rollout's sampling seed (used when ``spec.decoding.seed`` is ``None``; each call
+    samples with ``call_seed(seed, call index)``).
+
+    Derived once (``bind_tools``): ``tools`` the model-visible tools by shown name (the episode's
+    tools filtered and renamed by ``spec.tool_view``, plus ``note`` when the scratchpad is on),
+    ``schemas`` their function schemas, and ``target``/``kwargs``, what ``call_model`` calls:
+    ``target.invoke(messages, **call_kwargs(i))`` for call ``i``.
+    """
+
+    spec: HarnessSpec
+    model: Runnable
+    episode: Episode
+    seed: int = 0
+    tools: dict[str, Tool] = field(init=False, repr=False)
+    schemas: list[dict] = field(init=False, repr=False)
+    target: Runnable = field(init=False, repr=False)
+    kwargs: dict[str, Any] = field(init=False, repr=False)
+    n_env_tools: int = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.spec.decoding.seed is not None:
+            self.seed = self.spec.decoding.seed
+        self.bind_tools()
+
+    def bind_tools(self) -> None:
+        """(Re)derive the model-visible tools from ``episode.tools`` and bind them to the model; called
+        again when a conversational episode reveals new tools at a later user turn."""
+        view, spec = self.spec.tool_view, self.spec
+        self.n_env_tools = len(self.episode.tools)
+        exposed = [t for t in self.episode.tools if view.exposed is None or t.name in view.exposed]
+        self.tools = {view.renames.get(t.name, t.name): dataclasses.replace(
+            t, name=view.renames.get(t.name, t.name), description=view.descriptions.get(t.name, t.description))
+            for t in exposed}
+        if spec.memory.scratchpad:
+            self.tools["note"] = Tool("note", "Write a note to your scratchpad; notes stay visible for the rest of the episode.",
+                                      {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+                                      lambda text: "noted")
+        self.schemas = [t.schema() for t in self.tools.values()]
+        d = spec.decoding
+        decoding = {"temperature": d.temperature, "top_p": d.top_p, "max_tokens": spec.budget.max_output_tokens}
+        model = (_with_tools(self.model, self.schemas) if spec.parser.mode == "native" and self.schemas
+                 else self.model).bind(**decoding)
+        # a plain kwargs binding is called as bound(**kwargs): same call, without a config merge per model call
+        plain = isinstance(model, RunnableBinding) and not model.config and not model.config_factories
+        self.target, self.kwargs = (model.bound, model.kwargs) if plain else (model, {})
+
+    def call_kwargs(self, index: int) -> dict[str, Any]:
+        """The keyword arguments of model call ``index`` (0-based): the decoding settings and its seed."""
+        return {**self.kwargs, "seed": call_seed(self.seed, index)}
+
+
+def engine(runtime: Runtime[EngineContext]) -> EngineContext:
+    """The run's ``EngineContext``. Raises ``ValueError`` (how to build one) when the graph runs without it."""
+    ctx = runtime.context
+    if not isinstance(ctx, EngineContext):
+        raise ValueError("the harness graph ran without its EngineContext (spec, model, episode): build it with "
+                         "coevo.build_harness_graph(spec, model, episode), or pass context=EngineContext(...) to invoke")
+    return ctx
+
+
+def _harness(text: str, role: str = "injection") -> HumanMessage:
+    return HumanMessage(content=text, additional_kwargs={ROLE: role})
+
+
+def _violation(state: HarnessState) -> dict[str, Any]:
+    """One more interface violation, made in the current model turn: ``violations`` counts events,
+    ``violated_turns`` the turns with at least one (TIMR, CoEvo-RSI)."""
+    turn, turns = state.get("model_calls", 0), state.get("violated_turns", [])
+    return {"violations": state.get("violations", 0) + 1,
+            "violated_turns": turns if turns and turns[-1] == turn else [*turns, turn]}
+
+
+# --- nodes ------------------------------------------------------------------------------
+
+
+def assemble_context(state: HarnessState, runtime: Runtime[EngineContext]) -> dict:
+    """Start the episode (system + task messages) and check budgets; fire ``before_model``."""
+    ctx = engine(runtime)
+    update: dict[str, Any] = {}
+    if not state.get("messages"):
+        task = state.get("task") or ctx.episode.task.prompt
+        kinds = {"system": SystemMessage, "user": HumanMessage, "assistant": AIMessage}
+        update["messages"] = [kinds[role](text, additional_kwargs={ROLE: "prompt"})
+                              for role, text in render_messages(ctx.spec, task, ctx.schemas)]
+    if state.get("model_calls", 0) >= ctx.spec.budget.max_model_calls:
+        return {**update, "stop_reason": "budget:model_calls"}
+    effect, events, stopped = fire(ctx.spec, "before_model", state)
+    update["hook_events"] = events
+    update["messages"] = update.get("messages", []) + [_harness(m) for m in effect.messages]
+    if stopped:
+        update["stop_reason"] = stopped
+    return update
+
+
+def visible(ctx: EngineContext, state: HarnessState) -> list[BaseMessage] | None:
+    """What the model sees: prompt + the last ``history_turns`` turns (+ scratchpad), cut to the
+    context-token budget (4 characters a token) by dropping the oldest turns; ``None`` if even the
+    prompt is too long."""
+    msgs = list(state["messages"])
+    n = next((i for i, m in enumerate(msgs) if m.additional_kwargs.get(ROLE) != "prompt"), len(msgs))
+    head = msgs[:n]  # system, few-shot turns and the task: never windowed away
+    starts = [i for i, m in enumerate(msgs) if i >= n and isinstance(m, AIMessage)]
+    turns = [msgs[n:starts[0]]] if starts and starts[0] > n else ([msgs[n:]] if not starts else [])
+    turns += [msgs[s:e] for s, e in zip(starts, starts[1:] + [len(msgs)])]
+    keep = ctx.spec.context.history_turns
+    if keep is not None and len(turns) > keep:
+        turns = turns[-keep:]
+    notes = [_harness("Scratchpad:\n" + "\n".join(f"- {n}" for n in state["scratchpad"]))] if state.get("scratchpad") else []
+    budget = ctx.spec.budget.max_context_tokens * 4
+    while True:
+        seq = head + [m for t in turns for m in t] + notes
+        if sum(len(str(m.content)) for m in seq) <= budget:
+            return seq
+        if not turns:
+            return None
+        turns = turns[1:]
+
+
+def _called(seq: list[BaseMessage], reply: AIMessage, started: float, state: HarnessState) -> dict:
+    call = record_call(seq, reply, time.perf_counter() - started)
+    return {"messages": [reply], "calls": [call.model_dump()], "model_calls": state.get("model_calls", 0) + 1}
+
+
+def call_model(state: HarnessState, runtime: Runtime[EngineContext]) -> dict:
+    """Call the policy on the visible context and record the call (tokens, logprobs, latency); call
+    ``i`` samples with ``call_seed(seed, i)``."""
+    ctx = engine(runtime)
+    seq = visible(ctx, state)
+    if seq is None:
+        return {"stop_reason": "budget:context_tokens"}
+    started = time.perf_counter()
+    reply = ctx.target.invoke(seq, **ctx.call_kwargs(state.get("model_calls", 0)))
+    return _called(seq, reply, started, state)
+
+
+async def acall_model(state: HarnessState, runtime: Runtime[EngineContext]) -> dict:
+    """``call_model`` under ``ainvoke`` (through ``coevo.compat.areply``)."""
+    ctx = engine(runtime)
+    seq = visible(ctx, state)
+    if seq is None:
+        return {"stop_reason": "budget:context_tokens"}
+    started = time.perf_counter()
+    reply = await areply(ctx.target, seq, **ctx.call_kwargs(state.get("model_calls", 0)))
+    return _called(seq, reply, started, state)
+
+
+def parse_reply(state: HarnessState, runtime: Runtime[EngineContext]) -> dict:
+    """Parse the last reply into actions or a final answer; fire ``after_model`` and, for an
+    answer, ``before_finish``. A reply that parses to neither is an interface violation."""
+    ctx = engine(runtime)
+    reply = state["messages"][-1]
+    parsed = parse(reply, ctx.spec.parser)
+    ok = bool(parsed.actions) or parsed.answer is not None
+    last = {**state.get("last", {}), "reply": str(reply.content), "parsed": ok, "answer": None}
+    counts = {"violations": state.get("violations", 0), "violated_turns": state.get("violated_turns", [])}
+    update: dict[str, Any] = {"last": last, "pending": [], "answer": None, **(counts if ok else _violation(state))}
+    effect, events, stopped = fire(ctx.spec, "after_model", {**state, "last": last})
+    msgs: list[BaseMessage] = []
+    if effect.retry:
+        msgs.append(RemoveMessage(id=reply.id))
+    elif not ok and ctx.spec.parser.on_no_action == "violation" or parsed.error:
+        msgs.append(_harness(f"{ctx.spec.parser.violation_message} ({parsed.error})"))
+    elif parsed.actions and not (effect.block or effect.stop):
+        update["pending"] = [{"name": a.name, "args": a.args, "id": a.id} for a in parsed.actions]
+    elif parsed.answer is not None and not effect.block:
+        fin, fin_events, fin_stopped = fire(ctx.spec, "before_finish", {**state, "last": last}, answer=parsed.answer)
+        events += fin_events
+        effect.messages += fin.messages
+        stopped = stopped or fin_stopped
+        if not fin.block:
+            follow = next_user_turn(ctx.episode, parsed.answer)  # conversations (BFCL multi_turn)
+            if follow is None:
+                update["answer"] = parsed.answer
+            else:
+                msgs.append(HumanMessage(follow, additional_kwargs={ROLE: "prompt"}))
+                if len(ctx.episode.tools) != ctx.n_env_tools:
+                    ctx.bind_tools()
+    msgs += [_harness(m) for m in effect.messages]
+    if orphans := _orphan_tool_results(reply, update["pending"], effect.retry):
+        msgs = orphans + msgs
+    update.update(messages=msgs, hook_events=events)
+    if stopped:
+        update["stop_reason"] = stopped
+    return update
+
+
+def _orphan_tool_results(reply: BaseMessage, pending: list[dict], retried: bool) -> list[BaseMessage]:
+    """Native tool calls that will not run still need a tool result, or chat templates break."""
+    if retried or pending or not isinstance(reply, AIMessage) or not reply.tool_calls:
+        return []
+    return [ToolMessage("Not executed.", tool_call_id=c["id"] or "call", additional_kwargs={ROLE: "observation"})
+            for c in reply.tool_calls]
+
+
+def _observe(ctx: EngineContext, action: dict, text: str) -> BaseMessage:
+    if ctx.spec.parser.mode == "native":
+        return ToolMessage(text, tool_call_id=action["id"], name=action["name"], additional_kwargs={ROLE: "observation"})
+    return _harness(f"[{action['name']} output]\n{text}", "observation")
+
+
+def _format(ctx: EngineContext, output: Any) -> str:
+    """A tool's output as the model sees it: JSON pretty-printed when the view asks, then truncated."""
+    text = output if isinstance(output, str) else json.dumps(output, default=str)
+    if ctx.spec.tool_view.output_format == "json":
+        try:
+            text = json.dumps(json.loads(text), indent=2, sort_keys=True)
+        except (json.JSONDecodeError, TypeError):
+            pass
+    cut = ctx.spec.context.tool_output_chars
+    if cut is not None and len(text) > cut:
+        text = text[:cut] + f"\n[... truncated {len(text) - cut} characters]"
+    return text
+
+
+def _run_one(ctx: EngineContext, action: dict, state: dict) -> tuple[dict, list[BaseMessage]]:
+    """Execute one action; returns the state delta and the messages it adds. An unexposed tool or a
+    missing required argument is an interface violation; a tool that raises is an observation."""
+    name, args = action["name"], action["args"]
+    tool = ctx.tools.get(name)
+    delta: dict[str, Any] = {}
+    error = ""
+    if tool is None:
+        delta.update(_violation(state))
+        error = f"unknown tool {name!r}; available tools: {sorted(ctx.tools)}"
+        text = f"Error: {error}"
+    else:
+        missing = [r for r in tool.parameters.get("required", []) if r not in args]
+        try:
+            if missing:
+                delta.update(_violation(state))
+                raise TypeError(f"missing required argument(s) {missing}")
+            text = _format(ctx, tool.fn(**args))
+        except Exception as err:  # a tool that raises is an observation, not a crash
+            error = f"{type(err).__name__}: {err}"
+            text = f"Error: {error}"
+        if name == "note" and ctx.spec.memory.scratchpad and not error:
+            delta["scratchpad"] = list(state.get("scratchpad", [])) + [str(args.get("text", ""))]
+        else:
+            delta["env_actions"] = state.get("env_actions", 0) + 1
+    delta["last"] = {**state.get("last", {}), "observation": text, "tool": name, "error": error}
+    effect, events, stopped = fire(ctx.spec, "on_tool_error" if error else "after_tool", {**state, **delta})
+    if effect.block:
+        text, effect.messages = " ".join(effect.messages) or "Tool output withheld by the harness.", []
+    delta["hook_events"] = events
+    if stopped:
+        delta["stop_reason"] = stopped
+    return delta, [_observe(ctx, action, text)] + [_harness(m) for m in effect.messages]
+
+
+_TOOL_KEYS = ("env_actions", "violations", "violated_turns", "scratchpad", "last", "stop_reason")
+
+
+def run_tools(state: HarnessState, runtime: Runtime[EngineContext]) -> dict:
+    """Run the pending actions in order, enforcing the env-action budget; fire ``after_tool`` or
+    ``on_tool_error`` after each."""
+    ctx = engine(runtime)
+    cur: dict[str, Any] = dict(state)
+    msgs: list[BaseMessage] = []
+    events: list[dict] = []
+    for action in state.get("pending", []):
+        if cur.get("stop_reason"):
+            msgs.append(_observe(ctx, action, "Not executed: the episode has ended."))
+            continue
+        if cur.get("env_actions", 0) >= ctx.spec.budget.max_env_actions and action["name"] != "note":
+            cur["stop_reason"] = "budget:env_actions"
+            msgs.append(_observe(ctx, action, "Not executed: the env-action budget is spent."))
+            continue
+        delta, new = _run_one(ctx, action, cur)
+        events += delta.pop("hook_events")
+        cur.update(delta)
+        msgs += new
+    return {**{k: cur[k] for k in _TOOL_KEYS if k in cur}, "messages": msgs, "hook_events": events, "pending": []}
+
+
+async def arun_tools(state: HarnessState, runtime: Runtime[EngineContext]) -> dict:
+    """``run_tools`` under ``ainvoke``: on the event loop when every pending tool is fast
+    (``Tool.blocking`` false), else in a worker thread so a slow tool (the Python sandbox, a game
+    engine) never stalls the other rollouts."""
+    tools = engine(runtime).tools
+    if any(getattr(tools.get(a["name"]), "blocking", False) for a in state.get("pending", [])):
+        return await asyncio.to_thread(run_tools, state, runtime)
+    return run_tools(state, runtime)
+
+
+def finish(state: HarnessState) -> dict:
+    """Close the episode: record why it ended."""
+    return {"stop_reason": state.get("stop_reason") or ("final_answer" if state.get("answer") is not None else "no_answer")}
+
+
+# --- routers ----------------------------------------------------------------------------
+
+
+def after_assemble(state: HarnessState) -> str:
+    """``call_model``, or ``finish`` when a budget or hook ended the episode."""
+    return "finish" if state.get("stop_reason") else "call_model"
+
+
+def after_call(state: HarnessState) -> str:
+    """``parse_reply``, or ``finish`` when the context budget ended the episode."""
+    return "finish" if state.get("stop_reason") else "parse_reply"
+
+
+def after_parse(state: HarnessState) -> str:
+    """``finish`` on an answer or a stop; ``run_tools`` with pending actions; else back to ``assemble_context``."""
+    if state.get("stop_reason") or state.get("answer") is not None:
+        return "finish"
+    return "run_tools" if state.get("pending") else "assemble_context"
+
+
+def after_tools(state: HarnessState) -> str:
+    """Back to ``assemble_context``, or ``finish`` when a budget or hook ended the episode."""
+    return "finish" if state.get("stop_reason") else "assemble_context"
