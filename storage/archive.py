@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence, TypeVar
 
 import pydantic_core
-from sqlalchemy import Table, create_engine, delete, event, func, select
+from sqlalchemy import Table, create_engine, delete, event, func, inspect, select, text
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.pool import StaticPool
@@ -55,6 +55,11 @@ from coevo.storage.tables import (
 
 R = TypeVar("R", bound=SQLModel)
 
+UPGRADES: dict[int, tuple[tuple[str, str], ...]] = {
+    1: (("trajectories", "ALTER TABLE trajectories ADD COLUMN violation_turns INTEGER NOT NULL DEFAULT 0"),),
+}
+"""Schema version -> the (table, SQL) steps that take it to the next version (portable DDL only)."""
+
 _CHUNK = 500
 """Rows per DELETE ... IN (...) statement in the portable upsert (well under SQLite's limit)."""
 
@@ -68,12 +73,12 @@ class SchemaVersionError(ArchiveError):
 
 
 def _url(target: str | Path) -> str:
-    text = str(target)
-    if "://" in text:
-        return text
-    if text == ":memory:":
+    target_text = str(target)
+    if "://" in target_text:
+        return target_text
+    if target_text == ":memory:":
         return "sqlite://"
-    path = Path(text).expanduser()
+    path = Path(target_text).expanduser()
     path.parent.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{path}"
 
@@ -141,12 +146,27 @@ class Archive:
                 conn.execute(table.insert().values(id=1, version=SCHEMA_VERSION))
                 found = SCHEMA_VERSION
         self.schema_version = int(found)
+        if self.schema_version < SCHEMA_VERSION:
+            self._upgrade()
         if self.schema_version > SCHEMA_VERSION:
             raise SchemaVersionError(
                 f"archive {self.url} has schema version {self.schema_version}, but this coevo reads "
                 f"version {SCHEMA_VERSION} at most: upgrade coevo (pip install -U coevo) or pass "
                 f"another --db"
             )
+
+    def _upgrade(self) -> None:
+        """Bring an archive written by an older schema up to ``SCHEMA_VERSION``, one step at a time,
+        each step and its version bump in one transaction (nothing stored is lost)."""
+        table = SchemaVersionRow.__table__  # type: ignore[attr-defined]
+        existing = set(inspect(self.engine).get_table_names())
+        while self.schema_version < SCHEMA_VERSION:
+            with self.engine.begin() as conn:
+                for table_name, statement in UPGRADES.get(self.schema_version, ()):
+                    if table_name in existing:
+                        conn.execute(text(statement))
+                conn.execute(table.update().values(version=self.schema_version + 1))
+            self.schema_version += 1
 
     def close(self) -> None:
         """Dispose of the connection pool."""

@@ -28,7 +28,7 @@ from sqlmodel import Field, SQLModel
 from coevo.models.trajectory import Trajectory
 from coevo.training.checkpoint import Checkpoint
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """Bump when a table changes; ``Archive`` refuses a database written by a newer version."""
 
 

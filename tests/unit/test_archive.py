@@ -182,7 +182,8 @@ def test_record_tables_keep_the_schema_of_older_archives(tmp_path):
     with sqlite3.connect(tmp_path / "new.db") as conn:
         created = {sql for (sql,) in conn.execute("SELECT sql FROM sqlite_master WHERE tbl_name IN "
                                                   "('trajectories', 'policy_checkpoints') AND sql IS NOT NULL")}
-    assert created == OLD_RECORD_DDL
+    new_columns = "\n\tinterface_violations INTEGER NOT NULL, \n\tviolation_turns INTEGER NOT NULL, "
+    assert created == {sql.replace("\n\tinterface_violations INTEGER NOT NULL, ", new_columns) for sql in OLD_RECORD_DDL}
     traj = chained_trajectory("t1")
     old_row = {**{c: getattr(traj, c, None) for c in OLD_TRAJECTORY_COLUMNS},
                "evaluation_id": "e1", "run_id": "r1", "body": codec.encode(traj), "created_at": 1.0}
@@ -193,7 +194,10 @@ def test_record_tables_keep_the_schema_of_older_archives(tmp_path):
                      ("ck1", "smollm2-135m", "/a", '["ck0"]', '{"lr": 1e-05}', '{"loss": 0.5}', "r1", 1.0))
         conn.execute(f"INSERT INTO trajectories ({', '.join(old_row)}) VALUES ({', '.join('?' * len(old_row))})",
                      tuple(old_row.values()))
+        conn.execute("CREATE TABLE schema_version (id INTEGER NOT NULL, version INTEGER NOT NULL, PRIMARY KEY (id))")
+        conn.execute("INSERT INTO schema_version VALUES (1, 1)")  # schema version 1: no violation_turns column
     with Archive(tmp_path / "old.db") as archive:
+        assert archive.schema_version == SCHEMA_VERSION == 2
         assert archive.get_checkpoint("ck1") == Checkpoint(id="ck1", base_model="smollm2-135m", adapter_path="/a",
                                                            parents=["ck0"], config={"lr": 1e-5},
                                                            metrics={"loss": 0.5}, run_id="r1", created_at=1.0)
