@@ -13,6 +13,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from coevo.envs.base import RewardMode
 from coevo.training.config import StageConfig, StageSettings
 
 STRATEGIES = ("vace", "static", "harness_only", "rl_only", "ungated")
@@ -25,12 +26,39 @@ class Section(BaseModel):
 
 
 class EnvConfig(Section):
-    """Task suite (``coevo envs list``) and split sizes (tasks)."""
+    """Task suite (``coevo envs list``), split sizes (tasks) and the reward training and the gate use.
+
+    ``reward``: ``correct`` (1 when the suite's checker passes the answer, else 0; the default) or
+    ``partial`` (the checker's partial credit, e.g. reasoning-gym's substring credit). It may also
+    be written in the ref (``reasoning_gym:reward=partial``); written in both, they must agree.
+    The env is built with ``get_env(env.ref, **env.settings())``.
+    """
 
     ref: str = "bfcl:categories=simple_python"
     n_train: int = Field(default=8, ge=1)
     n_val: int = Field(default=10, ge=1)
     n_test: int = Field(default=10, ge=0)
+    reward: RewardMode = "correct"
+
+    @model_validator(mode="after")
+    def _one_reward_mode(self) -> "EnvConfig":
+        from coevo.envs.registry import parse_ref
+
+        in_ref = parse_ref(self.ref)[1].get("reward")
+        if in_ref is None:
+            return self
+        if "reward" not in self.model_fields_set:
+            if in_ref not in ("correct", "partial"):
+                raise ValueError(f"the ref's reward={in_ref!r} is not a reward mode; write correct or partial")
+            self.reward = in_ref
+        elif in_ref != self.reward:
+            raise ValueError(f"reward is {self.reward!r} but the ref says reward={in_ref}; keep one of them")
+        return self
+
+    def settings(self) -> dict[str, Any]:
+        """Keyword arguments for ``get_env`` beside the ref: ``reward`` when the config sets it (in
+        the section or the ref); else none, and a suite uses its default (coevo's: ``correct``)."""
+        return {"reward": self.reward} if "reward" in self.model_fields_set else {}
 
 
 class TrainConfig(StageSettings):

@@ -20,6 +20,7 @@ from coevo.storage import Archive, ArchiveError, CheckpointRecord, RunRecord
 
 DB_HELP = "Archive: a SQLite file path or a SQLAlchemy URL (env COEVO_DB)."
 _HEX = re.compile(r"^[0-9a-f]{6,64}$")
+REWARD_TEXT = {"correct": "correct (1/0)", "partial": "partial credit"}
 
 
 def resolve_harness(source: str, archive: Archive) -> HarnessSpec:
@@ -43,6 +44,7 @@ def result_table(result: EvalResult) -> Table:
         ("tasks × k", f"{result.n_tasks} × {result.k}", ""),
         (f"pass@{result.k}", f"{result.pass_at_k:.3f}", ""),
         (f"avg@{result.k}", f"{result.avg_at_k:.3f}", ""),
+        ("reward", REWARD_TEXT.get(result.reward_mode, "as the env defines it"), ""),
         ("mean credit", f"{result.mean_reward:.3f}", baseline),
         ("TIMR", f"{result.timr:.4f} ({result.interface_violations}/{result.model_turns} turns)", ""),
         ("tokens in / out", f"{result.input_tokens:,} / {result.output_tokens:,}", ""),
@@ -68,13 +70,16 @@ def eval_cmd(
     checkpoint: str = typer.Option(None, "--checkpoint", help="Checkpoint id to record (default: the model reference)."),
     run_id: str = typer.Option(None, "--run-id", help="Reuse a run id to resume an interrupted evaluation."),
     db: str = typer.Option("coevo.db", "--db", envvar="COEVO_DB", help=DB_HELP),
+    reward: str = typer.Option(None, "--reward", help="correct (1/0 on the checker's pass; the default) or "
+                               "partial (the checker's partial credit); also settable in --env as reward=..."),
 ) -> None:
-    """Evaluate a harness with a model on an env split: print pass@k, avg@k, mean credit, TIMR,
-    tokens, cost and latency beside the trivial baseline, and store every trajectory."""
+    """Evaluate a harness with a model on an env split: print pass@k, avg@k, the reward mode and the
+    mean reward (credit), TIMR, tokens, cost and latency beside the trivial baseline, and store
+    every trajectory."""
     with user_errors():
         archive = Archive(db)
         spec = resolve_harness(harness, archive)
-        suite = get_env(env)
+        suite = get_env(env) if reward is None else get_env(env, reward=reward)
         policy = load_model(model)
         ckpt = checkpoint or model
         if archive.get_checkpoint(ckpt) is None:
@@ -83,7 +88,8 @@ def eval_cmd(
             archive.add_harness(spec, origin="cli")
         run = RunRecord(id=run_id or uuid.uuid4().hex, strategy="eval",
                         config={"env": env, "harness": spec.id, "model": model, "split": split, "k": k, "n": n,
-                                "seed": seed, "concurrency": concurrency, "checkpoint": ckpt})
+                                "seed": seed, "concurrency": concurrency, "checkpoint": ckpt,
+                                "reward": getattr(suite, "reward_mode", "")})
         if archive.get_run(run.id) is not None:
             run.created_at = archive.get_run(run.id).created_at  # type: ignore[union-attr]
         archive.add_run(run)

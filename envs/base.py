@@ -14,6 +14,8 @@ from pydantic import BaseModel, Field
 
 Split = Literal["train", "val", "test"]
 SPLITS: tuple[Split, ...] = ("train", "val", "test")
+RewardMode = Literal["correct", "partial"]
+REWARD_MODES: tuple[RewardMode, ...] = ("correct", "partial")
 
 
 class Task(BaseModel):
@@ -34,9 +36,12 @@ class Task(BaseModel):
 class Score(BaseModel):
     """A verifier's verdict on one finished trajectory.
 
-    ``reward`` is in [0, 1] (partial credit allowed); ``passed`` is the binary success used by
-    pass@k; ``detail`` holds the scoring diagnostics (e.g. expected vs got, the checker's error
-    type). For val/test tasks ``detail`` must not be shown to meta roles.
+    ``reward`` is in [0, 1]: what training and the gate use, per the suite's reward mode
+    (``correct``: 1 when ``passed`` else 0, the default; ``partial``: the checker's partial
+    credit); ``passed`` is the binary success used by pass@k; ``detail`` holds the scoring
+    diagnostics (e.g. expected vs got, the checker's error type; coevo's suites put the checker's
+    ``credit`` and the ``reward_mode`` under ``detail["public"]``). For val/test tasks ``detail``
+    must not be shown to meta roles.
     """
 
     reward: float = Field(ge=0.0, le=1.0)
@@ -93,7 +98,8 @@ class Episode:
 class Env(Protocol):
     """A task suite with an automatic verifier (DESIGN.md, Env).
 
-    Implementations register under the entry-point group ``coevo.envs``.
+    Implementations register under the entry-point group ``coevo.envs``. coevo's suites also
+    carry ``reward_mode`` (``correct`` or ``partial``, see ``Score``); reports show it.
     """
 
     name: str

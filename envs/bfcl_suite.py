@@ -33,7 +33,6 @@ import importlib
 import inspect
 import json
 import random
-import re
 import uuid
 from typing import Any
 
@@ -48,7 +47,6 @@ AST_CATEGORIES = ("simple_python", "multiple", "parallel", "parallel_multiple", 
 MULTI_TURN_CATEGORIES = ("multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param", "multi_turn_long_context")
 GROUPS = {"ast": AST_CATEGORIES, "multi_turn": MULTI_TURN_CATEGORIES, "simple": ("simple_python",)}
 CHECKER_MODEL = "coevo"
-_FENCE = re.compile(r"^\s*```[a-zA-Z0-9_-]*\s*\n?(.*?)\n?```\s*$", re.DOTALL)
 
 
 def _render_question(turn: list[dict[str, Any]]) -> str:
@@ -110,25 +108,21 @@ def gold_call_list(ground_truth: list[dict[str, Any]]) -> str:
     return "[" + ", ".join(calls) + "]"
 
 
-def _strip_fence(text: str) -> str:
-    m = _FENCE.match(text)
-    return m.group(1) if m else text
-
-
 class BfclEnv(Suite):
     """BFCL tasks (see module doc).
 
     ``categories``: category names or groups (``ast``, ``multi_turn``); default ``simple_python``.
     ``seed``: order of entries before the split cut; ``size``: entries kept per category (all when
-    ``None``); ``val_frac``/``test_frac``: split fractions. Raises ``ValueError`` for an unknown or
-    unsupported category and ``MissingExtraError`` when bfcl-eval is not installed.
+    ``None``); ``val_frac``/``test_frac``: split fractions; ``reward``: ``correct`` or ``partial``
+    (the same here: BFCL's checkers pass or fail). Raises ``ValueError`` for an unknown or
+    unsupported category or reward mode and ``MissingExtraError`` when bfcl-eval is not installed.
     """
 
     name = "bfcl"
 
     def __init__(self, categories: Any = ("simple_python",), seed: int = 0, size: int | None = None,
-                 val_frac: float = 0.2, test_frac: float = 0.2) -> None:
-        super().__init__()
+                 val_frac: float = 0.2, test_frac: float = 0.2, reward: str = "correct") -> None:
+        super().__init__(reward)
         self.bfcl = load_bfcl()
         cats: list[str] = []
         for c in as_list(categories):
@@ -141,7 +135,7 @@ class BfclEnv(Suite):
         self.seed, self.size = int(seed), (None if size is None else int(size))
         self.val_frac, self.test_frac = float(val_frac), float(test_frac)
         self.config = {"categories": self.categories, "seed": self.seed, "size": self.size,
-                       "val_frac": self.val_frac, "test_frac": self.test_frac}
+                       "val_frac": self.val_frac, "test_frac": self.test_frac, "reward": self.reward_mode}
         self._entries: dict[str, tuple[str, dict[str, Any], list[Any]]] = {}
 
     # --- tasks ------------------------------------------------------------------------------
@@ -251,8 +245,14 @@ class BfclEnv(Suite):
     # --- scoring ----------------------------------------------------------------------------
 
     def score(self, task: Task, answer: str | None, episode: Episode) -> Score:
-        """AST: decode ``answer`` and run ``ast_checker``. multi_turn: run ``multi_turn_checker`` on
-        the calls the episode recorded (turns never reached count as empty). Reward 1 or 0."""
+        """BFCL's own verdict. AST: ``answer`` exactly as the harness submitted it goes through the
+        steps of bfcl-eval's ``_evaluate_single_ast_entry`` for a prompting model: the default
+        prompting decoder (which strips backticks, newlines and spaces at the ends and adds missing
+        brackets, so a bare ``` fence passes but a ```python one does not), the function-call format
+        check, then ``ast_checker``; coevo normalises nothing (a harness that wants fences removed
+        says so in its parser, ``strip_code_fences``). multi_turn: ``multi_turn_checker`` on the
+        calls the episode recorded (turns never reached count as empty). Reward 1 or 0 in both
+        reward modes (BFCL gives no partial credit)."""
         self._known(task)
         cat, entry, gold = self._entries[task.id]
         if cat in MULTI_TURN_CATEGORIES:
@@ -260,27 +260,27 @@ class BfclEnv(Suite):
         public: dict[str, Any] = {"category": cat, "error_type": None}
         detail: dict[str, Any] = {"expected": gold_call_list(gold), "got": answer, "public": public}
         try:
-            decoded = self.bfcl.decode_ast(_strip_fence(answer or ""), language=self.bfcl.ReturnFormat.PYTHON)
+            decoded = self.bfcl.decode_ast(answer or "", language=self.bfcl.ReturnFormat.PYTHON)
         except Exception as err:
             public["error_type"] = "ast_decoder:decoder_failed"
             detail["error"] = f"Invalid syntax. Failed to decode AST. {err}"
-            return Score(reward=0.0, passed=False, detail=detail)
+            return self.verdict(0.0, False, detail)
         if not self.bfcl.is_function_calling_format_output(decoded):
             public["error_type"] = "ast_decoder:decoder_wrong_output_format"
             detail["error"] = "Did not output in the specified format."
-            return Score(reward=0.0, passed=False, detail=detail)
+            return self.verdict(0.0, False, detail)
         try:
             result = self.bfcl.ast_checker(copy.deepcopy(entry["function"]), decoded, copy.deepcopy(gold),
                                            self.bfcl.Language.PYTHON, cat, CHECKER_MODEL)
         except Exception as err:  # a checker crash on odd input scores 0, with the reason
             public["error_type"] = f"checker_exception:{type(err).__name__}"
             detail["error"] = f"{type(err).__name__}: {err}"
-            return Score(reward=0.0, passed=False, detail=detail)
+            return self.verdict(0.0, False, detail)
         if result["valid"]:
-            return Score(reward=1.0, passed=True, detail=detail)
+            return self.verdict(1.0, True, detail)
         public["error_type"] = result.get("error_type")
         detail["error"] = "; ".join(map(str, result.get("error", [])))
-        return Score(reward=0.0, passed=False, detail=detail)
+        return self.verdict(0.0, False, detail)
 
     def _score_multi_turn(self, task: Task, cat: str, entry: dict[str, Any], gold: list[list[str]],
                           episode: Episode) -> Score:
@@ -298,10 +298,10 @@ class BfclEnv(Suite):
         finally:
             self._cleanup(key)
         if result["valid"]:
-            return Score(reward=1.0, passed=True, detail=detail)
+            return self.verdict(1.0, True, detail)
         public["error_type"] = result.get("error_type")
         detail["error"] = str(result.get("error_message", ""))[:2000]
-        return Score(reward=0.0, passed=False, detail=detail)
+        return self.verdict(0.0, False, detail)
 
     # --- scripted solutions -------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ taking keyword arguments::
 from __future__ import annotations
 
 import importlib
+import inspect
 from importlib.metadata import entry_points
 from typing import Any, Callable
 
@@ -79,16 +80,37 @@ def available() -> dict[str, str]:
     return found
 
 
-def get_env(ref: str) -> Env:
-    """Build the suite named by ``ref`` (see module doc) with its keyword arguments.
+def get_env(ref: str, **settings: Any) -> Env:
+    """Build the suite named by ``ref`` (see module doc) with its keyword arguments plus
+    ``settings`` (e.g. ``reward="partial"`` from a run config; ``None`` values are left out).
 
     Raises ``KeyError`` naming the known suites for an unknown name, ``MissingExtraError`` (an
     ``ImportError``) naming the extra to install when a suite's optional package is missing, and
-    ``ValueError``/``TypeError`` from the suite for bad arguments.
+    ``ValueError``/``TypeError`` from the suite for bad arguments or for a setting the ref gives a
+    different value.
     """
     name, kwargs = parse_ref(ref)
     known = available()
     if name not in known:
         raise KeyError(f"unknown env {name!r}; registered: {sorted(known)} (third parties register under "
                        f"the entry-point group {GROUP!r})")
-    return _load(known[name])(**kwargs)
+    factory = _load(known[name])
+    for key, value in settings.items():
+        if value is None:
+            continue
+        if key in kwargs and kwargs[key] != value:
+            raise ValueError(f"env reference {ref!r} sets {key}={kwargs[key]} but {key}={value} was also asked for; "
+                             f"keep one of them")
+        if not _accepts(factory, key):
+            raise ValueError(f"env {name!r} takes no setting {key!r} (asked for {key}={value}); remove it, "
+                             f"the suite decides that itself")
+        kwargs[key] = value
+    return factory(**kwargs)
+
+
+def _accepts(factory: Callable[..., Any], key: str) -> bool:
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return True
+    return key in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())

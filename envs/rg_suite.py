@@ -1,5 +1,8 @@
 """The ``reasoning_gym`` suite: procedurally generated reasoning tasks (package ``reasoning-gym``)
-answered in text, scored by each family's own ``score_answer`` (partial credit allowed).
+answered in text, scored by each family's own ``score_answer`` on the answer the harness submits.
+``reward=correct`` (the default) makes the reward 1 when ``score_answer`` gives full credit, else 0;
+``reward=partial`` passes the family's partial credit on (e.g. chain_sum gives 0.8 to ``10000``
+for gold ``1000``: the gold is a substring). The credit is in ``detail["public"]["credit"]`` either way.
 
 Splits: for each family ONE dataset of ``size`` items is built from ``seed``, deduplicated by
 question text (also across families), and cut by index ranges into train/val/test (see
@@ -7,7 +10,8 @@ question text (also across families), and cut by index ranges into train/val/tes
 wins (``coin_flip``, ``letter_counting``, ``gcd``; issue 3) are allowed but never defaults, and
 ``trivial_baseline`` measures the effect for any config.
 
-Reference: ``reasoning_gym:families=word_sorting+chain_sum,size=100,seed=0,tools=python+calculator``.
+Reference: ``reasoning_gym:families=word_sorting+chain_sum,size=100,seed=0,tools=python+calculator``
+(add ``reward=partial`` for partial credit).
 Family options pass through as ``<family>.<option>=value`` (e.g. ``word_sorting.max_words=6``).
 """
 
@@ -34,16 +38,16 @@ class ReasoningGymEnv(Suite):
     ``families``: dataset names (``reasoning_gym.factory.DATASETS``); ``size``: items generated per
     family before dedupe; ``seed``: the dataset seed; ``val_frac``/``test_frac``: split fractions;
     ``tools``: any of ``python``, ``calculator`` (default none); ``python_timeout_s``,
-    ``python_memory_mb``: Python tool limits. Raises ``ValueError`` for an unknown family, tool or
-    option.
+    ``python_memory_mb``: Python tool limits; ``reward``: ``correct`` or ``partial`` (module doc).
+    Raises ``ValueError`` for an unknown family, tool, option or reward mode.
     """
 
     name = "reasoning_gym"
 
     def __init__(self, families: Any = DEFAULT_FAMILIES, size: int = 100, seed: int = 0, val_frac: float = 0.2,
                  test_frac: float = 0.2, tools: Any = (), python_timeout_s: float = 5.0, python_memory_mb: int = 512,
-                 **family_options: Any) -> None:
-        super().__init__()
+                 reward: str = "correct", **family_options: Any) -> None:
+        super().__init__(reward)
         from reasoning_gym.factory import DATASETS
 
         fams = as_list(families)
@@ -67,7 +71,7 @@ class ReasoningGymEnv(Suite):
         self.tool_names, self.options = tool_names, options
         self.python_timeout_s, self.python_memory_mb = float(python_timeout_s), int(python_memory_mb)
         self.config = {"families": fams, "size": self.size, "seed": self.seed, "val_frac": self.val_frac,
-                       "test_frac": self.test_frac, "tools": tool_names, "options": options}
+                       "test_frac": self.test_frac, "tools": tool_names, "options": options, "reward": self.reward_mode}
         self._datasets: dict[str, Any] = {}
         self._entries: dict[str, tuple[str, dict[str, Any]]] = {}
 
@@ -102,13 +106,20 @@ class ReasoningGymEnv(Suite):
         return Episode(task=task, tools=tools)
 
     def score(self, task: Task, answer: str | None, episode: Episode) -> Score:
-        """The family's ``score_answer`` on ``answer``, clipped to [0, 1]; ``passed`` when it is 1.
+        """``score_entry`` on the task's item."""
+        self._known(task)
+        return self.score_entry(*self._entries[task.id], answer)
+
+    def score_entry(self, fam: str, entry: dict[str, Any], answer: str | None) -> Score:
+        """The family's ``score_answer`` on ``answer`` (unchanged) for a reasoning-gym item
+        ``entry`` (``question``, ``answer``, ``metadata``): its credit clipped to [0, 1], ``passed``
+        when the credit is 1, the reward per ``reward_mode``.
 
         A verifier that raises scores 0 with the exception in ``detail["error"]`` and
-        ``detail["public"]["verifier_error"]`` (its type).
+        ``detail["public"]["verifier_error"]`` (its type). Raises ``KeyError`` for a family this
+        suite was not built with (after ``tasks``).
         """
-        self._known(task)
-        fam, entry = self._entries[task.id]
+        self._ensure()
         public: dict[str, Any] = {"family": fam, "verifier_error": None}
         detail: dict[str, Any] = {"expected": entry["answer"], "got": answer, "public": public}
         try:
@@ -119,8 +130,7 @@ class ReasoningGymEnv(Suite):
             reward = 0.0
         if math.isnan(reward):
             reward = 0.0
-        reward = min(max(reward, 0.0), 1.0)
-        return Score(reward=reward, passed=reward >= 1.0, detail=detail)
+        return self.verdict(reward, reward >= 1.0, detail)
 
     def constant_candidates(self, split: Split) -> list[str]:
         """The 5 most common gold answers of the TRAIN split (so no val/test answer is ever printed

@@ -7,7 +7,15 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any
 
-from coevo.envs.base import SPLITS, Episode, Score, Split, Task
+from coevo.envs.base import (
+    REWARD_MODES,
+    SPLITS,
+    Episode,
+    RewardMode,
+    Score,
+    Split,
+    Task,
+)
 from coevo.envs.baseline import GENERIC_CONSTANTS, constant_baseline
 from coevo.envs.common import check_split
 
@@ -16,12 +24,18 @@ class Suite(ABC):
     """Base class: subclasses set ``name`` and implement ``_build`` (all splits at once, filling
     ``self._gold``), ``episode`` and ``score``.
 
-    ``config`` is the suite's normalised configuration (shown by ``coevo envs show``).
+    ``config`` is the suite's normalised configuration (shown by ``coevo envs show``);
+    ``reward_mode`` what ``Score.reward`` is: ``correct`` (1 when passed, else 0; the default) or
+    ``partial`` (the checker's partial credit). Raises ``ValueError`` for another reward mode.
     """
 
     name = "suite"
 
-    def __init__(self) -> None:
+    def __init__(self, reward: str = "correct") -> None:
+        if reward not in REWARD_MODES:
+            raise ValueError(f"reward={reward!r} is not a reward mode; write reward=correct (1 when the checker "
+                             f"passes the answer, else 0; the default) or reward=partial (the checker's partial credit)")
+        self.reward_mode: RewardMode = reward  # type: ignore[assignment]
         self.config: dict[str, Any] = {}
         self._splits: dict[Split, list[Task]] | None = None
         self._by_id: dict[str, Task] = {}
@@ -72,6 +86,14 @@ class Suite(ABC):
         if key not in self._baselines:
             self._baselines[key] = constant_baseline(self, split, self.constant_candidates(split), n)
         return self._baselines[key]
+
+    def verdict(self, credit: float, passed: bool, detail: dict[str, Any]) -> Score:
+        """The ``Score`` of a checker's ``credit`` (clipped to [0, 1]) and pass/fail per
+        ``reward_mode``; ``detail["public"]`` gets ``credit`` and ``reward_mode``."""
+        credit = min(max(float(credit), 0.0), 1.0)
+        detail.setdefault("public", {}).update(credit=credit, reward_mode=self.reward_mode)
+        reward = credit if self.reward_mode == "partial" else float(passed)
+        return Score(reward=reward, passed=passed, detail=detail)
 
     @abstractmethod
     def episode(self, task: Task, seed: int = 0) -> Episode:

@@ -1,5 +1,7 @@
 """The ``textworld`` suite: text adventure games generated offline from seeds (package ``textworld``)
-and played step by step through tools; scored by ``won`` (1.0) or the normalised game score.
+and played step by step through tools; scored by the game engine: passed when the game is won;
+the reward is 1/0 on ``won`` (``reward=correct``, the default) or, with ``reward=partial``, 1.0 when
+won else the normalised game score.
 
 Games come from TextWorld's challenges ``tw-simple`` and ``tw-cooking``, built once with
 ``tw-make`` (a child process, ~4-10 s each) into ``<coevo cache>/textworld/`` and reused. Game ``i``
@@ -58,15 +60,16 @@ class TextWorldEnv(Suite):
     ``challenge``: ``tw-simple`` or ``tw-cooking``; ``size``: games generated; ``seed``: base seed;
     ``val_frac``/``test_frac``; other keyword arguments override the challenge's ``tw-make`` options
     (e.g. ``recipe=2``, ``go=6``, ``cook=true``). ``cache``: where games are built (default
-    ``<coevo cache>/textworld``). Raises ``ValueError`` for an unknown challenge or option and
-    ``MissingExtraError`` when textworld is not installed.
+    ``<coevo cache>/textworld``); ``reward``: ``correct`` or ``partial`` (module doc). Raises
+    ``ValueError`` for an unknown challenge, option or reward mode and ``MissingExtraError`` when
+    textworld is not installed.
     """
 
     name = "textworld"
 
     def __init__(self, challenge: str = "tw-simple", size: int = 10, seed: int = 0, val_frac: float = 0.2,
-                 test_frac: float = 0.2, cache: str | None = None, **options: Any) -> None:
-        super().__init__()
+                 test_frac: float = 0.2, cache: str | None = None, reward: str = "correct", **options: Any) -> None:
+        super().__init__(reward)
         require("textworld", "textworld", "textworld")
         if challenge not in CHALLENGES:
             raise ValueError(f"unknown textworld challenge {challenge!r}; choose from {sorted(CHALLENGES)}")
@@ -79,7 +82,7 @@ class TextWorldEnv(Suite):
         self.options = {**CHALLENGES[challenge], **options}
         self.cache = Path(cache) if cache else cache_dir("textworld")
         self.config = {"challenge": challenge, "size": self.size, "seed": self.seed, "val_frac": self.val_frac,
-                       "test_frac": self.test_frac, "options": self.options}
+                       "test_frac": self.test_frac, "options": self.options, "reward": self.reward_mode}
         self._games: dict[str, dict[str, Any]] = {}
 
     # --- building -----------------------------------------------------------------------------
@@ -209,12 +212,13 @@ class TextWorldEnv(Suite):
         return Episode(task=task, tools=tools, state=state, closer=close)
 
     def score(self, task: Task, answer: str | None, episode: Episode) -> Score:
-        """1.0 when the game is won, else score / max_score (0 when max_score is 0); passed = won."""
+        """Passed when the game is won; credit 1.0 when won, else score / max_score (0 when max_score
+        is 0); the reward per ``reward_mode``. The text ``answer`` plays no part."""
         self._known(task)
         st = episode.state
         max_score = st.get("max_score") or 0
-        reward = 1.0 if st.get("won") else (min(max(st.get("score", 0) / max_score, 0.0), 1.0) if max_score else 0.0)
+        credit = 1.0 if st.get("won") else (st.get("score", 0) / max_score if max_score else 0.0)
         public = {"won": bool(st.get("won")), "lost": bool(st.get("lost")), "score": st.get("score", 0),
                   "max_score": max_score, "moves": st.get("moves", 0)}
         detail = {"expected": self._gold[task.id], "got": list(st.get("commands", [])), "public": public}
-        return Score(reward=reward, passed=bool(st.get("won")), detail=detail)
+        return self.verdict(credit, bool(st.get("won")), detail)

@@ -62,7 +62,9 @@ class EvalResult(BaseModel):
 
     Rates are in [0, 1]; ``latency_s`` is the mean wall time per rollout, ``wall_s`` the whole
     evaluation's; ``trivial_baseline`` the env's best trivial-policy mean reward on the split (None
-    when the env has no ``trivial_baseline``); ``resumed_tasks`` tasks reused from the archive.
+    when the env has no ``trivial_baseline``); ``resumed_tasks`` tasks reused from the archive;
+    ``reward_mode`` what the rewards are: ``correct`` (1/0 on the checker's pass) or ``partial``
+    (its partial credit), ``""`` for an env that does not say (``Env``).
     """
 
     evaluation_id: str
@@ -89,6 +91,7 @@ class EvalResult(BaseModel):
     trivial_baseline: float | None = None
     trivial_detail: dict[str, Any] = Field(default_factory=dict)
     resumed_tasks: int = 0
+    reward_mode: str = ""
     per_task: dict[str, TaskOutcome] = Field(default_factory=dict)
 
 
@@ -335,7 +338,8 @@ async def _evaluate(spec: Any, checkpoint: Any, env: Env, split: str, k: int, se
     result = EvalResult(
         evaluation_id=eval_id, harness_id=harness_id, checkpoint_id=ckpt, env=env.name, split=split, k=k,
         seeds=seed_list, wall_s=time.perf_counter() - started, trivial_baseline=trivial,
-        trivial_detail=trivial_detail, resumed_tasks=resumed, per_task=outcomes, **_aggregate(outcomes, ordered),
+        trivial_detail=trivial_detail, resumed_tasks=resumed, reward_mode=getattr(env, "reward_mode", ""),
+        per_task=outcomes, **_aggregate(outcomes, ordered),
     )
     if archive is not None:
         aggregates = result.model_dump(mode="json")

@@ -4,6 +4,12 @@ Modes: ``native`` (the chat model's own tool calls), ``json`` (``{"tool": name, 
 or ``{"final_answer": ...}`` in the text), ``python_call`` (``[f(a=1), g(b="x")]``, keyword
 arguments only), ``text`` (no actions). In every mode a reply with no action may carry a final
 answer through ``final_answer_pattern``.
+
+A reply that states its answer more than once is read by its LAST complete answer span, as
+reasoning-gym's ``extract_answer`` takes the last ``<answer>...</answer>``: for a pattern, the last
+match, where a later marker inside a greedy match starts a new one (``last_answer_match``); in
+``json`` mode, the last ``{"final_answer": ...}`` object. The span found is the trajectory's
+``final_answer``: the one text the verifier scores and the archive stores.
 """
 
 from __future__ import annotations
@@ -46,23 +52,68 @@ def strip_fences(text: str) -> str:
     return FENCE.sub(lambda m: m.group(1), text)
 
 
+def _last_final_answer(text: str, pos: int, answer: Any) -> Any:
+    """The value of the last complete ``{"final_answer": ...}`` object in ``text`` from ``pos`` on
+    (``answer`` when there is none)."""
+    decoder = json.JSONDecoder()
+    while (start := text.find("{", pos)) >= 0:
+        try:
+            obj, end = decoder.raw_decode(text, start)
+        except json.JSONDecodeError:
+            pos = start + 1
+            continue
+        if isinstance(obj, dict) and "final_answer" in obj:
+            answer = obj["final_answer"]
+        pos = end
+    return answer
+
+
 def _json_action(text: str) -> Parsed | None:
     start = text.find("{")
     if start < 0:
         return None
     try:
-        obj, _ = json.JSONDecoder().raw_decode(text[start:])
+        obj, end = json.JSONDecoder().raw_decode(text, start)
     except json.JSONDecodeError as err:
         return Parsed(error=f"malformed JSON action: {err.msg}")
     if not isinstance(obj, dict):
         return Parsed(error="a JSON action must be an object")
     if "final_answer" in obj:
-        return Parsed(answer=str(obj["final_answer"]))
+        return Parsed(answer=str(_last_final_answer(text, end, obj["final_answer"])))
     name = obj.get("tool", obj.get("name"))
     args = obj.get("arguments", obj.get("args", {}))
     if not isinstance(name, str) or not isinstance(args, dict):
         return Parsed(error='a JSON action needs "tool" (a string) and "arguments" (an object)')
     return Parsed(actions=[Action(name, args)])
+
+
+def _has_marker(match: re.Match[str]) -> bool:
+    """True when ``match`` consumed text before its answer group (a marker such as "Final answer:")."""
+    return match.re.groups > 0 and match.start(1) > match.start()
+
+
+def last_answer_match(pattern: str | re.Pattern[str], text: str) -> re.Match[str] | None:
+    """The last complete answer span of ``pattern`` in ``text`` (``None`` when it never matches).
+
+    Matches are taken left to right; a later match replaces the current one when it starts after
+    it ends, or when it starts inside it with a marker of its own (text before group 1): so a greedy
+    ``final answer:\\s*(.+)`` on "Final answer: a ... Final answer: b" gives "b", while a marker-less
+    ``(\\d+)`` on "1000" stays "1000". Empty matches never replace a non-empty one. This is the
+    rule of reasoning-gym's ``extract_answer`` (the last ``<answer>`` span) for any pattern. A
+    marker with no answer after it (a reply cut off at "Final answer:") does not match, so it
+    stays inside the span before it.
+    """
+    rx = re.compile(pattern) if isinstance(pattern, str) else pattern
+    last: re.Match[str] | None = None
+    pos = 0
+    while pos <= len(text) and (m := rx.search(text, pos)) is not None:
+        if last is None or (m.end() > m.start() and (m.start() >= last.end() or _has_marker(m))):
+            last = m
+        elif m.start() < last.end():  # a marker-less match inside the current span: resume after it
+            pos = max(last.end(), m.start() + 1)
+            continue
+        pos = m.start() + 1
+    return last
 
 
 def _literal(node: ast.expr) -> Any:
@@ -113,9 +164,9 @@ def parse_reply(reply: AIMessage, parser: Parser) -> Parsed:
     if found is not None and (found.actions or found.answer is not None):
         return found
     if parser.final_answer_pattern:
-        m = re.search(parser.final_answer_pattern, text)
+        m = last_answer_match(parser.final_answer_pattern, text)
         if m:
-            return Parsed(answer=(m.group(1) if m.groups() else m.group(0)).strip())
+            return Parsed(answer=((m.group(1) if m.re.groups else m.group(0)) or "").strip())
     if found is not None and found.error:
         return found
     if parser.on_no_action == "finish":

@@ -129,9 +129,12 @@ class ToolView(Strict):
 class Parser(Strict):
     """How a reply becomes actions: ``native`` tool calls, a ``json`` action object in text, a
     python-call list ``[f(a=1)]``, or ``text`` (no actions). ``final_answer_pattern`` is a regex whose
-    group 1 is the answer; ``on_no_action``: ``finish`` takes the whole reply as the answer,
-    ``violation`` counts an interface violation and asks again with ``violation_message``.
-    ``strip_code_fences`` removes ``` fences before parsing."""
+    group 1 (else the whole match) is the answer, taken from its LAST complete match in the reply
+    (``coevo.harnesses.parse.last_answer_match``); ``on_no_action``: ``finish`` takes the whole reply
+    as the answer, ``violation`` counts an interface violation and asks again with
+    ``violation_message``. ``strip_code_fences`` replaces each ``` fenced block (with or without a
+    language tag) by its inside before parsing: a harness choice, since verifiers score the answer
+    exactly as the harness submits it (BFCL's decoder fails a ```python fence)."""
 
     mode: Literal["native", "json", "python_call", "text"] = "native"
     final_answer_pattern: str | None = r"(?is)final answer\s*:\s*(.+)"

@@ -47,7 +47,7 @@ def meta_roles(config: RunConfig, env: Env) -> tuple[Any, Any]:
 def make_context(config: RunConfig, archive: Any, run_id: str, reporter: Reporter | None = None,
                  approve: bool = False, env: Env | None = None) -> MetaContext:
     """The services of a run built from its config (the CLI's and Studio's default wiring)."""
-    env = env or get_env(config.env.ref)
+    env = env or get_env(config.env.ref, **config.env.settings())
     curator, editor = meta_roles(config, env)
     trains = config.strategy in ("vace", "rl_only", "ungated")
     return MetaContext(config=config, env=env, archive=archive, policy=PolicyCache(config, archive),

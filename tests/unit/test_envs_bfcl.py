@@ -32,8 +32,10 @@ def test_ast_gold_scores_one_and_wrong_scores_zero(ast_env):
         assert ep.tools == []
         good = ast_env.score(task, gold, ep)
         assert good.reward == 1.0 and good.passed, (gold, good.detail)
+        # BFCL's verdict on the reply as submitted: its decoder strips bare backticks but not a tag
+        assert ast_env.score(task, f"```\n{gold}\n```", ep).passed
         fenced = ast_env.score(task, f"```python\n{gold}\n```", ep)
-        assert fenced.passed
+        assert not fenced.passed and fenced.detail["public"]["error_type"] == "ast_decoder:decoder_failed"
         wrong = gold.replace("(", "_x(", 1)
         bad = ast_env.score(task, wrong, ep)
         assert bad.reward == 0.0 and bad.detail["public"]["error_type"]
@@ -131,3 +133,28 @@ def test_import_side_effects_are_contained(ast_env):
     # the stand-in for bfcl's model registry (which imports every API SDK) was there only during the import
     module = sys.modules.get(MODEL_CONFIG)
     assert module is None or type(module.MODEL_CONFIG_MAPPING).__name__ != "_AnyModel"
+
+
+def test_the_score_is_bfcls_verdict_on_the_answer_the_harness_submits():
+    import asyncio
+
+    from coevo.graphs.harness import arun_rollout
+    from coevo.harnesses.spec import load_harness
+    from coevo.models.fake import ScriptedChatModel
+
+    env = get_env("bfcl:categories=simple_python")
+    task = next(t for s in SPLITS for t in env.tasks(s) if t.metadata["bfcl_id"] == "simple_python_0")
+    calls = "[calculate_triangle_area(base=10, height=5)]"
+    reply = f"```python\n{calls}\n```"
+    raw = env.score(task, reply, env.episode(task))
+    assert (raw.reward, raw.passed, raw.detail["public"]["error_type"]) == (0.0, False, "ast_decoder:decoder_failed")
+
+    h0 = load_harness("bfcl")
+    assert h0.parser.strip_code_fences  # the base harness's own choice, in its spec
+    traj = asyncio.run(arun_rollout(h0, ScriptedChatModel(script=[reply]), env, task))
+    assert traj.final_answer == calls and traj.score_detail["got"] == calls and traj.reward == 1.0
+    assert traj.messages[-1]["data"]["content"] == reply  # the trajectory keeps what the model said
+
+    keep_fences = h0.model_copy(update={"parser": h0.parser.model_copy(update={"strip_code_fences": False})})
+    traj = asyncio.run(arun_rollout(keep_fences, ScriptedChatModel(script=[reply]), env, task))
+    assert traj.final_answer == reply and traj.reward == 0.0

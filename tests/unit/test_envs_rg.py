@@ -131,3 +131,68 @@ def test_bad_config_is_a_clear_error():
         get_env("reasoning_gym:tools=shell")
     with pytest.raises(ValueError, match="<family>.<option>"):
         get_env("reasoning_gym:max_words=3")
+
+
+# --- issue 17: the answer span scored, and correctness as the default reward --------------------
+
+
+def test_the_last_final_answer_is_the_span_scored_and_stored(tmp_path):
+    from coevo.evaluation.engine import evaluate
+    from coevo.harnesses.spec import load_harness
+    from coevo.models.fake import ScriptedChatModel
+    from coevo.storage import Archive
+
+    env = get_env("reasoning_gym:families=word_sorting,size=40,seed=0,reward=partial")  # partial: the span shows
+    task = env.tasks("train", 1)[0]
+    gold = env.reveal(task)
+    archive = Archive(tmp_path / "a.db")
+    for reply, span, reward in [(f"Final answer: {gold}\nFinal answer: foo, bar", "foo, bar", 0.0),
+                                (f"Final answer: foo, bar\nFinal answer: {gold}", gold, 1.0)]:
+        result = asyncio.run(evaluate(load_harness("reasoning_gym"), "ck", env, "train", tasks=[task],
+                                      model=ScriptedChatModel(script=[reply]), archive=archive, run_id=reply[-8:]))
+        (stored,) = archive.trajectories(evaluation_id=result.evaluation_id)
+        assert stored.final_answer == span and stored.score_detail["got"] == span
+        assert stored.reward == reward and result.mean_reward == reward and result.reward_mode == "partial"
+
+
+def test_substring_credit_is_no_reward_unless_the_config_opts_in():
+    entry = {"question": "1 + 999 =", "answer": "1000", "metadata": {}}
+    correct, partial = get_env("reasoning_gym:families=chain_sum,size=5"), get_env("reasoning_gym:families=chain_sum,size=5,reward=partial")
+    strict = correct.score_entry("chain_sum", entry, "10000")
+    assert (strict.reward, strict.passed) == (0.0, False)
+    assert strict.detail["public"] == {"family": "chain_sum", "verifier_error": None, "credit": 0.8, "reward_mode": "correct"}
+    assert partial.score_entry("chain_sum", entry, "10000").reward == 0.8
+    assert correct.score_entry("chain_sum", entry, "1,000").reward == 1.0  # the checker's own normalisation stays
+    assert correct.config["reward"] == "correct" and partial.reward_mode == "partial"
+
+
+def test_grpo_groups_get_the_reward_of_the_configured_mode():
+    from types import SimpleNamespace
+
+    import torch
+
+    from coevo.harnesses.spec import load_harness
+    from coevo.models.fake import ScriptedChatModel
+    from coevo.training.advantages import group_advantages
+    from coevo.training.rollout import HarnessRollout
+
+    trainer = SimpleNamespace(num_generations=4, state=SimpleNamespace(global_step=0), model=torch.nn.Linear(1, 1))
+    for mode in ("correct", "partial"):
+        env = get_env(f"reasoning_gym:families=chain_sum,size=5,reward={mode}")
+        task = env.tasks("train", 1)[0]
+        gold = env.reveal(task)
+        replies = [f"Final answer: {gold}", f"Final answer: {gold}0"] * 2  # right, and right with a digit too many
+        rollout = HarnessRollout(load_harness("reasoning_gym"), env, [task], max_concurrency=1,
+                                 policy_factory=lambda tr: ScriptedChatModel(script=replies))
+        out = rollout([task.id] * 4, trainer)
+        rewards = [t.reward for t in rollout.trajectories]
+        near_miss = 0.0 if mode == "correct" else pytest.approx(len(gold) / (len(gold) + 1))
+        assert rewards == [1.0, near_miss, 1.0, near_miss]
+        assert out["metrics"]["reward"] == pytest.approx(sum(rewards) / 4)
+        if mode == "correct":
+            assert group_advantages(rewards) == pytest.approx([1.0, -1.0, 1.0, -1.0])
+
+
+def test_a_bad_reward_mode_is_a_clear_error():
+    with pytest.raises(ValueError, match="reward=correct"):
+        get_env("reasoning_gym:reward=exact")

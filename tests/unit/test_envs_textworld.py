@@ -48,6 +48,10 @@ def test_walkthrough_wins_and_a_wrong_play_scores_below_one(env):
     act.fn(command="dance")
     ep.close()
     part = env.score(task, "I won", ep)
+    assert part.reward == 0.0 and not part.passed  # reward=correct (the default): won or nothing
+    assert 0.0 < part.detail["public"]["credit"] < 1.0
+    partial = get_env(REF + ",reward=partial")
+    part = partial.score(partial.tasks("train", 1)[0], "I won", ep)
     assert 0.0 < part.reward < 1.0 and not part.passed
     with pytest.raises(RuntimeError):
         act.fn(command="look")

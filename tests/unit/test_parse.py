@@ -6,7 +6,7 @@ import pytest
 from harness_kit import call, run
 from langchain_core.messages import AIMessage
 
-from coevo.harnesses.parse import parse_python_calls, parse_reply, strip_fences
+from coevo.harnesses.parse import last_answer_match, parse_python_calls, parse_reply, strip_fences
 from coevo.harnesses.spec import Parser
 
 
@@ -140,3 +140,52 @@ def test_a_violation_is_counted_and_the_model_is_asked_again():
 def test_no_action_finish_ends_with_the_reply_as_answer():
     r = run({"parser": {"mode": "text", "on_no_action": "finish"}}, ["The answer is 5."])
     assert r.state["answer"] == "The answer is 5." and r.state["violations"] == 0 and len(r.model.calls) == 1
+
+
+# --- the last complete answer span (issue 17) -----------------------------------------------
+
+
+@pytest.mark.parametrize("text, answer", [
+    ("Final answer: a, b\nFinal answer: foo, bar", "foo, bar"),
+    ("Final answer: foo, bar\nFinal answer: a, b", "a, b"),
+    ("final answer: 1\nwait... FINAL ANSWER:2", "2"),
+    ("Final answer: x\n\nFinal answer: y\nz", "y\nz"),  # a span runs to the end: multi-line answers stay whole
+])
+def test_the_last_final_answer_marker_wins(text, answer):
+    assert parse(text, mode="text").answer == answer
+    assert parse(text).answer == answer  # native mode, no tool calls: the same reading
+
+
+@pytest.mark.parametrize("pattern, text, answer", [
+    (r"(\d+)", "I think 1000, no: 2000", "2000"),  # marker-less: the last whole match, not its tail
+    (r"(\d+)", "1000", "1000"),
+    (r"ANSWER=(\d+)", "ANSWER=17 ... ANSWER=18", "18"),
+    (r"(?s)<answer>\s?(.*?)\s?</answer>", "<answer>a</answer> then <answer> b </answer>", "b"),
+    (r"(?s)answer is (.+)", "the answer is 3; no, the answer is 4", "4"),
+    (r"\d+", "1 and 22", "22"),  # no group: the whole match
+    (r"(?s)(.*)", "all of it", "all of it"),  # the empty match at the end never replaces a real one
+])
+def test_last_answer_match_takes_the_last_complete_span(pattern, text, answer):
+    assert parse(text, mode="text", final_answer_pattern=pattern).answer == answer
+
+
+def test_last_answer_match_agrees_with_reasoning_gyms_extract_answer():
+    from reasoning_gym.utils import extract_answer
+
+    pattern = r"(?s)<answer>\s?(.*?)\s?</answer>"  # reasoning-gym's own tag regex
+    for text in ["<answer>1</answer>", "<answer>1</answer>\n<answer>2</answer>", "x <answer> a, b </answer> y",
+                 "<answer>1</answer><answer>2", "<answer>\nline1\nline2\n</answer> and <answer>3</answer>"]:
+        m = last_answer_match(pattern, text)
+        assert (m.group(1).strip() if m else None) == extract_answer(text)
+
+
+def test_a_pattern_group_that_did_not_take_part_gives_an_empty_answer():
+    assert parse("B", mode="text", final_answer_pattern=r"(A)|B").answer == ""
+
+
+def test_json_mode_takes_the_last_final_answer_object():
+    text = '{"final_answer": "a"} no wait {"final_answer": "b"} {"note": 1}'
+    assert parse(text, mode="json").answer == "b"
+    assert parse('{"final_answer": "a"} {"final_answer": ', mode="json").answer == "a"  # the last COMPLETE one
+    got = parse('{"tool": "lookup", "arguments": {"key": "k"}} {"final_answer": "b"}', mode="json")
+    assert [a.name for a in got.actions] == ["lookup"] and got.answer is None  # an action first: act, then answer
