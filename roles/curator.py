@@ -1,33 +1,100 @@
-"""LLM meta roles (curator, editor) through LiteLLM with JSON-schema replies.
+"""The curator (Harness-S §3.2): failed *train* trajectories grouped by root cause into repair
+directions, each supported by ≥ ``min_failed`` distinct failed tasks.
 
-Each call asks for JSON matching a pydantic model, validates the reply, and on failure makes one
-repair call quoting the validation error (Harness-S Table 8: one revision). A reply that still
-does not validate becomes a rejected proposal carrying the reason, never a crash. Every call's
-model, tokens and cost are kept in ``calls`` for the archive.
+Two implementations side by side: ``OfflineCurator`` (deterministic, no key: groups by the
+verifier's own error type or by how the episode ended) and ``LLMCurator`` (a LiteLLM model with a
+JSON-schema reply and one repair retry). Only ``split == "train"`` trajectories are read, so
+validation and test answers never reach a curator.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence, TypeVar
+import re
+from collections import defaultdict
+from typing import Any, Protocol, Sequence
 
-import litellm
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
-from coevo.envs.base import Task
-from coevo.harnesses.errors import HarnessError
-from coevo.harnesses.patch import apply_patch
-from coevo.harnesses.registry import ACTIONS, CONDITIONS, EVENTS
+from coevo.config import RunConfig
+from coevo.envs.base import Env, Task
 from coevo.harnesses.spec import HarnessSpec
+from coevo.meta.state import Direction
 from coevo.models.trajectory import Trajectory
-from coevo.roles.offline import excerpt, failure_cause
-from coevo.meta.state import Candidate, Direction
+from coevo.roles.llm import JsonRole
+from coevo.storage.tables import LLMCallRecord
 
-M = TypeVar("M", bound=BaseModel)
+
+class Curation(BaseModel):
+    """A curator's answer: the directions (largest support first), why there are none when the
+    reply was rejected (``reason``), and the LLM calls it made (for the archive)."""
+
+    directions: list[Direction] = Field(default_factory=list)
+    reason: str = ""
+    calls: list[LLMCallRecord] = Field(default_factory=list)
+
+
+class Curator(Protocol):
+    """Groups failed train trajectories by root cause into repair directions (Harness-S §3.2)."""
+
+    def curate(self, trajectories: Sequence[Trajectory], spec: HarnessSpec, tasks: dict[str, Task]) -> Curation:
+        ...
+
+
+def failure_cause(t: Trajectory) -> str:
+    """The root-cause label of a failed trajectory: how it ended, else the verifier's own error type
+    (``detail["public"]["error_type"]``/``["verifier_error"]``, e.g. BFCL's ``simple_function_checker:wrong_func_name``)."""
+    if t.final_answer is None:
+        return f"no_answer:{t.stop_reason or 'unknown'}"
+    detail = t.score_detail or {}
+    public = detail.get("public") if isinstance(detail.get("public"), dict) else {}
+    for value in (public.get("error_type"), public.get("verifier_error"), detail.get("error_type"), detail.get("error")):
+        if isinstance(value, list) and value:
+            value = value[0]
+        if isinstance(value, str) and value.strip():
+            return value.strip()[:80]
+    if t.interface_violations:
+        return "interface_violation"
+    return "wrong_answer"
+
+
+def excerpt(t: Trajectory, chars: int = 300) -> dict[str, Any]:
+    """Evidence from a *train* trajectory: its answer, last reply and scoring diagnostics."""
+    replies = [m for m in t.messages if m.get("type") == "ai"]
+    last = str(replies[-1]["data"].get("content", ""))[:chars] if replies else ""
+    return {"task_id": t.task_id, "answer": (t.final_answer or "")[:chars], "last_reply": last,
+            "stop_reason": t.stop_reason, "diagnostics": json.loads(json.dumps(t.score_detail, default=str))}
+
+
+class OfflineCurator:
+    """Group failures by ``failure_cause``; keep causes with ≥ ``min_failed`` distinct tasks.
+
+    Directions are ordered by support, largest first; each carries one excerpt per failed task
+    (at most ``max_evidence``).
+    """
+
+    def __init__(self, min_failed: int = 2, max_evidence: int = 5) -> None:
+        self.min_failed, self.max_evidence = min_failed, max_evidence
+
+    def curate(self, trajectories: Sequence[Trajectory], spec: HarnessSpec, tasks: dict[str, Task]) -> Curation:
+        """The directions of ``trajectories``' train failures (see class doc)."""
+        groups: dict[str, list[Trajectory]] = defaultdict(list)
+        for t in trajectories:
+            if t.split == "train" and not t.passed:
+                groups[failure_cause(t)].append(t)
+        directions = []
+        for cause, ts in sorted(groups.items(), key=lambda kv: (-len({t.task_id for t in kv[1]}), kv[0])):
+            task_ids = sorted({t.task_id for t in ts})
+            if len(task_ids) >= self.min_failed:
+                first = {t.task_id: t for t in reversed(ts)}  # one excerpt per distinct task
+                directions.append(Direction(id=f"d{len(directions)}-{re.sub(r'[^a-z0-9]+', '_', cause.lower())[:40]}",
+                                            cause=cause, description=f"{len(task_ids)} train tasks fail with {cause!r}",
+                                            task_ids=task_ids, evidence=[excerpt(first[i]) for i in task_ids[:self.max_evidence]]))
+        return Curation(directions=directions)
 
 
 class DirectionReply(BaseModel):
-    """One root-cause group in the curator's reply."""
+    """One root-cause group in the LLM curator's reply."""
 
     cause: str
     description: str
@@ -35,88 +102,28 @@ class DirectionReply(BaseModel):
 
 
 class CuratorReply(BaseModel):
-    """The curator's reply: every failure grouped by root cause (or left out as unresolved)."""
+    """The LLM curator's reply: every failure grouped by root cause (or left out as unresolved)."""
 
     directions: list[DirectionReply]
 
 
-class EditReply(BaseModel):
-    """The editor's reply: an RFC 6902 patch of the incumbent spec and why it should help."""
-
-    rationale: str
-    patch: list[dict[str, Any]] = Field(min_length=1)
-
-
-class JsonRole:
-    """A LiteLLM-backed role: ``ask`` returns ``(reply | None, reason)``; ``calls`` logs usage.
-
-    ``completion_kwargs`` go to ``litellm.completion`` (e.g. ``mock_response`` in tests,
-    ``api_base``, ``temperature``).
-    """
-
-    role = "meta"
-
-    def __init__(self, model: str, **completion_kwargs: Any) -> None:
-        self.model = model
-        self.kwargs = {"temperature": 0.6, "num_retries": 2, "timeout": 120, **completion_kwargs}
-        self.calls: list[dict[str, Any]] = []
-
-    def _complete(self, messages: list[dict[str, str]], schema: type[BaseModel]) -> str:
-        fmt = {"type": "json_schema", "json_schema": {"name": schema.__name__, "schema": schema.model_json_schema()}}
-        resp = litellm.completion(model=self.model, messages=messages, response_format=fmt, **self.kwargs)
-        usage = getattr(resp, "usage", None)
-        try:
-            cost = float(litellm.completion_cost(completion_response=resp) or 0.0)
-        except Exception:  # unpriced or mock model
-            cost = 0.0
-        self.calls.append({"role": self.role, "model": self.model, "input_tokens": getattr(usage, "prompt_tokens", 0) or 0,
-                           "output_tokens": getattr(usage, "completion_tokens", 0) or 0, "cost_usd": cost})
-        return resp.choices[0].message.content or ""
-
-    def ask(self, system: str, user: str, schema: type[M], check: Any = None) -> tuple[M | None, str]:
-        """Ask for JSON matching ``schema``; ``check(reply)`` may raise ``ValueError`` for semantic
-        problems. One repair call on failure. Returns ``(reply, "")`` or ``(None, reason)``."""
-        messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
-        reason = ""
-        for attempt in range(2):
-            try:
-                text = self._complete(messages, schema)
-            except Exception as err:  # network/provider failure: a rejected proposal, not a crash
-                return None, f"{type(err).__name__}: {err}"
-            try:
-                reply = schema.model_validate_json(_strip_fence(text))
-                if check is not None:
-                    check(reply)
-                return reply, ""
-            except (ValidationError, ValueError, HarnessError) as err:
-                reason = f"attempt {attempt + 1}: {str(err)[:800]}"
-                messages += [{"role": "assistant", "content": text},
-                             {"role": "user", "content": f"Your reply was invalid: {err}\nReply again with JSON only, fixing this."}]
-        return None, f"invalid reply after one repair: {reason}"
-
-
-def _strip_fence(text: str) -> str:
-    text = text.strip()
-    if text.startswith("```"):
-        text = text.split("\n", 1)[1] if "\n" in text else ""
-        text = text.rsplit("```", 1)[0]
-    return text
-
-
 class LLMCurator(JsonRole):
-    """Curator (Harness-S §3.2): group every failed *train* trajectory by root cause; keep groups
-    supported by ≥ ``min_failed`` distinct tasks. Falls back to no directions with the reason in
-    ``last_reason`` when the reply never validates."""
+    """The curator as a LiteLLM model: every failed train trajectory (up to 40, with the task and
+    the verifier's error) goes to the model, which groups them by root cause; a group naming a task
+    that did not fail is a validation error (repaired once). A reply that never validates gives no
+    directions and says why in ``Curation.reason``."""
 
     role = "curator"
 
     def __init__(self, model: str, min_failed: int = 2, **kw: Any) -> None:
         super().__init__(model, **kw)
         self.min_failed = min_failed
-        self.last_reason = ""
 
-    def curate(self, trajectories: Sequence[Trajectory], spec: HarnessSpec, tasks: dict[str, Task]) -> list[Direction]:
+    def curate(self, trajectories: Sequence[Trajectory], spec: HarnessSpec, tasks: dict[str, Task]) -> Curation:
+        """The directions of ``trajectories``' train failures (see class doc); no call without failures."""
         failed = [t for t in trajectories if t.split == "train" and not t.passed]
+        if not failed:
+            return Curation(reason="no failed train trajectory")
         failed_ids = {t.task_id for t in failed}
         evidence = [{**excerpt(t), "task": tasks[t.task_id].prompt[:400] if t.task_id in tasks else "",
                      "verifier_error": failure_cause(t)} for t in failed[:40]]
@@ -130,40 +137,18 @@ class LLMCurator(JsonRole):
         system = ("You are the failure curator of an agent-harness search. Group every failed trajectory by root cause, "
                   f"as repair directions; each direction must be supported by at least {self.min_failed} distinct failed tasks.")
         user = f"Current harness:\n{spec.model_dump_json(indent=1)}\n\nFailures (train split):\n{json.dumps(evidence, indent=1)}"
-        reply, self.last_reason = self.ask(system, user, CuratorReply, check)
-        if reply is None:
-            return []
+        reply = self.ask(system, user, CuratorReply, check)
+        if reply.value is None:
+            return Curation(reason=reply.reason, calls=reply.calls)
         by_id = {t.task_id: t for t in failed}
-        return [Direction(id=f"d{i}", cause=d.cause, description=d.description, task_ids=sorted(set(d.task_ids)),
-                          evidence=[excerpt(by_id[x]) for x in sorted(set(d.task_ids))[:3]])
-                for i, d in enumerate(reply.directions) if len(set(d.task_ids)) >= self.min_failed]
+        directions = [Direction(id=f"d{i}", cause=d.cause, description=d.description, task_ids=sorted(set(d.task_ids)),
+                                evidence=[excerpt(by_id[x]) for x in sorted(set(d.task_ids))[:3]])
+                      for i, d in enumerate(reply.value.directions) if len(set(d.task_ids)) >= self.min_failed]
+        return Curation(directions=directions, calls=reply.calls)
 
 
-class LLMEditor(JsonRole):
-    """Editor: one JSON-Patch edit of the incumbent per direction; the patch must apply and the
-    child must validate (checked before acceptance, with one repair call)."""
-
-    role = "editor"
-
-    def _ask_edit(self, direction: Direction, spec: HarnessSpec, extra: str, cand_id: str, revision: int) -> Candidate:
-        system = ("You edit an agent harness spec (JSON) with RFC 6902 JSON Patch operations to repair one failure "
-                  "direction. Components: prompt (slots + rules), skills, context, memory, hooks, tool_view, parser, budget, "
-                  f"decoding. Hook events: {list(EVENTS)}; conditions: {sorted(CONDITIONS)}; actions: {sorted(ACTIONS)}. "
-                  "Reply with JSON {\"rationale\": str, \"patch\": [ops]}.")
-        user = f"Harness:\n{spec.model_dump_json(indent=1)}\n\nDirection:\n{direction.model_dump_json(indent=1)}{extra}"
-        reply, reason = self.ask(system, user, EditReply, lambda r: apply_patch(spec, r.patch))
-        cand = Candidate(id=cand_id, direction=direction.id, parent_id=spec.id, revision=revision)
-        if reply is None:
-            cand.status, cand.reason = "rejected", f"editor reply rejected: {reason}"
-        else:
-            cand.patch, cand.rationale = reply.patch, reply.rationale
-        return cand
-
-    def propose(self, direction: Direction, spec: HarnessSpec, tasks: dict[str, Task],
-                solved: Sequence[Trajectory] = ()) -> Candidate:
-        return self._ask_edit(direction, spec, "", f"{spec.short_id}-{direction.id}", 0)
-
-    def revise(self, direction: Direction, spec: HarnessSpec, candidate: Candidate, feedback: str,
-               tasks: dict[str, Task]) -> Candidate:
-        extra = f"\n\nYour previous patch:\n{json.dumps(candidate.patch)}\nIt failed its check: {feedback}\nPropose one revision."
-        return self._ask_edit(direction, spec, extra, candidate.id, candidate.revision + 1)
+def curator_for(config: RunConfig, env: Env) -> Curator:
+    """The run's curator: ``OfflineCurator`` when ``meta.model == "offline"``, else ``LLMCurator``."""
+    if config.meta.model == "offline":
+        return OfflineCurator(config.meta.min_failed_tasks)
+    return LLMCurator(config.meta.model, config.meta.min_failed_tasks, temperature=config.meta.temperature)

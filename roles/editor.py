@@ -1,23 +1,52 @@
-"""Offline meta roles: a deterministic curator and editor that need no API key.
+"""The editor: one RFC 6902 JSON-Patch edit of the incumbent harness per repair direction, and at
+most one revision after a failed check (Harness-S Table 8).
 
-They are the default when no LLM is configured and a baseline for the LLM roles. The curator
-groups failed *train* trajectories by the verifier's own error type (or by how the episode
-ended); the editor maps each cause to a mechanism: output rules and parser tolerance for
-interface violations, a budget hook for runs that end without an answer, and demonstrations
-mined from solved train tasks or built from train tasks' scoring diagnostics (never val/test).
+Two implementations side by side. ``OfflineEditor`` (deterministic, no key, the default and a
+baseline) maps each cause to a mechanism: output rules and parser tolerance for interface
+violations, a budget hook for runs that end without an answer, and demonstrations mined from
+solved train tasks or built from train tasks' scoring diagnostics (never val/test).
+``LLMEditor`` asks a LiteLLM model for the patch with a JSON-schema reply; the patch must apply
+and the child must validate (checked before acceptance, with one repair call).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections import defaultdict
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
-from coevo.envs.base import Task
+from pydantic import BaseModel, Field
+
+from coevo.config import RunConfig
+from coevo.envs.base import Env, Task
+from coevo.harnesses.patch import apply_patch
+from coevo.harnesses.registry import ACTIONS, CONDITIONS, EVENTS
 from coevo.harnesses.spec import HarnessSpec
-from coevo.models.trajectory import Trajectory
 from coevo.meta.state import Candidate, Direction
+from coevo.models.trajectory import Trajectory
+from coevo.roles.llm import JsonRole
+from coevo.storage.tables import LLMCallRecord
+
+
+class Proposal(BaseModel):
+    """An editor's answer: the candidate (status ``proposed``, or ``rejected`` with the reason) and
+    the LLM calls it made (for the archive)."""
+
+    candidate: Candidate
+    calls: list[LLMCallRecord] = Field(default_factory=list)
+
+
+class Editor(Protocol):
+    """Proposes a JSON-Patch edit of ``spec`` for a direction (and at most one revision)."""
+
+    def propose(self, direction: Direction, spec: HarnessSpec, tasks: dict[str, Task],
+                solved: Sequence[Trajectory] = ()) -> Proposal:
+        ...
+
+    def revise(self, direction: Direction, spec: HarnessSpec, candidate: Candidate, feedback: str,
+               tasks: dict[str, Task]) -> Proposal:
+        ...
+
 
 # Verifier error types → an instruction that addresses them (matched as regexes on the cause).
 RULE_HINTS: list[tuple[str, str]] = [
@@ -30,60 +59,8 @@ RULE_HINTS: list[tuple[str, str]] = [
 ]
 
 
-def failure_cause(t: Trajectory) -> str:
-    """The root-cause label of a failed trajectory: how it ended, else the verifier's own error type
-    (``detail["public"]["error_type"]``/``["verifier_error"]``, e.g. BFCL's ``simple_function_checker:wrong_func_name``)."""
-    if t.final_answer is None:
-        return f"no_answer:{t.stop_reason or 'unknown'}"
-    detail = t.score_detail or {}
-    public = detail.get("public") if isinstance(detail.get("public"), dict) else {}
-    for value in (public.get("error_type"), public.get("verifier_error"), detail.get("error_type"), detail.get("error")):
-        if isinstance(value, list) and value:
-            value = value[0]
-        if isinstance(value, str) and value.strip():
-            return value.strip()[:80]
-    if t.interface_violations:
-        return "interface_violation"
-    return "wrong_answer"
-
-
-def excerpt(t: Trajectory, chars: int = 300) -> dict[str, Any]:
-    """Evidence from a *train* trajectory: its answer, last reply and scoring diagnostics."""
-    replies = [m for m in t.messages if m.get("type") == "ai"]
-    last = str(replies[-1]["data"].get("content", ""))[:chars] if replies else ""
-    return {"task_id": t.task_id, "answer": (t.final_answer or "")[:chars], "last_reply": last,
-            "stop_reason": t.stop_reason, "diagnostics": json.loads(json.dumps(t.score_detail, default=str))}
-
-
-class OfflineCurator:
-    """Group failures by ``failure_cause``; keep causes with ≥ ``min_failed`` distinct tasks.
-
-    Only ``split == "train"`` trajectories are read (validation/test answers never reach it).
-    Directions are ordered by support, largest first; each carries one excerpt per failed task
-    (at most ``max_evidence``).
-    """
-
-    def __init__(self, min_failed: int = 2, max_evidence: int = 5) -> None:
-        self.min_failed, self.max_evidence = min_failed, max_evidence
-
-    def curate(self, trajectories: Sequence[Trajectory], spec: HarnessSpec, tasks: dict[str, Task]) -> list[Direction]:
-        groups: dict[str, list[Trajectory]] = defaultdict(list)
-        for t in trajectories:
-            if t.split == "train" and not t.passed:
-                groups[failure_cause(t)].append(t)
-        directions = []
-        for cause, ts in sorted(groups.items(), key=lambda kv: (-len({t.task_id for t in kv[1]}), kv[0])):
-            task_ids = sorted({t.task_id for t in ts})
-            if len(task_ids) >= self.min_failed:
-                first = {t.task_id: t for t in reversed(ts)}  # one excerpt per distinct task
-                directions.append(Direction(id=f"d{len(directions)}-{re.sub(r'[^a-z0-9]+', '_', cause.lower())[:40]}",
-                                            cause=cause, description=f"{len(task_ids)} train tasks fail with {cause!r}",
-                                            task_ids=task_ids, evidence=[excerpt(first[i]) for i in task_ids[:self.max_evidence]]))
-        return directions
-
-
 class OfflineEditor:
-    """Deterministic edits per cause (see module doc). Demonstrations come from ``solved``
+    """Deterministic edits per cause (see module doc), no key needed. Demonstrations come from ``solved``
     (successful train trajectories) or from ``demo_answer(task, train diagnostics)`` (default: an
     ``expected`` field); ``max_demos`` caps the demonstrations added per edit."""
 
@@ -133,17 +110,17 @@ class OfflineEditor:
         return ops + demos, "; ".join(why)
 
     def propose(self, direction: Direction, spec: HarnessSpec, tasks: dict[str, Task],
-                solved: Sequence[Trajectory] = ()) -> Candidate:
+                solved: Sequence[Trajectory] = ()) -> Proposal:
         """One candidate edit for ``direction``; an empty patch is a rejected candidate."""
         ops, why = self._ops(direction, spec, tasks, solved)
         cand = Candidate(id=f"{spec.short_id}-{direction.id}", direction=direction.id, parent_id=spec.id, patch=ops,
                          rationale=f"Offline edit for {direction.cause!r}: {why}")
         if not ops:
             cand.status, cand.reason = "rejected", f"no offline edit known for cause {direction.cause!r}"
-        return cand
+        return Proposal(candidate=cand)
 
     def revise(self, direction: Direction, spec: HarnessSpec, candidate: Candidate, feedback: str,
-               tasks: dict[str, Task]) -> Candidate:
+               tasks: dict[str, Task]) -> Proposal:
         """The one revision: keep only the demonstrations or only the rules, whichever the
         candidate had more of (a smaller change), or give up."""
         demos = [op for op in candidate.patch if op["path"].startswith("/skills/")]
@@ -153,7 +130,7 @@ class OfflineEditor:
                                                "reason": "", "rationale": candidate.rationale + f" | revised after: {feedback}"})
         if not smaller:
             revised.status, revised.reason = "rejected", f"no smaller revision after: {feedback}"
-        return revised
+        return Proposal(candidate=revised)
 
 
 def _expected(task: Task, detail: dict[str, Any]) -> str | None:
@@ -163,3 +140,51 @@ def _expected(task: Task, detail: dict[str, Any]) -> str | None:
         if value not in (None, ""):
             return value if isinstance(value, str) else json.dumps(value)
     return None
+
+
+class EditReply(BaseModel):
+    """The LLM editor's reply: an RFC 6902 patch of the incumbent spec and why it should help."""
+
+    rationale: str
+    patch: list[dict[str, Any]] = Field(min_length=1)
+
+
+class LLMEditor(JsonRole):
+    """The editor as a LiteLLM model: one JSON-Patch edit of the incumbent per direction; a patch
+    that does not apply or yields an invalid spec is a validation error (repaired once), then a
+    rejected candidate carrying the reason."""
+
+    role = "editor"
+
+    def _ask_edit(self, direction: Direction, spec: HarnessSpec, extra: str, cand_id: str, revision: int) -> Proposal:
+        system = ("You edit an agent harness spec (JSON) with RFC 6902 JSON Patch operations to repair one failure "
+                  "direction. Components: prompt (slots + rules), skills, context, memory, hooks, tool_view, parser, budget, "
+                  f"decoding. Hook events: {list(EVENTS)}; conditions: {sorted(CONDITIONS)}; actions: {sorted(ACTIONS)}. "
+                  "Reply with JSON {\"rationale\": str, \"patch\": [ops]}.")
+        user = f"Harness:\n{spec.model_dump_json(indent=1)}\n\nDirection:\n{direction.model_dump_json(indent=1)}{extra}"
+        reply = self.ask(system, user, EditReply, lambda r: apply_patch(spec, r.patch))
+        cand = Candidate(id=cand_id, direction=direction.id, parent_id=spec.id, revision=revision)
+        if reply.value is None:
+            cand.status, cand.reason = "rejected", f"editor reply rejected: {reply.reason}"
+        else:
+            cand.patch, cand.rationale = reply.value.patch, reply.value.rationale
+        return Proposal(candidate=cand, calls=reply.calls)
+
+    def propose(self, direction: Direction, spec: HarnessSpec, tasks: dict[str, Task],
+                solved: Sequence[Trajectory] = ()) -> Proposal:
+        """One candidate edit for ``direction``."""
+        return self._ask_edit(direction, spec, "", f"{spec.short_id}-{direction.id}", 0)
+
+    def revise(self, direction: Direction, spec: HarnessSpec, candidate: Candidate, feedback: str,
+               tasks: dict[str, Task]) -> Proposal:
+        """The one revision of ``candidate`` after its check failed with ``feedback``."""
+        extra = f"\n\nYour previous patch:\n{json.dumps(candidate.patch)}\nIt failed its check: {feedback}\nPropose one revision."
+        return self._ask_edit(direction, spec, extra, candidate.id, candidate.revision + 1)
+
+
+def editor_for(config: RunConfig, env: Env) -> Editor:
+    """The run's editor: ``OfflineEditor`` (demonstration answers from the env's
+    ``demonstration_answer`` when it has one) when ``meta.model == "offline"``, else ``LLMEditor``."""
+    if config.meta.model == "offline":
+        return OfflineEditor(demo_answer=getattr(env, "demonstration_answer", None))
+    return LLMEditor(config.meta.model, temperature=config.meta.temperature)
