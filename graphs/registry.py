@@ -53,7 +53,7 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
     Strategy("static", "coevo.graphs.static", "baseline: H0 and W0 tested as they are", False),
     Strategy("harness_only", "coevo.graphs.harness_only", "VACE refinement with frozen weights, gated", False, REFINE),
     Strategy("rl_only", "coevo.graphs.rl_only", "the weight stage only, harness frozen at H0", True),
-    Strategy("ungated", "coevo.graphs.ungated", "VACE's ablation: train and refine, the candidate adopted without the gate",
+    Strategy("ungated", "coevo.graphs.ungated", "VACE's ablation: train and refine, the candidate adopted ungated",
              True, REFINE),
 )}
 

@@ -30,8 +30,9 @@ class Trainer(Protocol):
     """The weight stage: train ``checkpoint_id`` under ``spec`` on ``tasks``; return the new
     checkpoint id and the stage's trajectories (the tokens the policy really generated)."""
 
-    async def __call__(self, checkpoint_id: str, spec: HarnessSpec, tasks: Sequence[Task], round: int) -> tuple[str, list[Trajectory]]:
-        ...
+    async def __call__(self, checkpoint_id: str, spec: HarnessSpec, tasks: Sequence[Task],
+                       round: int) -> tuple[str, list[Trajectory]]:
+        """Train ``checkpoint_id`` in ``round``; returns (new checkpoint id, the stage's trajectories)."""
 
 
 @dataclass

@@ -52,7 +52,10 @@ async def run_meta(config: RunConfig, run_id: str | None = None, resume: bool = 
             raise ValueError(f"no run {run_id!r} in {config.db}; `coevo archive list` shows the runs")
         config = RunConfig.model_validate(run.config) if context is None else config
     run_id = run_id or new_run_id(config)
-    ctx = dataclasses.replace(context, run_id=run_id) if context else make_context(config, archive, run_id, reporter, approve)
+    if context is not None:
+        ctx = dataclasses.replace(context, run_id=run_id)
+    else:
+        ctx = make_context(config, archive, run_id, reporter, approve)
     if not resume:
         archive.add_run(RunRecord(id=run_id, strategy=config.strategy, config=config.model_dump(mode="json")))
     # the serialiser revives exactly the state's pydantic models (LangGraph warns on, and will block, others)

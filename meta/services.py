@@ -25,13 +25,15 @@ class PolicyCache:
         self.config, self.archive, self.models = config, archive, {}
 
     def __call__(self, checkpoint_id: str):
+        """The chat model of ``checkpoint_id`` (loaded once). Raises ``KeyError`` for an unknown checkpoint."""
         if checkpoint_id not in self.models:
             from coevo.models.refs import load_model
 
             rec = self.archive.get_checkpoint(checkpoint_id)
             if rec is None:
                 raise KeyError(f"checkpoint {checkpoint_id!r} is not in the archive")
-            ref = rec.config.get("model_ref") or (f"{self.config.policy}+{rec.adapter_path}" if rec.adapter_path else self.config.policy)
+            adapted = f"{self.config.policy}+{rec.adapter_path}" if rec.adapter_path else self.config.policy
+            ref = rec.config.get("model_ref") or adapted
             self.models[checkpoint_id] = load_model(ref)
         return self.models[checkpoint_id]
 

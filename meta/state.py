@@ -113,8 +113,12 @@ class GatePair(BaseModel):
     def pairs(cls, incumbent: EvalSummary, candidate: EvalSummary) -> list[GatePair]:
         """The per-task pairs of two evaluations on the same tasks (the incumbent's task order)."""
         missing = TaskOutcome(task_id="", seeds=[], rewards=[], passed=[])
-        return [cls(task_id=t, b=o.mean_reward, c=candidate.per_task.get(t, missing).mean_reward, b_passed=any(o.passed),
-                    c_passed=any(candidate.per_task.get(t, missing).passed)) for t, o in incumbent.per_task.items()]
+        pairs = []
+        for task_id, b in incumbent.per_task.items():
+            c = candidate.per_task.get(task_id, missing)
+            pairs.append(cls(task_id=task_id, b=b.mean_reward, c=c.mean_reward, b_passed=any(b.passed),
+                             c_passed=any(c.passed)))
+        return pairs
 
 
 class GateDecision(BaseModel):

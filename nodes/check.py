@@ -17,14 +17,16 @@ from coevo.meta.state import Candidate, Direction, MetaState
 from coevo.nodes.edit import realise, record_edit
 
 
-async def _pair(ctx: MetaContext, state: MetaState, cand: Candidate, task_ids: list[str]) -> tuple[EvalResult, EvalResult]:
+async def _pair(ctx: MetaContext, state: MetaState, cand: Candidate,
+                task_ids: list[str]) -> tuple[EvalResult, EvalResult]:
     """Incumbent (the candidate's parent) and candidate on the same train tasks and seeds, one rollout each."""
     tasks = ctx.tasks("train", ids=task_ids)
     return (await ctx.evaluate(cand.parent_id, state["checkpoint"], "train", tasks, k=1),
             await ctx.evaluate(cand.spec_id or "", state["checkpoint"], "train", tasks, k=1))
 
 
-async def check_one(ctx: MetaContext, state: MetaState, cand: Candidate, direction: Direction, solved: list[str]) -> str:
+async def check_one(ctx: MetaContext, state: MetaState, cand: Candidate, direction: Direction,
+                    solved: list[str]) -> str:
     """Run the checks on one candidate; returns ``""`` when it passes, else the failure reason.
     Fills ``cand.checks`` with the measured numbers."""
     meta = ctx.config.meta
@@ -37,9 +39,11 @@ async def check_one(ctx: MetaContext, state: MetaState, cand: Candidate, directi
         targets = direction.task_ids[: meta.local_tasks - min(meta.local_controls, len(solved))]
         local = targets + [s for s in solved if s not in targets][: meta.local_controls]
         a, b = await _pair(ctx, state, cand, local)
-        cand.checks.local_tasks, cand.checks.local_incumbent, cand.checks.local_candidate = len(local), a.mean_reward, b.mean_reward
+        cand.checks.local_tasks = len(local)
+        cand.checks.local_incumbent, cand.checks.local_candidate = a.mean_reward, b.mean_reward
         if b.mean_reward <= a.mean_reward:
-            return f"local check: mean reward {b.mean_reward:.3f} does not beat the incumbent's {a.mean_reward:.3f} on {len(local)} train tasks"
+            return (f"local check: mean reward {b.mean_reward:.3f} does not beat the incumbent's {a.mean_reward:.3f} "
+                    f"on {len(local)} train tasks")
     return ""
 
 
@@ -49,7 +53,8 @@ async def check(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     ctx = services(runtime)
     rnd = state.get("round", 0)
     directions = {d.id: d for d in state.get("directions", [])}
-    solved = sorted({t.task_id for i in state.get("train_trajectories", []) for t in ctx.archive.trajectories(id=i) if t.passed})
+    trajectories = [t for i in state.get("train_trajectories", []) for t in ctx.archive.trajectories(id=i)]
+    solved = sorted({t.task_id for t in trajectories if t.passed})
     tasks = {t.id: t for t in ctx.tasks("train")}
     out = []
     for cand in state.get("candidates", []):

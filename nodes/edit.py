@@ -25,10 +25,10 @@ def fan_out(state: MetaState, runtime: Runtime[MetaContext]) -> list[Send] | str
 
 def record_edit(ctx: MetaContext, candidate: Candidate, round: int) -> None:
     """Store (or update, by id) the edit record of ``candidate`` with its current status."""
-    ctx.archive.add_edits([EditRecord(id=f"{ctx.run_id}-r{round}-{candidate.id}-v{candidate.revision}", run_id=ctx.run_id,
-                                      round=round, parent_id=candidate.parent_id, child_id=candidate.spec_id,
-                                      patch=candidate.patch, rationale=candidate.rationale, direction=candidate.direction,
-                                      status=candidate.status, reason=candidate.reason)])
+    ctx.archive.add_edits([EditRecord(
+        id=f"{ctx.run_id}-r{round}-{candidate.id}-v{candidate.revision}", run_id=ctx.run_id, round=round,
+        parent_id=candidate.parent_id, child_id=candidate.spec_id, patch=candidate.patch, rationale=candidate.rationale,
+        direction=candidate.direction, status=candidate.status, reason=candidate.reason)])
 
 
 def realise(proposal: Proposal, ctx: MetaContext, round: int) -> Candidate:
@@ -58,9 +58,11 @@ def edit(request: EditRequest, runtime: Runtime[MetaContext]) -> dict:
     """
     ctx = services(runtime)
     direction = request["direction"]
-    solved = [t for i in request["train_trajectories"] for t in ctx.archive.trajectories(id=i) if t.passed and t.split == "train"]
+    trajectories = [t for i in request["train_trajectories"] for t in ctx.archive.trajectories(id=i)]
+    solved = [t for t in trajectories if t.passed and t.split == "train"]
     tasks = {t.id: t for t in ctx.tasks("train")}
-    candidate = realise(ctx.editor.propose(direction, ctx.spec(request["incumbent"]), tasks, solved), ctx, request["round"])
+    proposal = ctx.editor.propose(direction, ctx.spec(request["incumbent"]), tasks, solved)
+    candidate = realise(proposal, ctx, request["round"])
     ctx.reporter.log(f"edit   {direction.id}: {candidate.status} {candidate.spec_id and candidate.spec_id[:12] or ''} "
                      f"{candidate.reason[:120] or candidate.rationale[:120]}")
     return {"candidates": [candidate]}

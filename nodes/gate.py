@@ -42,11 +42,13 @@ def decide(b: float, c: float, pairs: list[GatePair], cfg: GateConfig, seed: int
     """The gate rule on scores ``b`` (incumbent) and ``c`` (candidate) and the per-task ``pairs``.
     Returns ``(accepted, reason)``."""
     if not c > b + cfg.min_margin:
-        return False, f"c={c:.4f} does not beat b={b:.4f}" + (f" by more than {cfg.min_margin}" if cfg.min_margin else "")
+        margin = f" by more than {cfg.min_margin}" if cfg.min_margin else ""
+        return False, f"c={c:.4f} does not beat b={b:.4f}{margin}"
     if cfg.test == "bootstrap":
         p = bootstrap_p([x.c - x.b for x in pairs], seed=seed)
     elif cfg.test == "mcnemar":
-        p = mcnemar_p(sum(x.b_passed and not x.c_passed for x in pairs), sum(x.c_passed and not x.b_passed for x in pairs))
+        b_only = sum(x.b_passed and not x.c_passed for x in pairs)
+        p = mcnemar_p(b_only, sum(x.c_passed and not x.b_passed for x in pairs))
     else:
         return True, f"c={c:.4f} beats b={b:.4f}"
     if p >= cfg.alpha:
@@ -80,7 +82,8 @@ def gate(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     for d in decisions:
         ctx.archive.add_gate_decision(GateDecisionRecord(**d.model_dump()))
     for d in decisions:
-        ctx.reporter.log(f"gate   round {rnd}: {d.candidate_id[:12]} {'ACCEPTED' if d is best else 'rejected'}: {d.reason}")
+        verdict = "ACCEPTED" if d is best else "rejected"
+        ctx.reporter.log(f"gate   round {rnd}: {d.candidate_id[:12]} {verdict}: {d.reason}")
     if not decisions:
         ctx.reporter.log(f"gate   round {rnd}: no checked candidate; incumbent kept")
     return {"decisions": decisions, "incumbent": best.candidate_id if best else inc_id}

@@ -30,5 +30,6 @@ async def sample(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     ctx = services(runtime)
     result = await ctx.evaluate(state["incumbent"], state["checkpoint"], "train")
     ids = [i for o in result.per_task.values() for i in o.trajectory_ids]
-    ctx.reporter.log(f"sample round {state.get('round', 0)}: {len(ids)} train rollouts, mean reward {result.mean_reward:.3f}")
+    ctx.reporter.log(f"sample round {state.get('round', 0)}: {len(ids)} train rollouts, "
+                     f"mean reward {result.mean_reward:.3f}")
     return {"train_trajectories": ids}

@@ -38,17 +38,19 @@ class Curator(Protocol):
     """Groups failed train trajectories by root cause into repair directions (Harness-S §3.2)."""
 
     def curate(self, trajectories: Sequence[Trajectory], spec: HarnessSpec, tasks: dict[str, Task]) -> Curation:
-        ...
+        """The repair directions of the train failures among ``trajectories`` (``tasks``: train tasks by id)."""
 
 
 def failure_cause(t: Trajectory) -> str:
     """The root-cause label of a failed trajectory: how it ended, else the verifier's own error type
-    (``detail["public"]["error_type"]``/``["verifier_error"]``, e.g. BFCL's ``simple_function_checker:wrong_func_name``)."""
+    (``detail["public"]["error_type"]``/``["verifier_error"]``, e.g. BFCL's
+    ``simple_function_checker:wrong_func_name``)."""
     if t.final_answer is None:
         return f"no_answer:{t.stop_reason or 'unknown'}"
     detail = t.score_detail or {}
     public = detail.get("public") if isinstance(detail.get("public"), dict) else {}
-    for value in (public.get("error_type"), public.get("verifier_error"), detail.get("error_type"), detail.get("error")):
+    candidates = (public.get("error_type"), public.get("verifier_error"), detail.get("error_type"), detail.get("error"))
+    for value in candidates:
         if isinstance(value, list) and value:
             value = value[0]
         if isinstance(value, str) and value.strip():
@@ -87,9 +89,10 @@ class OfflineCurator:
             task_ids = sorted({t.task_id for t in ts})
             if len(task_ids) >= self.min_failed:
                 first = {t.task_id: t for t in reversed(ts)}  # one excerpt per distinct task
-                directions.append(Direction(id=f"d{len(directions)}-{re.sub(r'[^a-z0-9]+', '_', cause.lower())[:40]}",
-                                            cause=cause, description=f"{len(task_ids)} train tasks fail with {cause!r}",
-                                            task_ids=task_ids, evidence=[excerpt(first[i]) for i in task_ids[:self.max_evidence]]))
+                slug = re.sub(r"[^a-z0-9]+", "_", cause.lower())[:40]
+                directions.append(Direction(id=f"d{len(directions)}-{slug}", cause=cause, task_ids=task_ids,
+                                            description=f"{len(task_ids)} train tasks fail with {cause!r}",
+                                            evidence=[excerpt(first[i]) for i in task_ids[:self.max_evidence]]))
         return Curation(directions=directions)
 
 
@@ -132,11 +135,14 @@ class LLMCurator(JsonRole):
             for d in reply.directions:
                 unknown = set(d.task_ids) - failed_ids
                 if unknown:
-                    raise ValueError(f"direction {d.cause!r} names task ids that are not failures: {sorted(unknown)[:5]}")
+                    raise ValueError(f"direction {d.cause!r} names task ids that are not failures: "
+                                     f"{sorted(unknown)[:5]}")
 
-        system = ("You are the failure curator of an agent-harness search. Group every failed trajectory by root cause, "
-                  f"as repair directions; each direction must be supported by at least {self.min_failed} distinct failed tasks.")
-        user = f"Current harness:\n{spec.model_dump_json(indent=1)}\n\nFailures (train split):\n{json.dumps(evidence, indent=1)}"
+        system = ("You are the failure curator of an agent-harness search. Group every failed trajectory by root "
+                  "cause, as repair directions; each direction must be supported by at least "
+                  f"{self.min_failed} distinct failed tasks.")
+        user = (f"Current harness:\n{spec.model_dump_json(indent=1)}\n\n"
+                f"Failures (train split):\n{json.dumps(evidence, indent=1)}")
         reply = self.ask(system, user, CuratorReply, check)
         if reply.value is None:
             return Curation(reason=reply.reason, calls=reply.calls)

@@ -41,21 +41,25 @@ class Editor(Protocol):
 
     def propose(self, direction: Direction, spec: HarnessSpec, tasks: dict[str, Task],
                 solved: Sequence[Trajectory] = ()) -> Proposal:
-        ...
+        """A candidate edit of ``spec`` for ``direction``; ``solved``: solved train trajectories (demonstrations)."""
 
     def revise(self, direction: Direction, spec: HarnessSpec, candidate: Candidate, feedback: str,
                tasks: dict[str, Task]) -> Proposal:
-        ...
+        """The one revision of ``candidate`` after its check failed with ``feedback``."""
 
 
 # Verifier error types → an instruction that addresses them (matched as regexes on the cause).
 RULE_HINTS: list[tuple[str, str]] = [
     (r"positional|keyword", "Pass every argument by keyword, e.g. [func(a=1, b='x')]; never positionally."),
-    (r"func(tion)?_?name|wrong_func|function name", "Call exactly the function whose name appears in the given list; never invent or copy another name."),
-    (r"missing|required|optional_param", "Include every required parameter of the function; add optional ones only when the task asks."),
-    (r"type|value_error|wrong_value|unexpected", "Use the exact values and types the task states (numbers as numbers, strings in quotes)."),
+    (r"func(tion)?_?name|wrong_func|function name",
+     "Call exactly the function whose name appears in the given list; never invent or copy another name."),
+    (r"missing|required|optional_param",
+     "Include every required parameter of the function; add optional ones only when the task asks."),
+    (r"type|value_error|wrong_value|unexpected",
+     "Use the exact values and types the task states (numbers as numbers, strings in quotes)."),
     (r"count|parallel|multiple", "Make exactly as many calls as the task needs, all inside one list."),
-    (r"decode|parse|syntax|unparse", "Reply with only the call list, e.g. [func(a=1)], with no code fences, no prose and no definitions."),
+    (r"decode|parse|syntax|unparse",
+     "Reply with only the call list, e.g. [func(a=1)], with no code fences, no prose and no definitions."),
 ]
 
 
@@ -64,7 +68,8 @@ class OfflineEditor:
     (successful train trajectories) or from ``demo_answer(task, train diagnostics)`` (default: an
     ``expected`` field); ``max_demos`` caps the demonstrations added per edit."""
 
-    def __init__(self, max_demos: int = 2, demo_answer: Callable[[Task, dict[str, Any]], str | None] | None = None) -> None:
+    def __init__(self, max_demos: int = 2,
+                 demo_answer: Callable[[Task, dict[str, Any]], str | None] | None = None) -> None:
         self.max_demos = max_demos
         self.demo_answer = demo_answer or _expected
 
@@ -91,14 +96,16 @@ class OfflineEditor:
         if cause.startswith("no_answer:budget") or cause.startswith("no_answer:hook"):
             hook = {"event": "after_model", "condition": "remaining_steps_lte", "parameters": {"threshold": 2},
                     "action": "warn", "message": "Few steps remain: give your final answer now."}
-            return [{"op": "add", "path": "/hooks/finish_before_budget", "value": hook}], "runs end at the budget without an answer"
+            why = "runs end at the budget without an answer"
+            return [{"op": "add", "path": "/hooks/finish_before_budget", "value": hook}], why
         ops: list[dict[str, Any]] = []
         why = []
         for pattern, text in RULE_HINTS:
             if re.search(pattern, cause):
                 name = "rule_" + re.sub(r"[^a-z]+", "_", pattern)[:24].strip("_")
                 if name not in spec.prompt.rules:
-                    ops.append({"op": "add", "path": f"/prompt/rules/{name}", "value": {"slot": "output_format", "text": text}})
+                    rule = {"slot": "output_format", "text": text}
+                    ops.append({"op": "add", "path": f"/prompt/rules/{name}", "value": rule})
                     why.append(text)
                 break
         if re.search(r"decode|parse|syntax|interface|no_answer", cause) and not spec.parser.strip_code_fences:
@@ -126,8 +133,9 @@ class OfflineEditor:
         demos = [op for op in candidate.patch if op["path"].startswith("/skills/")]
         rest = [op for op in candidate.patch if not op["path"].startswith("/skills/")]
         smaller = rest if demos and rest else []
-        revised = candidate.model_copy(update={"patch": smaller, "revision": candidate.revision + 1, "status": "proposed",
-                                               "reason": "", "rationale": candidate.rationale + f" | revised after: {feedback}"})
+        revised = candidate.model_copy(update={
+            "patch": smaller, "revision": candidate.revision + 1, "status": "proposed", "reason": "",
+            "rationale": candidate.rationale + f" | revised after: {feedback}"})
         if not smaller:
             revised.status, revised.reason = "rejected", f"no smaller revision after: {feedback}"
         return Proposal(candidate=revised)
@@ -158,8 +166,9 @@ class LLMEditor(JsonRole):
 
     def _ask_edit(self, direction: Direction, spec: HarnessSpec, extra: str, cand_id: str, revision: int) -> Proposal:
         system = ("You edit an agent harness spec (JSON) with RFC 6902 JSON Patch operations to repair one failure "
-                  "direction. Components: prompt (slots + rules), skills, context, memory, hooks, tool_view, parser, budget, "
-                  f"decoding. Hook events: {list(EVENTS)}; conditions: {sorted(CONDITIONS)}; actions: {sorted(ACTIONS)}. "
+                  "direction. Components: prompt (slots + rules), skills, context, memory, hooks, tool_view, parser, "
+                  f"budget, decoding. Hook events: {list(EVENTS)}; conditions: {sorted(CONDITIONS)}; "
+                  f"actions: {sorted(ACTIONS)}. "
                   "Reply with JSON {\"rationale\": str, \"patch\": [ops]}.")
         user = f"Harness:\n{spec.model_dump_json(indent=1)}\n\nDirection:\n{direction.model_dump_json(indent=1)}{extra}"
         reply = self.ask(system, user, EditReply, lambda r: apply_patch(spec, r.patch))
@@ -178,7 +187,8 @@ class LLMEditor(JsonRole):
     def revise(self, direction: Direction, spec: HarnessSpec, candidate: Candidate, feedback: str,
                tasks: dict[str, Task]) -> Proposal:
         """The one revision of ``candidate`` after its check failed with ``feedback``."""
-        extra = f"\n\nYour previous patch:\n{json.dumps(candidate.patch)}\nIt failed its check: {feedback}\nPropose one revision."
+        extra = (f"\n\nYour previous patch:\n{json.dumps(candidate.patch)}\nIt failed its check: {feedback}\n"
+                 "Propose one revision.")
         return self._ask_edit(direction, spec, extra, candidate.id, candidate.revision + 1)
 
 

@@ -81,8 +81,8 @@ class JsonRole:
                 return JsonReply(reply, "", calls)
             except (ValidationError, ValueError, HarnessError) as err:
                 reason = f"attempt {attempt + 1}: {str(err)[:800]}"
-                messages = messages + [{"role": "assistant", "content": text},
-                                       {"role": "user", "content": f"Your reply was invalid: {err}\nReply again with JSON only, fixing this."}]
+                repair = f"Your reply was invalid: {err}\nReply again with JSON only, fixing this."
+                messages = messages + [{"role": "assistant", "content": text}, {"role": "user", "content": repair}]
         return JsonReply(None, f"invalid reply after one repair: {reason}", calls)
 
 
