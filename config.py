@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from coevo.envs.base import RewardMode
 from coevo.training.config import StageConfig, StageSettings
 
-STRATEGIES = ("vace", "static", "harness_only", "rl_only", "ungated")
+from coevo.graphs.registry import get_strategy
 
 
 class Section(BaseModel):
@@ -120,7 +120,7 @@ class EvalConfig(Section):
 class RunConfig(Section):
     """One run of a meta-loop strategy (DESIGN.md, The loop)."""
 
-    strategy: Literal["vace", "static", "harness_only", "rl_only", "ungated"] = "vace"
+    strategy: str = Field(default="vace", description="a name from the strategy table (coevo.graphs.registry)")
     rounds: int = Field(default=2, ge=1)
     seed: int = 0
     db: str = "coevo_runs/coevo.db"
@@ -132,6 +132,12 @@ class RunConfig(Section):
     meta: MetaConfig = Field(default_factory=MetaConfig)
     gate: GateConfig = Field(default_factory=GateConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
+
+    @field_validator("strategy")
+    @classmethod
+    def _known_strategy(cls, name: str) -> str:
+        get_strategy(name)  # ValueError naming the valid strategies
+        return name
 
 
 class ConfigError(ValueError):

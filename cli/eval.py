@@ -12,9 +12,10 @@ from rich.table import Table
 
 from coevo.cli.common import console, user_errors
 from coevo.envs.registry import get_env
+from coevo.evaluation.engine import evaluate
+from coevo.evaluation.results import EvalResult
 from coevo.harnesses import HarnessSpec, load_harness
 from coevo.models.refs import load_model
-from coevo.evaluation.engine import EvalResult, evaluate
 from coevo.report.progress import RichReporter
 from coevo.storage import Archive, ArchiveError, CheckpointRecord, RunRecord
 

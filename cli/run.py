@@ -12,6 +12,7 @@ from rich.table import Table
 
 from coevo.cli.common import console, user_errors
 from coevo.config import ConfigError, RunConfig, load_config
+from coevo.graphs.registry import strategy_names
 
 
 def _overrides(pairs: list[str]) -> dict[str, Any]:
@@ -35,22 +36,20 @@ def _fmt(x: Any) -> str:
 
 def summary_table(state: dict[str, Any]) -> Table:
     """Rounds, incumbent val score, candidates with their val scores and fate, and the test scores of
-    the start and final pairs — each score beside the trivial-policy baseline."""
+    the start and final pairs — each score beside the trivial-policy baseline (``state`` as
+    ``run_meta`` returns it: ``RoundSummary`` history, ``EvalSummary`` test scores)."""
     table = Table(title=f"run {state['run_id']}: summary")
     for col in ("round", "incumbent", "incumbent val", "candidates (val, fate)", "trivial"):
         table.add_column(col)
     for h in state.get("history", []):
-        accepted = {d["candidate"] for d in h["decisions"] if d["accepted"]}
-        cands = ", ".join(f"{(c['id'] or '-')[:8]} {_fmt(c['val'])} "
-                          + ("accepted" if c["id"] in accepted else "rejected (check)" if c["status"] == "rejected" else "rejected (gate)")
-                          for c in h["candidates"]) or "none"
-        table.add_row(str(h["round"]), h["incumbent"][:12], _fmt(h["incumbent_val"]), cands, _fmt(h.get("trivial")))
+        cands = ", ".join(f"{(c.id or '-')[:8]} {_fmt(c.val)} {c.fate}" for c in h.candidates) or "none"
+        table.add_row(str(h.round), h.incumbent[:12], _fmt(h.incumbent_val), cands, _fmt(h.trivial))
     test = state.get("test") or {}
     if test:
-        trivial = test["start"].get("trivial_baseline")
-        table.add_row("test", "start pair (H0, W0)", _fmt(test["start"]["score"]), "", _fmt(trivial))
-        table.add_row("test", "final pair", _fmt(test["final"]["score"]),
-                      f"pass@k {_fmt(test['final']['pass_at_k'])} (start {_fmt(test['start']['pass_at_k'])})", _fmt(trivial))
+        start, final = test["start"], test["final"]
+        table.add_row("test", "start pair (H0, W0)", _fmt(start.score), "", _fmt(start.trivial_baseline))
+        table.add_row("test", "final pair", _fmt(final.score),
+                      f"pass@k {_fmt(final.pass_at_k)} (start {_fmt(start.pass_at_k)})", _fmt(start.trivial_baseline))
     return table
 
 
@@ -60,7 +59,7 @@ def run_cmd(
     approve_gate: bool = typer.Option(False, "--approve-gate", help="Pause before each gate decision for a person to accept or reject."),
     answer: Optional[str] = typer.Option(None, "--answer", help="With --resume: answer a paused gate (yes/no)."),
     meta_model: Optional[str] = typer.Option(None, "--meta-model", help="'offline' (default) or a LiteLLM model for curator and editor."),
-    strategy: Optional[str] = typer.Option(None, "--strategy", help="vace, static, harness_only, rl_only or ungated."),
+    strategy: Optional[str] = typer.Option(None, "--strategy", help=f"The meta-loop strategy: {strategy_names()}."),
     db: Optional[str] = typer.Option(None, "--db", help="Archive + checkpointer database (default from the config)."),
     set_: list[str] = typer.Option([], "--set", help="Override a config key: --set train.steps=4 (repeatable)."),
     report: bool = typer.Option(True, "--report/--no-report", help="Write the HTML report at the end."),
@@ -94,7 +93,7 @@ def run_cmd(
             raise typer.Exit(130) from None
     console.print(summary_table(state))
     if report:
-        from coevo.cli.report import write_report
+        from coevo.report.html import write_report
 
         path = write_report(state["run_id"], cfg.db, Path(cfg.out_dir) / "reports" / state["run_id"])
         console.print(f"report: {path}")

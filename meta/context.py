@@ -8,69 +8,86 @@ trainer and the meta roles only through it, so a test hands them fakes. Nothing 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Literal, Protocol, Sequence
 
 from langchain_core.language_models import BaseChatModel
 
 from coevo.config import RunConfig
 from coevo.envs.base import Env, Task
-from coevo.harnesses.spec import HarnessSpec
+from coevo.evaluation.engine import evaluate
+from coevo.evaluation.results import EvalResult
+from coevo.harnesses.spec import HarnessSpec, load_harness
 from coevo.models.trajectory import Trajectory
 from coevo.report.progress import NullReporter, Reporter
-from coevo.meta.state import Candidate, Direction
+from coevo.roles.curator import Curator
+from coevo.roles.editor import Editor
+from coevo.storage import Archive, LLMCallRecord
+
+Split = Literal["train", "val", "test"]
 
 
 class Trainer(Protocol):
     """The weight stage: train ``checkpoint_id`` under ``spec`` on ``tasks``; return the new
     checkpoint id and the stage's trajectories (the tokens the policy really generated)."""
 
-    async def __call__(self, checkpoint_id: str, spec: HarnessSpec, tasks: Sequence[Task], round: int) -> tuple[str, list[Trajectory]]:
-        ...
-
-
-class Curator(Protocol):
-    """Groups failed train trajectories by root cause into repair directions (Harness-S §3.2)."""
-
-    def curate(self, trajectories: Sequence[Trajectory], spec: HarnessSpec, tasks: dict[str, Task]) -> list[Direction]:
-        ...
-
-
-class Editor(Protocol):
-    """Proposes a JSON-Patch edit of ``spec`` for a direction (and at most one revision)."""
-
-    def propose(self, direction: Direction, spec: HarnessSpec, tasks: dict[str, Task],
-                solved: Sequence[Trajectory] = ()) -> Candidate:
-        ...
-
-    def revise(self, direction: Direction, spec: HarnessSpec, candidate: Candidate, feedback: str,
-               tasks: dict[str, Task]) -> Candidate:
-        ...
+    async def __call__(self, checkpoint_id: str, spec: HarnessSpec, tasks: Sequence[Task],
+                       round: int) -> tuple[str, list[Trajectory]]:
+        """Train ``checkpoint_id`` in ``round``; returns (new checkpoint id, the stage's trajectories)."""
 
 
 @dataclass
 class MetaContext:
     """Run-time services of a meta-loop run.
 
-    ``policy(checkpoint_id)`` returns the chat model for that checkpoint; ``evaluate`` is
+    ``policy(checkpoint_id)`` returns the chat model for that checkpoint; ``trainer`` is None for
+    strategies with frozen weights; ``curator``/``editor`` are None for strategies that do not
+    refine (``graphs.registry`` says which roles a strategy needs); ``evaluator`` is
     ``coevo.evaluation.engine.evaluate`` (replaceable in tests); ``approve`` (``--approve-gate``)
-    pauses before each gate decision with a LangGraph ``interrupt``.
+    pauses before each gate decision with a LangGraph ``interrupt``; ``run_id`` names the run
+    whose evaluations, edits and LLM calls are stored.
     """
 
     config: RunConfig
     env: Env
-    archive: Any
+    archive: Archive
     policy: Callable[[str], BaseChatModel]
-    trainer: Trainer | None
-    curator: Curator
-    editor: Editor
+    trainer: Trainer | None = None
+    curator: Curator | None = None
+    editor: Editor | None = None
     reporter: Reporter = field(default_factory=NullReporter)
-    evaluate: Callable[..., Any] | None = None
+    evaluator: Callable[..., Any] = evaluate
     approve: bool = False
+    run_id: str = "studio"
 
-    def tasks(self, split: str) -> list[Task]:
-        """The run's tasks of ``split`` (sizes from ``config.env``)."""
+    def tasks(self, split: Split, ids: Sequence[str] | None = None) -> list[Task]:
+        """The run's tasks of ``split`` (sizes from ``config.env``), in the env's order; only those in
+        ``ids`` when given."""
         n = {"train": self.config.env.n_train, "val": self.config.env.n_val, "test": self.config.env.n_test}[split]
-        return self.env.tasks(split, n)  # type: ignore[arg-type]
+        tasks = self.env.tasks(split, n)  # type: ignore[arg-type]
+        return tasks if ids is None else [t for t in tasks if t.id in set(ids)]
+
+    def spec(self, harness_id: str) -> HarnessSpec:
+        """The ``HarnessSpec`` stored under ``harness_id``. Raises ``KeyError`` when the archive lacks it."""
+        record = self.archive.get_harness(harness_id)
+        if record is None:
+            raise KeyError(f"harness {harness_id} is not in the archive; the run's database is incomplete")
+        return load_harness(record.spec)
+
+    async def evaluate(self, harness_id: str, checkpoint: str, split: Split, tasks: Sequence[Task] | None = None,
+                       k: int | None = None) -> EvalResult:
+        """Evaluate harness ``harness_id`` × ``checkpoint`` on ``tasks`` (default: the run's ``split``
+        tasks) with the run's settings: ``k`` rollouts per task (default ``config.eval.k``), seeds from
+        ``config.seed`` (so two harnesses are paired), the checkpoint's policy, ``eval.concurrency``,
+        the reporter, stored in the archive under ``run_id`` (resumable by id)."""
+        return await self.evaluator(self.spec(harness_id), checkpoint, self.env, split, k=k or self.config.eval.k,
+                                    seeds=self.config.seed, model=self.policy(checkpoint), archive=self.archive,
+                                    concurrency=self.config.eval.concurrency, progress=self.reporter,
+                                    run_id=self.run_id, tasks=self.tasks(split) if tasks is None else list(tasks))
+
+    def store_calls(self, calls: Sequence[LLMCallRecord]) -> None:
+        """Store meta-role LLM calls (what a role returned) in the archive under the run's id."""
+        if calls:
+            self.archive.add_llm_calls([c.model_copy(update={"run_id": self.run_id}) for c in calls])
 
 
 _DEFAULTS: dict[str, MetaContext] = {}
@@ -87,7 +104,6 @@ def services(runtime: Any) -> MetaContext:
     key = config.model_dump_json()
     if key not in _DEFAULTS:
         from coevo.meta.services import make_context
-        from coevo.storage import Archive
 
         _DEFAULTS[key] = make_context(config, Archive(config.db), run_id="studio")
     return _DEFAULTS[key]

@@ -8,17 +8,21 @@ finished rollouts are never redone and archive rows never duplicated.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from pathlib import Path
 from typing import Any
 
+import aiosqlite
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.types import Command
 
 from coevo.config import RunConfig
-from coevo.graphs.baselines import builder_for
+from coevo.graphs.registry import get_strategy
 from coevo.meta.context import MetaContext
 from coevo.meta.services import make_context
+from coevo.meta.state import STATE_MODELS
 from coevo.report.progress import Reporter
 from coevo.storage import Archive
 from coevo.storage.tables import RunRecord
@@ -31,12 +35,13 @@ def new_run_id(config: RunConfig) -> str:
 
 async def run_meta(config: RunConfig, run_id: str | None = None, resume: bool = False, approve: bool = False,
                    reporter: Reporter | None = None, context: MetaContext | None = None, answer: str | None = None,
-                   archive: Any = None) -> dict[str, Any]:
+                   archive: Archive | None = None) -> dict[str, Any]:
     """Run (or resume) one strategy to the end, or to a pending gate approval.
 
     Args: ``run_id`` (required with ``resume``); ``approve`` pauses before each gate decision;
     ``answer`` resumes a paused gate with ``"yes"``/``"no"``; ``context`` replaces the default
-    services (tests). Returns the final state; with a pending approval, ``state["__interrupt__"]``
+    services (tests; its ``run_id`` is set to this run's). Returns the final state (domain objects
+    as the ``coevo.meta.state`` models); with a pending approval, ``state["__interrupt__"]``
     holds the question. Raises ``ValueError`` when resuming an unknown run.
     """
     Path(config.db).parent.mkdir(parents=True, exist_ok=True)
@@ -47,11 +52,17 @@ async def run_meta(config: RunConfig, run_id: str | None = None, resume: bool = 
             raise ValueError(f"no run {run_id!r} in {config.db}; `coevo archive list` shows the runs")
         config = RunConfig.model_validate(run.config) if context is None else config
     run_id = run_id or new_run_id(config)
-    ctx = context or make_context(config, archive, run_id, reporter, approve)
+    if context is not None:
+        ctx = dataclasses.replace(context, run_id=run_id)
+    else:
+        ctx = make_context(config, archive, run_id, reporter, approve)
     if not resume:
         archive.add_run(RunRecord(id=run_id, strategy=config.strategy, config=config.model_dump(mode="json")))
-    async with AsyncSqliteSaver.from_conn_string(config.db) as saver:
-        graph = builder_for(config.strategy).compile(checkpointer=saver, name=config.strategy)
+    # the serialiser revives exactly the state's pydantic models (LangGraph warns on, and will block, others)
+    serde = JsonPlusSerializer(allowed_msgpack_modules=STATE_MODELS)
+    async with aiosqlite.connect(config.db) as conn:
+        saver = AsyncSqliteSaver(conn, serde=serde)
+        graph = get_strategy(config.strategy).build().compile(checkpointer=saver, name=config.strategy)
         thread = {"configurable": {"thread_id": run_id}, "recursion_limit": 1000}
         if answer is not None:
             payload: Any = Command(resume=answer)

@@ -1,17 +1,19 @@
 """The services of a run built from its config: policies per checkpoint, the weight stage, the
-meta roles, the evaluator (the CLI's and Studio's default ``MetaContext``)."""
+meta roles (the CLI's and Studio's default ``MetaContext``)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Iterable
 
 from coevo.config import RunConfig
 from coevo.envs.base import Env
 from coevo.envs.registry import get_env
-from coevo.evaluation.engine import evaluate
+from coevo.graphs.registry import get_strategy
 from coevo.meta.context import MetaContext
 from coevo.report.progress import NullReporter, Reporter
-from coevo.roles.offline import OfflineCurator, OfflineEditor
+from coevo.roles.curator import curator_for
+from coevo.roles.editor import editor_for
+from coevo.storage import Archive
 from coevo.training.stage import StageTrainer
 
 
@@ -19,37 +21,40 @@ class PolicyCache:
     """``policy(checkpoint_id) -> BaseChatModel``: the configured ref, plus the checkpoint's adapter
     (``local:BASE+ADAPTER``) or the name it is served under (``config["model_ref"]``)."""
 
-    def __init__(self, config: RunConfig, archive: Any) -> None:
+    def __init__(self, config: RunConfig, archive: Archive) -> None:
         self.config, self.archive, self.models = config, archive, {}
 
     def __call__(self, checkpoint_id: str):
+        """The chat model of ``checkpoint_id`` (loaded once). Raises ``KeyError`` for an unknown checkpoint."""
         if checkpoint_id not in self.models:
             from coevo.models.refs import load_model
 
             rec = self.archive.get_checkpoint(checkpoint_id)
             if rec is None:
                 raise KeyError(f"checkpoint {checkpoint_id!r} is not in the archive")
-            ref = rec.config.get("model_ref") or (f"{self.config.policy}+{rec.adapter_path}" if rec.adapter_path else self.config.policy)
+            adapted = f"{self.config.policy}+{rec.adapter_path}" if rec.adapter_path else self.config.policy
+            ref = rec.config.get("model_ref") or adapted
             self.models[checkpoint_id] = load_model(ref)
         return self.models[checkpoint_id]
 
 
-def meta_roles(config: RunConfig, env: Env) -> tuple[Any, Any]:
-    """Curator and editor: offline rules (``meta.model = "offline"``) or LiteLLM roles."""
-    if config.meta.model == "offline":
-        return OfflineCurator(config.meta.min_failed_tasks), OfflineEditor(demo_answer=getattr(env, "demonstration_answer", None))
-    from coevo.roles.llm import LLMCurator, LLMEditor
-
-    return (LLMCurator(config.meta.model, config.meta.min_failed_tasks, temperature=config.meta.temperature),
-            LLMEditor(config.meta.model, temperature=config.meta.temperature))
+ROLES: dict[str, Callable[[RunConfig, Env], Any]] = {"curator": curator_for, "editor": editor_for}
+"""Meta role name -> the factory of the run's role (offline or LiteLLM per ``meta.model``)."""
 
 
-def make_context(config: RunConfig, archive: Any, run_id: str, reporter: Reporter | None = None,
+def meta_roles(config: RunConfig, env: Env, names: Iterable[str]) -> dict[str, Any]:
+    """The meta roles ``names`` (a strategy's ``roles``) built for this run, by name."""
+    return {name: ROLES[name](config, env) for name in names}
+
+
+def make_context(config: RunConfig, archive: Archive, run_id: str, reporter: Reporter | None = None,
                  approve: bool = False, env: Env | None = None) -> MetaContext:
-    """The services of a run built from its config (the CLI's and Studio's default wiring)."""
+    """The services of a run built from its config and its strategy's row in the strategy table
+    (a trainer only when it trains weights, only the meta roles it needs): the CLI's and Studio's
+    default wiring."""
     env = env or get_env(config.env.ref, **config.env.settings())
-    curator, editor = meta_roles(config, env)
-    trains = config.strategy in ("vace", "rl_only", "ungated")
-    return MetaContext(config=config, env=env, archive=archive, policy=PolicyCache(config, archive),
-                       trainer=StageTrainer(config, env, archive, run_id) if trains else None, curator=curator,
-                       editor=editor, reporter=reporter or NullReporter(), evaluate=evaluate, approve=approve)
+    strategy = get_strategy(config.strategy)
+    trainer = StageTrainer(config, env, archive, run_id) if strategy.trains else None
+    return MetaContext(config=config, env=env, archive=archive, policy=PolicyCache(config, archive), trainer=trainer,
+                       reporter=reporter or NullReporter(), approve=approve, run_id=run_id,
+                       **meta_roles(config, env, strategy.roles))

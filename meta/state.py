@@ -1,22 +1,28 @@
-"""Typed state of the meta-loop graphs and the records that travel in it.
+"""Typed state of the meta-loop graphs and the domain models that travel in it.
 
 ``MetaState`` fields are either *replaced* by the node that writes them (round, incumbent,
-checkpoint, train trajectories, directions, validation) or *accumulated* across the run with a
-reducer (decisions, history). ``candidates`` collects the parallel ``edit`` branches of one
-round (fan-in) and is cleared by ``curate`` at the start of each refinement.
+checkpoint, train trajectories, directions, checked candidates, validation, test) or
+*accumulated* across the run with a reducer (decisions, history: ``operator.add``). ``candidates``
+collects the parallel ``edit`` branches of one round (fan-in, reducer ``collect``) and is cleared
+by ``curate`` at the start of each refinement. Every value is a pydantic model or a plain
+scalar/id, so LangGraph's checkpointer serialises the state and a resumed run gets the same
+models back (``STATE_MODELS`` is the serialiser's allow-list).
 """
 
 from __future__ import annotations
 
 import operator
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
+from typing_extensions import TypedDict  # pydantic (Studio's state schemas) needs it on Python < 3.12
+
+from coevo.evaluation.results import EvalResult, TaskOutcome
 
 RESET = "__reset__"
 
 
-def collect(current: list[dict] | None, update: list[dict] | str) -> list[dict]:
+def collect(current: list[Candidate] | None, update: list[Candidate] | str) -> list[Candidate]:
     """Reducer for ``candidates``: append branch results; the string ``RESET`` empties the list."""
     if update == RESET:
         return []
@@ -34,12 +40,26 @@ class Direction(BaseModel):
     evidence: list[dict[str, Any]] = Field(default_factory=list)
 
 
+class CandidateChecks(BaseModel):
+    """The numbers ``check`` measured on a candidate (None: that check did not run).
+
+    Smoke run: TIMR (violations per model turn) of incumbent and candidate on the first
+    ``meta.smoke_tasks`` train tasks. Local check: mean reward of both on ``local_tasks`` train tasks.
+    """
+
+    smoke_timr_incumbent: float | None = None
+    smoke_timr_candidate: float | None = None
+    local_tasks: int | None = None
+    local_incumbent: float | None = None
+    local_candidate: float | None = None
+
+
 class Candidate(BaseModel):
     """An edit of the incumbent proposed for a direction.
 
     ``status``: ``proposed`` → ``checked`` | ``rejected``; ``reason`` says why a candidate was
     rejected (malformed LLM reply, invalid patch, failed static or local check). ``spec_id`` is
-    the child spec's id once the patch applied. ``checks`` holds the smoke/local check numbers.
+    the child spec's id once the patch applied; ``patch`` is the RFC 6902 operation list.
     """
 
     id: str
@@ -48,38 +68,142 @@ class Candidate(BaseModel):
     patch: list[dict[str, Any]] = Field(default_factory=list)
     rationale: str = ""
     spec_id: str | None = None
-    status: str = "proposed"
+    status: Literal["proposed", "checked", "rejected"] = "proposed"
     reason: str = ""
     revision: int = 0
-    checks: dict[str, Any] = Field(default_factory=dict)
+    checks: CandidateChecks = Field(default_factory=CandidateChecks)
+
+
+class EvalSummary(BaseModel):
+    """The numbers the gate, the round summary and the report need from one evaluation
+    (``EvalResult``) of a harness × checkpoint on a split: ``score`` is the mean reward in [0, 1],
+    ``timr`` interface violations per model turn, ``per_task`` the k outcomes of each task."""
+
+    harness_id: str
+    checkpoint_id: str
+    split: str
+    evaluation_id: str
+    score: float
+    pass_at_k: float
+    avg_at_k: float
+    timr: float
+    trivial_baseline: float | None = None
+    per_task: dict[str, TaskOutcome] = Field(default_factory=dict)
+
+    @classmethod
+    def of(cls, result: EvalResult) -> EvalSummary:
+        """The summary of an ``EvalResult``."""
+        return cls(harness_id=result.harness_id, checkpoint_id=result.checkpoint_id, split=result.split,
+                   evaluation_id=result.evaluation_id, score=result.mean_reward, pass_at_k=result.pass_at_k,
+                   avg_at_k=result.avg_at_k, timr=result.timr, trivial_baseline=result.trivial_baseline,
+                   per_task=result.per_task)
+
+
+class GatePair(BaseModel):
+    """One val task under the incumbent (b) and the candidate (c), same seeds: mean reward and
+    whether any rollout passed."""
+
+    task_id: str
+    b: float
+    c: float
+    b_passed: bool
+    c_passed: bool
+
+    @classmethod
+    def pairs(cls, incumbent: EvalSummary, candidate: EvalSummary) -> list[GatePair]:
+        """The per-task pairs of two evaluations on the same tasks (the incumbent's task order)."""
+        missing = TaskOutcome(task_id="", seeds=[], rewards=[], passed=[])
+        pairs = []
+        for task_id, b in incumbent.per_task.items():
+            c = candidate.per_task.get(task_id, missing)
+            pairs.append(cls(task_id=task_id, b=b.mean_reward, c=c.mean_reward, b_passed=any(b.passed),
+                             c_passed=any(c.passed)))
+        return pairs
+
+
+class GateDecision(BaseModel):
+    """VACE's gate verdict on one candidate in ``round``: incumbent score ``b`` vs candidate score
+    ``c``, ``accepted`` and why, with the per-task ``pairs`` (stored as a ``GateDecisionRecord``)."""
+
+    id: str
+    run_id: str
+    round: int
+    incumbent_id: str
+    candidate_id: str
+    b: float
+    c: float
+    accepted: bool
+    reason: str
+    pairs: list[GatePair] = Field(default_factory=list)
+
+
+class CandidateOutcome(BaseModel):
+    """One candidate in a round summary: its child spec id, val score (None when not validated) and
+    ``fate``: ``accepted`` (gate), ``adopted`` (no gate), ``rejected (check)``, ``rejected (gate)``
+    or ``not adopted``."""
+
+    id: str | None
+    status: str
+    reason: str = ""
+    val: float | None = None
+    fate: str
+
+
+class RoundSummary(BaseModel):
+    """The end of round t: the incumbent H[t+1] and checkpoint W[t+1], the incumbent's val score,
+    the trivial-policy baseline on val, and every candidate's fate."""
+
+    round: int
+    incumbent: str
+    checkpoint: str
+    incumbent_val: float | None = None
+    trivial: float | None = None
+    candidates: list[CandidateOutcome] = Field(default_factory=list)
+
+
+class EditRequest(TypedDict):
+    """What ``fan_out`` sends each ``edit`` branch (a LangGraph ``Send`` payload): one direction,
+    the incumbent it edits, the round, and the round's train trajectory ids."""
+
+    direction: Direction
+    incumbent: str
+    round: int
+    train_trajectories: list[str]
 
 
 class MetaState(TypedDict, total=False):
     """State of one meta-loop run (VACE Algorithm 1)."""
 
     run_id: str
-    """Replaced once by ``setup``."""
+    """Replaced once by ``setup``: the run id (``MetaContext.run_id``)."""
     round: int
-    """Replaced: the round being run, 0-based."""
+    """Replaced: the round being run, 0-based (``setup`` sets 0, ``next_round`` advances it)."""
     incumbent: str
-    """Replaced: the incumbent harness id H[t]."""
+    """Replaced: the incumbent harness id H[t] (``setup``, then ``gate``/``adopt``)."""
     start_harness: str
+    """Replaced once by ``setup``: H0's id."""
     start_checkpoint: str
+    """Replaced once by ``setup``: W0's id."""
     checkpoint: str
     """Replaced: the current checkpoint id W[t] (W[t+1] after ``train``)."""
     train_trajectories: list[str]
-    """Replaced each round: ids of the trajectories T[t] the weight stage (or sampling) produced."""
-    directions: list[dict]
-    """Replaced each round: ``Direction`` dicts from ``curate``."""
-    candidates: Annotated[list[dict], collect]
-    """Fan-in of the ``edit`` branches (``Candidate`` dicts); reset by ``curate``."""
-    checked: list[dict]
-    """Replaced each round: the candidates after ``check`` (status ``checked`` or ``rejected``)."""
-    validation: dict
-    """Replaced each round: val results per harness id (score, per-task rewards)."""
-    decisions: Annotated[list[dict], operator.add]
-    """Accumulated: every gate decision of the run."""
-    history: Annotated[list[dict], operator.add]
-    """Accumulated: one summary per round (scores, accepted candidate)."""
-    test: dict
-    """Replaced by ``final_test``: test scores of the start pair and the final pair."""
+    """Replaced each round: ids of the trajectories T[t] the weight stage (or ``sample``) produced."""
+    directions: list[Direction]
+    """Replaced each round by ``curate``."""
+    candidates: Annotated[list[Candidate], collect]
+    """Accumulated within a round by ``collect``: the fan-in of the ``edit`` branches; ``curate`` resets it."""
+    checked: list[Candidate]
+    """Replaced each round by ``check``: the candidates with status ``checked`` or ``rejected``."""
+    validation: dict[str, EvalSummary]
+    """Replaced each round by ``validate``: the val evaluation of each harness id (incumbent and checked candidates)."""
+    decisions: Annotated[list[GateDecision], operator.add]
+    """Accumulated (``operator.add``): every gate decision of the run."""
+    history: Annotated[list[RoundSummary], operator.add]
+    """Accumulated (``operator.add``): one summary per round, appended by ``next_round``."""
+    test: dict[str, EvalSummary]
+    """Replaced by ``final_test``: the test evaluation of ``"start"`` (H0, W0) and ``"final"`` (H[T], W[T])."""
+
+
+STATE_MODELS: tuple[type[BaseModel], ...] = (Direction, CandidateChecks, Candidate, TaskOutcome, EvalSummary, GatePair,
+                                             GateDecision, CandidateOutcome, RoundSummary)
+"""Every pydantic model the meta state holds: the checkpointer's deserialisation allow-list."""

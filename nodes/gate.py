@@ -17,7 +17,7 @@ from langgraph.types import interrupt
 
 from coevo.config import GateConfig
 from coevo.meta.context import MetaContext, services
-from coevo.meta.state import MetaState
+from coevo.meta.state import GateDecision, GatePair, MetaState
 from coevo.storage.tables import GateDecisionRecord
 
 
@@ -38,15 +38,17 @@ def mcnemar_p(b_only: int, c_only: int) -> float:
     return sum(math.comb(n, k) for k in range(c_only, n + 1)) / 2 ** n
 
 
-def decide(b: float, c: float, pairs: list[dict], cfg: GateConfig, seed: int = 0) -> tuple[bool, str]:
-    """The gate rule on scores ``b`` (incumbent) and ``c`` (candidate) and per-task ``pairs``
-    (``{"task_id", "b", "c", "b_passed", "c_passed"}``). Returns ``(accepted, reason)``."""
+def decide(b: float, c: float, pairs: list[GatePair], cfg: GateConfig, seed: int = 0) -> tuple[bool, str]:
+    """The gate rule on scores ``b`` (incumbent) and ``c`` (candidate) and the per-task ``pairs``.
+    Returns ``(accepted, reason)``."""
     if not c > b + cfg.min_margin:
-        return False, f"c={c:.4f} does not beat b={b:.4f}" + (f" by more than {cfg.min_margin}" if cfg.min_margin else "")
+        margin = f" by more than {cfg.min_margin}" if cfg.min_margin else ""
+        return False, f"c={c:.4f} does not beat b={b:.4f}{margin}"
     if cfg.test == "bootstrap":
-        p = bootstrap_p([x["c"] - x["b"] for x in pairs], seed=seed)
+        p = bootstrap_p([x.c - x.b for x in pairs], seed=seed)
     elif cfg.test == "mcnemar":
-        p = mcnemar_p(sum(x["b_passed"] and not x["c_passed"] for x in pairs), sum(x["c_passed"] and not x["b_passed"] for x in pairs))
+        b_only = sum(x.b_passed and not x.c_passed for x in pairs)
+        p = mcnemar_p(b_only, sum(x.c_passed and not x.b_passed for x in pairs))
     else:
         return True, f"c={c:.4f} beats b={b:.4f}"
     if p >= cfg.alpha:
@@ -54,46 +56,43 @@ def decide(b: float, c: float, pairs: list[dict], cfg: GateConfig, seed: int = 0
     return True, f"c={c:.4f} beats b={b:.4f}, paired {cfg.test} p={p:.3f}"
 
 
-def _pairs(inc: dict, cand: dict) -> list[dict]:
-    mean = lambda xs: sum(xs) / len(xs) if xs else 0.0  # noqa: E731
-    return [{"task_id": t, "b": mean(inc["per_task"][t]), "c": mean(cand["per_task"].get(t, [])),
-             "b_passed": any(inc["per_task_passed"][t]), "c_passed": any(cand["per_task_passed"].get(t, []))}
-            for t in inc["per_task"]]
-
-
 def gate(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
-    """Decide each validated candidate against the incumbent; the best accepted one becomes H[t+1]."""
+    """Decide each validated candidate against the incumbent; the best accepted one becomes H[t+1].
+    Every decision is stored as a ``GateDecisionRecord``."""
     ctx = services(runtime)
     val, inc_id, rnd = state.get("validation", {}), state["incumbent"], state.get("round", 0)
-    decisions, best = [], None
-    for cand in [c for c in state.get("checked", []) if c["status"] == "checked" and c["spec_id"] in val]:
-        b, c = val[inc_id]["score"], val[cand["spec_id"]]["score"]
-        pairs = _pairs(val[inc_id], val[cand["spec_id"]])
+    decisions: list[GateDecision] = []
+    best: GateDecision | None = None
+    for cand in [c for c in state.get("checked", []) if c.status == "checked" and c.spec_id in val]:
+        incumbent, candidate = val[inc_id], val[cand.spec_id or ""]
+        b, c = incumbent.score, candidate.score
+        pairs = GatePair.pairs(incumbent, candidate)
         accepted, reason = decide(b, c, pairs, ctx.config.gate, ctx.config.seed)
         if ctx.approve:
-            answer = interrupt({"round": rnd, "incumbent": inc_id, "candidate": cand["spec_id"], "b": b, "c": c,
+            answer = interrupt({"round": rnd, "incumbent": inc_id, "candidate": candidate.harness_id, "b": b, "c": c,
                                 "gate_says": accepted, "reason": reason, "question": "accept this candidate? (yes/no)"})
             human = str(answer).strip().lower() in ("y", "yes", "true", "1", "accept")
             reason, accepted = f"{reason}; person {'accepted' if human else 'rejected'}", human
-        decision = {"id": f"{state['run_id']}-r{rnd}-{cand['spec_id'][:12]}", "run_id": state["run_id"], "round": rnd,
-                    "incumbent_id": inc_id, "candidate_id": cand["spec_id"], "b": b, "c": c, "accepted": accepted,
-                    "reason": reason, "pairs": pairs}
+        decision = GateDecision(id=f"{ctx.run_id}-r{rnd}-{candidate.harness_id[:12]}", run_id=ctx.run_id, round=rnd,
+                                incumbent_id=inc_id, candidate_id=candidate.harness_id, b=b, c=c, accepted=accepted,
+                                reason=reason, pairs=pairs)
         decisions.append(decision)
-        if accepted and (best is None or c > best["c"]):
+        if accepted and (best is None or c > best.c):
             best = decision
     for d in decisions:
-        ctx.archive.add_gate_decision(GateDecisionRecord(**d))
+        ctx.archive.add_gate_decision(GateDecisionRecord(**d.model_dump()))
     for d in decisions:
-        ctx.reporter.log(f"gate   round {rnd}: {d['candidate_id'][:12]} {'ACCEPTED' if d is best else 'rejected'}: {d['reason']}")
+        verdict = "ACCEPTED" if d is best else "rejected"
+        ctx.reporter.log(f"gate   round {rnd}: {d.candidate_id[:12]} {verdict}: {d.reason}")
     if not decisions:
         ctx.reporter.log(f"gate   round {rnd}: no checked candidate; incumbent kept")
-    return {"decisions": decisions, "incumbent": best["candidate_id"] if best else inc_id}
+    return {"decisions": decisions, "incumbent": best.candidate_id if best else inc_id}
 
 
 def adopt(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """No gate (the ``ungated`` ablation): the first checked candidate replaces the incumbent."""
-    checked = [c for c in state.get("checked", []) if c["status"] == "checked"]
+    checked = [c for c in state.get("checked", []) if c.status == "checked" and c.spec_id]
     if checked:
-        services(runtime).reporter.log(f"adopt  round {state.get('round', 0)}: {checked[0]['spec_id'][:12]} (ungated)")
-        return {"incumbent": checked[0]["spec_id"]}
+        services(runtime).reporter.log(f"adopt  round {state.get('round', 0)}: {checked[0].spec_id[:12]} (ungated)")
+        return {"incumbent": checked[0].spec_id}
     return {}

@@ -6,23 +6,31 @@ import asyncio
 
 from langgraph.runtime import Runtime
 
-from coevo.harnesses.spec import load_harness
 from coevo.meta.context import MetaContext, services
-from coevo.meta.state import MetaState
-from coevo.nodes.validate import summarise
+from coevo.meta.state import Candidate, CandidateOutcome, EvalSummary, GateDecision, MetaState, RoundSummary
+
+
+def _fate(cand: Candidate, decision: GateDecision | None, incumbent: str) -> str:
+    if cand.status == "rejected":
+        return "rejected (check)"
+    if decision is not None:
+        return "accepted" if decision.accepted else "rejected (gate)"
+    return "adopted" if cand.spec_id == incumbent else "not adopted"
 
 
 def next_round(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
-    """Close round t: append its summary to ``history`` and advance ``round``."""
-    rnd = state.get("round", 0)
+    """Close round t: append its ``RoundSummary`` (incumbent, checkpoint, val scores, each
+    candidate's fate) to ``history`` and advance ``round``."""
+    rnd, incumbent = state.get("round", 0), state["incumbent"]
     val = state.get("validation", {})
-    summary = {"round": rnd, "incumbent": state["incumbent"], "checkpoint": state["checkpoint"],
-               "incumbent_val": val.get(state["incumbent"], {}).get("score"),
-               "trivial": next((v.get("trivial_baseline") for v in val.values()), None),
-               "candidates": [{"id": c.get("spec_id"), "status": c["status"], "reason": c.get("reason", ""),
-                               "val": val.get(c.get("spec_id") or "", {}).get("score")} for c in state.get("checked", [])],
-               "decisions": [{"candidate": d["candidate_id"], "b": d["b"], "c": d["c"], "accepted": d["accepted"]}
-                             for d in state.get("decisions", []) if d["round"] == rnd]}
+    decisions = {d.candidate_id: d for d in state.get("decisions", []) if d.round == rnd}
+    candidates = [CandidateOutcome(id=c.spec_id, status=c.status, reason=c.reason,
+                                   val=val[c.spec_id].score if c.spec_id in val else None,
+                                   fate=_fate(c, decisions.get(c.spec_id or ""), incumbent))
+                  for c in state.get("checked", [])]
+    summary = RoundSummary(round=rnd, incumbent=incumbent, checkpoint=state["checkpoint"],
+                           incumbent_val=val[incumbent].score if incumbent in val else None,
+                           trivial=next((v.trivial_baseline for v in val.values()), None), candidates=candidates)
     return {"history": [summary], "round": rnd + 1}
 
 
@@ -36,16 +44,8 @@ async def final_test(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     ctx = services(runtime)
     if not ctx.config.env.n_test:
         return {"test": {}}
-    tasks = ctx.tasks("test")
-
-    async def one(harness_id: str, checkpoint: str):
-        spec = load_harness(ctx.archive.get_harness(harness_id).spec)
-        return await ctx.evaluate(spec, checkpoint, ctx.env, "test", k=ctx.config.eval.k, seeds=ctx.config.seed,
-                                  model=ctx.policy(checkpoint), archive=ctx.archive, concurrency=ctx.config.eval.concurrency,
-                                  progress=ctx.reporter, run_id=state["run_id"], tasks=tasks)
-
-    start, final = await asyncio.gather(one(state["start_harness"], state["start_checkpoint"]),
-                                        one(state["incumbent"], state["checkpoint"]))
-    test = {"start": summarise(start), "final": summarise(final)}
-    ctx.reporter.log(f"test   start {start.mean_reward:.3f} -> final {final.mean_reward:.3f} (trivial {start.trivial_baseline})")
-    return {"test": test}
+    start, final = await asyncio.gather(ctx.evaluate(state["start_harness"], state["start_checkpoint"], "test"),
+                                        ctx.evaluate(state["incumbent"], state["checkpoint"], "test"))
+    ctx.reporter.log(f"test   start {start.mean_reward:.3f} -> final {final.mean_reward:.3f} "
+                     f"(trivial {start.trivial_baseline})")
+    return {"test": {"start": EvalSummary.of(start), "final": EvalSummary.of(final)}}

@@ -22,9 +22,10 @@ def base_checkpoint(config: RunConfig) -> CheckpointRecord:
 
 def setup(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """Store H0 (``config.harness`` or the env's base harness) and W0 unless the input names them
-    (``incumbent``, ``checkpoint``), and the run's train/val/test tasks. Idempotent."""
+    (``incumbent``, ``checkpoint``), and the run's train/val/test tasks; record the context's run id
+    in the state. Idempotent."""
     ctx = services(runtime)
-    run_id = state.get("run_id") or "studio"
+    run_id = ctx.run_id
     incumbent = state.get("incumbent")
     if not incumbent:
         incumbent = ctx.archive.add_harness(load_harness(ctx.config.harness or ctx.env.name), [], "base", run_id)

@@ -4,17 +4,8 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from coevo.harnesses.spec import load_harness
 from coevo.meta.context import MetaContext, services
 from coevo.meta.state import MetaState
-
-
-def incumbent_spec(state: MetaState, ctx: MetaContext):
-    """The incumbent ``HarnessSpec`` H[t], read back from the archive."""
-    record = ctx.archive.get_harness(state["incumbent"])
-    if record is None:
-        raise KeyError(f"harness {state['incumbent']} is not in the archive; the run's database is incomplete")
-    return load_harness(record.spec)
 
 
 async def train(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
@@ -23,10 +14,10 @@ async def train(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     ctx = services(runtime)
     if ctx.trainer is None:
         raise ValueError("this strategy trains weights but the run has no trainer; use strategy harness_only or static")
-    spec = incumbent_spec(state, ctx)
+    spec = ctx.spec(state["incumbent"])
     checkpoint, trajectories = await ctx.trainer(state["checkpoint"], spec, ctx.tasks("train"), state.get("round", 0))
     trajectories = [t.model_copy(update={"split": "train", "harness_id": spec.id}) for t in trajectories]
-    ctx.archive.add_trajectories(trajectories, None, state["run_id"])
+    ctx.archive.add_trajectories(trajectories, None, ctx.run_id)
     mean = sum(t.reward for t in trajectories) / len(trajectories) if trajectories else 0.0
     ctx.reporter.log(f"train  round {state.get('round', 0)}: {state['checkpoint']} -> {checkpoint}  "
                      f"{len(trajectories)} rollouts, train reward {mean:.3f}")
@@ -37,10 +28,8 @@ async def sample(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """Trajectories T[t] for refinement when weights are frozen (harness_only): one evaluation of
     the incumbent on the train split."""
     ctx = services(runtime)
-    result = await ctx.evaluate(incumbent_spec(state, ctx), state["checkpoint"], ctx.env, "train", k=ctx.config.eval.k,
-                                seeds=ctx.config.seed, model=ctx.policy(state["checkpoint"]), archive=ctx.archive,
-                                concurrency=ctx.config.eval.concurrency, progress=ctx.reporter, run_id=state["run_id"],
-                                tasks=ctx.tasks("train"))
+    result = await ctx.evaluate(state["incumbent"], state["checkpoint"], "train")
     ids = [i for o in result.per_task.values() for i in o.trajectory_ids]
-    ctx.reporter.log(f"sample round {state.get('round', 0)}: {len(ids)} train rollouts, mean reward {result.mean_reward:.3f}")
+    ctx.reporter.log(f"sample round {state.get('round', 0)}: {len(ids)} train rollouts, "
+                     f"mean reward {result.mean_reward:.3f}")
     return {"train_trajectories": ids}

@@ -10,15 +10,15 @@ from langchain_core.messages import AIMessage
 from coevo.config import RunConfig
 from coevo.envs.base import Episode, Score, Task
 from coevo.graphs.harness import arun_rollout
-from coevo.meta.run import run_meta
 from coevo.harnesses.spec import HarnessSpec, Prompt
-from coevo.models.fake import ScriptedChatModel
 from coevo.meta.context import MetaContext
-from coevo.evaluation.engine import evaluate
+from coevo.meta.run import run_meta
+from coevo.meta.state import Direction, GatePair
+from coevo.models.fake import ScriptedChatModel
+from coevo.models.trajectory import Trajectory
 from coevo.nodes.gate import decide, mcnemar_p
-from coevo.roles.llm import LLMCurator, LLMEditor
-from coevo.roles.offline import OfflineCurator, OfflineEditor
-from coevo.meta.state import Direction
+from coevo.roles.curator import LLMCurator, OfflineCurator
+from coevo.roles.editor import LLMEditor, OfflineEditor
 from coevo.storage import Archive
 from coevo.storage.tables import CheckpointRecord
 
@@ -85,7 +85,7 @@ def setup_run(tmp_path, effect="help", fail_once_at=None, strategy="vace", curat
     env, model = WordEnv(), policy(effect)
     ctx = MetaContext(config=config, env=env, archive=archive, policy=lambda ckpt: model,
                       trainer=FakeTrainer(env, model, archive, fail_once_at), curator=curator or OfflineCurator(2),
-                      editor=editor or OfflineEditor(), evaluate=evaluate)
+                      editor=editor or OfflineEditor())
     return config, ctx, archive
 
 
@@ -96,11 +96,11 @@ async def _run(config, ctx, archive, run_id="run-1", resume=False):
 def test_gate_accepts_an_improving_candidate(tmp_path):
     config, ctx, archive = setup_run(tmp_path, "help")
     state = asyncio.run(_run(config, ctx, archive))
-    accepted = [d for d in state["decisions"] if d["accepted"]]
-    assert len(accepted) == 1 and accepted[0]["round"] == 0
-    assert accepted[0]["b"] == 0.0 and accepted[0]["c"] == 1.0
-    assert state["incumbent"] == accepted[0]["candidate_id"]
-    assert state["test"]["final"]["score"] == 1.0 and state["test"]["start"]["score"] == 0.0
+    accepted = [d for d in state["decisions"] if d.accepted]
+    assert len(accepted) == 1 and accepted[0].round == 0
+    assert accepted[0].b == 0.0 and accepted[0].c == 1.0
+    assert state["incumbent"] == accepted[0].candidate_id
+    assert state["test"]["final"].score == 1.0 and state["test"]["start"].score == 0.0
     stored = archive.list_gate_decisions("run-1")
     assert len(stored) == len(state["decisions"]) and stored[0].pairs
     assert state["checkpoint"] == f"{state['start_checkpoint']}+r0+r1"
@@ -111,7 +111,7 @@ def test_gate_rejects_a_regressing_candidate(tmp_path):
     config.meta.local_check = False  # let the regressing candidate reach the gate
     state = asyncio.run(_run(config, ctx, archive))
     assert state["decisions"], "the candidate should have been validated"
-    assert not any(d["accepted"] for d in state["decisions"])
+    assert not any(d.accepted for d in state["decisions"])
     assert state["incumbent"] == state["start_harness"]
 
 
@@ -120,7 +120,7 @@ def test_gate_rule_rejects_a_tie_and_honours_margin_and_tests():
     assert decide(0.5, 0.5, [], cfg) == (False, "c=0.5000 does not beat b=0.5000")
     assert decide(0.5, 0.6, [], cfg)[0]
     assert not decide(0.5, 0.55, [], cfg.model_copy(update={"min_margin": 0.1}))[0]
-    pairs = [{"b": 0.0, "c": 1.0, "b_passed": False, "c_passed": True}] * 2
+    pairs = [GatePair(task_id="t", b=0.0, c=1.0, b_passed=False, c_passed=True)] * 2
     assert not decide(0.0, 1.0, pairs, cfg.model_copy(update={"test": "mcnemar"}))[0]  # p = 0.25
     assert decide(0.0, 1.0, pairs * 4, cfg.model_copy(update={"test": "mcnemar"}))[0]  # p = 1/256
     assert mcnemar_p(0, 8) == pytest.approx(1 / 256)
@@ -138,17 +138,19 @@ def test_malformed_llm_replies_become_rejected_proposals():
     spec = HarnessSpec()
     direction = Direction(id="d0", cause="wrong", description="x", task_ids=["a", "b"])
     editor = LLMEditor("openai/gpt-4o-mini", mock_response="this is not json")
-    cand = editor.propose(direction, spec, {})
+    proposal = editor.propose(direction, spec, {})
+    cand = proposal.candidate
     assert cand.status == "rejected" and "invalid reply after one repair" in cand.reason
-    assert len(editor.calls) == 2  # the first try and one repair
+    assert len(proposal.calls) == 2  # the first try and one repair
     bad_patch = json.dumps({"rationale": "r", "patch": [{"op": "replace", "path": "/nope/x", "value": 1}]})
-    cand = LLMEditor("openai/gpt-4o-mini", mock_response=bad_patch).propose(direction, spec, {})
+    cand = LLMEditor("openai/gpt-4o-mini", mock_response=bad_patch).propose(direction, spec, {}).candidate
     assert cand.status == "rejected" and "/nope/x" in cand.reason
     good = json.dumps({"rationale": "be brief", "patch": [{"op": "replace", "path": "/prompt/system", "value": "Be brief."}]})
-    cand = LLMEditor("openai/gpt-4o-mini", mock_response=good).propose(direction, spec, {})
+    cand = LLMEditor("openai/gpt-4o-mini", mock_response=good).propose(direction, spec, {}).candidate
     assert cand.status == "proposed" and cand.patch[0]["value"] == "Be brief."
     curator = LLMCurator("openai/gpt-4o-mini", mock_response="{\"directions\": 3}")
-    assert curator.curate([], spec, {}) == [] and "invalid reply" in curator.last_reason
+    curation = curator.curate([Trajectory(task_id="a", split="train", final_answer="x")], spec, {})
+    assert curation.directions == [] and "invalid reply" in curation.reason
 
 
 def test_malformed_llm_edits_in_a_run_are_rejected_not_crashes(tmp_path):
@@ -158,10 +160,26 @@ def test_malformed_llm_edits_in_a_run_are_rejected_not_crashes(tmp_path):
     assert all(e.status == "rejected" for e in archive.list_edits("run-1"))
 
 
+def test_meta_role_llm_calls_land_in_the_archive(tmp_path):
+    directions = json.dumps({"directions": [{"cause": "wrong word", "description": "d", "task_ids": ["w-apple", "w-pear"]}]})
+    fix = json.dumps({"rationale": "name the function", "patch": [
+        {"op": "replace", "path": "/prompt/system", "value": "Answer the task. Call exactly the function asked for."}]})
+    config, ctx, archive = setup_run(tmp_path, "help", curator=LLMCurator("openai/gpt-4o-mini", mock_response=directions),
+                                     editor=LLMEditor("openai/gpt-4o-mini", mock_response=fix))
+    state = asyncio.run(_run(config, ctx, archive))
+    assert [d.accepted for d in state["decisions"]] == [True]
+    calls = archive.list_llm_calls("run-1")
+    # round 0: one curator call, one editor call; round 1: every train task passes, so no call
+    assert sorted(c.role for c in calls) == ["curator", "editor"]
+    for call in calls:
+        assert call.model == "openai/gpt-4o-mini" and call.input_tokens > 0 and call.output_tokens > 0
+        assert call.latency_s > 0 and call.cost_usd > 0 and call.response["content"] in (directions, fix)
+    assert archive.list_llm_calls("run-1", role="editor")[0].request["schema"] == "EditReply"
+
 def _summary(state):
     return {"incumbent": state["incumbent"], "checkpoint": state["checkpoint"], "test": state["test"],
-            "decisions": [(d["round"], d["candidate_id"], d["b"], d["c"], d["accepted"]) for d in state["decisions"]],
-            "history": [(h["round"], h["incumbent"], h["incumbent_val"]) for h in state["history"]]}
+            "decisions": [(d.round, d.candidate_id, d.b, d.c, d.accepted) for d in state["decisions"]],
+            "history": [(h.round, h.incumbent, h.incumbent_val) for h in state["history"]]}
 
 
 def test_a_run_killed_mid_round_resumes_to_the_same_final_state(tmp_path):
@@ -184,8 +202,8 @@ def test_a_run_killed_mid_round_resumes_to_the_same_final_state(tmp_path):
 def test_report_and_summary_show_rounds_decisions_and_plots(tmp_path):
     from rich.console import Console
 
-    from coevo.report.html import write_report
     from coevo.cli.run import summary_table
+    from coevo.report.html import write_report
 
     config, ctx, archive = setup_run(tmp_path, "help")
     state = asyncio.run(_run(config, ctx, archive))

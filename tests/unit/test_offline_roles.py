@@ -5,7 +5,8 @@ from coevo.envs.base import Task
 from coevo.harnesses.patch import apply_patch
 from coevo.harnesses.spec import HarnessSpec
 from coevo.models.trajectory import Trajectory
-from coevo.roles.offline import OfflineCurator, OfflineEditor, failure_cause
+from coevo.roles.curator import OfflineCurator, failure_cause
+from coevo.roles.editor import OfflineEditor
 
 
 def traj(task_id, split="train", passed=False, error="simple_function_checker:wrong_func_name", answer="[f(1)]",
@@ -21,7 +22,7 @@ def tasks(*ids, split="train"):
 
 def test_curator_groups_train_failures_by_verifier_error_and_needs_two_tasks():
     ts = [traj("a"), traj("a"), traj("b"), traj("c", error="value_error"), traj("v", split="val"), traj("w", split="val")]
-    directions = OfflineCurator(2).curate(ts, HarnessSpec(), tasks("a", "b", "c"))
+    directions = OfflineCurator(2).curate(ts, HarnessSpec(), tasks("a", "b", "c")).directions
     assert [d.cause for d in directions] == ["simple_function_checker:wrong_func_name"]
     assert directions[0].task_ids == ["a", "b"]
     assert [e["task_id"] for e in directions[0].evidence] == ["a", "b"]  # one excerpt per task, no val task
@@ -35,9 +36,9 @@ def test_failure_cause_prefers_how_the_episode_ended():
 def test_editor_adds_a_rule_and_demonstrations_from_train_diagnostics_only():
     spec = HarnessSpec()
     ts = [traj("a", expected="[g(a=1)]"), traj("b", expected="[h(b=2)]")]
-    direction = OfflineCurator(2).curate(ts, spec, tasks("a", "b"))[0]
+    direction = OfflineCurator(2).curate(ts, spec, tasks("a", "b")).directions[0]
     all_tasks = {**tasks("a"), **tasks("b", split="val")}  # b is (wrongly) a val task: its answer must not be used
-    cand = OfflineEditor().propose(direction, spec, all_tasks)
+    cand = OfflineEditor().propose(direction, spec, all_tasks).candidate
     child = apply_patch(spec, cand.patch)
     demos = list(child.skills.values())
     assert len(demos) == 1 and demos[0].output == "[g(a=1)]" and demos[0].input == "prompt of a"
@@ -47,8 +48,8 @@ def test_editor_adds_a_rule_and_demonstrations_from_train_diagnostics_only():
 def test_editor_adds_a_budget_hook_when_runs_end_without_an_answer():
     spec = HarnessSpec()
     ts = [traj("a", answer=None, stop="budget:model_calls"), traj("b", answer=None, stop="budget:model_calls")]
-    direction = OfflineCurator(2).curate(ts, spec, tasks("a", "b"))[0]
-    child = apply_patch(spec, OfflineEditor().propose(direction, spec, tasks("a", "b")).patch)
+    direction = OfflineCurator(2).curate(ts, spec, tasks("a", "b")).directions[0]
+    child = apply_patch(spec, OfflineEditor().propose(direction, spec, tasks("a", "b")).candidate.patch)
     hook = child.hooks["finish_before_budget"]
     assert (hook.condition, hook.action, hook.parameters) == ("remaining_steps_lte", "warn", {"threshold": 2})
 
@@ -56,6 +57,6 @@ def test_editor_adds_a_budget_hook_when_runs_end_without_an_answer():
 def test_editor_rejects_a_direction_it_has_no_edit_for():
     spec = HarnessSpec()
     ts = [traj("a", error="mystery", expected=""), traj("b", error="mystery", expected="")]
-    direction = OfflineCurator(2).curate(ts, spec, tasks("a", "b"))[0]
-    cand = OfflineEditor().propose(direction, spec, tasks("a", "b"))
+    direction = OfflineCurator(2).curate(ts, spec, tasks("a", "b")).directions[0]
+    cand = OfflineEditor().propose(direction, spec, tasks("a", "b")).candidate
     assert cand.status == "rejected" and "no offline edit" in cand.reason

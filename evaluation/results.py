@@ -1,0 +1,96 @@
+"""The results of an evaluation (``coevo.evaluation.engine.evaluate``): per-task outcomes, the
+aggregates stored with the evaluation, and paired outcomes of two harnesses on the same tasks and
+seeds (what VACE's validation gate compares)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class TaskOutcome(BaseModel):
+    """The k rollouts of one task: ``seeds[j]``, ``rewards[j]`` in [0, 1], ``passed[j]``."""
+
+    task_id: str
+    seeds: list[int]
+    rewards: list[float]
+    passed: list[bool]
+    trajectory_ids: list[str] = Field(default_factory=list)
+
+    @property
+    def mean_reward(self) -> float:
+        """Mean reward over the k rollouts."""
+        return sum(self.rewards) / len(self.rewards) if self.rewards else 0.0
+
+    @property
+    def pass_rate(self) -> float:
+        """Fraction of the k rollouts that passed."""
+        return sum(self.passed) / len(self.passed) if self.passed else 0.0
+
+
+class EvalResult(BaseModel):
+    """What ``evaluate`` returns and stores as the evaluation's aggregates.
+
+    Rates are in [0, 1]; ``latency_s`` is the mean wall time per rollout, ``wall_s`` the whole
+    evaluation's; ``trivial_baseline`` the env's best trivial-policy mean reward on the split (None
+    when the env has no ``trivial_baseline``); ``resumed_tasks`` tasks reused from the archive;
+    ``reward_mode`` what the rewards are: ``correct`` (1/0 on the checker's pass) or ``partial``
+    (its partial credit), ``""`` for an env that does not say (``Env``).
+    """
+
+    evaluation_id: str
+    harness_id: str
+    checkpoint_id: str
+    env: str
+    split: str
+    k: int
+    seeds: list[int]
+    n_tasks: int
+    n_rollouts: int
+    pass_at_k: float
+    avg_at_k: float
+    mean_reward: float
+    timr: float
+    interface_violations: int
+    model_turns: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+    latency_s: float
+    wall_s: float
+    stop_reasons: dict[str, int] = Field(default_factory=dict)
+    trivial_baseline: float | None = None
+    trivial_detail: dict[str, Any] = Field(default_factory=dict)
+    resumed_tasks: int = 0
+    reward_mode: str = ""
+    per_task: dict[str, TaskOutcome] = Field(default_factory=dict)
+
+
+class TaskPair(BaseModel):
+    """One task under harness A and harness B, same seeds: per-rollout rewards and passes."""
+
+    task_id: str
+    seeds: list[int]
+    a_rewards: list[float]
+    b_rewards: list[float]
+    a_passed: list[bool]
+    b_passed: list[bool]
+
+    @property
+    def a(self) -> float:
+        """A's mean reward on the task."""
+        return sum(self.a_rewards) / len(self.a_rewards) if self.a_rewards else 0.0
+
+    @property
+    def b(self) -> float:
+        """B's mean reward on the task."""
+        return sum(self.b_rewards) / len(self.b_rewards) if self.b_rewards else 0.0
+
+
+class PairedResult(BaseModel):
+    """Two evaluations on the same tasks and seeds and their per-task ``pairs`` (task order)."""
+
+    a: EvalResult
+    b: EvalResult
+    pairs: list[TaskPair]

@@ -1,0 +1,95 @@
+"""The strategy table: every meta-loop strategy's name, wiring, description, whether it trains
+weights, the meta roles it needs, and its ``langgraph.json`` entry — declared once, here.
+
+Everything else derives from ``STRATEGIES``: ``RunConfig.strategy``'s valid values, the CLI's
+``--strategy`` help, ``make_context``'s trainer and roles, ``run_meta``'s graph, and the graphs of
+``langgraph.json`` (``python -m coevo.graphs.registry`` rewrites it; a unit test fails when the two
+disagree). Importing this module is cheap: a strategy's builder module (and LangGraph) is imported
+only when ``Strategy.build`` is called. A new strategy is one more row (DESIGN.md strategy table).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """One row of the strategy table.
+
+    ``module``: the dotted path of the module whose ``build()`` returns the uncompiled
+    ``StateGraph`` and whose module-level ``graph`` is the compiled one Studio serves.
+    ``trains``: the strategy updates weights (the run gets a ``StageTrainer``). ``roles``: the
+    meta roles it calls (``curator``, ``editor``; later ``profiler``, ``voter``, ``proposer``).
+    """
+
+    name: str
+    module: str
+    description: str
+    trains: bool
+    roles: tuple[str, ...] = ()
+
+    def build(self) -> Any:
+        """The strategy's uncompiled ``StateGraph`` (imports its module now)."""
+        return importlib.import_module(self.module).build()
+
+    @property
+    def langgraph_entry(self) -> str:
+        """Its ``langgraph.json`` value: ``./<module path>.py:graph``."""
+        return "./" + self.module.removeprefix("coevo.").replace(".", "/") + ".py:graph"
+
+
+REFINE = ("curator", "editor")
+
+STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
+    Strategy("vace", "coevo.graphs.vace", "VACE Algorithm 1: train, refine, validate, gate, every round", True, REFINE),
+    Strategy("static", "coevo.graphs.static", "baseline: H0 and W0 tested as they are", False),
+    Strategy("harness_only", "coevo.graphs.harness_only", "VACE refinement with frozen weights, gated", False, REFINE),
+    Strategy("rl_only", "coevo.graphs.rl_only", "the weight stage only, harness frozen at H0", True),
+    Strategy("ungated", "coevo.graphs.ungated", "VACE's ablation: train and refine, the candidate adopted ungated",
+             True, REFINE),
+)}
+
+OTHER_GRAPHS: dict[str, str] = {"harness_demo": "./graphs/demo.py:graph"}
+"""``langgraph.json`` graphs that are not strategies (the demo agent; later the routed graph)."""
+
+
+def strategy_names() -> str:
+    """The valid strategy names as one comma-separated string (for help texts and errors)."""
+    return ", ".join(STRATEGIES)
+
+
+def get_strategy(name: str) -> Strategy:
+    """The row of strategy ``name``. Raises ``ValueError`` naming the valid strategies."""
+    if name not in STRATEGIES:
+        raise ValueError(f"unknown strategy {name!r}: use one of {strategy_names()}")
+    return STRATEGIES[name]
+
+
+def langgraph_config(current: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``langgraph.json``'s content: ``current``'s other keys kept, ``graphs`` = the other graphs
+    and one entry per strategy (in table order)."""
+    config = dict(current or {"dependencies": ["."], "env": {}})
+    config["graphs"] = {**OTHER_GRAPHS, **{s.name: s.langgraph_entry for s in STRATEGIES.values()}}
+    return config
+
+
+def write_langgraph_json(path: Path = ROOT / "langgraph.json") -> bool:
+    """Rewrite ``path`` from the table; returns whether its content changed."""
+    before = path.read_text() if path.exists() else ""
+    after = json.dumps(langgraph_config(json.loads(before) if before else None), indent=2) + "\n"
+    if after != before:
+        path.write_text(after)
+    return after != before
+
+
+if __name__ == "__main__":  # python -m coevo.graphs.registry [PATH]: regenerate langgraph.json
+    target = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "langgraph.json"
+    print(f"{target}: {'rewritten' if write_langgraph_json(target) else 'already up to date'}")

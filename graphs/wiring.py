@@ -1,0 +1,47 @@
+"""Sub-wirings several strategies share: the meta graph's start, the refinement chain and the
+round loop. Each is a few ``add_node``/``add_edge`` lines a strategy calls by name; a strategy
+module stays the place where its algorithm is read."""
+
+from __future__ import annotations
+
+from langgraph.graph import END, START, StateGraph
+
+from coevo.meta.context import MetaContext
+from coevo.meta.state import MetaState
+from coevo.nodes.check import check
+from coevo.nodes.curate import curate
+from coevo.nodes.edit import edit, fan_out
+from coevo.nodes.schedule import final_test, more_rounds, next_round
+from coevo.nodes.setup import setup
+
+
+def meta_graph() -> StateGraph:
+    """A meta-loop ``StateGraph`` (state ``MetaState``, context ``MetaContext``) that starts with
+    ``setup`` (H0, W0 and the run's tasks) and ends with ``final_test`` (test of the start and
+    final pairs); the strategy wires what lies between."""
+    builder = StateGraph(MetaState, context_schema=MetaContext)
+    builder.add_node("setup", setup)
+    builder.add_node("final_test", final_test)
+    builder.add_edge(START, "setup")
+    builder.add_edge("final_test", END)
+    return builder
+
+
+def add_refinement(builder: StateGraph, after: str) -> str:
+    """H'[t] = refine(H[t], T[t]) after node ``after``: ``curate`` (directions) -> one ``edit`` per
+    direction (``Send``) -> ``check`` (Harness-S Table 8). Returns the last node, ``"check"``."""
+    builder.add_node("curate", curate)
+    builder.add_node("edit", edit)
+    builder.add_node("check", check)
+    builder.add_edge(after, "curate")
+    builder.add_conditional_edges("curate", fan_out, ["edit", "check"])
+    builder.add_edge("edit", "check")
+    return "check"
+
+
+def add_rounds(builder: StateGraph, first: str, last: str) -> None:
+    """``for t in rounds``: after ``last``, ``next_round`` closes round t and goes back to
+    ``first`` while rounds remain, else to ``final_test``."""
+    builder.add_node("next_round", next_round)
+    builder.add_edge(last, "next_round")
+    builder.add_conditional_edges("next_round", more_rounds, {"continue": first, "done": "final_test"})

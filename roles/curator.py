@@ -1,0 +1,160 @@
+"""The curator (Harness-S §3.2): failed *train* trajectories grouped by root cause into repair
+directions, each supported by ≥ ``min_failed`` distinct failed tasks.
+
+Two implementations side by side: ``OfflineCurator`` (deterministic, no key: groups by the
+verifier's own error type or by how the episode ended) and ``LLMCurator`` (a LiteLLM model with a
+JSON-schema reply and one repair retry). Only ``split == "train"`` trajectories are read, so
+validation and test answers never reach a curator.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import defaultdict
+from typing import Any, Protocol, Sequence
+
+from pydantic import BaseModel, Field
+
+from coevo.config import RunConfig
+from coevo.envs.base import Env, Task
+from coevo.harnesses.spec import HarnessSpec
+from coevo.meta.state import Direction
+from coevo.models.trajectory import Trajectory
+from coevo.roles.llm import JsonRole
+from coevo.storage.tables import LLMCallRecord
+
+
+class Curation(BaseModel):
+    """A curator's answer: the directions (largest support first), why there are none when the
+    reply was rejected (``reason``), and the LLM calls it made (for the archive)."""
+
+    directions: list[Direction] = Field(default_factory=list)
+    reason: str = ""
+    calls: list[LLMCallRecord] = Field(default_factory=list)
+
+
+class Curator(Protocol):
+    """Groups failed train trajectories by root cause into repair directions (Harness-S §3.2)."""
+
+    def curate(self, trajectories: Sequence[Trajectory], spec: HarnessSpec, tasks: dict[str, Task]) -> Curation:
+        """The repair directions of the train failures among ``trajectories`` (``tasks``: train tasks by id)."""
+
+
+def failure_cause(t: Trajectory) -> str:
+    """The root-cause label of a failed trajectory: how it ended, else the verifier's own error type
+    (``detail["public"]["error_type"]``/``["verifier_error"]``, e.g. BFCL's
+    ``simple_function_checker:wrong_func_name``)."""
+    if t.final_answer is None:
+        return f"no_answer:{t.stop_reason or 'unknown'}"
+    detail = t.score_detail or {}
+    public = detail.get("public") if isinstance(detail.get("public"), dict) else {}
+    candidates = (public.get("error_type"), public.get("verifier_error"), detail.get("error_type"), detail.get("error"))
+    for value in candidates:
+        if isinstance(value, list) and value:
+            value = value[0]
+        if isinstance(value, str) and value.strip():
+            return value.strip()[:80]
+    if t.interface_violations:
+        return "interface_violation"
+    return "wrong_answer"
+
+
+def excerpt(t: Trajectory, chars: int = 300) -> dict[str, Any]:
+    """Evidence from a *train* trajectory: its answer, last reply and scoring diagnostics."""
+    replies = [m for m in t.messages if m.get("type") == "ai"]
+    last = str(replies[-1]["data"].get("content", ""))[:chars] if replies else ""
+    return {"task_id": t.task_id, "answer": (t.final_answer or "")[:chars], "last_reply": last,
+            "stop_reason": t.stop_reason, "diagnostics": json.loads(json.dumps(t.score_detail, default=str))}
+
+
+class OfflineCurator:
+    """Group failures by ``failure_cause``; keep causes with ≥ ``min_failed`` distinct tasks.
+
+    Directions are ordered by support, largest first; each carries one excerpt per failed task
+    (at most ``max_evidence``).
+    """
+
+    def __init__(self, min_failed: int = 2, max_evidence: int = 5) -> None:
+        self.min_failed, self.max_evidence = min_failed, max_evidence
+
+    def curate(self, trajectories: Sequence[Trajectory], spec: HarnessSpec, tasks: dict[str, Task]) -> Curation:
+        """The directions of ``trajectories``' train failures (see class doc)."""
+        groups: dict[str, list[Trajectory]] = defaultdict(list)
+        for t in trajectories:
+            if t.split == "train" and not t.passed:
+                groups[failure_cause(t)].append(t)
+        directions = []
+        for cause, ts in sorted(groups.items(), key=lambda kv: (-len({t.task_id for t in kv[1]}), kv[0])):
+            task_ids = sorted({t.task_id for t in ts})
+            if len(task_ids) >= self.min_failed:
+                first = {t.task_id: t for t in reversed(ts)}  # one excerpt per distinct task
+                slug = re.sub(r"[^a-z0-9]+", "_", cause.lower())[:40]
+                directions.append(Direction(id=f"d{len(directions)}-{slug}", cause=cause, task_ids=task_ids,
+                                            description=f"{len(task_ids)} train tasks fail with {cause!r}",
+                                            evidence=[excerpt(first[i]) for i in task_ids[:self.max_evidence]]))
+        return Curation(directions=directions)
+
+
+class DirectionReply(BaseModel):
+    """One root-cause group in the LLM curator's reply."""
+
+    cause: str
+    description: str
+    task_ids: list[str]
+
+
+class CuratorReply(BaseModel):
+    """The LLM curator's reply: every failure grouped by root cause (or left out as unresolved)."""
+
+    directions: list[DirectionReply]
+
+
+class LLMCurator(JsonRole):
+    """The curator as a LiteLLM model: every failed train trajectory (up to 40, with the task and
+    the verifier's error) goes to the model, which groups them by root cause; a group naming a task
+    that did not fail is a validation error (repaired once). A reply that never validates gives no
+    directions and says why in ``Curation.reason``."""
+
+    role = "curator"
+
+    def __init__(self, model: str, min_failed: int = 2, **kw: Any) -> None:
+        super().__init__(model, **kw)
+        self.min_failed = min_failed
+
+    def curate(self, trajectories: Sequence[Trajectory], spec: HarnessSpec, tasks: dict[str, Task]) -> Curation:
+        """The directions of ``trajectories``' train failures (see class doc); no call without failures."""
+        failed = [t for t in trajectories if t.split == "train" and not t.passed]
+        if not failed:
+            return Curation(reason="no failed train trajectory")
+        failed_ids = {t.task_id for t in failed}
+        evidence = [{**excerpt(t), "task": tasks[t.task_id].prompt[:400] if t.task_id in tasks else "",
+                     "verifier_error": failure_cause(t)} for t in failed[:40]]
+
+        def check(reply: CuratorReply) -> None:
+            for d in reply.directions:
+                unknown = set(d.task_ids) - failed_ids
+                if unknown:
+                    raise ValueError(f"direction {d.cause!r} names task ids that are not failures: "
+                                     f"{sorted(unknown)[:5]}")
+
+        system = ("You are the failure curator of an agent-harness search. Group every failed trajectory by root "
+                  "cause, as repair directions; each direction must be supported by at least "
+                  f"{self.min_failed} distinct failed tasks.")
+        user = (f"Current harness:\n{spec.model_dump_json(indent=1)}\n\n"
+                f"Failures (train split):\n{json.dumps(evidence, indent=1)}")
+        reply = self.ask(system, user, CuratorReply, check)
+        if reply.value is None:
+            return Curation(reason=reply.reason, calls=reply.calls)
+        by_id = {t.task_id: t for t in failed}
+        directions = [Direction(id=f"d{i}", cause=d.cause, description=d.description, task_ids=sorted(set(d.task_ids)),
+                                evidence=[excerpt(by_id[x]) for x in sorted(set(d.task_ids))[:3]])
+                      for i, d in enumerate(reply.value.directions) if len(set(d.task_ids)) >= self.min_failed]
+        return Curation(directions=directions, calls=reply.calls)
+
+
+def curator_for(config: RunConfig, env: Env) -> Curator:
+    """The run's curator: ``OfflineCurator`` when ``meta.model == "offline"``, else ``LLMCurator``."""
+    if config.meta.model == "offline":
+        return OfflineCurator(config.meta.min_failed_tasks)
+    return LLMCurator(config.meta.model, config.meta.min_failed_tasks, temperature=config.meta.temperature)

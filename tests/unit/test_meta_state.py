@@ -1,0 +1,62 @@
+"""The meta state is typed: every domain field holds pydantic models, each listed for the
+checkpointer, and they survive its serialiser unchanged."""
+
+import typing
+
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from pydantic import BaseModel
+
+from coevo.evaluation.results import TaskOutcome
+from coevo.meta.state import (
+    STATE_MODELS,
+    Candidate,
+    CandidateChecks,
+    Direction,
+    EvalSummary,
+    GateDecision,
+    GatePair,
+    MetaState,
+    RoundSummary,
+)
+
+
+def _models(tp, seen):
+    """Every pydantic model reachable from type ``tp`` (fields, list/dict/Annotated/union args)."""
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        if tp not in seen:
+            seen.add(tp)
+            for field in tp.model_fields.values():
+                _models(field.annotation, seen)
+        return seen
+    for arg in typing.get_args(tp):
+        _models(arg, seen)
+    return seen
+
+
+def test_every_model_in_the_state_is_on_the_checkpointer_allow_list():
+    hints = typing.get_type_hints(MetaState, include_extras=True)
+    reachable = set()
+    for tp in hints.values():
+        _models(tp, reachable)
+    assert reachable == set(STATE_MODELS)
+
+
+def test_no_state_field_is_an_untyped_dict_or_list_of_dicts():
+    for name, tp in typing.get_type_hints(MetaState).items():
+        for arg in (tp, *typing.get_args(tp)):
+            assert arg is not dict and typing.get_args(arg) != (str, typing.Any), f"MetaState.{name}: {tp}"
+        assert typing.get_origin(tp) is not dict or issubclass(typing.get_args(tp)[1], BaseModel), name
+
+
+def test_state_models_survive_the_checkpoint_serialiser():
+    serde = JsonPlusSerializer(allowed_msgpack_modules=STATE_MODELS)
+    outcome = TaskOutcome(task_id="t", seeds=[0], rewards=[1.0], passed=[True], trajectory_ids=["x"])
+    summary = EvalSummary(harness_id="h", checkpoint_id="w", split="val", evaluation_id="e", score=1.0, pass_at_k=1.0,
+                          avg_at_k=1.0, timr=0.0, per_task={"t": outcome})
+    state = {"directions": [Direction(id="d0", cause="c", description="d", task_ids=["a", "b"])],
+             "checked": [Candidate(id="c", direction="d0", parent_id="h", checks=CandidateChecks(local_tasks=3))],
+             "validation": {"h": summary},
+             "decisions": [GateDecision(id="g", run_id="r", round=0, incumbent_id="h", candidate_id="c", b=0.0, c=1.0,
+                                        accepted=True, reason="ok", pairs=GatePair.pairs(summary, summary))],
+             "history": [RoundSummary(round=0, incumbent="h", checkpoint="w")]}
+    assert serde.loads_typed(serde.dumps_typed(state)) == state

@@ -1,0 +1,88 @@
+"""The strategy table: langgraph.json, the config's choices, the run's services and each strategy's
+wiring all derive from it."""
+
+import importlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from coevo.config import ConfigError, RunConfig, parse_config
+from coevo.graphs.registry import STRATEGIES, get_strategy, langgraph_config, write_langgraph_json
+from coevo.meta.services import make_context
+from coevo.storage import Archive
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_langgraph_json_lists_every_strategy_of_the_table():
+    on_disk = json.loads((ROOT / "langgraph.json").read_text())
+    assert on_disk["graphs"] == langgraph_config(on_disk)["graphs"], "run `python -m coevo.graphs.registry`"
+    for name, strategy in STRATEGIES.items():
+        path, attr = on_disk["graphs"][name].split(":")
+        assert (ROOT / path).is_file() and attr == "graph"
+
+
+def test_write_langgraph_json_regenerates_the_file(tmp_path):
+    target = tmp_path / "langgraph.json"
+    target.write_text(json.dumps({"dependencies": ["."], "graphs": {"vace": "./old.py:graph"}, "env": {"A": "1"}}))
+    assert write_langgraph_json(target)
+    written = json.loads(target.read_text())
+    assert written["env"] == {"A": "1"} and written["graphs"]["ungated"] == "./graphs/ungated.py:graph"
+    assert written["graphs"] == json.loads((ROOT / "langgraph.json").read_text())["graphs"]
+    assert not write_langgraph_json(target)  # already up to date
+
+
+def test_importing_the_table_imports_no_strategy_module():
+    code = ("import sys, coevo.graphs.registry as r; r.get_strategy('vace'); "
+            "assert not any(s.module in sys.modules for s in r.STRATEGIES.values()), sorted(sys.modules)")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("name", list(STRATEGIES))
+def test_each_strategy_module_compiles_its_graph_under_its_name(name):
+    strategy = STRATEGIES[name]
+    module = importlib.import_module(strategy.module)
+    assert module.graph.name == name
+    nodes = set(strategy.build().compile().get_graph().nodes)
+    assert {"setup", "final_test"} <= nodes
+    assert ("train" in nodes) == strategy.trains
+    assert ("curate" in nodes and "edit" in nodes) == ("editor" in strategy.roles)
+
+
+def test_wirings_differ_as_the_design_table_says():
+    nodes = {n: set(s.build().compile().get_graph().nodes) - {"__start__", "__end__"} for n, s in STRATEGIES.items()}
+    assert nodes["static"] == {"setup", "final_test"}
+    assert {"validate", "gate"} <= nodes["vace"] and {"validate", "gate"} <= nodes["harness_only"]
+    assert "sample" in nodes["harness_only"] and "train" not in nodes["harness_only"]
+    assert "adopt" in nodes["ungated"] and not {"validate", "gate"} & nodes["ungated"]
+    assert nodes["rl_only"] == {"setup", "train", "next_round", "final_test"}
+
+
+def test_an_unknown_strategy_is_an_error_naming_the_valid_ones():
+    with pytest.raises(ConfigError) as err:
+        parse_config({"strategy": "vacee"})
+    assert "strategy:" in str(err.value) and all(name in str(err.value) for name in STRATEGIES)
+    with pytest.raises(ValueError, match="harness_only"):
+        get_strategy("nope")
+
+
+@pytest.mark.parametrize("name", list(STRATEGIES))
+def test_the_run_gets_a_trainer_and_roles_only_when_its_strategy_needs_them(tmp_path, name):
+    config = RunConfig(strategy=name, db=str(tmp_path / "run.db"))
+    ctx = make_context(config, Archive(config.db), "r1", env=object())
+    strategy = get_strategy(name)
+    assert (ctx.trainer is not None) == strategy.trains
+    assert (ctx.curator is not None) == ("curator" in strategy.roles)
+    assert (ctx.editor is not None) == ("editor" in strategy.roles)
+    assert ctx.run_id == "r1"
+
+
+def test_cli_strategy_help_lists_the_table():
+    from coevo.cli.app import app
+
+    out = CliRunner().invoke(app, ["run", "--help"], terminal_width=400).output
+    assert all(name in out for name in STRATEGIES)
