@@ -64,12 +64,15 @@ class EnvConfig(Section):
 class TrainConfig(StageSettings):
     """The weight-update stage (GRPO per Harness-S §7, or RSFT per WHALE §3.1) with LoRA: the
     ``algorithm``, the sampling ``temperature`` and output budget (``max_new_tokens``) of training
-    rollouts, and every ``coevo.training.config.StageSettings`` key (steps, batch, learning rate,
-    LoRA, clip ranges, RSFT threshold, ...) with its one default."""
+    rollouts, Eq. 5 ``rescue`` under the previous round's checked candidates, and every
+    ``coevo.training.config.StageSettings`` key (steps, batch, learning rate, LoRA, clip ranges,
+    dynamic sampling, RSFT threshold, ...) with its one default."""
 
     algorithm: Literal["grpo", "rsft"] = "grpo"
     max_new_tokens: int = Field(default=96, ge=1)
     temperature: float = Field(default=1.0, gt=0)
+    rescue: bool = Field(default=False, description="GRPO: Harness-S Eq. 5 rescue of all-fail groups under the "
+                         "previous round's checked candidates (siblings)")
 
     @model_validator(mode="after")
     def _grpo_groups(self) -> "TrainConfig":

@@ -34,16 +34,35 @@ def _fmt(x: Any) -> str:
     return "–" if x is None else f"{x:.3f}"
 
 
+WEIGHT_COLUMNS = ("val H[t]: W[t] -> W[t+1]", "train reward", "effective groups", "||dW||")
+"""The weight stage's columns of the summary table (``weight_cells``)."""
+
+
+def weight_cells(summary: Any) -> list[str]:
+    """A round's weight-stage cells (``RoundSummary.weights``, a ``WeightStage``): val of the
+    incumbent before -> after the stage (same tasks and seeds), the stage's train reward and
+    effective-group rate, and the size of its LoRA change; dashes when the round trained nothing."""
+    w = getattr(summary, "weights", None)
+    if w is None:
+        return ["–"] * len(WEIGHT_COLUMNS)
+    groups = "–" if w.effective_group_rate is None else f"{w.effective_group_rate:.0%}"
+    norm = "–" if w.delta_norm is None else f"{w.delta_norm:.3g}"
+    return [f"{_fmt(w.val_before)} -> {_fmt(w.val_after)}", _fmt(w.train_reward), groups, norm]
+
+
 def summary_table(state: dict[str, Any]) -> Table:
-    """Rounds, incumbent val score, candidates with their val scores and fate, and the test scores of
-    the start and final pairs — each score beside the trivial-policy baseline (``state`` as
+    """Rounds, incumbent val score, candidates with their val scores and fate, the weight stage's
+    own effect (``weight_cells``, when the strategy trains), and the test scores of the start and
+    final pairs — each score beside the trivial-policy baseline (``state`` as
     ``run_meta`` returns it: ``RoundSummary`` history, ``EvalSummary`` test scores)."""
     table = Table(title=f"run {state['run_id']}: summary")
-    for col in ("round", "incumbent", "incumbent val", "candidates (val, fate)", "trivial"):
+    trained = any(h.weights is not None for h in state.get("history", []))
+    for col in ("round", "incumbent", "incumbent val", "candidates (val, fate)", "trivial") + WEIGHT_COLUMNS * trained:
         table.add_column(col)
     for h in state.get("history", []):
         cands = ", ".join(f"{(c.id or '-')[:8]} {_fmt(c.val)} {c.fate}" for c in h.candidates) or "none"
-        table.add_row(str(h.round), h.incumbent[:12], _fmt(h.incumbent_val), cands, _fmt(h.trivial))
+        table.add_row(str(h.round), h.incumbent[:12], _fmt(h.incumbent_val), cands, _fmt(h.trivial),
+                      *weight_cells(h)[:len(WEIGHT_COLUMNS) * trained])
     test = state.get("test") or {}
     if test:
         start, final = test["start"], test["final"]

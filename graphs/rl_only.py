@@ -3,6 +3,7 @@ harness H0::
 
     for t in rounds:
         W[t+1], T[t] = train(W[t], H0, D_train)
+        val(W[t], H0), val(W[t+1], H0)                 # stage_effect: the stage's own effect
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from langgraph.graph import StateGraph
 
 from coevo.graphs.wiring import add_rounds, meta_graph
+from coevo.nodes.stage_effect import stage_effect
 from coevo.nodes.train import train
 
 
@@ -17,10 +19,12 @@ def build() -> StateGraph:
     """The RL-only wiring (uncompiled)."""
     builder = meta_graph()
     builder.add_node("train", train)
+    builder.add_node("stage_effect", stage_effect)
     # W[t+1], T[t] = train(W[t], H0, D_train)
     builder.add_edge("setup", "train")
+    builder.add_edge("train", "stage_effect")
     # for t in rounds
-    add_rounds(builder, first="train", last="train")
+    add_rounds(builder, first="train", last="stage_effect")
     return builder
 
 

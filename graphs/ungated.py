@@ -3,6 +3,7 @@ replaces the incumbent without validation::
 
     for t in rounds:
         W[t+1], T[t] = train(W[t], H[t], D_train)
+        val(W[t], H[t]), val(W[t+1], H[t])             # stage_effect: the stage's own effect
         H'[t]        = refine(H[t], T[t])
         H[t+1]       = H'[t]                            # adopt: the first checked candidate
 """
@@ -13,6 +14,7 @@ from langgraph.graph import StateGraph
 
 from coevo.graphs.wiring import add_refinement, add_rounds, meta_graph
 from coevo.nodes.gate import adopt
+from coevo.nodes.stage_effect import stage_effect
 from coevo.nodes.train import train
 
 
@@ -20,11 +22,13 @@ def build() -> StateGraph:
     """The ungated wiring (uncompiled)."""
     builder = meta_graph()
     builder.add_node("train", train)
+    builder.add_node("stage_effect", stage_effect)
     builder.add_node("adopt", adopt)
     # W[t+1], T[t] = train(W[t], H[t], D_train)
     builder.add_edge("setup", "train")
+    builder.add_edge("train", "stage_effect")
     # H'[t] = refine(H[t], T[t])
-    refined = add_refinement(builder, after="train")
+    refined = add_refinement(builder, after="stage_effect")
     # H[t+1] = H'[t]
     builder.add_edge(refined, "adopt")
     # for t in rounds

@@ -31,8 +31,9 @@ class Trainer(Protocol):
     checkpoint id and the stage's trajectories (the tokens the policy really generated)."""
 
     async def __call__(self, checkpoint_id: str, spec: HarnessSpec, tasks: Sequence[Task],
-                       round: int) -> tuple[str, list[Trajectory]]:
-        """Train ``checkpoint_id`` in ``round``; returns (new checkpoint id, the stage's trajectories)."""
+                       round: int, siblings: Sequence[HarnessSpec] = ()) -> tuple[str, list[Trajectory]]:
+        """Train ``checkpoint_id`` in ``round`` (``siblings``: the Eq. 5 rescue pool, passed only
+        when non-empty); returns (new checkpoint id, the stage's trajectories)."""
 
 
 @dataclass
@@ -74,13 +75,14 @@ class MetaContext:
         return load_harness(record.spec)
 
     async def evaluate(self, harness_id: str, checkpoint: str, split: Split, tasks: Sequence[Task] | None = None,
-                       k: int | None = None) -> EvalResult:
+                       k: int | None = None, seed: int | None = None) -> EvalResult:
         """Evaluate harness ``harness_id`` × ``checkpoint`` on ``tasks`` (default: the run's ``split``
-        tasks) with the run's settings: ``k`` rollouts per task (default ``config.eval.k``), seeds from
-        ``config.seed`` (so two harnesses are paired), the checkpoint's policy, ``eval.concurrency``,
-        the reporter, stored in the archive under ``run_id`` (resumable by id)."""
+        tasks) with the run's settings: ``k`` rollouts per task (default ``config.eval.k``), base seed
+        ``seed`` (default ``config.seed``, so two harnesses are paired), the checkpoint's policy,
+        ``eval.concurrency``, the reporter, stored in the archive under ``run_id`` (resumable by id)."""
         return await self.evaluator(self.spec(harness_id), checkpoint, self.env, split, k=k or self.config.eval.k,
-                                    seeds=self.config.seed, model=self.policy(checkpoint), archive=self.archive,
+                                    seeds=self.config.seed if seed is None else seed, model=self.policy(checkpoint),
+                                    archive=self.archive,
                                     concurrency=self.config.eval.concurrency, progress=self.reporter,
                                     run_id=self.run_id, tasks=self.tasks(split) if tasks is None else list(tasks))
 

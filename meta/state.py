@@ -1,8 +1,9 @@
 """Typed state of the meta-loop graphs and the domain models that travel in it.
 
 ``MetaState`` fields are either *replaced* by the node that writes them (round, incumbent,
-checkpoint, train trajectories, directions, checked candidates, validation, test) or
-*accumulated* across the run with a reducer (decisions, history: ``operator.add``). ``candidates``
+checkpoint, train trajectories, weight stage, directions, checked candidates, validation, test) or
+*accumulated* across the run with a reducer (decisions, history: ``operator.add``; demonstrated
+tasks: ``union``). ``candidates``
 collects the parallel ``edit`` branches of one round (fan-in, reducer ``collect``) and is cleared
 by ``curate`` at the start of each refinement. Every value is a pydantic model or a plain
 scalar/id, so LangGraph's checkpointer serialises the state and a resumed run gets the same
@@ -20,6 +21,11 @@ from typing_extensions import TypedDict  # pydantic (Studio's state schemas) nee
 from coevo.evaluation.results import EvalResult, TaskOutcome
 
 RESET = "__reset__"
+
+
+def union(current: list[str] | None, update: list[str]) -> list[str]:
+    """Reducer for ``demo_tasks``: the ids of both lists, each once, first appearance first."""
+    return list(dict.fromkeys(list(current or []) + list(update)))
 
 
 def collect(current: list[Candidate] | None, update: list[Candidate] | str) -> list[Candidate]:
@@ -60,6 +66,9 @@ class Candidate(BaseModel):
     ``status``: ``proposed`` → ``checked`` | ``rejected``; ``reason`` says why a candidate was
     rejected (malformed LLM reply, invalid patch, failed static or local check). ``spec_id`` is
     the child spec's id once the patch applied; ``patch`` is the RFC 6902 operation list.
+    ``demo_tasks``: the train tasks whose answers the patch carries (demonstrations built from a
+    task's expected or solved answer; the editor says which): DESIGN.md, Principles, keeps them out
+    of later weight stages and local checks.
     """
 
     id: str
@@ -72,6 +81,7 @@ class Candidate(BaseModel):
     reason: str = ""
     revision: int = 0
     checks: CandidateChecks = Field(default_factory=CandidateChecks)
+    demo_tasks: list[str] = Field(default_factory=list)
 
 
 class EvalSummary(BaseModel):
@@ -149,9 +159,50 @@ class CandidateOutcome(BaseModel):
     fate: str
 
 
+class WeightStage(BaseModel):
+    """The weight stage of round t and its own effect (VACE Alg. 1, line 2, measured alone): the
+    incumbent H[t] on val under W[t] (``before``) and under W[t+1] (``after``), same tasks and seeds,
+    so ``after.score - before.score`` is what the stage changed with the harness held fixed.
+
+    Training numbers come from the new checkpoint's metrics (``coevo.training.grpo.stage_metrics``):
+    ``train_reward`` the mean reward of the rollouts sampled under H[t] at the training temperature,
+    ``effective_group_rate`` the fraction of retained groups with both a success and a failure
+    (Harness-S §3), ``rescue_rate`` the fraction of groups Eq. 5 replaced, ``resampled_groups`` the
+    groups dynamic sampling drew in place of groups without contrast, ``delta_norm`` the size of the
+    stage's own LoRA change and ``total_delta_norm`` that of W[t+1] from the base model
+    (``coevo.training.delta``: sum over layers of ``||s B A||_F``). ``None``: not measured.
+    """
+
+    round: int
+    harness_id: str
+    checkpoint_before: str
+    checkpoint_after: str
+    steps: int | None = None
+    train_reward: float | None = None
+    effective_group_rate: float | None = None
+    rescue_rate: float | None = None
+    resampled_groups: int | None = None
+    delta_norm: float | None = None
+    total_delta_norm: float | None = None
+    excluded_tasks: int = 0
+    before: EvalSummary | None = None
+    after: EvalSummary | None = None
+
+    @property
+    def val_before(self) -> float | None:
+        """val score of H[t] under W[t]."""
+        return self.before.score if self.before else None
+
+    @property
+    def val_after(self) -> float | None:
+        """val score of H[t] under W[t+1]."""
+        return self.after.score if self.after else None
+
+
 class RoundSummary(BaseModel):
     """The end of round t: the incumbent H[t+1] and checkpoint W[t+1], the incumbent's val score,
-    the trivial-policy baseline on val, and every candidate's fate."""
+    the trivial-policy baseline on val, every candidate's fate, and the round's weight stage (None
+    for strategies with frozen weights)."""
 
     round: int
     incumbent: str
@@ -159,6 +210,7 @@ class RoundSummary(BaseModel):
     incumbent_val: float | None = None
     trivial: float | None = None
     candidates: list[CandidateOutcome] = Field(default_factory=list)
+    weights: WeightStage | None = None
 
 
 class EditRequest(TypedDict):
@@ -188,6 +240,11 @@ class MetaState(TypedDict, total=False):
     """Replaced: the current checkpoint id W[t] (W[t+1] after ``train``)."""
     train_trajectories: list[str]
     """Replaced each round: ids of the trajectories T[t] the weight stage (or ``sample``) produced."""
+    stage: WeightStage
+    """Replaced each round by ``train`` (training numbers), completed by ``stage_effect`` (val before/after)."""
+    demo_tasks: Annotated[list[str], union]
+    """Accumulated (``union``) by ``check``: train tasks whose answers went into a candidate's
+    demonstrations; later weight stages, ``sample`` and local checks leave them out (DESIGN.md, Principles)."""
     directions: list[Direction]
     """Replaced each round by ``curate``."""
     candidates: Annotated[list[Candidate], collect]
@@ -205,5 +262,5 @@ class MetaState(TypedDict, total=False):
 
 
 STATE_MODELS: tuple[type[BaseModel], ...] = (Direction, CandidateChecks, Candidate, TaskOutcome, EvalSummary, GatePair,
-                                             GateDecision, CandidateOutcome, RoundSummary)
+                                             GateDecision, CandidateOutcome, WeightStage, RoundSummary)
 """Every pydantic model the meta state holds: the checkpointer's deserialisation allow-list."""

@@ -4,6 +4,8 @@ Static: the child spec validated when its patch applied (``edit``); here its int
 rate (TIMR, CoEvo-RSI) on a small train smoke run must not exceed the incumbent's by more than
 ``meta.max_timr_increase``. Local (optional): on ≤ 30 train tasks — the direction's failed tasks
 plus ≤ 10 previously solved controls — the candidate must beat the incumbent's mean reward.
+Neither check scores a task whose answer went into a demonstration (the candidate's own or an
+earlier candidate's): its score would measure copying, not repair.
 A candidate that fails gets one revision from the editor, checked again.
 """
 
@@ -25,21 +27,33 @@ async def _pair(ctx: MetaContext, state: MetaState, cand: Candidate,
             await ctx.evaluate(cand.spec_id or "", state["checkpoint"], "train", tasks, k=1))
 
 
+def demonstrated(state: MetaState, cand: Candidate) -> set[str]:
+    """Train tasks a check must not score: those whose answers went into a demonstration of an
+    earlier candidate (``state["demo_tasks"]``) or of ``cand`` itself (DESIGN.md, Principles)."""
+    return set(state.get("demo_tasks", [])) | set(cand.demo_tasks)
+
+
 async def check_one(ctx: MetaContext, state: MetaState, cand: Candidate, direction: Direction,
                     solved: list[str]) -> str:
     """Run the checks on one candidate; returns ``""`` when it passes, else the failure reason.
-    Fills ``cand.checks`` with the measured numbers."""
+    Fills ``cand.checks`` with the measured numbers. Tasks ``demonstrated`` answers are left out."""
     meta = ctx.config.meta
-    if meta.smoke_tasks:
-        a, b = await _pair(ctx, state, cand, [t.id for t in ctx.tasks("train")][: meta.smoke_tasks])
+    excluded = demonstrated(state, cand)
+    smoke = [t.id for t in ctx.tasks("train") if t.id not in excluded][: meta.smoke_tasks]
+    if smoke:
+        a, b = await _pair(ctx, state, cand, smoke)
         cand.checks.smoke_timr_incumbent, cand.checks.smoke_timr_candidate = a.timr, b.timr
         if b.timr > a.timr + meta.max_timr_increase:
             return f"TIMR on the smoke run rose from {a.timr:.2f} to {b.timr:.2f}"
     if meta.local_check:
-        targets = direction.task_ids[: meta.local_tasks - min(meta.local_controls, len(solved))]
+        solved = [t for t in solved if t not in excluded]
+        targets = [t for t in direction.task_ids if t not in excluded][: meta.local_tasks - min(meta.local_controls,
+                                                                                                 len(solved))]
         local = targets + [s for s in solved if s not in targets][: meta.local_controls]
-        a, b = await _pair(ctx, state, cand, local)
         cand.checks.local_tasks = len(local)
+        if not local:  # every task it could score went into a demonstration: the gate decides alone
+            return ""
+        a, b = await _pair(ctx, state, cand, local)
         cand.checks.local_incumbent, cand.checks.local_candidate = a.mean_reward, b.mean_reward
         if b.mean_reward <= a.mean_reward:
             return (f"local check: mean reward {b.mean_reward:.3f} does not beat the incumbent's {a.mean_reward:.3f} "
@@ -49,7 +63,8 @@ async def check_one(ctx: MetaContext, state: MetaState, cand: Candidate, directi
 
 async def check(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """Check every proposed candidate of the round; revise a failing one once. Returns the
-    candidates with status ``checked`` or ``rejected`` (and why) in ``checked``."""
+    candidates with status ``checked`` or ``rejected`` (and why) in ``checked``, and in
+    ``demo_tasks`` the train tasks whose answers went into any of their harnesses."""
     ctx = services(runtime)
     rnd = state.get("round", 0)
     directions = {d.id: d for d in state.get("directions", [])}
@@ -72,4 +87,4 @@ async def check(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
         ctx.reporter.log(f"check  {cand.id}: {cand.status} {cand.reason[:120]} "
                          f"{cand.checks.model_dump(exclude_none=True)}")
         out.append(cand)
-    return {"checked": out}
+    return {"checked": out, "demo_tasks": [t for c in out if c.spec_id for t in c.demo_tasks]}

@@ -20,7 +20,7 @@ def _fate(cand: Candidate, decision: GateDecision | None, incumbent: str) -> str
 
 def next_round(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """Close round t: append its ``RoundSummary`` (incumbent, checkpoint, val scores, each
-    candidate's fate) to ``history`` and advance ``round``."""
+    candidate's fate, the round's weight stage) to ``history`` and advance ``round``."""
     rnd, incumbent = state.get("round", 0), state["incumbent"]
     val = state.get("validation", {})
     decisions = {d.candidate_id: d for d in state.get("decisions", []) if d.round == rnd}
@@ -28,9 +28,14 @@ def next_round(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
                                    val=val[c.spec_id].score if c.spec_id in val else None,
                                    fate=_fate(c, decisions.get(c.spec_id or ""), incumbent))
                   for c in state.get("checked", [])]
+    stage = state.get("stage")
+    stage = stage if stage is not None and stage.round == rnd else None
+    if stage is not None and stage.after is not None and not val and stage.harness_id == incumbent:
+        val = {incumbent: stage.after}  # no validate (rl_only): the stage measured H[t+1] = H[t] under W[t+1]
     summary = RoundSummary(round=rnd, incumbent=incumbent, checkpoint=state["checkpoint"],
                            incumbent_val=val[incumbent].score if incumbent in val else None,
-                           trivial=next((v.trivial_baseline for v in val.values()), None), candidates=candidates)
+                           trivial=next((v.trivial_baseline for v in val.values()), None), candidates=candidates,
+                           weights=stage)
     return {"history": [summary], "round": rnd + 1}
 
 

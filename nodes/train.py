@@ -4,32 +4,79 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
+from coevo.envs.base import Task
 from coevo.meta.context import MetaContext, services
-from coevo.meta.state import MetaState
+from coevo.meta.state import MetaState, WeightStage
+from coevo.training.stage import training_spec
+
+
+def stage_tasks(ctx: MetaContext, state: MetaState) -> list[Task]:
+    """The run's train tasks less those whose answers went into a demonstration
+    (``state["demo_tasks"]``; DESIGN.md, Principles). Raises ``ValueError`` when none is left."""
+    excluded = set(state.get("demo_tasks", []))
+    tasks = [t for t in ctx.tasks("train") if t.id not in excluded]
+    if not tasks:
+        raise ValueError(f"every one of the {ctx.config.env.n_train} train tasks went into a demonstration; raise "
+                         "env.n_train so later weight stages and checks have tasks the harness does not answer")
+    return tasks
 
 
 async def train(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """The weight stage under the incumbent harness (VACE Alg. 1, line 2): GRPO or RSFT via the
-    context's ``trainer``. Returns the new checkpoint id and the ids of the stage's trajectories."""
+    context's ``trainer`` on the train tasks no demonstration answers (``stage_tasks``), with the
+    previous round's checked candidates as the Eq. 5 rescue pool. Returns the new checkpoint id, the
+    ids of the stage's trajectories and the stage's training numbers (``WeightStage``; ``stage_effect``
+    adds its val effect)."""
     ctx = services(runtime)
     if ctx.trainer is None:
         raise ValueError("this strategy trains weights but the run has no trainer; use strategy harness_only or static")
+    rnd, before = state.get("round", 0), state["checkpoint"]
     spec = ctx.spec(state["incumbent"])
-    checkpoint, trajectories = await ctx.trainer(state["checkpoint"], spec, ctx.tasks("train"), state.get("round", 0))
-    trajectories = [t.model_copy(update={"split": "train", "harness_id": spec.id}) for t in trajectories]
+    tasks = stage_tasks(ctx, state)
+    siblings = [ctx.spec(c.spec_id) for c in state.get("checked", [])
+                if c.status == "checked" and c.spec_id and c.spec_id != spec.id]
+    options = {"siblings": siblings} if siblings else {}
+    checkpoint, trajectories = await ctx.trainer(before, spec, tasks, rnd, **options)
+    # rollouts ran the training variants (``training_spec``); they are stored under the harnesses themselves
+    names = {training_spec(s, ctx.config.train).id: s.id for s in [spec, *siblings]}
+    trajectories = [t.model_copy(update={"split": "train", "harness_id": names.get(t.harness_id, spec.id)})
+                    for t in trajectories]
     ctx.archive.add_trajectories(trajectories, None, ctx.run_id)
+    record = ctx.archive.get_checkpoint(checkpoint)
+    m = record.metrics if record is not None else {}
+    stage = WeightStage(round=rnd, harness_id=spec.id, checkpoint_before=before, checkpoint_after=checkpoint,
+                        steps=m.get("steps"), train_reward=m.get("reward_mean"),
+                        effective_group_rate=m.get("effective_group_rate"), rescue_rate=m.get("rescue_rate"),
+                        resampled_groups=m.get("resampled_groups"), delta_norm=m.get("delta_norm"),
+                        total_delta_norm=m.get("total_delta_norm"),
+                        excluded_tasks=len(ctx.tasks("train")) - len(tasks))
     mean = sum(t.reward for t in trajectories) / len(trajectories) if trajectories else 0.0
-    ctx.reporter.log(f"train  round {state.get('round', 0)}: {state['checkpoint']} -> {checkpoint}  "
-                     f"{len(trajectories)} rollouts, train reward {mean:.3f}")
-    return {"checkpoint": checkpoint, "train_trajectories": [t.id for t in trajectories]}
+    ctx.reporter.log(f"train  round {rnd}: {before} -> {checkpoint}  {len(trajectories)} rollouts on {len(tasks)} "
+                     f"tasks, mean reward {mean:.3f}, effective groups {_pct(stage.effective_group_rate)}, "
+                     f"||dW|| {_num(stage.delta_norm)}")
+    return {"checkpoint": checkpoint, "train_trajectories": [t.id for t in trajectories], "stage": stage}
+
+
+def _pct(x: float | None) -> str:
+    return "–" if x is None else f"{x:.0%}"
+
+
+def _num(x: float | None) -> str:
+    return "–" if x is None else f"{x:.4g}"
 
 
 async def sample(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
-    """Trajectories T[t] for refinement when weights are frozen (harness_only): one evaluation of
-    the incumbent on the train split."""
+    """Trajectories T[t] for refinement when weights are frozen (harness_only): the incumbent on
+    the train tasks no demonstration answers, sampled as the weight stage would
+    (``training_spec``: ``train.temperature``, ``train.max_new_tokens``) with round-dependent
+    seeds (``seed + 1000 * round``, like ``TrainConfig.stage``), so a later round refines from
+    fresh evidence instead of re-proposing a rejected candidate from the same rollouts."""
     ctx = services(runtime)
-    result = await ctx.evaluate(state["incumbent"], state["checkpoint"], "train")
+    rnd = state.get("round", 0)
+    spec = training_spec(ctx.spec(state["incumbent"]), ctx.config.train)
+    sampler = ctx.archive.add_harness(spec, [state["incumbent"]], "sampling", ctx.run_id)
+    result = await ctx.evaluate(sampler, state["checkpoint"], "train", stage_tasks(ctx, state),
+                                seed=ctx.config.seed + 1000 * rnd)
     ids = [i for o in result.per_task.values() for i in o.trajectory_ids]
-    ctx.reporter.log(f"sample round {state.get('round', 0)}: {len(ids)} train rollouts, "
-                     f"mean reward {result.mean_reward:.3f}")
+    ctx.reporter.log(f"sample round {rnd}: {len(ids)} train rollouts, mean reward {result.mean_reward:.3f}")
     return {"train_trajectories": ids}

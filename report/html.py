@@ -6,8 +6,13 @@ import html
 from pathlib import Path
 
 from coevo.report.plots import lineage_plot, train_plot, validation_plot
+from coevo.report.stages import weight_stages
 from coevo.harnesses import diff, load_harness
 from coevo.storage import Archive
+
+
+def _f(x: float | None, fmt: str = ".3f") -> str:
+    return "–" if x is None else format(x, fmt)
 
 
 def write_report(run_id: str, db: str, out_dir: Path) -> Path:
@@ -21,7 +26,7 @@ def write_report(run_id: str, db: str, out_dir: Path) -> Path:
         raise ValueError(f"no run {run_id!r} in {db}; `coevo archive list --db {db}` shows the runs")
     out_dir.mkdir(parents=True, exist_ok=True)
     decisions = sorted(archive.list_gate_decisions(run_id), key=lambda d: (d.round, d.created_at))
-    harnesses = archive.list_harnesses(run_id)
+    harnesses = [h for h in archive.list_harnesses(run_id) if h.origin != "sampling"]  # not sampling variants
     evals = [e for e in archive.list_evaluations(run_id) if e.aggregates]
     trivial_val = next((e.aggregates.get("trivial_baseline") for e in evals if e.split == "val"), None)
     trivial_train = next((e.aggregates.get("trivial_baseline") for e in evals if e.split == "train"), trivial_val)
@@ -45,6 +50,16 @@ def write_report(run_id: str, db: str, out_dir: Path) -> Path:
                    f"<td>{'accepted' if d.accepted else 'rejected'}</td><td>{html.escape(d.reason)}</td></tr>" for d in decisions)
     test_rows = "".join(f"<tr><td>{h[:12]}</td><td>{a.get('mean_reward', 0):.3f}</td><td>{a.get('pass_at_k', 0):.3f}</td>"
                         f"<td>{a.get('trivial_baseline')}</td></tr>" for h, a in tests.items())
+    stages = weight_stages(archive, run_id)
+    stage_rows = "".join(f"<tr><td>{s.parent[:18]} → {s.checkpoint[:18]}</td><td>{s.harness_id[:12]}</td>"
+                         f"<td>{_f(s.val_before)} → {_f(s.val_after)} (n={s.n_val})</td><td>{_f(s.train_reward)}</td>"
+                         f"<td>{_f(s.effective_group_rate)}</td><td>{_f(s.delta_norm, '.4g')}</td>"
+                         f"<td>{_f(s.total_delta_norm, '.4g')}</td></tr>" for s in stages)
+    stage_table = ("<h2>Weight stages</h2><p>val of the harness each stage trained under, before and after the "
+                   "stage (same tasks, same seeds); ||ΔW||: sum over LoRA layers of ||s·B·A||<sub>F</sub>, the "
+                   "stage's own change and the checkpoint's change from the base model.</p><table><tr><th>checkpoint"
+                   "</th><th>harness</th><th>val before → after</th><th>train reward</th><th>effective groups</th>"
+                   f"<th>||ΔW|| stage</th><th>||ΔW|| total</th></tr>{stage_rows}</table>") if stages else ""
     imgs = "".join(f"<h2>{t}</h2><img src='{p.name}' alt='{t}'>" for t, p in figures)
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>coevo run {run_id}</title>
 <style>body{{font-family:sans-serif;max-width:960px;margin:2em auto}}td,th{{padding:4px 8px;border-bottom:1px solid #ddd}}
@@ -53,7 +68,7 @@ pre{{background:#f6f6f6;padding:1em;overflow:auto}}</style></head><body>
 env <code>{html.escape(str(run.config.get('env', {}).get('ref', '')))}</code>, policy <code>{html.escape(str(run.config.get('policy', '')))}</code>;
 trivial-policy baseline on val: {trivial_val}</p>
 <h2>Gate decisions</h2><table><tr><th>round</th><th>candidate</th><th>b (incumbent)</th><th>c (candidate)</th><th>decision</th><th>reason</th></tr>{rows}</table>
-<h2>Test</h2><table><tr><th>harness</th><th>mean reward</th><th>pass@k</th><th>trivial</th></tr>{test_rows}</table>
+{stage_table}<h2>Test</h2><table><tr><th>harness</th><th>mean reward</th><th>pass@k</th><th>trivial</th></tr>{test_rows}</table>
 {imgs}<h2>Final harness vs H0</h2><pre>{html.escape(final_diff)}</pre></body></html>"""
     path = out_dir / "index.html"
     path.write_text(page)

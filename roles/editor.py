@@ -7,13 +7,17 @@ violations, a budget hook for runs that end without an answer, and demonstration
 solved train tasks or built from train tasks' scoring diagnostics (never val/test).
 ``LLMEditor`` asks a LiteLLM model for the patch with a JSON-schema reply; the patch must apply
 and the child must validate (checked before acceptance, with one repair call).
+
+Both name in ``Candidate.demo_tasks`` the train tasks whose answers their patch carries (the
+offline editor from its own choice, the LLM editor by ``demonstrated_tasks`` on the answers its
+evidence showed), so the meta loop keeps those tasks out of later weight stages and local checks.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Iterator, Protocol, Sequence
 
 from pydantic import BaseModel, Field
 
@@ -74,30 +78,32 @@ class OfflineEditor:
         self.demo_answer = demo_answer or _expected
 
     def _demos(self, direction: Direction, spec: HarnessSpec, tasks: dict[str, Task],
-               solved: Sequence[Trajectory]) -> list[dict[str, Any]]:
+               solved: Sequence[Trajectory]) -> tuple[list[dict[str, Any]], list[str]]:
+        """The demonstration ops and the ids of the train tasks whose answers they carry."""
         pairs = [(t.task_id, t.final_answer or "") for t in solved if t.split == "train" and t.passed]
         for ev in direction.evidence:  # train scoring diagnostics may carry the expected answer
             task = tasks.get(ev["task_id"])
             expected = self.demo_answer(task, ev.get("diagnostics") or {}) if task and task.split == "train" else None
             if expected:
                 pairs.append((ev["task_id"], expected))
-        ops, seen = [], set(spec.skills)
+        ops, used, seen = [], [], set(spec.skills)
         for task_id, answer in pairs:
             name = f"demo_{task_id[-8:]}"
             if task_id in tasks and answer and name not in seen and len(ops) < self.max_demos:
                 seen.add(name)
+                used.append(task_id)
                 ops.append({"op": "add", "path": f"/skills/{name}",
                             "value": {"kind": "demonstration", "input": tasks[task_id].prompt, "output": answer}})
-        return ops
+        return ops, used
 
     def _ops(self, direction: Direction, spec: HarnessSpec, tasks: dict[str, Task],
-             solved: Sequence[Trajectory]) -> tuple[list[dict[str, Any]], str]:
+             solved: Sequence[Trajectory]) -> tuple[list[dict[str, Any]], str, list[str]]:
         cause = direction.cause.lower()
         if cause.startswith("no_answer:budget") or cause.startswith("no_answer:hook"):
             hook = {"event": "after_model", "condition": "remaining_steps_lte", "parameters": {"threshold": 2},
                     "action": "warn", "message": "Few steps remain: give your final answer now."}
             why = "runs end at the budget without an answer"
-            return [{"op": "add", "path": "/hooks/finish_before_budget", "value": hook}], why
+            return [{"op": "add", "path": "/hooks/finish_before_budget", "value": hook}], why, []
         ops: list[dict[str, Any]] = []
         why = []
         for pattern, text in RULE_HINTS:
@@ -111,17 +117,18 @@ class OfflineEditor:
         if re.search(r"decode|parse|syntax|interface|no_answer", cause) and not spec.parser.strip_code_fences:
             ops.append({"op": "replace", "path": "/parser/strip_code_fences", "value": True})
             why.append("tolerate code fences")
-        demos = self._demos(direction, spec, tasks, solved)
+        demos, used = self._demos(direction, spec, tasks, solved)
         if demos:
             why.append(f"{len(demos)} demonstration(s) from solved/diagnosed train tasks")
-        return ops + demos, "; ".join(why)
+        return ops + demos, "; ".join(why), used
 
     def propose(self, direction: Direction, spec: HarnessSpec, tasks: dict[str, Task],
                 solved: Sequence[Trajectory] = ()) -> Proposal:
-        """One candidate edit for ``direction``; an empty patch is a rejected candidate."""
-        ops, why = self._ops(direction, spec, tasks, solved)
+        """One candidate edit for ``direction``; an empty patch is a rejected candidate. The
+        candidate's ``demo_tasks`` name the train tasks its demonstrations answer."""
+        ops, why, used = self._ops(direction, spec, tasks, solved)
         cand = Candidate(id=f"{spec.short_id}-{direction.id}", direction=direction.id, parent_id=spec.id, patch=ops,
-                         rationale=f"Offline edit for {direction.cause!r}: {why}")
+                         rationale=f"Offline edit for {direction.cause!r}: {why}", demo_tasks=used)
         if not ops:
             cand.status, cand.reason = "rejected", f"no offline edit known for cause {direction.cause!r}"
         return Proposal(candidate=cand)
@@ -134,11 +141,43 @@ class OfflineEditor:
         rest = [op for op in candidate.patch if not op["path"].startswith("/skills/")]
         smaller = rest if demos and rest else []
         revised = candidate.model_copy(update={
-            "patch": smaller, "revision": candidate.revision + 1, "status": "proposed", "reason": "",
+            "patch": smaller, "revision": candidate.revision + 1, "status": "proposed", "reason": "", "demo_tasks": [],
             "rationale": candidate.rationale + f" | revised after: {feedback}"})
         if not smaller:
             revised.status, revised.reason = "rejected", f"no smaller revision after: {feedback}"
         return Proposal(candidate=revised)
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
+
+
+def demonstrated_tasks(patch: Sequence[dict[str, Any]], answers: dict[str, str], min_chars: int = 4) -> list[str]:
+    """The ids of the tasks in ``answers`` (task id -> its expected answer) whose answer occurs in a
+    string value of ``patch`` (an RFC 6902 op list): an edit that writes a train task's answer into
+    the harness, as a demonstration or otherwise. Answers shorter than ``min_chars`` are skipped
+    (they would match by accident)."""
+    texts = [t for op in patch for t in _strings(op.get("value"))]
+    return [tid for tid, answer in answers.items()
+            if len(answer) >= min_chars and any(answer in text for text in texts)]
+
+
+def evidence_answers(direction: Direction) -> dict[str, str]:
+    """Task id -> the expected answer that ``direction``'s evidence (train scoring diagnostics)
+    shows an editor."""
+    answers = {}
+    for ev in direction.evidence:
+        expected = _expected(None, ev.get("diagnostics") or {})  # type: ignore[arg-type]
+        if expected:
+            answers[ev["task_id"]] = expected
+    return answers
 
 
 def _expected(task: Task, detail: dict[str, Any]) -> str | None:
@@ -177,6 +216,7 @@ class LLMEditor(JsonRole):
             cand.status, cand.reason = "rejected", f"editor reply rejected: {reply.reason}"
         else:
             cand.patch, cand.rationale = reply.value.patch, reply.value.rationale
+            cand.demo_tasks = demonstrated_tasks(cand.patch, evidence_answers(direction))
         return Proposal(candidate=cand, calls=reply.calls)
 
     def propose(self, direction: Direction, spec: HarnessSpec, tasks: dict[str, Task],

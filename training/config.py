@@ -59,6 +59,9 @@ class StageSettings(BaseModel):
     importance_correction: bool | None = Field(
         default=None, description="Eq. 16 truncated importance weight; None: on when the sampler is not the trainer")
     is_clip: tuple[float, float] = Field(default=(0.0, 2.0), description="Eq. 16 clip range of pi_old / q")
+    resample: int = Field(
+        default=0, ge=0, description="rounds of dynamic sampling per step (DAPO §3.2): a group whose rewards are all "
+        "equal is replaced by the group of another stage task when that one has a contrast; 0: off")
     max_concurrency: int | None = Field(default=None, ge=1, description="rollouts in flight (None: all)")
     use_cpu: bool | None = Field(default=None, description="None: CPU when no CUDA device is visible")
     report_to: str | list[str] = "none"

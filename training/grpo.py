@@ -12,6 +12,8 @@ Harness-S §7                                here
 Eq. 6 advantages, population std, eps=1e-6  computed per group by the rollout (TRL's own
                                             ``scale_rewards`` uses Bessel's std + 1e-4, unused)
 Eq. 5 rescue of all-fail groups             ``rescue`` hook of ``HarnessRollout``
+(DAPO §3.2 dynamic sampling)                ``resample``: groups without contrast replaced by
+                                            other tasks' groups (not in Harness-S; off by default)
 Eq. 7 clip, eta- = 0.20, eta+ = 0.28        ``epsilon=0.20``, ``epsilon_high=0.28``
 no KL                                       ``beta=0.0`` (no reference model is loaded)
 Eq. 15 token-mean per task, mean over tasks ``loss_type="dapo"`` + per-task advantage factor
@@ -84,10 +86,11 @@ def _env_reward(prompts: list, completions: list, **kwargs: Any) -> list[float]:
 
 
 def stage_metrics(log_history: list[dict], rollouts: list[dict[str, float]], wall_s: float) -> dict[str, Any]:
-    """Checkpoint metrics of a stage: means over steps of loss, reward (initial rollouts),
-    effective-group rate and effective-token share; policy tokens and rows summed; wall seconds;
-    and ``history`` (one dict per step: step, loss, reward, pass_rate, effective_group_rate,
-    nonzero_std_rate, effective_token_share, policy_tokens, rescue_rate, failed_rollouts, the sampler's rollout_s,
+    """Checkpoint metrics of a stage: means over steps of loss, reward (rollouts under the harness),
+    effective-group rate and effective-token share; policy tokens and groups drawn by dynamic
+    sampling summed; wall seconds; and ``history`` (one dict per step: step, loss, reward, pass_rate,
+    effective_group_rate, nonzero_std_rate, effective_token_share, policy_tokens, rescue_rate,
+    resampled_groups, resampled_retained, failed_rollouts, the sampler's rollout_s,
     sampled_tokens, sampled_tokens_per_s, and the trainer's grad_norm, entropy and, with Eq. 16,
     is_weight_mean and sampler_logp_diff_mean; needs ``logging_steps=1``)."""
     logs = [h for h in log_history if "loss" in h]
@@ -97,7 +100,8 @@ def stage_metrics(log_history: list[dict], rollouts: list[dict[str, float]], wal
         return statistics.fmean(r[key] for r in rollouts) if rollouts else 0.0
 
     keys = ("reward", "pass_rate", "effective_group_rate", "nonzero_std_rate", "effective_token_share",
-            "policy_tokens", "rescue_rate", "failed_rollouts", "rollout_s", "sampled_tokens", "sampled_tokens_per_s")
+            "policy_tokens", "rescue_rate", "resampled_groups", "resampled_retained", "failed_rollouts", "rollout_s",
+            "sampled_tokens", "sampled_tokens_per_s")
     trainer_keys = ("loss", "grad_norm", "entropy", "is_weight_mean", "sampler_logp_diff_mean")
     history = [{"step": i + 1, **{k: r[k] for k in keys if k in r},
                 **({k: logs[i][k] for k in trainer_keys if k in logs[i]} if i < len(logs) else {})}
@@ -110,6 +114,7 @@ def stage_metrics(log_history: list[dict], rollouts: list[dict[str, float]], wal
         "effective_token_share": mean("effective_token_share"),
         "tokens": int(sum(r["policy_tokens"] for r in rollouts)),
         "rescue_rate": mean("rescue_rate"),
+        "resampled_groups": int(sum(r.get("resampled_groups", 0.0) for r in rollouts)),
         "sampled_tokens_per_s": (sum(r.get("sampled_tokens", 0.0) for r in rollouts)
                                  / max(1e-9, sum(r.get("rollout_s", 0.0) for r in rollouts))),
         "steps": len(rollouts),
@@ -157,7 +162,7 @@ def train_grpo(
     model, tokenizer = load_policy(checkpoint, trainable=True)
     rollout = HarnessRollout(spec, env, tasks, rescue=rescue, policy_factory=policy_factory, rollout_fn=rollout_fn,
                              max_len=cfg.max_len, seed=cfg.seed, checkpoint_id=checkpoint.id,
-                             max_concurrency=cfg.max_concurrency)
+                             max_concurrency=cfg.max_concurrency, resample=cfg.resample)
     correction = cfg.importance_correction if cfg.importance_correction is not None else policy_factory is not None
     trainer = HarnessGRPOTrainer(
         model=model, reward_funcs=[_env_reward], args=grpo_args(cfg, out_dir, spec.decoding.temperature),

@@ -6,43 +6,73 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Sequence
 
-from coevo.config import RunConfig
+from coevo.config import RunConfig, TrainConfig
 from coevo.envs.base import Env, Task
 from coevo.harnesses.spec import HarnessSpec
 from coevo.models.trajectory import Trajectory
+from coevo.training.checkpoint import Checkpoint, record_checkpoint
+
+
+def training_spec(spec: HarnessSpec, train: TrainConfig) -> HarnessSpec:
+    """``spec`` as training rollouts run it: sampled at ``train.temperature`` with
+    ``train.max_new_tokens`` output tokens per model call, whatever its own decoding and budget say
+    (a new spec id; everything else unchanged)."""
+    return spec.model_copy(update={
+        "decoding": spec.decoding.model_copy(update={"temperature": train.temperature}),
+        "budget": spec.budget.model_copy(update={"max_output_tokens": train.max_new_tokens})})
+
+
+def measured(new: Checkpoint, parent: Checkpoint, incumbent_id: str) -> Checkpoint:
+    """``new`` with the size of its LoRA change in its metrics (``delta_norm``: from ``parent``,
+    the stage's own change; ``total_delta_norm``: from the base model; ``coevo.training.delta``) and
+    the incumbent harness it trained under in its config (``incumbent_id``; ``harness_id`` names
+    the training variant of it, see ``training_spec``)."""
+    from coevo.training.delta import delta_norm
+
+    metrics = {**new.metrics, "delta_norm": delta_norm(new, parent), "total_delta_norm": delta_norm(new)}
+    return new.model_copy(update={"metrics": metrics, "config": {**new.config, "incumbent_id": incumbent_id}})
 
 
 class StageTrainer:
     """The weight stage behind ``MetaContext.trainer``: ``train_grpo`` (Harness-S §7) or
-    ``train_rsft`` (WHALE §3.1), as ``config.train.algorithm`` says, on the run's train tasks with
+    ``train_rsft`` (WHALE §3.1), as ``config.train.algorithm`` says, on the given train tasks with
     the round's ``config.train.stage(...)``, run in a worker thread.
 
-    Training rollouts sample at ``config.train.temperature`` with ``config.train.max_new_tokens``
-    output tokens per model call, whatever the harness's own decoding and budget say.
+    Training rollouts sample as ``training_spec`` says. With ``config.train.rescue`` (GRPO only)
+    and siblings, an all-fail group is re-rolled once under each sibling harness (Harness-S Eq. 5,
+    ``coevo.training.rollout.sibling_rescue``; siblings cycled to the group size, sampled like
+    the incumbent). The new checkpoint's metrics get the size of its change (``measured``).
     """
 
     def __init__(self, config: RunConfig, env: Env, archive: Any, run_id: str) -> None:
         self.config, self.env, self.archive, self.run_id = config, env, archive, run_id
 
-    def _train(self, checkpoint_id: str, spec: HarnessSpec, tasks: Sequence[Task],
-               round: int) -> tuple[str, list[Trajectory]]:
+    def _train(self, checkpoint_id: str, spec: HarnessSpec, tasks: Sequence[Task], round: int,
+               siblings: Sequence[HarnessSpec]) -> tuple[str, list[Trajectory]]:
         train = self.config.train
+        checkpoint = self.archive.get_checkpoint(checkpoint_id)
+        if checkpoint is None:
+            raise KeyError(f"checkpoint {checkpoint_id!r} is not in the archive")
+        config = train.stage(round, self.config.seed, self.config.out_dir)
+        options: dict[str, Any] = {}
         if train.algorithm == "rsft":
             from coevo.training.rsft import train_rsft as stage
         else:
             from coevo.training.grpo import train_grpo as stage
-        checkpoint = self.archive.get_checkpoint(checkpoint_id)
-        if checkpoint is None:
-            raise KeyError(f"checkpoint {checkpoint_id!r} is not in the archive")
-        spec = spec.model_copy(update={
-            "decoding": spec.decoding.model_copy(update={"temperature": train.temperature}),
-            "budget": spec.budget.model_copy(update={"max_output_tokens": train.max_new_tokens})})
-        config = train.stage(round, self.config.seed, self.config.out_dir)
-        new, trajectories = stage(checkpoint, spec, self.env, tasks, config, archive=self.archive, run_id=self.run_id)
+            from coevo.training.rollout import sibling_rescue
+
+            if train.rescue and siblings:
+                options["rescue"] = sibling_rescue([training_spec(s, train) for s in siblings], self.env,
+                                                   seed=config.seed)
+        new, trajectories = stage(checkpoint, training_spec(spec, train), self.env, tasks, config,
+                                  archive=self.archive, run_id=self.run_id, **options)
+        new = measured(new, checkpoint, spec.id)
+        record_checkpoint(self.archive, new)
         return new.id, trajectories
 
-    async def __call__(self, checkpoint_id: str, spec: HarnessSpec, tasks: Sequence[Task],
-                       round: int) -> tuple[str, list[Trajectory]]:
-        """Train from ``checkpoint_id`` under ``spec`` on ``tasks`` in round ``round``; returns the
-        new checkpoint's id (recorded in the archive) and every training rollout."""
-        return await asyncio.to_thread(self._train, checkpoint_id, spec, tasks, round)
+    async def __call__(self, checkpoint_id: str, spec: HarnessSpec, tasks: Sequence[Task], round: int,
+                       siblings: Sequence[HarnessSpec] = ()) -> tuple[str, list[Trajectory]]:
+        """Train from ``checkpoint_id`` under ``spec`` on ``tasks`` in round ``round`` (``siblings``:
+        the Eq. 5 rescue pool, best first); returns the new checkpoint's id (recorded in the
+        archive) and every training rollout."""
+        return await asyncio.to_thread(self._train, checkpoint_id, spec, tasks, round, siblings)

@@ -64,8 +64,10 @@ class FakeTrainer:
 
     def __init__(self, env, model, archive, fail_once_at=None):
         self.env, self.model, self.archive, self.fail_once_at = env, model, archive, fail_once_at
+        self.stages = []  # (round, task ids, sibling ids) of every stage
 
-    async def __call__(self, checkpoint_id, spec, tasks, round):
+    async def __call__(self, checkpoint_id, spec, tasks, round, siblings=()):
+        self.stages.append((round, [t.id for t in tasks], [s.id for s in siblings]))
         if self.fail_once_at == round:
             self.fail_once_at = None
             raise RuntimeError("simulated crash in the train node")
@@ -216,3 +218,52 @@ def test_report_and_summary_show_rounds_decisions_and_plots(tmp_path):
     console.print(summary_table(state))
     out = console.export_text()
     assert "accepted" in out and "final pair" in out and "1.000" in out
+
+
+def test_a_demonstrations_task_never_appears_in_a_later_weight_stage_or_local_check(tmp_path):
+    config, ctx, archive = setup_run(tmp_path, "help")
+    state = asyncio.run(_run(config, ctx, archive))
+    edits = archive.list_edits("run-1")
+    demos = {e.round: {op["value"]["input"].rsplit(" ", 1)[1] for op in e.patch if op["path"].startswith("/skills/")}
+             for e in edits}
+    assert demos[0], "the offline editor should have turned failed train tasks' answers into demonstrations"
+    demo_ids = {f"w-{w}" for w in demos[0]}
+    assert set(state["demo_tasks"]) == demo_ids
+    (r0, tasks0, _), (r1, tasks1, _) = ctx.trainer.stages
+    assert demo_ids <= set(tasks0) and not demo_ids & set(tasks1)  # round 1 trains on the others only
+    checks = [e for e in archive.list_evaluations("run-1") if e.split == "train"]
+    assert checks and all(not demo_ids & set(e.task_ids) for e in checks)  # smoke and local checks
+    assert state["history"][1].weights.excluded_tasks == len(demo_ids)
+
+
+def test_harness_only_does_not_repropose_a_rejected_candidate_from_identical_evidence(tmp_path):
+    config, ctx, archive = setup_run(tmp_path, "regress", strategy="harness_only")
+    config.meta.local_check = False  # the regressing candidate reaches the gate and is rejected there
+    ctx.trainer = None
+    state = asyncio.run(_run(config, ctx, archive))
+    decisions = state["decisions"]
+    assert [d.round for d in decisions] == [0, 1] and not any(d.accepted for d in decisions)
+    assert decisions[0].candidate_id != decisions[1].candidate_id
+    samplers = {h.id for h in archive.list_harnesses("run-1") if h.origin == "sampling"}
+    samples = sorted((e for e in archive.list_evaluations("run-1") if e.harness_id in samplers),
+                     key=lambda e: e.created_at)
+    assert [e.seeds for e in samples] == [[0], [1000]]  # each round samples with its own seed
+    assert set(samples[0].task_ids) != set(samples[1].task_ids)  # the demonstrated tasks are left out
+    sampler = archive.get_harness(samples[0].harness_id)
+    assert sampler.origin == "sampling" and sampler.spec["decoding"]["temperature"] == config.train.temperature
+
+
+def test_demonstrated_tasks_finds_answers_written_into_a_patch():
+    from coevo.roles.editor import demonstrated_tasks, evidence_answers
+
+    direction = Direction(id="d0", cause="c", description="d", task_ids=["a", "b"], evidence=[
+        {"task_id": "a", "diagnostics": {"expected": "[f(x=1)]"}}, {"task_id": "b", "diagnostics": {"expected": "ok"}},
+        {"task_id": "c", "diagnostics": {}}])
+    assert evidence_answers(direction) == {"a": "[f(x=1)]", "b": "ok"}
+    patch = [{"op": "add", "path": "/skills/demo", "value": {"kind": "demonstration", "input": "q", "output": "[f(x=1)]"}},
+             {"op": "add", "path": "/prompt/rules/r", "value": {"slot": "output_format", "text": "say ok"}}]
+    assert demonstrated_tasks(patch, evidence_answers(direction)) == ["a"]  # "ok" is too short to count
+    assert demonstrated_tasks([{"op": "remove", "path": "/skills/x"}], {"a": "[f(x=1)]"}) == []
+    reply = json.dumps({"rationale": "show one", "patch": patch[:1]})
+    cand = LLMEditor("openai/gpt-4o-mini", mock_response=reply).propose(direction, HarnessSpec(), {}).candidate
+    assert cand.demo_tasks == ["a"]

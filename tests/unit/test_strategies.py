@@ -59,7 +59,8 @@ def test_wirings_differ_as_the_design_table_says():
     assert {"validate", "gate"} <= nodes["vace"] and {"validate", "gate"} <= nodes["harness_only"]
     assert "sample" in nodes["harness_only"] and "train" not in nodes["harness_only"]
     assert "adopt" in nodes["ungated"] and not {"validate", "gate"} & nodes["ungated"]
-    assert nodes["rl_only"] == {"setup", "train", "next_round", "final_test"}
+    assert nodes["rl_only"] == {"setup", "train", "stage_effect", "next_round", "final_test"}
+    assert all("stage_effect" in nodes[n] for n in ("vace", "ungated", "rl_only"))
 
 
 def test_an_unknown_strategy_is_an_error_naming_the_valid_ones():

@@ -294,3 +294,45 @@ def test_rsft_sampling_goes_on_past_a_failed_rollout_and_counts_it(tmp_path, spe
                             policy_factory=lambda model, tok: raises_on_call(2, ValueError("bad reply")))
     assert len(trajs) == 8 and sum(t.passed for t in trajs) == 7
     assert new.metrics["history"][0]["failed_rollouts"] == 1 and new.metrics["kept_rate"] == 7 / 8
+
+
+def scripted_rollout(passes):
+    """A rollout function: task ``lookup-<key>`` passes iff ``passes(key, seed)``; records what ran."""
+    ran = []
+
+    async def rollout(spec, policy, env, task, seed=0, checkpoint_id=""):
+        ran.append((task.id, seed))
+        ok = passes(task.metadata["key"], seed)
+        return Trajectory(task_id=task.id, harness_id=spec.id, seed=seed, reward=float(ok), passed=ok,
+                          checkpoint_id=checkpoint_id)
+
+    rollout.ran = ran
+    return rollout
+
+
+def test_dynamic_sampling_replaces_a_group_without_contrast_by_another_tasks_group(spec):
+    env = LookupEnv(keys=("a", "b", "c", "d"))
+    run = scripted_rollout(lambda key, seed: key == "c" and seed % 2 == 0)  # only c has a reward contrast
+    rollout = HarnessRollout(spec, env, env.tasks(), policy_factory=lambda tr: None, rollout_fn=run, resample=3)
+    out = rollout(["lookup-a"] * 4, fake_trainer())
+    drawn = [tid for tid, _ in run.ran[4:]]
+    assert "lookup-a" not in drawn and drawn[-4:] == ["lookup-c"] * 4  # draws stop once the group has contrast
+    assert len(drawn) <= 12 and len(rollout.trajectories) == len(run.ran)
+    m = out["metrics"]
+    assert out["num_tasks"] == 1 and m["nonzero_std_rate"] == 1.0
+    assert m["effective_group_rate"] == 1.0 and m["resampled_retained"] == 1.0
+    assert m["resampled_groups"] == len(drawn) / 4
+    assert m["reward"] == pytest.approx(2 / len(run.ran))  # every rollout under the harness, drawn ones included
+
+
+def test_dynamic_sampling_is_bounded_and_keeps_the_group_when_no_draw_has_contrast(spec):
+    env = LookupEnv(keys=("a", "b", "c"))
+    run = scripted_rollout(lambda key, seed: False)
+    rollout = HarnessRollout(spec, env, env.tasks(), policy_factory=lambda tr: None, rollout_fn=run, resample=5)
+    out = rollout(["lookup-a"] * 4, fake_trainer())
+    assert sorted({tid for tid, _ in run.ran[4:]}) == ["lookup-b", "lookup-c"]  # each reserve task drawn once
+    assert out["metrics"]["resampled_groups"] == 2.0 and out["metrics"]["resampled_retained"] == 0.0
+    assert out["metrics"]["effective_group_rate"] == 0.0 and out["metrics"]["nonzero_std_rate"] == 0.0
+    off = HarnessRollout(spec, env, env.tasks(), policy_factory=lambda tr: None, rollout_fn=scripted_rollout(
+        lambda key, seed: False))
+    assert off(["lookup-a"] * 4, fake_trainer())["metrics"]["resampled_groups"] == 0.0
