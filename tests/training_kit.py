@@ -47,6 +47,22 @@ def tiny_llama_checkpoint(directory: Path | str, seed: int = 0) -> Checkpoint:
     return Checkpoint(id="ckpt-tiny", base_model=str(directory))
 
 
+def random_adapter(base: Checkpoint, directory: Path, seed: int, **lora: Any) -> Checkpoint:
+    """A LoRA adapter over ``base`` with random A and B (``init_lora_weights=False``; r 4, alpha 8,
+    every linear layer unless ``lora`` says otherwise) saved in ``directory``; id ``ckpt-<seed>``."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    from coevo.training.checkpoint import load_policy
+
+    model, _ = load_policy(base)
+    torch.manual_seed(seed)
+    options = {"r": 4, "lora_alpha": 8, "target_modules": "all-linear", "init_lora_weights": False, **lora}
+    peft = get_peft_model(model, LoraConfig(**options))
+    peft.save_pretrained(str(directory))
+    return Checkpoint(id=f"ckpt-{seed}", base_model=base.base_model, adapter_path=str(directory))
+
+
 class LookupEnv:
     """Tasks ``"look up <key>"``; the tool ``lookup(key)`` returns ``VALUE-<key>``; the answer
     ``VALUE-<key>`` scores 1, anything else 0."""

@@ -9,21 +9,10 @@ import torch
 
 from coevo.training.checkpoint import Checkpoint, load_policy
 from coevo.training.merge import merge_adapters
-from training_kit import tiny_llama_checkpoint
+from training_kit import random_adapter, tiny_llama_checkpoint
 
 TYPES = ["linear", "cat", "svd", "ties", "dare_ties", "ties_svd", "dare_ties_svd"]
 PRUNING = {"ties", "dare_ties", "ties_svd", "dare_ties_svd"}
-
-
-def random_adapter(base: Checkpoint, directory: Path, seed: int, **lora) -> Checkpoint:
-    from peft import LoraConfig, get_peft_model
-
-    model, _ = load_policy(base)
-    torch.manual_seed(seed)
-    options = {"r": 4, "lora_alpha": 8, "target_modules": "all-linear", "init_lora_weights": False, **lora}
-    peft = get_peft_model(model, LoraConfig(**options))
-    peft.save_pretrained(str(directory))
-    return Checkpoint(id=f"ckpt-{seed}", base_model=base.base_model, adapter_path=str(directory))
 
 
 def exact(kind: str, **cfg) -> dict:
