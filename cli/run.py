@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from coevo.cli.common import console, user_errors
@@ -58,7 +59,7 @@ def summary_table(state: dict[str, Any]) -> Table:
     table = Table(title=f"run {state['run_id']}: summary")
     trained = any(h.weights is not None for h in state.get("history", []))
     for col in ("round", "incumbent", "incumbent val", "candidates (val, fate)", "trivial") + WEIGHT_COLUMNS * trained:
-        table.add_column(col)
+        table.add_column(escape(col))
     for h in state.get("history", []):
         cands = ", ".join(f"{(c.id or '-')[:8]} {_fmt(c.val)} {c.fate}" for c in h.candidates) or "none"
         table.add_row(str(h.round), h.incumbent[:12], _fmt(h.incumbent_val), cands, _fmt(h.trivial),

@@ -72,8 +72,11 @@ class FakeTrainer:
             self.fail_once_at = None
             raise RuntimeError("simulated crash in the train node")
         new = f"{checkpoint_id}+r{round}"
-        self.archive.add_checkpoint(CheckpointRecord(id=new, base_model="fake", parents=[checkpoint_id]))
         trajs = [await arun_rollout(spec, self.model, self.env, t, seed=0, checkpoint_id=new) for t in tasks]
+        metrics = {"reward_mean": sum(t.reward for t in trajs) / len(trajs), "effective_group_rate": 0.0,
+                   "delta_norm": 0.25 * (round + 1), "total_delta_norm": 0.25 * (round + 1)}
+        self.archive.add_checkpoint(CheckpointRecord(id=new, base_model="fake", parents=[checkpoint_id],
+                                                     config={"incumbent_id": spec.id}, metrics=metrics, run_id="run-1"))
         return new, [t.model_copy(update={"id": f"{new}-{t.task_id}"}) for t in trajs]
 
 
@@ -214,10 +217,13 @@ def test_report_and_summary_show_rounds_decisions_and_plots(tmp_path):
     assert "accepted" in text and (tmp_path / "report" / "validation.png").stat().st_size > 1000
     assert (tmp_path / "report" / "lineage.png").exists()
     assert "rules" in text  # the final harness diff against H0 shows the added rule
-    console = Console(record=True, width=200)
+    # the weight stages: round 0 under H0 (val 0 before and after), round 1 under the accepted candidate (val 1)
+    assert "Weight stages" in text and "0.000 → 0.000 (n=4)" in text and "1.000 → 1.000 (n=4)" in text
+    console = Console(record=True, width=250)
     console.print(summary_table(state))
     out = console.export_text()
     assert "accepted" in out and "final pair" in out and "1.000" in out
+    assert "W[t] -> W[t+1]" in out and "0.000 -> 0.000" in out and "0.25" in out and "0.5 " in out
 
 
 def test_a_demonstrations_task_never_appears_in_a_later_weight_stage_or_local_check(tmp_path):
@@ -267,3 +273,27 @@ def test_demonstrated_tasks_finds_answers_written_into_a_patch():
     reply = json.dumps({"rationale": "show one", "patch": patch[:1]})
     cand = LLMEditor("openai/gpt-4o-mini", mock_response=reply).propose(direction, HarnessSpec(), {}).candidate
     assert cand.demo_tasks == ["a"]
+
+
+def test_each_round_reports_the_weight_stages_own_val_effect_on_the_same_tasks_and_seeds(tmp_path):
+    config, ctx, archive = setup_run(tmp_path, "help")
+    state = asyncio.run(_run(config, ctx, archive))
+    w0, w1 = (h.weights for h in state["history"])
+    assert (w0.checkpoint_before, w0.checkpoint_after) == (state["start_checkpoint"], w1.checkpoint_before)
+    assert w0.harness_id == state["start_harness"] and w1.harness_id == state["incumbent"]
+    for w in (w0, w1):
+        assert w.before.per_task.keys() == w.after.per_task.keys() and w.before.split == w.after.split == "val"
+        assert [o.seeds for o in w.before.per_task.values()] == [o.seeds for o in w.after.per_task.values()]
+        assert (w.train_reward, w.delta_norm) == (ctx.archive.get_checkpoint(w.checkpoint_after).metrics["reward_mean"],
+                                                  0.25 * (w.round + 1))
+    # validate's b is the stage's "after" evaluation, reused by id: no val rollout is made twice
+    assert state["decisions"][0].b == w0.val_after
+    val = [e for e in archive.list_evaluations("run-1") if e.split == "val"]
+    assert len(val) == len({(e.harness_id, e.checkpoint_id) for e in val})
+
+
+def test_rl_only_reports_the_incumbents_val_from_the_stage_effect(tmp_path):
+    config, ctx, archive = setup_run(tmp_path, "help", strategy="rl_only")
+    state = asyncio.run(_run(config, ctx, archive))
+    assert [h.incumbent_val for h in state["history"]] == [h.weights.val_after for h in state["history"]]
+    assert all(h.weights.harness_id == state["start_harness"] for h in state["history"])
