@@ -1,7 +1,8 @@
 """``RunConfig``: a meta-loop run as a TOML/YAML file, validated by pydantic (every error names the key).
 
-Defaults run fully offline on a laptop CPU: BFCL ``simple_python`` tasks, the bundled
-SmolLM2-135M-Instruct policy, offline meta roles, small splits, two rounds (``configs/default.toml``).
+Defaults run fully offline on a laptop CPU: reasoning-gym ``chain_sum`` (two one-digit terms) with
+partial credit, the bundled SmolLM2-135M-Instruct policy, offline meta roles, small splits, two
+rounds (``configs/default.toml``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,13 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+DEFAULT_ENV = ("reasoning_gym:families=chain_sum,size=1000,seed=0,chain_sum.max_terms=2,chain_sum.max_digits=1,"
+               "reward=partial")
+"""The default job's suite: one-digit sums and differences with the family's partial credit, where
+SmolLM2-135M has room at the training temperature (README, "What to expect"); BFCL simple_python,
+where it has none, is ``configs/bfcl.toml``."""
+
+
 class EnvConfig(Section):
     """Task suite (``coevo envs list``), split sizes (tasks) and the reward training and the gate use.
 
@@ -34,10 +42,10 @@ class EnvConfig(Section):
     The env is built with ``get_env(env.ref, **env.settings())``.
     """
 
-    ref: str = "bfcl:categories=simple_python"
-    n_train: int = Field(default=8, ge=1)
-    n_val: int = Field(default=10, ge=1)
-    n_test: int = Field(default=10, ge=0)
+    ref: str = DEFAULT_ENV
+    n_train: int = Field(default=40, ge=1)
+    n_val: int = Field(default=30, ge=1)
+    n_test: int = Field(default=40, ge=0)
     reward: RewardMode = "correct"
 
     @model_validator(mode="after")
@@ -69,8 +77,8 @@ class TrainConfig(StageSettings):
     dynamic sampling, RSFT threshold, ...) with its one default."""
 
     algorithm: Literal["grpo", "rsft"] = "grpo"
-    max_new_tokens: int = Field(default=96, ge=1)
-    temperature: float = Field(default=1.0, gt=0)
+    max_new_tokens: int = Field(default=48, ge=1)
+    temperature: float = Field(default=0.7, gt=0)
     rescue: bool = Field(default=False, description="GRPO: Harness-S Eq. 5 rescue of all-fail groups under the "
                          "previous round's checked candidates (siblings)")
 

@@ -35,18 +35,21 @@ def _fmt(x: Any) -> str:
     return "–" if x is None else f"{x:.3f}"
 
 
-WEIGHT_COLUMNS = ("val H[t]: W[t] -> W[t+1]", "train reward", "effective groups", "||dW||")
+WEIGHT_COLUMNS = ("val H[t]: W[t] -> W[t+1]", "train reward", "effective groups (contrast)", "||dW||")
 """The weight stage's columns of the summary table (``weight_cells``)."""
 
 
 def weight_cells(summary: Any) -> list[str]:
     """A round's weight-stage cells (``RoundSummary.weights``, a ``WeightStage``): val of the
-    incumbent before -> after the stage (same tasks and seeds), the stage's train reward and
-    effective-group rate, and the size of its LoRA change; dashes when the round trained nothing."""
+    incumbent before -> after the stage (same tasks and seeds), the stage's train reward, its
+    effective-group rate (and in brackets the rate of groups with any reward contrast), and the size
+    of its LoRA change; dashes when the round trained nothing."""
     w = getattr(summary, "weights", None)
     if w is None:
         return ["–"] * len(WEIGHT_COLUMNS)
     groups = "–" if w.effective_group_rate is None else f"{w.effective_group_rate:.0%}"
+    if w.contrast_rate is not None:
+        groups += f" ({w.contrast_rate:.0%})"
     norm = "–" if w.delta_norm is None else f"{w.delta_norm:.3g}"
     return [f"{_fmt(w.val_before)} -> {_fmt(w.val_after)}", _fmt(w.train_reward), groups, norm]
 

@@ -167,7 +167,8 @@ class WeightStage(BaseModel):
     Training numbers come from the new checkpoint's metrics (``coevo.training.grpo.stage_metrics``):
     ``train_reward`` the mean reward of the rollouts sampled under H[t] at the training temperature,
     ``effective_group_rate`` the fraction of retained groups with both a success and a failure
-    (Harness-S §3), ``rescue_rate`` the fraction of groups Eq. 5 replaced, ``resampled_groups`` the
+    (Harness-S §3), ``contrast_rate`` that of retained groups whose rewards differ (with partial credit
+    a group can have contrast and no success), ``rescue_rate`` the fraction of groups Eq. 5 replaced, ``resampled_groups`` the
     groups dynamic sampling drew in place of groups without contrast, ``delta_norm`` the size of the
     stage's own LoRA change and ``total_delta_norm`` that of W[t+1] from the base model
     (``coevo.training.delta``: sum over layers of ``||s B A||_F``). ``None``: not measured.
@@ -180,6 +181,7 @@ class WeightStage(BaseModel):
     steps: int | None = None
     train_reward: float | None = None
     effective_group_rate: float | None = None
+    contrast_rate: float | None = None
     rescue_rate: float | None = None
     resampled_groups: int | None = None
     delta_norm: float | None = None

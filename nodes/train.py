@@ -46,13 +46,15 @@ async def train(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     m = record.metrics if record is not None else {}
     stage = WeightStage(round=rnd, harness_id=spec.id, checkpoint_before=before, checkpoint_after=checkpoint,
                         steps=m.get("steps"), train_reward=m.get("reward_mean"),
-                        effective_group_rate=m.get("effective_group_rate"), rescue_rate=m.get("rescue_rate"),
+                        effective_group_rate=m.get("effective_group_rate"), contrast_rate=m.get("nonzero_std_rate"),
+                        rescue_rate=m.get("rescue_rate"),
                         resampled_groups=m.get("resampled_groups"), delta_norm=m.get("delta_norm"),
                         total_delta_norm=m.get("total_delta_norm"),
                         excluded_tasks=len(ctx.tasks("train")) - len(tasks))
     mean = sum(t.reward for t in trajectories) / len(trajectories) if trajectories else 0.0
     ctx.reporter.log(f"train  round {rnd}: {before} -> {checkpoint}  {len(trajectories)} rollouts on {len(tasks)} "
-                     f"tasks, mean reward {mean:.3f}, effective groups {_pct(stage.effective_group_rate)}, "
+                     f"tasks, mean reward {mean:.3f}, effective groups {_pct(stage.effective_group_rate)} "
+                     f"(with reward contrast {_pct(stage.contrast_rate)}), "
                      f"||dW|| {_num(stage.delta_norm)}")
     return {"checkpoint": checkpoint, "train_trajectories": [t.id for t in trajectories], "stage": stage}
 

@@ -53,12 +53,12 @@ def write_report(run_id: str, db: str, out_dir: Path) -> Path:
     stages = weight_stages(archive, run_id)
     stage_rows = "".join(f"<tr><td>{s.parent[:18]} → {s.checkpoint[:18]}</td><td>{s.harness_id[:12]}</td>"
                          f"<td>{_f(s.val_before)} → {_f(s.val_after)} (n={s.n_val})</td><td>{_f(s.train_reward)}</td>"
-                         f"<td>{_f(s.effective_group_rate)}</td><td>{_f(s.delta_norm, '.4g')}</td>"
+                         f"<td>{_f(s.effective_group_rate)} ({_f(s.contrast_rate)})</td><td>{_f(s.delta_norm, '.4g')}</td>"
                          f"<td>{_f(s.total_delta_norm, '.4g')}</td></tr>" for s in stages)
     stage_table = ("<h2>Weight stages</h2><p>val of the harness each stage trained under, before and after the "
                    "stage (same tasks, same seeds); ||ΔW||: sum over LoRA layers of ||s·B·A||<sub>F</sub>, the "
                    "stage's own change and the checkpoint's change from the base model.</p><table><tr><th>checkpoint"
-                   "</th><th>harness</th><th>val before → after</th><th>train reward</th><th>effective groups</th>"
+                   "</th><th>harness</th><th>val before → after</th><th>train reward</th><th>effective groups (with reward contrast)</th>"
                    f"<th>||ΔW|| stage</th><th>||ΔW|| total</th></tr>{stage_rows}</table>") if stages else ""
     imgs = "".join(f"<h2>{t}</h2><img src='{p.name}' alt='{t}'>" for t, p in figures)
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>coevo run {run_id}</title>

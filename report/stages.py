@@ -19,6 +19,7 @@ class StageRow(BaseModel):
     harness_id: str
     train_reward: float | None = None
     effective_group_rate: float | None = None
+    contrast_rate: float | None = None
     delta_norm: float | None = None
     total_delta_norm: float | None = None
     val_before: float | None = None
@@ -45,7 +46,8 @@ def weight_stages(archive: Archive, run_id: str) -> list[StageRow]:
         paired = before is not None and after is not None and (before.seeds, before.task_ids) == (after.seeds,
                                                                                                  after.task_ids)
         rows.append(StageRow(checkpoint=c.id, parent=c.parents[0], harness_id=harness, train_reward=m.get("reward_mean"),
-                             effective_group_rate=m.get("effective_group_rate"), delta_norm=m.get("delta_norm"),
+                             effective_group_rate=m.get("effective_group_rate"),
+                             contrast_rate=m.get("nonzero_std_rate"), delta_norm=m.get("delta_norm"),
                              total_delta_norm=m.get("total_delta_norm"),
                              val_before=before.aggregates.get("mean_reward") if paired else None,
                              val_after=after.aggregates.get("mean_reward") if paired else None,

@@ -37,10 +37,10 @@ class StageSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    steps: int = Field(default=2, ge=1, description="GRPO optimiser steps / RSFT rounds")
+    steps: int = Field(default=8, ge=1, description="GRPO optimiser steps / RSFT rounds")
     tasks_per_step: int = Field(default=2, ge=1, description="tasks per step (GRPO) or round (RSFT)")
     num_generations: int = Field(default=4, ge=1, description="rollouts per task: GRPO's group size K (>= 2)")
-    learning_rate: float = Field(default=2e-4, gt=0)
+    learning_rate: float = Field(default=3e-4, gt=0)
     max_grad_norm: float = Field(default=1.0, gt=0)
     lora_r: int = Field(default=8, ge=1)
     lora_alpha: int = Field(default=16, ge=1)
@@ -60,7 +60,7 @@ class StageSettings(BaseModel):
         default=None, description="Eq. 16 truncated importance weight; None: on when the sampler is not the trainer")
     is_clip: tuple[float, float] = Field(default=(0.0, 2.0), description="Eq. 16 clip range of pi_old / q")
     resample: int = Field(
-        default=0, ge=0, description="rounds of dynamic sampling per step (DAPO §3.2): a group whose rewards are all "
+        default=1, ge=0, description="rounds of dynamic sampling per step (DAPO §3.2): a group whose rewards are all "
         "equal is replaced by the group of another stage task when that one has a contrast; 0: off")
     max_concurrency: int | None = Field(default=None, ge=1, description="rollouts in flight (None: all)")
     use_cpu: bool | None = Field(default=None, description="None: CPU when no CUDA device is visible")

@@ -87,7 +87,7 @@ def _env_reward(prompts: list, completions: list, **kwargs: Any) -> list[float]:
 
 def stage_metrics(log_history: list[dict], rollouts: list[dict[str, float]], wall_s: float) -> dict[str, Any]:
     """Checkpoint metrics of a stage: means over steps of loss, reward (rollouts under the harness),
-    effective-group rate and effective-token share; policy tokens and groups drawn by dynamic
+    effective-group rate, the rate of groups with any reward contrast and effective-token share; policy tokens and groups drawn by dynamic
     sampling summed; wall seconds; and ``history`` (one dict per step: step, loss, reward, pass_rate,
     effective_group_rate, nonzero_std_rate, effective_token_share, policy_tokens, rescue_rate,
     resampled_groups, resampled_retained, failed_rollouts, the sampler's rollout_s,
@@ -111,6 +111,7 @@ def stage_metrics(log_history: list[dict], rollouts: list[dict[str, float]], wal
         "reward_mean": mean("reward"),
         "pass_rate": mean("pass_rate"),
         "effective_group_rate": mean("effective_group_rate"),
+        "nonzero_std_rate": mean("nonzero_std_rate"),
         "effective_token_share": mean("effective_token_share"),
         "tokens": int(sum(r["policy_tokens"] for r in rollouts)),
         "rescue_rate": mean("rescue_rate"),
