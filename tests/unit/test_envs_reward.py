@@ -11,8 +11,10 @@ from coevo.envs import registry
 
 
 def test_the_default_reward_is_correctness_and_a_config_opts_in_to_partial_credit():
-    default = parse_config({}).env
+    default = parse_config({"env": {"ref": "reasoning_gym:size=5"}}).env
     assert default.reward == "correct" and default.settings() == {}
+    job = parse_config({}).env  # the default job opts in through its ref (issue 11: chain_sum's partial room)
+    assert "reward=partial" in job.ref and job.reward == "partial"
     assert registry.get_env("reasoning_gym:size=5", **default.settings()).reward_mode == "correct"
     opted = parse_config({"env": {"ref": "reasoning_gym:size=5", "reward": "partial"}}).env
     assert opted.settings() == {"reward": "partial"}
