@@ -132,6 +132,9 @@ class RunConfig(Section):
     meta: MetaConfig = Field(default_factory=MetaConfig)
     gate: GateConfig = Field(default_factory=GateConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
+    executor: Literal["inprocess", "ray"] = Field(
+        default="inprocess", description="where rollouts run: this process, or Ray workers ($RAY_ADDRESS or a local "
+                                         "instance; coevo.evaluation.executors)")
 
     @field_validator("strategy")
     @classmethod

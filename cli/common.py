@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Any, Iterator
 
 import typer
 from rich.console import Console
@@ -28,3 +28,21 @@ def user_errors() -> Iterator[None]:
     except (ArchiveError, ValueError, FileNotFoundError, KeyError) as err:
         console.print(f"[red]error:[/red] {err}")
         raise typer.Exit(1) from None
+
+
+def key_values(pairs: list[str], example: str) -> dict[str, Any]:
+    """``--set KEY=VALUE`` pairs as a dict, each value parsed as a TOML value when it parses (numbers,
+    booleans, lists) and kept as text otherwise. Raises ``ValueError`` (showing ``example``) for a
+    pair without ``=``."""
+    import tomllib
+
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise ValueError(f"--set {pair!r}: write KEY=VALUE, e.g. --set {example}")
+        key, value = pair.split("=", 1)
+        try:
+            out[key] = tomllib.loads(f"v = {value}")["v"]
+        except Exception:
+            out[key] = value
+    return out

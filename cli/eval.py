@@ -10,9 +10,10 @@ import uuid
 import typer
 from rich.table import Table
 
-from coevo.cli.common import console, user_errors
+from coevo.cli.common import console, key_values, user_errors
 from coevo.envs.registry import get_env
 from coevo.evaluation.engine import evaluate
+from coevo.evaluation.executors import EXECUTORS, make_executor
 from coevo.evaluation.results import EvalResult
 from coevo.harnesses import HarnessSpec, load_harness
 from coevo.models.refs import load_model
@@ -73,6 +74,10 @@ def eval_cmd(
     db: str = typer.Option("coevo.db", "--db", envvar="COEVO_DB", help=DB_HELP),
     reward: str = typer.Option(None, "--reward", help="correct (1/0 on the checker's pass; the default) or "
                                "partial (the checker's partial credit); also settable in --env as reward=..."),
+    set_: list[str] = typer.Option([], "--set", help="A model setting, e.g. --set api_base=http://localhost:8000/v1 "
+                                   "(repeatable; any load_model keyword: timeout_s, max_retries, cooldown_s, ...)."),
+    executor: str = typer.Option("inprocess", "--executor", help=f"Where rollouts run: {' or '.join(EXECUTORS)} "
+                                 "(Ray workers of $RAY_ADDRESS, or a local Ray instance; needs coevo[ray])."),
 ) -> None:
     """Evaluate a harness with a model on an env split: print pass@k, avg@k, the reward mode and the
     mean reward (credit), TIMR, tokens, cost and latency beside the trivial baseline, and store
@@ -81,7 +86,9 @@ def eval_cmd(
         archive = Archive(db)
         spec = resolve_harness(harness, archive)
         suite = get_env(env) if reward is None else get_env(env, reward=reward)
-        policy = load_model(model)
+        settings = key_values(set_, "api_base=http://localhost:8000/v1")
+        policy = load_model(model, **settings)
+        runner = make_executor(executor)
         ckpt = checkpoint or model
         if archive.get_checkpoint(ckpt) is None:
             archive.add_checkpoint(CheckpointRecord(id=ckpt, base_model=model))
@@ -90,7 +97,8 @@ def eval_cmd(
         run = RunRecord(id=run_id or uuid.uuid4().hex, strategy="eval",
                         config={"env": env, "harness": spec.id, "model": model, "split": split, "k": k, "n": n,
                                 "seed": seed, "concurrency": concurrency, "checkpoint": ckpt,
-                                "reward": getattr(suite, "reward_mode", "")})
+                                "reward": getattr(suite, "reward_mode", ""), "model_settings": settings,
+                                "executor": executor})
         if archive.get_run(run.id) is not None:
             run.created_at = archive.get_run(run.id).created_at  # type: ignore[union-attr]
         archive.add_run(run)
@@ -98,11 +106,13 @@ def eval_cmd(
             with RichReporter(console=console, transient=True) as reporter:
                 result = asyncio.run(evaluate(spec, ckpt, suite, split, k=k, seeds=seed, n_tasks=n, model=policy,
                                               archive=archive, concurrency=concurrency, progress=reporter,
-                                              run_id=run.id))
+                                              run_id=run.id, executor=runner))
         except BaseException:
             archive.add_run(run.model_copy(update={"status": "failed", "updated_at": time.time()}))
             console.print(f"[yellow]interrupted: finished tasks are kept; resume with --run-id {run.id}[/yellow]")
             raise
+        finally:
+            runner.close()
         archive.add_run(run.model_copy(update={"status": "done", "updated_at": time.time()}))
     console.print(result_table(result))
     console.print(f"run {run.id} stored in {archive.url}")

@@ -10,24 +10,9 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from coevo.cli.common import console, user_errors
-from coevo.config import ConfigError, RunConfig, load_config
+from coevo.cli.common import console, key_values, user_errors
+from coevo.config import RunConfig, load_config
 from coevo.graphs.registry import strategy_names
-
-
-def _overrides(pairs: list[str]) -> dict[str, Any]:
-    out = {}
-    for pair in pairs:
-        if "=" not in pair:
-            raise ConfigError(f"--set {pair!r}: write KEY=VALUE, e.g. --set train.steps=4")
-        key, value = pair.split("=", 1)
-        try:
-            import tomllib
-
-            out[key] = tomllib.loads(f"v = {value}")["v"]
-        except Exception:
-            out[key] = value
-    return out
 
 
 def _fmt(x: Any) -> str:
@@ -62,6 +47,8 @@ def run_cmd(
     strategy: Optional[str] = typer.Option(None, "--strategy", help=f"The meta-loop strategy: {strategy_names()}."),
     db: Optional[str] = typer.Option(None, "--db", help="Archive + checkpointer database (default from the config)."),
     set_: list[str] = typer.Option([], "--set", help="Override a config key: --set train.steps=4 (repeatable)."),
+    executor: Optional[str] = typer.Option(None, "--executor", help="Where rollouts run: inprocess (default) or ray "
+                                           "(workers of $RAY_ADDRESS, or a local Ray instance; needs coevo[ray])."),
     report: bool = typer.Option(True, "--report/--no-report", help="Write the HTML report at the end."),
 ) -> None:
     """Run VACE (or a baseline): RL stage -> refine the harness from its trajectories -> paired validation -> gate."""
@@ -69,8 +56,8 @@ def run_cmd(
     from coevo.report.progress import RichReporter
 
     with user_errors():
-        overrides = _overrides(set_)
-        for key, value in (("meta.model", meta_model), ("strategy", strategy), ("db", db)):
+        overrides = key_values(set_, "train.steps=4")
+        for key, value in (("meta.model", meta_model), ("strategy", strategy), ("db", db), ("executor", executor)):
             if value is not None:
                 overrides[key] = value
         cfg = load_config(config, overrides)

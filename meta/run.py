@@ -72,7 +72,11 @@ async def run_meta(config: RunConfig, run_id: str | None = None, resume: bool = 
             payload = {"run_id": run_id}
         # durability="sync": a checkpoint is on disk before the next node runs, so a crash loses at most
         # the running node and checkpointer writes never overlap the archive's (one SQLite file).
-        state = await graph.ainvoke(payload, thread, context=ctx, durability="sync")
+        try:
+            state = await graph.ainvoke(payload, thread, context=ctx, durability="sync")
+        finally:
+            if context is None and ctx.executor is not None:
+                ctx.executor.close()
     done = "__interrupt__" not in state
     run = archive.get_run(run_id)
     archive.add_run(run.model_copy(update={"status": "done" if done else "paused"}))
