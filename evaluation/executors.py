@@ -158,9 +158,10 @@ class RayExecutor:
             try:
                 entry = (obj, self._ray().put(obj))
             except Exception as err:
-                raise ExecutorError(f"{type(obj).__name__} cannot be shipped to Ray workers ({type(err).__name__}: "
-                                    f"{err}); build the policy with coevo.models.refs.load_model(ref) so each worker "
-                                    "rebuilds it from its reference, or use --executor inprocess") from err
+                why = [line for line in str(err).splitlines() if "cannot pickle" in line] or [str(err)[:200]]
+                raise ExecutorError(f"{type(obj).__name__} cannot be shipped to Ray workers ({why[0].strip()}); build "
+                                    "the policy with coevo.models.refs.load_model(ref) so each worker rebuilds it "
+                                    "from its reference, or use --executor inprocess") from err
             self._objects[id(obj)] = entry
         return "object", entry[1].hex(), [entry[1]]
 
