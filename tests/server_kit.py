@@ -74,11 +74,13 @@ class TransformersServer:
     """``transformers serve`` (ships with transformers; needs ``coevo[serve]``) serving the model
     directory ``model_dir`` on a free local port under the name ``model_dir.name`` (started from its
     parent directory, so the model id is that relative path). ``url`` ends in ``/v1``; ``log`` holds
-    the server's output. A context manager; raises ``RuntimeError`` with the log tail when the server
-    does not come up within ``start_timeout_s``."""
+    the server's output; ``threads`` torch threads (1: on a small shared box two spinning threads
+    against the test process made prefill 4-6x slower). A context manager; raises ``RuntimeError``
+    with the log tail when the server does not come up within ``start_timeout_s``."""
 
-    def __init__(self, model_dir: Path, log: Path, start_timeout_s: float = 180.0) -> None:
+    def __init__(self, model_dir: Path, log: Path, start_timeout_s: float = 180.0, threads: int = 1) -> None:
         self.model_dir, self.log_path, self.start_timeout_s = Path(model_dir), Path(log), start_timeout_s
+        self.threads = threads
         self.name = self.model_dir.name
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/v1"
@@ -86,7 +88,8 @@ class TransformersServer:
     def __enter__(self) -> "TransformersServer":
         exe = Path(sys.executable).parent / "transformers"
         cmd = [str(exe), "serve", self.name, "--device", "cpu", "--host", "127.0.0.1", "--port", str(self.port)]
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1"}
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1",
+               "OMP_NUM_THREADS": str(self.threads)}
         self._log = open(self.log_path, "w")
         self.proc = subprocess.Popen(cmd, cwd=self.model_dir.parent, env=env, stdout=self._log,
                                      stderr=subprocess.STDOUT, start_new_session=True)
@@ -104,9 +107,10 @@ class TransformersServer:
         raise RuntimeError(f"transformers serve did not start: {self.log_path.read_text()[-3000:]}")
 
     def __exit__(self, *exc: object) -> None:
-        self.proc.terminate()
+        self.proc.terminate()  # uvicorn may linger on its generation thread: then the whole group goes
         try:
-            self.proc.wait(15)
+            self.proc.wait(10)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
+            os.killpg(self.proc.pid, 9)
+            self.proc.wait(10)
         self._log.close()
