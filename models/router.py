@@ -14,8 +14,8 @@ same model on N ``api_base`` s) and routes each call itself, as a circuit breake
 So a dead server receives at most one request per cooldown window, however many rollouts run at
 once. Why not ``litellm.Router``: it cools a deployment down only after the failures of the calls
 already sent to it, so a burst of concurrent rollouts sends many requests to a dead server before
-the first failure is counted (measured: 7 of the first 16 concurrent calls went to a closed port;
-``benchmarks/bench_servers.py``). A permanent error (400, 401, ...) is the request's fault and is
+the first failure is counted (measured: 6–8 of the first 16 concurrent calls went to a closed port;
+``benchmarks/bench_servers.py``, row (d)). A permanent error (400, 401, ...) is the request's fault and is
 raised at once. Every failure is logged (logger ``coevo.models.router``).
 """
 
