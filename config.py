@@ -14,9 +14,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from coevo.envs.base import RewardMode
-from coevo.training.config import StageConfig, StageSettings
-
 from coevo.graphs.registry import get_strategy
+from coevo.training.config import StageConfig, StageSettings
 
 
 class Section(BaseModel):

@@ -32,14 +32,14 @@ from typing import Any
 os.environ.setdefault("LANGGRAPH_NO_VERSION_CHECK", "true")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage  # noqa: E402
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage  # noqa: E402
 from langchain_core.tools import StructuredTool  # noqa: E402
 
 from coevo.envs.base import Episode, Score, Task, Tool  # noqa: E402
+from coevo.evaluation.engine import evaluate  # noqa: E402
 from coevo.graphs.harness import build_harness_graph  # noqa: E402
 from coevo.harnesses import HarnessSpec  # noqa: E402
 from coevo.models.fake import ScriptedChatModel  # noqa: E402
-from coevo.evaluation.engine import evaluate  # noqa: E402
 from coevo.storage import Archive  # noqa: E402
 
 LOOKUP = {"type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]}

@@ -22,8 +22,20 @@ from langsmith.utils import tracing_is_enabled
 
 from coevo.compat import arun_state, bind_context, node, route
 from coevo.envs.base import Env, Episode, Task
-from coevo.harnesses.engine import (EngineContext, acall_model, after_assemble, after_call, after_parse, after_tools,
-                                    arun_tools, assemble_context, call_model, finish, parse_reply, run_tools)
+from coevo.harnesses.engine import (
+    EngineContext,
+    acall_model,
+    after_assemble,
+    after_call,
+    after_parse,
+    after_tools,
+    arun_tools,
+    assemble_context,
+    call_model,
+    finish,
+    parse_reply,
+    run_tools,
+)
 from coevo.harnesses.spec import HarnessSpec
 from coevo.harnesses.state import HarnessState
 from coevo.models.trajectory import ModelCall, Trajectory

@@ -20,8 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.messages import (AIMessage, BaseMessage, HumanMessage, RemoveMessage, SystemMessage,
-                                     ToolMessage)
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import Runnable, RunnableBinding
 from langchain_core.runnables.base import RunnableBindingBase
 from langgraph.runtime import Runtime
@@ -29,8 +28,8 @@ from langgraph.runtime import Runtime
 from coevo.compat import areply
 from coevo.envs.base import Episode, Tool
 from coevo.envs.interaction import next_user_turn
-from coevo.harnesses.parse import parse_reply as parse
 from coevo.harnesses.hooks import fire
+from coevo.harnesses.parse import parse_reply as parse
 from coevo.harnesses.spec import HarnessSpec
 from coevo.harnesses.state import HarnessState
 from coevo.harnesses.view import render_messages

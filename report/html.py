@@ -5,8 +5,8 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from coevo.report.plots import lineage_plot, train_plot, validation_plot
 from coevo.harnesses import diff, load_harness
+from coevo.report.plots import lineage_plot, train_plot, validation_plot
 from coevo.storage import Archive
 
 

@@ -13,8 +13,20 @@ from coevo.harnesses import HarnessSpec
 from coevo.models.base import TOKENS_KEY, record_call
 from coevo.models.fake import char_tokens, fake_template
 from coevo.models.trajectory import Trajectory
-from coevo.storage import (SCHEMA_VERSION, Archive, ArchiveError, CheckpointRecord, EditRecord, EvaluationRecord,
-                           GateDecisionRecord, LLMCallRecord, ProfileRecord, RunRecord, SchemaVersionError, codec)
+from coevo.storage import (
+    SCHEMA_VERSION,
+    Archive,
+    ArchiveError,
+    CheckpointRecord,
+    EditRecord,
+    EvaluationRecord,
+    GateDecisionRecord,
+    LLMCallRecord,
+    ProfileRecord,
+    RunRecord,
+    SchemaVersionError,
+    codec,
+)
 from coevo.storage.tables import TRAJECTORY_FIELDS, scalar_fields
 from coevo.training.checkpoint import Checkpoint
 

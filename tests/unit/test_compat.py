@@ -11,8 +11,8 @@ from uuid import UUID
 
 import pytest
 from harness_kit import TABLE7, call, make_task, toy_tools
-from langchain_core.callbacks import AsyncCallbackHandler
 from langchain_core.caches import InMemoryCache
+from langchain_core.callbacks import AsyncCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, messages_to_dict
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import RunnableLambda

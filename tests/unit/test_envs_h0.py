@@ -7,10 +7,10 @@ import json
 import pytest
 from langchain_core.messages import AIMessage
 
+from coevo.envs.registry import get_env
 from coevo.graphs.harness import arun_rollout
 from coevo.harnesses.spec import load_harness
 from coevo.models.fake import ScriptedChatModel
-from coevo.envs.registry import get_env
 
 
 def _run(spec_name, env, task, script):

@@ -6,8 +6,8 @@ import asyncio
 import pytest
 
 from coevo.envs.base import SPLITS, Env
-from coevo.envs.registry import get_env
 from coevo.envs.redact import redact_for_meta
+from coevo.envs.registry import get_env
 from coevo.envs.sandbox import isolation
 
 REF = "reasoning_gym:families=word_sorting,size=40,seed=0"

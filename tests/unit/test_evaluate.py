@@ -12,11 +12,11 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from rich.console import Console
 
 from coevo.envs.base import Episode, Score, Task, Tool
+from coevo.evaluation import engine as evaluate_module
+from coevo.evaluation.engine import evaluate, paired_evaluate, trajectory_id
 from coevo.harnesses import HarnessSpec
 from coevo.models.fake import ScriptedChatModel
 from coevo.models.trajectory import Trajectory
-from coevo.evaluation import engine as evaluate_module
-from coevo.evaluation.engine import evaluate, paired_evaluate, trajectory_id
 from coevo.report.progress import RichReporter
 from coevo.storage import Archive
 

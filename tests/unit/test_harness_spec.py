@@ -7,10 +7,10 @@ import json
 import pytest
 from harness_kit import TABLE7, call, run, toy_tools
 
-from coevo.harnesses import (HarnessError, HarnessSpec, diff, load_harness, register_condition, render,
-                             validate_spec)
+from coevo.harnesses import HarnessError, HarnessSpec, diff, load_harness, register_condition, render, validate_spec
 from coevo.harnesses.registry import CONDITIONS
 from coevo.harnesses.view import skill_applies
+
 
 def problems(err: pytest.ExceptionInfo[HarnessError]) -> dict[str, str]:
     return {p.path: p.message for p in err.value.problems}

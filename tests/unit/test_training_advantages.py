@@ -5,8 +5,13 @@ import math
 import pytest
 import torch
 
-from coevo.training.advantages import (effective_group_rate, effective_token_share, group_advantages,
-                                       task_token_weights, truncated_is_weight)
+from coevo.training.advantages import (
+    effective_group_rate,
+    effective_token_share,
+    group_advantages,
+    task_token_weights,
+    truncated_is_weight,
+)
 
 
 def test_advantages_match_eq6_with_population_std_on_a_hand_computed_group():

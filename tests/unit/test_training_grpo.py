@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from training_kit import LookupEnv, lookup_policy, tiny_llama_checkpoint
 
 from coevo.graphs.harness import arun_rollout
 from coevo.harnesses.spec import HarnessSpec
@@ -24,7 +25,6 @@ from coevo.training.config import StageConfig
 from coevo.training.grpo import train_grpo
 from coevo.training.rollout import HarnessRollout, sibling_rescue
 from coevo.training.samples import trajectory_rows
-from training_kit import LookupEnv, lookup_policy, tiny_llama_checkpoint
 
 HOOK = {"nudge": {"event": "after_tool", "condition": "always", "action": "inject", "message": "HOOK-TEXT"}}
 
@@ -172,9 +172,9 @@ def test_train_grpo_rejects_too_few_tasks_and_greedy_decoding(tmp_path, spec, en
 
 def test_fill_prompt_ids_renders_missing_prompts_with_the_chat_template():
     from langchain_core.messages import HumanMessage, messages_to_dict
+    from training_kit import char_tokenizer
 
     from coevo.training.rollout import fill_prompt_ids
-    from training_kit import char_tokenizer
 
     tok = char_tokenizer()
     tok.chat_template = "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}{% endfor %}<assistant>"

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from training_kit import LookupEnv, lookup_policy, tiny_llama_checkpoint
 
 from coevo.config import TrainConfig
 from coevo.harnesses.spec import HarnessSpec
@@ -12,8 +13,6 @@ from coevo.training import rsft
 from coevo.training.checkpoint import load_policy
 from coevo.training.config import StageConfigError
 from coevo.training.samples import Row
-from training_kit import LookupEnv, lookup_policy, tiny_llama_checkpoint
-
 
 SPEC = HarnessSpec(parser={"mode": "python_call"},
                    hooks={"nudge": {"event": "after_tool", "condition": "always", "action": "inject",

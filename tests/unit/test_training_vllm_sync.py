@@ -8,8 +8,13 @@ import httpx
 import pytest
 
 from coevo.training.checkpoint import Checkpoint
-from coevo.training.vllm_sync import (VLLMStepSync, VLLMSyncError, load_lora_adapter, publish_checkpoint,
-                                      unload_lora_adapter)
+from coevo.training.vllm_sync import (
+    VLLMStepSync,
+    VLLMSyncError,
+    load_lora_adapter,
+    publish_checkpoint,
+    unload_lora_adapter,
+)
 
 
 def recording_client(status=200, text="Success"):
