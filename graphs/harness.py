@@ -62,13 +62,15 @@ def build_harness_graph(spec: HarnessSpec, model: BaseChatModel, episode: Episod
     return bind_context(graph, EngineContext(spec, model, episode, seed), config=config, name=f"harness:{spec.name}")
 
 
-def to_trajectory(state: HarnessState, task: Task, spec: HarnessSpec, seed: int = 0, checkpoint_id: str = "") -> Trajectory:
+def to_trajectory(state: HarnessState, task: Task, spec: HarnessSpec, seed: int = 0,
+                  checkpoint_id: str = "") -> Trajectory:
     """The ``Trajectory`` of a finished run (not yet scored)."""
     return Trajectory(
         task_id=task.id, env=task.env, split=task.split, harness_id=spec.id, checkpoint_id=checkpoint_id, seed=seed,
         messages=messages_to_dict(state.get("messages", [])), calls=[ModelCall(**c) for c in state.get("calls", [])],
-        final_answer=state.get("answer"), stop_reason=state.get("stop_reason") or "", hook_events=state.get("hook_events", []),
-        interface_violations=state.get("violations", 0), violation_turns=len(state.get("violated_turns", [])),
+        final_answer=state.get("answer"), stop_reason=state.get("stop_reason") or "",
+        hook_events=state.get("hook_events", []), interface_violations=state.get("violations", 0),
+        violation_turns=len(state.get("violated_turns", [])),
         model_turns=state.get("model_calls", 0), env_actions=state.get("env_actions", 0))
 
 

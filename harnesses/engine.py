@@ -98,9 +98,10 @@ class EngineContext:
             t, name=view.renames.get(t.name, t.name), description=view.descriptions.get(t.name, t.description))
             for t in exposed}
         if spec.memory.scratchpad:
-            self.tools["note"] = Tool("note", "Write a note to your scratchpad; notes stay visible for the rest of the episode.",
-                                      {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
-                                      lambda text: "noted")
+            self.tools["note"] = Tool(
+                "note", "Write a note to your scratchpad; notes stay visible for the rest of the episode.",
+                {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+                lambda text: "noted")
         self.schemas = [t.schema() for t in self.tools.values()]
         d = spec.decoding
         decoding = {"temperature": d.temperature, "top_p": d.top_p, "max_tokens": spec.budget.max_output_tokens}
@@ -120,7 +121,8 @@ def engine(runtime: Runtime[EngineContext]) -> EngineContext:
     ctx = runtime.context
     if not isinstance(ctx, EngineContext):
         raise ValueError("the harness graph ran without its EngineContext (spec, model, episode): build it with "
-                         "coevo.build_harness_graph(spec, model, episode), or pass context=EngineContext(...) to invoke")
+                         "coevo.build_harness_graph(spec, model, episode), or pass context=EngineContext(...) "
+                         "to invoke")
     return ctx
 
 
@@ -171,7 +173,8 @@ def visible(ctx: EngineContext, state: HarnessState) -> list[BaseMessage] | None
     keep = ctx.spec.context.history_turns
     if keep is not None and len(turns) > keep:
         turns = turns[-keep:]
-    notes = [_harness("Scratchpad:\n" + "\n".join(f"- {n}" for n in state["scratchpad"]))] if state.get("scratchpad") else []
+    notes = ([_harness("Scratchpad:\n" + "\n".join(f"- {n}" for n in state["scratchpad"]))]
+             if state.get("scratchpad") else [])
     budget = ctx.spec.budget.max_context_tokens * 4
     while True:
         seq = head + [m for t in turns for m in t] + notes
@@ -260,7 +263,8 @@ def _orphan_tool_results(reply: BaseMessage, pending: list[dict], retried: bool)
 
 def _observe(ctx: EngineContext, action: dict, text: str) -> BaseMessage:
     if ctx.spec.parser.mode == "native":
-        return ToolMessage(text, tool_call_id=action["id"], name=action["name"], additional_kwargs={ROLE: "observation"})
+        return ToolMessage(text, tool_call_id=action["id"], name=action["name"],
+                           additional_kwargs={ROLE: "observation"})
     return _harness(f"[{action['name']} output]\n{text}", "observation")
 
 
@@ -350,7 +354,8 @@ async def arun_tools(state: HarnessState, runtime: Runtime[EngineContext]) -> di
 
 def finish(state: HarnessState) -> dict:
     """Close the episode: record why it ended."""
-    return {"stop_reason": state.get("stop_reason") or ("final_answer" if state.get("answer") is not None else "no_answer")}
+    return {"stop_reason": state.get("stop_reason")
+            or ("final_answer" if state.get("answer") is not None else "no_answer")}
 
 
 # --- routers ----------------------------------------------------------------------------

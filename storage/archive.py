@@ -238,7 +238,8 @@ class Archive:
         if table is None:
             raise ArchiveError(f"unknown archive table {kind!r}: one of {[t.name for t in self._tables()]}")
         with self.engine.connect() as conn:
-            ids = conn.execute(select(table.c.id).where(table.c.id.startswith(prefix, autoescape=True)).limit(2)).scalars().all()
+            ids = conn.execute(select(table.c.id).where(table.c.id.startswith(prefix, autoescape=True))
+                               .limit(2)).scalars().all()
         if not ids:
             raise ArchiveError(f"no {kind} id starts with {prefix!r} in {self.url}: see `coevo archive list {kind}`")
         if len(ids) > 1:

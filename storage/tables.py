@@ -87,6 +87,8 @@ class RunRecord(SQLModel):
 
 
 class RunRow(RunRecord, table=True):
+    """The ``runs`` table: one row per ``RunRecord``."""
+
     __tablename__ = "runs"
 
 
@@ -103,6 +105,8 @@ class HarnessRecord(SQLModel):
 
 
 class HarnessRow(HarnessRecord, table=True):
+    """The ``harnesses`` table: one row per ``HarnessRecord``."""
+
     __tablename__ = "harnesses"
 
 
@@ -125,6 +129,8 @@ class EditRecord(SQLModel):
 
 
 class EditRow(EditRecord, table=True):
+    """The ``edits`` table: one row per ``EditRecord``."""
+
     __tablename__ = "edits"
 
 
@@ -168,6 +174,8 @@ class EvaluationRecord(SQLModel):
 
 
 class EvaluationRow(EvaluationRecord, table=True):
+    """The ``evaluations`` table: one row per ``EvaluationRecord``."""
+
     __tablename__ = "evaluations"
 
 
@@ -210,6 +218,8 @@ class GateDecisionRecord(SQLModel):
 
 
 class GateDecisionRow(GateDecisionRecord, table=True):
+    """The ``gate_decisions`` table: one row per ``GateDecisionRecord``."""
+
     __tablename__ = "gate_decisions"
 
 
@@ -226,6 +236,8 @@ class ProfileRecord(SQLModel):
 
 
 class ProfileRow(ProfileRecord, table=True):
+    """The ``profiles`` table: one row per ``ProfileRecord``."""
+
     __tablename__ = "profiles"
 
 
@@ -246,4 +258,6 @@ class LLMCallRecord(SQLModel):
 
 
 class LLMCallRow(LLMCallRecord, table=True):
+    """The ``llm_calls`` table: one row per ``LLMCallRecord``."""
+
     __tablename__ = "llm_calls"

@@ -132,7 +132,8 @@ async def test_evaluate_aggregates_a_scripted_env_and_stores_everything(tmp_path
 
     stored = archive.trajectories(evaluation_id=result.evaluation_id)
     assert len(stored) == 8 and {t.seed for t in stored} == {10, 11}
-    assert {t.id for t in stored} == {trajectory_id(result.evaluation_id, f"val-{i}", s) for i in range(4) for s in (10, 11)}
+    assert {t.id for t in stored} == {trajectory_id(result.evaluation_id, f"val-{i}", s)
+                                      for i in range(4) for s in (10, 11)}
     assert all(t.checkpoint_id == "ck-0" and t.harness_id == spec().id for t in stored)
     assert all(c.prompt_token_ids and len(c.logprobs) == len(c.completion_token_ids) for t in stored for c in t.calls)
     assert sum(len(c.logprobs) for t in stored for c in t.calls) > 0

@@ -61,7 +61,8 @@ def test_rsft_trains_on_policy_tokens_of_accepted_rollouts_only(tmp_path, monkey
         assert "Final answer: VALUE-" in policy and "nope" not in policy and "HOOK" not in policy
     m = new.metrics
     assert m["kept_rate"] == 0.5 and m["steps"] == 2 and m["tokens"] == sum(r.policy_tokens for r in seen)
-    lora_b = [v for k, v in load_file(str(Path(new.adapter_path) / "adapter_model.safetensors")).items() if "lora_B" in k]
+    lora_b = [v for k, v in load_file(str(Path(new.adapter_path) / "adapter_model.safetensors")).items()
+              if "lora_B" in k]
     assert any(float(v.abs().max()) > 0 for v in lora_b)
     assert new.parents == ["ckpt-tiny"] and new.config["stage"] == "rsft"
 
