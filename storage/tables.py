@@ -31,6 +31,12 @@ from coevo.training.checkpoint import Checkpoint
 SCHEMA_VERSION = 2
 """Bump when a table changes; ``Archive`` refuses a database written by a newer version."""
 
+UPGRADES: dict[int, tuple[tuple[str, str], ...]] = {
+    1: (("trajectories", "ALTER TABLE trajectories ADD COLUMN violation_turns INTEGER NOT NULL DEFAULT 0"),),
+}
+"""Schema version -> the (table, SQL) steps that take it to the next version (portable DDL only)."""
+
+
 
 def _now() -> float:
     return time.time()
