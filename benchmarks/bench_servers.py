@@ -143,8 +143,8 @@ def main() -> None:
     print(f"| (r) | {n_router} rollouts, concurrency 16, through 2 stub servers ({args.latency * 1000:.0f} ms, "
           f"{args.capacity} at once each) behind the router | {two:.1f} rollouts/s | 1 server: {one:.1f} rollouts/s "
           f"(its ceiling {ideal_one:.0f}/s) | **{two / one:.2f}x** | 2.00x |")
-    print(f"| (d) | first {args.burst} concurrent calls, 2 stub servers + 1 closed port: calls reaching the closed port "
-          f"| coevo router: {dead['coevo']} | litellm.Router: {dead['litellm']} | | ≤ 1 |")
+    print(f"| (d) | first {args.burst} concurrent calls, 2 stub servers + 1 closed port: calls reaching the "
+          f"closed port | coevo router: {dead['coevo']} | litellm.Router: {dead['litellm']} | | ≤ 1 |")
     print(f"| (x) | {n_exec} rollouts of a CPU-bound env (2 steps × {args.cpu_ms:.0f} ms CPU), concurrency 16 | "
           f"Ray, {args.workers} workers: {on_ray:.2f} s | in process: {in_process:.2f} s | "
           f"**{in_process / on_ray:.2f}x** | {args.workers:.2f}x |")

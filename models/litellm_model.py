@@ -235,8 +235,9 @@ class LiteLLMChatModel(BaseChatModel):
         if tokens is not None:
             metadata[TOKENS_KEY] = tokens
         else:
-            metadata[MISSING_TOKENS_KEY] = (f"{self.model} at {self.api_base or 'its provider'} returned no token ids or "
-                                            f"logprobs (request_tokens={bool(self._wants_tokens())})")
+            where = self.api_base or "its provider"
+            metadata[MISSING_TOKENS_KEY] = (f"{self.model} at {where} returned no token ids or logprobs "
+                                            f"(request_tokens={bool(self._wants_tokens())})")
         reply = AIMessage(
             content=_get(message, "content") or "", tool_calls=calls, invalid_tool_calls=invalid,
             response_metadata=metadata, id=_get(response, "id"),
