@@ -7,6 +7,7 @@ from typing import Any, Iterator
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from coevo.harnesses.errors import HarnessError
 from coevo.storage import ArchiveError
@@ -26,7 +27,7 @@ def user_errors() -> Iterator[None]:
             console.print(f"  [bold]{p.path or '/'}[/bold]: {p.message}")
         raise typer.Exit(1) from None
     except (ArchiveError, ValueError, FileNotFoundError, KeyError) as err:
-        console.print(f"[red]error:[/red] {err}")
+        console.print(f"[red]error:[/red] {escape(str(err))}")  # an error's own brackets are text, not markup
         raise typer.Exit(1) from None
 
 

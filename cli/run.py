@@ -12,6 +12,7 @@ from rich.table import Table
 
 from coevo.cli.common import console, key_values, user_errors
 from coevo.config import RunConfig, load_config
+from coevo.evaluation.executors import make_executor
 from coevo.graphs.registry import strategy_names
 
 
@@ -64,6 +65,7 @@ def run_cmd(
             if value is not None:
                 overrides[key] = value
         cfg = load_config(config, overrides)
+        make_executor(cfg.executor).close()  # fail here, readably, when the executor cannot run (Ray missing)
         if resume and db is None and config is None:
             cfg = RunConfig(db=cfg.db)
     with RichReporter(console=console) as reporter:

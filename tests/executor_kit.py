@@ -69,9 +69,9 @@ def worker_reply(messages: list[BaseMessage]) -> AIMessage | str:
     return f"Final answer: done-{index}"
 
 
-def busy_policy(latency_s: float = 0.0) -> ScriptedChatModel:
-    """A ``ScriptedChatModel`` answering with ``worker_reply``."""
-    return ScriptedChatModel(script=[worker_reply], latency_s=latency_s)
+def busy_policy(latency_s: float = 0.0, with_tokens: bool = False) -> ScriptedChatModel:
+    """A ``ScriptedChatModel`` answering with ``worker_reply`` (fake token ids with ``with_tokens``)."""
+    return ScriptedChatModel(script=[worker_reply], latency_s=latency_s, with_tokens=with_tokens)
 
 
 def busy_spec(steps: int = 2) -> HarnessSpec:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from executor_kit import BusyEnv, busy_policy, busy_spec
@@ -67,6 +68,29 @@ async def test_ray_equals_in_process_and_survives_a_killed_worker(local_ray, tmp
     finally:
         runner.close()
     assert ray.is_initialized()  # the executor did not start Ray, so it leaves it running
+
+
+def test_training_rollouts_sample_on_ray_workers(local_ray):
+    import torch
+
+    from coevo.training.rollout import HarnessRollout
+
+    env, spec = BusyEnv(2, cpu_ms=1.0), busy_spec()
+    tasks = env.tasks("train")
+    trainer = SimpleNamespace(num_generations=2, state=SimpleNamespace(global_step=0), model=torch.nn.Linear(1, 1))
+    ids = [t.id for t in tasks for _ in range(2)]
+    policy = lambda tr: busy_policy(with_tokens=True)  # noqa: E731
+    here = HarnessRollout(spec, env, tasks, policy_factory=policy)(ids, trainer)
+    runner = RayExecutor(workers=2)
+    try:
+        rollout = HarnessRollout(spec, env, tasks, policy_factory=policy, rollout_fn=runner.rollout)
+        there = rollout(ids, trainer)
+    finally:
+        runner.close()
+    assert len(there["completion_ids"]) == 4 and there["metrics"]["failed_rollouts"] == 0
+    for key in ("prompt_ids", "completion_ids", "env_mask", "logprobs", "advantages", "task_index"):
+        assert there[key] == here[key], key
+    assert [t.reward for t in rollout.trajectories] == [1.0, 1.0, 0.0, 0.0]
 
 
 async def test_workers_call_a_server_policy_by_reference(local_ray, tmp_path):

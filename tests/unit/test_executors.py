@@ -65,3 +65,18 @@ def test_ray_workers_get_models_by_reference():
     assert (kind, ref, settings) == ("ref", "litellm:openai/m?api_base=http://h:1/v1", {"temperature": 0.0})
     rebuilt = load_model(ref, **settings)
     assert (rebuilt.api_base, rebuilt.temperature) == ("http://h:1/v1", 0.0)
+
+
+def test_a_missing_ray_is_a_readable_cli_error(monkeypatch, tmp_path):
+    import importlib.util
+
+    from typer.testing import CliRunner
+
+    from coevo.cli.app import app
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
+    with pytest.raises(ValueError, match=r"pip install 'coevo\[ray\]'"):
+        make_executor("ray")
+    out = CliRunner().invoke(app, ["run", "--executor", "ray", "--db", str(tmp_path / "x.db")])
+    assert out.exit_code == 1 and "coevo[ray]" in out.output and "Traceback" not in out.output
