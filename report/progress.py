@@ -6,6 +6,7 @@ done, the mean score so far and an ETA; a test can pass its own object with the 
 
 from __future__ import annotations
 
+import time
 from typing import Any, Protocol
 
 from rich.console import Console
@@ -51,7 +52,9 @@ class NullReporter:
 
 
 class RichReporter:
-    """Rich progress bars: label, bar, done/total, mean score so far, elapsed and ETA.
+    """Rich progress bars: label, bar, done/total, mean score so far, elapsed and ETA; ``log``
+    lines as ``[HH:MM:SS] message``, one line each (never wrapped or suffixed with the source
+    file, so piped output stays greppable).
 
     Use as a context manager (``with RichReporter() as reporter: ...``) so the live display is
     closed even on error; ``transient=True`` erases the bars when it closes.
@@ -81,4 +84,5 @@ class RichReporter:
         self.progress.refresh()
 
     def log(self, message: str) -> None:
-        self.progress.console.log(message, markup=False, highlight=False)
+        self.progress.console.print(f"[{time.strftime('%H:%M:%S')}] {message}", markup=False, highlight=False,
+                                    soft_wrap=True)
