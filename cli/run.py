@@ -115,6 +115,9 @@ def run_cmd(
     with user_errors():
         if answer and not resume:
             raise ConfigError("--answer answers a paused run's gate question: add --resume RUN_ID (printed with the pause)")
+        if resume and (set_ or strategy or meta_model):
+            raise ConfigError(f"--resume continues run {resume} with the config it was started with, so --set, "
+                              "--strategy and --meta-model do not apply: drop them, or start a new run")
         overrides = _overrides(set_)
         for key, value in (("meta.model", meta_model), ("strategy", strategy), ("db", db)):
             if value is not None:

@@ -180,3 +180,21 @@ def test_cli_pause_prints_a_resume_hint_that_works_as_printed(tmp_path, monkeypa
         assert fates == [(False, "person rejected"), (True, "person accepted")]
     lone = runner.invoke(app, ["run", "--answer", "yes"])
     assert lone.exit_code == 1 and "add --resume RUN_ID" in lone.output
+
+
+def test_approval_switched_on_at_a_resume_is_stored_and_kept(tmp_path):
+    config, ctx, archive = setup_run(tmp_path, "help", fail_once_at=0)
+    go = lambda **kw: asyncio.run(run_meta(config, run_id="run-1", context=ctx, archive=archive, **kw))  # noqa: E731
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        go()
+    assert archive.get_run("run-1").config["gate"]["approve"] is False
+    paused = go(resume=True, approve=True)
+    [(question, _)] = _pending(paused)
+    assert archive.get_run("run-1").config["gate"]["approve"] is True
+    assert _pending(go(resume=True)) == _pending(paused)  # a later plain resume still waits for the person
+    assert "__interrupt__" not in go(resume=True, answers={"": "yes"})
+
+
+def test_cli_resume_refuses_settings_it_would_ignore():
+    result = CliRunner().invoke(app, ["run", "--resume", "vace-1", "--set", "train.steps=8"])
+    assert result.exit_code == 1 and "--set, --strategy and --meta-model do not apply" in " ".join(result.output.split())
