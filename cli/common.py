@@ -20,7 +20,8 @@ console = Console()
 
 DEFAULT_DB = RunConfig.model_fields["db"].default
 """The archive every command reads and writes unless told otherwise: where ``coevo run`` puts it."""
-DB_HELP = f"Archive: a SQLite file path or a SQLAlchemy URL (env COEVO_DB; default {DEFAULT_DB}, where coevo run writes)."
+DB_HELP = (f"Archive: a SQLite file path or a SQLAlchemy URL (env COEVO_DB; default {DEFAULT_DB}, where coevo run "
+           "writes).")
 
 
 def open_archive(db: str) -> Archive:

@@ -12,8 +12,9 @@ from coevo.report.html import write_report
 
 def report_cmd(run_id: str = typer.Argument(..., help="The run id (see `coevo archive list`)."),
                db: str = typer.Option(DEFAULT_DB, "--db", envvar="COEVO_DB", help=DB_HELP),
-               out: Path = typer.Option(None, "-o", "--out", help="Output folder (default: OUT_DIR/reports/RUN_ID, "
-                                        "OUT_DIR the run's own out_dir).")) -> None:
+               out: Path = typer.Option(None, "-o", "--out",
+                                        help="Output folder (default: OUT_DIR/reports/RUN_ID, OUT_DIR the run's "
+                                             "own out_dir).")) -> None:
     """Write an HTML report with plots (validation per round, train reward per step, lineage) and the final diff."""
     with user_errors():
         with open_archive(db) as archive:  # a missing file is an error here, never a new empty archive

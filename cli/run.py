@@ -85,7 +85,8 @@ def _drive(cfg: RunConfig, run_id: str, resume: bool, approve: bool, answers: di
         if not sys.stdin.isatty():
             answer = " ".join(f"--answer {p.id[:8]}=yes|no" for p in pending)
             console.print(f"[yellow]paused for approval (the run keeps --approve-gate); answer with: "
-                          f"coevo run --resume {run_id} --db {_where(cfg.db)} {answer}[/yellow]", highlight=False, soft_wrap=True)
+                          f"coevo run --resume {run_id} --db {_where(cfg.db)} {answer}[/yellow]",
+                          highlight=False, soft_wrap=True)
             return None
         replies = {p.id: "yes" if typer.confirm(f"accept candidate {p.value['candidate'][:12]}?") else "no"
                    for p in pending}
@@ -94,14 +95,19 @@ def _drive(cfg: RunConfig, run_id: str, resume: bool, approve: bool, answers: di
 
 
 def run_cmd(
-    config: Optional[Path] = typer.Argument(None, help="TOML/YAML run config (default: the built-in defaults = configs/default.toml)."),
-    resume: Optional[str] = typer.Option(None, "--resume", help="Continue run RUN_ID (stopped, failed or paused) from its last completed node."),
-    approve_gate: bool = typer.Option(False, "--approve-gate", help="Pause before each gate decision for a person to accept or reject; "
-                                      "stored with the run, so every resume keeps pausing."),
-    answer: list[str] = typer.Option([], "--answer", help="With --resume: answer a paused gate question, ID=yes or ID=no "
-                                     "(ID: the question id printed, or a unique prefix); a bare yes|no answers the only "
-                                     "pending question. Repeatable. Without it, --resume shows the pending questions again."),
-    meta_model: Optional[str] = typer.Option(None, "--meta-model", help="'offline' (default) or a LiteLLM model for curator and editor."),
+    config: Optional[Path] = typer.Argument(
+        None, help="TOML/YAML run config (default: the built-in defaults = configs/default.toml)."),
+    resume: Optional[str] = typer.Option(
+        None, "--resume", help="Continue run RUN_ID (stopped, failed or paused) from its last completed node."),
+    approve_gate: bool = typer.Option(
+        False, "--approve-gate", help="Pause before each gate decision for a person to accept or reject; stored "
+        "with the run, so every resume keeps pausing."),
+    answer: list[str] = typer.Option(
+        [], "--answer", help="With --resume: answer a paused gate question, ID=yes or ID=no (ID: the question id "
+        "printed, or a unique prefix); a bare yes|no answers the only pending question. Repeatable. Without it, "
+        "--resume shows the pending questions again."),
+    meta_model: Optional[str] = typer.Option(
+        None, "--meta-model", help="'offline' (default) or a LiteLLM model for curator and editor."),
     strategy: Optional[str] = typer.Option(None, "--strategy", help=f"The meta-loop strategy: {strategy_names()}."),
     db: Optional[str] = typer.Option(None, "--db", help="Archive + checkpointer database (default from the config)."),
     set_: list[str] = typer.Option([], "--set", help="Override a config key: --set train.steps=4 (repeatable)."),
@@ -114,7 +120,8 @@ def run_cmd(
 
     with user_errors():
         if answer and not resume:
-            raise ConfigError("--answer answers a paused run's gate question: add --resume RUN_ID (printed with the pause)")
+            raise ConfigError("--answer answers a paused run's gate question: add --resume RUN_ID (printed with the "
+                              "pause)")
         if resume and (set_ or strategy or meta_model):
             raise ConfigError(f"--resume continues run {resume} with the config it was started with, so --set, "
                               "--strategy and --meta-model do not apply: drop them, or start a new run")
@@ -134,7 +141,8 @@ def run_cmd(
                 raise err from None
         except KeyboardInterrupt:
             console.print(f"[yellow]interrupted: completed nodes and rollouts are saved; continue with: "
-                          f"coevo run --resume {run_id} --db {_where(cfg.db)}[/yellow]", highlight=False, soft_wrap=True)
+                          f"coevo run --resume {run_id} --db {_where(cfg.db)}[/yellow]", highlight=False,
+                          soft_wrap=True)
             raise typer.Exit(130) from None
         except Exception as err:
             console.print_exception(max_frames=8)

@@ -152,7 +152,8 @@ def _open_run(archive: Archive, config: RunConfig, run_id: str | None, approve: 
         stored = RunConfig.model_validate(run.config)
     except ValidationError as err:
         raise RunError(f"run {run_id}'s stored config does not validate with this coevo ({err.error_count()} "
-                       f"problem(s), first: {err.errors()[0]['msg']}); resume it with the coevo that started it") from None
+                       f"problem(s), first: {err.errors()[0]['msg']}); resume it with the coevo that started "
+                       "it") from None
     if approve and not stored.gate.approve:
         stored = stored.model_copy(update={"gate": stored.gate.model_copy(update={"approve": True})})
         archive.add_run(run.model_copy(update={"config": stored.model_dump(mode="json")}))

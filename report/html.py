@@ -5,8 +5,8 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from coevo.report.plots import lineage_plot, train_plot, validation_plot
 from coevo.harnesses import diff, load_harness
+from coevo.report.plots import lineage_plot, train_plot, validation_plot
 from coevo.storage import Archive
 
 
@@ -31,7 +31,8 @@ def write_report(run_id: str, db: str, out_dir: Path) -> Path:
     base = next((h for h in harnesses if h.origin == "base"), None)
     figures = []
     if decisions:
-        figures.append(("Validation score per round", validation_plot(decisions, trivial_val, out_dir / "validation.png")))
+        figures.append(("Validation score per round",
+                        validation_plot(decisions, trivial_val, out_dir / "validation.png")))
     if steps:
         figures.append(("Train reward per step", train_plot(steps, trivial_train, out_dir / "train_reward.png")))
     if harnesses:
@@ -39,20 +40,26 @@ def write_report(run_id: str, db: str, out_dir: Path) -> Path:
     final_diff = ""
     if base is not None:
         final = archive.get_harness(accepted[-1]) if accepted else base
-        final_diff = diff(load_harness(base.spec), load_harness(final.spec)) or "(the final harness is H0: no candidate was accepted)"
+        final_diff = (diff(load_harness(base.spec), load_harness(final.spec))
+                      or "(the final harness is H0: no candidate was accepted)")
     tests = {e.harness_id: e.aggregates for e in evals if e.split == "test"}
     rows = "".join(f"<tr><td>{d.round}</td><td>{d.candidate_id[:12]}</td><td>{d.b:.3f}</td><td>{d.c:.3f}</td>"
-                   f"<td>{'accepted' if d.accepted else 'rejected'}</td><td>{html.escape(d.reason)}</td></tr>" for d in decisions)
-    test_rows = "".join(f"<tr><td>{h[:12]}</td><td>{a.get('mean_reward', 0):.3f}</td><td>{a.get('pass_at_k', 0):.3f}</td>"
+                   f"<td>{'accepted' if d.accepted else 'rejected'}</td><td>{html.escape(d.reason)}</td></tr>"
+                   for d in decisions)
+    test_rows = "".join(f"<tr><td>{h[:12]}</td><td>{a.get('mean_reward', 0):.3f}</td>"
+                        f"<td>{a.get('pass_at_k', 0):.3f}</td>"
                         f"<td>{a.get('trivial_baseline')}</td></tr>" for h, a in tests.items())
     imgs = "".join(f"<h2>{t}</h2><img src='{p.name}' alt='{t}'>" for t, p in figures)
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>coevo run {run_id}</title>
-<style>body{{font-family:sans-serif;max-width:960px;margin:2em auto}}td,th{{padding:4px 8px;border-bottom:1px solid #ddd}}
+<style>body{{font-family:sans-serif;max-width:960px;margin:2em auto}}\
+td,th{{padding:4px 8px;border-bottom:1px solid #ddd}}
 pre{{background:#f6f6f6;padding:1em;overflow:auto}}</style></head><body>
 <h1>coevo run <code>{run_id}</code></h1><p>strategy <b>{run.strategy}</b>, status {run.status},
-env <code>{html.escape(str(run.config.get('env', {}).get('ref', '')))}</code>, policy <code>{html.escape(str(run.config.get('policy', '')))}</code>;
+env <code>{html.escape(str(run.config.get('env', {}).get('ref', '')))}</code>, \
+policy <code>{html.escape(str(run.config.get('policy', '')))}</code>;
 trivial-policy baseline on val: {trivial_val}</p>
-<h2>Gate decisions</h2><table><tr><th>round</th><th>candidate</th><th>b (incumbent)</th><th>c (candidate)</th><th>decision</th><th>reason</th></tr>{rows}</table>
+<h2>Gate decisions</h2><table><tr><th>round</th><th>candidate</th><th>b (incumbent)</th><th>c (candidate)</th>\
+<th>decision</th><th>reason</th></tr>{rows}</table>
 <h2>Test</h2><table><tr><th>harness</th><th>mean reward</th><th>pass@k</th><th>trivial</th></tr>{test_rows}</table>
 {imgs}<h2>Final harness vs H0</h2><pre>{html.escape(final_diff)}</pre></body></html>"""
     path = out_dir / "index.html"

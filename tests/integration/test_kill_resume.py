@@ -20,11 +20,11 @@ import time
 from pathlib import Path
 
 import pytest
+from training_kit import char_tokenizer, tiny_llama_checkpoint
 
 import coevo
 from coevo.meta.run import run_snapshot
 from coevo.storage import Archive
-from training_kit import char_tokenizer, tiny_llama_checkpoint
 
 pytestmark = pytest.mark.integration
 

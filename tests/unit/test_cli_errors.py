@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
+from test_gate_approval import patch_services, write_config
+from test_meta_loop import setup_run
 from typer.testing import CliRunner
 
 from coevo.cli.app import app
@@ -23,8 +25,6 @@ from coevo.meta.run import anchored, run_meta, run_snapshot
 from coevo.report.progress import RichReporter
 from coevo.storage import Archive, CheckpointRecord
 from coevo.training.checkpoint import new_checkpoint_id
-from test_gate_approval import patch_services, write_config
-from test_meta_loop import setup_run
 
 runner = CliRunner()
 
@@ -215,9 +215,10 @@ def test_piped_log_lines_have_no_source_suffix_and_do_not_wrap():
 
 
 def test_grpo_stage_prints_no_metric_dicts_and_keeps_its_metrics(tmp_path, capfd):
+    from training_kit import LookupEnv, lookup_policy, tiny_llama_checkpoint
+
     from coevo.harnesses.spec import HarnessSpec
     from coevo.training.grpo import train_grpo
-    from training_kit import LookupEnv, lookup_policy, tiny_llama_checkpoint
 
     ckpt = tiny_llama_checkpoint(tmp_path / "base")
     env = LookupEnv()

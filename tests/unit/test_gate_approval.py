@@ -10,6 +10,7 @@ import dataclasses
 import re
 
 import pytest
+from test_meta_loop import setup_run
 from typer.testing import CliRunner
 
 from coevo.cli.app import app
@@ -20,7 +21,6 @@ from coevo.nodes.gate import decide, difference_text
 from coevo.roles.curator import Curation
 from coevo.roles.editor import Proposal
 from coevo.storage import Archive
-from test_meta_loop import setup_run
 
 RULE = "Answer the task. Call exactly the function asked for."
 
@@ -197,4 +197,5 @@ def test_approval_switched_on_at_a_resume_is_stored_and_kept(tmp_path):
 
 def test_cli_resume_refuses_settings_it_would_ignore():
     result = CliRunner().invoke(app, ["run", "--resume", "vace-1", "--set", "train.steps=8"])
-    assert result.exit_code == 1 and "--set, --strategy and --meta-model do not apply" in " ".join(result.output.split())
+    text = " ".join(result.output.split())
+    assert result.exit_code == 1 and "--set, --strategy and --meta-model do not apply" in text
