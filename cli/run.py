@@ -112,7 +112,8 @@ def run_cmd(
                               "pause)")
         if resume and (set_ or strategy or meta_model or executor):
             raise ConfigError(f"--resume continues run {resume} with the config it was started with, so --set, "
-                              "--strategy, --meta-model and --executor do not apply: drop them, or start a new run")
+                              "--strategy and --meta-model do not apply (nor --executor): drop them, or start a new "
+                              "run")
         overrides = key_values(set_, "train.steps=4")
         for key, value in (("meta.model", meta_model), ("strategy", strategy), ("db", db), ("executor", executor)):
             if value is not None:
