@@ -28,6 +28,13 @@ from coevo.storage import Archive
 from coevo.storage.tables import RunRecord
 
 
+def _graph(strategy: str, conn: aiosqlite.Connection) -> Any:
+    """The strategy's graph compiled with a SQLite checkpointer on ``conn``."""
+    # the serialiser revives exactly the state's pydantic models (LangGraph warns on, and will block, others)
+    saver = AsyncSqliteSaver(conn, serde=JsonPlusSerializer(allowed_msgpack_modules=STATE_MODELS))
+    return get_strategy(strategy).build().compile(checkpointer=saver, name=strategy)
+
+
 def new_run_id(config: RunConfig) -> str:
     """A fresh run id ``<strategy>-<8 hex>``."""
     return f"{config.strategy}-{uuid.uuid4().hex[:8]}"
@@ -58,11 +65,8 @@ async def run_meta(config: RunConfig, run_id: str | None = None, resume: bool = 
         ctx = make_context(config, archive, run_id, reporter, approve)
     if not resume:
         archive.add_run(RunRecord(id=run_id, strategy=config.strategy, config=config.model_dump(mode="json")))
-    # the serialiser revives exactly the state's pydantic models (LangGraph warns on, and will block, others)
-    serde = JsonPlusSerializer(allowed_msgpack_modules=STATE_MODELS)
     async with aiosqlite.connect(config.db) as conn:
-        saver = AsyncSqliteSaver(conn, serde=serde)
-        graph = get_strategy(config.strategy).build().compile(checkpointer=saver, name=config.strategy)
+        graph = _graph(config.strategy, conn)
         thread = {"configurable": {"thread_id": run_id}, "recursion_limit": 1000}
         if answer is not None:
             payload: Any = Command(resume=answer)
@@ -77,3 +81,13 @@ async def run_meta(config: RunConfig, run_id: str | None = None, resume: bool = 
     run = archive.get_run(run_id)
     archive.add_run(run.model_copy(update={"status": "done" if done else "paused"}))
     return {**state, "run_id": run_id}
+
+
+async def read_state(db: str, run_id: str, strategy: str) -> dict[str, Any]:
+    """The last checkpointed state of run ``run_id`` of ``strategy`` in the SQLite file ``db``, read with
+    LangGraph's public ``aget_state`` (nothing runs): the same dict ``run_meta`` returned when the run
+    ended (empty but for ``run_id`` when the run never checkpointed). Raises ``ValueError`` for an
+    unknown strategy."""
+    async with aiosqlite.connect(db) as conn:
+        snapshot = await _graph(strategy, conn).aget_state({"configurable": {"thread_id": run_id}})
+    return {**snapshot.values, "run_id": run_id}

@@ -1,0 +1,255 @@
+"""``coevo compare``: strategies run with matched budgets, splits and seeds, then compared on test
+(VACE Table 2: the co-evolved pair against each lever alone and the ungated ablation).
+
+Each (strategy, seed) is one ordinary ``run_meta`` run of the same config with only ``strategy``
+and ``seed`` changed, so every run is in the archive like any other. Its run id is derived from the
+config, the strategy and the seed (``compare_run_id``): running the comparison again reads a
+finished run's final state back (LangGraph's public ``aget_state`` on the run's checkpointer,
+``coevo.meta.run.read_state``) instead of rerunning it, and resumes an interrupted one from its
+last completed node.
+
+The numbers (``summarise``), per strategy, on the test split's final pair (H[T], W[T]):
+
+- **score**: the mean test reward over seeds, with a 95 % interval over test tasks: each task's
+  reward is first averaged over the seeds, then ``score_estimate`` (Wilson when every
+  seed-averaged value is 0 or 1, else a percentile bootstrap over tasks). Tasks are the independent
+  draws; the seeds' spread is listed beside (``per_seed``), not folded into the interval.
+- **vs reference** (VACE): the paired difference strategy − reference, paired per (seed, task) on
+  the seeds both ran, resampled over tasks (``difference_estimate`` of the seed-averaged values);
+  significant at 95 % when its interval excludes 0.
+- **gate**: accepted / rejected gate decisions summed over seeds (VACE reports 17 of 44 proposals
+  rejected), and candidates adopted without a gate (``ungated``).
+- **effective-group rate**: the weight stages' mean fraction of GRPO groups holding both a success
+  and a failure (Harness-S §3), from the stages' checkpoint metrics; None when nothing trained.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from typing import Any, Callable, Sequence
+
+from pydantic import BaseModel, Field
+
+from coevo.config import RunConfig
+from coevo.evaluation.stats import Estimate, difference_estimate, score_estimate
+from coevo.graphs.registry import get_strategy
+from coevo.meta.context import MetaContext
+from coevo.meta.run import read_state, run_meta
+from coevo.meta.state import EvalSummary
+from coevo.report.progress import NullReporter, Reporter
+from coevo.storage import Archive
+from coevo.storage.tables import RunRecord
+
+REFERENCE = "vace"
+
+
+class StrategyRun(BaseModel):
+    """One (strategy, seed) run as the comparison reads it: the test evaluations of the start pair
+    (H0, W0) and the final pair, gate counts, the weight stages' effective-group rate (None: no
+    stage reported one), and how it was obtained: ``ran`` now (``wall_s`` its wall seconds),
+    ``resumed`` or ``reused`` (finished before; nothing ran)."""
+
+    strategy: str
+    seed: int
+    run_id: str
+    start: EvalSummary | None = None
+    final: EvalSummary | None = None
+    accepted: int = 0
+    rejected: int = 0
+    adopted: int = 0
+    effective_group_rate: float | None = None
+    source: str = "ran"
+    wall_s: float | None = None
+
+
+class StrategyRow(BaseModel):
+    """A strategy's line of the comparison (module docstring): ``score`` of the final pair on test,
+    ``start`` of the start pair, ``per_seed`` final scores in seed order, ``vs_reference`` (None for
+    the reference itself or when it did not run), gate counts summed over seeds, mean effective-group
+    rate over the seeds that trained, and the trivial-policy baseline on test."""
+
+    strategy: str
+    seeds: list[int]
+    score: Estimate
+    start: Estimate
+    per_seed: list[float]
+    vs_reference: Estimate | None = None
+    gated: bool = True
+    accepted: int = 0
+    rejected: int = 0
+    adopted: int = 0
+    effective_group_rate: float | None = None
+    trivial: float | None = None
+
+
+class Comparison(BaseModel):
+    """The whole comparison: its id, the ``reference`` strategy, one row per strategy (the order
+    asked for), every run, and the number of test tasks."""
+
+    id: str
+    reference: str
+    rows: list[StrategyRow]
+    runs: list[StrategyRun]
+    n_test: int
+    config: dict[str, Any] = Field(default_factory=dict)
+
+
+def run_config(config: RunConfig, strategy: str, seed: int) -> RunConfig:
+    """``config`` with ``strategy`` and ``seed`` replaced (validated like any config)."""
+    return RunConfig.model_validate({**config.model_dump(mode="json"), "strategy": strategy, "seed": seed})
+
+
+def _digest(config: RunConfig) -> str:
+    """8 hex of the config minus where it is written (``db``, ``out_dir``)."""
+    data = config.model_dump(mode="json", exclude={"db", "out_dir"})
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:8]
+
+
+def compare_run_id(config: RunConfig, strategy: str, seed: int) -> str:
+    """The deterministic run id of ``strategy`` with ``seed`` under ``config``:
+    ``cmp-<config digest>-<strategy>-s<seed>`` (same inputs, same id: the run is found again)."""
+    return f"cmp-{_digest(run_config(config, strategy, seed))}-{strategy}-s{seed}"
+
+
+def _counts(state: dict[str, Any]) -> tuple[int, int, int]:
+    """(accepted, rejected) gate decisions and candidates adopted without a gate, from the final state."""
+    decisions = state.get("decisions", [])
+    adopted = sum(c.fate == "adopted" for h in state.get("history", []) for c in h.candidates)
+    return sum(d.accepted for d in decisions), sum(not d.accepted for d in decisions), adopted
+
+
+def effective_group_rate(archive: Archive, run_id: str) -> float | None:
+    """Mean over the run's weight stages of each stage's ``effective_group_rate`` checkpoint metric
+    (None when no stage of the run recorded one)."""
+    rates = [c.metrics["effective_group_rate"] for c in archive.list_checkpoints(run_id)
+             if (c.metrics or {}).get("effective_group_rate") is not None]
+    return sum(rates) / len(rates) if rates else None
+
+
+def read_run(archive: Archive, state: dict[str, Any], strategy: str, seed: int, source: str,
+             wall_s: float | None = None) -> StrategyRun:
+    """A ``StrategyRun`` from a run's final ``state`` (``run_meta``'s result or ``read_state``'s)."""
+    test = state.get("test") or {}
+    accepted, rejected, adopted = _counts(state)
+    return StrategyRun(strategy=strategy, seed=seed, run_id=state["run_id"], start=test.get("start"),
+                       final=test.get("final"), accepted=accepted, rejected=rejected, adopted=adopted,
+                       effective_group_rate=effective_group_rate(archive, state["run_id"]), source=source,
+                       wall_s=wall_s)
+
+
+async def run_one(config: RunConfig, strategy: str, seed: int, archive: Archive, reporter: Reporter,
+                  context_for: Callable[[RunConfig], MetaContext] | None = None) -> StrategyRun:
+    """Run ``strategy`` with ``seed`` under ``config`` to the end, or read it back when its run (same
+    id) already finished, or resume it when it started and stopped. ``context_for(run config)``
+    replaces the default services (tests)."""
+    cfg = run_config(config, strategy, seed)
+    run_id = compare_run_id(config, strategy, seed)
+    record = archive.get_run(run_id)
+    if record is not None and record.status == "done":
+        state = await read_state(cfg.db, run_id, strategy)
+        if state.get("test") is not None:
+            return read_run(archive, state, strategy, seed, "reused")
+    resume = record is not None and len(await read_state(cfg.db, run_id, strategy)) > 1
+    reporter.log(f"compare {strategy} seed {seed}: {'resuming' if resume else 'running'} {run_id}")
+    started = time.perf_counter()
+    context = context_for(cfg) if context_for is not None else None
+    state = await run_meta(cfg, run_id=run_id, resume=resume, reporter=reporter, context=context, archive=archive)
+    if "__interrupt__" in state:
+        raise ValueError(f"run {run_id} paused for gate approval; compare runs without approval: "
+                         "set gate.approve = false in the config")
+    return read_run(archive, state, strategy, seed, "resumed" if resume else "ran", time.perf_counter() - started)
+
+
+def _seed_means(run_list: Sequence[StrategyRun], which: str = "final") -> dict[str, float]:
+    """Each test task's reward averaged over the runs (seeds) that have it, in the first run's task order."""
+    values: dict[str, list[float]] = {}
+    for run in run_list:
+        summary: EvalSummary | None = getattr(run, which)
+        for task_id, outcome in (summary.per_task if summary else {}).items():
+            values.setdefault(task_id, []).append(outcome.mean_reward)
+    return {t: sum(v) / len(v) for t, v in values.items()}
+
+
+def _paired(runs: Sequence[StrategyRun], reference: Sequence[StrategyRun]) -> Estimate | None:
+    """Strategy − reference paired per (seed, task) on the seeds both ran; each task's two sides are
+    averaged over those seeds and the paired bootstrap resamples tasks. None when no seed pairs."""
+    by_seed = {r.seed: r.final for r in reference if r.final is not None}
+    sides: dict[str, tuple[list[float], list[float]]] = {}
+    for run in runs:
+        ref = by_seed.get(run.seed)
+        if run.final is None or ref is None:
+            continue
+        for task_id, outcome in run.final.per_task.items():
+            if task_id in ref.per_task:
+                mine, theirs = sides.setdefault(task_id, ([], []))
+                mine.append(outcome.mean_reward)
+                theirs.append(ref.per_task[task_id].mean_reward)
+    if not sides:
+        return None
+    return difference_estimate([sum(t) / len(t) for _, t in sides.values()], [sum(m) / len(m) for m, _ in sides.values()])
+
+
+def summarise(comparison_id: str, runs: Sequence[StrategyRun], strategies: Sequence[str],
+              reference: str = REFERENCE, config: dict[str, Any] | None = None) -> Comparison:
+    """The comparison table from the runs (module docstring for each number)."""
+    ref_runs = [r for r in runs if r.strategy == reference]
+    rows = []
+    for name in strategies:
+        mine = sorted((r for r in runs if r.strategy == name), key=lambda r: r.seed)
+        finals = _seed_means(mine)
+        trained = [r.effective_group_rate for r in mine if r.effective_group_rate is not None]
+        rows.append(StrategyRow(
+            strategy=name, seeds=[r.seed for r in mine], score=score_estimate(list(finals.values())),
+            start=score_estimate(list(_seed_means(mine, "start").values())),
+            per_seed=[r.final.score for r in mine if r.final is not None],
+            vs_reference=None if name == reference or not ref_runs else _paired(mine, ref_runs),
+            gated="gate" in get_strategy(name).build().nodes,
+            accepted=sum(r.accepted for r in mine), rejected=sum(r.rejected for r in mine),
+            adopted=sum(r.adopted for r in mine),
+            effective_group_rate=sum(trained) / len(trained) if trained else None,
+            trivial=next((r.final.trivial_baseline for r in mine if r.final is not None), None)))
+    n_test = max((len(r.final.per_task) for r in runs if r.final is not None), default=0)
+    return Comparison(id=comparison_id, reference=reference, rows=rows, runs=list(runs), n_test=n_test,
+                      config=config or {})
+
+
+def comparison_id(config: RunConfig, strategies: Sequence[str], seeds: Sequence[int]) -> str:
+    """The comparison's own archive id: ``cmp-<config digest>`` plus a digest of strategies and seeds."""
+    tail = hashlib.sha256(json.dumps([list(strategies), list(seeds)]).encode()).hexdigest()[:6]
+    return f"cmp-{_digest(config.model_copy(update={'strategy': REFERENCE, 'seed': 0}))}-{tail}"
+
+
+async def compare(config: RunConfig, strategies: Sequence[str], seeds: int | Sequence[int] = 3,
+                  reporter: Reporter | None = None, archive: Archive | None = None,
+                  context_for: Callable[[RunConfig], MetaContext] | None = None,
+                  reference: str = REFERENCE) -> Comparison:
+    """Run (or read back) every strategy × seed under ``config`` and summarise them.
+
+    ``seeds``: a count n (seeds ``config.seed .. config.seed + n - 1``) or explicit seeds. Runs go
+    seed by seed, every strategy within a seed, so a comparison stopped early still pairs whole
+    seeds. The comparison itself is stored as a run record (strategy ``compare``) listing its runs.
+    Raises ``ValueError`` for an unknown strategy, an empty strategy list, or no seed.
+    """
+    names = list(dict.fromkeys(strategies))
+    if not names:
+        raise ValueError("--strategies is empty: name at least one strategy, e.g. vace,rl_only")
+    for name in names:
+        get_strategy(name)  # ValueError naming the valid strategies
+    seed_list = [config.seed + i for i in range(seeds)] if isinstance(seeds, int) else list(seeds)
+    if not seed_list:
+        raise ValueError("--seeds must be at least 1")
+    archive = archive or Archive(config.db)
+    reporter = reporter or NullReporter()
+    cid = comparison_id(config, names, seed_list)
+    record = RunRecord(id=cid, strategy="compare", config={
+        "run": config.model_dump(mode="json"), "strategies": names, "seeds": seed_list,
+        "runs": {f"{s}/{seed}": compare_run_id(config, s, seed) for seed in seed_list for s in names}})
+    archive.add_run(record)
+    runs = []
+    for seed in seed_list:
+        for name in names:
+            runs.append(await run_one(config, name, seed, archive, reporter, context_for))
+    archive.add_run(record.model_copy(update={"status": "done", "updated_at": time.time()}))
+    return summarise(cid, runs, names, reference, record.config)
