@@ -14,9 +14,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from coevo.envs.base import RewardMode
-from coevo.training.config import StageConfig, StageSettings
-
 from coevo.graphs.registry import get_strategy
+from coevo.training.config import StageConfig, StageSettings
 
 
 class Section(BaseModel):
@@ -128,7 +127,8 @@ class RunConfig(Section):
     seed: int = 0
     db: str = "coevo_runs/coevo.db"
     out_dir: str = "coevo_runs"
-    harness: str = Field(default="", description="H0: a spec file or shipped base name; default: the env's base harness")
+    harness: str = Field(default="",
+                         description="H0: a spec file or shipped base name; default: the env's base harness")
     policy: str = "local:smollm2-135m"
     env: EnvConfig = Field(default_factory=EnvConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)

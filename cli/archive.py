@@ -21,6 +21,8 @@ app = typer.Typer(help="Read the archive: list runs, harnesses and evaluations; 
 
 
 class Kind(str, Enum):
+    """What `coevo archive list` lists: every kind (``all``), or one table of the archive."""
+
     all = "all"
     runs = "runs"
     harnesses = "harnesses"
@@ -66,8 +68,9 @@ def _tables(archive: Archive, kind: Kind, limit: int) -> list[Table]:
                    "trivial", "status")
         for e in archive.list_evaluations()[-limit:]:
             a = e.aggregates
-            t.add_row(e.id[:12], e.harness_id[:12], e.checkpoint_id, f"{e.env}/{e.split}", str(e.k), str(len(e.task_ids)),
-                      _num(a.get("pass_at_k")), _num(a.get("mean_reward")), _num(a.get("trivial_baseline")), e.status)
+            t.add_row(e.id[:12], e.harness_id[:12], e.checkpoint_id, f"{e.env}/{e.split}", str(e.k),
+                      str(len(e.task_ids)), _num(a.get("pass_at_k")), _num(a.get("mean_reward")),
+                      _num(a.get("trivial_baseline")), e.status)
         tables.append(t)
     if kind == Kind.checkpoints:
         t = _table("checkpoints", "id", "base model", "adapter", "parents", "created")

@@ -31,12 +31,16 @@ def compare_table(comparison) -> Table:
 
 
 def compare_cmd(
-    config: Optional[Path] = typer.Argument(None, help="TOML/YAML run config shared by every run (default: the built-in defaults)."),
-    strategies: str = typer.Option(DEFAULT_STRATEGIES, "--strategies", help=f"Comma-separated, from: {strategy_names()}."),
+    config: Optional[Path] = typer.Argument(
+        None, help="TOML/YAML run config shared by every run (default: the built-in defaults)."),
+    strategies: str = typer.Option(DEFAULT_STRATEGIES, "--strategies",
+                                   help=f"Comma-separated, from: {strategy_names()}."),
     seeds: int = typer.Option(3, "--seeds", min=1, help="Seeds per strategy: config.seed, config.seed + 1, ..."),
     db: Optional[str] = typer.Option(None, "--db", help="Archive + checkpointer database (default from the config)."),
-    set_: list[str] = typer.Option([], "--set", help="Override a config key for every run: --set rounds=1 (repeatable)."),
-    out: Optional[Path] = typer.Option(None, "-o", "--out", help="Report folder (default: OUT_DIR/compare/COMPARISON_ID)."),
+    set_: list[str] = typer.Option([], "--set",
+                                   help="Override a config key for every run: --set rounds=1 (repeatable)."),
+    out: Optional[Path] = typer.Option(None, "-o", "--out",
+                                       help="Report folder (default: OUT_DIR/compare/COMPARISON_ID)."),
 ) -> None:
     """Run each strategy with the same config, splits and seeds (finished runs are read back, stopped
     ones resumed), then print and write test scores with 95 % intervals, paired differences to VACE,

@@ -38,7 +38,8 @@ def result_table(result: EvalResult) -> Table:
     """The evaluation's numbers as a rich table: each score (pass@k, avg@k, mean credit) with its 95 %
     interval over the n tasks (``outcome_estimate``: Wilson for 0/1 values, else bootstrap), the
     trivial-policy baseline beside the mean credit."""
-    table = Table(title=f"{result.env}/{result.split}: harness {result.harness_id[:12]} × {result.checkpoint_id or '-'}")
+    table = Table(title=f"{result.env}/{result.split}: harness {result.harness_id[:12]} × "
+                        f"{result.checkpoint_id or '-'}")
     table.add_column("metric")
     table.add_column("value", justify="right")
     table.add_column("95 % interval (n tasks)", justify="right")
@@ -63,20 +64,24 @@ def result_table(result: EvalResult) -> Table:
     ]
     for row in rows:
         table.add_row(*row)
-    table.caption = f"evaluation {result.evaluation_id}" + (f", {result.resumed_tasks} tasks resumed" if result.resumed_tasks else "")
+    table.caption = f"evaluation {result.evaluation_id}" + (f", {result.resumed_tasks} tasks resumed"
+                                                            if result.resumed_tasks else "")
     return table
 
 
 def eval_cmd(
     env: str = typer.Option(..., "--env", help="Env reference, e.g. reasoning_gym:families=chain_sum,size=60."),
-    harness: str = typer.Option(..., "--harness", help="Harness file, JSON, shipped base name, or archive id (prefix)."),
-    model: str = typer.Option(..., "--model", help="Model reference, e.g. local:smollm2-135m or litellm:openai/gpt-4o-mini."),
+    harness: str = typer.Option(..., "--harness",
+                                help="Harness file, JSON, shipped base name, or archive id (prefix)."),
+    model: str = typer.Option(..., "--model",
+                              help="Model reference, e.g. local:smollm2-135m or litellm:openai/gpt-4o-mini."),
     split: str = typer.Option("val", "--split", help="train, val or test."),
     k: int = typer.Option(1, "--k", min=1, help="Rollouts per task (pass@k, avg@k)."),
     n: int = typer.Option(None, "--n", min=1, help="Evaluate the first N tasks of the split (default: all)."),
     seed: int = typer.Option(0, "--seed", help="Base seed: rollout j of each task uses seed + j."),
     concurrency: int = typer.Option(8, "--concurrency", min=1, help="Rollouts in flight at once."),
-    checkpoint: str = typer.Option(None, "--checkpoint", help="Checkpoint id to record (default: the model reference)."),
+    checkpoint: str = typer.Option(None, "--checkpoint",
+                                   help="Checkpoint id to record (default: the model reference)."),
     run_id: str = typer.Option(None, "--run-id", help="Reuse a run id to resume an interrupted evaluation."),
     db: str = typer.Option("coevo.db", "--db", envvar="COEVO_DB", help=DB_HELP),
     reward: str = typer.Option(None, "--reward", help="correct (1/0 on the checker's pass; the default) or "

@@ -15,7 +15,8 @@ from coevo.storage import Archive
 
 def report_cmd(run_id: str = typer.Argument(..., help="The run id (see `coevo archive list`)."),
                db: str = typer.Option("coevo_runs/coevo.db", "--db", help="The run's database."),
-               out: Path = typer.Option(None, "-o", "--out", help="Output folder (default: coevo_runs/reports/RUN_ID).")) -> None:
+               out: Path = typer.Option(None, "-o", "--out",
+                                        help="Output folder (default: coevo_runs/reports/RUN_ID).")) -> None:
     """Write an HTML report with plots (validation per round, train reward per step, lineage), the test
     scores with their intervals and paired difference, and the final diff."""
     with user_errors():

@@ -59,7 +59,8 @@ def summary_table(state: dict[str, Any], archive: Any = None) -> Table:
         diff = paired_difference(start.per_task, final.per_task)
         table.add_row("test", "start pair (H0, W0)", score_text(start.estimate), "", plain(start.trivial_baseline))
         table.add_row("test", "final pair", score_text(final.estimate),
-                      f"pass@k {plain(final.pass_at_k)} (start {plain(start.pass_at_k)})", plain(start.trivial_baseline))
+                      f"pass@k {plain(final.pass_at_k)} (start {plain(start.pass_at_k)})",
+                      plain(start.trivial_baseline))
         table.add_row("test", "final − start (paired)", difference_text(diff), "same tasks and seeds", "")
         table.caption = (f"test: final − start = {difference_text(diff)} "
                          "(paired bootstrap over test tasks; significant when the interval excludes 0)")
@@ -67,11 +68,14 @@ def summary_table(state: dict[str, Any], archive: Any = None) -> Table:
 
 
 def run_cmd(
-    config: Optional[Path] = typer.Argument(None, help="TOML/YAML run config (default: the built-in defaults = configs/default.toml)."),
+    config: Optional[Path] = typer.Argument(
+        None, help="TOML/YAML run config (default: the built-in defaults = configs/default.toml)."),
     resume: Optional[str] = typer.Option(None, "--resume", help="Continue run RUN_ID from its last completed node."),
-    approve_gate: bool = typer.Option(False, "--approve-gate", help="Pause before each gate decision for a person to accept or reject."),
+    approve_gate: bool = typer.Option(
+        False, "--approve-gate", help="Pause before each gate decision for a person to accept or reject."),
     answer: Optional[str] = typer.Option(None, "--answer", help="With --resume: answer a paused gate (yes/no)."),
-    meta_model: Optional[str] = typer.Option(None, "--meta-model", help="'offline' (default) or a LiteLLM model for curator and editor."),
+    meta_model: Optional[str] = typer.Option(
+        None, "--meta-model", help="'offline' (default) or a LiteLLM model for curator and editor."),
     strategy: Optional[str] = typer.Option(None, "--strategy", help=f"The meta-loop strategy: {strategy_names()}."),
     db: Optional[str] = typer.Option(None, "--db", help="Archive + checkpointer database (default from the config)."),
     set_: list[str] = typer.Option([], "--set", help="Override a config key: --set train.steps=4 (repeatable)."),
@@ -91,18 +95,22 @@ def run_cmd(
             cfg = RunConfig(db=cfg.db)
     with RichReporter(console=console) as reporter:
         try:
-            state = asyncio.run(run_meta(cfg, run_id=resume, resume=resume is not None, approve=approve_gate or cfg.gate.approve,
-                                         reporter=reporter, answer=answer))
+            state = asyncio.run(run_meta(cfg, run_id=resume, resume=resume is not None,
+                                         approve=approve_gate or cfg.gate.approve, reporter=reporter, answer=answer))
             while "__interrupt__" in state:
                 question = state["__interrupt__"][0].value
                 reporter.log(f"gate awaits approval: {question}")
                 if not sys.stdin.isatty():
-                    console.print(f"[yellow]paused for approval; answer with: coevo run --resume {state['run_id']} --answer yes|no --db {cfg.db}[/yellow]")
+                    console.print(f"[yellow]paused for approval; answer with: coevo run --resume {state['run_id']} "
+                                  f"--answer yes|no --db {cfg.db}[/yellow]")
                     return
-                reply = "yes" if typer.confirm(f"accept candidate {question['candidate'][:12]} (c={question['c']:.3f} vs b={question['b']:.3f})?") else "no"
-                state = asyncio.run(run_meta(cfg, run_id=state["run_id"], resume=True, approve=True, reporter=reporter, answer=reply))
+                reply = "yes" if typer.confirm(f"accept candidate {question['candidate'][:12]} "
+                                               f"(c={question['c']:.3f} vs b={question['b']:.3f})?") else "no"
+                state = asyncio.run(run_meta(cfg, run_id=state["run_id"], resume=True, approve=True, reporter=reporter,
+                                             answer=reply))
         except KeyboardInterrupt:
-            console.print("[yellow]interrupted: completed nodes and rollouts are saved; resume with --resume RUN_ID[/yellow]")
+            console.print("[yellow]interrupted: completed nodes and rollouts are saved; "
+                          "resume with --resume RUN_ID[/yellow]")
             raise typer.Exit(130) from None
     from coevo.storage import Archive
 

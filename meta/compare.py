@@ -188,7 +188,8 @@ def _paired(runs: Sequence[StrategyRun], reference: Sequence[StrategyRun]) -> Es
                 theirs.append(ref.per_task[task_id].mean_reward)
     if not sides:
         return None
-    return difference_estimate([sum(t) / len(t) for _, t in sides.values()], [sum(m) / len(m) for m, _ in sides.values()])
+    reference_means = [sum(t) / len(t) for _, t in sides.values()]
+    return difference_estimate(reference_means, [sum(m) / len(m) for m, _ in sides.values()])
 
 
 def summarise(comparison_id: str, runs: Sequence[StrategyRun], strategies: Sequence[str],

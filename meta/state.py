@@ -32,6 +32,18 @@ def collect(current: list[Candidate] | None, update: list[Candidate] | str) -> l
     return list(current or []) + list(update)
 
 
+class Evidence(BaseModel):
+    """One failed *train* trajectory as a meta role sees it: the answer it gave (``answer``, cut to
+    300 characters), its last reply, why it stopped, and the verifier's scoring ``diagnostics``
+    (train only: they may carry the expected answer, so val/test details never become evidence)."""
+
+    task_id: str
+    answer: str = ""
+    last_reply: str = ""
+    stop_reason: str = ""
+    diagnostics: dict[str, Any] = Field(default_factory=dict)
+
+
 class Direction(BaseModel):
     """A repair direction (Harness-S §3.2): one root cause supported by ≥ 2 failed train tasks,
     with the evidence (task ids and trajectory excerpts; train data only)."""
@@ -40,7 +52,7 @@ class Direction(BaseModel):
     cause: str
     description: str
     task_ids: list[str]
-    evidence: list[dict[str, Any]] = Field(default_factory=list)
+    evidence: list[Evidence] = Field(default_factory=list)
 
 
 class CandidateChecks(BaseModel):
@@ -213,6 +225,6 @@ class MetaState(TypedDict, total=False):
     """Replaced by ``final_test``: the test evaluation of ``"start"`` (H0, W0) and ``"final"`` (H[T], W[T])."""
 
 
-STATE_MODELS: tuple[type[BaseModel], ...] = (Direction, CandidateChecks, Candidate, TaskOutcome, EvalSummary, GatePair,
-                                             GateDecision, CandidateOutcome, RoundSummary)
+STATE_MODELS: tuple[type[BaseModel], ...] = (Evidence, Direction, CandidateChecks, Candidate, TaskOutcome, EvalSummary,
+                                             GatePair, GateDecision, CandidateOutcome, RoundSummary)
 """Every pydantic model the meta state holds: the checkpointer's deserialisation allow-list."""

@@ -43,20 +43,24 @@ def write_compare_report(comparison: Any, out_dir: Path) -> Path:
     png = compare_plot(comparison.rows, trivial, out_dir / "compare.png")
     (out_dir / "comparison.json").write_text(comparison.model_dump_json(indent=1))
     head = "".join(f"<th>{html.escape(h)}</th>" for h in HEADERS)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in table_rows(comparison))
-    runs = "".join(f"<tr><td>{html.escape(r.strategy)}</td><td>{r.seed}</td><td><code>{html.escape(r.run_id)}</code></td>"
-                   f"<td>{plain(r.final.score if r.final else None)}</td><td>{r.source}</td>"
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
+                   for row in table_rows(comparison))
+    runs = "".join(f"<tr><td>{html.escape(r.strategy)}</td><td>{r.seed}</td><td><code>{html.escape(r.run_id)}</code>"
+                   f"</td><td>{plain(r.final.score if r.final else None)}</td><td>{r.source}</td>"
                    f"<td>{'–' if r.wall_s is None else f'{r.wall_s:.0f}'}</td></tr>" for r in comparison.runs)
     cfg = comparison.config.get("run", {})
+    env, policy = html.escape(str(cfg.get("env", {}).get("ref", ""))), html.escape(str(cfg.get("policy", "")))
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>coevo compare {comparison.id}</title>
-<style>body{{font-family:sans-serif;max-width:1100px;margin:2em auto}}td,th{{padding:4px 8px;border-bottom:1px solid #ddd}}</style>
+<style>body{{font-family:sans-serif;max-width:1100px;margin:2em auto}}\
+td,th{{padding:4px 8px;border-bottom:1px solid #ddd}}</style>
 </head><body><h1>coevo compare <code>{comparison.id}</code></h1>
-<p>env <code>{html.escape(str(cfg.get('env', {}).get('ref', '')))}</code>, policy <code>{html.escape(str(cfg.get('policy', '')))}</code>,
-{cfg.get('rounds')} round(s), {comparison.n_test} test tasks, reference <b>{comparison.reference}</b>. Test scores are the final
-pair's mean reward over seeds with a 95 % interval over test tasks (each task averaged over seeds); the difference to the
-reference is paired per (seed, task) and significant at 95 % when its interval excludes 0.</p>
+<p>env <code>{env}</code>, policy <code>{policy}</code>, {cfg.get('rounds')} round(s), {comparison.n_test} test tasks,
+reference <b>{comparison.reference}</b>. Test scores are the final pair's mean reward over seeds with a 95 % interval
+over test tasks (each task averaged over seeds); the difference to the reference is paired per (seed, task) and
+significant at 95 % when its interval excludes 0.</p>
 <table><tr>{head}</tr>{body}</table><img src="{png.name}" alt="test score per strategy">
-<h2>Runs</h2><table><tr><th>strategy</th><th>seed</th><th>run id</th><th>final test score</th><th>source</th><th>wall (s)</th></tr>{runs}</table>
+<h2>Runs</h2><table><tr><th>strategy</th><th>seed</th><th>run id</th><th>final test score</th><th>source</th>\
+<th>wall (s)</th></tr>{runs}</table>
 </body></html>"""
     path = out_dir / "index.html"
     path.write_text(page)

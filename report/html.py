@@ -30,10 +30,10 @@ def _test_rows(state: dict[str, Any] | None, evals: list[Any]) -> str:
     test = (state or {}).get("test") or {}
     if test:
         start, final = test["start"], test["final"]
-        rows = [(name, e.harness_id, e.checkpoint_id, score_text(e.estimate), plain(e.pass_at_k), plain(e.trivial_baseline))
-                for name, e in (("start pair (H0, W0)", start), ("final pair", final))]
-        rows.append(("final − start (paired)", "", "", difference_text(paired_difference(start.per_task, final.per_task)),
-                     "", ""))
+        rows = [(name, e.harness_id, e.checkpoint_id, score_text(e.estimate), plain(e.pass_at_k),
+                 plain(e.trivial_baseline)) for name, e in (("start pair (H0, W0)", start), ("final pair", final))]
+        difference = paired_difference(start.per_task, final.per_task)
+        rows.append(("final − start (paired)", "", "", difference_text(difference), "", ""))
     else:
         rows = [("", e.harness_id, e.checkpoint_id, score_text(stored_estimate(e.aggregates)),
                  plain(e.aggregates.get("pass_at_k")), plain(e.aggregates.get("trivial_baseline")))
@@ -65,7 +65,8 @@ def write_report(run_id: str, db: str, out_dir: Path, state: dict[str, Any] | No
     base = next((h for h in harnesses if h.origin == "base"), None)
     figures = []
     if decisions:
-        figures.append(("Validation score per round", validation_plot(decisions, trivial_val, out_dir / "validation.png")))
+        figures.append(("Validation score per round",
+                        validation_plot(decisions, trivial_val, out_dir / "validation.png")))
     if steps:
         figures.append(("Train reward per step", train_plot(steps, trivial_train, out_dir / "train_reward.png")))
     if harnesses:
@@ -73,20 +74,25 @@ def write_report(run_id: str, db: str, out_dir: Path, state: dict[str, Any] | No
     final_diff = ""
     if base is not None:
         final = archive.get_harness(accepted[-1]) if accepted else base
-        final_diff = diff(load_harness(base.spec), load_harness(final.spec)) or "(the final harness is H0: no candidate was accepted)"
+        final_diff = (diff(load_harness(base.spec), load_harness(final.spec))
+                      or "(the final harness is H0: no candidate was accepted)")
     rows = "".join(_gate_row(d) for d in decisions)
     test_rows = _test_rows(state, evals)
     imgs = "".join(f"<h2>{t}</h2><img src='{p.name}' alt='{t}'>" for t, p in figures)
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>coevo run {run_id}</title>
-<style>body{{font-family:sans-serif;max-width:960px;margin:2em auto}}td,th{{padding:4px 8px;border-bottom:1px solid #ddd}}
+<style>body{{font-family:sans-serif;max-width:960px;margin:2em auto}}\
+td,th{{padding:4px 8px;border-bottom:1px solid #ddd}}
 pre{{background:#f6f6f6;padding:1em;overflow:auto}}</style></head><body>
 <h1>coevo run <code>{run_id}</code></h1><p>strategy <b>{run.strategy}</b>, status {run.status},
-env <code>{html.escape(str(run.config.get('env', {}).get('ref', '')))}</code>, policy <code>{html.escape(str(run.config.get('policy', '')))}</code>;
+env <code>{html.escape(str(run.config.get('env', {}).get('ref', '')))}</code>, \
+policy <code>{html.escape(str(run.config.get('policy', '')))}</code>;
 trivial-policy baseline on val: {trivial_val}</p>
 <p>Scores: mean [95 % interval] n = tasks (Wilson for pass/fail, bootstrap for partial credit; a difference is
 paired per task and significant at 95 % when its interval excludes 0).</p>
-<h2>Gate decisions</h2><table><tr><th>round</th><th>candidate</th><th>b (incumbent, val)</th><th>c (candidate, val)</th><th>decision</th><th>reason</th></tr>{rows}</table>
-<h2>Test</h2><table><tr><th>pair</th><th>harness</th><th>checkpoint</th><th>mean reward [95 %] n</th><th>pass@k</th><th>trivial</th></tr>{test_rows}</table>
+<h2>Gate decisions</h2><table><tr><th>round</th><th>candidate</th><th>b (incumbent, val)</th>\
+<th>c (candidate, val)</th><th>decision</th><th>reason</th></tr>{rows}</table>
+<h2>Test</h2><table><tr><th>pair</th><th>harness</th><th>checkpoint</th><th>mean reward [95 %] n</th><th>pass@k</th>\
+<th>trivial</th></tr>{test_rows}</table>
 {imgs}<h2>Final harness vs H0</h2><pre>{html.escape(final_diff)}</pre></body></html>"""
     path = out_dir / "index.html"
     path.write_text(page)

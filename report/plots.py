@@ -24,8 +24,10 @@ def validation_plot(decisions: Sequence[Any], trivial: float | None, path: Path)
     with the trivial-policy baseline as a dashed line."""
     fig, ax = plt.subplots(figsize=(6, 3.6))
     rounds = sorted({d.round for d in decisions})
-    ax.plot(rounds, [max(d.b for d in decisions if d.round == r) for r in rounds], "o-", color="#444", label="incumbent (b)")
-    for accepted, marker, color, label in ((True, "^", "#2a9d4b", "accepted candidate (c)"), (False, "x", "#d1495b", "rejected candidate (c)")):
+    ax.plot(rounds, [max(d.b for d in decisions if d.round == r) for r in rounds], "o-", color="#444",
+            label="incumbent (b)")
+    for accepted, marker, color, label in ((True, "^", "#2a9d4b", "accepted candidate (c)"),
+                                           (False, "x", "#d1495b", "rejected candidate (c)")):
         pts = [(d.round, d.c) for d in decisions if d.accepted == accepted]
         if pts:
             ax.scatter(*zip(*pts), marker=marker, color=color, s=70, label=label, zorder=3)
@@ -66,9 +68,11 @@ def lineage_plot(harnesses: Sequence[Any], accepted: set[str], path: Path) -> Pa
     for n, d in depth.items():
         layers.setdefault(d, []).append(n)
     pos = {n: (d, -i) for d, ns in layers.items() for i, n in enumerate(sorted(ns))}
-    colors = ["#2a9d4b" if n in {a[:8] for a in accepted} else "#bbbbbb" if g.nodes[n].get("origin") == "base" else "#e8a0a8"
+    colors = ["#2a9d4b" if n in {a[:8] for a in accepted}
+              else "#bbbbbb" if g.nodes[n].get("origin") == "base" else "#e8a0a8"
               for n in g.nodes]
-    fig, ax = plt.subplots(figsize=(max(4, 2.2 * len(layers)), max(2.5, 0.9 * max((len(v) for v in layers.values()), default=1))))
+    fig, ax = plt.subplots(figsize=(max(4, 2.2 * len(layers)),
+                                    max(2.5, 0.9 * max((len(v) for v in layers.values()), default=1))))
     nx.draw_networkx(g, pos, ax=ax, node_color=colors, node_size=1500, font_size=7, arrows=True)
     ax.set_axis_off()
     return _save(fig, path)

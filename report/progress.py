@@ -9,8 +9,15 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from rich.console import Console
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
-                           TimeElapsedColumn, TimeRemainingColumn)
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 
 class Reporter(Protocol):
@@ -38,16 +45,17 @@ class NullReporter:
     """Reports nothing."""
 
     def start(self, label: str, total: int) -> Any:
+        """Ignore the job; the handle is ``None``."""
         return None
 
     def update(self, handle: Any, done: int, score: float | None = None) -> None:
-        pass
+        """Ignore the progress."""
 
     def stop(self, handle: Any) -> None:
-        pass
+        """Ignore the end of the job."""
 
     def log(self, message: str) -> None:
-        pass
+        """Drop the message."""
 
 
 class RichReporter:
@@ -72,13 +80,17 @@ class RichReporter:
         self.progress.stop()
 
     def start(self, label: str, total: int) -> Any:
+        """Add a bar named ``label`` for ``total`` units; returns its rich task id."""
         return self.progress.add_task(label, total=total, score="–")
 
     def update(self, handle: Any, done: int, score: float | None = None) -> None:
+        """Move bar ``handle`` to ``done`` units and show ``score`` (3 decimals; "–" when None)."""
         self.progress.update(handle, completed=done, score="–" if score is None else f"{score:.3f}")
 
     def stop(self, handle: Any) -> None:
+        """Redraw so the bar shows its last state; the bar stays until the reporter closes."""
         self.progress.refresh()
 
     def log(self, message: str) -> None:
+        """Print ``message`` above the bars, verbatim (no rich markup or highlighting)."""
         self.progress.console.log(message, markup=False, highlight=False)

@@ -77,10 +77,10 @@ class OfflineEditor:
                solved: Sequence[Trajectory]) -> list[dict[str, Any]]:
         pairs = [(t.task_id, t.final_answer or "") for t in solved if t.split == "train" and t.passed]
         for ev in direction.evidence:  # train scoring diagnostics may carry the expected answer
-            task = tasks.get(ev["task_id"])
-            expected = self.demo_answer(task, ev.get("diagnostics") or {}) if task and task.split == "train" else None
+            task = tasks.get(ev.task_id)
+            expected = self.demo_answer(task, ev.diagnostics) if task and task.split == "train" else None
             if expected:
-                pairs.append((ev["task_id"], expected))
+                pairs.append((ev.task_id, expected))
         ops, seen = [], set(spec.skills)
         for task_id, answer in pairs:
             name = f"demo_{task_id[-8:]}"

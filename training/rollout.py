@@ -221,21 +221,24 @@ class HarnessRollout:
         for i in range(0, len(prompts), k):
             ids = set(prompts[i:i + k])
             if len(ids) != 1:
-                raise ValueError(f"rollout_func expects each task id repeated {k} times in a row, got {prompts[i:i + k]}")
+                raise ValueError(f"rollout_func expects each task id repeated {k} times in a row, "
+                                 f"got {prompts[i:i + k]}")
             task_id = ids.pop()
             if task_id not in self.tasks:
                 raise KeyError(f"rollout_func got unknown task id {task_id!r}: the dataset's prompts must be task ids")
             tasks.append(self.tasks[task_id])
         return tasks
 
-    async def _collect(self, policy: BaseChatModel, tasks: list[Task], k: int, step: int) -> tuple[list[Group], list[Group]]:
+    async def _collect(self, policy: BaseChatModel, tasks: list[Task], k: int,
+                       step: int) -> tuple[list[Group], list[Group]]:
         run = guarded(self.rollout_fn or default_rollout_fn())
         limit = asyncio.Semaphore(self.max_concurrency or len(tasks) * k)
         ckpt = self.checkpoint_id if step == 0 else f"{self.checkpoint_id}+step{step}"
 
         async def one(task: Task, j: int) -> Trajectory:
             async with limit:
-                return await run(self.spec, policy, self.env, task, seed=self.seed + 10_007 * step + j, checkpoint_id=ckpt)
+                return await run(self.spec, policy, self.env, task, seed=self.seed + 10_007 * step + j,
+                                 checkpoint_id=ckpt)
 
         flat = await asyncio.gather(*(one(t, j) for t in tasks for j in range(k)))
         initial = [list(flat[i * k:(i + 1) * k]) for i in range(len(tasks))]

@@ -5,12 +5,12 @@ table, the report, and a second invocation that reads every run back instead of 
 import json
 
 import pytest
+from training_kit import tiny_llama_checkpoint
 from typer.testing import CliRunner
 
 from coevo.cli.app import app
 from coevo.harnesses import load_harness
 from coevo.storage import Archive
-from training_kit import tiny_llama_checkpoint
 
 pytestmark = pytest.mark.integration
 

@@ -7,6 +7,7 @@ import json
 
 import pytest
 from rich.console import Console
+from test_meta_loop import FakeTrainer, WordEnv, policy, setup_run  # noqa: E402  (tests/unit is on sys.path)
 
 from coevo.cli.compare import compare_table
 from coevo.graphs.registry import get_strategy
@@ -16,7 +17,6 @@ from coevo.report.compare import write_compare_report
 from coevo.roles.curator import OfflineCurator
 from coevo.roles.editor import OfflineEditor
 from coevo.storage import Archive
-from test_meta_loop import FakeTrainer, WordEnv, policy, setup_run  # noqa: E402  (tests/unit is on sys.path)
 
 
 class RatedTrainer(FakeTrainer):
@@ -25,8 +25,9 @@ class RatedTrainer(FakeTrainer):
 
     async def __call__(self, checkpoint_id, spec, tasks, round):
         new, trajs = await super().__call__(checkpoint_id, spec, tasks, round)
-        mine = self.archive.get_checkpoint(new).model_copy(update={
-            "id": f"{new}@{self.run_id}", "metrics": {"effective_group_rate": 0.25 + 0.5 * round}, "run_id": self.run_id})
+        rate = {"effective_group_rate": 0.25 + 0.5 * round}
+        mine = self.archive.get_checkpoint(new).model_copy(update={"id": f"{new}@{self.run_id}", "metrics": rate,
+                                                                   "run_id": self.run_id})
         self.archive.add_checkpoint(mine)
         return mine.id, trajs
 
@@ -114,7 +115,7 @@ def test_a_comparison_stopped_by_a_crash_resumes_to_the_same_table(tmp_path):
         asyncio.run(compare(config2, ["vace", "ungated"], 2, archive=archive2, context_for=context_for))
     resumed = asyncio.run(compare(config2, ["vace", "ungated"], 2, archive=archive2, context_for=context_for))
     assert [r.source for r in resumed.runs] == ["reused", "reused", "reused", "resumed"]
-    assert [r.model_dump(exclude={"id"}) for r in resumed.rows] == [r.model_dump(exclude={"id"}) for r in reference.rows]
+    assert [r.model_dump() for r in resumed.rows] == [r.model_dump() for r in reference.rows]
     ungated = resumed.rows[1]
     assert not ungated.gated and ungated.adopted == 2 and ungated.vs_reference.mean == 0.0
 

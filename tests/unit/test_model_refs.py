@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 from langchain_core.messages import HumanMessage
+from test_local_model import tiny_llama, tiny_tokenizer  # noqa: E402  (tests/unit is on sys.path)
 
 from coevo.models import refs
 from coevo.models.base import TOKENS_KEY
@@ -12,7 +13,6 @@ from coevo.models.litellm_model import LiteLLMChatModel
 from coevo.models.local import LocalChatModel
 from coevo.models.refs import ModelRefError, clear_model_cache, load_model, split_local
 from coevo.models.smollm2 import SmolLM2NotInstalledError
-from test_local_model import tiny_llama, tiny_tokenizer  # noqa: E402  (tests/unit is on sys.path)
 
 
 @pytest.fixture(scope="module")

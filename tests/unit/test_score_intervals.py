@@ -5,6 +5,7 @@ import asyncio
 
 import pytest
 from rich.console import Console
+from test_meta_loop import _run, setup_run  # noqa: E402  (tests/unit is on sys.path)
 
 from coevo.cli.eval import result_table
 from coevo.cli.run import summary_table
@@ -13,7 +14,6 @@ from coevo.meta.state import EvalSummary
 from coevo.report.html import write_report
 from coevo.report.numbers import difference_text, significance
 from coevo.storage import Archive
-from test_meta_loop import _run, setup_run  # noqa: E402  (tests/unit is on sys.path)
 
 
 def outcomes(rewards: dict[str, list[float]]) -> dict[str, TaskOutcome]:
@@ -56,7 +56,8 @@ def test_paired_difference_uses_the_tasks_both_saw_and_says_when_it_is_not_signi
     assert diff.n == 3 and diff.mean == pytest.approx(0.0)
     assert significance(diff) == "not significant at 95 %"
     assert difference_text(diff).endswith("n=3, not significant at 95 %")
-    gain = paired_difference(outcomes({f"t{i}": [0.0] for i in range(10)}), outcomes({f"t{i}": [1.0] for i in range(10)}))
+    zeros, ones = outcomes({f"t{i}": [0.0] for i in range(10)}), outcomes({f"t{i}": [1.0] for i in range(10)})
+    gain = paired_difference(zeros, ones)
     assert gain.excludes_zero and difference_text(gain) == "+1.000 [+1.00, +1.00] n=10, significant at 95 %"
 
 
