@@ -82,7 +82,7 @@ def compare_plot(rows: Sequence[Any], trivial: float | None, path: Path) -> Path
     """Test score per strategy (``coevo.meta.compare.StrategyRow``): the final pair's mean over seeds
     as a bar with its 95 % interval, each seed's score as a dot, the start pair (H0, W0) as a grey
     tick, and the trivial-policy baseline as a dashed line."""
-    fig, ax = plt.subplots(figsize=(max(4.5, 1.3 * len(rows)), 3.8))
+    fig, ax = plt.subplots(figsize=(max(4.5, 1.3 * len(rows)), 4.4))
     xs = list(range(len(rows)))
     means = [r.score.mean for r in rows]
     errors = [[r.score.mean - r.score.low for r in rows], [r.score.high - r.score.mean for r in rows]]
@@ -96,5 +96,5 @@ def compare_plot(rows: Sequence[Any], trivial: float | None, path: Path) -> Path
     ax.set_xticks(xs, [r.strategy for r in rows])
     ax.set_ylabel("test score (mean reward)")
     ax.set_ylim(0, 1.05)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, frameon=False)
     return _save(fig, path)
