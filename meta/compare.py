@@ -21,6 +21,9 @@ The numbers (``summarise``), per strategy, on the test split's final pair (H[T],
   rejected), and candidates adopted without a gate (``ungated``).
 - **effective-group rate**: the weight stages' mean fraction of GRPO groups holding both a success
   and a failure (Harness-S §3), from the stages' checkpoint metrics; None when nothing trained.
+  Beside it the **reward-spread rate**: the mean over training steps of the fraction of groups whose
+  rewards differ at all (``nonzero_std_rate``), which is what gives GRPO a gradient under partial
+  credit even when no rollout fully passes.
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ REFERENCE = "vace"
 class StrategyRun(BaseModel):
     """One (strategy, seed) run as the comparison reads it: the test evaluations of the start pair
     (H0, W0) and the final pair, gate counts, the weight stages' effective-group rate (None: no
-    stage reported one), and how it was obtained: ``ran`` now (``wall_s`` its wall seconds),
+    stage reported one) and reward-spread rate, and how it was obtained: ``ran`` now (``wall_s`` its wall seconds),
     ``resumed`` or ``reused`` (finished before; nothing ran)."""
 
     strategy: str
@@ -60,6 +63,7 @@ class StrategyRun(BaseModel):
     rejected: int = 0
     adopted: int = 0
     effective_group_rate: float | None = None
+    spread_rate: float | None = None
     source: str = "ran"
     wall_s: float | None = None
 
@@ -68,7 +72,7 @@ class StrategyRow(BaseModel):
     """A strategy's line of the comparison (module docstring): ``score`` of the final pair on test,
     ``start`` of the start pair, ``per_seed`` final scores in seed order, ``vs_reference`` (None for
     the reference itself or when it did not run), gate counts summed over seeds, mean effective-group
-    rate over the seeds that trained, and the trivial-policy baseline on test."""
+    and reward-spread rates over the seeds that trained, and the trivial-policy baseline on test."""
 
     strategy: str
     seeds: list[int]
@@ -81,6 +85,7 @@ class StrategyRow(BaseModel):
     rejected: int = 0
     adopted: int = 0
     effective_group_rate: float | None = None
+    spread_rate: float | None = None
     trivial: float | None = None
 
 
@@ -120,12 +125,18 @@ def _counts(state: dict[str, Any]) -> tuple[int, int, int]:
     return sum(d.accepted for d in decisions), sum(not d.accepted for d in decisions), adopted
 
 
-def effective_group_rate(archive: Archive, run_id: str) -> float | None:
-    """Mean over the run's weight stages of each stage's ``effective_group_rate`` checkpoint metric
-    (None when no stage of the run recorded one)."""
-    rates = [c.metrics["effective_group_rate"] for c in archive.list_checkpoints(run_id)
-             if (c.metrics or {}).get("effective_group_rate") is not None]
-    return sum(rates) / len(rates) if rates else None
+def _mean(values: Sequence[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return sum(present) / len(present) if present else None
+
+
+def stage_rates(archive: Archive, run_id: str) -> tuple[float | None, float | None]:
+    """The run's weight stages from their checkpoint metrics: the mean of each stage's
+    ``effective_group_rate``, and the mean over all their steps of ``nonzero_std_rate`` (groups
+    with any reward spread). None when no stage recorded it."""
+    metrics = [c.metrics or {} for c in archive.list_checkpoints(run_id)]
+    spread = [step.get("nonzero_std_rate") for m in metrics for step in m.get("history", [])]
+    return _mean([m.get("effective_group_rate") for m in metrics]), _mean(spread)
 
 
 def read_run(archive: Archive, state: dict[str, Any], strategy: str, seed: int, source: str,
@@ -133,10 +144,10 @@ def read_run(archive: Archive, state: dict[str, Any], strategy: str, seed: int, 
     """A ``StrategyRun`` from a run's final ``state`` (``run_meta``'s result or ``read_state``'s)."""
     test = state.get("test") or {}
     accepted, rejected, adopted = _counts(state)
+    effective, spread = stage_rates(archive, state["run_id"])
     return StrategyRun(strategy=strategy, seed=seed, run_id=state["run_id"], start=test.get("start"),
                        final=test.get("final"), accepted=accepted, rejected=rejected, adopted=adopted,
-                       effective_group_rate=effective_group_rate(archive, state["run_id"]), source=source,
-                       wall_s=wall_s)
+                       effective_group_rate=effective, spread_rate=spread, source=source, wall_s=wall_s)
 
 
 async def run_one(config: RunConfig, strategy: str, seed: int, archive: Archive, reporter: Reporter,
@@ -200,7 +211,6 @@ def summarise(comparison_id: str, runs: Sequence[StrategyRun], strategies: Seque
     for name in strategies:
         mine = sorted((r for r in runs if r.strategy == name), key=lambda r: r.seed)
         finals = _seed_means(mine)
-        trained = [r.effective_group_rate for r in mine if r.effective_group_rate is not None]
         rows.append(StrategyRow(
             strategy=name, seeds=[r.seed for r in mine], score=score_estimate(list(finals.values())),
             start=score_estimate(list(_seed_means(mine, "start").values())),
@@ -209,7 +219,8 @@ def summarise(comparison_id: str, runs: Sequence[StrategyRun], strategies: Seque
             gated="gate" in get_strategy(name).build().nodes,
             accepted=sum(r.accepted for r in mine), rejected=sum(r.rejected for r in mine),
             adopted=sum(r.adopted for r in mine),
-            effective_group_rate=sum(trained) / len(trained) if trained else None,
+            effective_group_rate=_mean([r.effective_group_rate for r in mine]),
+            spread_rate=_mean([r.spread_rate for r in mine]),
             trivial=next((r.final.trivial_baseline for r in mine if r.final is not None), None)))
     n_test = max((len(r.final.per_task) for r in runs if r.final is not None), default=0)
     return Comparison(id=comparison_id, reference=reference, rows=rows, runs=list(runs), n_test=n_test,

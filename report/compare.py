@@ -21,18 +21,20 @@ def gate_text(row: Any) -> str:
 
 def table_rows(comparison: Any) -> list[tuple[str, ...]]:
     """The comparison's rows as text cells: strategy, seeds, final test score [95 %] n, per-seed
-    scores, start pair, difference to the reference, gate accepted / rejected, effective-group rate,
-    trivial baseline (``coevo.meta.compare.Comparison``)."""
+    scores, start pair, difference to the reference, gate accepted / rejected, effective-group and
+    reward-spread rates, trivial baseline (``coevo.meta.compare.Comparison``)."""
     out = []
     for r in comparison.rows:
         vs = "(reference)" if r.strategy == comparison.reference else difference_text(r.vs_reference)
         out.append((r.strategy, str(len(r.seeds)), score_text(r.score), " ".join(f"{x:.2f}" for x in r.per_seed),
-                    score_text(r.start), vs, gate_text(r), plain(r.effective_group_rate), plain(r.trivial)))
+                    score_text(r.start), vs, gate_text(r), plain(r.effective_group_rate), plain(r.spread_rate),
+                    plain(r.trivial)))
     return out
 
 
 HEADERS = ("strategy", "seeds", "test score [95 %] n=tasks", "per seed", "start pair (H0, W0)",
-           "− reference, paired [95 %]", "gate accepted / rejected", "effective-group rate", "trivial")
+           "− reference, paired [95 %]", "gate accepted / rejected", "effective-group rate",
+           "reward-spread rate", "trivial")
 
 
 def write_compare_report(comparison: Any, out_dir: Path) -> Path:

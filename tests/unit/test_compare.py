@@ -21,11 +21,12 @@ from coevo.storage import Archive
 
 class RatedTrainer(FakeTrainer):
     """``FakeTrainer`` whose checkpoints belong to one run (id suffixed with it) and carry an
-    effective-group rate metric (0.25 in round 0, 0.75 in round 1)."""
+    effective-group rate metric (0.25 in round 0, 0.75 in round 1) and two steps' reward-spread rates."""
 
     async def __call__(self, checkpoint_id, spec, tasks, round):
         new, trajs = await super().__call__(checkpoint_id, spec, tasks, round)
-        rate = {"effective_group_rate": 0.25 + 0.5 * round}
+        rate = {"effective_group_rate": 0.25 + 0.5 * round,
+                "history": [{"nonzero_std_rate": 1.0}, {"nonzero_std_rate": 0.5}]}
         mine = self.archive.get_checkpoint(new).model_copy(update={"id": f"{new}@{self.run_id}", "metrics": rate,
                                                                    "run_id": self.run_id})
         self.archive.add_checkpoint(mine)
@@ -77,6 +78,7 @@ def test_compare_runs_each_strategy_and_seed_once_and_tables_the_paired_differen
     assert rl.vs_reference.mean == -1.0 and rl.vs_reference.excludes_zero
     assert (vace.accepted, vace.rejected) == (2, 0) and vace.gated and not rl.gated
     assert vace.effective_group_rate == pytest.approx(0.5) and rl.effective_group_rate == pytest.approx(0.5)
+    assert vace.spread_rate == pytest.approx(0.75)
 
     console = Console(record=True, width=250)
     console.print(compare_table(result))
@@ -99,7 +101,7 @@ def test_a_finished_comparison_is_read_back_not_rerun(tmp_path):
     assert [r.source for r in again.runs] == ["reused"] * 4
     assert again.rows == first.rows
     static = again.rows[1]
-    assert static.accepted == static.rejected == 0 and static.effective_group_rate is None
+    assert static.accepted == static.rejected == 0 and static.effective_group_rate is static.spread_rate is None
     assert static.vs_reference.mean == -1.0
 
 
