@@ -95,6 +95,7 @@ def compare_plot(rows: Sequence[Any], trivial: float | None, path: Path) -> Path
         ax.axhline(trivial, ls="--", color="#999", label=f"trivial baseline ({trivial:.2f})")
     ax.set_xticks(xs, [r.strategy for r in rows])
     ax.set_ylabel("test score (mean reward)")
-    ax.set_ylim(0, 1.05)
+    top = max([r.score.high for r in rows] + [trivial or 0.0, 0.05])
+    ax.set_ylim(0, min(1.05, 1.2 * top))
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, frameon=False)
     return _save(fig, path)
