@@ -10,7 +10,7 @@ import uuid
 import typer
 from rich.table import Table
 
-from coevo.cli.common import console, user_errors
+from coevo.cli.common import DB_HELP, DEFAULT_DB, console, user_errors
 from coevo.envs.registry import get_env
 from coevo.evaluation.engine import evaluate
 from coevo.evaluation.results import EvalResult, Metric, outcome_estimate
@@ -19,7 +19,6 @@ from coevo.models.refs import load_model
 from coevo.report.progress import RichReporter
 from coevo.storage import Archive, ArchiveError, CheckpointRecord, RunRecord
 
-DB_HELP = "Archive: a SQLite file path or a SQLAlchemy URL (env COEVO_DB)."
 _HEX = re.compile(r"^[0-9a-f]{6,64}$")
 REWARD_TEXT = {"correct": "correct (1/0)", "partial": "partial credit"}
 
@@ -83,7 +82,7 @@ def eval_cmd(
     checkpoint: str = typer.Option(None, "--checkpoint",
                                    help="Checkpoint id to record (default: the model reference)."),
     run_id: str = typer.Option(None, "--run-id", help="Reuse a run id to resume an interrupted evaluation."),
-    db: str = typer.Option("coevo.db", "--db", envvar="COEVO_DB", help=DB_HELP),
+    db: str = typer.Option(DEFAULT_DB, "--db", envvar="COEVO_DB", help=DB_HELP),
     reward: str = typer.Option(None, "--reward", help="correct (1/0 on the checker's pass; the default) or "
                                "partial (the checker's partial credit); also settable in --env as reward=..."),
 ) -> None:
@@ -112,9 +111,14 @@ def eval_cmd(
                 result = asyncio.run(evaluate(spec, ckpt, suite, split, k=k, seeds=seed, n_tasks=n, model=policy,
                                               archive=archive, concurrency=concurrency, progress=reporter,
                                               run_id=run.id))
-        except BaseException:
-            archive.add_run(run.model_copy(update={"status": "failed", "updated_at": time.time()}))
-            console.print(f"[yellow]interrupted: finished tasks are kept; resume with --run-id {run.id}[/yellow]")
+        except BaseException as err:
+            stopped = not isinstance(err, Exception)
+            archive.add_run(run.model_copy(update={"status": "interrupted" if stopped else "failed",
+                                                   "updated_at": time.time()}))
+            console.print(f"[yellow]{'interrupted' if stopped else 'failed'}: finished tasks are kept; resume with "
+                          f"--run-id {run.id} --db {db}[/yellow]", highlight=False)
+            if isinstance(err, KeyboardInterrupt):
+                raise typer.Exit(130) from None
             raise
         archive.add_run(run.model_copy(update={"status": "done", "updated_at": time.time()}))
     console.print(result_table(result))

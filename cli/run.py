@@ -14,6 +14,7 @@ from coevo.cli.common import console, user_errors
 from coevo.config import ConfigError, RunConfig, load_config
 from coevo.evaluation.results import paired_difference
 from coevo.graphs.registry import strategy_names
+from coevo.harnesses.errors import HarnessError
 from coevo.report.numbers import difference_text, plain, score_text, stored_estimates
 
 
@@ -67,13 +68,58 @@ def summary_table(state: dict[str, Any], archive: Any = None) -> Table:
     return table
 
 
+def _answers(pairs: list[str]) -> dict[str, str]:
+    """``--answer`` values (``ID=yes``, or a bare ``yes`` for the only pending question) by question id."""
+    return dict(pair.rsplit("=", 1) if "=" in pair else ("", pair) for pair in pairs)
+
+
+def _where(db: str) -> str:
+    return db if "://" in db else str(Path(db).expanduser().resolve())
+
+
+def _show_questions(state: dict[str, Any]) -> None:
+    for pending in state["__interrupt__"]:
+        q = pending.value
+        verdict = "accept" if q["gate_says"] else "reject"
+        console.print(f"[yellow]gate question {pending.id[:8]}[/yellow]: round {q['round']}, candidate "
+                      f"{q['candidate'][:12]} (c={q['c']:.3f}) vs incumbent {q['incumbent'][:12]} (b={q['b']:.3f}); "
+                      f"the gate alone would {verdict}: {q['reason']}", highlight=False, soft_wrap=True)
+
+
+def _drive(cfg: RunConfig, run_id: str, resume: bool, approve: bool, answers: dict[str, str],
+           reporter: Any) -> dict[str, Any] | None:
+    """Run or resume to the end (the final state) or to a pause nobody here can answer (None)."""
+    from coevo.meta.run import run_meta
+
+    state = asyncio.run(run_meta(cfg, run_id=run_id, resume=resume, approve=approve, reporter=reporter,
+                                 answers=answers or None))
+    while "__interrupt__" in state:
+        _show_questions(state)
+        pending = state["__interrupt__"]
+        if not sys.stdin.isatty():
+            answer = " ".join(f"--answer {p.id[:8]}=yes|no" for p in pending)
+            console.print(f"[yellow]paused for approval (the run keeps --approve-gate); answer with: "
+                          f"coevo run --resume {run_id} --db {_where(cfg.db)} {answer}[/yellow]",
+                          highlight=False, soft_wrap=True)
+            return None
+        replies = {p.id: "yes" if typer.confirm(f"accept candidate {p.value['candidate'][:12]}?") else "no"
+                   for p in pending}
+        state = asyncio.run(run_meta(cfg, run_id=run_id, resume=True, reporter=reporter, answers=replies))
+    return state
+
+
 def run_cmd(
     config: Optional[Path] = typer.Argument(
         None, help="TOML/YAML run config (default: the built-in defaults = configs/default.toml)."),
-    resume: Optional[str] = typer.Option(None, "--resume", help="Continue run RUN_ID from its last completed node."),
+    resume: Optional[str] = typer.Option(
+        None, "--resume", help="Continue run RUN_ID (stopped, failed or paused) from its last completed node."),
     approve_gate: bool = typer.Option(
-        False, "--approve-gate", help="Pause before each gate decision for a person to accept or reject."),
-    answer: Optional[str] = typer.Option(None, "--answer", help="With --resume: answer a paused gate (yes/no)."),
+        False, "--approve-gate", help="Pause before each gate decision for a person to accept or reject; stored "
+        "with the run, so every resume keeps pausing."),
+    answer: list[str] = typer.Option(
+        [], "--answer", help="With --resume: answer a paused gate question, ID=yes or ID=no (ID: the question id "
+        "printed, or a unique prefix); a bare yes|no answers the only pending question. Repeatable. Without it, "
+        "--resume shows the pending questions again."),
     meta_model: Optional[str] = typer.Option(
         None, "--meta-model", help="'offline' (default) or a LiteLLM model for curator and editor."),
     strategy: Optional[str] = typer.Option(None, "--strategy", help=f"The meta-loop strategy: {strategy_names()}."),
@@ -82,10 +128,17 @@ def run_cmd(
     report: bool = typer.Option(True, "--report/--no-report", help="Write the HTML report at the end."),
 ) -> None:
     """Run VACE (or a baseline): RL stage -> refine the harness from its trajectories -> paired validation -> gate."""
-    from coevo.meta.run import run_meta
+    from coevo.meta.run import RunError, new_run_id
     from coevo.report.progress import RichReporter
+    from coevo.storage import ArchiveError
 
     with user_errors():
+        if answer and not resume:
+            raise ConfigError("--answer answers a paused run's gate question: add --resume RUN_ID (printed with the "
+                              "pause)")
+        if resume and (set_ or strategy or meta_model):
+            raise ConfigError(f"--resume continues run {resume} with the config it was started with, so --set, "
+                              "--strategy and --meta-model do not apply: drop them, or start a new run")
         overrides = _overrides(set_)
         for key, value in (("meta.model", meta_model), ("strategy", strategy), ("db", db)):
             if value is not None:
@@ -93,25 +146,26 @@ def run_cmd(
         cfg = load_config(config, overrides)
         if resume and db is None and config is None:
             cfg = RunConfig(db=cfg.db)
+        run_id = resume or new_run_id(cfg)
     with RichReporter(console=console) as reporter:
         try:
-            state = asyncio.run(run_meta(cfg, run_id=resume, resume=resume is not None,
-                                         approve=approve_gate or cfg.gate.approve, reporter=reporter, answer=answer))
-            while "__interrupt__" in state:
-                question = state["__interrupt__"][0].value
-                reporter.log(f"gate awaits approval: {question}")
-                if not sys.stdin.isatty():
-                    console.print(f"[yellow]paused for approval; answer with: coevo run --resume {state['run_id']} "
-                                  f"--answer yes|no --db {cfg.db}[/yellow]")
-                    return
-                reply = "yes" if typer.confirm(f"accept candidate {question['candidate'][:12]} "
-                                               f"(c={question['c']:.3f} vs b={question['b']:.3f})?") else "no"
-                state = asyncio.run(run_meta(cfg, run_id=state["run_id"], resume=True, approve=True, reporter=reporter,
-                                             answer=reply))
+            state = _drive(cfg, run_id, resume is not None, approve_gate, _answers(answer), reporter)
+        except (RunError, ArchiveError, HarnessError) as err:
+            with user_errors():
+                raise err from None
         except KeyboardInterrupt:
-            console.print("[yellow]interrupted: completed nodes and rollouts are saved; "
-                          "resume with --resume RUN_ID[/yellow]")
+            console.print(f"[yellow]interrupted: completed nodes and rollouts are saved; continue with: "
+                          f"coevo run --resume {run_id} --db {_where(cfg.db)}[/yellow]", highlight=False,
+                          soft_wrap=True)
             raise typer.Exit(130) from None
+        except Exception as err:
+            console.print_exception(max_frames=8)
+            console.print(f"[red]run {run_id} failed[/red] ({type(err).__name__}: {err}); it is stored as failed. Once "
+                          f"the cause is fixed, continue it with: coevo run --resume {run_id} --db {_where(cfg.db)}",
+                          highlight=False, soft_wrap=True)
+            raise typer.Exit(1) from None
+    if state is None:
+        return
     from coevo.storage import Archive
 
     console.print(summary_table(state, Archive(cfg.db)))

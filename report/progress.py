@@ -6,6 +6,7 @@ done, the mean score so far and an ETA; a test can pass its own object with the 
 
 from __future__ import annotations
 
+import time
 from typing import Any, Protocol
 
 from rich.console import Console
@@ -59,7 +60,9 @@ class NullReporter:
 
 
 class RichReporter:
-    """Rich progress bars: label, bar, done/total, mean score so far, elapsed and ETA.
+    """Rich progress bars: label, bar, done/total, mean score so far, elapsed and ETA; ``log``
+    lines as ``[HH:MM:SS] message``, one line each (never wrapped or suffixed with the source
+    file, so piped output stays greppable).
 
     Use as a context manager (``with RichReporter() as reporter: ...``) so the live display is
     closed even on error; ``transient=True`` erases the bars when it closes.
@@ -92,5 +95,7 @@ class RichReporter:
         self.progress.refresh()
 
     def log(self, message: str) -> None:
-        """Print ``message`` above the bars, verbatim (no rich markup or highlighting)."""
-        self.progress.console.log(message, markup=False, highlight=False)
+        """Print ``[HH:MM:SS] message`` above the bars, verbatim (no rich markup or highlighting), on one
+        line: never wrapped, never suffixed with the source file (piped output stays greppable)."""
+        self.progress.console.print(f"[{time.strftime('%H:%M:%S')}] {message}", markup=False, highlight=False,
+                                    soft_wrap=True)

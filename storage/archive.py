@@ -19,7 +19,7 @@ from typing import Any, Iterable, Sequence, TypeVar
 
 from sqlalchemy import Table, delete, func, inspect, select, text
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DatabaseError
 from sqlmodel import SQLModel
 
 from coevo.envs.base import Task
@@ -89,7 +89,7 @@ class Archive:
             self.engine = make_engine(self.url)
             self._check_version()
             SQLModel.metadata.create_all(self.engine, tables=self._tables())
-        except OperationalError as exc:
+        except DatabaseError as exc:  # OperationalError (cannot open) or "file is not a database"
             raise ArchiveError(f"cannot open archive {target!s}: {exc.orig}; check the path or URL") from exc
 
     @staticmethod
@@ -191,19 +191,19 @@ class Archive:
 
     def resolve_id(self, kind: str, prefix: str) -> str:
         """The full id of the one ``kind`` row (``runs``, ``harnesses``, ``evaluations``,
-        ``checkpoints``, ``trajectories``...) whose id starts with ``prefix``.
+        ``checkpoints`` (the ``policy_checkpoints`` table), ``trajectories``...) whose id starts with ``prefix``.
 
-        Raises ``ArchiveError`` when none or several match (give more characters).
+        An exact id is never ambiguous. Raises ``ArchiveError`` when none or several match (give more characters).
         """
-        table = next((t for t in self._tables() if t.name == kind), None)
+        table = {t.name.removeprefix("policy_"): t for t in self._tables()}.get(kind)
         if table is None:
             raise ArchiveError(f"unknown archive table {kind!r}: one of {[t.name for t in self._tables()]}")
-        with self.engine.connect() as conn:
-            ids = conn.execute(select(table.c.id).where(table.c.id.startswith(prefix, autoescape=True))
-                               .limit(2)).scalars().all()
+        with self.engine.connect() as conn:  # the exact id first: "base-1" beside "base-1+r0"
+            query = select(table.c.id).where(table.c.id.startswith(prefix, autoescape=True))
+            ids = conn.execute(query.order_by(table.c.id != prefix).limit(2)).scalars().all()
         if not ids:
             raise ArchiveError(f"no {kind} id starts with {prefix!r} in {self.url}: see `coevo archive list {kind}`")
-        if len(ids) > 1:
+        if len(ids) > 1 and ids[0] != prefix:
             raise ArchiveError(f"several {kind} ids start with {prefix!r}: give more characters")
         return str(ids[0])
 

@@ -29,7 +29,9 @@ segments from the tail.
 
 from __future__ import annotations
 
+import logging
 import statistics
+import sys
 import time
 from pathlib import Path
 from typing import Any, Sequence
@@ -39,6 +41,8 @@ from coevo.models.trajectory import Trajectory
 from coevo.training.checkpoint import Checkpoint, load_policy, new_checkpoint_id, record_checkpoint
 from coevo.training.config import StageConfig
 from coevo.training.rollout import HarnessRollout, PolicyFactory, Rescue, RolloutFn, close_policy
+
+log = logging.getLogger(__name__)
 
 
 def grpo_args(cfg: StageConfig, output_dir: Path, temperature: float = 1.0) -> Any:
@@ -66,6 +70,35 @@ def grpo_args(cfg: StageConfig, output_dir: Path, temperature: float = 1.0) -> A
         logging_steps=cfg.logging_steps, report_to=cfg.report_to, save_strategy="no",
         remove_unused_columns=False, dataloader_num_workers=0, log_completions=False,
     )
+
+
+def quiet_console(trainer: Any) -> None:
+    """Replace TRL's console output in ``trainer`` (a tqdm bar, and each step's metric dict written
+    to stdout between the meta-loop's lines) by a bar on a terminal only and the metrics at DEBUG on
+    the ``coevo.training.grpo`` logger. The metrics stay in ``trainer.state.log_history`` (the
+    checkpoint's ``stage_metrics``)."""
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    class QuietProgress(ProgressCallback):
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self.current_step = 0
+            if sys.stderr.isatty():
+                super().on_train_begin(args, state, control, **kwargs)
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if self.training_bar is not None:
+                super().on_step_end(args, state, control, **kwargs)
+
+        def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
+            log.debug("GRPO step %d: %s", state.global_step, logs)
+
+        def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if self.training_bar is not None:
+                super().on_train_end(args, state, control, **kwargs)
+
+    trainer.remove_callback(PrinterCallback)
+    trainer.remove_callback(ProgressCallback)
+    trainer.add_callback(QuietProgress())
 
 
 def lora_config(cfg: StageConfig) -> Any:
@@ -165,6 +198,7 @@ def train_grpo(
         peft_config=None if checkpoint.adapter_path else lora_config(cfg), rollout_func=rollout,
         callbacks=callbacks, importance_correction=correction, is_clip=cfg.is_clip,
     )
+    quiet_console(trainer)
     started = time.perf_counter()
     try:
         trainer.train()

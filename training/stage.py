@@ -4,6 +4,7 @@ train tasks, as ``MetaContext.trainer`` calls it."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any, Sequence
 
 from coevo.config import RunConfig
@@ -18,7 +19,8 @@ class StageTrainer:
     the round's ``config.train.stage(...)``, run in a worker thread.
 
     Training rollouts sample at ``config.train.temperature`` with ``config.train.max_new_tokens``
-    output tokens per model call, whatever the harness's own decoding and budget say.
+    output tokens per model call, whatever the harness's own decoding and budget say. Adapters are
+    saved under the absolute ``<out_dir>/adapters`` and stored with that path.
     """
 
     def __init__(self, config: RunConfig, env: Env, archive: Any, run_id: str) -> None:
@@ -37,7 +39,8 @@ class StageTrainer:
         spec = spec.model_copy(update={
             "decoding": spec.decoding.model_copy(update={"temperature": train.temperature}),
             "budget": spec.budget.model_copy(update={"max_output_tokens": train.max_new_tokens})})
-        config = train.stage(round, self.config.seed, self.config.out_dir)
+        # absolute: the checkpoint's stored adapter_path must not depend on where a resume is started from
+        config = train.stage(round, self.config.seed, Path(self.config.out_dir).expanduser().resolve())
         new, trajectories = stage(checkpoint, spec, self.env, tasks, config, archive=self.archive, run_id=self.run_id)
         return new.id, trajectories
 
