@@ -39,7 +39,7 @@ from coevo.config import RunConfig
 from coevo.evaluation.stats import Estimate, difference_estimate, score_estimate
 from coevo.graphs.registry import get_strategy
 from coevo.meta.context import MetaContext
-from coevo.meta.run import read_state, run_meta
+from coevo.meta.run import anchored, read_state, run_meta
 from coevo.meta.state import EvalSummary
 from coevo.report.progress import NullReporter, Reporter
 from coevo.storage import Archive
@@ -239,7 +239,9 @@ async def compare(config: RunConfig, strategies: Sequence[str], seeds: int | Seq
                   reference: str = REFERENCE) -> Comparison:
     """Run (or read back) every strategy × seed under ``config`` and summarise them.
 
-    ``seeds``: a count n (seeds ``config.seed .. config.seed + n - 1``) or explicit seeds. Runs go
+    ``seeds``: a count n (seeds ``config.seed .. config.seed + n - 1``) or explicit seeds. Paths in
+    ``config`` are made absolute first (``anchored``), so the run ids name the same files from any
+    working directory. Runs go
     seed by seed, every strategy within a seed, so a comparison stopped early still pairs whole
     seeds. The comparison itself is stored as a run record (strategy ``compare``) listing its runs.
     Raises ``ValueError`` for an unknown strategy, an empty strategy list, or no seed.
@@ -252,6 +254,7 @@ async def compare(config: RunConfig, strategies: Sequence[str], seeds: int | Seq
     seed_list = [config.seed + i for i in range(seeds)] if isinstance(seeds, int) else list(seeds)
     if not seed_list:
         raise ValueError("--seeds must be at least 1")
+    config = anchored(config)
     archive = archive or Archive(config.db)
     reporter = reporter or NullReporter()
     cid = comparison_id(config, names, seed_list)
