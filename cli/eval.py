@@ -14,7 +14,7 @@ from coevo.cli.common import DB_HELP, DEFAULT_DB, console, key_values, user_erro
 from coevo.envs.registry import get_env
 from coevo.evaluation.engine import evaluate
 from coevo.evaluation.executors import EXECUTORS, make_executor
-from coevo.evaluation.results import EvalResult
+from coevo.evaluation.results import EvalResult, Metric, outcome_estimate
 from coevo.harnesses import HarnessSpec, load_harness
 from coevo.models.refs import load_model
 from coevo.report.progress import RichReporter
@@ -35,24 +35,32 @@ def resolve_harness(source: str, archive: Archive) -> HarnessSpec:
 
 
 def result_table(result: EvalResult) -> Table:
-    """The evaluation's numbers as a rich table, the trivial-policy baseline beside the score."""
+    """The evaluation's numbers as a rich table: each score (pass@k, avg@k, mean credit) with its 95 %
+    interval over the n tasks (``outcome_estimate``: Wilson for 0/1 values, else bootstrap), the
+    trivial-policy baseline beside the mean credit."""
     table = Table(title=f"{result.env}/{result.split}: harness {result.harness_id[:12]} × "
                         f"{result.checkpoint_id or '-'}")
     table.add_column("metric")
     table.add_column("value", justify="right")
+    table.add_column("95 % interval (n tasks)", justify="right")
     table.add_column("trivial baseline", justify="right")
     baseline = "-" if result.trivial_baseline is None else f"{result.trivial_baseline:.3f}"
+
+    def interval(metric: Metric) -> str:
+        est = outcome_estimate(result.per_task, metric)
+        return f"[{est.low:.3f}, {est.high:.3f}] n={est.n} ({est.method})"
+
     rows = [
-        ("tasks × k", f"{result.n_tasks} × {result.k}", ""),
-        (f"pass@{result.k}", f"{result.pass_at_k:.3f}", ""),
-        (f"avg@{result.k}", f"{result.avg_at_k:.3f}", ""),
-        ("reward", REWARD_TEXT.get(result.reward_mode, "as the env defines it"), ""),
-        ("mean credit", f"{result.mean_reward:.3f}", baseline),
-        ("TIMR", f"{result.timr:.4f} ({result.interface_violations}/{result.model_turns} turns)", ""),
-        ("tokens in / out", f"{result.input_tokens:,} / {result.output_tokens:,}", ""),
-        ("cost (USD)", f"{result.cost_usd:.4f}", ""),
-        ("latency / rollout (s)", f"{result.latency_s:.2f}", ""),
-        ("wall (s)", f"{result.wall_s:.1f}", ""),
+        ("tasks × k", f"{result.n_tasks} × {result.k}", "", ""),
+        (f"pass@{result.k}", f"{result.pass_at_k:.3f}", interval("pass_at_k"), ""),
+        (f"avg@{result.k}", f"{result.avg_at_k:.3f}", interval("avg_at_k"), ""),
+        ("reward", REWARD_TEXT.get(result.reward_mode, "as the env defines it"), "", ""),
+        ("mean credit", f"{result.mean_reward:.3f}", interval("reward"), baseline),
+        ("TIMR", f"{result.timr:.4f} ({result.interface_violations}/{result.model_turns} turns)", "", ""),
+        ("tokens in / out", f"{result.input_tokens:,} / {result.output_tokens:,}", "", ""),
+        ("cost (USD)", f"{result.cost_usd:.4f}", "", ""),
+        ("latency / rollout (s)", f"{result.latency_s:.2f}", "", ""),
+        ("wall (s)", f"{result.wall_s:.1f}", "", ""),
     ]
     for row in rows:
         table.add_row(*row)

@@ -13,30 +13,44 @@ from rich.table import Table
 from coevo.cli.common import console, key_values, user_errors
 from coevo.config import ConfigError, RunConfig, load_config
 from coevo.evaluation.executors import make_executor
+from coevo.evaluation.results import paired_difference
 from coevo.graphs.registry import strategy_names
 from coevo.harnesses.errors import HarnessError
+from coevo.report.numbers import difference_text, plain, score_text, stored_estimates
 
 
-def _fmt(x: Any) -> str:
-    return "–" if x is None else f"{x:.3f}"
-
-
-def summary_table(state: dict[str, Any]) -> Table:
+def summary_table(state: dict[str, Any], archive: Any = None) -> Table:
     """Rounds, incumbent val score, candidates with their val scores and fate, and the test scores of
-    the start and final pairs — each score beside the trivial-policy baseline (``state`` as
-    ``run_meta`` returns it: ``RoundSummary`` history, ``EvalSummary`` test scores)."""
-    table = Table(title=f"run {state['run_id']}: summary")
+    the start and final pairs with their paired difference final − start — each score with its 95 %
+    interval and n (``coevo.report.numbers``) beside the trivial-policy baseline (``state`` as
+    ``run_meta`` returns it: ``RoundSummary`` history, ``EvalSummary`` test scores). Val intervals
+    come from the run's stored evaluations in ``archive`` (a ``coevo.storage.Archive``); without
+    it, val scores are printed alone."""
+    val = stored_estimates(archive, state["run_id"], "val") if archive is not None else {}
+
+    def val_text(harness: str | None, checkpoint: str, score: float | None) -> str:
+        est = val.get((harness or "", checkpoint))
+        return score_text(est) if est is not None and score is not None else plain(score)
+
+    table = Table(title=f"run {state['run_id']}: summary (score [95 % interval] n=tasks)")
     for col in ("round", "incumbent", "incumbent val", "candidates (val, fate)", "trivial"):
         table.add_column(col)
     for h in state.get("history", []):
-        cands = ", ".join(f"{(c.id or '-')[:8]} {_fmt(c.val)} {c.fate}" for c in h.candidates) or "none"
-        table.add_row(str(h.round), h.incumbent[:12], _fmt(h.incumbent_val), cands, _fmt(h.trivial))
+        cands = ", ".join(f"{(c.id or '-')[:8]} {val_text(c.id, h.checkpoint, c.val)} {c.fate}"
+                          for c in h.candidates) or "none"
+        table.add_row(str(h.round), h.incumbent[:12], val_text(h.incumbent, h.checkpoint, h.incumbent_val), cands,
+                      plain(h.trivial))
     test = state.get("test") or {}
     if test:
         start, final = test["start"], test["final"]
-        table.add_row("test", "start pair (H0, W0)", _fmt(start.score), "", _fmt(start.trivial_baseline))
-        table.add_row("test", "final pair", _fmt(final.score),
-                      f"pass@k {_fmt(final.pass_at_k)} (start {_fmt(start.pass_at_k)})", _fmt(start.trivial_baseline))
+        diff = paired_difference(start.per_task, final.per_task)
+        table.add_row("test", "start pair (H0, W0)", score_text(start.estimate), "", plain(start.trivial_baseline))
+        table.add_row("test", "final pair", score_text(final.estimate),
+                      f"pass@k {plain(final.pass_at_k)} (start {plain(start.pass_at_k)})",
+                      plain(start.trivial_baseline))
+        table.add_row("test", "final − start (paired)", difference_text(diff), "same tasks and seeds", "")
+        table.caption = (f"test: final − start = {difference_text(diff)} "
+                         "(paired bootstrap over test tasks; significant when the interval excludes 0)")
     return table
 
 
@@ -142,10 +156,12 @@ def run_cmd(
             raise typer.Exit(1) from None
     if state is None:
         return
-    console.print(summary_table(state))
+    from coevo.storage import Archive
+
+    console.print(summary_table(state, Archive(cfg.db)))
     if report:
         from coevo.report.html import write_report
 
-        path = write_report(state["run_id"], cfg.db, Path(cfg.out_dir) / "reports" / state["run_id"])
+        path = write_report(state["run_id"], cfg.db, Path(cfg.out_dir) / "reports" / state["run_id"], state)
         console.print(f"report: {path}")
     console.print(f"archive: {cfg.db}  run id: {state['run_id']}")

@@ -228,3 +228,11 @@ async def run_meta(config: RunConfig, run_id: str | None = None, resume: bool = 
     status = "done" if "__interrupt__" not in state else "paused"
     archive.add_run(run.model_copy(update={"status": status, "updated_at": time.time()}))
     return {**state, "run_id": run_id}
+
+
+async def read_state(db: str, run_id: str, strategy: str) -> dict[str, Any]:
+    """The run's last checkpointed state (``run_snapshot(...).values``, read with LangGraph's public
+    ``aget_state``; nothing runs) with ``run_id``: the dict ``run_meta`` returned when the run ended,
+    empty but for ``run_id`` when the run never checkpointed. Raises ``ValueError`` for an unknown
+    strategy."""
+    return {**(await run_snapshot(db, run_id, strategy)).values, "run_id": run_id}

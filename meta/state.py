@@ -12,12 +12,15 @@ models back (``STATE_MODELS`` is the serialiser's allow-list).
 from __future__ import annotations
 
 import operator
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 from typing_extensions import TypedDict  # pydantic (Studio's state schemas) needs it on Python < 3.12
 
-from coevo.evaluation.results import EvalResult, TaskOutcome
+from coevo.evaluation.results import EvalResult, TaskOutcome, outcome_estimate
+
+if TYPE_CHECKING:
+    from coevo.evaluation.stats import Estimate
 
 RESET = "__reset__"
 
@@ -101,6 +104,12 @@ class EvalSummary(BaseModel):
     timr: float
     trivial_baseline: float | None = None
     per_task: dict[str, TaskOutcome] = Field(default_factory=dict)
+
+    @property
+    def estimate(self) -> Estimate:
+        """``score`` with n tasks and its 95 % interval, from ``per_task`` (the same
+        ``outcome_estimate`` as ``EvalResult.estimate``)."""
+        return outcome_estimate(self.per_task)
 
     @classmethod
     def of(cls, result: EvalResult) -> EvalSummary:
