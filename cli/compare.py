@@ -10,8 +10,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from coevo.cli.common import console, user_errors
-from coevo.cli.run import _overrides
+from coevo.cli.common import console, key_values, user_errors
 from coevo.config import load_config
 from coevo.graphs.registry import strategy_names
 
@@ -50,7 +49,7 @@ def compare_cmd(
     from coevo.report.progress import RichReporter
 
     with user_errors():
-        overrides = _overrides(set_)
+        overrides = key_values(set_, "train.steps=4")
         if db is not None:
             overrides["db"] = db
         cfg = load_config(config, overrides)
