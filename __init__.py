@@ -14,4 +14,5 @@ for _k, _v in {"HF_HUB_OFFLINE": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True", "L
 from coevo.graphs.harness import arun_rollout, build_harness_graph  # noqa: E402
 from coevo.harnesses import HarnessError, HarnessSpec, apply_patch, diff, load_harness, render  # noqa: E402
 
-__all__ = ["HarnessError", "HarnessSpec", "apply_patch", "arun_rollout", "build_harness_graph", "diff", "load_harness", "render"]
+__all__ = ["HarnessError", "HarnessSpec", "apply_patch", "arun_rollout", "build_harness_graph", "diff", "load_harness",
+           "render"]

@@ -70,8 +70,10 @@ class ContextBoundGraph(CompiledStateGraph):
         """``CompiledStateGraph.stream`` with the bound context (``invoke`` and ``stream_events`` go through here)."""
         return super().stream(input, config, context=context or self.bound_context, **kwargs)
 
-    def astream(self, input: Any, config: RunnableConfig | None = None, *, context: Any = None, **kwargs: Any) -> Any:
-        """``CompiledStateGraph.astream`` with the bound context (``ainvoke`` and ``astream_events`` go through here)."""
+    def astream(self, input: Any, config: RunnableConfig | None = None, *, context: Any = None,
+                **kwargs: Any) -> Any:
+        """``CompiledStateGraph.astream`` with the bound context (``ainvoke`` and ``astream_events`` go
+        through here)."""
         return super().astream(input, config, context=context or self.bound_context, **kwargs)
 
     def get_context_jsonschema(self) -> dict[str, Any] | None:
@@ -164,7 +166,8 @@ def _plan(builder: Any) -> tuple[str, dict[str, Step], dict[str, Callable[[Any, 
     for name, spec in builder.nodes.items():
         runnable = spec.runnable
         if not isinstance(runnable, RunnableCallable):
-            raise TypeError(f"arun_state runs nodes made with coevo.compat.node; {name!r} is a {type(runnable).__name__}")
+            raise TypeError(f"arun_state runs nodes made with coevo.compat.node; {name!r} is a "
+                            f"{type(runnable).__name__}")
         fn, is_async = (runnable.afunc, True) if runnable.afunc is not None else (runnable.func, False)
         steps[name] = (fn, is_async, "runtime" in runnable.func_accepts, _next(builder, name))
     hints = get_type_hints(builder.state_schema, include_extras=True)

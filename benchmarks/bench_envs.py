@@ -128,7 +128,8 @@ def main() -> None:
     except ImportError as err:
         rows.append(("textworld", f"skipped: {err}", 0, 0.0))
 
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, python {platform.python_version()}\n")
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+          f"python {platform.python_version()}\n")
     print("| suite | measure | tasks | seconds | tasks/s |")
     print("|---|---|---:|---:|---:|")
     for suite, what, n, secs in rows:

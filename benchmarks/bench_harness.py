@@ -74,7 +74,8 @@ async def per_rollout(repeats: int, rollouts: int = 100) -> dict[str, float]:
     react_model = ScriptedChatModel(script=[be.scripted_policy(CALLS)])
 
     def react(task: Task) -> Any:
-        tools = [StructuredTool.from_function(func=t.fn, name=t.name, description=t.description, args_schema=t.parameters)
+        tools = [StructuredTool.from_function(func=t.fn, name=t.name, description=t.description,
+                                              args_schema=t.parameters)
                  for t in env.episode(task).tools]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -35,7 +35,8 @@ TOPICS = ["prime numbers", "the water cycle", "binary search", "photosynthesis",
 
 def prompts(n: int) -> list[list[HumanMessage]]:
     """``n`` distinct single-turn prompts of varied length (so the batch needs left padding)."""
-    return [[HumanMessage(f"Explain {TOPICS[i % len(TOPICS)]} in {'one sentence' if i % 2 else 'simple words for a child'}.")]
+    return [[HumanMessage(f"Explain {TOPICS[i % len(TOPICS)]} in "
+                          f"{'one sentence' if i % 2 else 'simple words for a child'}.")]
             for i in range(n)]
 
 

@@ -49,7 +49,8 @@ def harness_with_demos(base_name: str, env, demo_tasks, answer_format: str = "{}
         data[component] = {**data[component], **fields}
     for i, task in enumerate(demo_tasks):
         data["skills"][f"demo_{i}"] = {"kind": "demonstration", "mode": "always",
-                                       "text": f"Task:\n{task.prompt}\nAnswer:\n{answer_format.format(env.reveal(task))}"}
+                                       "text": f"Task:\n{task.prompt}\n"
+                                               f"Answer:\n{answer_format.format(env.reveal(task))}"}
     return load_harness(data)
 
 
@@ -65,7 +66,8 @@ def val_reward(spec, env, tasks, adapter: str | None, k: int = 2, seed: int = 0)
     policy = LocalChatModel.from_pretrained(resolve_base("smollm2-135m"), adapter=adapter)
 
     async def run():
-        return await asyncio.gather(*(arun_rollout(spec, policy, env, t, seed=seed + j) for t in tasks for j in range(k)))
+        return await asyncio.gather(*(arun_rollout(spec, policy, env, t, seed=seed + j)
+                                      for t in tasks for j in range(k)))
 
     try:
         trajectories = asyncio.run(run())
@@ -162,7 +164,8 @@ def main() -> None:
         val = env.tasks("val", args.n_val)
         summary["val"] = {"n_tasks": len(val), "samples_per_task": 2,
                           "best_constant_reward": env.trivial_baseline("val", args.n_val)["best_constant"][1],
-                          "base": val_reward(spec, env, val, None), "trained": val_reward(spec, env, val, ckpt.adapter_path)}
+                          "base": val_reward(spec, env, val, None),
+                          "trained": val_reward(spec, env, val, ckpt.adapter_path)}
     (out / "grpo_curve.json").write_text(json.dumps(summary, indent=2))
     print(json.dumps({k: v for k, v in summary.items() if k != "history"}, indent=2))
     for h in history:

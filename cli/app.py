@@ -6,6 +6,7 @@ import typer
 
 import coevo  # noqa: F401  (sets the offline environment variables first)
 from coevo.cli import archive, envs, harness
+from coevo.cli.compare import compare_cmd
 from coevo.cli.eval import eval_cmd
 from coevo.cli.report import report_cmd
 from coevo.cli.run import run_cmd
@@ -13,6 +14,7 @@ from coevo.cli.run import run_cmd
 app = typer.Typer(help="coevo: co-evolve an LLM agent's harness and its model weights.", no_args_is_help=True)
 app.command("run")(run_cmd)
 app.command("eval")(eval_cmd)
+app.command("compare")(compare_cmd)
 app.command("report")(report_cmd)
 app.add_typer(harness.app, name="harness")
 app.add_typer(envs.app, name="envs")

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import json
+import re
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -12,8 +14,8 @@ import typer
 from rich.syntax import Syntax
 from rich.table import Table
 
-from coevo.cli.common import console, user_errors
-from coevo.cli.eval import DB_HELP
+from coevo.cli.common import DB_HELP, DEFAULT_DB, console, open_archive, user_errors
+from coevo.graphs.registry import STRATEGIES
 from coevo.storage import Archive, ArchiveError
 
 app = typer.Typer(help="Read the archive: list runs, harnesses and evaluations; show one; export a harness.",
@@ -21,6 +23,8 @@ app = typer.Typer(help="Read the archive: list runs, harnesses and evaluations; 
 
 
 class Kind(str, Enum):
+    """What `coevo archive list` lists: every kind (``all``), or one table of the archive."""
+
     all = "all"
     runs = "runs"
     harnesses = "harnesses"
@@ -66,8 +70,9 @@ def _tables(archive: Archive, kind: Kind, limit: int) -> list[Table]:
                    "trivial", "status")
         for e in archive.list_evaluations()[-limit:]:
             a = e.aggregates
-            t.add_row(e.id[:12], e.harness_id[:12], e.checkpoint_id, f"{e.env}/{e.split}", str(e.k), str(len(e.task_ids)),
-                      _num(a.get("pass_at_k")), _num(a.get("mean_reward")), _num(a.get("trivial_baseline")), e.status)
+            t.add_row(e.id[:12], e.harness_id[:12], e.checkpoint_id, f"{e.env}/{e.split}", str(e.k),
+                      str(len(e.task_ids)), _num(a.get("pass_at_k")), _num(a.get("mean_reward")),
+                      _num(a.get("trivial_baseline")), e.status)
         tables.append(t)
     if kind == Kind.checkpoints:
         t = _table("checkpoints", "id", "base model", "adapter", "parents", "created")
@@ -80,16 +85,17 @@ def _tables(archive: Archive, kind: Kind, limit: int) -> list[Table]:
 @app.command("list")
 def list_cmd(kind: Kind = typer.Argument(Kind.all, help="What to list."),
              limit: int = typer.Option(50, "--limit", min=1, help="Show the newest N rows of each table."),
-             db: str = typer.Option("coevo.db", "--db", envvar="COEVO_DB", help=DB_HELP)) -> None:
+             db: str = typer.Option(DEFAULT_DB, "--db", envvar="COEVO_DB", help=DB_HELP)) -> None:
     """List runs, harnesses and evaluations (or one kind, or checkpoints), oldest first."""
     with user_errors():
-        archive = Archive(db)
+        archive = open_archive(db)
         for table in _tables(archive, kind, limit):
             console.print(table)
 
 
 def _find(archive: Archive, id: str) -> tuple[str, Any]:
-    """The (kind, pydantic object) whose id starts with ``id``, searching each table in turn."""
+    """The (kind, pydantic object) whose id starts with ``id``, searching each table in turn; else
+    the edit of the candidate ``id`` (the ``check`` lines of a run print candidate ids)."""
     for kind in SHOW_ORDER:
         try:
             full = archive.resolve_id(kind, id)
@@ -103,7 +109,29 @@ def _find(archive: Archive, id: str) -> tuple[str, Any]:
             return kind, getter(full)
         rows = archive.list_edits() if kind == "edits" else archive.list_gate_decisions()
         return kind, next(r for r in rows if r.id == full)
+    candidate = re.compile(rf"-r\d+-{re.escape(id)}")  # edit ids: <run>-r<round>-<candidate>-v<revision>
+    edits = [e for e in archive.list_edits() if candidate.search(e.id)]
+    if len(edits) == 1:
+        return "edits", edits[0]
+    if edits:
+        raise ArchiveError(f"candidate {id!r} has {len(edits)} edits (rounds, revisions or runs): show one of "
+                           + ", ".join(e.id for e in edits[-5:]))
     raise ArchiveError(f"no row id starts with {id!r} in {archive.url}: see `coevo archive list`")
+
+
+def _graph_state(db: str, run: Any) -> dict[str, Any]:
+    """Where the run's checkpointed graph stands: the nodes still to run, a failed node's error,
+    the pending gate questions (ids to answer with ``coevo run --resume RUN --answer ID=yes|no``)."""
+    from coevo.meta.run import run_snapshot
+
+    if "://" in db or run.strategy not in STRATEGIES:
+        return {}
+    snap = asyncio.run(run_snapshot(db, run.id, run.strategy))
+    errors = [t.name + ": " + str(t.error).strip('"') for t in snap.tasks if t.error]
+    questions = [{"id": i.id, **{k: i.value.get(k) for k in ("round", "candidate", "b", "c", "reason")}}
+                 for i in snap.interrupts]
+    return {"next": list(snap.next), **({"error": errors} if errors else {}),
+            **({"pending_questions": questions} if questions else {})}
 
 
 def _brief(data: Any) -> Any:
@@ -124,11 +152,14 @@ SINGULAR = {"evaluations": "evaluation", "harnesses": "harness", "runs": "run", 
 @app.command()
 def show(id: str = typer.Argument(..., help="An id or unique id prefix of any archived row."),
          full: bool = typer.Option(False, "--full", help="Print token ids and logprobs in full."),
-         db: str = typer.Option("coevo.db", "--db", envvar="COEVO_DB", help=DB_HELP)) -> None:
+         db: str = typer.Option(DEFAULT_DB, "--db", envvar="COEVO_DB", help=DB_HELP)) -> None:
     """Print one archived object (evaluation, harness, run, checkpoint, trajectory, edit, gate decision) as JSON."""
     with user_errors():
-        kind, obj = _find(Archive(db), id)
+        archive = open_archive(db)
+        kind, obj = _find(archive, id)
     data = obj.model_dump(mode="json")
+    if kind == "runs":
+        data["graph"] = _graph_state(db, obj)
     if kind == "evaluations" and not full:
         data.get("aggregates", {}).pop("per_task", None)
     if not full:
@@ -140,10 +171,10 @@ def show(id: str = typer.Argument(..., help="An id or unique id prefix of any ar
 @app.command()
 def export(harness_id: str = typer.Argument(..., help="Harness id or unique prefix."),
            out: Path = typer.Option(..., "-o", "--out", help="Output JSON file."),
-           db: str = typer.Option("coevo.db", "--db", envvar="COEVO_DB", help=DB_HELP)) -> None:
+           db: str = typer.Option(DEFAULT_DB, "--db", envvar="COEVO_DB", help=DB_HELP)) -> None:
     """Write a harness spec to a JSON file (loadable with ``coevo.load_harness``, for embedding)."""
     with user_errors():
-        archive = Archive(db)
+        archive = open_archive(db)
         record = archive.get_harness(archive.resolve_id("harnesses", harness_id))
     assert record is not None
     out.parent.mkdir(parents=True, exist_ok=True)

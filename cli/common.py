@@ -1,23 +1,46 @@
-"""Shared CLI helpers: one rich console and turning coevo errors into readable exits."""
+"""Shared CLI helpers: one rich console, the archive option every command shares, and turning
+coevo errors into readable exits."""
 
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Iterator
+from pathlib import Path
+from typing import Any, Iterator
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
+from coevo.config import RunConfig
+from coevo.envs.common import MissingExtraError
 from coevo.harnesses.errors import HarnessError
-from coevo.storage import ArchiveError
+from coevo.models.smollm2 import SmolLM2NotInstalledError
+from coevo.storage import Archive, ArchiveError
 
 console = Console()
+
+DEFAULT_DB = RunConfig.model_fields["db"].default
+"""The archive every command reads and writes unless told otherwise: where ``coevo run`` puts it."""
+DB_HELP = (f"Archive: a SQLite file path or a SQLAlchemy URL (env COEVO_DB; default {DEFAULT_DB}, where coevo run "
+           "writes).")
+
+
+def open_archive(db: str) -> Archive:
+    """The existing archive at ``db`` for a command that only reads it. Raises ``ArchiveError`` naming
+    the path and the fix when ``db`` is a file path with no file (no empty database is left behind)."""
+    if "://" not in db and db != ":memory:" and not Path(db).expanduser().is_file():
+        raise ArchiveError(f"no archive at {db}: pass --db with the database a run or evaluation printed "
+                           f"(coevo run writes {DEFAULT_DB} by default; coevo eval and the archive commands "
+                           "also read $COEVO_DB)")
+    return Archive(db)
 
 
 @contextmanager
 def user_errors() -> Iterator[None]:
-    """Print a ``HarnessError`` (every problem with its path), or an ``ArchiveError`` (bad path, newer
-    schema, unknown id) / ``ValueError`` / ``FileNotFoundError`` / ``KeyError``, as a red message and exit 1."""
+    """Print a ``HarnessError`` (every problem with its path), or an ``ArchiveError`` (bad path, not a
+    database, newer schema, unknown id) / ``ValueError`` (bad config, model or env reference,
+    ``RunError``) / ``FileNotFoundError`` / ``KeyError`` / a missing optional package, as a red
+    message and exit 1."""
     try:
         yield
     except HarnessError as err:
@@ -25,6 +48,27 @@ def user_errors() -> Iterator[None]:
         for p in err.problems:
             console.print(f"  [bold]{p.path or '/'}[/bold]: {p.message}")
         raise typer.Exit(1) from None
-    except (ArchiveError, ValueError, FileNotFoundError, KeyError) as err:
-        console.print(f"[red]error:[/red] {err}")
+    except (ArchiveError, ValueError, FileNotFoundError, KeyError, MissingExtraError,
+            SmolLM2NotInstalledError) as err:
+        message = err.args[0] if isinstance(err, KeyError) and err.args else err
+        # an error's own brackets (pip install 'coevo[ray]') are text, not markup
+        console.print(f"[red]error:[/red] {escape(str(message))}", highlight=False)
         raise typer.Exit(1) from None
+
+
+def key_values(pairs: list[str], example: str) -> dict[str, Any]:
+    """``--set KEY=VALUE`` pairs as a dict, each value parsed as a TOML value when it parses (numbers,
+    booleans, lists) and kept as text otherwise. Raises ``ValueError`` (showing ``example``) for a
+    pair without ``=``."""
+    import tomllib
+
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise ValueError(f"--set {pair!r}: write KEY=VALUE, e.g. --set {example}")
+        key, value = pair.split("=", 1)
+        try:
+            out[key] = tomllib.loads(f"v = {value}")["v"]
+        except Exception:
+            out[key] = value
+    return out

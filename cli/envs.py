@@ -28,7 +28,8 @@ def show(ref: str = typer.Argument(..., help="Suite name or name:key=value,... (
          split: str = typer.Option("train", help="train, val or test."),
          n: int = typer.Option(3, help="How many tasks to show."),
          reveal: bool = typer.Option(False, "--reveal", help="Also show the gold answers (for people only)."),
-         baseline: bool = typer.Option(False, "--baseline", help="Also print the trivial-policy baseline of the split."),
+         baseline: bool = typer.Option(False, "--baseline",
+                                       help="Also print the trivial-policy baseline of the split."),
          width: int = typer.Option(400, help="Characters of each prompt to show.")) -> None:
     """A table of the first N tasks of a split; the gold answer stays hidden unless --reveal."""
     with user_errors():

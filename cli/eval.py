@@ -10,16 +10,16 @@ import uuid
 import typer
 from rich.table import Table
 
-from coevo.cli.common import console, user_errors
+from coevo.cli.common import DB_HELP, DEFAULT_DB, console, key_values, user_errors
 from coevo.envs.registry import get_env
 from coevo.evaluation.engine import evaluate
-from coevo.evaluation.results import EvalResult
+from coevo.evaluation.executors import EXECUTORS, make_executor
+from coevo.evaluation.results import EvalResult, Metric, outcome_estimate
 from coevo.harnesses import HarnessSpec, load_harness
 from coevo.models.refs import load_model
 from coevo.report.progress import RichReporter
 from coevo.storage import Archive, ArchiveError, CheckpointRecord, RunRecord
 
-DB_HELP = "Archive: a SQLite file path or a SQLAlchemy URL (env COEVO_DB)."
 _HEX = re.compile(r"^[0-9a-f]{6,64}$")
 REWARD_TEXT = {"correct": "correct (1/0)", "partial": "partial credit"}
 
@@ -35,44 +35,61 @@ def resolve_harness(source: str, archive: Archive) -> HarnessSpec:
 
 
 def result_table(result: EvalResult) -> Table:
-    """The evaluation's numbers as a rich table, the trivial-policy baseline beside the score."""
-    table = Table(title=f"{result.env}/{result.split}: harness {result.harness_id[:12]} × {result.checkpoint_id or '-'}")
+    """The evaluation's numbers as a rich table: each score (pass@k, avg@k, mean credit) with its 95 %
+    interval over the n tasks (``outcome_estimate``: Wilson for 0/1 values, else bootstrap), the
+    trivial-policy baseline beside the mean credit."""
+    table = Table(title=f"{result.env}/{result.split}: harness {result.harness_id[:12]} × "
+                        f"{result.checkpoint_id or '-'}")
     table.add_column("metric")
     table.add_column("value", justify="right")
+    table.add_column("95 % interval (n tasks)", justify="right")
     table.add_column("trivial baseline", justify="right")
     baseline = "-" if result.trivial_baseline is None else f"{result.trivial_baseline:.3f}"
+
+    def interval(metric: Metric) -> str:
+        est = outcome_estimate(result.per_task, metric)
+        return f"[{est.low:.3f}, {est.high:.3f}] n={est.n} ({est.method})"
+
     rows = [
-        ("tasks × k", f"{result.n_tasks} × {result.k}", ""),
-        (f"pass@{result.k}", f"{result.pass_at_k:.3f}", ""),
-        (f"avg@{result.k}", f"{result.avg_at_k:.3f}", ""),
-        ("reward", REWARD_TEXT.get(result.reward_mode, "as the env defines it"), ""),
-        ("mean credit", f"{result.mean_reward:.3f}", baseline),
-        ("TIMR", f"{result.timr:.4f} ({result.interface_violations}/{result.model_turns} turns)", ""),
-        ("tokens in / out", f"{result.input_tokens:,} / {result.output_tokens:,}", ""),
-        ("cost (USD)", f"{result.cost_usd:.4f}", ""),
-        ("latency / rollout (s)", f"{result.latency_s:.2f}", ""),
-        ("wall (s)", f"{result.wall_s:.1f}", ""),
+        ("tasks × k", f"{result.n_tasks} × {result.k}", "", ""),
+        (f"pass@{result.k}", f"{result.pass_at_k:.3f}", interval("pass_at_k"), ""),
+        (f"avg@{result.k}", f"{result.avg_at_k:.3f}", interval("avg_at_k"), ""),
+        ("reward", REWARD_TEXT.get(result.reward_mode, "as the env defines it"), "", ""),
+        ("mean credit", f"{result.mean_reward:.3f}", interval("reward"), baseline),
+        ("TIMR", f"{result.timr:.4f} ({result.interface_violations}/{result.model_turns} turns)", "", ""),
+        ("tokens in / out", f"{result.input_tokens:,} / {result.output_tokens:,}", "", ""),
+        ("cost (USD)", f"{result.cost_usd:.4f}", "", ""),
+        ("latency / rollout (s)", f"{result.latency_s:.2f}", "", ""),
+        ("wall (s)", f"{result.wall_s:.1f}", "", ""),
     ]
     for row in rows:
         table.add_row(*row)
-    table.caption = f"evaluation {result.evaluation_id}" + (f", {result.resumed_tasks} tasks resumed" if result.resumed_tasks else "")
+    table.caption = f"evaluation {result.evaluation_id}" + (f", {result.resumed_tasks} tasks resumed"
+                                                            if result.resumed_tasks else "")
     return table
 
 
 def eval_cmd(
     env: str = typer.Option(..., "--env", help="Env reference, e.g. reasoning_gym:families=chain_sum,size=60."),
-    harness: str = typer.Option(..., "--harness", help="Harness file, JSON, shipped base name, or archive id (prefix)."),
-    model: str = typer.Option(..., "--model", help="Model reference, e.g. local:smollm2-135m or litellm:openai/gpt-4o-mini."),
+    harness: str = typer.Option(..., "--harness",
+                                help="Harness file, JSON, shipped base name, or archive id (prefix)."),
+    model: str = typer.Option(..., "--model",
+                              help="Model reference, e.g. local:smollm2-135m or litellm:openai/gpt-4o-mini."),
     split: str = typer.Option("val", "--split", help="train, val or test."),
     k: int = typer.Option(1, "--k", min=1, help="Rollouts per task (pass@k, avg@k)."),
     n: int = typer.Option(None, "--n", min=1, help="Evaluate the first N tasks of the split (default: all)."),
     seed: int = typer.Option(0, "--seed", help="Base seed: rollout j of each task uses seed + j."),
     concurrency: int = typer.Option(8, "--concurrency", min=1, help="Rollouts in flight at once."),
-    checkpoint: str = typer.Option(None, "--checkpoint", help="Checkpoint id to record (default: the model reference)."),
+    checkpoint: str = typer.Option(None, "--checkpoint",
+                                   help="Checkpoint id to record (default: the model reference)."),
     run_id: str = typer.Option(None, "--run-id", help="Reuse a run id to resume an interrupted evaluation."),
-    db: str = typer.Option("coevo.db", "--db", envvar="COEVO_DB", help=DB_HELP),
+    db: str = typer.Option(DEFAULT_DB, "--db", envvar="COEVO_DB", help=DB_HELP),
     reward: str = typer.Option(None, "--reward", help="correct (1/0 on the checker's pass; the default) or "
                                "partial (the checker's partial credit); also settable in --env as reward=..."),
+    set_: list[str] = typer.Option([], "--set", help="A model setting, e.g. --set api_base=http://localhost:8000/v1 "
+                                   "(repeatable; any load_model keyword: timeout_s, max_retries, cooldown_s, ...)."),
+    executor: str = typer.Option("inprocess", "--executor", help=f"Where rollouts run: {' or '.join(EXECUTORS)} "
+                                 "(Ray workers of $RAY_ADDRESS, or a local Ray instance; needs coevo[ray])."),
 ) -> None:
     """Evaluate a harness with a model on an env split: print pass@k, avg@k, the reward mode and the
     mean reward (credit), TIMR, tokens, cost and latency beside the trivial baseline, and store
@@ -81,7 +98,9 @@ def eval_cmd(
         archive = Archive(db)
         spec = resolve_harness(harness, archive)
         suite = get_env(env) if reward is None else get_env(env, reward=reward)
-        policy = load_model(model)
+        settings = key_values(set_, "api_base=http://localhost:8000/v1")
+        policy = load_model(model, **settings)
+        runner = make_executor(executor)
         ckpt = checkpoint or model
         if archive.get_checkpoint(ckpt) is None:
             archive.add_checkpoint(CheckpointRecord(id=ckpt, base_model=model))
@@ -90,7 +109,8 @@ def eval_cmd(
         run = RunRecord(id=run_id or uuid.uuid4().hex, strategy="eval",
                         config={"env": env, "harness": spec.id, "model": model, "split": split, "k": k, "n": n,
                                 "seed": seed, "concurrency": concurrency, "checkpoint": ckpt,
-                                "reward": getattr(suite, "reward_mode", "")})
+                                "reward": getattr(suite, "reward_mode", ""), "model_settings": settings,
+                                "executor": executor})
         if archive.get_run(run.id) is not None:
             run.created_at = archive.get_run(run.id).created_at  # type: ignore[union-attr]
         archive.add_run(run)
@@ -98,11 +118,18 @@ def eval_cmd(
             with RichReporter(console=console, transient=True) as reporter:
                 result = asyncio.run(evaluate(spec, ckpt, suite, split, k=k, seeds=seed, n_tasks=n, model=policy,
                                               archive=archive, concurrency=concurrency, progress=reporter,
-                                              run_id=run.id))
-        except BaseException:
-            archive.add_run(run.model_copy(update={"status": "failed", "updated_at": time.time()}))
-            console.print(f"[yellow]interrupted: finished tasks are kept; resume with --run-id {run.id}[/yellow]")
+                                              run_id=run.id, executor=runner))
+        except BaseException as err:
+            stopped = not isinstance(err, Exception)
+            archive.add_run(run.model_copy(update={"status": "interrupted" if stopped else "failed",
+                                                   "updated_at": time.time()}))
+            console.print(f"[yellow]{'interrupted' if stopped else 'failed'}: finished tasks are kept; resume with "
+                          f"--run-id {run.id} --db {db}[/yellow]", highlight=False)
+            if isinstance(err, KeyboardInterrupt):
+                raise typer.Exit(130) from None
             raise
+        finally:
+            runner.close()
         archive.add_run(run.model_copy(update={"status": "done", "updated_at": time.time()}))
     console.print(result_table(result))
     console.print(f"run {run.id} stored in {archive.url}")

@@ -39,7 +39,8 @@ def validate(spec: str = typer.Argument(..., help="Spec file to check."),
 
 
 @app.command("diff")
-def diff_cmd(a: str = typer.Argument(..., help="First spec."), b: str = typer.Argument(..., help="Second spec.")) -> None:
+def diff_cmd(a: str = typer.Argument(..., help="First spec."),
+             b: str = typer.Argument(..., help="Second spec.")) -> None:
     """Show what changed between two specs, component by component."""
     with user_errors():
         sa, sb = load_harness(a), load_harness(b)
@@ -49,7 +50,8 @@ def diff_cmd(a: str = typer.Argument(..., help="First spec."), b: str = typer.Ar
 
 @app.command()
 def graph(spec: str = typer.Argument("demo", help="Spec to compile (default: the demo harness)."),
-          out: Path = typer.Option(Path("harness_graph"), "-o", "--out", help="Output path stem: writes STEM.mmd and STEM.png.")) -> None:
+          out: Path = typer.Option(Path("harness_graph"), "-o", "--out",
+                                   help="Output path stem: writes STEM.mmd and STEM.png.")) -> None:
     """Write the compiled harness graph as Mermaid (STEM.mmd) and PNG (STEM.png), offline."""
     from coevo.envs.base import Episode
     from coevo.graphs.demo import CALCULATOR, DEMO_TASK
@@ -59,6 +61,7 @@ def graph(spec: str = typer.Argument("demo", help="Spec to compile (default: the
 
     with user_errors():
         s = load_harness(spec)
-    g = build_harness_graph(s, ScriptedChatModel(script=["Final answer: 0"]), Episode(task=DEMO_TASK, tools=[CALCULATOR]))
+    g = build_harness_graph(s, ScriptedChatModel(script=["Final answer: 0"]),
+                            Episode(task=DEMO_TASK, tools=[CALCULATOR]))
     mmd, png = write_graph(g, out)
     console.print(f"wrote {mmd} and {png}")

@@ -2,18 +2,31 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import typer
 
-from coevo.cli.common import console, user_errors
+from coevo.cli.common import DB_HELP, DEFAULT_DB, console, open_archive, user_errors
+from coevo.graphs.registry import STRATEGIES
 from coevo.report.html import write_report
 
 
 def report_cmd(run_id: str = typer.Argument(..., help="The run id (see `coevo archive list`)."),
-               db: str = typer.Option("coevo_runs/coevo.db", "--db", help="The run's database."),
-               out: Path = typer.Option(None, "-o", "--out", help="Output folder (default: coevo_runs/reports/RUN_ID).")) -> None:
-    """Write an HTML report with plots (validation per round, train reward per step, lineage) and the final diff."""
+               db: str = typer.Option(DEFAULT_DB, "--db", envvar="COEVO_DB", help=DB_HELP),
+               out: Path = typer.Option(None, "-o", "--out",
+                                        help="Output folder (default: OUT_DIR/reports/RUN_ID, OUT_DIR the run's "
+                                             "own out_dir).")) -> None:
+    """Write an HTML report with plots (validation per round, train reward per step, lineage), the test
+    scores with their intervals and paired difference, and the final diff."""
     with user_errors():
-        path = write_report(run_id, db, out or Path("coevo_runs") / "reports" / run_id)
+        with open_archive(db) as archive:  # a missing file is an error here, never a new empty archive
+            run = archive.get_run(run_id)
+        out_dir = (run.config.get("out_dir") if run else None) or "coevo_runs"
+        state = None
+        if run is not None and run.strategy in STRATEGIES and "://" not in db:  # its final state is checkpointed
+            from coevo.meta.run import read_state
+
+            state = asyncio.run(read_state(db, run_id, run.strategy))
+        path = write_report(run_id, db, out or Path(out_dir) / "reports" / run_id, state)
     console.print(f"wrote {path}")

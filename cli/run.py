@@ -11,29 +11,13 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from coevo.cli.common import console, user_errors
+from coevo.cli.common import console, key_values, user_errors
 from coevo.config import ConfigError, RunConfig, load_config
+from coevo.evaluation.executors import make_executor
+from coevo.evaluation.results import paired_difference
 from coevo.graphs.registry import strategy_names
-
-
-def _overrides(pairs: list[str]) -> dict[str, Any]:
-    out = {}
-    for pair in pairs:
-        if "=" not in pair:
-            raise ConfigError(f"--set {pair!r}: write KEY=VALUE, e.g. --set train.steps=4")
-        key, value = pair.split("=", 1)
-        try:
-            import tomllib
-
-            out[key] = tomllib.loads(f"v = {value}")["v"]
-        except Exception:
-            out[key] = value
-    return out
-
-
-def _fmt(x: Any) -> str:
-    return "–" if x is None else f"{x:.3f}"
-
+from coevo.harnesses.errors import HarnessError
+from coevo.report.numbers import difference_text, plain, score_text, stored_estimates
 
 WEIGHT_COLUMNS = ("val H[t]: W[t] -> W[t+1]", "train reward", "effective groups (contrast)", "||dW||")
 """The weight stage's columns of the summary table (``weight_cells``)."""
@@ -51,73 +35,154 @@ def weight_cells(summary: Any) -> list[str]:
     if w.contrast_rate is not None:
         groups += f" ({w.contrast_rate:.0%})"
     norm = "–" if w.delta_norm is None else f"{w.delta_norm:.3g}"
-    return [f"{_fmt(w.val_before)} -> {_fmt(w.val_after)}", _fmt(w.train_reward), groups, norm]
+    return [f"{plain(w.val_before)} -> {plain(w.val_after)}", plain(w.train_reward), groups, norm]
 
 
-def summary_table(state: dict[str, Any]) -> Table:
-    """Rounds, incumbent val score, candidates with their val scores and fate, the weight stage's
-    own effect (``weight_cells``, when the strategy trains), and the test scores of the start and
-    final pairs — each score beside the trivial-policy baseline (``state`` as
-    ``run_meta`` returns it: ``RoundSummary`` history, ``EvalSummary`` test scores)."""
-    table = Table(title=f"run {state['run_id']}: summary")
-    trained = any(h.weights is not None for h in state.get("history", []))
+def summary_table(state: dict[str, Any], archive: Any = None) -> Table:
+    """Rounds, incumbent val score, candidates with their val scores and fate, and the test scores of
+    the start and final pairs with their paired difference final − start — each score with its 95 %
+    interval and n (``coevo.report.numbers``) beside the trivial-policy baseline, and, when the
+    strategy trains, each round's weight stage (``weight_cells``) (``state`` as
+    ``run_meta`` returns it: ``RoundSummary`` history, ``EvalSummary`` test scores). Val intervals
+    come from the run's stored evaluations in ``archive`` (a ``coevo.storage.Archive``); without
+    it, val scores are printed alone."""
+    val = stored_estimates(archive, state["run_id"], "val") if archive is not None else {}
+
+    def val_text(harness: str | None, checkpoint: str, score: float | None) -> str:
+        est = val.get((harness or "", checkpoint))
+        return score_text(est) if est is not None and score is not None else plain(score)
+
+    table = Table(title=f"run {state['run_id']}: summary (score [95 % interval] n=tasks)")
+    trained = any(getattr(h, "weights", None) is not None for h in state.get("history", []))
     for col in ("round", "incumbent", "incumbent val", "candidates (val, fate)", "trivial") + WEIGHT_COLUMNS * trained:
         table.add_column(escape(col))
     for h in state.get("history", []):
-        cands = ", ".join(f"{(c.id or '-')[:8]} {_fmt(c.val)} {c.fate}" for c in h.candidates) or "none"
-        table.add_row(str(h.round), h.incumbent[:12], _fmt(h.incumbent_val), cands, _fmt(h.trivial),
-                      *weight_cells(h)[:len(WEIGHT_COLUMNS) * trained])
+        cands = ", ".join(f"{(c.id or '-')[:8]} {val_text(c.id, h.checkpoint, c.val)} {c.fate}"
+                          for c in h.candidates) or "none"
+        table.add_row(str(h.round), h.incumbent[:12], val_text(h.incumbent, h.checkpoint, h.incumbent_val), cands,
+                      plain(h.trivial), *weight_cells(h)[:len(WEIGHT_COLUMNS) * trained])
     test = state.get("test") or {}
     if test:
         start, final = test["start"], test["final"]
-        table.add_row("test", "start pair (H0, W0)", _fmt(start.score), "", _fmt(start.trivial_baseline))
-        table.add_row("test", "final pair", _fmt(final.score),
-                      f"pass@k {_fmt(final.pass_at_k)} (start {_fmt(start.pass_at_k)})", _fmt(start.trivial_baseline))
+        diff = paired_difference(start.per_task, final.per_task)
+        table.add_row("test", "start pair (H0, W0)", score_text(start.estimate), "", plain(start.trivial_baseline))
+        table.add_row("test", "final pair", score_text(final.estimate),
+                      f"pass@k {plain(final.pass_at_k)} (start {plain(start.pass_at_k)})",
+                      plain(start.trivial_baseline))
+        table.add_row("test", "final − start (paired)", difference_text(diff), "same tasks and seeds", "")
+        table.caption = (f"test: final − start = {difference_text(diff)} "
+                         "(paired bootstrap over test tasks; significant when the interval excludes 0)")
     return table
 
 
+def _answers(pairs: list[str]) -> dict[str, str]:
+    """``--answer`` values (``ID=yes``, or a bare ``yes`` for the only pending question) by question id."""
+    return dict(pair.rsplit("=", 1) if "=" in pair else ("", pair) for pair in pairs)
+
+
+def _where(db: str) -> str:
+    return db if "://" in db else str(Path(db).expanduser().resolve())
+
+
+def _show_questions(state: dict[str, Any]) -> None:
+    for pending in state["__interrupt__"]:
+        q = pending.value
+        verdict = "accept" if q["gate_says"] else "reject"
+        console.print(f"[yellow]gate question {pending.id[:8]}[/yellow]: round {q['round']}, candidate "
+                      f"{q['candidate'][:12]} (c={q['c']:.3f}) vs incumbent {q['incumbent'][:12]} (b={q['b']:.3f}); "
+                      f"the gate alone would {verdict}: {q['reason']}", highlight=False, soft_wrap=True)
+
+
+def _drive(cfg: RunConfig, run_id: str, resume: bool, approve: bool, answers: dict[str, str],
+           reporter: Any) -> dict[str, Any] | None:
+    """Run or resume to the end (the final state) or to a pause nobody here can answer (None)."""
+    from coevo.meta.run import run_meta
+
+    state = asyncio.run(run_meta(cfg, run_id=run_id, resume=resume, approve=approve, reporter=reporter,
+                                 answers=answers or None))
+    while "__interrupt__" in state:
+        _show_questions(state)
+        pending = state["__interrupt__"]
+        if not sys.stdin.isatty():
+            answer = " ".join(f"--answer {p.id[:8]}=yes|no" for p in pending)
+            console.print(f"[yellow]paused for approval (the run keeps --approve-gate); answer with: "
+                          f"coevo run --resume {run_id} --db {_where(cfg.db)} {answer}[/yellow]",
+                          highlight=False, soft_wrap=True)
+            return None
+        replies = {p.id: "yes" if typer.confirm(f"accept candidate {p.value['candidate'][:12]}?") else "no"
+                   for p in pending}
+        state = asyncio.run(run_meta(cfg, run_id=run_id, resume=True, reporter=reporter, answers=replies))
+    return state
+
+
 def run_cmd(
-    config: Optional[Path] = typer.Argument(None, help="TOML/YAML run config (default: the built-in defaults = configs/default.toml)."),
-    resume: Optional[str] = typer.Option(None, "--resume", help="Continue run RUN_ID from its last completed node."),
-    approve_gate: bool = typer.Option(False, "--approve-gate", help="Pause before each gate decision for a person to accept or reject."),
-    answer: Optional[str] = typer.Option(None, "--answer", help="With --resume: answer a paused gate (yes/no)."),
-    meta_model: Optional[str] = typer.Option(None, "--meta-model", help="'offline' (default) or a LiteLLM model for curator and editor."),
+    config: Optional[Path] = typer.Argument(
+        None, help="TOML/YAML run config (default: the built-in defaults = configs/default.toml)."),
+    resume: Optional[str] = typer.Option(
+        None, "--resume", help="Continue run RUN_ID (stopped, failed or paused) from its last completed node."),
+    approve_gate: bool = typer.Option(
+        False, "--approve-gate", help="Pause before each gate decision for a person to accept or reject; stored "
+        "with the run, so every resume keeps pausing."),
+    answer: list[str] = typer.Option(
+        [], "--answer", help="With --resume: answer a paused gate question, ID=yes or ID=no (ID: the question id "
+        "printed, or a unique prefix); a bare yes|no answers the only pending question. Repeatable. Without it, "
+        "--resume shows the pending questions again."),
+    meta_model: Optional[str] = typer.Option(
+        None, "--meta-model", help="'offline' (default) or a LiteLLM model for curator and editor."),
     strategy: Optional[str] = typer.Option(None, "--strategy", help=f"The meta-loop strategy: {strategy_names()}."),
     db: Optional[str] = typer.Option(None, "--db", help="Archive + checkpointer database (default from the config)."),
     set_: list[str] = typer.Option([], "--set", help="Override a config key: --set train.steps=4 (repeatable)."),
+    executor: Optional[str] = typer.Option(None, "--executor", help="Where rollouts run: inprocess (default) or ray "
+                                           "(workers of $RAY_ADDRESS, or a local Ray instance; needs coevo[ray])."),
     report: bool = typer.Option(True, "--report/--no-report", help="Write the HTML report at the end."),
 ) -> None:
     """Run VACE (or a baseline): RL stage -> refine the harness from its trajectories -> paired validation -> gate."""
-    from coevo.meta.run import run_meta
+    from coevo.meta.run import RunError, new_run_id
     from coevo.report.progress import RichReporter
+    from coevo.storage import ArchiveError
 
     with user_errors():
-        overrides = _overrides(set_)
-        for key, value in (("meta.model", meta_model), ("strategy", strategy), ("db", db)):
+        if answer and not resume:
+            raise ConfigError("--answer answers a paused run's gate question: add --resume RUN_ID (printed with the "
+                              "pause)")
+        if resume and (set_ or strategy or meta_model or executor):
+            raise ConfigError(f"--resume continues run {resume} with the config it was started with, so --set, "
+                              "--strategy and --meta-model do not apply (nor --executor): drop them, or start a new "
+                              "run")
+        overrides = key_values(set_, "train.steps=4")
+        for key, value in (("meta.model", meta_model), ("strategy", strategy), ("db", db), ("executor", executor)):
             if value is not None:
                 overrides[key] = value
         cfg = load_config(config, overrides)
+        make_executor(cfg.executor).close()  # fail here, readably, when the executor cannot run (Ray missing)
         if resume and db is None and config is None:
             cfg = RunConfig(db=cfg.db)
+        run_id = resume or new_run_id(cfg)
     with RichReporter(console=console) as reporter:
         try:
-            state = asyncio.run(run_meta(cfg, run_id=resume, resume=resume is not None, approve=approve_gate or cfg.gate.approve,
-                                         reporter=reporter, answer=answer))
-            while "__interrupt__" in state:
-                question = state["__interrupt__"][0].value
-                reporter.log(f"gate awaits approval: {question}")
-                if not sys.stdin.isatty():
-                    console.print(f"[yellow]paused for approval; answer with: coevo run --resume {state['run_id']} --answer yes|no --db {cfg.db}[/yellow]")
-                    return
-                reply = "yes" if typer.confirm(f"accept candidate {question['candidate'][:12]} (c={question['c']:.3f} vs b={question['b']:.3f})?") else "no"
-                state = asyncio.run(run_meta(cfg, run_id=state["run_id"], resume=True, approve=True, reporter=reporter, answer=reply))
+            state = _drive(cfg, run_id, resume is not None, approve_gate, _answers(answer), reporter)
+        except (RunError, ArchiveError, HarnessError) as err:
+            with user_errors():
+                raise err from None
         except KeyboardInterrupt:
-            console.print("[yellow]interrupted: completed nodes and rollouts are saved; resume with --resume RUN_ID[/yellow]")
+            console.print(f"[yellow]interrupted: completed nodes and rollouts are saved; continue with: "
+                          f"coevo run --resume {run_id} --db {_where(cfg.db)}[/yellow]", highlight=False,
+                          soft_wrap=True)
             raise typer.Exit(130) from None
-    console.print(summary_table(state))
+        except Exception as err:
+            console.print_exception(max_frames=8)
+            console.print(f"[red]run {run_id} failed[/red] ({type(err).__name__}: {err}); it is stored as failed. Once "
+                          f"the cause is fixed, continue it with: coevo run --resume {run_id} --db {_where(cfg.db)}",
+                          highlight=False, soft_wrap=True)
+            raise typer.Exit(1) from None
+    if state is None:
+        return
+    from coevo.storage import Archive
+
+    console.print(summary_table(state, Archive(cfg.db)))
     if report:
         from coevo.report.html import write_report
 
-        path = write_report(state["run_id"], cfg.db, Path(cfg.out_dir) / "reports" / state["run_id"])
+        path = write_report(state["run_id"], cfg.db, Path(cfg.out_dir) / "reports" / state["run_id"], state)
         console.print(f"report: {path}")
     console.print(f"archive: {cfg.db}  run id: {state['run_id']}")

@@ -148,7 +148,8 @@ class BfclEnv(Suite):
             multi = cat in MULTI_TURN_CATEGORIES
 
             def content(e: dict[str, Any]) -> str:
-                body = {"q": e["question"], "init": e.get("initial_config")} if multi else {"q": e["question"], "f": e["function"]}
+                body = ({"q": e["question"], "init": e.get("initial_config")} if multi
+                        else {"q": e["question"], "f": e["function"]})
                 return json.dumps(body, sort_keys=True)
 
             entries = dedupe([e for e in prompts if e["id"] in answers], key=content)
@@ -290,11 +291,13 @@ class BfclEnv(Suite):
         public: dict[str, Any] = {"category": cat, "error_type": None, "turns": len(gold),
                                   "turns_reached": episode.state.get("turn", 0) + 1,
                                   "calls": sum(len(t) for t in calls)}
-        detail: dict[str, Any] = {"expected": gold, "got": [[c for step in t for c in step] for t in calls], "public": public}
+        detail: dict[str, Any] = {"expected": gold, "got": [[c for step in t for c in step] for t in calls],
+                                  "public": public}
         try:
             result = self.bfcl.multi_turn_checker(calls, gold, copy.deepcopy(entry), cat, key)
         except Exception as err:
-            result = {"valid": False, "error_type": f"checker_exception:{type(err).__name__}", "error_message": str(err)}
+            result = {"valid": False, "error_type": f"checker_exception:{type(err).__name__}",
+                      "error_message": str(err)}
         finally:
             self._cleanup(key)
         if result["valid"]:

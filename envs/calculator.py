@@ -59,9 +59,11 @@ def _eval(node: ast.AST) -> Any:
         if isinstance(node.op, ast.Pow) and isinstance(right, (int, float)) and abs(right) > MAX_EXPONENT:
             raise ValueError(f"exponent {right} is larger than {MAX_EXPONENT}")
         return _check_size(_BINARY[type(node.op)](left, right))
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in FUNCTIONS and not node.keywords:
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in FUNCTIONS
+            and not node.keywords):
         return _check_size(FUNCTIONS[node.func.id](*[_eval(a) for a in node.args]))
-    raise ValueError(f"not allowed in a calculator expression: {ast.unparse(node) if isinstance(node, ast.expr) else type(node).__name__}")
+    raise ValueError("not allowed in a calculator expression: "
+                     f"{ast.unparse(node) if isinstance(node, ast.expr) else type(node).__name__}")
 
 
 def calculate(expression: str) -> str:

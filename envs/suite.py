@@ -34,7 +34,7 @@ class Suite(ABC):
     def __init__(self, reward: str = "correct") -> None:
         if reward not in REWARD_MODES:
             raise ValueError(f"reward={reward!r} is not a reward mode; write reward=correct (1 when the checker "
-                             f"passes the answer, else 0; the default) or reward=partial (the checker's partial credit)")
+                             "passes the answer, else 0; the default) or reward=partial (the checker's partial credit)")
         self.reward_mode: RewardMode = reward  # type: ignore[assignment]
         self.config: dict[str, Any] = {}
         self._splits: dict[Split, list[Task]] | None = None

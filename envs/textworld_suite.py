@@ -193,7 +193,8 @@ class TextWorldEnv(Suite):
             state.update(score=new.score, won=bool(new.won), lost=bool(new.lost), moves=new.moves, done=bool(done))
             text = clean_feedback(new.feedback)
             if state["done"]:
-                text += f"\n\n[The game has ended: {'you won' if state['won'] else 'you lost'}; score {new.score}/{new.max_score}.]"
+                text += (f"\n\n[The game has ended: {'you won' if state['won'] else 'you lost'}; "
+                         f"score {new.score}/{new.max_score}.]")
             return text
 
         def close() -> None:

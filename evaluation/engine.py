@@ -30,6 +30,7 @@ from typing import Any, Iterator, Sequence
 from langchain_core.language_models import BaseChatModel
 
 from coevo.envs.base import Env, Task
+from coevo.evaluation.executors import Executor
 from coevo.evaluation.results import EvalResult, PairedResult, TaskOutcome, TaskPair
 from coevo.graphs.harness import arun_rollout
 from coevo.models.trajectory import Trajectory
@@ -159,7 +160,7 @@ def _aggregate(outcomes: dict[str, TaskOutcome], trajs: list[Trajectory]) -> dic
 async def _evaluate(spec: Any, checkpoint: Any, env: Env, split: str, k: int, seeds: Any, n_tasks: int | None,
                     model: BaseChatModel | None, archive: Archive | None, semaphore: asyncio.Semaphore,
                     progress: Reporter, run_id: str | None, tasks: Sequence[Task] | None,
-                    label: str | None, resume: bool) -> EvalResult:
+                    label: str | None, resume: bool, executor: Executor | None) -> EvalResult:
     if model is None:
         raise ValueError("evaluate needs model=: a BaseChatModel (build one with coevo.models.refs.load_model)")
     started = time.perf_counter()
@@ -196,9 +197,11 @@ async def _evaluate(spec: Any, checkpoint: Any, env: Env, split: str, k: int, se
     rollouts_done = sum(len(ts) for ts in done_trajs.values())
     progress.update(handle, len(done_trajs), reward_sum / rollouts_done if rollouts_done else None)
 
+    run = arun_rollout if executor is None else executor.rollout
+
     async def rollout(task: Task, seed: int) -> Trajectory:
         async with semaphore:
-            traj = await arun_rollout(spec, model, env, task, seed=seed, checkpoint_id=ckpt, split=split)
+            traj = await run(spec, model, env, task, seed=seed, checkpoint_id=ckpt, split=split)
         return traj.model_copy(update={"id": trajectory_id(eval_id, task.id, seed), "split": split,
                                        "checkpoint_id": ckpt, "harness_id": harness_id})
 
@@ -265,7 +268,8 @@ async def evaluate(spec: Any, checkpoint: Any, env: Env, split: str, k: int = 1,
                    seeds: int | Sequence[int] | None = None, n_tasks: int | None = None,
                    model: BaseChatModel | None = None, archive: Archive | None = None, concurrency: int = 8,
                    progress: Reporter | None = None, run_id: str | None = None,
-                   tasks: Sequence[Task] | None = None, resume: bool = True) -> EvalResult:
+                   tasks: Sequence[Task] | None = None, resume: bool = True,
+                   executor: Executor | None = None) -> EvalResult:
     """Run ``k`` rollouts of harness ``spec`` on each task of ``env``'s ``split`` and aggregate.
 
     Args:
@@ -282,6 +286,8 @@ async def evaluate(spec: Any, checkpoint: Any, env: Env, split: str, k: int = 1,
             (or finished) evaluation reuses its stored tasks when ``resume`` (the default), or
             re-runs and overwrites them when not.
         concurrency: maximum rollouts in flight. progress: a ``Reporter`` (default: silent).
+        executor: where each rollout runs (``coevo.evaluation.executors``; default: this process).
+            Results and the archive are the same either way: only this process writes it.
 
     Returns: ``EvalResult``. Raises ``ValueError`` on bad arguments; whatever a rollout raises
     (e.g. the model's network error) propagates after in-flight rollouts are cancelled, leaving
@@ -291,14 +297,16 @@ async def evaluate(spec: Any, checkpoint: Any, env: Env, split: str, k: int = 1,
         raise ValueError(f"concurrency={concurrency}: must be at least 1")
     with _frozen_heap():
         return await _evaluate(spec, checkpoint, env, split, k, seeds, n_tasks, model, archive,
-                               asyncio.Semaphore(concurrency), progress or NullReporter(), run_id, tasks, None, resume)
+                               asyncio.Semaphore(concurrency), progress or NullReporter(), run_id, tasks, None, resume,
+                               executor)
 
 
 async def paired_evaluate(spec_a: Any, spec_b: Any, checkpoint: Any, env: Env, split: str, k: int = 1,
                           seeds: int | Sequence[int] | None = None, n_tasks: int | None = None,
                           model: BaseChatModel | None = None, archive: Archive | None = None,
                           concurrency: int = 8, progress: Reporter | None = None, run_id: str | None = None,
-                          tasks: Sequence[Task] | None = None, resume: bool = True) -> PairedResult:
+                          tasks: Sequence[Task] | None = None, resume: bool = True,
+                          executor: Executor | None = None) -> PairedResult:
     """Evaluate ``spec_a`` (e.g. the incumbent) and ``spec_b`` (the candidate) on the same tasks
     with the same seeds, concurrently under one ``concurrency`` bound, and pair the outcomes per
     task (VACE Algorithm 1's ``b, c = validate(W, H), validate(W, H')``).
@@ -315,7 +323,7 @@ async def paired_evaluate(spec_a: Any, spec_b: Any, checkpoint: Any, env: Env, s
             async with asyncio.TaskGroup() as group:
                 runs = [group.create_task(_evaluate(spec, checkpoint, env, split, k, seeds, n_tasks, model, archive,
                                                     semaphore, reporter, run_id, task_list, f"{tag} {spec.id[:12]}",
-                                                    resume))
+                                                    resume, executor))
                         for tag, spec in (("A", spec_a), ("B", spec_b))]
     except BaseExceptionGroup as exc:
         raise _first(exc) from None

@@ -1,12 +1,19 @@
 """The results of an evaluation (``coevo.evaluation.engine.evaluate``): per-task outcomes, the
 aggregates stored with the evaluation, and paired outcomes of two harnesses on the same tasks and
-seeds (what VACE's validation gate compares)."""
+seeds (what VACE's validation gate compares). Every score comes with its uncertainty from the same
+per-task outcomes: ``outcome_estimate`` (n tasks and a 95 % interval, ``coevo.evaluation.stats``)
+and ``paired_difference`` (b − a on the tasks both saw, paired bootstrap)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, Mapping
 
 from pydantic import BaseModel, Field
+
+if TYPE_CHECKING:  # stats imports SciPy (~1 s): loaded when an interval is first computed
+    from coevo.evaluation.stats import Estimate
+
+Metric = Literal["reward", "pass_at_k", "avg_at_k"]
 
 
 class TaskOutcome(BaseModel):
@@ -27,6 +34,35 @@ class TaskOutcome(BaseModel):
     def pass_rate(self) -> float:
         """Fraction of the k rollouts that passed."""
         return sum(self.passed) / len(self.passed) if self.passed else 0.0
+
+    def value(self, metric: Metric = "reward") -> float:
+        """The task's value in [0, 1] for ``metric``: mean reward, 1.0 when any rollout passed
+        (``pass_at_k``), or the pass rate (``avg_at_k``)."""
+        if metric == "pass_at_k":
+            return float(any(self.passed))
+        return self.pass_rate if metric == "avg_at_k" else self.mean_reward
+
+
+def outcome_estimate(per_task: Mapping[str, TaskOutcome], metric: Metric = "reward") -> Estimate:
+    """The score over tasks (``metric`` per task, ``TaskOutcome.value``) with n = the number of tasks
+    and a 95 % interval: Wilson when every task's value is 0 or 1 (a pass rate, k = 1), else a
+    percentile bootstrap over tasks (``coevo.evaluation.stats.score_estimate``). No tasks: n = 0,
+    interval [0, 1]."""
+    from coevo.evaluation.stats import score_estimate
+
+    return score_estimate([o.value(metric) for o in per_task.values()])
+
+
+def paired_difference(a: Mapping[str, TaskOutcome], b: Mapping[str, TaskOutcome],
+                      metric: Metric = "reward") -> Estimate:
+    """Mean per-task difference b − a over the tasks both evaluations hold (``a``'s order), with a
+    paired-bootstrap 95 % interval over those tasks (``coevo.evaluation.stats.difference_estimate``).
+    Meant for two evaluations on the same tasks and seeds (start vs final pair, incumbent vs
+    candidate); ``Estimate.excludes_zero`` says whether the difference is significant at 95 %."""
+    from coevo.evaluation.stats import difference_estimate
+
+    common = [task_id for task_id in a if task_id in b]
+    return difference_estimate([a[t].value(metric) for t in common], [b[t].value(metric) for t in common])
 
 
 class EvalResult(BaseModel):
@@ -65,6 +101,11 @@ class EvalResult(BaseModel):
     resumed_tasks: int = 0
     reward_mode: str = ""
     per_task: dict[str, TaskOutcome] = Field(default_factory=dict)
+
+    @property
+    def estimate(self) -> Estimate:
+        """The mean reward with n tasks and its 95 % interval (``outcome_estimate`` of ``per_task``)."""
+        return outcome_estimate(self.per_task)
 
 
 class TaskPair(BaseModel):

@@ -30,7 +30,8 @@ def _demo_policy(messages: list[BaseMessage]) -> AIMessage:
         return AIMessage(content=f"Final answer: {observations[-1].content}")
     task = str(messages[1].content) if len(messages) > 1 else ""
     expr = re.search(r"[\d(][\d+\-*/(). ]*", task)
-    return AIMessage(content="", tool_calls=[{"name": "calculator", "args": {"expression": (expr.group(0) if expr else "0").strip()},
+    return AIMessage(content="", tool_calls=[{"name": "calculator",
+                                              "args": {"expression": (expr.group(0) if expr else "0").strip()},
                                               "id": "call_demo"}])
 
 

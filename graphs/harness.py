@@ -22,8 +22,20 @@ from langsmith.utils import tracing_is_enabled
 
 from coevo.compat import arun_state, bind_context, node, route
 from coevo.envs.base import Env, Episode, Task
-from coevo.harnesses.engine import (EngineContext, acall_model, after_assemble, after_call, after_parse, after_tools,
-                                    arun_tools, assemble_context, call_model, finish, parse_reply, run_tools)
+from coevo.harnesses.engine import (
+    EngineContext,
+    acall_model,
+    after_assemble,
+    after_call,
+    after_parse,
+    after_tools,
+    arun_tools,
+    assemble_context,
+    call_model,
+    finish,
+    parse_reply,
+    run_tools,
+)
 from coevo.harnesses.spec import HarnessSpec
 from coevo.harnesses.state import HarnessState
 from coevo.models.trajectory import ModelCall, Trajectory
@@ -50,13 +62,15 @@ def build_harness_graph(spec: HarnessSpec, model: BaseChatModel, episode: Episod
     return bind_context(graph, EngineContext(spec, model, episode, seed), config=config, name=f"harness:{spec.name}")
 
 
-def to_trajectory(state: HarnessState, task: Task, spec: HarnessSpec, seed: int = 0, checkpoint_id: str = "") -> Trajectory:
+def to_trajectory(state: HarnessState, task: Task, spec: HarnessSpec, seed: int = 0,
+                  checkpoint_id: str = "") -> Trajectory:
     """The ``Trajectory`` of a finished run (not yet scored)."""
     return Trajectory(
         task_id=task.id, env=task.env, split=task.split, harness_id=spec.id, checkpoint_id=checkpoint_id, seed=seed,
         messages=messages_to_dict(state.get("messages", [])), calls=[ModelCall(**c) for c in state.get("calls", [])],
-        final_answer=state.get("answer"), stop_reason=state.get("stop_reason") or "", hook_events=state.get("hook_events", []),
-        interface_violations=state.get("violations", 0), violation_turns=len(state.get("violated_turns", [])),
+        final_answer=state.get("answer"), stop_reason=state.get("stop_reason") or "",
+        hook_events=state.get("hook_events", []), interface_violations=state.get("violations", 0),
+        violation_turns=len(state.get("violated_turns", [])),
         model_turns=state.get("model_calls", 0), env_actions=state.get("env_actions", 0))
 
 

@@ -20,8 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.messages import (AIMessage, BaseMessage, HumanMessage, RemoveMessage, SystemMessage,
-                                     ToolMessage)
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import Runnable, RunnableBinding
 from langchain_core.runnables.base import RunnableBindingBase
 from langgraph.runtime import Runtime
@@ -29,8 +28,8 @@ from langgraph.runtime import Runtime
 from coevo.compat import areply
 from coevo.envs.base import Episode, Tool
 from coevo.envs.interaction import next_user_turn
-from coevo.harnesses.parse import parse_reply as parse
 from coevo.harnesses.hooks import fire
+from coevo.harnesses.parse import parse_reply as parse
 from coevo.harnesses.spec import HarnessSpec
 from coevo.harnesses.state import HarnessState
 from coevo.harnesses.view import render_messages
@@ -99,9 +98,10 @@ class EngineContext:
             t, name=view.renames.get(t.name, t.name), description=view.descriptions.get(t.name, t.description))
             for t in exposed}
         if spec.memory.scratchpad:
-            self.tools["note"] = Tool("note", "Write a note to your scratchpad; notes stay visible for the rest of the episode.",
-                                      {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
-                                      lambda text: "noted")
+            self.tools["note"] = Tool(
+                "note", "Write a note to your scratchpad; notes stay visible for the rest of the episode.",
+                {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+                lambda text: "noted")
         self.schemas = [t.schema() for t in self.tools.values()]
         d = spec.decoding
         decoding = {"temperature": d.temperature, "top_p": d.top_p, "max_tokens": spec.budget.max_output_tokens}
@@ -121,7 +121,8 @@ def engine(runtime: Runtime[EngineContext]) -> EngineContext:
     ctx = runtime.context
     if not isinstance(ctx, EngineContext):
         raise ValueError("the harness graph ran without its EngineContext (spec, model, episode): build it with "
-                         "coevo.build_harness_graph(spec, model, episode), or pass context=EngineContext(...) to invoke")
+                         "coevo.build_harness_graph(spec, model, episode), or pass context=EngineContext(...) "
+                         "to invoke")
     return ctx
 
 
@@ -172,7 +173,8 @@ def visible(ctx: EngineContext, state: HarnessState) -> list[BaseMessage] | None
     keep = ctx.spec.context.history_turns
     if keep is not None and len(turns) > keep:
         turns = turns[-keep:]
-    notes = [_harness("Scratchpad:\n" + "\n".join(f"- {n}" for n in state["scratchpad"]))] if state.get("scratchpad") else []
+    notes = ([_harness("Scratchpad:\n" + "\n".join(f"- {n}" for n in state["scratchpad"]))]
+             if state.get("scratchpad") else [])
     budget = ctx.spec.budget.max_context_tokens * 4
     while True:
         seq = head + [m for t in turns for m in t] + notes
@@ -261,7 +263,8 @@ def _orphan_tool_results(reply: BaseMessage, pending: list[dict], retried: bool)
 
 def _observe(ctx: EngineContext, action: dict, text: str) -> BaseMessage:
     if ctx.spec.parser.mode == "native":
-        return ToolMessage(text, tool_call_id=action["id"], name=action["name"], additional_kwargs={ROLE: "observation"})
+        return ToolMessage(text, tool_call_id=action["id"], name=action["name"],
+                           additional_kwargs={ROLE: "observation"})
     return _harness(f"[{action['name']} output]\n{text}", "observation")
 
 
@@ -351,7 +354,8 @@ async def arun_tools(state: HarnessState, runtime: Runtime[EngineContext]) -> di
 
 def finish(state: HarnessState) -> dict:
     """Close the episode: record why it ended."""
-    return {"stop_reason": state.get("stop_reason") or ("final_answer" if state.get("answer") is not None else "no_answer")}
+    return {"stop_reason": state.get("stop_reason")
+            or ("final_answer" if state.get("answer") is not None else "no_answer")}
 
 
 # --- routers ----------------------------------------------------------------------------

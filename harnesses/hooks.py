@@ -20,7 +20,8 @@ def remaining(spec: HarnessSpec, state: Mapping[str, Any]) -> int:
     return min(b.max_model_calls - state.get("model_calls", 0), b.max_env_actions - state.get("env_actions", 0))
 
 
-def fire(spec: HarnessSpec, event: str, state: Mapping[str, Any], **facts: Any) -> tuple[Effect, list[dict], str | None]:
+def fire(spec: HarnessSpec, event: str, state: Mapping[str, Any],
+         **facts: Any) -> tuple[Effect, list[dict], str | None]:
     """Run every hook of ``spec`` on ``event`` whose condition holds; merge their effects.
 
     ``state`` is the episode's ``HarnessState`` (its counts and ``last`` facts); ``facts`` add or
@@ -39,6 +40,7 @@ def fire(spec: HarnessSpec, event: str, state: Mapping[str, Any], **facts: Any) 
             eff = ACTIONS[hook.action](ctx, hook.message)
             stopped = stopped or (f"hook:{name}" if eff.stop else None)
             total.messages += eff.messages
-            total.retry, total.block, total.stop = total.retry or eff.retry, total.block or eff.block, total.stop or eff.stop
+            total.retry, total.block, total.stop = (total.retry or eff.retry, total.block or eff.block,
+                                                    total.stop or eff.stop)
             events.append({"hook": name, "event": event, "action": hook.action})
     return total, events, stopped

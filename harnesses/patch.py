@@ -16,7 +16,8 @@ from coevo.harnesses.errors import HarnessError, Problem
 from coevo.harnesses.spec import HarnessSpec, validate_spec
 
 
-def apply_patch(parent: HarnessSpec, patch: list[dict[str, Any]] | str, tools: Iterable[str] | None = None) -> HarnessSpec:
+def apply_patch(parent: HarnessSpec, patch: list[dict[str, Any]] | str,
+                tools: Iterable[str] | None = None) -> HarnessSpec:
     """Apply RFC 6902 ``patch`` (a list of operations or its JSON text) to ``parent``.
 
     The child's ``parents`` is ``[parent.id]``. With ``tools`` (the env's tool names) the child's
@@ -27,14 +28,16 @@ def apply_patch(parent: HarnessSpec, patch: list[dict[str, Any]] | str, tools: I
     try:
         ops = jsonpatch.JsonPatch.from_string(patch) if isinstance(patch, str) else jsonpatch.JsonPatch(list(patch))
     except (jsonpatch.JsonPatchException, ValueError, TypeError) as err:
-        raise HarnessError([Problem("", f"not a JSON Patch: {err}; a patch is a list of RFC 6902 operations")], "patch") from None
+        raise HarnessError([Problem("", f"not a JSON Patch: {err}; a patch is a list of RFC 6902 operations")],
+                           "patch") from None
     doc = parent.model_dump(mode="json")
     problems: list[Problem] = []
     for i, op in enumerate(ops._ops):
         try:
             doc = op.apply(doc)
         except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException, KeyError, IndexError, TypeError) as err:
-            problems.append(Problem(op.location, f"operation {i} ({op.operation.get('op')}) does not apply: {_short(err)}"))
+            problems.append(Problem(op.location,
+                                    f"operation {i} ({op.operation.get('op')}) does not apply: {_short(err)}"))
     if problems:
         raise HarnessError(problems, "patch")
     doc["parents"] = [parent.id]

@@ -80,7 +80,8 @@ def register_condition(name: str) -> Callable[[Callable[..., bool]], Callable[..
     return deco
 
 
-def register_action(name: str) -> Callable[[Callable[[HookContext, str], Effect]], Callable[[HookContext, str], Effect]]:
+def register_action(
+        name: str) -> Callable[[Callable[[HookContext, str], Effect]], Callable[[HookContext, str], Effect]]:
     """Decorator: register ``fn(ctx, message) -> Effect`` as hook action ``name``.
 
     Raises ``ValueError`` if ``name`` is already registered to a different function.
@@ -140,7 +141,8 @@ def always(ctx: HookContext) -> bool:
 
 
 @register_condition("pagination_present")
-def pagination_present(ctx: HookContext, *, pattern: str = r"next_page|page_token|has_more|next_cursor|\bpage\s*\d+\s*of\s*\d+") -> bool:
+def pagination_present(ctx: HookContext, *,
+                       pattern: str = r"next_page|page_token|has_more|next_cursor|\bpage\s*\d+\s*of\s*\d+") -> bool:
     """True when the last tool output carries pagination metadata (Harness-S Table 7, case 1)."""
     return re.search(pattern, ctx.observation, re.IGNORECASE) is not None
 

@@ -198,7 +198,8 @@ class HarnessSpec(Strict):
     @model_validator(mode="after")
     def _registered_hooks(self) -> "HarnessSpec":
         if self.schema_version > SCHEMA_VERSION:
-            raise ValueError(f"schema_version {self.schema_version} is newer than this coevo ({SCHEMA_VERSION}); upgrade coevo")
+            raise ValueError(f"schema_version {self.schema_version} is newer than this coevo ({SCHEMA_VERSION}); "
+                             "upgrade coevo")
         if problems := hook_problems(self.hooks):
             raise ValueError("; ".join(str(p) for p in problems))
         return self
@@ -235,9 +236,11 @@ def hook_problems(hooks: Mapping[str, Any]) -> list[Problem]:
             problems += [Problem(f"/hooks/{name}/condition", m)
                          for m in parameter_problems(str(hook["condition"]), hook.get("parameters") or {})]
         if "action" in hook and hook["action"] not in ACTIONS:
-            problems.append(Problem(f"/hooks/{name}/action", f"unknown hook action {hook['action']!r}; registered: {sorted(ACTIONS)}"))
+            problems.append(Problem(f"/hooks/{name}/action",
+                                    f"unknown hook action {hook['action']!r}; registered: {sorted(ACTIONS)}"))
         if hook.get("event") not in EVENTS:
-            problems.append(Problem(f"/hooks/{name}/event", f"unknown event {hook.get('event')!r}; one of {list(EVENTS)}"))
+            problems.append(Problem(f"/hooks/{name}/event",
+                                    f"unknown event {hook.get('event')!r}; one of {list(EVENTS)}"))
     return problems
 
 
@@ -252,7 +255,8 @@ def validate_spec(data: dict[str, Any], source: str = "harness") -> HarnessSpec:
         return HarnessSpec.model_validate(data)
     except ValidationError as err:
         hooks = data.get("hooks")
-        problems = [p for p in problems_from_validation(err) if p.path != ""] + hook_problems(hooks if isinstance(hooks, dict) else {})
+        problems = ([p for p in problems_from_validation(err) if p.path != ""]
+                    + hook_problems(hooks if isinstance(hooks, dict) else {}))
         seen, unique = set(), []
         for p in problems or problems_from_validation(err):
             if str(p) not in seen:
@@ -289,5 +293,6 @@ def _read_source(source: str) -> tuple[str, str]:
         if shipped.exists():
             path = shipped
         else:
-            raise HarnessError([Problem("", f"no file {source!r}; pass a JSON file path or a shipped base harness name")], source)
+            raise HarnessError(
+                [Problem("", f"no file {source!r}; pass a JSON file path or a shipped base harness name")], source)
     return path.read_text(), str(path)

@@ -15,6 +15,7 @@ from langchain_core.language_models import BaseChatModel
 from coevo.config import RunConfig
 from coevo.envs.base import Env, Task
 from coevo.evaluation.engine import evaluate
+from coevo.evaluation.executors import Executor
 from coevo.evaluation.results import EvalResult
 from coevo.harnesses.spec import HarnessSpec, load_harness
 from coevo.models.trajectory import Trajectory
@@ -43,7 +44,8 @@ class MetaContext:
     ``policy(checkpoint_id)`` returns the chat model for that checkpoint; ``trainer`` is None for
     strategies with frozen weights; ``curator``/``editor`` are None for strategies that do not
     refine (``graphs.registry`` says which roles a strategy needs); ``evaluator`` is
-    ``coevo.evaluation.engine.evaluate`` (replaceable in tests); ``approve`` (``--approve-gate``)
+    ``coevo.evaluation.engine.evaluate`` (replaceable in tests); ``executor`` where its rollouts run
+    (``coevo.evaluation.executors``; None: in this process); ``approve`` (``--approve-gate``)
     pauses before each gate decision with a LangGraph ``interrupt``; ``run_id`` names the run
     whose evaluations, edits and LLM calls are stored.
     """
@@ -57,6 +59,7 @@ class MetaContext:
     editor: Editor | None = None
     reporter: Reporter = field(default_factory=NullReporter)
     evaluator: Callable[..., Any] = evaluate
+    executor: Executor | None = None
     approve: bool = False
     run_id: str = "studio"
 
@@ -79,12 +82,15 @@ class MetaContext:
         """Evaluate harness ``harness_id`` × ``checkpoint`` on ``tasks`` (default: the run's ``split``
         tasks) with the run's settings: ``k`` rollouts per task (default ``config.eval.k``), base seed
         ``seed`` (default ``config.seed``, so two harnesses are paired), the checkpoint's policy,
-        ``eval.concurrency``, the reporter, stored in the archive under ``run_id`` (resumable by id)."""
+        ``eval.concurrency``, the reporter, stored in the archive under ``run_id`` (resumable by id),
+        on the ``executor``."""
+        placed = {} if self.executor is None else {"executor": self.executor}
         return await self.evaluator(self.spec(harness_id), checkpoint, self.env, split, k=k or self.config.eval.k,
                                     seeds=self.config.seed if seed is None else seed, model=self.policy(checkpoint),
                                     archive=self.archive,
                                     concurrency=self.config.eval.concurrency, progress=self.reporter,
-                                    run_id=self.run_id, tasks=self.tasks(split) if tasks is None else list(tasks))
+                                    run_id=self.run_id, tasks=self.tasks(split) if tasks is None else list(tasks),
+                                    **placed)
 
     def store_calls(self, calls: Sequence[LLMCallRecord]) -> None:
         """Store meta-role LLM calls (what a role returned) in the archive under the run's id."""

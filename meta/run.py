@@ -2,23 +2,34 @@
 
 ``run_meta`` compiles the strategy's graph with a LangGraph SQLite checkpointer on the run's
 database (the archive lives in the same file), so ``run_meta(..., resume=True)`` continues a
-crashed or interrupted run from its last completed node. Evaluations are resumable by id, so
-finished rollouts are never redone and archive rows never duplicated.
+crashed, killed, failed or paused run from its last completed node. Evaluations are resumable by
+id, so finished rollouts are never redone and archive rows never duplicated.
+
+What belongs to the run is stored with it when it starts: its config with absolute paths (the
+database, ``out_dir`` and so the adapters under it, a harness file, a local model directory), so a
+resume from another working directory finds them, and its approval mode (``gate.approve``), so a
+resume keeps pausing at the gate. A paused gate is answered by question id (the LangGraph
+interrupt id): ``Command(resume={id: answer})``; a resume without answers changes nothing and
+returns the pending questions again.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import time
 import uuid
+from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, AsyncIterator, Mapping
 
 import aiosqlite
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-from langgraph.types import Command
+from langgraph.types import Command, Interrupt, StateSnapshot
+from pydantic import ValidationError
 
 from coevo.config import RunConfig
+from coevo.envs.base import Env
 from coevo.graphs.registry import get_strategy
 from coevo.meta.context import MetaContext
 from coevo.meta.services import make_context
@@ -27,53 +38,201 @@ from coevo.report.progress import Reporter
 from coevo.storage import Archive
 from coevo.storage.tables import RunRecord
 
+ANSWERS = {"yes": "yes", "y": "yes", "accept": "yes", "no": "no", "n": "no", "reject": "no"}
+"""What a person may answer a gate question with -> the answer the gate receives."""
+
+
+class RunError(ValueError):
+    """A run that cannot start or resume as asked (unknown run, bad model or env reference, an
+    answer to no pending question); the message names the input and the fix."""
+
 
 def new_run_id(config: RunConfig) -> str:
     """A fresh run id ``<strategy>-<8 hex>``."""
     return f"{config.strategy}-{uuid.uuid4().hex[:8]}"
 
 
-async def run_meta(config: RunConfig, run_id: str | None = None, resume: bool = False, approve: bool = False,
-                   reporter: Reporter | None = None, context: MetaContext | None = None, answer: str | None = None,
-                   archive: Archive | None = None) -> dict[str, Any]:
-    """Run (or resume) one strategy to the end, or to a pending gate approval.
+def _absolute(path: str) -> str:
+    return str(Path(path).expanduser().resolve())
 
-    Args: ``run_id`` (required with ``resume``); ``approve`` pauses before each gate decision;
-    ``answer`` resumes a paused gate with ``"yes"``/``"no"``; ``context`` replaces the default
-    services (tests; its ``run_id`` is set to this run's). Returns the final state (domain objects
-    as the ``coevo.meta.state`` models); with a pending approval, ``state["__interrupt__"]``
-    holds the question. Raises ``ValueError`` when resuming an unknown run.
-    """
-    Path(config.db).parent.mkdir(parents=True, exist_ok=True)
-    archive = archive or Archive(config.db)
-    if resume:
-        run = archive.get_run(run_id or "")
-        if run is None:
-            raise ValueError(f"no run {run_id!r} in {config.db}; `coevo archive list` shows the runs")
-        config = RunConfig.model_validate(run.config) if context is None else config
-    run_id = run_id or new_run_id(config)
-    if context is not None:
-        ctx = dataclasses.replace(context, run_id=run_id)
-    else:
-        ctx = make_context(config, archive, run_id, reporter, approve)
-    if not resume:
-        archive.add_run(RunRecord(id=run_id, strategy=config.strategy, config=config.model_dump(mode="json")))
+
+def anchored(config: RunConfig) -> RunConfig:
+    """``config`` with every path made absolute against the current directory: ``db`` (a file, not a
+    URL), ``out_dir`` (adapters and reports live under it), ``harness`` when it names a file, and the
+    directories of a ``local:`` policy (base and adapter) when they exist."""
+    update: dict[str, Any] = {"out_dir": _absolute(config.out_dir)}
+    if "://" not in config.db and config.db != ":memory:":
+        update["db"] = _absolute(config.db)
+    if config.harness and Path(config.harness).expanduser().is_file():
+        update["harness"] = _absolute(config.harness)
+    if config.policy.startswith("local:"):
+        from coevo.models.refs import split_local
+
+        parts = split_local(config.policy.removeprefix("local:"))
+        parts = tuple(_absolute(p) if p and Path(p).expanduser().exists() else p for p in parts)
+        update["policy"] = "local:" + "+".join(p for p in parts if p)
+    return config.model_copy(update=update)
+
+
+def preflight(config: RunConfig) -> Env:
+    """Check the references a run depends on before anything is stored: the env, the policy (a
+    ``local:`` model is loaded here, once: the run's policies share its engine) and H0. Returns the
+    env. Raises ``RunError`` naming the reference and the fix, or ``HarnessError`` for a bad H0."""
+    from coevo.envs.registry import get_env
+    from coevo.harnesses.spec import load_harness
+    from coevo.models.refs import ModelRefError, load_model
+    from coevo.models.smollm2 import SmolLM2NotInstalledError
+
+    try:
+        env = get_env(config.env.ref, **config.env.settings())
+    except (KeyError, ImportError, TypeError, ValueError) as err:
+        message = err.args[0] if isinstance(err, KeyError) and err.args else err
+        raise RunError(f"env {config.env.ref!r} cannot be built: {message}. Fix env.ref in the config "
+                       f"(`coevo envs list` shows the suites); nothing was started") from None
+    try:
+        load_model(config.policy)
+    except (ModelRefError, SmolLM2NotInstalledError, OSError) as err:
+        raise RunError(f"policy {config.policy!r} cannot be loaded: {err}. Fix it with --set policy=... "
+                       f"or the config's policy key; nothing was started") from None
+    load_harness(config.harness or env.name)
+    return env
+
+
+async def _saved(graph: Any, run_id: str) -> StateSnapshot:
+    return await graph.aget_state({"configurable": {"thread_id": run_id}})
+
+
+@asynccontextmanager
+async def _graph(db: str, strategy: str) -> AsyncIterator[Any]:
+    """The strategy's graph compiled with the SQLite checkpointer on ``db``."""
     # the serialiser revives exactly the state's pydantic models (LangGraph warns on, and will block, others)
     serde = JsonPlusSerializer(allowed_msgpack_modules=STATE_MODELS)
-    async with aiosqlite.connect(config.db) as conn:
-        saver = AsyncSqliteSaver(conn, serde=serde)
-        graph = get_strategy(config.strategy).build().compile(checkpointer=saver, name=config.strategy)
-        thread = {"configurable": {"thread_id": run_id}, "recursion_limit": 1000}
-        if answer is not None:
-            payload: Any = Command(resume=answer)
-        elif resume:
-            payload = None
-        else:
-            payload = {"run_id": run_id}
-        # durability="sync": a checkpoint is on disk before the next node runs, so a crash loses at most
-        # the running node and checkpointer writes never overlap the archive's (one SQLite file).
-        state = await graph.ainvoke(payload, thread, context=ctx, durability="sync")
-    done = "__interrupt__" not in state
-    run = archive.get_run(run_id)
-    archive.add_run(run.model_copy(update={"status": "done" if done else "paused"}))
+    async with aiosqlite.connect(db) as conn:
+        yield get_strategy(strategy).build().compile(checkpointer=AsyncSqliteSaver(conn, serde=serde), name=strategy)
+
+
+async def run_snapshot(db: str, run_id: str, strategy: str) -> StateSnapshot:
+    """The run's saved graph state: ``values``, ``next`` (the nodes still to run), ``interrupts``
+    (pending gate questions, each with its ``id``) and ``tasks`` (a failed node's ``error``)."""
+    async with _graph(db, strategy) as graph:
+        return await _saved(graph, run_id)
+
+
+def resolve_answers(answers: Mapping[str, str], pending: tuple[Interrupt, ...], run_id: str) -> dict[str, str]:
+    """``answers`` (question id or a unique prefix of one -> yes/no; the id ``""`` names the only
+    pending question) as ``{full interrupt id: "yes"|"no"}``. Raises ``RunError`` for an answer
+    that is not yes/no, an id that names no pending question, or answers to nothing pending."""
+    asked = ", ".join(i.id[:8] for i in pending) or "none"
+    if not pending:
+        raise RunError(f"run {run_id} has no pending gate question, so there is nothing to answer: "
+                       "resume it without --answer")
+    resolved: dict[str, str] = {}
+    for key, value in answers.items():
+        answer = ANSWERS.get(str(value).strip().lower())
+        if answer is None:
+            raise RunError(f"answer {value!r} is neither yes nor no: write --answer ID=yes or --answer ID=no")
+        matches = [i.id for i in pending if i.id.startswith(key)]
+        if key == "" and len(pending) > 1:
+            matches = []
+        if len(matches) != 1:
+            raise RunError(f"--answer {key + '=' if key else ''}{value}: names {len(matches)} of run {run_id}'s "
+                           f"pending questions (ids {asked}); write --answer ID=yes|no with one of those ids")
+        resolved[matches[0]] = answer
+    return resolved
+
+
+def _open_run(archive: Archive, config: RunConfig, run_id: str | None, approve: bool, context: Any) -> RunConfig:
+    """The config a resumed run continues with: the stored one (with the database it was found
+    in), its approval mode switched on when asked now (and stored so)."""
+    run = archive.get_run(run_id or "")
+    if run is None:
+        raise RunError(f"no run {run_id!r} in {config.db}: `coevo archive list runs --db {config.db}` shows the "
+                       "runs it holds, or pass the --db the run printed")
+    try:
+        stored = RunConfig.model_validate(run.config)
+    except ValidationError as err:
+        raise RunError(f"run {run_id}'s stored config does not validate with this coevo ({err.error_count()} "
+                       f"problem(s), first: {err.errors()[0]['msg']}); resume it with the coevo that started "
+                       "it") from None
+    if approve and not stored.gate.approve:
+        stored = stored.model_copy(update={"gate": stored.gate.model_copy(update={"approve": True})})
+        archive.add_run(run.model_copy(update={"config": stored.model_dump(mode="json")}))
+    if context is not None:
+        return config.model_copy(update={"gate": config.gate.model_copy(update={"approve": stored.gate.approve})})
+    return stored.model_copy(update={"db": config.db})
+
+
+async def run_meta(config: RunConfig, run_id: str | None = None, resume: bool = False, approve: bool = False,
+                   reporter: Reporter | None = None, context: MetaContext | None = None,
+                   answers: Mapping[str, str] | None = None, archive: Archive | None = None) -> dict[str, Any]:
+    """Run (or resume) one strategy to the end, or to a pending gate approval.
+
+    Args: ``run_id`` (required with ``resume``); ``approve`` pauses before each gate decision
+    (stored with the run as ``gate.approve``: a resume keeps it, whatever its own ``approve``);
+    ``answers`` answers pending gate questions by id (see ``resolve_answers``); ``context``
+    replaces the default services (tests; its ``run_id`` and ``approve`` are set to the run's).
+    A new run without ``context`` stores ``anchored(config)`` after ``preflight``.
+
+    Returns the final state (domain objects as the ``coevo.meta.state`` models) with ``run_id``;
+    with a pending approval, ``state["__interrupt__"]`` lists the questions (``Interrupt``: ``id``,
+    ``value``). A resume without answers while questions are pending returns them and runs
+    nothing. A run that raises is stored with status ``failed`` (``interrupted`` when cancelled)
+    and the error stays in its saved graph state (``run_snapshot(...).tasks``); resuming continues it.
+    Raises ``RunError`` for an unknown run or a bad reference or answer (nothing changed).
+    """
+    env: Env | None = None
+    exists = "://" in config.db or Path(config.db).expanduser().is_file()
+    if resume and archive is None and not exists:
+        raise RunError(f"cannot resume run {run_id!r}: there is no database at {config.db}; pass the --db the run "
+                       "printed (its archive: line)")
+    if archive is None and exists:
+        archive = Archive(config.db)  # an unreadable --db is reported before any model is loaded
+    if not resume:
+        if approve:
+            config = config.model_copy(update={"gate": config.gate.model_copy(update={"approve": True})})
+        if context is None:
+            config = anchored(config)
+            env = preflight(config)  # before a new database is made: a bad reference leaves nothing behind
+    if "://" not in config.db:
+        Path(config.db).parent.mkdir(parents=True, exist_ok=True)
+    archive = archive or Archive(config.db)
+    if resume:
+        config = _open_run(archive, config, run_id, approve, context)
+    run_id = run_id or new_run_id(config)
+    if context is not None:
+        ctx = dataclasses.replace(context, run_id=run_id, approve=context.approve or config.gate.approve)
+    else:
+        ctx = make_context(config, archive, run_id, reporter, config.gate.approve, env=env)
+    async with _graph(config.db, config.strategy) as graph:
+        payload: Any = {"run_id": run_id}
+        if resume:
+            saved = await _saved(graph, run_id)
+            if saved.interrupts and not answers:
+                return {**saved.values, "__interrupt__": list(saved.interrupts), "run_id": run_id}
+            payload = Command(resume=resolve_answers(answers, saved.interrupts, run_id)) if answers else None
+        run = archive.get_run(run_id) if resume else None
+        run = run or RunRecord(id=run_id, strategy=config.strategy, config=config.model_dump(mode="json"))
+        archive.add_run(run.model_copy(update={"status": "running", "updated_at": time.time()}))
+        try:
+            # durability="sync": a checkpoint is on disk before the next node runs, so a crash loses at
+            # most the running node and checkpointer writes never overlap the archive's (one SQLite file).
+            state = await graph.ainvoke(payload, {"configurable": {"thread_id": run_id}, "recursion_limit": 1000},
+                                        context=ctx, durability="sync")
+        except BaseException as err:
+            status = "failed" if isinstance(err, Exception) else "interrupted"
+            archive.add_run(run.model_copy(update={"status": status, "updated_at": time.time()}))
+            raise
+        finally:
+            if context is None and ctx.executor is not None:
+                ctx.executor.close()  # the run's Ray workers (make_context started them for this run)
+    status = "done" if "__interrupt__" not in state else "paused"
+    archive.add_run(run.model_copy(update={"status": status, "updated_at": time.time()}))
     return {**state, "run_id": run_id}
+
+
+async def read_state(db: str, run_id: str, strategy: str) -> dict[str, Any]:
+    """The run's last checkpointed state (``run_snapshot(...).values``, read with LangGraph's public
+    ``aget_state``; nothing runs) with ``run_id``: the dict ``run_meta`` returned when the run ended,
+    empty but for ``run_id`` when the run never checkpointed. Raises ``ValueError`` for an unknown
+    strategy."""
+    return {**(await run_snapshot(db, run_id, strategy)).values, "run_id": run_id}

@@ -8,6 +8,7 @@ from typing import Any, Callable, Iterable
 from coevo.config import RunConfig
 from coevo.envs.base import Env
 from coevo.envs.registry import get_env
+from coevo.evaluation.executors import make_executor
 from coevo.graphs.registry import get_strategy
 from coevo.meta.context import MetaContext
 from coevo.report.progress import NullReporter, Reporter
@@ -50,11 +51,12 @@ def meta_roles(config: RunConfig, env: Env, names: Iterable[str]) -> dict[str, A
 def make_context(config: RunConfig, archive: Archive, run_id: str, reporter: Reporter | None = None,
                  approve: bool = False, env: Env | None = None) -> MetaContext:
     """The services of a run built from its config and its strategy's row in the strategy table
-    (a trainer only when it trains weights, only the meta roles it needs): the CLI's and Studio's
-    default wiring."""
+    (a trainer only when it trains weights, only the meta roles it needs, the ``config.executor``'s
+    workers for its evaluations): the CLI's and Studio's default wiring."""
     env = env or get_env(config.env.ref, **config.env.settings())
     strategy = get_strategy(config.strategy)
     trainer = StageTrainer(config, env, archive, run_id) if strategy.trains else None
+    executor = None if config.executor == "inprocess" else make_executor(config.executor)
     return MetaContext(config=config, env=env, archive=archive, policy=PolicyCache(config, archive), trainer=trainer,
-                       reporter=reporter or NullReporter(), approve=approve, run_id=run_id,
+                       reporter=reporter or NullReporter(), approve=approve, run_id=run_id, executor=executor,
                        **meta_roles(config, env, strategy.roles))

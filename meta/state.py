@@ -13,12 +13,15 @@ models back (``STATE_MODELS`` is the serialiser's allow-list).
 from __future__ import annotations
 
 import operator
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 from typing_extensions import TypedDict  # pydantic (Studio's state schemas) needs it on Python < 3.12
 
-from coevo.evaluation.results import EvalResult, TaskOutcome
+from coevo.evaluation.results import EvalResult, TaskOutcome, outcome_estimate
+
+if TYPE_CHECKING:
+    from coevo.evaluation.stats import Estimate
 
 RESET = "__reset__"
 
@@ -35,6 +38,18 @@ def collect(current: list[Candidate] | None, update: list[Candidate] | str) -> l
     return list(current or []) + list(update)
 
 
+class Evidence(BaseModel):
+    """One failed *train* trajectory as a meta role sees it: the answer it gave (``answer``, cut to
+    300 characters), its last reply, why it stopped, and the verifier's scoring ``diagnostics``
+    (train only: they may carry the expected answer, so val/test details never become evidence)."""
+
+    task_id: str
+    answer: str = ""
+    last_reply: str = ""
+    stop_reason: str = ""
+    diagnostics: dict[str, Any] = Field(default_factory=dict)
+
+
 class Direction(BaseModel):
     """A repair direction (Harness-S §3.2): one root cause supported by ≥ 2 failed train tasks,
     with the evidence (task ids and trajectory excerpts; train data only)."""
@@ -43,7 +58,7 @@ class Direction(BaseModel):
     cause: str
     description: str
     task_ids: list[str]
-    evidence: list[dict[str, Any]] = Field(default_factory=list)
+    evidence: list[Evidence] = Field(default_factory=list)
 
 
 class CandidateChecks(BaseModel):
@@ -99,6 +114,12 @@ class EvalSummary(BaseModel):
     timr: float
     trivial_baseline: float | None = None
     per_task: dict[str, TaskOutcome] = Field(default_factory=dict)
+
+    @property
+    def estimate(self) -> Estimate:
+        """``score`` with n tasks and its 95 % interval, from ``per_task`` (the same
+        ``outcome_estimate`` as ``EvalResult.estimate``)."""
+        return outcome_estimate(self.per_task)
 
     @classmethod
     def of(cls, result: EvalResult) -> EvalSummary:
@@ -167,10 +188,11 @@ class WeightStage(BaseModel):
     Training numbers come from the new checkpoint's metrics (``coevo.training.grpo.stage_metrics``):
     ``train_reward`` the mean reward of the rollouts sampled under H[t] at the training temperature,
     ``effective_group_rate`` the fraction of retained groups with both a success and a failure
-    (Harness-S §3), ``contrast_rate`` that of retained groups whose rewards differ (with partial credit
-    a group can have contrast and no success), ``rescue_rate`` the fraction of groups Eq. 5 replaced, ``resampled_groups`` the
-    groups dynamic sampling drew in place of groups without contrast, ``delta_norm`` the size of the
-    stage's own LoRA change and ``total_delta_norm`` that of W[t+1] from the base model
+    (Harness-S §3), ``contrast_rate`` that of retained groups whose rewards differ (with partial
+    credit a group can have contrast and no success), ``rescue_rate`` the fraction of groups Eq. 5
+    replaced, ``resampled_groups`` the groups dynamic sampling drew in place of groups without
+    contrast, ``delta_norm`` the size of the stage's own LoRA change and ``total_delta_norm`` that of
+    W[t+1] from the base model
     (``coevo.training.delta``: sum over layers of ``||s B A||_F``). ``None``: not measured.
     """
 
@@ -263,6 +285,6 @@ class MetaState(TypedDict, total=False):
     """Replaced by ``final_test``: the test evaluation of ``"start"`` (H0, W0) and ``"final"`` (H[T], W[T])."""
 
 
-STATE_MODELS: tuple[type[BaseModel], ...] = (Direction, CandidateChecks, Candidate, TaskOutcome, EvalSummary, GatePair,
-                                             GateDecision, CandidateOutcome, WeightStage, RoundSummary)
+STATE_MODELS: tuple[type[BaseModel], ...] = (Evidence, Direction, CandidateChecks, Candidate, TaskOutcome, EvalSummary,
+                                             GatePair, GateDecision, CandidateOutcome, WeightStage, RoundSummary)
 """Every pydantic model the meta state holds: the checkpointer's deserialisation allow-list."""

@@ -3,7 +3,9 @@
 Every policy is a LangChain ``BaseChatModel``. A model that knows its tokens (the local
 transformers backend, a vLLM server asked for logprobs) puts them in the reply's
 ``response_metadata[TOKENS_KEY]`` as ``{"prompt_token_ids": [...], "completion_token_ids": [...],
-"logprobs": [...]}``; usage goes in the standard ``usage_metadata``; a LiteLLM cost goes in
+"logprobs": [...]}``; a model that could not get them (a server that does not return them) puts the
+reason in ``response_metadata[MISSING_TOKENS_KEY]`` instead (``ModelCall.missing_tokens``); usage
+goes in the standard ``usage_metadata``; a LiteLLM cost goes in
 ``response_metadata["cost_usd"]``. How a reply is obtained on the hot path (``areply``) is in
 ``coevo.compat``.
 """
@@ -14,7 +16,9 @@ from typing import Any, Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, messages_to_dict
 
-from coevo.models.trajectory import ModelCall
+from coevo.models.trajectory import MISSING_TOKENS_KEY, ModelCall
+
+__all__ = ["TOKENS_KEY", "MISSING_TOKENS_KEY", "record_call"]
 
 TOKENS_KEY = "coevo_tokens"
 

@@ -12,13 +12,18 @@ What it adds over a bare call:
 - token usage in ``usage_metadata`` and the LiteLLM cost in ``response_metadata["cost_usd"]``;
 - tool calls mapped to ``AIMessage.tool_calls``;
 - best-effort token ids and logprobs in ``response_metadata[TOKENS_KEY]`` when the server returns
-  them (vLLM with ``logprobs`` + ``return_tokens_as_token_ids``).
+  them (vLLM with ``logprobs`` + ``return_tokens_as_token_ids``); when it does not (an API model,
+  ``transformers serve``), ``response_metadata[MISSING_TOKENS_KEY]`` says so, the trajectory carries
+  that reason (``ModelCall.missing_tokens``) and the training paths refuse it;
+- a placeholder API key for a self-hosted ``openai/`` server (``api_base`` set, no key anywhere):
+  such servers take any key, while the OpenAI client refuses to send none.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import re
 from typing import Any, Iterator, Sequence
 
@@ -38,10 +43,21 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from coevo.models.base import TOKENS_KEY
+from coevo.models.base import MISSING_TOKENS_KEY, TOKENS_KEY
 from coevo.models.messages import decode_arguments, messages_to_openai, tool_schema
 
 _TOKEN_ID = re.compile(r"^token_id:(\d+)$")
+SERVER_KEY = "EMPTY"
+"""The API key sent to a self-hosted OpenAI-compatible server when none is configured."""
+
+
+def server_api_key(model: str, api_base: str | None, api_key: str | None) -> str | None:
+    """The key to send: ``api_key`` when given; ``SERVER_KEY`` for an ``openai/`` model on a
+    self-hosted ``api_base`` when ``$OPENAI_API_KEY`` is unset too; else None (LiteLLM reads the
+    provider's usual environment variable)."""
+    if api_key is not None or not api_base or not model.startswith("openai/") or os.environ.get("OPENAI_API_KEY"):
+        return api_key
+    return SERVER_KEY
 
 
 class LiteLLMCallError(RuntimeError):
@@ -179,9 +195,12 @@ class LiteLLMChatModel(BaseChatModel):
     def _params(self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]) -> dict[str, Any]:
         params: dict[str, Any] = {"model": self.model, "messages": messages_to_openai(messages),
                                   "timeout": self.timeout_s, "max_retries": 0, "drop_params": self.drop_params}
-        for key in ("api_base", "api_key", "temperature", "top_p", "seed", "max_tokens", "stop"):
+        for key in ("api_base", "temperature", "top_p", "seed", "max_tokens", "stop"):
             if getattr(self, key) is not None:
                 params[key] = getattr(self, key)
+        key = server_api_key(self.model, self.api_base, self.api_key)
+        if key is not None:
+            params["api_key"] = key
         if self.tools:
             params["tools"] = self.tools
         params.update(self.model_kwargs)
@@ -191,14 +210,16 @@ class LiteLLMChatModel(BaseChatModel):
         if "tools" in call:
             call["tools"] = [tool_schema(t) for t in call["tools"]]
         params.update(call)
-        wants_tokens = self.request_tokens if self.request_tokens is not None else self.model.startswith("hosted_vllm/")
-        if wants_tokens:
+        if self._wants_tokens():
             params.setdefault("logprobs", True)
             extra = dict(params.get("extra_body") or {})
             extra.setdefault("return_tokens_as_token_ids", True)
             extra.setdefault("return_token_ids", True)
             params["extra_body"] = extra
         return params
+
+    def _wants_tokens(self) -> bool:
+        return self.request_tokens if self.request_tokens is not None else self.model.startswith("hosted_vllm/")
 
     def _result(self, response: Any) -> ChatResult:
         choice = response.choices[0]
@@ -213,6 +234,10 @@ class LiteLLMChatModel(BaseChatModel):
         tokens = _tokens(response, choice)
         if tokens is not None:
             metadata[TOKENS_KEY] = tokens
+        else:
+            where = self.api_base or "its provider"
+            metadata[MISSING_TOKENS_KEY] = (f"{self.model} at {where} returned no token ids or logprobs "
+                                            f"(request_tokens={bool(self._wants_tokens())})")
         reply = AIMessage(
             content=_get(message, "content") or "", tool_calls=calls, invalid_tool_calls=invalid,
             response_metadata=metadata, id=_get(response, "id"),
@@ -245,16 +270,17 @@ class LiteLLMChatModel(BaseChatModel):
         except Exception as exc:
             raise self._failure(exc, retrying.statistics.get("attempt_number", 1)) from exc
 
-    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
-                  run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
+    def complete(self, messages: list[BaseMessage], stop: list[str] | None = None, **kwargs: Any) -> ChatResult:
+        """One call with this model's retries (what ``invoke`` runs underneath): ``messages`` in,
+        a ``ChatResult`` with one generation out. Raises ``LiteLLMCallError``."""
         params = self._params(messages, stop, kwargs)
         retrying = Retrying(**self._retry_args())
         with self._failures(retrying):
             response = retrying(litellm.completion, **params)
         return self._result(response)
 
-    async def _agenerate(self, messages: list[BaseMessage], stop: list[str] | None = None,
-                         run_manager: AsyncCallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
+    async def acomplete(self, messages: list[BaseMessage], stop: list[str] | None = None, **kwargs: Any) -> ChatResult:
+        """Async ``complete``: each attempt bounded by ``timeout_s``. Raises ``LiteLLMCallError``."""
         params = self._params(messages, stop, kwargs)
 
         async def attempt() -> Any:
@@ -268,3 +294,11 @@ class LiteLLMChatModel(BaseChatModel):
         with self._failures(retrying):
             response = await retrying(attempt)
         return self._result(response)
+
+    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                  run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
+        return self.complete(messages, stop, **kwargs)
+
+    async def _agenerate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                         run_manager: AsyncCallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
+        return await self.acomplete(messages, stop, **kwargs)

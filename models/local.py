@@ -106,7 +106,8 @@ class LocalChatModel(BaseChatModel):
         copy = self.model_copy(update={"tools": [tool_schema(t) for t in tools]})
         return copy.bind(**kwargs) if kwargs else copy
 
-    def _request(self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]) -> GenerationRequest:
+    def _request(self, messages: list[BaseMessage], stop: list[str] | None,
+                 kwargs: dict[str, Any]) -> GenerationRequest:
         unknown = set(kwargs) - {"temperature", "top_p", "seed", "max_tokens", "stop", "tools", "tool_choice"}
         if unknown:
             raise TypeError(f"LocalChatModel got unsupported call arguments {sorted(unknown)}")

@@ -8,6 +8,16 @@ Forms (``load_model`` docstring has the details)::
     local:smollm2-135m+/path/to/adapter
     litellm:openai/gpt-4o-mini               any LiteLLM model string (API key from the usual env var)
     litellm:hosted_vllm/NAME                 a vLLM server; api_base from COEVO_VLLM_API_BASE or api_base=
+    litellm:openai/NAME?api_base=URL         any OpenAI-compatible server (transformers serve, llama.cpp, vLLM)
+    litellm:openai/NAME?api_base=URL1,URL2   the same model on several servers (``RouterChatModel``)
+    router:models.yaml                       a LiteLLM Router model list file (``router_from_file``)
+
+Settings ride in the reference after ``?`` (``key=value`` joined by ``&``; numbers and booleans are
+parsed, ``api_base`` may list several URLs separated by commas), so a reference in a run config, in
+``--meta-model`` or on a Ray worker is complete by itself; keyword arguments to ``load_model``
+(``coevo eval --set KEY=VALUE``) override them. Every model ``load_model`` builds remembers its
+reference in ``metadata["coevo_ref"]`` (and its settings in ``metadata["coevo_settings"]``): a Ray
+worker rebuilds the same model from them (``coevo.evaluation.executors``).
 
 Local engines are cached per (base path, device, dtype): every ``load_model`` of the same base
 returns a new ``LocalChatModel`` (its own decoding settings) over one shared ``LocalEngine``, so
@@ -18,6 +28,7 @@ different adapters of one base still decode in one ``generate`` call.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from pathlib import Path
@@ -34,7 +45,10 @@ VALID_FORMS = (
     "local:smollm2-135m+/path/to/adapter",
     "litellm:openai/gpt-4o-mini",
     "litellm:hosted_vllm/NAME (api_base from $COEVO_VLLM_API_BASE or api_base=...)",
+    "litellm:openai/NAME?api_base=http://host:port/v1[,http://host2:port/v1]",
+    "router:/path/to/model_list.yaml",
 )
+REF_KEY, SETTINGS_KEY = "coevo_ref", "coevo_settings"
 VLLM_API_BASE_ENV = "COEVO_VLLM_API_BASE"
 ENGINE_KWARGS = ("device", "dtype", "max_batch", "batch_window_s")
 
@@ -105,18 +119,121 @@ def clear_model_cache() -> None:
         _engines.clear()
 
 
+def _value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def split_settings(ref: str) -> tuple[str, dict[str, Any]]:
+    """``"litellm:openai/m?api_base=http://h:8000/v1&timeout_s=30"`` -> ``("litellm:openai/m",
+    {"api_base": "http://h:8000/v1", "timeout_s": 30})``. Values are JSON-parsed when they parse
+    (numbers, booleans), else kept as text; ``api_base=A,B`` gives the list ``[A, B]``. A ``local:``
+    reference has no settings part (``?`` may be part of a path). Raises ``ModelRefError`` for an
+    item without ``=``."""
+    if ref.startswith("local:") or "?" not in ref:
+        return ref, {}
+    head, _, query = ref.partition("?")
+    settings: dict[str, Any] = {}
+    for item in filter(None, query.split("&")):
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise ModelRefError(f"setting {item!r} in {ref!r} is not key=value; write e.g. "
+                                f"{head}?api_base=http://localhost:8000/v1")
+        settings[key] = value.split(",") if key == "api_base" and "," in value else _value(value)
+    return head, settings
+
+
+def litellm_kwargs(model: str) -> tuple[str, dict[str, Any]]:
+    """A LiteLLM model string with optional ``?settings`` (as a meta role's ``--meta-model`` takes it)
+    -> ``(model, keyword arguments for litellm.completion)``, with a placeholder key for an
+    ``openai/`` model on a self-hosted ``api_base`` (``server_api_key``). Raises ``ModelRefError``
+    for a malformed settings part or several ``api_base`` s (meta roles call one server)."""
+    from coevo.models.litellm_model import server_api_key
+
+    name, settings = split_settings(model)
+    if isinstance(settings.get("api_base"), list):
+        raise ModelRefError(f"{model!r} names several servers; a meta role calls one: keep one api_base")
+    key = server_api_key(name, settings.get("api_base"), settings.pop("api_key", None))
+    return name, {**settings, **({"api_key": key} if key else {})}
+
+
+def _litellm(rest: str, ref: str, decoding: dict[str, Any], metadata: dict[str, Any]) -> BaseChatModel:
+    from coevo.models.litellm_model import LiteLLMChatModel
+
+    if not rest:
+        raise ModelRefError(f"empty LiteLLM model in {ref!r}; {_forms()}")
+    if rest.startswith("hosted_vllm/"):
+        decoding.setdefault("api_base", os.environ.get(VLLM_API_BASE_ENV))
+        if not decoding["api_base"]:
+            raise ModelRefError(f"{ref!r} needs the vLLM server's URL: set ${VLLM_API_BASE_ENV} "
+                                "(e.g. http://localhost:8000/v1) or pass api_base=...")
+        metadata[SETTINGS_KEY].setdefault("api_base", decoding["api_base"])  # a Ray worker may lack the env var
+    bases = decoding.get("api_base")
+    if isinstance(bases, str) and "," in bases:
+        bases = bases.split(",")
+    if not isinstance(bases, (list, tuple)):
+        return LiteLLMChatModel(model=rest, **decoding)
+    from coevo.models.router import RouterChatModel
+
+    router_keys = {k: decoding.pop(k) for k in ("cooldown_s", "max_attempts", "wait_max_s") if k in decoding}
+    decoding.pop("api_base")
+    decoding.setdefault("max_retries", 0)
+    return RouterChatModel(servers=[LiteLLMChatModel(model=rest, api_base=b, **decoding) for b in bases], **router_keys)
+
+
+def router_from_file(path: str, model_name: str | None = None, **overrides: Any) -> BaseChatModel:
+    """A ``RouterChatModel`` from a LiteLLM Router config file (YAML or JSON): its ``model_list``
+    entries ``{"model_name": ..., "litellm_params": {"model", "api_base", "api_key", ...}}`` of group
+    ``model_name`` (default: the only group), ``router_settings.cooldown_time`` (seconds) as the
+    cooldown. ``overrides`` (decoding settings) apply to every server. Raises ``ModelRefError`` for
+    a missing file, no ``model_list``, or an unknown or ambiguous group."""
+    import yaml
+
+    from coevo.models.litellm_model import LiteLLMChatModel
+    from coevo.models.router import RouterChatModel
+
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise ModelRefError(f"router file {path!r} does not exist; write a LiteLLM Router model_list (YAML)")
+    data = yaml.safe_load(file.read_text()) or {}
+    entries = data.get("model_list") if isinstance(data, dict) else None
+    if not entries:
+        raise ModelRefError(f"router file {path!r} has no model_list: list entries like "
+                            "{model_name: policy, litellm_params: {model: openai/NAME, api_base: http://host:8000/v1}}")
+    groups = sorted({e.get("model_name") for e in entries})
+    if model_name is None and len(groups) > 1:
+        raise ModelRefError(f"router file {path!r} has several model groups {groups}; pick one with ?model=NAME")
+    model_name = model_name or groups[0]
+    chosen = [e.get("litellm_params") or {} for e in entries if e.get("model_name") == model_name]
+    if not chosen:
+        raise ModelRefError(f"router file {path!r} has no model group {model_name!r}; groups: {groups}")
+    fields = set(LiteLLMChatModel.model_fields)
+    servers = []
+    for params in chosen:
+        params = {"timeout_s" if k == "timeout" else k: v for k, v in params.items()}
+        known = {k: v for k, v in params.items() if k in fields}
+        extra = {k: v for k, v in params.items() if k not in fields}
+        servers.append(LiteLLMChatModel(**{"max_retries": 0, **known, **overrides, "model_kwargs": extra}))
+    settings = data.get("router_settings") or {}
+    router_keys = {"cooldown_s": float(settings["cooldown_time"])} if "cooldown_time" in settings else {}
+    return RouterChatModel(servers=servers, **router_keys)
+
+
 def load_model(ref: str, **decoding: Any) -> BaseChatModel:
     """Chat model for a reference string (see the module docstring for the forms).
 
     Args:
-        ref: ``local:...`` or ``litellm:...``.
+        ref: ``local:...``, ``litellm:...[?settings]`` or ``router:FILE[?settings]``.
         **decoding: chat-model fields — ``temperature``, ``top_p``, ``seed``, ``max_tokens``,
             ``stop``; for ``local:`` also the engine options ``device``, ``dtype``, ``max_batch``,
             ``batch_window_s``; for ``litellm:`` any ``LiteLLMChatModel`` field (``api_base``,
             ``timeout_s``, ``max_retries``, ...).
 
     Returns: a ``LocalChatModel`` (sharing a cached engine; with ``+adapter`` its ``adapter`` names
-    the adapter loaded into that engine) or a ``LiteLLMChatModel``.
+    the adapter loaded into that engine), a ``LiteLLMChatModel``, or a ``RouterChatModel`` over
+    several servers; its ``metadata`` holds ``ref`` and ``decoding`` (``REF_KEY``, ``SETTINGS_KEY``).
 
     Raises: ``ModelRefError`` for an unknown scheme, a malformed reference, a missing path, or a
     ``hosted_vllm/`` model with no ``api_base``; ``SmolLM2NotInstalledError`` when
@@ -124,7 +241,10 @@ def load_model(ref: str, **decoding: Any) -> BaseChatModel:
     """
     if not isinstance(ref, str) or ":" not in ref:
         raise ModelRefError(f"model reference {ref!r} has no scheme; {_forms()}")
-    scheme, _, rest = ref.partition(":")
+    head, settings = split_settings(ref)
+    metadata = {REF_KEY: ref, SETTINGS_KEY: dict(decoding)}
+    decoding = {**settings, **decoding}
+    scheme, _, rest = head.partition(":")
     if scheme == "local":
         from coevo.models.local import LocalChatModel
 
@@ -134,16 +254,12 @@ def load_model(ref: str, **decoding: Any) -> BaseChatModel:
             raise ModelRefError(f"adapter {adapter!r} is not a PEFT adapter directory (no adapter_config.json)")
         engine = local_engine(base, **engine_kwargs)
         name = engine.add_adapter(adapter) if adapter else None
-        return LocalChatModel(engine=engine, adapter=name, **decoding)
+        return LocalChatModel(engine=engine, adapter=name, metadata=metadata, **decoding)
     if scheme == "litellm":
-        from coevo.models.litellm_model import LiteLLMChatModel
-
-        if not rest:
-            raise ModelRefError(f"empty LiteLLM model in {ref!r}; {_forms()}")
-        if rest.startswith("hosted_vllm/"):
-            decoding.setdefault("api_base", os.environ.get(VLLM_API_BASE_ENV))
-            if not decoding["api_base"]:
-                raise ModelRefError(f"{ref!r} needs the vLLM server's URL: set ${VLLM_API_BASE_ENV} "
-                                    "(e.g. http://localhost:8000/v1) or pass api_base=...")
-        return LiteLLMChatModel(model=rest, **decoding)
-    raise ModelRefError(f"unknown model scheme {scheme!r} in {ref!r}; {_forms()}")
+        model = _litellm(rest, ref, decoding, metadata)
+    elif scheme == "router":
+        model = router_from_file(rest, decoding.pop("model", None), **decoding)
+    else:
+        raise ModelRefError(f"unknown model scheme {scheme!r} in {ref!r}; {_forms()}")
+    model.metadata = metadata
+    return model

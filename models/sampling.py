@@ -88,6 +88,10 @@ class RowSampler(LogitsProcessor):
         self.logprobs: list[torch.Tensor] = []
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        """One decoding step: ``scores`` ``(B, V)`` next-token logits -> ``(B, V)`` scores that are 0
+        at each row's chosen token and ``-inf`` elsewhere; appends the chosen ids and their logprobs
+        (natural log, under the row's sampling distribution) to ``tokens``/``logprobs``.
+        ``input_ids`` ``(B, T)`` is unused."""
         scores = scores.float()
         chosen = scores.argmax(dim=-1)
         logp = torch.log_softmax(scores, dim=-1)
@@ -129,6 +133,9 @@ class RowStop(StoppingCriteria):
         self.reasons: list[str] = ["length"] * len(requests)
 
     def __call__(self, input_ids: torch.LongTensor, scores: Any, **kwargs: Any) -> torch.BoolTensor:
+        """After a decoding step: ``input_ids`` ``(B, T)`` prompt plus generated tokens -> ``(B,)``
+        booleans, True for each row that has ended (EOS, a stop string, or ``max_tokens``); records
+        the row's kept length in ``ends`` and why in ``reasons`` the first time it ends."""
         n = input_ids.shape[1] - self.width
         done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
         last = input_ids[:, -1].tolist()

@@ -14,6 +14,13 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+MISSING_TOKENS_KEY = "coevo_tokens_missing"
+"""``response_metadata`` key of a reply whose model could not return token ids/logprobs: the reason."""
+
+
+class MissingTokensError(ValueError):
+    """A trajectory without sampled token ids reached a path that trains on them (GRPO, RSFT)."""
+
 
 class ModelCall(BaseModel):
     """One model call: the messages it saw, the reply it gave, and its tokens when known.
@@ -32,6 +39,13 @@ class ModelCall(BaseModel):
     output_tokens: int = 0
     cost_usd: float = 0.0
     latency_s: float = 0.0
+
+    @property
+    def missing_tokens(self) -> str | None:
+        """Why this call has no token ids (the server could not return them), or None."""
+        if self.completion_token_ids is not None:
+            return None
+        return ((self.output.get("data") or {}).get("response_metadata") or {}).get(MISSING_TOKENS_KEY)
 
 
 class Segment(BaseModel):
@@ -101,6 +115,23 @@ class Trajectory(BaseModel):
         """Turn-level interface-mismatch rate (CoEvo-RSI): the fraction of model turns with at least one
         interface violation, in [0, 1]; 0 with no turns."""
         return self.violation_turns / self.model_turns if self.model_turns else 0.0
+
+    @property
+    def missing_tokens(self) -> str | None:
+        """The reason the first call without token ids gives (``ModelCall.missing_tokens``), or None
+        when every call that could carry them does."""
+        return next((reason for call in self.calls if (reason := call.missing_tokens)), None)
+
+    def require_tokens(self) -> None:
+        """Raise ``MissingTokensError`` when a model call of this trajectory came without token ids
+        because its server could not return them (training needs the sampled tokens)."""
+        reason = self.missing_tokens
+        if reason:
+            raise MissingTokensError(
+                f"trajectory {self.id} (task {self.task_id}) has model calls without token ids: {reason}. GRPO and "
+                "RSFT train on the sampled tokens: sample with a local: policy or a vLLM server "
+                "(litellm:hosted_vllm/NAME asks for logprobs and token ids); servers such as `transformers serve` "
+                "are for evaluation only")
 
     def segments(self) -> list[Segment]:
         """Training sequences with a policy-token loss mask.

@@ -3,8 +3,10 @@
 Accept iff the candidate's validation score c beats the incumbent's b by more than
 ``gate.min_margin`` (a tie is rejected) and, when configured, a paired test on the per-task
 outcomes agrees (one-sided paired bootstrap on reward differences, or exact McNemar on pass/fail
-pairs, at level ``gate.alpha``). Every decision is stored with b, c, the pairs and the reason.
-With ``approve`` a person confirms each decision through a LangGraph ``interrupt``.
+pairs, at level ``gate.alpha``). Every decision is stored with b, c, the pairs and the reason; the
+reason states the paired difference c − b with its 95 % interval over the val tasks.
+With ``approve`` a person confirms each decision through a LangGraph ``interrupt`` (one question
+per candidate, answered by its interrupt id; ``coevo.meta.run``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
 from coevo.config import GateConfig
+from coevo.evaluation.stats import difference_estimate
 from coevo.meta.context import MetaContext, services
 from coevo.meta.state import GateDecision, GatePair, MetaState
 from coevo.storage.tables import GateDecisionRecord
@@ -38,9 +41,27 @@ def mcnemar_p(b_only: int, c_only: int) -> float:
     return sum(math.comb(n, k) for k in range(c_only, n + 1)) / 2 ** n
 
 
+def _signed(x: float, plus: bool = False) -> str:
+    x = round(x, 2) + 0.0  # no "-0.00"
+    return (f"{x:+.2f}" if plus else f"{x:.2f}").replace("-", "−")
+
+
+def difference_text(pairs: list[GatePair], seed: int = 0) -> str:
+    """The paired difference over the per-task ``pairs`` with its 95 % interval
+    (``coevo.evaluation.stats.difference_estimate``), e.g. ``c − b = +0.10 [−0.05, 0.25] over 10 tasks``."""
+    est = difference_estimate([p.b for p in pairs], [p.c for p in pairs], seed=seed)
+    return f"c − b = {_signed(est.mean, plus=True)} [{_signed(est.low)}, {_signed(est.high)}] over {est.n} tasks"
+
+
 def decide(b: float, c: float, pairs: list[GatePair], cfg: GateConfig, seed: int = 0) -> tuple[bool, str]:
     """The gate rule on scores ``b`` (incumbent) and ``c`` (candidate) and the per-task ``pairs``.
-    Returns ``(accepted, reason)``."""
+    Returns ``(accepted, reason)``; with pairs, the reason ends with their paired difference and
+    its 95 % interval (``difference_text``)."""
+    accepted, reason = _rule(b, c, pairs, cfg, seed)
+    return accepted, f"{reason}; {difference_text(pairs, seed)}" if pairs else reason
+
+
+def _rule(b: float, c: float, pairs: list[GatePair], cfg: GateConfig, seed: int) -> tuple[bool, str]:
     if not c > b + cfg.min_margin:
         margin = f" by more than {cfg.min_margin}" if cfg.min_margin else ""
         return False, f"c={c:.4f} does not beat b={b:.4f}{margin}"
@@ -69,9 +90,11 @@ def gate(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
         pairs = GatePair.pairs(incumbent, candidate)
         accepted, reason = decide(b, c, pairs, ctx.config.gate, ctx.config.seed)
         if ctx.approve:
+            # one interrupt per candidate, in order: LangGraph ids each by its place, and a resume
+            # answers exactly the ids it names (an unanswered question stays pending)
             answer = interrupt({"round": rnd, "incumbent": inc_id, "candidate": candidate.harness_id, "b": b, "c": c,
                                 "gate_says": accepted, "reason": reason, "question": "accept this candidate? (yes/no)"})
-            human = str(answer).strip().lower() in ("y", "yes", "true", "1", "accept")
+            human = str(answer).strip().lower() in ("y", "yes", "accept")
             reason, accepted = f"{reason}; person {'accepted' if human else 'rejected'}", human
         decision = GateDecision(id=f"{ctx.run_id}-r{rnd}-{candidate.harness_id[:12]}", run_id=ctx.run_id, round=rnd,
                                 incumbent_id=inc_id, candidate_id=candidate.harness_id, b=b, c=c, accepted=accepted,

@@ -1,22 +1,74 @@
-"""The run report: an HTML page with PNG plots and the final harness diff against H0 (``coevo report``)."""
+"""The run report: an HTML page with PNG plots and the final harness diff against H0 (``coevo report``).
+Every score is written with its 95 % interval and n (``coevo.report.numbers``)."""
 
 from __future__ import annotations
 
 import html
 from pathlib import Path
+from typing import Any
 
+from coevo.evaluation.results import paired_difference
+from coevo.evaluation.stats import score_estimate
+from coevo.harnesses import diff, load_harness
+from coevo.report.numbers import difference_text, plain, score_text, stored_estimate
 from coevo.report.plots import lineage_plot, train_plot, validation_plot
 from coevo.report.stages import weight_stages
-from coevo.harnesses import diff, load_harness
 from coevo.storage import Archive
 
 
-def _f(x: float | None, fmt: str = ".3f") -> str:
-    return "–" if x is None else format(x, fmt)
+def _gate_row(d: Any) -> str:
+    """One gate decision: b and c each with the interval of its per-task values (the stored pairs)."""
+    b = score_estimate([p["b"] for p in d.pairs]) if d.pairs else None
+    c = score_estimate([p["c"] for p in d.pairs]) if d.pairs else None
+    return (f"<tr><td>{d.round}</td><td>{d.candidate_id[:12]}</td><td>{score_text(b) if b else plain(d.b)}</td>"
+            f"<td>{score_text(c) if c else plain(d.c)}</td><td>{'accepted' if d.accepted else 'rejected'}</td>"
+            f"<td>{html.escape(d.reason)}</td></tr>")
 
 
-def write_report(run_id: str, db: str, out_dir: Path) -> Path:
-    """Write ``out_dir/index.html`` (+ PNGs) for run ``run_id`` from the archive at ``db``.
+def _test_rows(state: dict[str, Any] | None, evals: list[Any]) -> str:
+    """The test table's rows: the start and final pairs and their paired difference when the run's
+    final ``state`` is given, else every stored test evaluation of the run."""
+    test = (state or {}).get("test") or {}
+    if test:
+        start, final = test["start"], test["final"]
+        rows = [(name, e.harness_id, e.checkpoint_id, score_text(e.estimate), plain(e.pass_at_k),
+                 plain(e.trivial_baseline)) for name, e in (("start pair (H0, W0)", start), ("final pair", final))]
+        difference = paired_difference(start.per_task, final.per_task)
+        rows.append(("final − start (paired)", "", "", difference_text(difference), "", ""))
+    else:
+        rows = [("", e.harness_id, e.checkpoint_id, score_text(stored_estimate(e.aggregates)),
+                 plain(e.aggregates.get("pass_at_k")), plain(e.aggregates.get("trivial_baseline")))
+                for e in evals if e.split == "test"]
+    rows = [(name, harness[:12], checkpoint[:24], *rest) for name, harness, checkpoint, *rest in rows]
+    return "".join("<tr>" + "".join(f"<td>{html.escape(str(x))}</td>" for x in row) + "</tr>" for row in rows)
+
+
+def _stage_table(archive: Archive, run_id: str) -> str:
+    """The run's weight stages (``coevo.report.stages``): val of the harness each trained under,
+    before and after it, train reward, effective groups and the size of its change; "" without any."""
+    stages = weight_stages(archive, run_id)
+    if not stages:
+        return ""
+    rows = "".join(f"<tr><td>{s.parent[:18]} → {s.checkpoint[:18]}</td><td>{s.harness_id[:12]}</td>"
+                   f"<td>{plain(s.val_before)} → {plain(s.val_after)} (n={s.n_val})</td>"
+                   f"<td>{plain(s.train_reward)}</td>"
+                   f"<td>{plain(s.effective_group_rate)} ({plain(s.contrast_rate)})</td><td>{_g(s.delta_norm)}</td>"
+                   f"<td>{_g(s.total_delta_norm)}</td></tr>" for s in stages)
+    return ("<h2>Weight stages</h2><p>val of the harness each stage trained under, before and after the stage (same "
+            "tasks, same seeds); ||ΔW||: sum over LoRA layers of ||s·B·A||<sub>F</sub>, the stage's own change and "
+            "the checkpoint's change from the base model.</p><table><tr><th>checkpoint</th><th>harness</th>"
+            "<th>val before → after</th><th>train reward</th><th>effective groups (with reward contrast)</th>"
+            f"<th>||ΔW|| stage</th><th>||ΔW|| total</th></tr>{rows}</table>")
+
+
+def _g(x: float | None) -> str:
+    return "–" if x is None else f"{x:.4g}"
+
+
+def write_report(run_id: str, db: str, out_dir: Path, state: dict[str, Any] | None = None) -> Path:
+    """Write ``out_dir/index.html`` (+ PNGs) for run ``run_id`` from the archive at ``db``; with the
+    run's final ``state`` (``run_meta``'s result, or ``coevo.meta.run.read_state``) the test table
+    names the start and final pairs and prints their paired difference.
 
     Raises ``ValueError`` when the run is not in the archive.
     """
@@ -36,7 +88,8 @@ def write_report(run_id: str, db: str, out_dir: Path) -> Path:
     base = next((h for h in harnesses if h.origin == "base"), None)
     figures = []
     if decisions:
-        figures.append(("Validation score per round", validation_plot(decisions, trivial_val, out_dir / "validation.png")))
+        figures.append(("Validation score per round",
+                        validation_plot(decisions, trivial_val, out_dir / "validation.png")))
     if steps:
         figures.append(("Train reward per step", train_plot(steps, trivial_train, out_dir / "train_reward.png")))
     if harnesses:
@@ -44,31 +97,25 @@ def write_report(run_id: str, db: str, out_dir: Path) -> Path:
     final_diff = ""
     if base is not None:
         final = archive.get_harness(accepted[-1]) if accepted else base
-        final_diff = diff(load_harness(base.spec), load_harness(final.spec)) or "(the final harness is H0: no candidate was accepted)"
-    tests = {e.harness_id: e.aggregates for e in evals if e.split == "test"}
-    rows = "".join(f"<tr><td>{d.round}</td><td>{d.candidate_id[:12]}</td><td>{d.b:.3f}</td><td>{d.c:.3f}</td>"
-                   f"<td>{'accepted' if d.accepted else 'rejected'}</td><td>{html.escape(d.reason)}</td></tr>" for d in decisions)
-    test_rows = "".join(f"<tr><td>{h[:12]}</td><td>{a.get('mean_reward', 0):.3f}</td><td>{a.get('pass_at_k', 0):.3f}</td>"
-                        f"<td>{a.get('trivial_baseline')}</td></tr>" for h, a in tests.items())
-    stages = weight_stages(archive, run_id)
-    stage_rows = "".join(f"<tr><td>{s.parent[:18]} → {s.checkpoint[:18]}</td><td>{s.harness_id[:12]}</td>"
-                         f"<td>{_f(s.val_before)} → {_f(s.val_after)} (n={s.n_val})</td><td>{_f(s.train_reward)}</td>"
-                         f"<td>{_f(s.effective_group_rate)} ({_f(s.contrast_rate)})</td><td>{_f(s.delta_norm, '.4g')}</td>"
-                         f"<td>{_f(s.total_delta_norm, '.4g')}</td></tr>" for s in stages)
-    stage_table = ("<h2>Weight stages</h2><p>val of the harness each stage trained under, before and after the "
-                   "stage (same tasks, same seeds); ||ΔW||: sum over LoRA layers of ||s·B·A||<sub>F</sub>, the "
-                   "stage's own change and the checkpoint's change from the base model.</p><table><tr><th>checkpoint"
-                   "</th><th>harness</th><th>val before → after</th><th>train reward</th><th>effective groups (with reward contrast)</th>"
-                   f"<th>||ΔW|| stage</th><th>||ΔW|| total</th></tr>{stage_rows}</table>") if stages else ""
+        final_diff = (diff(load_harness(base.spec), load_harness(final.spec))
+                      or "(the final harness is H0: no candidate was accepted)")
+    rows = "".join(_gate_row(d) for d in decisions)
+    test_rows = _test_rows(state, evals)
     imgs = "".join(f"<h2>{t}</h2><img src='{p.name}' alt='{t}'>" for t, p in figures)
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>coevo run {run_id}</title>
-<style>body{{font-family:sans-serif;max-width:960px;margin:2em auto}}td,th{{padding:4px 8px;border-bottom:1px solid #ddd}}
+<style>body{{font-family:sans-serif;max-width:960px;margin:2em auto}}\
+td,th{{padding:4px 8px;border-bottom:1px solid #ddd}}
 pre{{background:#f6f6f6;padding:1em;overflow:auto}}</style></head><body>
 <h1>coevo run <code>{run_id}</code></h1><p>strategy <b>{run.strategy}</b>, status {run.status},
-env <code>{html.escape(str(run.config.get('env', {}).get('ref', '')))}</code>, policy <code>{html.escape(str(run.config.get('policy', '')))}</code>;
+env <code>{html.escape(str(run.config.get('env', {}).get('ref', '')))}</code>, \
+policy <code>{html.escape(str(run.config.get('policy', '')))}</code>;
 trivial-policy baseline on val: {trivial_val}</p>
-<h2>Gate decisions</h2><table><tr><th>round</th><th>candidate</th><th>b (incumbent)</th><th>c (candidate)</th><th>decision</th><th>reason</th></tr>{rows}</table>
-{stage_table}<h2>Test</h2><table><tr><th>harness</th><th>mean reward</th><th>pass@k</th><th>trivial</th></tr>{test_rows}</table>
+<p>Scores: mean [95 % interval] n = tasks (Wilson for pass/fail, bootstrap for partial credit; a difference is
+paired per task and significant at 95 % when its interval excludes 0).</p>
+<h2>Gate decisions</h2><table><tr><th>round</th><th>candidate</th><th>b (incumbent, val)</th>\
+<th>c (candidate, val)</th><th>decision</th><th>reason</th></tr>{rows}</table>
+{_stage_table(archive, run_id)}<h2>Test</h2><table><tr><th>pair</th><th>harness</th><th>checkpoint</th>\
+<th>mean reward [95 %] n</th><th>pass@k</th><th>trivial</th></tr>{test_rows}</table>
 {imgs}<h2>Final harness vs H0</h2><pre>{html.escape(final_diff)}</pre></body></html>"""
     path = out_dir / "index.html"
     path.write_text(page)

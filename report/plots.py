@@ -24,8 +24,10 @@ def validation_plot(decisions: Sequence[Any], trivial: float | None, path: Path)
     with the trivial-policy baseline as a dashed line."""
     fig, ax = plt.subplots(figsize=(6, 3.6))
     rounds = sorted({d.round for d in decisions})
-    ax.plot(rounds, [max(d.b for d in decisions if d.round == r) for r in rounds], "o-", color="#444", label="incumbent (b)")
-    for accepted, marker, color, label in ((True, "^", "#2a9d4b", "accepted candidate (c)"), (False, "x", "#d1495b", "rejected candidate (c)")):
+    ax.plot(rounds, [max(d.b for d in decisions if d.round == r) for r in rounds], "o-", color="#444",
+            label="incumbent (b)")
+    for accepted, marker, color, label in ((True, "^", "#2a9d4b", "accepted candidate (c)"),
+                                           (False, "x", "#d1495b", "rejected candidate (c)")):
         pts = [(d.round, d.c) for d in decisions if d.accepted == accepted]
         if pts:
             ax.scatter(*zip(*pts), marker=marker, color=color, s=70, label=label, zorder=3)
@@ -66,9 +68,34 @@ def lineage_plot(harnesses: Sequence[Any], accepted: set[str], path: Path) -> Pa
     for n, d in depth.items():
         layers.setdefault(d, []).append(n)
     pos = {n: (d, -i) for d, ns in layers.items() for i, n in enumerate(sorted(ns))}
-    colors = ["#2a9d4b" if n in {a[:8] for a in accepted} else "#bbbbbb" if g.nodes[n].get("origin") == "base" else "#e8a0a8"
+    colors = ["#2a9d4b" if n in {a[:8] for a in accepted}
+              else "#bbbbbb" if g.nodes[n].get("origin") == "base" else "#e8a0a8"
               for n in g.nodes]
-    fig, ax = plt.subplots(figsize=(max(4, 2.2 * len(layers)), max(2.5, 0.9 * max((len(v) for v in layers.values()), default=1))))
+    fig, ax = plt.subplots(figsize=(max(4, 2.2 * len(layers)),
+                                    max(2.5, 0.9 * max((len(v) for v in layers.values()), default=1))))
     nx.draw_networkx(g, pos, ax=ax, node_color=colors, node_size=1500, font_size=7, arrows=True)
     ax.set_axis_off()
+    return _save(fig, path)
+
+
+def compare_plot(rows: Sequence[Any], trivial: float | None, path: Path) -> Path:
+    """Test score per strategy (``coevo.meta.compare.StrategyRow``): the final pair's mean over seeds
+    as a bar with its 95 % interval, each seed's score as a dot, the start pair (H0, W0) as a grey
+    tick, and the trivial-policy baseline as a dashed line."""
+    fig, ax = plt.subplots(figsize=(max(4.5, 1.3 * len(rows)), 4.4))
+    xs = list(range(len(rows)))
+    means = [r.score.mean for r in rows]
+    errors = [[r.score.mean - r.score.low for r in rows], [r.score.high - r.score.mean for r in rows]]
+    ax.bar(xs, means, color="#8fb8de", yerr=errors, capsize=5, label="final pair, mean over seeds [95 %]")
+    for x, r in zip(xs, rows):
+        ax.scatter([x] * len(r.per_seed), r.per_seed, color="#1f4e79", s=18, zorder=3,
+                   label="one seed" if x == 0 else None)
+        ax.hlines(r.start.mean, x - 0.4, x + 0.4, color="#666", lw=2, label="start pair (H0, W0)" if x == 0 else None)
+    if trivial is not None:
+        ax.axhline(trivial, ls="--", color="#999", label=f"trivial baseline ({trivial:.2f})")
+    ax.set_xticks(xs, [r.strategy for r in rows])
+    ax.set_ylabel("test score (mean reward)")
+    top = max([r.score.high for r in rows] + [trivial or 0.0, 0.05])
+    ax.set_ylim(0, min(1.05, 1.2 * top))
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, frameon=False)
     return _save(fig, path)

@@ -6,11 +6,19 @@ done, the mean score so far and an ETA; a test can pass its own object with the 
 
 from __future__ import annotations
 
+import time
 from typing import Any, Protocol
 
 from rich.console import Console
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
-                           TimeElapsedColumn, TimeRemainingColumn)
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 
 class Reporter(Protocol):
@@ -38,20 +46,23 @@ class NullReporter:
     """Reports nothing."""
 
     def start(self, label: str, total: int) -> Any:
+        """Ignore the job; the handle is ``None``."""
         return None
 
     def update(self, handle: Any, done: int, score: float | None = None) -> None:
-        pass
+        """Ignore the progress."""
 
     def stop(self, handle: Any) -> None:
-        pass
+        """Ignore the end of the job."""
 
     def log(self, message: str) -> None:
-        pass
+        """Drop the message."""
 
 
 class RichReporter:
-    """Rich progress bars: label, bar, done/total, mean score so far, elapsed and ETA.
+    """Rich progress bars: label, bar, done/total, mean score so far, elapsed and ETA; ``log``
+    lines as ``[HH:MM:SS] message``, one line each (never wrapped or suffixed with the source
+    file, so piped output stays greppable).
 
     Use as a context manager (``with RichReporter() as reporter: ...``) so the live display is
     closed even on error; ``transient=True`` erases the bars when it closes.
@@ -72,13 +83,19 @@ class RichReporter:
         self.progress.stop()
 
     def start(self, label: str, total: int) -> Any:
+        """Add a bar named ``label`` for ``total`` units; returns its rich task id."""
         return self.progress.add_task(label, total=total, score="–")
 
     def update(self, handle: Any, done: int, score: float | None = None) -> None:
+        """Move bar ``handle`` to ``done`` units and show ``score`` (3 decimals; "–" when None)."""
         self.progress.update(handle, completed=done, score="–" if score is None else f"{score:.3f}")
 
     def stop(self, handle: Any) -> None:
+        """Redraw so the bar shows its last state; the bar stays until the reporter closes."""
         self.progress.refresh()
 
     def log(self, message: str) -> None:
-        self.progress.console.log(message, markup=False, highlight=False)
+        """Print ``[HH:MM:SS] message`` above the bars, verbatim (no rich markup or highlighting), on one
+        line: never wrapped, never suffixed with the source file (piped output stays greppable)."""
+        self.progress.console.print(f"[{time.strftime('%H:%M:%S')}] {message}", markup=False, highlight=False,
+                                    soft_wrap=True)

@@ -45,7 +45,8 @@ def weight_stages(archive: Archive, run_id: str) -> list[StageRow]:
         before, after = val.get((harness, c.parents[0])), val.get((harness, c.id))
         paired = before is not None and after is not None and (before.seeds, before.task_ids) == (after.seeds,
                                                                                                  after.task_ids)
-        rows.append(StageRow(checkpoint=c.id, parent=c.parents[0], harness_id=harness, train_reward=m.get("reward_mean"),
+        rows.append(StageRow(checkpoint=c.id, parent=c.parents[0], harness_id=harness,
+                             train_reward=m.get("reward_mean"),
                              effective_group_rate=m.get("effective_group_rate"),
                              contrast_rate=m.get("nonzero_std_rate"), delta_norm=m.get("delta_norm"),
                              total_delta_norm=m.get("total_delta_norm"),

@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 from coevo.config import RunConfig
 from coevo.envs.base import Env, Task
 from coevo.harnesses.spec import HarnessSpec
-from coevo.meta.state import Direction
+from coevo.meta.state import Direction, Evidence
 from coevo.models.trajectory import Trajectory
 from coevo.roles.llm import JsonRole
 from coevo.storage.tables import LLMCallRecord
@@ -60,12 +60,13 @@ def failure_cause(t: Trajectory) -> str:
     return "wrong_answer"
 
 
-def excerpt(t: Trajectory, chars: int = 300) -> dict[str, Any]:
-    """Evidence from a *train* trajectory: its answer, last reply and scoring diagnostics."""
+def excerpt(t: Trajectory, chars: int = 300) -> Evidence:
+    """Evidence from a *train* trajectory: its answer and last reply (cut to ``chars``), why it
+    stopped, and its scoring diagnostics (JSON-safe copy)."""
     replies = [m for m in t.messages if m.get("type") == "ai"]
     last = str(replies[-1]["data"].get("content", ""))[:chars] if replies else ""
-    return {"task_id": t.task_id, "answer": (t.final_answer or "")[:chars], "last_reply": last,
-            "stop_reason": t.stop_reason, "diagnostics": json.loads(json.dumps(t.score_detail, default=str))}
+    return Evidence(task_id=t.task_id, answer=(t.final_answer or "")[:chars], last_reply=last,
+                    stop_reason=t.stop_reason, diagnostics=json.loads(json.dumps(t.score_detail, default=str)))
 
 
 class OfflineCurator:
@@ -128,7 +129,7 @@ class LLMCurator(JsonRole):
         if not failed:
             return Curation(reason="no failed train trajectory")
         failed_ids = {t.task_id for t in failed}
-        evidence = [{**excerpt(t), "task": tasks[t.task_id].prompt[:400] if t.task_id in tasks else "",
+        evidence = [{**excerpt(t).model_dump(), "task": tasks[t.task_id].prompt[:400] if t.task_id in tasks else "",
                      "verifier_error": failure_cause(t)} for t in failed[:40]]
 
         def check(reply: CuratorReply) -> None:

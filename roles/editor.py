@@ -82,10 +82,10 @@ class OfflineEditor:
         """The demonstration ops and the ids of the train tasks whose answers they carry."""
         pairs = [(t.task_id, t.final_answer or "") for t in solved if t.split == "train" and t.passed]
         for ev in direction.evidence:  # train scoring diagnostics may carry the expected answer
-            task = tasks.get(ev["task_id"])
-            expected = self.demo_answer(task, ev.get("diagnostics") or {}) if task and task.split == "train" else None
+            task = tasks.get(ev.task_id)
+            expected = self.demo_answer(task, ev.diagnostics) if task and task.split == "train" else None
             if expected:
-                pairs.append((ev["task_id"], expected))
+                pairs.append((ev.task_id, expected))
         ops, used, seen = [], [], set(spec.skills)
         for task_id, answer in pairs:
             name = f"demo_{task_id[-8:]}"
@@ -174,9 +174,9 @@ def evidence_answers(direction: Direction) -> dict[str, str]:
     shows an editor."""
     answers = {}
     for ev in direction.evidence:
-        expected = _expected(None, ev.get("diagnostics") or {})  # type: ignore[arg-type]
+        expected = _expected(None, ev.diagnostics)  # type: ignore[arg-type]
         if expected:
-            answers[ev["task_id"]] = expected
+            answers[ev.task_id] = expected
     return answers
 
 

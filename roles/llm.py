@@ -33,15 +33,19 @@ class JsonReply(Generic[M]):
 
 
 class JsonRole:
-    """A LiteLLM-backed meta role. ``completion_kwargs`` go to ``litellm.completion`` (e.g.
-    ``mock_response`` in tests, ``api_base``, ``temperature``). Stateless: concurrent branches may
-    share one role."""
+    """A LiteLLM-backed meta role. ``model`` is a LiteLLM model string, optionally with settings
+    (``openai/NAME?api_base=http://host:8000/v1&max_tokens=512``: a self-hosted server, as
+    ``coevo.models.refs.litellm_kwargs`` reads it); ``completion_kwargs`` go to ``litellm.completion``
+    too (e.g. ``mock_response`` in tests, ``temperature``). Stateless: concurrent branches may share
+    one role."""
 
     role = "meta"
 
     def __init__(self, model: str, **completion_kwargs: Any) -> None:
-        self.model = model
-        self.kwargs = {"temperature": 0.6, "num_retries": 2, "timeout": 120, **completion_kwargs}
+        from coevo.models.refs import litellm_kwargs
+
+        self.model, settings = litellm_kwargs(model)
+        self.kwargs = {"temperature": 0.6, "num_retries": 2, "timeout": 120, **settings, **completion_kwargs}
 
     def _complete(self, messages: list[dict[str, str]], schema: type[BaseModel]) -> tuple[str, LLMCallRecord]:
         import litellm  # imported on first use: offline runs never load it

@@ -12,26 +12,25 @@ persists from a worker thread while rollouts continue on the event loop).
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from pathlib import Path
 from typing import Any, Iterable, Sequence, TypeVar
 
-import pydantic_core
-from sqlalchemy import Table, create_engine, delete, event, func, inspect, select, text
-from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import OperationalError
-from sqlalchemy.pool import StaticPool
+from sqlalchemy import Table, delete, func, inspect, select, text
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DatabaseError
 from sqlmodel import SQLModel
 
 from coevo.envs.base import Task
 from coevo.models.trajectory import Trajectory
 from coevo.storage import codec
+from coevo.storage.connection import database_url, make_engine
 from coevo.storage.tables import (
     SCHEMA_VERSION,
     TRAJECTORY_FIELDS,
     TRAJECTORY_TOTALS,
+    UPGRADES,
     CheckpointRecord,
     CheckpointRow,
     EditRecord,
@@ -55,11 +54,6 @@ from coevo.storage.tables import (
 
 R = TypeVar("R", bound=SQLModel)
 
-UPGRADES: dict[int, tuple[tuple[str, str], ...]] = {
-    1: (("trajectories", "ALTER TABLE trajectories ADD COLUMN violation_turns INTEGER NOT NULL DEFAULT 0"),),
-}
-"""Schema version -> the (table, SQL) steps that take it to the next version (portable DDL only)."""
-
 _CHUNK = 500
 """Rows per DELETE ... IN (...) statement in the portable upsert (well under SQLite's limit)."""
 
@@ -70,39 +64,6 @@ class ArchiveError(RuntimeError):
 
 class SchemaVersionError(ArchiveError):
     """The database was written by a newer coevo schema than this code understands."""
-
-
-def _url(target: str | Path) -> str:
-    target_text = str(target)
-    if "://" in target_text:
-        return target_text
-    if target_text == ":memory:":
-        return "sqlite://"
-    path = Path(target_text).expanduser()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{path}"
-
-
-def _engine(url: str) -> Engine:
-    kwargs: dict[str, Any] = {
-        "json_serializer": lambda obj: pydantic_core.to_json(obj).decode(),
-        "json_deserializer": json.loads,
-    }
-    if url.startswith("sqlite"):
-        kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
-        if url in ("sqlite://", "sqlite:///:memory:"):
-            kwargs["poolclass"] = StaticPool
-    engine = create_engine(url, **kwargs)
-    if engine.dialect.name == "sqlite":
-
-        @event.listens_for(engine, "connect")
-        def _pragmas(dbapi_conn: Any, _record: Any) -> None:
-            cursor = dbapi_conn.cursor()
-            cursor.execute("PRAGMA journal_mode=WAL")
-            cursor.execute("PRAGMA synchronous=NORMAL")
-            cursor.close()
-
-    return engine
 
 
 def _trajectory_row(traj: Trajectory, evaluation_id: str | None, run_id: str | None) -> dict[str, Any]:
@@ -122,13 +83,13 @@ class Archive:
     """
 
     def __init__(self, target: str | Path = "coevo.db") -> None:
-        self.url = _url(target)
+        self.url = database_url(target)
         self._lock = threading.RLock()
         try:
-            self.engine = _engine(self.url)
+            self.engine = make_engine(self.url)
             self._check_version()
             SQLModel.metadata.create_all(self.engine, tables=self._tables())
-        except OperationalError as exc:
+        except DatabaseError as exc:  # OperationalError (cannot open) or "file is not a database"
             raise ArchiveError(f"cannot open archive {target!s}: {exc.orig}; check the path or URL") from exc
 
     @staticmethod
@@ -230,18 +191,19 @@ class Archive:
 
     def resolve_id(self, kind: str, prefix: str) -> str:
         """The full id of the one ``kind`` row (``runs``, ``harnesses``, ``evaluations``,
-        ``checkpoints``, ``trajectories``...) whose id starts with ``prefix``.
+        ``checkpoints`` (the ``policy_checkpoints`` table), ``trajectories``...) whose id starts with ``prefix``.
 
-        Raises ``ArchiveError`` when none or several match (give more characters).
+        An exact id is never ambiguous. Raises ``ArchiveError`` when none or several match (give more characters).
         """
-        table = next((t for t in self._tables() if t.name == kind), None)
+        table = {t.name.removeprefix("policy_"): t for t in self._tables()}.get(kind)
         if table is None:
             raise ArchiveError(f"unknown archive table {kind!r}: one of {[t.name for t in self._tables()]}")
-        with self.engine.connect() as conn:
-            ids = conn.execute(select(table.c.id).where(table.c.id.startswith(prefix, autoescape=True)).limit(2)).scalars().all()
+        with self.engine.connect() as conn:  # the exact id first: "base-1" beside "base-1+r0"
+            query = select(table.c.id).where(table.c.id.startswith(prefix, autoescape=True))
+            ids = conn.execute(query.order_by(table.c.id != prefix).limit(2)).scalars().all()
         if not ids:
             raise ArchiveError(f"no {kind} id starts with {prefix!r} in {self.url}: see `coevo archive list {kind}`")
-        if len(ids) > 1:
+        if len(ids) > 1 and ids[0] != prefix:
             raise ArchiveError(f"several {kind} ids start with {prefix!r}: give more characters")
         return str(ids[0])
 

@@ -9,9 +9,9 @@ prefix it shares with the previous call, so storage is O(n). A call whose contex
 
 The reply's copy of its own token ids (``response_metadata[TOKENS_KEY]`` in the output message)
 is replaced by a marker and restored from the call's fields, and the trajectory's ``messages``
-share their prefix with the last call's input and reply. Encoded call keys: every ``ModelCall`` field, except that ``input`` becomes ``input_ref`` (length
-of the shared prefix) + ``input`` (the tail), and ``prompt_token_ids`` becomes ``prompt_ref`` +
-``prompt_token_ids`` (the tail, or null).
+share their prefix with the last call's input and reply. Encoded call keys: every ``ModelCall``
+field, except that ``input`` becomes ``input_ref`` (length of the shared prefix) + ``input`` (the
+tail), and ``prompt_token_ids`` becomes ``prompt_ref`` + ``prompt_token_ids`` (the tail, or null).
 """
 
 from __future__ import annotations

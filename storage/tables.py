@@ -31,6 +31,12 @@ from coevo.training.checkpoint import Checkpoint
 SCHEMA_VERSION = 2
 """Bump when a table changes; ``Archive`` refuses a database written by a newer version."""
 
+UPGRADES: dict[int, tuple[tuple[str, str], ...]] = {
+    1: (("trajectories", "ALTER TABLE trajectories ADD COLUMN violation_turns INTEGER NOT NULL DEFAULT 0"),),
+}
+"""Schema version -> the (table, SQL) steps that take it to the next version (portable DDL only)."""
+
+
 
 def _now() -> float:
     return time.time()
@@ -87,6 +93,8 @@ class RunRecord(SQLModel):
 
 
 class RunRow(RunRecord, table=True):
+    """The ``runs`` table: one row per ``RunRecord``."""
+
     __tablename__ = "runs"
 
 
@@ -103,6 +111,8 @@ class HarnessRecord(SQLModel):
 
 
 class HarnessRow(HarnessRecord, table=True):
+    """The ``harnesses`` table: one row per ``HarnessRecord``."""
+
     __tablename__ = "harnesses"
 
 
@@ -125,6 +135,8 @@ class EditRecord(SQLModel):
 
 
 class EditRow(EditRecord, table=True):
+    """The ``edits`` table: one row per ``EditRecord``."""
+
     __tablename__ = "edits"
 
 
@@ -168,6 +180,8 @@ class EvaluationRecord(SQLModel):
 
 
 class EvaluationRow(EvaluationRecord, table=True):
+    """The ``evaluations`` table: one row per ``EvaluationRecord``."""
+
     __tablename__ = "evaluations"
 
 
@@ -210,6 +224,8 @@ class GateDecisionRecord(SQLModel):
 
 
 class GateDecisionRow(GateDecisionRecord, table=True):
+    """The ``gate_decisions`` table: one row per ``GateDecisionRecord``."""
+
     __tablename__ = "gate_decisions"
 
 
@@ -226,6 +242,8 @@ class ProfileRecord(SQLModel):
 
 
 class ProfileRow(ProfileRecord, table=True):
+    """The ``profiles`` table: one row per ``ProfileRecord``."""
+
     __tablename__ = "profiles"
 
 
@@ -246,4 +264,6 @@ class LLMCallRecord(SQLModel):
 
 
 class LLMCallRow(LLMCallRecord, table=True):
+    """The ``llm_calls`` table: one row per ``LLMCallRecord``."""
+
     __tablename__ = "llm_calls"

@@ -31,7 +31,9 @@ segments from the tail.
 
 from __future__ import annotations
 
+import logging
 import statistics
+import sys
 import time
 from pathlib import Path
 from typing import Any, Sequence
@@ -41,6 +43,8 @@ from coevo.models.trajectory import Trajectory
 from coevo.training.checkpoint import Checkpoint, load_policy, new_checkpoint_id, record_checkpoint
 from coevo.training.config import StageConfig
 from coevo.training.rollout import HarnessRollout, PolicyFactory, Rescue, RolloutFn, close_policy
+
+log = logging.getLogger(__name__)
 
 
 def grpo_args(cfg: StageConfig, output_dir: Path, temperature: float = 1.0) -> Any:
@@ -70,6 +74,35 @@ def grpo_args(cfg: StageConfig, output_dir: Path, temperature: float = 1.0) -> A
     )
 
 
+def quiet_console(trainer: Any) -> None:
+    """Replace TRL's console output in ``trainer`` (a tqdm bar, and each step's metric dict written
+    to stdout between the meta-loop's lines) by a bar on a terminal only and the metrics at DEBUG on
+    the ``coevo.training.grpo`` logger. The metrics stay in ``trainer.state.log_history`` (the
+    checkpoint's ``stage_metrics``)."""
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    class QuietProgress(ProgressCallback):
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self.current_step = 0
+            if sys.stderr.isatty():
+                super().on_train_begin(args, state, control, **kwargs)
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if self.training_bar is not None:
+                super().on_step_end(args, state, control, **kwargs)
+
+        def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
+            log.debug("GRPO step %d: %s", state.global_step, logs)
+
+        def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if self.training_bar is not None:
+                super().on_train_end(args, state, control, **kwargs)
+
+    trainer.remove_callback(PrinterCallback)
+    trainer.remove_callback(ProgressCallback)
+    trainer.add_callback(QuietProgress())
+
+
 def lora_config(cfg: StageConfig) -> Any:
     """A PEFT ``LoraConfig`` for a causal LM from ``lora_r``/``lora_alpha``/``lora_dropout``/
     ``lora_target_modules``."""
@@ -87,10 +120,11 @@ def _env_reward(prompts: list, completions: list, **kwargs: Any) -> list[float]:
 
 def stage_metrics(log_history: list[dict], rollouts: list[dict[str, float]], wall_s: float) -> dict[str, Any]:
     """Checkpoint metrics of a stage: means over steps of loss, reward (rollouts under the harness),
-    effective-group rate, the rate of groups with any reward contrast and effective-token share; policy tokens and groups drawn by dynamic
-    sampling summed; wall seconds; and ``history`` (one dict per step: step, loss, reward, pass_rate,
-    effective_group_rate, nonzero_std_rate, effective_token_share, policy_tokens, rescue_rate,
-    resampled_groups, resampled_retained, failed_rollouts, the sampler's rollout_s,
+    effective-group rate, the rate of groups with any reward contrast and effective-token share;
+    policy tokens and groups drawn by dynamic sampling summed; wall seconds; and ``history`` (one
+    dict per step: step, loss, reward, pass_rate, effective_group_rate, nonzero_std_rate,
+    effective_token_share, policy_tokens, rescue_rate, resampled_groups, resampled_retained,
+    failed_rollouts, the sampler's rollout_s,
     sampled_tokens, sampled_tokens_per_s, and the trainer's grad_norm, entropy and, with Eq. 16,
     is_weight_mean and sampler_logp_diff_mean; needs ``logging_steps=1``)."""
     logs = [h for h in log_history if "loss" in h]
@@ -171,6 +205,7 @@ def train_grpo(
         peft_config=None if checkpoint.adapter_path else lora_config(cfg), rollout_func=rollout,
         callbacks=callbacks, importance_correction=correction, is_clip=cfg.is_clip,
     )
+    quiet_console(trainer)
     started = time.perf_counter()
     try:
         trainer.train()

@@ -252,7 +252,8 @@ class HarnessRollout:
         for i in range(0, len(prompts), k):
             ids = set(prompts[i:i + k])
             if len(ids) != 1:
-                raise ValueError(f"rollout_func expects each task id repeated {k} times in a row, got {prompts[i:i + k]}")
+                raise ValueError(f"rollout_func expects each task id repeated {k} times in a row, "
+                                 f"got {prompts[i:i + k]}")
             task_id = ids.pop()
             if task_id not in self.tasks:
                 raise KeyError(f"rollout_func got unknown task id {task_id!r}: the dataset's prompts must be task ids")

@@ -61,7 +61,11 @@ def segment_row(segment: Segment, advantage: float, task_index: int, max_len: in
 def trajectory_rows(
     trajectory: Trajectory, advantage: float, task_index: int, max_len: int | None = None
 ) -> list[Row]:
-    """All rows of one trajectory (one per segment with policy tokens), each with ``advantage``."""
+    """All rows of one trajectory (one per segment with policy tokens), each with ``advantage``.
+
+    Raises ``MissingTokensError`` (``Trajectory.require_tokens``) when its model calls came from a
+    server that could not return the sampled token ids: such a trajectory cannot be trained on."""
+    trajectory.require_tokens()
     rows = (segment_row(s, advantage, task_index, max_len) for s in trajectory.segments())
     return [r for r in rows if r is not None]
 

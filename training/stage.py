@@ -4,6 +4,7 @@ train tasks, as ``MetaContext.trainer`` calls it."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any, Sequence
 
 from coevo.config import RunConfig, TrainConfig
@@ -41,7 +42,8 @@ class StageTrainer:
     Training rollouts sample as ``training_spec`` says. With ``config.train.rescue`` (GRPO only)
     and siblings, an all-fail group is re-rolled once under each sibling harness (Harness-S Eq. 5,
     ``coevo.training.rollout.sibling_rescue``; siblings cycled to the group size, sampled like
-    the incumbent). The new checkpoint's metrics get the size of its change (``measured``).
+    the incumbent). Adapters are saved under the absolute ``<out_dir>/adapters`` and stored with
+    that path. The new checkpoint's metrics get the size of its change (``measured``).
     """
 
     def __init__(self, config: RunConfig, env: Env, archive: Any, run_id: str) -> None:
@@ -53,7 +55,8 @@ class StageTrainer:
         checkpoint = self.archive.get_checkpoint(checkpoint_id)
         if checkpoint is None:
             raise KeyError(f"checkpoint {checkpoint_id!r} is not in the archive")
-        config = train.stage(round, self.config.seed, self.config.out_dir)
+        # absolute: the checkpoint's stored adapter_path must not depend on where a resume is started from
+        config = train.stage(round, self.config.seed, Path(self.config.out_dir).expanduser().resolve())
         options: dict[str, Any] = {}
         if train.algorithm == "rsft":
             from coevo.training.rsft import train_rsft as stage

@@ -96,8 +96,9 @@ class HarnessGRPOTrainer(GRPOTrainer):
         if self.args.gradient_accumulation_steps % generate_every != 0 or self.importance_correction:
             with torch.no_grad():
                 old_logps, _, _ = self._get_per_token_logps_and_entropies(
-                    self.model, torch.cat([prompt_ids, completion_ids], 1), torch.cat([prompt_mask, completion_mask], 1),
-                    completion_ids.size(1), batch_size=self.args.per_device_train_batch_size)
+                    self.model, torch.cat([prompt_ids, completion_ids], 1),
+                    torch.cat([prompt_mask, completion_mask], 1), completion_ids.size(1),
+                    batch_size=self.args.per_device_train_batch_size)
         metrics = dict(out.get("metrics") or {})
         if self.importance_correction:
             weight = truncated_is_weight(old_logps, sampling_logps, *self.is_clip)
@@ -108,7 +109,8 @@ class HarnessGRPOTrainer(GRPOTrainer):
             advantages = advantages * weight
             on = loss_mask.bool()
             metrics["is_weight_mean"] = weight[on].mean().item() if on.any() else 1.0
-            metrics["sampler_logp_diff_mean"] = (old_logps - sampling_logps)[on].abs().mean().item() if on.any() else 0.0
+            metrics["sampler_logp_diff_mean"] = ((old_logps - sampling_logps)[on].abs().mean().item()
+                                                 if on.any() else 0.0)
 
         for name, value in metrics.items():
             self._metrics[mode][name].append(float(value))

@@ -100,6 +100,10 @@ class VLLMStepSync:
         self._policy: Any = None
 
     def __call__(self, trainer: Any) -> Any:
+        """The policy for the trainer's current step: on a new ``trainer.state.global_step``, save and
+        load that step's adapter into the server (unloading the previous one) and build a new
+        ``LiteLLMChatModel`` on it; within the same step, return the same model. Raises
+        ``VLLMSyncError`` when the server refuses to load or unload an adapter."""
         from coevo.models.litellm_model import LiteLLMChatModel
 
         step = int(trainer.state.global_step)

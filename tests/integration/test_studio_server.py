@@ -30,7 +30,8 @@ def server(tmp_path):
     env = {**os.environ, "LANGGRAPH_NO_VERSION_CHECK": "true", "LANGGRAPH_CLI_NO_ANALYTICS": "1",
            "HF_HUB_OFFLINE": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True", "HF_HUB_DISABLE_TELEMETRY": "1"}
     log = open(tmp_path / "server.log", "w")
-    proc = subprocess.Popen([exe, "dev", "--port", str(port), "--no-browser", "--no-reload", "--config", str(ROOT / "langgraph.json")],
+    proc = subprocess.Popen([exe, "dev", "--port", str(port), "--no-browser", "--no-reload",
+                             "--config", str(ROOT / "langgraph.json")],
                             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     deadline = time.time() + 90

@@ -9,11 +9,11 @@ the rows carry exactly the tokens and context the policy generated.
 
 import pytest
 import torch
+from training_kit import NamingEnv
 
 from coevo.harnesses.spec import HarnessSpec
 from coevo.training.checkpoint import Checkpoint
 from coevo.training.grpo import train_grpo
-from training_kit import NamingEnv
 
 pytestmark = pytest.mark.integration
 

@@ -5,6 +5,7 @@ import asyncio
 
 import pytest
 import torch
+from training_kit import NamingEnv
 
 from coevo.graphs.harness import arun_rollout
 from coevo.harnesses.spec import HarnessSpec
@@ -12,7 +13,6 @@ from coevo.models.refs import resolve_base
 from coevo.training.checkpoint import Checkpoint
 from coevo.training.merge import merge_adapters
 from coevo.training.rsft import train_rsft
-from training_kit import NamingEnv
 
 pytestmark = pytest.mark.integration
 

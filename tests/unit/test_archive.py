@@ -13,8 +13,20 @@ from coevo.harnesses import HarnessSpec
 from coevo.models.base import TOKENS_KEY, record_call
 from coevo.models.fake import char_tokens, fake_template
 from coevo.models.trajectory import Trajectory
-from coevo.storage import (SCHEMA_VERSION, Archive, ArchiveError, CheckpointRecord, EditRecord, EvaluationRecord,
-                           GateDecisionRecord, LLMCallRecord, ProfileRecord, RunRecord, SchemaVersionError, codec)
+from coevo.storage import (
+    SCHEMA_VERSION,
+    Archive,
+    ArchiveError,
+    CheckpointRecord,
+    EditRecord,
+    EvaluationRecord,
+    GateDecisionRecord,
+    LLMCallRecord,
+    ProfileRecord,
+    RunRecord,
+    SchemaVersionError,
+    codec,
+)
 from coevo.storage.tables import TRAJECTORY_FIELDS, scalar_fields
 from coevo.training.checkpoint import Checkpoint
 
@@ -183,7 +195,8 @@ def test_record_tables_keep_the_schema_of_older_archives(tmp_path):
         created = {sql for (sql,) in conn.execute("SELECT sql FROM sqlite_master WHERE tbl_name IN "
                                                   "('trajectories', 'policy_checkpoints') AND sql IS NOT NULL")}
     new_columns = "\n\tinterface_violations INTEGER NOT NULL, \n\tviolation_turns INTEGER NOT NULL, "
-    assert created == {sql.replace("\n\tinterface_violations INTEGER NOT NULL, ", new_columns) for sql in OLD_RECORD_DDL}
+    assert created == {sql.replace("\n\tinterface_violations INTEGER NOT NULL, ", new_columns)
+                       for sql in OLD_RECORD_DDL}
     traj = chained_trajectory("t1")
     old_row = {**{c: getattr(traj, c, None) for c in OLD_TRAJECTORY_COLUMNS},
                "evaluation_id": "e1", "run_id": "r1", "body": codec.encode(traj), "created_at": 1.0}

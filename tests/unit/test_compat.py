@@ -11,8 +11,8 @@ from uuid import UUID
 
 import pytest
 from harness_kit import TABLE7, call, make_task, toy_tools
-from langchain_core.callbacks import AsyncCallbackHandler
 from langchain_core.caches import InMemoryCache
+from langchain_core.callbacks import AsyncCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, messages_to_dict
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import RunnableLambda
@@ -146,7 +146,8 @@ SCENARIOS: dict[str, tuple[dict, list[Any]]] = {
     "tools then answer": ({}, [call("lookup", key="k"), call("search", query="q"), "Final answer: 42"]),
     "table 7 hooks": (TABLE7, [call("search", query="q"), call("boom"), "Final answer: 1"]),
     "retry hook": (RETRY, ["no", "Final answer: 1"]),
-    "violations to budget": ({"parser": {"mode": "text", "on_no_action": "violation"}, "budget": {"max_model_calls": 3}},
+    "violations to budget": ({"parser": {"mode": "text", "on_no_action": "violation"},
+                              "budget": {"max_model_calls": 3}},
                              ["hmm"]),
     "env-action budget": ({"budget": {"max_env_actions": 2}}, [call("lookup", key="k")]),
     "json parser + scratchpad": ({"parser": {"mode": "json"}, "memory": {"scratchpad": True}},
@@ -190,7 +191,8 @@ async def test_arun_state_ends_in_the_graph_s_final_state(name):
     outs, logs, seen = [], [], []
     for engine in ("graph", "direct"):
         log: list = []
-        episode = _conversation_episode(log) if name == "conversation" else Episode(task=make_task(), tools=toy_tools(log))
+        episode = (_conversation_episode(log) if name == "conversation"
+                   else Episode(task=make_task(), tools=toy_tools(log)))
         model = ScriptedChatModel(script=script, with_tokens=True)
         harness = load_harness(spec)
         if engine == "graph":
@@ -259,6 +261,7 @@ def test_a_context_passed_to_invoke_wins_over_the_bound_one():
 
 def test_a_bound_graph_shares_the_compiled_nodes_and_shows_no_context_schema():
     bound = bind_context(graph, "ctx", name="copy")
-    assert all(bound.nodes[n] is graph.nodes[n] for n in graph.nodes) and bound.name == "copy" and bound.bound_context == "ctx"
+    assert all(bound.nodes[n] is graph.nodes[n] for n in graph.nodes)
+    assert bound.name == "copy" and bound.bound_context == "ctx"
     assert bound.get_context_jsonschema() is None, "Studio has nothing to set: the context is bound"
     assert bind_context(bound, "other").bound_context == "other"

@@ -7,10 +7,10 @@ import json
 import pytest
 from langchain_core.messages import AIMessage
 
+from coevo.envs.registry import get_env
 from coevo.graphs.harness import arun_rollout
 from coevo.harnesses.spec import load_harness
 from coevo.models.fake import ScriptedChatModel
-from coevo.envs.registry import get_env
 
 
 def _run(spec_name, env, task, script):
@@ -65,7 +65,8 @@ def test_bfcl_multi_turn_h0_first_turn_runs_real_tools():
     env = get_env("bfcl:categories=multi_turn_base,size=10")
     task = env.tasks("train", 1)[0]
     first = env.gold_actions(task)[0]
-    script = [AIMessage(content="", tool_calls=[{"name": n, "args": a, "id": f"c{i}"}]) for i, (n, a) in enumerate(first)]
+    script = [AIMessage(content="", tool_calls=[{"name": n, "args": a, "id": f"c{i}"}])
+              for i, (n, a) in enumerate(first)]
     traj = _run("bfcl_multi_turn", env, task, script + ["Done."])
     assert traj.env_actions == len(first) and traj.interface_violations == 0
     assert traj.score_detail["public"]["calls"] == len(first)

@@ -1,9 +1,8 @@
 """Sealed splits: val/test scoring diagnostics are cut to `public` before meta roles see them."""
 
 from coevo.envs.base import Score, Task
-from coevo.envs.redact import redact_detail, redact_for_meta
+from coevo.envs.redact import redact_detail, redact_for_meta, redact_trajectory_detail
 from coevo.models.trajectory import Trajectory
-from coevo.envs.redact import redact_trajectory_detail
 
 DETAIL = {"expected": "GOLD-42", "got": "41", "error": "expected GOLD-42", "public": {"family": "f"}}
 

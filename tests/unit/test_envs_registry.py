@@ -10,7 +10,8 @@ from coevo.envs.common import MissingExtraError, split_sizes, task_id
 
 
 def test_parse_ref_coerces_values_and_collects_lists():
-    name, kwargs = registry.parse_ref("reasoning_gym:families=word_sorting,chain_sum,size=60,seed=0,tools=python+calculator,x=1.5,y=true")
+    name, kwargs = registry.parse_ref(
+        "reasoning_gym:families=word_sorting,chain_sum,size=60,seed=0,tools=python+calculator,x=1.5,y=true")
     assert name == "reasoning_gym"
     assert kwargs == {"families": ["word_sorting", "chain_sum"], "size": 60, "seed": 0,
                       "tools": ["python", "calculator"], "x": 1.5, "y": True}

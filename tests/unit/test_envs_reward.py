@@ -44,7 +44,8 @@ def test_get_env_refuses_a_setting_the_ref_contradicts_or_the_suite_does_not_tak
         def __init__(self, k=0):
             self.k = k
 
-    monkeypatch.setattr(registry, "entry_points", lambda group: [SimpleNamespace(name="plain", value="plain_mod:Plain")])
+    monkeypatch.setattr(registry, "entry_points",
+                        lambda group: [SimpleNamespace(name="plain", value="plain_mod:Plain")])
     monkeypatch.setitem(sys.modules, "plain_mod", SimpleNamespace(Plain=Plain))
     assert registry.get_env("plain:k=2", reward=None).k == 2
     with pytest.raises(ValueError, match="takes no setting 'reward'"):

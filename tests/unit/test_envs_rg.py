@@ -6,8 +6,8 @@ import asyncio
 import pytest
 
 from coevo.envs.base import SPLITS, Env
-from coevo.envs.registry import get_env
 from coevo.envs.redact import redact_for_meta
+from coevo.envs.registry import get_env
 from coevo.envs.sandbox import isolation
 
 REF = "reasoning_gym:families=word_sorting,size=40,seed=0"
@@ -157,10 +157,12 @@ def test_the_last_final_answer_is_the_span_scored_and_stored(tmp_path):
 
 def test_substring_credit_is_no_reward_unless_the_config_opts_in():
     entry = {"question": "1 + 999 =", "answer": "1000", "metadata": {}}
-    correct, partial = get_env("reasoning_gym:families=chain_sum,size=5"), get_env("reasoning_gym:families=chain_sum,size=5,reward=partial")
+    correct = get_env("reasoning_gym:families=chain_sum,size=5")
+    partial = get_env("reasoning_gym:families=chain_sum,size=5,reward=partial")
     strict = correct.score_entry("chain_sum", entry, "10000")
     assert (strict.reward, strict.passed) == (0.0, False)
-    assert strict.detail["public"] == {"family": "chain_sum", "verifier_error": None, "credit": 0.8, "reward_mode": "correct"}
+    assert strict.detail["public"] == {"family": "chain_sum", "verifier_error": None, "credit": 0.8,
+                                       "reward_mode": "correct"}
     assert partial.score_entry("chain_sum", entry, "10000").reward == 0.8
     assert correct.score_entry("chain_sum", entry, "1,000").reward == 1.0  # the checker's own normalisation stays
     assert correct.config["reward"] == "correct" and partial.reward_mode == "partial"

@@ -12,11 +12,11 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from rich.console import Console
 
 from coevo.envs.base import Episode, Score, Task, Tool
+from coevo.evaluation import engine as evaluate_module
+from coevo.evaluation.engine import evaluate, paired_evaluate, trajectory_id
 from coevo.harnesses import HarnessSpec
 from coevo.models.fake import ScriptedChatModel
 from coevo.models.trajectory import Trajectory
-from coevo.evaluation import engine as evaluate_module
-from coevo.evaluation.engine import evaluate, paired_evaluate, trajectory_id
 from coevo.report.progress import RichReporter
 from coevo.storage import Archive
 
@@ -132,7 +132,8 @@ async def test_evaluate_aggregates_a_scripted_env_and_stores_everything(tmp_path
 
     stored = archive.trajectories(evaluation_id=result.evaluation_id)
     assert len(stored) == 8 and {t.seed for t in stored} == {10, 11}
-    assert {t.id for t in stored} == {trajectory_id(result.evaluation_id, f"val-{i}", s) for i in range(4) for s in (10, 11)}
+    assert {t.id for t in stored} == {trajectory_id(result.evaluation_id, f"val-{i}", s)
+                                      for i in range(4) for s in (10, 11)}
     assert all(t.checkpoint_id == "ck-0" and t.harness_id == spec().id for t in stored)
     assert all(c.prompt_token_ids and len(c.logprobs) == len(c.completion_token_ids) for t in stored for c in t.calls)
     assert sum(len(c.logprobs) for t in stored for c in t.calls) > 0

@@ -32,14 +32,16 @@ async def test_concurrent_rollouts_keep_their_own_tools():
     spec = load_harness({})
 
     def episode(value: str) -> Episode:
-        return Episode(task=make_task(), tools=[Tool("get", "Get.", {"type": "object", "properties": {}}, lambda: value)])
+        return Episode(task=make_task(),
+                       tools=[Tool("get", "Get.", {"type": "object", "properties": {}}, lambda: value)])
 
     def reply(messages):
         from langchain_core.messages import ToolMessage
         seen = [m for m in messages if isinstance(m, ToolMessage)]
         return f"Final answer: {seen[-1].content}" if seen else call("get")
 
-    graphs = [build_harness_graph(spec, ScriptedChatModel(script=[reply], latency_s=0.01), episode(v)) for v in "abcdefgh"]
+    graphs = [build_harness_graph(spec, ScriptedChatModel(script=[reply], latency_s=0.01), episode(v))
+              for v in "abcdefgh"]
     outs = await asyncio.gather(*(g.ainvoke({}) for g in graphs))
     assert [o["answer"] for o in outs] == list("abcdefgh")
 
@@ -55,7 +57,8 @@ async def test_fast_tools_run_on_the_event_loop_and_blocking_tools_in_a_thread()
 
     empty = {"type": "object", "properties": {}}
     tools = [Tool("fast", "Fast.", empty, record("fast")), Tool("slow", "Slow.", empty, record("slow"), blocking=True)]
-    bound = build_harness_graph(load_harness({}), ScriptedChatModel(script=[call("fast"), call("slow"), "Final answer: 1"]),
+    bound = build_harness_graph(load_harness({}),
+                                ScriptedChatModel(script=[call("fast"), call("slow"), "Final answer: 1"]),
                                 Episode(task=make_task(), tools=tools))
     out = await bound.ainvoke({})
     assert out["answer"] == "1"

@@ -135,13 +135,15 @@ def test_a_condition_that_does_not_hold_does_not_fire():
 
 
 def test_table7_case1_pagination_reminder_fires_after_a_paginated_output():
-    r = run({"hooks": {"pg": PAGINATION_HOOK}}, [call("search", query="inbox"), call("lookup", key="k"), "Final answer: 1"])
+    r = run({"hooks": {"pg": PAGINATION_HOOK}},
+            [call("search", query="inbox"), call("lookup", key="k"), "Final answer: 1"])
     assert r.seen(1)[-2:] == [PAGE, "Warning: " + PAGINATION_HOOK["message"]]
     assert r.events("after_tool") == ["pg"], "the lookup output has no pagination metadata"
 
 
 def test_table7_case2_action_guidance_rule_is_in_the_system_prompt():
-    r = run({"prompt": {"action_guidance": "Use tools.", "rules": {"reconcile": INTERSECTION_RULE}}}, ["Final answer: 1"])
+    r = run({"prompt": {"action_guidance": "Use tools.", "rules": {"reconcile": INTERSECTION_RULE}}},
+            ["Final answer: 1"])
     system = r.seen(0)[0]
     assert "Use tools.\n" + INTERSECTION_RULE["text"] in system
 

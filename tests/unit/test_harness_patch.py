@@ -111,7 +111,8 @@ def add_hook(**kw) -> list[dict]:
     (add_hook(condition="moon_is_full"), "/hooks/h/condition", "unknown hook condition 'moon_is_full'"),
     (add_hook(action="explode"), "/hooks/h/action", "unknown hook action 'explode'"),
     (add_hook(condition="remaining_steps_lte"), "/hooks/h/condition", "needs parameter 'threshold'"),
-    (add_hook(condition="model_calls_gte", parameters={"count": 2}), "/hooks/h/condition", "takes no parameter 'count'"),
+    (add_hook(condition="model_calls_gte", parameters={"count": 2}), "/hooks/h/condition",
+     "takes no parameter 'count'"),
     (add_hook(event="on_sunday"), "/hooks/h/event", "on_sunday"),
 ])
 def test_a_patch_with_an_invalid_result_is_rejected(parent, patch, path, words):
@@ -139,7 +140,8 @@ def test_a_patch_with_several_bad_things_reports_all_of_them(parent):
     ({"renames": {"teleport": "tp"}}, ["/tool_view/renames/teleport"]),
     ({"descriptions": {"teleport": "Beam me up."}}, ["/tool_view/descriptions/teleport"]),
     ({"renames": {"search": "lookup"}}, ["/tool_view/renames"]),
-    ({"exposed": ["ghost", "echo", "boom"], "renames": {"echo": "boom"}}, ["/tool_view/exposed/0", "/tool_view/renames"]),
+    ({"exposed": ["ghost", "echo", "boom"], "renames": {"echo": "boom"}},
+     ["/tool_view/exposed/0", "/tool_view/renames"]),
 ])
 def test_check_tools_rejects_unknown_and_colliding_tools(view, bad_paths):
     with pytest.raises(HarnessError) as err:

@@ -7,10 +7,10 @@ import json
 import pytest
 from harness_kit import TABLE7, call, run, toy_tools
 
-from coevo.harnesses import (HarnessError, HarnessSpec, diff, load_harness, register_condition, render,
-                             validate_spec)
+from coevo.harnesses import HarnessError, HarnessSpec, diff, load_harness, register_condition, render, validate_spec
 from coevo.harnesses.registry import CONDITIONS
 from coevo.harnesses.view import skill_applies
+
 
 def problems(err: pytest.ExceptionInfo[HarnessError]) -> dict[str, str]:
     return {p.path: p.message for p in err.value.problems}
@@ -90,7 +90,8 @@ def hook(**kw):
     (hook(action="explode"), "/hooks/h/action", "unknown hook action 'explode'"),
     (hook(condition="remaining_steps_lte"), "/hooks/h/condition", "needs parameter 'threshold'"),
     (hook(parameters={"x": 1}), "/hooks/h/condition", "takes no parameter 'x'"),
-    (hook(condition="remaining_steps_lte", parameters={"limit": 3}), "/hooks/h/condition", "takes no parameter 'limit'"),
+    (hook(condition="remaining_steps_lte", parameters={"limit": 3}), "/hooks/h/condition",
+     "takes no parameter 'limit'"),
     (hook(event="whenever"), "/hooks/h/event", "whenever"),
     (hook(condition="remaining_steps_lte", parameters={"threshold": "three"}), "/hooks/h/condition", "must be int"),
     (hook(condition="model_calls_gte", parameters={"n": True}), "/hooks/h/condition", "must be int"),
@@ -232,7 +233,8 @@ def test_demonstration_pairs_become_few_shot_turns_before_the_task():
         "d1": {"kind": "demonstration", "input": "2+2", "output": "Final answer: 4"},
         "note": {"kind": "procedure", "text": "Think first."}}})
     text = render(spec, "3+3")
-    assert text.index("### user\nQ: 2+2") < text.index("### assistant\nFinal answer: 4") < text.index("### user\nQ: 3+3")
+    assert (text.index("### user\nQ: 2+2") < text.index("### assistant\nFinal answer: 4")
+            < text.index("### user\nQ: 3+3"))
     model = ScriptedChatModel(script=["Final answer: 6"])
     task = Task(id="t", env="e", split="train", prompt="3+3")
     state = build_harness_graph(spec, model, Episode(task=task)).invoke({"task": "3+3"})

@@ -14,6 +14,8 @@ from coevo.envs.base import Tool  # noqa: E402
 from coevo.models.base import TOKENS_KEY, record_call  # noqa: E402
 from coevo.models.litellm_model import LiteLLMCallError, LiteLLMChatModel, is_transient  # noqa: E402
 from coevo.models.messages import messages_to_openai  # noqa: E402
+from coevo.models.trajectory import MISSING_TOKENS_KEY, MissingTokensError, Trajectory  # noqa: E402
+from coevo.training.samples import trajectory_rows  # noqa: E402
 
 MODEL = "openai/gpt-4o-mini"
 
@@ -142,6 +144,22 @@ def test_vllm_models_ask_for_token_ids_and_parse_them():
     reply = model._result(response).generations[0].message
     assert reply.response_metadata[TOKENS_KEY]["completion_token_ids"] == [17, 4]
     assert reply.response_metadata[TOKENS_KEY]["logprobs"] == [-0.25, -1.5]
+    assert MISSING_TOKENS_KEY not in reply.response_metadata
+    call = record_call([HumanMessage("x")], reply)
+    assert call.missing_tokens is None and Trajectory(task_id="t", calls=[call]).missing_tokens is None
+
+
+def test_a_server_without_token_ids_is_recorded_so_and_training_refuses_its_trajectories():
+    model = fast(api_base="http://127.0.0.1:8000/v1")
+    reply = model.invoke([HumanMessage("hi")], mock_response="[f(x=1)]")
+    assert "returned no token ids or logprobs" in reply.response_metadata[MISSING_TOKENS_KEY]
+    call = record_call([HumanMessage("hi")], reply)
+    traj = Trajectory(task_id="t1", calls=[call], reward=1.0, passed=True)
+    assert call.completion_token_ids is None and traj.missing_tokens.startswith("openai/gpt-4o-mini at http://127")
+    assert traj.segments() == []
+    with pytest.raises(MissingTokensError, match="task t1.*GRPO and RSFT train on the sampled tokens"):
+        trajectory_rows(traj, 1.0, 0)
+    assert trajectory_rows(Trajectory(task_id="t2"), 1.0, 0) == []  # a rollout that failed before any call
 
 
 def test_messages_keep_tool_call_structure():

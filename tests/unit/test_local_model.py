@@ -201,8 +201,9 @@ def make_adapter(tokenizer, seed: int, path) -> None:
     """Save a LoRA adapter for ``tiny_llama`` with large random weights (so it changes outputs)."""
     from peft import LoraConfig, get_peft_model
 
-    peft_model = get_peft_model(tiny_llama(tokenizer), LoraConfig(r=4, lora_alpha=32, target_modules=["q_proj", "v_proj"],
-                                                                  init_lora_weights=False))
+    peft_model = get_peft_model(tiny_llama(tokenizer),
+                                LoraConfig(r=4, lora_alpha=32, target_modules=["q_proj", "v_proj"],
+                                           init_lora_weights=False))
     torch.manual_seed(seed)
     for name, p in peft_model.named_parameters():
         if "lora_" in name:
@@ -274,8 +275,8 @@ def test_submitting_does_not_wait_for_the_running_batch(chat):
     chat.engine.close()
     submitted = threading.Event()
     with chat.engine._lock:  # what the worker holds while a batch is generating
-        worker = threading.Thread(target=lambda: (chat.engine.submit(GenerationRequest(prompt_ids=[1, 2], max_tokens=1)),
-                                                  submitted.set()))
+        worker = threading.Thread(
+            target=lambda: (chat.engine.submit(GenerationRequest(prompt_ids=[1, 2], max_tokens=1)), submitted.set()))
         worker.start()
         assert submitted.wait(timeout=5)
     worker.join()

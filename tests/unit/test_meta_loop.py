@@ -41,7 +41,8 @@ class WordEnv:
     def score(self, task, answer, episode):
         gold = task.prompt.rsplit(" ", 1)[1]
         ok = (answer or "").strip() == gold
-        return Score(reward=float(ok), passed=ok, detail={} if ok else {"error_type": "wrong_func_name", "expected": gold})
+        return Score(reward=float(ok), passed=ok,
+                     detail={} if ok else {"error_type": "wrong_func_name", "expected": gold})
 
 
 def policy(effect: str):
@@ -150,7 +151,8 @@ def test_malformed_llm_replies_become_rejected_proposals():
     bad_patch = json.dumps({"rationale": "r", "patch": [{"op": "replace", "path": "/nope/x", "value": 1}]})
     cand = LLMEditor("openai/gpt-4o-mini", mock_response=bad_patch).propose(direction, spec, {}).candidate
     assert cand.status == "rejected" and "/nope/x" in cand.reason
-    good = json.dumps({"rationale": "be brief", "patch": [{"op": "replace", "path": "/prompt/system", "value": "Be brief."}]})
+    good = json.dumps({"rationale": "be brief",
+                       "patch": [{"op": "replace", "path": "/prompt/system", "value": "Be brief."}]})
     cand = LLMEditor("openai/gpt-4o-mini", mock_response=good).propose(direction, spec, {}).candidate
     assert cand.status == "proposed" and cand.patch[0]["value"] == "Be brief."
     curator = LLMCurator("openai/gpt-4o-mini", mock_response="{\"directions\": 3}")
@@ -166,10 +168,12 @@ def test_malformed_llm_edits_in_a_run_are_rejected_not_crashes(tmp_path):
 
 
 def test_meta_role_llm_calls_land_in_the_archive(tmp_path):
-    directions = json.dumps({"directions": [{"cause": "wrong word", "description": "d", "task_ids": ["w-apple", "w-pear"]}]})
+    directions = json.dumps({"directions": [{"cause": "wrong word", "description": "d",
+                                             "task_ids": ["w-apple", "w-pear"]}]})
     fix = json.dumps({"rationale": "name the function", "patch": [
         {"op": "replace", "path": "/prompt/system", "value": "Answer the task. Call exactly the function asked for."}]})
-    config, ctx, archive = setup_run(tmp_path, "help", curator=LLMCurator("openai/gpt-4o-mini", mock_response=directions),
+    config, ctx, archive = setup_run(tmp_path, "help",
+                                     curator=LLMCurator("openai/gpt-4o-mini", mock_response=directions),
                                      editor=LLMEditor("openai/gpt-4o-mini", mock_response=fix))
     state = asyncio.run(_run(config, ctx, archive))
     assert [d.accepted for d in state["decisions"]] == [True]
@@ -266,7 +270,8 @@ def test_demonstrated_tasks_finds_answers_written_into_a_patch():
         {"task_id": "a", "diagnostics": {"expected": "[f(x=1)]"}}, {"task_id": "b", "diagnostics": {"expected": "ok"}},
         {"task_id": "c", "diagnostics": {}}])
     assert evidence_answers(direction) == {"a": "[f(x=1)]", "b": "ok"}
-    patch = [{"op": "add", "path": "/skills/demo", "value": {"kind": "demonstration", "input": "q", "output": "[f(x=1)]"}},
+    patch = [{"op": "add", "path": "/skills/demo",
+              "value": {"kind": "demonstration", "input": "q", "output": "[f(x=1)]"}},
              {"op": "add", "path": "/prompt/rules/r", "value": {"slot": "output_format", "text": "say ok"}}]
     assert demonstrated_tasks(patch, evidence_answers(direction)) == ["a"]  # "ok" is too short to count
     assert demonstrated_tasks([{"op": "remove", "path": "/skills/x"}], {"a": "[f(x=1)]"}) == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 from langchain_core.messages import HumanMessage
+from test_local_model import tiny_llama, tiny_tokenizer  # noqa: E402  (tests/unit is on sys.path)
 
 from coevo.models import refs
 from coevo.models.base import TOKENS_KEY
@@ -12,7 +13,6 @@ from coevo.models.litellm_model import LiteLLMChatModel
 from coevo.models.local import LocalChatModel
 from coevo.models.refs import ModelRefError, clear_model_cache, load_model, split_local
 from coevo.models.smollm2 import SmolLM2NotInstalledError
-from test_local_model import tiny_llama, tiny_tokenizer  # noqa: E402  (tests/unit is on sys.path)
 
 
 @pytest.fixture(scope="module")
@@ -104,3 +104,54 @@ def test_bad_references_list_the_valid_forms(ref, message, monkeypatch, checkpoi
     monkeypatch.setattr(refs, "ensure_smollm2", lambda: checkpoint / "base")
     with pytest.raises(ModelRefError, match=message):
         load_model(ref)
+
+
+def test_settings_ride_in_the_reference_and_keywords_override_them(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    ref = "litellm:openai/smollm2-135m?api_base=http://127.0.0.1:8000/v1&timeout_s=30&max_retries=0"
+    model = load_model(ref, max_retries=2)
+    assert isinstance(model, LiteLLMChatModel) and model.api_base == "http://127.0.0.1:8000/v1"
+    assert (model.timeout_s, model.max_retries) == (30, 2)
+    assert model.metadata == {refs.REF_KEY: ref, refs.SETTINGS_KEY: {"max_retries": 2}}
+    assert model._params([HumanMessage("hi")], None, {})["api_key"] == "EMPTY"  # a self-hosted server takes any key
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-real")
+    assert "api_key" not in model._params([HumanMessage("hi")], None, {})  # LiteLLM reads the real one
+    assert refs.split_settings("local:/m?x") == ("local:/m?x", {})
+    with pytest.raises(ModelRefError, match="not key=value"):
+        load_model("litellm:openai/m?api_base")
+
+
+def test_several_api_bases_make_a_router_and_a_router_file_reads_a_litellm_model_list(tmp_path):
+    from coevo.models.router import RouterChatModel
+
+    model = load_model("litellm:openai/m?api_base=http://a/v1,http://b/v1&cooldown_s=5", temperature=0.0)
+    assert isinstance(model, RouterChatModel) and model.cooldown_s == 5
+    assert [(s.api_base, s.max_retries, s.temperature) for s in model.servers] == [("http://a/v1", 0, 0.0),
+                                                                                 ("http://b/v1", 0, 0.0)]
+    (tmp_path / "router.yaml").write_text(
+        "model_list:\n"
+        "  - {model_name: policy, litellm_params: {model: openai/m, api_base: 'http://a/v1', timeout: 9}}\n"
+        "  - {model_name: policy, litellm_params: {model: openai/m, api_base: 'http://b/v1', rpm: 60}}\n"
+        "  - {model_name: judge, litellm_params: {model: openai/j, api_base: 'http://c/v1'}}\n"
+        "router_settings: {cooldown_time: 7}\n")
+    ref = f"router:{tmp_path / 'router.yaml'}?model=policy"
+    routed = load_model(ref, temperature=0.5)
+    assert [s.api_base for s in routed.servers] == ["http://a/v1", "http://b/v1"] and routed.cooldown_s == 7
+    assert routed.servers[0].timeout_s == 9 and routed.servers[1].model_kwargs == {"rpm": 60}
+    assert {s.temperature for s in routed.servers} == {0.5} and routed.metadata[refs.REF_KEY] == ref
+    with pytest.raises(ModelRefError, match="several model groups"):
+        load_model(f"router:{tmp_path / 'router.yaml'}")
+    with pytest.raises(ModelRefError, match="does not exist"):
+        load_model(f"router:{tmp_path / 'none.yaml'}")
+
+
+def test_meta_role_model_strings_take_server_settings(monkeypatch):
+    from coevo.roles.llm import JsonRole
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    role = JsonRole("openai/smollm2-135m?api_base=http://127.0.0.1:8000/v1&max_tokens=64", temperature=0.1)
+    assert role.model == "openai/smollm2-135m"
+    assert {k: role.kwargs[k] for k in ("api_base", "api_key", "max_tokens", "temperature")} == {
+        "api_base": "http://127.0.0.1:8000/v1", "api_key": "EMPTY", "max_tokens": 64, "temperature": 0.1}
+    with pytest.raises(ModelRefError, match="a meta role calls one"):
+        JsonRole("openai/m?api_base=http://a/v1,http://b/v1")

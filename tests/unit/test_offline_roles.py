@@ -21,11 +21,12 @@ def tasks(*ids, split="train"):
 
 
 def test_curator_groups_train_failures_by_verifier_error_and_needs_two_tasks():
-    ts = [traj("a"), traj("a"), traj("b"), traj("c", error="value_error"), traj("v", split="val"), traj("w", split="val")]
+    ts = [traj("a"), traj("a"), traj("b"), traj("c", error="value_error"), traj("v", split="val"),
+          traj("w", split="val")]
     directions = OfflineCurator(2).curate(ts, HarnessSpec(), tasks("a", "b", "c")).directions
     assert [d.cause for d in directions] == ["simple_function_checker:wrong_func_name"]
     assert directions[0].task_ids == ["a", "b"]
-    assert [e["task_id"] for e in directions[0].evidence] == ["a", "b"]  # one excerpt per task, no val task
+    assert [e.task_id for e in directions[0].evidence] == ["a", "b"]  # one excerpt per task, no val task
 
 
 def test_failure_cause_prefers_how_the_episode_ended():

@@ -21,7 +21,8 @@ def test_native_tool_calls_become_actions_with_their_ids():
     reply = AIMessage(content="", tool_calls=[{"name": "lookup", "args": {"key": "k"}, "id": "c1"},
                                               {"name": "echo", "args": {"text": "t"}, "id": "c2"}])
     got = parse(reply)
-    assert [(a.name, a.args, a.id) for a in got.actions] == [("lookup", {"key": "k"}, "c1"), ("echo", {"text": "t"}, "c2")]
+    assert [(a.name, a.args, a.id) for a in got.actions] == [("lookup", {"key": "k"}, "c1"),
+                                                            ("echo", {"text": "t"}, "c2")]
     assert got.answer is None and got.error == ""
 
 

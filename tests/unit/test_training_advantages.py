@@ -5,8 +5,13 @@ import math
 import pytest
 import torch
 
-from coevo.training.advantages import (effective_group_rate, effective_token_share, group_advantages,
-                                       task_token_weights, truncated_is_weight)
+from coevo.training.advantages import (
+    effective_group_rate,
+    effective_token_share,
+    group_advantages,
+    task_token_weights,
+    truncated_is_weight,
+)
 
 
 def test_advantages_match_eq6_with_population_std_on_a_hand_computed_group():
@@ -51,8 +56,8 @@ def test_task_token_weights_turn_a_batch_token_mean_into_eq15():
     tokens = [10, 30, 0]
     losses = [torch.randn(n) for n in tokens]
     weights = task_token_weights(tokens)
-    batch_token_mean = sum(w * l.sum() for w, l in zip(weights, losses)) / sum(tokens)
-    eq15 = sum(l.mean() for l in losses if len(l)) / len(tokens)  # a task with no tokens contributes zero
+    batch_token_mean = sum(w * loss.sum() for w, loss in zip(weights, losses)) / sum(tokens)
+    eq15 = sum(loss.mean() for loss in losses if len(loss)) / len(tokens)  # a task with no tokens contributes zero
     assert float(batch_token_mean) == pytest.approx(float(eq15), rel=1e-6)
     assert weights[2] == 0.0
 

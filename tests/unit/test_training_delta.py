@@ -2,10 +2,10 @@
 model or to the stage's parent adapter."""
 
 import pytest
+from training_kit import random_adapter, tiny_llama_checkpoint
 
 from coevo.training.checkpoint import load_policy
 from coevo.training.delta import delta_norm
-from training_kit import random_adapter, tiny_llama_checkpoint
 
 
 def merged_weight_change(base, adapter):

@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from training_kit import LookupEnv, lookup_policy, tiny_llama_checkpoint
 
 from coevo.graphs.harness import arun_rollout
 from coevo.harnesses.spec import HarnessSpec
@@ -24,7 +25,6 @@ from coevo.training.config import StageConfig
 from coevo.training.grpo import train_grpo
 from coevo.training.rollout import HarnessRollout, sibling_rescue
 from coevo.training.samples import trajectory_rows
-from training_kit import LookupEnv, lookup_policy, tiny_llama_checkpoint
 
 HOOK = {"nudge": {"event": "after_tool", "condition": "always", "action": "inject", "message": "HOOK-TEXT"}}
 
@@ -62,7 +62,8 @@ def test_loss_mask_excludes_tool_observations_and_hook_injections(spec, env):
 def test_rewritten_context_splits_into_rows_that_keep_the_advantage():
     first = ModelCall(input=[], output={}, prompt_token_ids=[1, 2], completion_token_ids=[3], logprobs=[-0.1])
     chained = ModelCall(input=[], output={}, prompt_token_ids=[1, 2, 3, 9], completion_token_ids=[4], logprobs=[-0.2])
-    rewritten = ModelCall(input=[], output={}, prompt_token_ids=[1, 9, 9], completion_token_ids=[5, 6], logprobs=[-0.3, -0.4])
+    rewritten = ModelCall(input=[], output={}, prompt_token_ids=[1, 9, 9], completion_token_ids=[5, 6],
+                          logprobs=[-0.3, -0.4])
     traj = Trajectory(task_id="t", calls=[first, chained, rewritten])
     rows = trajectory_rows(traj, advantage=-1.25, task_index=3)
     assert [(r.prompt_ids, r.completion_ids, r.env_mask) for r in rows] == [
@@ -172,15 +173,16 @@ def test_train_grpo_rejects_too_few_tasks_and_greedy_decoding(tmp_path, spec, en
 
 def test_fill_prompt_ids_renders_missing_prompts_with_the_chat_template():
     from langchain_core.messages import HumanMessage, messages_to_dict
+    from training_kit import char_tokenizer
 
     from coevo.training.rollout import fill_prompt_ids
-    from training_kit import char_tokenizer
 
     tok = char_tokenizer()
     tok.chat_template = "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}{% endfor %}<assistant>"
     call = ModelCall(input=messages_to_dict([HumanMessage("hi")]), output={}, completion_token_ids=[65, 66],
                      logprobs=[-0.1, -0.2])
-    kept = ModelCall(input=messages_to_dict([HumanMessage("x")]), output={}, prompt_token_ids=[1], completion_token_ids=[2])
+    kept = ModelCall(input=messages_to_dict([HumanMessage("x")]), output={}, prompt_token_ids=[1],
+                     completion_token_ids=[2])
     traj = Trajectory(task_id="t", calls=[call, kept])
     fill_prompt_ids(traj, tok)
     assert text(traj.calls[0].prompt_token_ids) == "<user>hi<assistant>" and traj.calls[1].prompt_token_ids == [1]
@@ -210,7 +212,8 @@ def test_batch_pads_rows_to_equal_micro_batches_with_lossless_fillers(tmp_path, 
     assert batch["completion_ids"].shape[0] == 4 and mask[3].sum() == 0  # the filler carries no loss
     assert int(batch["num_items_in_batch"]) == 5
     # Eq. 15: task 0 has 3 policy tokens, task 1 has 2 -> factors 5/(2*3) and 5/(2*2)
-    assert batch["advantages"][0, 0].item() == pytest.approx(5 / 6) and batch["advantages"][2, 0].item() == pytest.approx(-5 / 4)
+    assert batch["advantages"][0, 0].item() == pytest.approx(5 / 6)
+    assert batch["advantages"][2, 0].item() == pytest.approx(-5 / 4)
 
 
 def raises_on_call(n: int, error: Exception) -> ScriptedChatModel:

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from training_kit import random_adapter, tiny_llama_checkpoint
 
 from coevo.training.checkpoint import Checkpoint, load_policy
 from coevo.training.merge import merge_adapters
-from training_kit import random_adapter, tiny_llama_checkpoint
 
 TYPES = ["linear", "cat", "svd", "ties", "dare_ties", "ties_svd", "dare_ties_svd"]
 PRUNING = {"ties", "dare_ties", "ties_svd", "dare_ties_svd"}

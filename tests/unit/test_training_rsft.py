@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from training_kit import LookupEnv, lookup_policy, tiny_llama_checkpoint
 
 from coevo.config import TrainConfig
 from coevo.harnesses.spec import HarnessSpec
@@ -12,8 +13,6 @@ from coevo.training import rsft
 from coevo.training.checkpoint import load_policy
 from coevo.training.config import StageConfigError
 from coevo.training.samples import Row
-from training_kit import LookupEnv, lookup_policy, tiny_llama_checkpoint
-
 
 SPEC = HarnessSpec(parser={"mode": "python_call"},
                    hooks={"nudge": {"event": "after_tool", "condition": "always", "action": "inject",
@@ -62,7 +61,8 @@ def test_rsft_trains_on_policy_tokens_of_accepted_rollouts_only(tmp_path, monkey
         assert "Final answer: VALUE-" in policy and "nope" not in policy and "HOOK" not in policy
     m = new.metrics
     assert m["kept_rate"] == 0.5 and m["steps"] == 2 and m["tokens"] == sum(r.policy_tokens for r in seen)
-    lora_b = [v for k, v in load_file(str(Path(new.adapter_path) / "adapter_model.safetensors")).items() if "lora_B" in k]
+    lora_b = [v for k, v in load_file(str(Path(new.adapter_path) / "adapter_model.safetensors")).items()
+              if "lora_B" in k]
     assert any(float(v.abs().max()) > 0 for v in lora_b)
     assert new.parents == ["ckpt-tiny"] and new.config["stage"] == "rsft"
 

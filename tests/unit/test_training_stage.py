@@ -4,6 +4,7 @@ builds each round's stage config; the checkpoint goes in and comes out through t
 import asyncio
 
 import pytest
+from training_kit import LookupEnv
 
 from coevo.config import RunConfig
 from coevo.harnesses.spec import HarnessSpec
@@ -12,7 +13,6 @@ from coevo.storage import Archive
 from coevo.training import grpo, rsft
 from coevo.training.checkpoint import Checkpoint
 from coevo.training.stage import StageTrainer
-from training_kit import LookupEnv
 
 
 @pytest.mark.parametrize("algorithm, module, name", [("grpo", grpo, "train_grpo"), ("rsft", rsft, "train_rsft")])

@@ -8,8 +8,13 @@ import httpx
 import pytest
 
 from coevo.training.checkpoint import Checkpoint
-from coevo.training.vllm_sync import (VLLMStepSync, VLLMSyncError, load_lora_adapter, publish_checkpoint,
-                                      unload_lora_adapter)
+from coevo.training.vllm_sync import (
+    VLLMStepSync,
+    VLLMSyncError,
+    load_lora_adapter,
+    publish_checkpoint,
+    unload_lora_adapter,
+)
 
 
 def recording_client(status=200, text="Success"):
@@ -26,7 +31,8 @@ def test_load_and_unload_post_the_vllm_lora_endpoints():
     client, calls = recording_client()
     load_lora_adapter("http://gpu:8000/", "coevo-a", Path("/ckpt/adapter"), client=client)
     unload_lora_adapter("http://gpu:8000", "coevo-a", client=client)
-    assert calls == [("POST", "http://gpu:8000/v1/load_lora_adapter", {"lora_name": "coevo-a", "lora_path": "/ckpt/adapter"}),
+    assert calls == [("POST", "http://gpu:8000/v1/load_lora_adapter",
+                      {"lora_name": "coevo-a", "lora_path": "/ckpt/adapter"}),
                      ("POST", "http://gpu:8000/v1/unload_lora_adapter", {"lora_name": "coevo-a"})]
 
 

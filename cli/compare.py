@@ -1,0 +1,67 @@
+"""``coevo compare CONFIG --strategies vace,rl_only,... --seeds 3``: run strategies with matched
+budgets, splits and seeds (``coevo.meta.compare``), print the table, write HTML + PNG."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from coevo.cli.common import console, key_values, user_errors
+from coevo.config import load_config
+from coevo.graphs.registry import strategy_names
+
+DEFAULT_STRATEGIES = "vace,ungated,rl_only,harness_only,static"
+
+
+def compare_table(comparison) -> Table:
+    """The comparison as a rich table (``coevo.report.compare.table_rows``)."""
+    from coevo.report.compare import HEADERS, table_rows
+
+    table = Table(title=f"compare {comparison.id}: test, {comparison.n_test} tasks, reference {comparison.reference}")
+    for header in HEADERS:
+        table.add_column(header)
+    for row in table_rows(comparison):
+        table.add_row(*row)
+    return table
+
+
+def compare_cmd(
+    config: Optional[Path] = typer.Argument(
+        None, help="TOML/YAML run config shared by every run (default: the built-in defaults)."),
+    strategies: str = typer.Option(DEFAULT_STRATEGIES, "--strategies",
+                                   help=f"Comma-separated, from: {strategy_names()}."),
+    seeds: int = typer.Option(3, "--seeds", min=1, help="Seeds per strategy: config.seed, config.seed + 1, ..."),
+    db: Optional[str] = typer.Option(None, "--db", help="Archive + checkpointer database (default from the config)."),
+    set_: list[str] = typer.Option([], "--set",
+                                   help="Override a config key for every run: --set rounds=1 (repeatable)."),
+    out: Optional[Path] = typer.Option(None, "-o", "--out",
+                                       help="Report folder (default: OUT_DIR/compare/COMPARISON_ID)."),
+) -> None:
+    """Run each strategy with the same config, splits and seeds (finished runs are read back, stopped
+    ones resumed), then print and write test scores with 95 % intervals, paired differences to VACE,
+    gate counts and the weight stages' effective-group rate."""
+    from coevo.meta.compare import compare
+    from coevo.report.compare import write_compare_report
+    from coevo.report.progress import RichReporter
+
+    with user_errors():
+        overrides = key_values(set_, "train.steps=4")
+        if db is not None:
+            overrides["db"] = db
+        cfg = load_config(config, overrides)
+        names = [s.strip() for s in strategies.split(",") if s.strip()]
+        with RichReporter(console=console) as reporter:
+            try:
+                comparison = asyncio.run(compare(cfg, names, seeds, reporter=reporter))
+            except KeyboardInterrupt:
+                console.print("[yellow]interrupted: finished runs are kept and read back; run the same command "
+                              "to continue[/yellow]")
+                raise typer.Exit(130) from None
+        console.print(compare_table(comparison))
+        path = write_compare_report(comparison, out or Path(cfg.out_dir) / "compare" / comparison.id)
+    console.print(f"report: {path}")
+    console.print(f"archive: {cfg.db}  comparison: {comparison.id}")

@@ -1,0 +1,69 @@
+"""The comparison report (``coevo compare``): an HTML table of strategies with intervals and paired
+differences to the reference, one PNG, and the comparison's numbers as JSON."""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Any
+
+from coevo.report.numbers import difference_text, plain, score_text
+from coevo.report.plots import compare_plot
+
+
+def gate_text(row: Any) -> str:
+    """``3 / 5`` accepted / rejected at the gate; ``no gate (2 adopted)`` for an ungated strategy;
+    ``–`` for one that does not refine."""
+    if row.gated:
+        return f"{row.accepted} / {row.rejected}"
+    return f"no gate ({row.adopted} adopted)" if row.adopted else "–"
+
+
+def table_rows(comparison: Any) -> list[tuple[str, ...]]:
+    """The comparison's rows as text cells: strategy, seeds, final test score [95 %] n, per-seed
+    scores, start pair, difference to the reference, gate accepted / rejected, effective-group and
+    reward-spread rates, trivial baseline (``coevo.meta.compare.Comparison``)."""
+    out = []
+    for r in comparison.rows:
+        vs = "(reference)" if r.strategy == comparison.reference else difference_text(r.vs_reference)
+        out.append((r.strategy, str(len(r.seeds)), score_text(r.score), " ".join(f"{x:.2f}" for x in r.per_seed),
+                    score_text(r.start), vs, gate_text(r), plain(r.effective_group_rate), plain(r.spread_rate),
+                    plain(r.trivial)))
+    return out
+
+
+HEADERS = ("strategy", "seeds", "test score [95 %] n=tasks", "per seed", "start pair (H0, W0)",
+           "− reference, paired [95 %]", "gate accepted / rejected", "effective-group rate",
+           "reward-spread rate", "trivial")
+
+
+def write_compare_report(comparison: Any, out_dir: Path) -> Path:
+    """Write ``out_dir/index.html``, ``out_dir/compare.png`` and ``out_dir/comparison.json`` for a
+    ``coevo.meta.compare.Comparison``; returns the HTML path."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    trivial = next((r.trivial for r in comparison.rows if r.trivial is not None), None)
+    png = compare_plot(comparison.rows, trivial, out_dir / "compare.png")
+    (out_dir / "comparison.json").write_text(comparison.model_dump_json(indent=1))
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in HEADERS)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
+                   for row in table_rows(comparison))
+    runs = "".join(f"<tr><td>{html.escape(r.strategy)}</td><td>{r.seed}</td><td><code>{html.escape(r.run_id)}</code>"
+                   f"</td><td>{plain(r.final.score if r.final else None)}</td><td>{r.source}</td>"
+                   f"<td>{'–' if r.wall_s is None else f'{r.wall_s:.0f}'}</td></tr>" for r in comparison.runs)
+    cfg = comparison.config.get("run", {})
+    env, policy = html.escape(str(cfg.get("env", {}).get("ref", ""))), html.escape(str(cfg.get("policy", "")))
+    page = f"""<!doctype html><html><head><meta charset="utf-8"><title>coevo compare {comparison.id}</title>
+<style>body{{font-family:sans-serif;max-width:1100px;margin:2em auto}}\
+td,th{{padding:4px 8px;border-bottom:1px solid #ddd}}</style>
+</head><body><h1>coevo compare <code>{comparison.id}</code></h1>
+<p>env <code>{env}</code>, policy <code>{policy}</code>, {cfg.get('rounds')} round(s), {comparison.n_test} test tasks,
+reference <b>{comparison.reference}</b>. Test scores are the final pair's mean reward over seeds with a 95 % interval
+over test tasks (each task averaged over seeds); the difference to the reference is paired per (seed, task) and
+significant at 95 % when its interval excludes 0.</p>
+<table><tr>{head}</tr>{body}</table><img src="{png.name}" alt="test score per strategy">
+<h2>Runs</h2><table><tr><th>strategy</th><th>seed</th><th>run id</th><th>final test score</th><th>source</th>\
+<th>wall (s)</th></tr>{runs}</table>
+</body></html>"""
+    path = out_dir / "index.html"
+    path.write_text(page)
+    return path

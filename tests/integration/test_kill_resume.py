@@ -1,0 +1,198 @@
+"""Crash safety the hard way (issue 17, item 7): a ``coevo run`` process is SIGKILLed during the
+weight stage and, separately, during validation; ``coevo run --resume`` (started from another
+working directory) finishes it with the same final summary, harness ids, scores and archive row
+counts as an uninterrupted run with the same seeds.
+
+The policy is the tiny random Llama of ``tests/training_kit.py`` saved with a chat template and
+referenced as ``local:<dir>``: real GRPO through TRL and real local generation, in seconds. The
+kill moment is found by polling the run's checkpointed graph and its archive, never by sleeping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from training_kit import char_tokenizer, tiny_llama_checkpoint
+
+import coevo
+from coevo.meta.run import run_snapshot
+from coevo.storage import Archive
+
+pytestmark = pytest.mark.integration
+
+DEADLINE_S = 600
+TEMPLATE = ("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+            "{% if add_generation_prompt %}assistant: {% endif %}")
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("tiny-llama")
+    tiny_llama_checkpoint(folder)
+    tokenizer = char_tokenizer()
+    tokenizer.chat_template = TEMPLATE
+    tokenizer.save_pretrained(str(folder))
+    return folder
+
+
+def start_folder(root: Path, model: Path) -> Path:
+    """A folder with a small VACE config whose paths are relative to it (the run stores them absolute)."""
+    root.mkdir()
+    (root / "run.toml").write_text(f"""
+strategy = "vace"
+rounds = 1
+seed = 0
+db = "runs/coevo.db"
+out_dir = "runs"
+policy = "local:{model}"
+[env]
+ref = "reasoning_gym:families=chain_sum,size=40"
+n_train = 2
+n_val = 4
+n_test = 2
+[train]
+steps = 1
+tasks_per_step = 2
+num_generations = 2
+max_new_tokens = 8
+[eval]
+concurrency = 1
+""")
+    return root
+
+
+def coevo_run(cwd: Path, *args: str) -> subprocess.Popen:
+    """``coevo run ARGS`` in ``cwd`` as a child process; stdout and stderr go to files in ``cwd``."""
+    package_root = str(Path(coevo.__file__).parent.parent)  # where ``import coevo`` found this checkout
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)}
+    tag = "resume" if "--resume" in args else "run"
+    return subprocess.Popen([sys.executable, "-m", "coevo.cli.app", "run", *args, "--no-report"], cwd=cwd, env=env,
+                            stdout=open(cwd / f"{tag}.out", "w"), stderr=open(cwd / f"{tag}.err", "w"))
+
+
+def finish(proc: subprocess.Popen, cwd: Path) -> str:
+    """Wait for ``proc`` (bounded); its stdout. Fails with its output when it does not end with 0."""
+    tag = "resume" if "--resume" in proc.args else "run"
+    try:
+        proc.wait(timeout=DEADLINE_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    out, err = (cwd / f"{tag}.out").read_text(), (cwd / f"{tag}.err").read_text()
+    assert proc.returncode == 0, f"coevo run exited {proc.returncode}\n{out}\n{err[-3000:]}"
+    return out
+
+
+def poll(proc: subprocess.Popen, folder: Path, what: str, ready) -> str:
+    """Wait for the run's ``setup`` line (its archive and checkpointer exist from then on: opening them
+    earlier would race their creation), then poll its archive and checkpointed graph until
+    ``ready(archive, run_id, snapshot)``; returns the run id. Fails if the process ends first or the
+    deadline passes."""
+    deadline, run_id = time.monotonic() + DEADLINE_S, None
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"coevo run ended ({proc.returncode}) before {what}"
+        if run_id is None:
+            started = re.search(r"setup  run (\S+):", (folder / "run.out").read_text())
+            run_id = started and started.group(1)
+        if run_id is not None:
+            db = folder / "runs" / "coevo.db"
+            with Archive(db) as archive:
+                if ready(archive, run_id, asyncio.run(run_snapshot(str(db), run_id, "vace"))):
+                    return run_id
+        time.sleep(0.05)
+    proc.kill()
+    pytest.fail(f"no {what} within {DEADLINE_S} s")
+
+
+def kill(proc: subprocess.Popen) -> None:
+    proc.send_signal(signal.SIGKILL)
+    assert proc.wait(timeout=60) == -signal.SIGKILL
+
+
+def summary(stdout: str, run_id: str) -> str:
+    """The printed summary table, the run id masked."""
+    table = stdout[stdout.index(f"run {run_id}: summary"):stdout.index("archive: ")]
+    return table.replace(run_id, "RUN")
+
+
+def outcome(db: Path, run_id: str) -> dict:
+    """What must match an uninterrupted run: harness ids, decisions, scores, and every row count."""
+    with Archive(db) as archive:
+        evaluations = archive.list_evaluations(run_id)
+        return {
+            "runs": [r.status for r in archive.list_runs()],
+            "harnesses": sorted(h.id for h in archive.list_harnesses(run_id)),
+            "edits": sorted((e.child_id, e.status) for e in archive.list_edits(run_id)),
+            "decisions": sorted((d.round, d.candidate_id, d.accepted, d.b, d.c) for d in
+                                archive.list_gate_decisions(run_id)),
+            "scores": sorted((e.harness_id, e.split, len(e.task_ids), e.status, e.aggregates.get("mean_reward"))
+                             for e in evaluations),
+            "trajectories": len(archive.trajectories(run_id=run_id)),
+            "trajectories per evaluation": sorted(archive.count_trajectories(e.id) for e in evaluations),
+            "train trajectories": len(archive.trajectories(run_id=run_id, split="train")),
+            "checkpoints": len(archive.list_checkpoints()),
+        }
+
+
+@pytest.fixture(scope="module")
+def reference(tiny_model, tmp_path_factory) -> tuple[str, dict]:
+    """The uninterrupted run: its summary and outcome."""
+    folder = start_folder(tmp_path_factory.mktemp("reference") / "run", tiny_model)
+    out = finish(coevo_run(folder, "run.toml"), folder)
+    run_id = re.search(r"run id: (\S+)", out).group(1)
+    return summary(out, run_id), outcome(folder / "runs" / "coevo.db", run_id)
+
+
+def kill_and_resume(tmp_path: Path, model: Path, what: str, ready, killed) -> tuple[str, dict, Path]:
+    """Start a run, SIGKILL it once ``ready`` holds, check ``killed(archive, run_id, snapshot)`` on what
+    the dead process left, resume it from another directory; the resumed summary and outcome."""
+    folder = start_folder(tmp_path / "run", model)
+    db = folder / "runs" / "coevo.db"
+    proc = coevo_run(folder, "run.toml")
+    run_id = poll(proc, folder, what, ready)
+    kill(proc)
+    with Archive(db) as archive:
+        assert archive.get_run(run_id).status == "running"  # a killed process marks nothing
+        killed(archive, run_id, asyncio.run(run_snapshot(str(db), run_id, "vace")))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    out = finish(coevo_run(elsewhere, "--resume", run_id, "--db", str(db)), elsewhere)
+    assert not (elsewhere / "runs").exists() and not (elsewhere / "coevo_runs").exists()
+    return summary(out, run_id), outcome(db, run_id), db
+
+
+def test_a_run_killed_in_the_weight_stage_resumes_to_the_same_end(tiny_model, reference, tmp_path):
+    def in_training(archive, run_id, snapshot):
+        return snapshot.next == ("train",)
+
+    def stage_unfinished(archive, run_id, snapshot):
+        assert snapshot.next == ("train",) and len(archive.list_checkpoints()) == 1  # W0 only: no trained one
+
+    table, result, db = kill_and_resume(tmp_path, tiny_model, "weight stage", in_training, stage_unfinished)
+    assert (table, result) == reference
+    with Archive(db) as archive:
+        adapters = [c.adapter_path for c in archive.list_checkpoints() if c.adapter_path]
+    assert len(adapters) == 1 and Path(adapters[0]).is_absolute() and Path(adapters[0]).is_dir()
+
+
+def _val_rollouts_on_disk(archive, run_id) -> int:
+    return sum(archive.count_trajectories(e.id) for e in archive.list_evaluations(run_id) if e.split == "val")
+
+
+def test_a_run_killed_in_validation_resumes_to_the_same_end(tiny_model, reference, tmp_path):
+    def mid_validation(archive, run_id, snapshot):
+        return snapshot.next == ("validate",) and _val_rollouts_on_disk(archive, run_id) >= 1
+
+    def validation_unfinished(archive, run_id, snapshot):
+        assert snapshot.next == ("validate",) and _val_rollouts_on_disk(archive, run_id) >= 1  # the resume reuses them
+
+    table, result, _ = kill_and_resume(tmp_path, tiny_model, "validation", mid_validation, validation_unfinished)
+    assert (table, result) == reference

@@ -1,0 +1,116 @@
+"""Local servers for tests and benchmarks: a tiny OpenAI-compatible stub, free and closed ports,
+and `transformers serve` for the bundled SmolLM2-135M."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Callable
+
+import httpx
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on right now (also what a dead server looks like)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class StubServer:
+    """An OpenAI-compatible ``/v1/chat/completions`` that answers ``reply(messages)`` after
+    ``latency_s``, serving at most ``capacity`` requests at once (a server's fixed throughput: more
+    wait in line). ``requests`` counts the requests received. A context manager."""
+
+    def __init__(self, reply: Callable[[list[dict]], str] = lambda m: "ok", latency_s: float = 0.0,
+                 capacity: int = 64) -> None:
+        self.reply, self.latency_s, self.requests = reply, latency_s, 0
+        self._slots = threading.Semaphore(capacity)
+        self._lock = threading.Lock()
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+                body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
+                with stub._lock:
+                    stub.requests += 1
+                with stub._slots:
+                    time.sleep(stub.latency_s)
+                text = stub.reply(body.get("messages", []))
+                data = json.dumps({"id": "stub", "object": "chat.completion", "created": 0, "model": body.get("model"),
+                                   "choices": [{"index": 0, "finish_reason": "stop",
+                                                "message": {"role": "assistant", "content": text}}],
+                                   "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}}).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._server.server_port}/v1"
+
+    def __enter__(self) -> "StubServer":
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+class TransformersServer:
+    """``transformers serve`` (ships with transformers; needs ``coevo[serve]``) serving the model
+    directory ``model_dir`` on a free local port under the name ``model_dir.name`` (started from its
+    parent directory, so the model id is that relative path). ``url`` ends in ``/v1``; ``log`` holds
+    the server's output; ``threads`` torch threads (1: on a small shared box two spinning threads
+    against the test process made prefill 4-6x slower). A context manager; raises ``RuntimeError``
+    with the log tail when the server does not come up within ``start_timeout_s``."""
+
+    def __init__(self, model_dir: Path, log: Path, start_timeout_s: float = 180.0, threads: int = 1) -> None:
+        self.model_dir, self.log_path, self.start_timeout_s = Path(model_dir), Path(log), start_timeout_s
+        self.threads = threads
+        self.name = self.model_dir.name
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+
+    def __enter__(self) -> "TransformersServer":
+        exe = Path(sys.executable).parent / "transformers"
+        cmd = [str(exe), "serve", self.name, "--device", "cpu", "--host", "127.0.0.1", "--port", str(self.port)]
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1",
+               "OMP_NUM_THREADS": str(self.threads)}
+        self._log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(cmd, cwd=self.model_dir.parent, env=env, stdout=self._log,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.time() + self.start_timeout_s
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                break
+            try:
+                if httpx.get(f"http://127.0.0.1:{self.port}/health", timeout=2).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        self.__exit__()
+        raise RuntimeError(f"transformers serve did not start: {self.log_path.read_text()[-3000:]}")
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.terminate()  # uvicorn may linger on its generation thread: then the whole group goes
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, 9)
+            self.proc.wait(10)
+        self._log.close()
