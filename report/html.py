@@ -49,8 +49,9 @@ def _stage_table(archive: Archive, run_id: str) -> str:
     stages = weight_stages(archive, run_id)
     if not stages:
         return ""
-    rows = "".join(f"<tr><td>{s.parent[:18]} → {s.checkpoint[:18]}</td><td>{s.harness_id[:12]}</td>"
-                   f"<td>{plain(s.val_before)} → {plain(s.val_after)} (n={s.n_val})</td>"
+    rows = "".join(f"<tr><td>{s.checkpoint_before[:18]} → {s.checkpoint_after[:18]}</td>"
+                   f"<td>{s.harness_id[:12]}</td>"
+                   f"<td>{plain(s.val_before)} → {plain(s.val_after)} (n={_n(s)})</td>"
                    f"<td>{plain(s.train_reward)}</td>"
                    f"<td>{plain(s.effective_group_rate)} ({plain(s.contrast_rate)})</td><td>{_g(s.delta_norm)}</td>"
                    f"<td>{_g(s.total_delta_norm)}</td></tr>" for s in stages)
@@ -59,6 +60,10 @@ def _stage_table(archive: Archive, run_id: str) -> str:
             "the checkpoint's change from the base model.</p><table><tr><th>checkpoint</th><th>harness</th>"
             "<th>val before → after</th><th>train reward</th><th>effective groups (with reward contrast)</th>"
             f"<th>||ΔW|| stage</th><th>||ΔW|| total</th></tr>{rows}</table>")
+
+
+def _n(stage: Any) -> str:
+    return str(len(stage.after.per_task)) if stage.after else "–"
 
 
 def _g(x: float | None) -> str:
