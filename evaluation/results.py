@@ -6,7 +6,7 @@ and ``paired_difference`` (b − a on the tasks both saw, paired bootstrap)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal, Mapping
+from typing import TYPE_CHECKING, Any, Literal, Mapping, Sequence
 
 from pydantic import BaseModel, Field
 
@@ -15,6 +15,11 @@ if TYPE_CHECKING:  # stats imports SciPy (~1 s): loaded when an interval is firs
 
 Metric = Literal["reward", "pass_at_k", "avg_at_k"]
 
+
+
+def _mean(values: Sequence[float] | Sequence[bool]) -> float:
+    """The mean of ``values`` (booleans count as 0/1); 0.0 when empty."""
+    return sum(values) / len(values) if values else 0.0
 
 class TaskOutcome(BaseModel):
     """The k rollouts of one task: ``seeds[j]``, ``rewards[j]`` in [0, 1], ``passed[j]``."""
@@ -28,12 +33,12 @@ class TaskOutcome(BaseModel):
     @property
     def mean_reward(self) -> float:
         """Mean reward over the k rollouts."""
-        return sum(self.rewards) / len(self.rewards) if self.rewards else 0.0
+        return _mean(self.rewards)
 
     @property
     def pass_rate(self) -> float:
         """Fraction of the k rollouts that passed."""
-        return sum(self.passed) / len(self.passed) if self.passed else 0.0
+        return _mean(self.passed)
 
     def value(self, metric: Metric = "reward") -> float:
         """The task's value in [0, 1] for ``metric``: mean reward, 1.0 when any rollout passed
@@ -121,12 +126,12 @@ class TaskPair(BaseModel):
     @property
     def a(self) -> float:
         """A's mean reward on the task."""
-        return sum(self.a_rewards) / len(self.a_rewards) if self.a_rewards else 0.0
+        return _mean(self.a_rewards)
 
     @property
     def b(self) -> float:
         """B's mean reward on the task."""
-        return sum(self.b_rewards) / len(self.b_rewards) if self.b_rewards else 0.0
+        return _mean(self.b_rewards)
 
 
 class PairedResult(BaseModel):
