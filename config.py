@@ -146,6 +146,9 @@ class RunConfig(Section):
     meta: MetaConfig = Field(default_factory=MetaConfig)
     gate: GateConfig = Field(default_factory=GateConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
+    report_to: Literal["none", "tensorboard", "mlflow", "wandb"] = Field(
+        default="none", description="experiment tracker for the loop's numbers and TRL's weight-stage logs, offline: "
+        "files under <out_dir>/tracking/<run id> (coevo.report.tracking); none: the archive and report only")
     executor: Literal["inprocess", "ray"] = Field(
         default="inprocess", description="where rollouts run: this process, or Ray workers ($RAY_ADDRESS or a local "
                                          "instance; coevo.evaluation.executors)")

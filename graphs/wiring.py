@@ -4,8 +4,11 @@ module stays the place where its algorithm is read."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from langgraph.graph import END, START, StateGraph
 
+from coevo.meta.budget import phased
 from coevo.meta.context import MetaContext
 from coevo.meta.state import MetaState
 from coevo.nodes.check import check
@@ -15,11 +18,23 @@ from coevo.nodes.schedule import final_test, more_rounds, next_round
 from coevo.nodes.setup import setup
 
 
+class PhasedGraph(StateGraph):
+    """A ``StateGraph`` whose node functions run as budget phases (``coevo.meta.budget.phased``:
+    the state's round and the node's name), so every strategy's spending is attributed per phase
+    without a line in its nodes."""
+
+    def add_node(self, node: Any, action: Any = None, **kwargs: Any) -> Any:  # type: ignore[override]
+        """``StateGraph.add_node`` with the node function ``phased`` under its node name."""
+        if action is None and not isinstance(node, str):
+            return super().add_node(phased(getattr(node, "__name__", ""), node), **kwargs)
+        return super().add_node(node, phased(node, action) if action is not None else None, **kwargs)
+
+
 def meta_graph() -> StateGraph:
-    """A meta-loop ``StateGraph`` (state ``MetaState``, context ``MetaContext``) that starts with
-    ``setup`` (H0, W0 and the run's tasks) and ends with ``final_test`` (test of the start and
-    final pairs); the strategy wires what lies between."""
-    builder = StateGraph(MetaState, context_schema=MetaContext)
+    """A meta-loop ``StateGraph`` (state ``MetaState``, context ``MetaContext``; a ``PhasedGraph``)
+    that starts with ``setup`` (H0, W0 and the run's tasks) and ends with ``final_test`` (test of
+    the start and final pairs); the strategy wires what lies between."""
+    builder = PhasedGraph(MetaState, context_schema=MetaContext)
     builder.add_node("setup", setup)
     builder.add_node("final_test", final_test)
     builder.add_edge(START, "setup")

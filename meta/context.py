@@ -19,10 +19,12 @@ from coevo.evaluation.executors import Executor
 from coevo.evaluation.results import EvalResult
 from coevo.harnesses.spec import HarnessSpec, load_harness
 from coevo.models.trajectory import Trajectory
+from coevo.meta.budget import calls_budget, current_phase, eval_budget, stage_budget, totals
 from coevo.report.progress import NullReporter, Reporter
+from coevo.report.tracking import NullTracker, Tracker
 from coevo.roles.curator import Curator
 from coevo.roles.editor import Editor
-from coevo.storage import Archive, LLMCallRecord
+from coevo.storage import Archive, BudgetRecord, LLMCallRecord
 
 Split = Literal["train", "val", "test"]
 
@@ -47,7 +49,13 @@ class MetaContext:
     ``coevo.evaluation.engine.evaluate`` (replaceable in tests); ``executor`` where its rollouts run
     (``coevo.evaluation.executors``; None: in this process); ``approve`` (``--approve-gate``)
     pauses before each gate decision with a LangGraph ``interrupt``; ``run_id`` names the run
-    whose evaluations, edits and LLM calls are stored.
+    whose evaluations, edits and LLM calls are stored; ``tracker`` receives the loop's numbers per
+    round (``coevo.report.tracking``; ``run_meta`` opens the one ``config.report_to`` names).
+
+    What ``evaluate``, ``train`` and ``store_calls`` spend is stored per phase (``account``;
+    ``coevo.meta.budget``) and tracked: ``score/<split>/<harness>`` per evaluation,
+    ``train/<metric>`` per weight stage (``train_step/<metric>`` per optimiser step),
+    ``budget/<spend>`` cumulative; nodes add their own numbers with ``track`` (the gate's counts).
     """
 
     config: RunConfig
@@ -62,6 +70,7 @@ class MetaContext:
     executor: Executor | None = None
     approve: bool = False
     run_id: str = "studio"
+    tracker: Tracker = field(default_factory=NullTracker)
 
     def tasks(self, split: Split, ids: Sequence[str] | None = None) -> list[Task]:
         """The run's tasks of ``split`` (sizes from ``config.env``), in the env's order; only those in
@@ -85,17 +94,60 @@ class MetaContext:
         ``eval.concurrency``, the reporter, stored in the archive under ``run_id`` (resumable by id),
         on the ``executor``."""
         placed = {} if self.executor is None else {"executor": self.executor}
-        return await self.evaluator(self.spec(harness_id), checkpoint, self.env, split, k=k or self.config.eval.k,
+        result = await self.evaluator(self.spec(harness_id), checkpoint, self.env, split, k=k or self.config.eval.k,
                                     seeds=self.config.seed if seed is None else seed, model=self.policy(checkpoint),
                                     archive=self.archive,
                                     concurrency=self.config.eval.concurrency, progress=self.reporter,
                                     run_id=self.run_id, tasks=self.tasks(split) if tasks is None else list(tasks),
                                     **placed)
+        self.account(eval_budget(self.run_id, result))
+        self.track({f"score/{split}/{harness_id[:12]}": result.mean_reward})
+        return result
+
+    async def train(self, checkpoint_id: str, spec: HarnessSpec, tasks: Sequence[Task], round: int,
+                    siblings: Sequence[HarnessSpec] = ()) -> tuple[str, list[Trajectory]]:
+        """The weight stage through ``trainer`` (same arguments and result; ``siblings`` passed only
+        when non-empty), its rollouts and policy tokens accounted (``stage_budget``) and the new
+        checkpoint's numeric metrics tracked as ``train/<metric>`` at ``round`` and its per-step
+        ``history`` as ``train_step/<key>`` at step ``round * train.steps + i``. Raises
+        ``ValueError`` when the run has no trainer."""
+        if self.trainer is None:
+            raise ValueError("this strategy trains weights but the run has no trainer; use strategy harness_only or "
+                             "static")
+        options = {"siblings": list(siblings)} if siblings else {}
+        checkpoint, trajectories = await self.trainer(checkpoint_id, spec, tasks, round, **options)
+        self.account(stage_budget(self.run_id, checkpoint, trajectories))
+        record = self.archive.get_checkpoint(checkpoint)
+        metrics = record.metrics if record is not None else {}
+        self.track({f"train/{k}": v for k, v in metrics.items()}, round)
+        for i, step in enumerate(metrics.get("history") or []):
+            self.track({f"train_step/{k}": v for k, v in step.items() if k not in ("step", "round")},
+                       round * self.config.train.steps + i)
+        return checkpoint, trajectories
 
     def store_calls(self, calls: Sequence[LLMCallRecord]) -> None:
-        """Store meta-role LLM calls (what a role returned) in the archive under the run's id."""
+        """Store meta-role LLM calls (what a role returned) in the archive under the run's id, and
+        account their tokens and cost (``calls_budget``)."""
         if calls:
             self.archive.add_llm_calls([c.model_copy(update={"run_id": self.run_id}) for c in calls])
+            self.account(calls_budget(self.run_id, calls))
+
+    def account(self, record: BudgetRecord) -> None:
+        """Store a phase's spend (``coevo.meta.budget``; once per id: what was paid for before is not
+        counted again) and track the run's cumulative spend without test rollouts
+        (``budget/rollouts``, ``budget/policy_tokens``, ``budget/meta_tokens``, ``budget/meta_cost_usd``)."""
+        if not self.archive.add_budget(record):
+            return
+        spent = totals(self.archive.list_budgets(self.run_id))
+        self.track({"budget/rollouts": spent["rollouts"],
+                    "budget/policy_tokens": spent["policy_input_tokens"] + spent["policy_output_tokens"],
+                    "budget/meta_tokens": spent["meta_input_tokens"] + spent["meta_output_tokens"],
+                    "budget/meta_cost_usd": spent["meta_cost_usd"]}, record.round)
+
+    def track(self, scalars: dict[str, Any], step: int | None = None) -> None:
+        """Send ``scalars`` (tag -> number; others skipped) to the tracker at ``step`` (default: the
+        current phase's round, 0 when unknown)."""
+        self.tracker.log(scalars, max(0, current_phase().round if step is None else step))
 
 
 _DEFAULTS: dict[str, MetaContext] = {}

@@ -35,6 +35,7 @@ from coevo.meta.context import MetaContext
 from coevo.meta.services import make_context
 from coevo.meta.state import STATE_MODELS
 from coevo.report.progress import Reporter
+from coevo.report.tracking import open_tracker, require_tracker
 from coevo.storage import Archive
 from coevo.storage.tables import RunRecord
 
@@ -171,14 +172,17 @@ async def run_meta(config: RunConfig, run_id: str | None = None, resume: bool = 
     (stored with the run as ``gate.approve``: a resume keeps it, whatever its own ``approve``);
     ``answers`` answers pending gate questions by id (see ``resolve_answers``); ``context``
     replaces the default services (tests; its ``run_id`` and ``approve`` are set to the run's).
-    A new run without ``context`` stores ``anchored(config)`` after ``preflight``.
+    A new run without ``context`` stores ``anchored(config)`` after ``preflight``. The run's
+    numbers go to the tracker ``config.report_to`` names (``coevo.report.tracking``; files under
+    ``<out_dir>/tracking/<run_id>``), replacing the context's.
 
     Returns the final state (domain objects as the ``coevo.meta.state`` models) with ``run_id``;
     with a pending approval, ``state["__interrupt__"]`` lists the questions (``Interrupt``: ``id``,
     ``value``). A resume without answers while questions are pending returns them and runs
     nothing. A run that raises is stored with status ``failed`` (``interrupted`` when cancelled)
     and the error stays in its saved graph state (``run_snapshot(...).tasks``); resuming continues it.
-    Raises ``RunError`` for an unknown run or a bad reference or answer (nothing changed).
+    Raises ``RunError`` for an unknown run or a bad reference or answer, ``MissingExtraError`` for
+    a tracker whose package is missing (nothing changed).
     """
     env: Env | None = None
     exists = "://" in config.db or Path(config.db).expanduser().is_file()
@@ -188,6 +192,7 @@ async def run_meta(config: RunConfig, run_id: str | None = None, resume: bool = 
     if archive is None and exists:
         archive = Archive(config.db)  # an unreadable --db is reported before any model is loaded
     if not resume:
+        require_tracker(config.report_to)  # a missing tracker package is reported before anything is stored
         if approve:
             config = config.model_copy(update={"gate": config.gate.model_copy(update={"approve": True})})
         if context is None:
@@ -213,6 +218,8 @@ async def run_meta(config: RunConfig, run_id: str | None = None, resume: bool = 
         run = archive.get_run(run_id) if resume else None
         run = run or RunRecord(id=run_id, strategy=config.strategy, config=config.model_dump(mode="json"))
         archive.add_run(run.model_copy(update={"status": "running", "updated_at": time.time()}))
+        tracker = open_tracker(config.report_to, config.out_dir, run_id, config.model_dump(mode="json"))
+        ctx = dataclasses.replace(ctx, tracker=tracker)
         try:
             # durability="sync": a checkpoint is on disk before the next node runs, so a crash loses at
             # most the running node and checkpointer writes never overlap the archive's (one SQLite file).
@@ -223,6 +230,7 @@ async def run_meta(config: RunConfig, run_id: str | None = None, resume: bool = 
             archive.add_run(run.model_copy(update={"status": status, "updated_at": time.time()}))
             raise
         finally:
+            tracker.close()
             if context is None and ctx.executor is not None:
                 ctx.executor.close()  # the run's Ray workers (make_context started them for this run)
     status = "done" if "__interrupt__" not in state else "paused"

@@ -79,7 +79,8 @@ def _rule(b: float, c: float, pairs: list[GatePair], cfg: GateConfig, seed: int)
 
 def gate(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """Decide each validated candidate against the incumbent; the best accepted one becomes H[t+1].
-    Every decision is stored as a ``GateDecisionRecord``."""
+    Every decision is stored as a ``GateDecisionRecord``; the round's accepted and rejected counts
+    and best c − b go to the tracker (``gate/...``)."""
     ctx = services(runtime)
     val, inc_id, rnd = state.get("validation", {}), state["incumbent"], state.get("round", 0)
     decisions: list[GateDecision] = []
@@ -104,6 +105,10 @@ def gate(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
             best = decision
     for d in decisions:
         ctx.archive.add_gate_decision(GateDecisionRecord(**d.model_dump()))
+    if decisions:
+        ctx.track({"gate/accepted": sum(d.accepted for d in decisions),
+                   "gate/rejected": sum(not d.accepted for d in decisions),
+                   "gate/best_c_minus_b": max(d.c - d.b for d in decisions)}, rnd)
     for d in decisions:
         verdict = "ACCEPTED" if d is best else "rejected"
         ctx.reporter.log(f"gate   round {rnd}: {d.candidate_id[:12]} {verdict}: {d.reason}")

@@ -3,6 +3,7 @@
 from coevo.storage.archive import Archive, ArchiveError, SchemaVersionError
 from coevo.storage.tables import (
     SCHEMA_VERSION,
+    BudgetRecord,
     CheckpointRecord,
     EditRecord,
     EvaluationRecord,
@@ -14,6 +15,6 @@ from coevo.storage.tables import (
 )
 
 __all__ = [
-    "SCHEMA_VERSION", "Archive", "ArchiveError", "CheckpointRecord", "EditRecord", "EvaluationRecord",
+    "SCHEMA_VERSION", "Archive", "ArchiveError", "BudgetRecord", "CheckpointRecord", "EditRecord", "EvaluationRecord",
     "GateDecisionRecord", "HarnessRecord", "LLMCallRecord", "ProfileRecord", "RunRecord", "SchemaVersionError",
 ]

@@ -31,6 +31,8 @@ from coevo.storage.tables import (
     TRAJECTORY_FIELDS,
     TRAJECTORY_TOTALS,
     UPGRADES,
+    BudgetRecord,
+    BudgetRow,
     CheckpointRecord,
     CheckpointRow,
     EditRecord,
@@ -95,7 +97,7 @@ class Archive:
     @staticmethod
     def _tables() -> list[Table]:
         rows = (SchemaVersionRow, RunRow, HarnessRow, EditRow, CheckpointRow, TaskRow, EvaluationRow,
-                TrajectoryRow, GateDecisionRow, ProfileRow, LLMCallRow)
+                TrajectoryRow, GateDecisionRow, ProfileRow, LLMCallRow, BudgetRow)
         return [row.__table__ for row in rows]  # type: ignore[attr-defined]
 
     def _check_version(self) -> None:
@@ -362,3 +364,18 @@ class Archive:
     def list_llm_calls(self, run_id: str | None = None, role: str | None = None) -> list[LLMCallRecord]:
         """LLM calls filtered by run and/or role, oldest first."""
         return self._list(LLMCallRow, LLMCallRecord, run_id=run_id, role=role)
+
+    # -- budgets ---------------------------------------------------------------------------
+
+    def add_budget(self, record: BudgetRecord) -> bool:
+        """Store ``record`` unless a budget row with its id exists (what it names was paid for
+        already); returns whether it was stored."""
+        with self._lock:
+            if self._get(BudgetRow, BudgetRecord, record.id) is not None:
+                return False
+            self._put(BudgetRow, [record])
+        return True
+
+    def list_budgets(self, run_id: str | None = None) -> list[BudgetRecord]:
+        """Budget rows (of ``run_id``), oldest first."""
+        return self._list(BudgetRow, BudgetRecord, run_id=run_id)

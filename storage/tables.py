@@ -267,3 +267,35 @@ class LLMCallRow(LLMCallRecord, table=True):
     """The ``llm_calls`` table: one row per ``LLMCallRecord``."""
 
     __tablename__ = "llm_calls"
+
+
+class BudgetRecord(SQLModel):
+    """What one phase of a run spent (WHALE §6 and VACE compare strategies at equal rollout budgets):
+    ``round`` and ``phase`` (the meta-graph node that spent it: ``train``, ``stage_effect``, ``check``,
+    ``validate``, ``final_test``, ...) identify the phase; ``split`` the task split its rollouts ran
+    on (``""`` for meta-LLM calls); ``rollouts`` episodes run, ``policy_input_tokens`` /
+    ``policy_output_tokens`` the policy model's prompt / sampled tokens over them, ``meta_calls`` /
+    ``meta_input_tokens`` / ``meta_output_tokens`` / ``meta_cost_usd`` (USD) the meta roles' LLM calls.
+    ``id`` names what was paid for (an evaluation, a weight stage, a batch of LLM calls), so work
+    reused by a later phase or a resume is counted once (``coevo.meta.budget``)."""
+
+    id: str = Field(primary_key=True)
+    run_id: str | None = Field(default=None, index=True)
+    round: int = 0
+    phase: str = ""
+    split: str = ""
+    rollouts: int = 0
+    policy_input_tokens: int = 0
+    policy_output_tokens: int = 0
+    meta_calls: int = 0
+    meta_input_tokens: int = 0
+    meta_output_tokens: int = 0
+    meta_cost_usd: float = 0.0
+    created_at: float = Field(default_factory=_now)
+
+
+class BudgetRow(BudgetRecord, table=True):
+    """The ``budgets`` table: one row per ``BudgetRecord`` (new in this release: created by
+    ``create_all`` on any archive; no column of an older table changed)."""
+
+    __tablename__ = "budgets"

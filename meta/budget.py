@@ -1,0 +1,144 @@
+"""Budget accounting: what each phase of a run spent, for comparisons at equal rollout budgets
+(WHALE §6 matches cumulative budgets; VACE and Harness-S report rollouts per method).
+
+A *phase* is one run of one meta-graph node in one round (the weight stage ``train``, the
+refinement steps ``curate``/``edit``/``check``, ``validate``, ``gate``, an evaluation such as
+``stage_effect`` or ``final_test``, and whatever nodes a strategy adds). Nodes do nothing for it:
+the graph ``meta_graph`` returns (``coevo.graphs.wiring.PhasedGraph``) wraps every node it is
+given (``phased``) so the node runs with its ``Phase``
+(the state's ``round``, the node's name) as the current phase, and the ``MetaContext`` services
+that spend — ``evaluate`` (rollouts), ``train`` (the weight stage's rollouts), ``store_calls``
+(meta-LLM calls) — store one ``BudgetRecord`` each under it (``eval_budget``, ``stage_budget``,
+``calls_budget``). A record's id names what was paid for, so an evaluation reused by a later
+phase, or redone by a resume, is counted once, where it first ran.
+
+``rollout_curve`` reads a run's records back as cumulative spend per round (``coevo compare``).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from coevo.storage.tables import BudgetRecord, LLMCallRecord
+
+OUTSIDE = "outside"
+"""The phase name of spending outside any meta-graph node (a service called directly)."""
+
+
+@dataclass(frozen=True)
+class Phase:
+    """A phase: ``round`` (the meta state's round when the node started; -1 unknown) and ``name``
+    (the node's name)."""
+
+    round: int
+    name: str
+
+
+_PHASE: ContextVar[Phase | None] = ContextVar("coevo_phase", default=None)
+
+
+def current_phase() -> Phase:
+    """The phase the caller runs in: the one ``phased`` set, else — in a LangGraph node added
+    without ``meta_graph`` — that node's name from LangGraph's run config with round -1, else
+    ``Phase(-1, OUTSIDE)``."""
+    phase = _PHASE.get()
+    if phase is not None:
+        return phase
+    try:
+        from langgraph.config import get_config
+
+        name = (get_config().get("metadata") or {}).get("langgraph_node") or OUTSIDE
+    except RuntimeError:  # not inside a runnable
+        name = OUTSIDE
+    return Phase(-1, str(name))
+
+
+def _round(args: tuple) -> int:
+    """The round in a node's first argument (the meta state, or a ``Send`` payload such as
+    ``EditRequest``); 0 when it has none."""
+    state = args[0] if args else None
+    value = state.get("round") if isinstance(state, Mapping) else getattr(state, "round", None)
+    return int(value or 0)
+
+
+def phased(name: str, action: Any) -> Any:
+    """``action`` (a node function, sync or async) wrapped so that it runs with
+    ``Phase(state round, name)`` as the current phase; anything else (a runnable, a class) is
+    returned unchanged. The wrapper keeps the function's signature and annotations
+    (``functools.wraps``), which LangGraph reads to pass ``runtime`` and infer input schemas."""
+    if not (inspect.isfunction(action) or inspect.ismethod(action)):
+        return action
+    if inspect.iscoroutinefunction(action):
+        @functools.wraps(action)
+        async def run_async(*args: Any, **kwargs: Any) -> Any:
+            token = _PHASE.set(Phase(_round(args), name))
+            try:
+                return await action(*args, **kwargs)
+            finally:
+                _PHASE.reset(token)
+
+        return run_async
+
+    @functools.wraps(action)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        token = _PHASE.set(Phase(_round(args), name))
+        try:
+            return action(*args, **kwargs)
+        finally:
+            _PHASE.reset(token)
+
+    return run
+
+
+def _record(run_id: str, key: str, **spent: Any) -> BudgetRecord:
+    phase = current_phase()
+    return BudgetRecord(id=f"{run_id}:{key}", run_id=run_id, round=phase.round, phase=phase.name, **spent)
+
+
+def eval_budget(run_id: str, result: Any) -> BudgetRecord:
+    """The spend of an evaluation (an ``EvalResult``): its rollouts and policy tokens on its split,
+    keyed by its evaluation id."""
+    return _record(run_id, f"eval:{result.evaluation_id}", split=result.split, rollouts=result.n_rollouts,
+                   policy_input_tokens=result.input_tokens, policy_output_tokens=result.output_tokens)
+
+
+def stage_budget(run_id: str, checkpoint_id: str, trajectories: Sequence[Any]) -> BudgetRecord:
+    """The spend of a weight stage that made ``checkpoint_id``: its rollouts (``Trajectory``, on
+    train) and their policy tokens, keyed by the new checkpoint."""
+    return _record(run_id, f"stage:{checkpoint_id}", split="train", rollouts=len(trajectories),
+                   policy_input_tokens=sum(t.input_tokens for t in trajectories),
+                   policy_output_tokens=sum(t.output_tokens for t in trajectories))
+
+
+def calls_budget(run_id: str, calls: Sequence[LLMCallRecord]) -> BudgetRecord:
+    """The spend of meta-role LLM ``calls`` (tokens, cost in USD), keyed by a digest of their ids."""
+    digest = hashlib.sha256("\0".join(sorted(c.id for c in calls)).encode()).hexdigest()[:16]
+    return _record(run_id, f"llm:{digest}", meta_calls=len(calls),
+                   meta_input_tokens=sum(c.input_tokens for c in calls),
+                   meta_output_tokens=sum(c.output_tokens for c in calls),
+                   meta_cost_usd=sum(c.cost_usd for c in calls))
+
+
+SPEND = ("rollouts", "policy_input_tokens", "policy_output_tokens", "meta_calls", "meta_input_tokens",
+         "meta_output_tokens", "meta_cost_usd")
+"""The summed fields of a ``BudgetRecord``."""
+
+
+def totals(records: Sequence[BudgetRecord], include_test: bool = False) -> dict[str, float]:
+    """Each ``SPEND`` field summed over ``records``; test-split rollouts (measurement, not search)
+    are left out unless ``include_test``."""
+    kept = [r for r in records if include_test or r.split != "test"]
+    return {name: sum(getattr(r, name) for r in kept) for name in SPEND}
+
+
+def rollout_curve(records: Sequence[BudgetRecord], rounds: int) -> list[dict[str, float]]:
+    """Cumulative spend at the end of each round ``0..rounds-1`` (``totals`` of the records of that
+    round and earlier, setup's included; test rollouts excluded), one dict per round with ``round``.
+    Records of unknown round (-1) count from round 0."""
+    return [{"round": t, **totals([r for r in records if r.round <= t])} for t in range(rounds)]
+

@@ -1,0 +1,74 @@
+"""Budget accounting (issue 13 item 6): every phase's rollouts, policy tokens and meta-LLM spend is
+stored per (run, round, phase), generically for any node of a ``meta_graph``, and work reused by a
+later phase is counted once."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+
+from test_meta_loop import _run, setup_run
+
+from coevo.meta.budget import Phase, current_phase, phased, rollout_curve, totals
+from coevo.meta.state import EditRequest
+from coevo.storage.tables import LLMCallRecord
+
+
+def test_every_phase_of_a_vace_run_is_accounted_once_with_its_round(tmp_path):
+    config, ctx, archive = setup_run(tmp_path, "help")
+    asyncio.run(_run(config, ctx, archive))
+    rows = [(b.round, b.phase, b.split, b.rollouts) for b in archive.list_budgets("run-1")]
+    # 4 train / 4 val / 4 test tasks, k=1; round 1 trains on the 2 train tasks no demonstration answers
+    assert rows == [(0, "train", "train", 4), (0, "stage_effect", "val", 4), (0, "stage_effect", "val", 4),
+                    (0, "check", "train", 2), (0, "check", "train", 2), (0, "validate", "val", 4),
+                    (1, "train", "train", 2), (1, "stage_effect", "val", 4),
+                    (2, "final_test", "test", 4), (2, "final_test", "test", 4)]
+    # validate's incumbent under W[t+1] and round 1's W[t] val are stage_effect's evaluations: not counted again
+    evaluations = {e.id for e in archive.list_evaluations("run-1")}
+    assert len(evaluations) == sum(b.id.split(":")[1] == "eval" for b in archive.list_budgets("run-1"))
+    budgets = archive.list_budgets("run-1")
+    assert totals(budgets)["rollouts"] == 4 + 8 + 4 + 4 + 2 + 4
+    assert totals(budgets, include_test=True)["rollouts"] == 34
+    curve = rollout_curve(budgets, config.rounds)
+    assert [c["rollouts"] for c in curve] == [4 + 8 + 4 + 4, 4 + 8 + 4 + 4 + 2 + 4]
+
+
+def test_a_resumed_run_counts_nothing_twice(tmp_path):
+    config, ctx, archive = setup_run(tmp_path, "help", fail_once_at=1)
+    try:
+        asyncio.run(_run(config, ctx, archive))
+    except RuntimeError:
+        pass
+    before = {b.id for b in archive.list_budgets("run-1")}
+    asyncio.run(_run(config, ctx, archive, resume=True))
+    after = archive.list_budgets("run-1")
+    assert before < {b.id for b in after} and len(after) == len({b.id for b in after})
+    assert [b.phase for b in after if b.round == 1] == ["train", "stage_effect"]
+
+
+def test_meta_llm_calls_are_accounted_with_tokens_and_cost_in_their_phase(tmp_path):
+    config, ctx, archive = setup_run(tmp_path, "help")
+    calls = [LLMCallRecord(id=f"c{i}", role="editor", model="m", input_tokens=100 * i, output_tokens=10,
+                           cost_usd=0.5) for i in (1, 2)]
+    edit_in_round_3 = phased("edit", lambda request: ctx.store_calls(calls))
+    edit_in_round_3(EditRequest(direction=None, incumbent="h", round=3, train_trajectories=[]))
+    edit_in_round_3(EditRequest(direction=None, incumbent="h", round=3, train_trajectories=[]))  # same calls again
+    (budget,) = archive.list_budgets(ctx.run_id)
+    assert (budget.round, budget.phase, budget.split) == (3, "edit", "")
+    assert (budget.meta_calls, budget.meta_input_tokens, budget.meta_output_tokens) == (2, 300, 20)
+    assert budget.meta_cost_usd == 1.0 and budget.rollouts == 0
+    assert len(archive.list_llm_calls(ctx.run_id)) == 2
+
+
+def test_phased_nodes_keep_their_signature_and_the_phase_ends_with_them():
+    seen = []
+
+    async def node(state: dict, runtime=None) -> dict:
+        seen.append(current_phase())
+        return {}
+
+    wrapped = phased("validate", node)
+    asyncio.run(wrapped({"round": 2}, runtime=None))
+    assert seen == [Phase(2, "validate")] and current_phase() == Phase(-1, "outside")
+    assert list(inspect.signature(wrapped).parameters) == ["state", "runtime"]
+    assert phased("x", len) is len  # not a Python function: left alone
