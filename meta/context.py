@@ -18,8 +18,8 @@ from coevo.evaluation.engine import evaluate
 from coevo.evaluation.executors import Executor
 from coevo.evaluation.results import EvalResult
 from coevo.harnesses.spec import HarnessSpec, load_harness
-from coevo.models.trajectory import Trajectory
 from coevo.meta.budget import calls_budget, current_phase, eval_budget, stage_budget, totals
+from coevo.models.trajectory import Trajectory
 from coevo.report.progress import NullReporter, Reporter
 from coevo.report.tracking import NullTracker, Tracker
 from coevo.roles.curator import Curator
