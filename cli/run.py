@@ -18,6 +18,7 @@ from coevo.evaluation.results import paired_difference
 from coevo.graphs.registry import strategy_names
 from coevo.harnesses.errors import HarnessError
 from coevo.report.numbers import difference_text, plain, score_text, stored_estimates
+from coevo.report.tracking import require_tracker
 
 WEIGHT_COLUMNS = ("val H[t]: W[t] -> W[t+1]", "train reward", "effective groups (contrast)", "||dW||")
 """The weight stage's columns of the summary table (``weight_cells``)."""
@@ -135,6 +136,10 @@ def run_cmd(
     executor: Optional[str] = typer.Option(None, "--executor", help="Where rollouts run: inprocess (default) or ray "
                                            "(workers of $RAY_ADDRESS, or a local Ray instance; needs coevo[ray])."),
     report: bool = typer.Option(True, "--report/--no-report", help="Write the HTML report at the end."),
+    report_to: Optional[str] = typer.Option(
+        None, "--report-to", help="Experiment tracker, offline (files under OUT_DIR/tracking/RUN_ID): tensorboard, "
+        "mlflow, wandb or none (default: the config's report_to, none). The loop's numbers per round and TRL's "
+        "weight-stage steps; needs coevo[tracking] (wandb: pip install wandb)."),
 ) -> None:
     """Run VACE (or a baseline): RL stage -> refine the harness from its trajectories -> paired validation -> gate."""
     from coevo.meta.run import RunError, new_run_id
@@ -145,16 +150,18 @@ def run_cmd(
         if answer and not resume:
             raise ConfigError("--answer answers a paused run's gate question: add --resume RUN_ID (printed with the "
                               "pause)")
-        if resume and (set_ or strategy or meta_model or executor):
+        if resume and (set_ or strategy or meta_model or executor or report_to):
             raise ConfigError(f"--resume continues run {resume} with the config it was started with, so --set, "
-                              "--strategy and --meta-model do not apply (nor --executor): drop them, or start a new "
-                              "run")
+                              "--strategy and --meta-model do not apply (nor --executor, --report-to): drop them, or "
+                              "start a new run")
         overrides = key_values(set_, "train.steps=4")
-        for key, value in (("meta.model", meta_model), ("strategy", strategy), ("db", db), ("executor", executor)):
+        for key, value in (("meta.model", meta_model), ("strategy", strategy), ("db", db), ("executor", executor),
+                           ("report_to", report_to)):
             if value is not None:
                 overrides[key] = value
         cfg = load_config(config, overrides)
         make_executor(cfg.executor).close()  # fail here, readably, when the executor cannot run (Ray missing)
+        require_tracker(cfg.report_to)  # and when the tracker's package is missing
         if resume and db is None and config is None:
             cfg = RunConfig(db=cfg.db)
         run_id = resume or new_run_id(cfg)
@@ -185,4 +192,9 @@ def run_cmd(
 
         path = write_report(state["run_id"], cfg.db, Path(cfg.out_dir) / "reports" / state["run_id"], state)
         console.print(f"report: {path}")
+    if cfg.report_to != "none":
+        from coevo.report.tracking import tracking_folder
+
+        folder = tracking_folder(cfg.out_dir, state["run_id"])
+        console.print(f"{cfg.report_to}: {folder}", highlight=False, soft_wrap=True)
     console.print(f"archive: {cfg.db}  run id: {state['run_id']}")

@@ -23,8 +23,9 @@ def stage_tasks(ctx: MetaContext, state: MetaState) -> list[Task]:
 
 async def train(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """The weight stage under the incumbent harness (VACE Alg. 1, line 2): GRPO or RSFT via the
-    context's ``trainer`` (``MetaContext.train``, which accounts its budget) on the train tasks no demonstration answers (``stage_tasks``), with the
-    previous round's checked candidates as the Eq. 5 rescue pool. Returns the new checkpoint id, the
+    context's ``trainer`` (``MetaContext.train``, which accounts its budget and tracks its numbers)
+    on the train tasks no demonstration answers (``stage_tasks``), with the previous round's
+    checked candidates as the Eq. 5 rescue pool. Returns the new checkpoint id, the
     ids of the stage's trajectories and the stage's training numbers (``WeightStage``; ``stage_effect``
     adds its val effect)."""
     ctx = services(runtime)

@@ -103,6 +103,19 @@ def quiet_console(trainer: Any) -> None:
     trainer.add_callback(QuietProgress())
 
 
+def route_tensorboard(trainer: Any, logging_dir: str | None) -> None:
+    """Point the TensorBoard callback that TRL's ``report_to="tensorboard"`` added to ``trainer`` at
+    ``logging_dir`` (transformers 5 has no ``logging_dir`` argument; its callback reads this
+    attribute when training begins). Nothing without that callback or a directory."""
+    if logging_dir is None:
+        return
+    from transformers.integrations import TensorBoardCallback
+
+    for callback in trainer.callback_handler.callbacks:
+        if isinstance(callback, TensorBoardCallback):
+            callback.logging_dir = logging_dir
+
+
 def lora_config(cfg: StageConfig) -> Any:
     """A PEFT ``LoraConfig`` for a causal LM from ``lora_r``/``lora_alpha``/``lora_dropout``/
     ``lora_target_modules``."""
@@ -206,6 +219,7 @@ def train_grpo(
         callbacks=callbacks, importance_correction=correction, is_clip=cfg.is_clip,
     )
     quiet_console(trainer)
+    route_tensorboard(trainer, cfg.logging_dir)
     started = time.perf_counter()
     try:
         trainer.train()

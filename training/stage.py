@@ -11,7 +11,9 @@ from coevo.config import RunConfig, TrainConfig
 from coevo.envs.base import Env, Task
 from coevo.harnesses.spec import HarnessSpec
 from coevo.models.trajectory import Trajectory
+from coevo.report.tracking import tracking_folder
 from coevo.training.checkpoint import Checkpoint, record_checkpoint
+from coevo.training.config import StageConfig
 
 
 def training_spec(spec: HarnessSpec, train: TrainConfig) -> HarnessSpec:
@@ -34,6 +36,16 @@ def measured(new: Checkpoint, parent: Checkpoint, incumbent_id: str) -> Checkpoi
     return new.model_copy(update={"metrics": metrics, "config": {**new.config, "incumbent_id": incumbent_id}})
 
 
+def tracked(stage: StageConfig, run: RunConfig, run_id: str, round: int) -> StageConfig:
+    """``stage`` reporting to the run's tracker (``run.report_to``) unless ``train.report_to`` names
+    one itself: TRL's ``report_to`` for GRPO, with TensorBoard steps under
+    ``<out_dir>/tracking/<run_id>/trl/round<round>`` (``coevo.report.tracking``)."""
+    if run.report_to == "none" or stage.report_to != "none":
+        return stage
+    folder = tracking_folder(run.out_dir, run_id) / "trl" / f"round{round}"
+    return stage.model_copy(update={"report_to": run.report_to, "logging_dir": str(folder)})
+
+
 class StageTrainer:
     """The weight stage behind ``MetaContext.trainer``: ``train_grpo`` (Harness-S §7) or
     ``train_rsft`` (WHALE §3.1), as ``config.train.algorithm`` says, on the given train tasks with
@@ -43,7 +55,8 @@ class StageTrainer:
     and siblings, an all-fail group is re-rolled once under each sibling harness (Harness-S Eq. 5,
     ``coevo.training.rollout.sibling_rescue``; siblings cycled to the group size, sampled like
     the incumbent). Adapters are saved under the absolute ``<out_dir>/adapters`` and stored with
-    that path. The new checkpoint's metrics get the size of its change (``measured``).
+    that path. The new checkpoint's metrics get the size of its change (``measured``). With a run
+    tracker, TRL logs the stage's steps to it (``tracked``).
     """
 
     def __init__(self, config: RunConfig, env: Env, archive: Any, run_id: str) -> None:
@@ -57,6 +70,7 @@ class StageTrainer:
             raise KeyError(f"checkpoint {checkpoint_id!r} is not in the archive")
         # absolute: the checkpoint's stored adapter_path must not depend on where a resume is started from
         config = train.stage(round, self.config.seed, Path(self.config.out_dir).expanduser().resolve())
+        config = tracked(config, self.config, self.run_id, round)
         options: dict[str, Any] = {}
         if train.algorithm == "rsft":
             from coevo.training.rsft import train_rsft as stage

@@ -1,0 +1,90 @@
+"""Experiment tracking (issue 15 item 6): ``coevo run --report-to tensorboard`` writes TensorBoard
+event files under the run's output folder with the weight stages' and the meta-loop's numbers; TRL's
+own ``report_to`` writes a GRPO stage's steps there; a missing tracker package is a one-paragraph
+error naming the extra."""
+
+from __future__ import annotations
+
+import builtins
+import json
+
+from test_cli_errors import one_paragraph_error, runner
+from test_gate_approval import patch_services, write_config
+from test_meta_loop import setup_run
+
+from coevo.cli.app import app
+from coevo.report.events import read_scalars
+from coevo.storage import Archive
+
+
+def test_run_report_to_tensorboard_writes_train_and_meta_loop_scalars(tmp_path, monkeypatch):
+    config, ctx, archive = setup_run(tmp_path, "help")
+    patch_services(monkeypatch, ctx)
+    path = write_config(tmp_path, config, out_dir=str(tmp_path / "out"))
+    result = runner.invoke(app, ["run", str(path), "--report-to", "tensorboard", "--no-report"], terminal_width=300)
+    assert result.exit_code == 0, result.output
+    with Archive(config.db) as stored:
+        (run,) = [r for r in stored.list_runs() if r.strategy == "vace"]
+        budgets = stored.list_budgets(run.id)
+        decisions = stored.list_gate_decisions(run.id)
+    folder = tmp_path / "out" / "tracking" / run.id
+    assert f"tensorboard: {folder}" in " ".join(result.output.split())
+    assert list((folder / "meta").glob("events.out.tfevents.*"))
+    scalars = read_scalars(folder)
+    # the weight stage's numbers (FakeTrainer's checkpoint metrics), one point per round
+    assert [s for s, _ in scalars["train/reward_mean"]] == [0, 1]
+    assert scalars["train/delta_norm"] == [(0, 0.25), (1, 0.5)]
+    assert "train/effective_group_rate" in scalars
+    # the meta loop: val score per harness, gate decisions, cumulative budget
+    incumbent = decisions[0].incumbent_id[:12]
+    assert (0, 0.0) in scalars[f"score/val/{incumbent}"]
+    assert (0, 1.0) in scalars[f"score/val/{decisions[0].candidate_id[:12]}"]
+    assert scalars["gate/accepted"][0] == (0, sum(d.accepted for d in decisions if d.round == 0))
+    rollouts = scalars["budget/rollouts"]
+    assert rollouts[-1][1] == sum(b.rollouts for b in budgets if b.split != "test")
+    assert [v for _, v in rollouts] == sorted(v for _, v in rollouts)  # cumulative
+    assert (2, 1.0) in scalars[f"score/test/{decisions[0].candidate_id[:12]}"]  # the final pair, after 2 rounds
+
+
+def test_a_missing_tracker_package_is_one_paragraph_naming_the_extra(tmp_path, monkeypatch):
+    config, ctx, archive = setup_run(tmp_path, "help")
+    patch_services(monkeypatch, ctx)
+    path = write_config(tmp_path, config, out_dir=str(tmp_path / "out"))
+    real_import = builtins.__import__
+
+    def no_tensorboard(name, *args, **kwargs):
+        if name.startswith("tensorboardX"):
+            raise ImportError(f"No module named {name!r}")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_tensorboard)
+    result = runner.invoke(app, ["run", str(path), "--report-to", "tensorboard", "--no-report"], terminal_width=300)
+    one_paragraph_error(result, "--report-to tensorboard needs the package 'tensorboardX'",
+                        "pip install 'coevo[tracking]'", "--report-to none")
+    assert not (tmp_path / "out" / "tracking").exists()
+    bad = runner.invoke(app, ["run", str(path), "--report-to", "tensorbored", "--no-report"])
+    one_paragraph_error(bad, "report_to", "tensorboard")
+
+
+def test_grpo_stage_reports_its_steps_through_trl_to_the_run_folder(tmp_path):
+    from training_kit import LookupEnv, lookup_policy, tiny_llama_checkpoint
+
+    from coevo.config import RunConfig
+    from coevo.harnesses.spec import HarnessSpec
+    from coevo.training.grpo import train_grpo
+    from coevo.training.stage import tracked
+
+    run = RunConfig(out_dir=str(tmp_path / "out"), report_to="tensorboard")
+    stage = tracked(run.train.stage(0, 0, tmp_path / "out"), run, "run-x", 0)
+    assert stage.report_to == "tensorboard"
+    stage = stage.model_copy(update={"steps": 2})
+    ckpt = tiny_llama_checkpoint(tmp_path / "base")
+    env = LookupEnv()
+    new, _ = train_grpo(ckpt, HarnessSpec(parser={"mode": "python_call"}), env, env.tasks(), stage,
+                        policy_factory=lambda trainer: lookup_policy(right_every=2))
+    folder = tmp_path / "out" / "tracking" / "run-x" / "trl" / "round0"
+    scalars = read_scalars(folder)
+    assert [s for s, _ in scalars["train/loss"]] == [1, 2]
+    rewards = [h["reward"] for h in new.metrics["history"]]
+    assert [round(v, 4) for _, v in scalars["train/reward"]] == [round(r, 4) for r in rewards]
+    json.dumps(new.metrics)
