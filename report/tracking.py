@@ -6,13 +6,14 @@ Every tracker writes files under the run's tracking folder (``tracking_folder``:
 ============  ==============================================================================
 tensorboard   event files in ``<folder>/meta`` (``tensorboardX.SummaryWriter``; TRL's own
               ``report_to="tensorboard"`` writes the GRPO stages' steps to ``<folder>/trl/round<t>``)
-mlflow        a file store ``<folder>/mlruns`` (experiment ``coevo``, one MLflow run per coevo run)
+mlflow        a SQLite store ``<folder>/mlflow.db`` (experiment ``coevo``, one MLflow run per coevo
+              run; TRL's callback adds one per GRPO stage)
 wandb         an offline run in ``<folder>/wandb`` (``mode="offline"``; ``wandb sync`` uploads it
               later, if ever)
 none          nothing (the default: every number is in the archive and the HTML report already)
 ============  ==============================================================================
 
-The packages are optional: ``pip install 'coevo[tracking]'`` (tensorboardX and mlflow-skinny) or
+The packages are optional: ``pip install 'coevo[tracking]'`` (tensorboardX, mlflow-skinny, alembic) or
 ``pip install wandb``. A missing one is a ``MissingExtraError`` naming what to install, raised by
 ``open_tracker`` before the run starts.
 """
@@ -29,10 +30,10 @@ from coevo.envs.common import MissingExtraError
 ReportTo = Literal["none", "tensorboard", "mlflow", "wandb"]
 """The trackers ``--report-to`` accepts (also the names TRL's ``report_to`` uses)."""
 
-_PACKAGES = {"tensorboard": ("tensorboardX", "tensorboardX", "coevo[tracking]"),
-             "mlflow": ("mlflow", "mlflow-skinny", "coevo[tracking]"),
-             "wandb": ("wandb", "wandb", "wandb")}
-"""Tracker -> (module, PyPI distribution, what to pip install)."""
+_PACKAGES = {"tensorboard": (("tensorboardX",), "tensorboardX", "coevo[tracking]"),
+             "mlflow": (("mlflow.tracking", "alembic"), "mlflow-skinny (with alembic)", "coevo[tracking]"),
+             "wandb": (("wandb",), "wandb", "wandb")}
+"""Tracker -> (modules, PyPI distributions, what to pip install)."""
 
 
 class Tracker(Protocol):
@@ -93,8 +94,11 @@ class TensorBoardTracker:
 
 
 class MLflowTracker:
-    """Scalars as metrics of one MLflow run (named ``run_id``, experiment ``coevo``) in the file
-    store ``folder/mlruns``; the run's config as its params (flattened, ``section.key``)."""
+    """Scalars as metrics of one MLflow run (named ``run_id``, experiment ``coevo``) in the SQLite
+    store ``folder/mlflow.db`` (MLflow 3's file store is in maintenance mode; its SQLite backend
+    needs ``alembic``); the run's config as its params (flattened, ``section.key``). While open,
+    ``MLFLOW_TRACKING_URI`` and ``MLFLOW_EXPERIMENT_NAME`` point TRL's MLflow callback at the same
+    store (a GRPO stage is an MLflow run of its own there); ``close`` restores them."""
 
     name = "mlflow"
 
@@ -102,8 +106,8 @@ class MLflowTracker:
         from mlflow.tracking import MlflowClient
 
         self.folder = folder
-        (folder / "mlruns").mkdir(parents=True, exist_ok=True)
-        self.uri = (folder / "mlruns").resolve().as_uri()
+        folder.mkdir(parents=True, exist_ok=True)
+        self.uri = f"sqlite:///{(folder / 'mlflow.db').resolve()}"
         self.client = MlflowClient(tracking_uri=self.uri)
         experiment = self.client.get_experiment_by_name("coevo")
         experiment_id = experiment.experiment_id if experiment else self.client.create_experiment("coevo")
@@ -112,6 +116,8 @@ class MLflowTracker:
         if not found:
             for key, value in _flat(config).items():
                 self.client.log_param(self.run.info.run_id, key, str(value)[:500])
+        self._env = {k: os.environ.get(k) for k in ("MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME")}
+        os.environ.update({"MLFLOW_TRACKING_URI": self.uri, "MLFLOW_EXPERIMENT_NAME": "coevo"})
 
     def log(self, scalars: Mapping[str, float | int | None], step: int) -> None:
         """One metric per finite value at ``step`` (MLflow keys: ``/`` kept)."""
@@ -119,7 +125,12 @@ class MLflowTracker:
             self.client.log_metric(self.run.info.run_id, tag, value, step=step)
 
     def close(self) -> None:
-        """Nothing buffered: MLflow's client writes each metric at once."""
+        """Restore the environment (nothing is buffered: each metric is written at once)."""
+        for key, value in self._env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 class WandbTracker:
@@ -169,9 +180,10 @@ def require_tracker(report_to: str) -> None:
         return
     if report_to not in _PACKAGES:
         raise ValueError(f"report_to {report_to!r} is not a tracker: write one of none, tensorboard, mlflow, wandb")
-    module, package, install = _PACKAGES[report_to]
+    modules, package, install = _PACKAGES[report_to]
     try:
-        __import__(module)
+        for module in modules:
+            __import__(module)
     except ImportError as err:
         raise MissingExtraError(
             f"--report-to {report_to} needs the package {package!r}, which is not installed ({err}). Install it "

@@ -88,3 +88,29 @@ def test_grpo_stage_reports_its_steps_through_trl_to_the_run_folder(tmp_path):
     rewards = [h["reward"] for h in new.metrics["history"]]
     assert [round(v, 4) for _, v in scalars["train/reward"]] == [round(r, 4) for r in rewards]
     json.dumps(new.metrics)
+
+
+def test_run_report_to_mlflow_logs_the_loop_into_a_store_under_the_run_folder(tmp_path):
+    import asyncio
+    import os
+
+    import pytest
+
+    pytest.importorskip("mlflow.tracking", reason="mlflow-skinny (coevo[tracking]) is not installed")
+    from mlflow.tracking import MlflowClient
+
+    from coevo.meta.run import run_meta
+
+    config, ctx, archive = setup_run(tmp_path, "help")
+    config = config.model_copy(update={"report_to": "mlflow", "out_dir": str(tmp_path / "out")})
+    before = os.environ.get("MLFLOW_TRACKING_URI")
+    asyncio.run(run_meta(config, run_id="run-1", context=ctx, archive=archive))
+    assert os.environ.get("MLFLOW_TRACKING_URI") == before  # restored when the run closed
+    store = tmp_path / "out" / "tracking" / "run-1" / "mlflow.db"
+    client = MlflowClient(tracking_uri=f"sqlite:///{store}")
+    (run,) = client.search_runs([client.get_experiment_by_name("coevo").experiment_id])
+    assert run.info.run_name == "run-1" and run.data.params["strategy"] == "vace"
+    delta = [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, "train/delta_norm")]
+    assert delta == [(0, 0.25), (1, 0.5)]
+    rollouts = client.get_metric_history(run.info.run_id, "budget/rollouts")
+    assert max(m.value for m in rollouts) == sum(b.rollouts for b in archive.list_budgets("run-1") if b.split != "test")
