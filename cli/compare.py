@@ -29,6 +29,20 @@ def compare_table(comparison) -> Table:
     return table
 
 
+def budget_table(comparison) -> Table:
+    """The comparison's budgets as a rich table (``coevo.report.compare.budget_rows``)."""
+    from coevo.report.compare import BUDGET_HEADERS, budget_rows
+
+    budget = comparison.matched_budget
+    title = "budget per strategy (means over seeds)" + (f", matched at {budget:.0f} rollouts" if budget else "")
+    table = Table(title=title)
+    for header in BUDGET_HEADERS:
+        table.add_column(header)
+    for row in budget_rows(comparison):
+        table.add_row(*row)
+    return table
+
+
 def compare_cmd(
     config: Optional[Path] = typer.Argument(
         None, help="TOML/YAML run config shared by every run (default: the built-in defaults)."),
@@ -43,7 +57,8 @@ def compare_cmd(
 ) -> None:
     """Run each strategy with the same config, splits and seeds (finished runs are read back, stopped
     ones resumed), then print and write test scores with 95 % intervals, paired differences to VACE,
-    gate counts and the weight stages' effective-group rate."""
+    gate counts and the weight stages' effective-group rate; then each strategy's budget (rollouts, tokens,
+    meta-LLM cost) and its val score at the matched rollout budget, with a score-vs-rollouts plot."""
     from coevo.meta.compare import compare
     from coevo.report.compare import write_compare_report
     from coevo.report.progress import RichReporter
@@ -62,6 +77,7 @@ def compare_cmd(
                               "to continue[/yellow]")
                 raise typer.Exit(130) from None
         console.print(compare_table(comparison))
+        console.print(budget_table(comparison))
         path = write_compare_report(comparison, out or Path(cfg.out_dir) / "compare" / comparison.id)
     console.print(f"report: {path}")
     console.print(f"archive: {cfg.db}  comparison: {comparison.id}")

@@ -12,7 +12,9 @@ that spend — ``evaluate`` (rollouts), ``train`` (the weight stage's rollouts),
 ``calls_budget``). A record's id names what was paid for, so an evaluation reused by a later
 phase, or redone by a resume, is counted once, where it first ran.
 
-``rollout_curve`` reads a run's records back as cumulative spend per round (``coevo compare``).
+``rollout_curve`` reads a run's records back as cumulative spend per round, ``score_curve`` pairs
+it with the round's incumbent val score, and ``mean_curve`` / ``score_at`` average such curves over
+seeds and read a score at a matched budget (``coevo compare``'s "score vs rollouts").
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ import inspect
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
+
+from pydantic import BaseModel
 
 from coevo.storage.tables import BudgetRecord, LLMCallRecord
 
@@ -142,3 +146,52 @@ def rollout_curve(records: Sequence[BudgetRecord], rounds: int) -> list[dict[str
     Records of unknown round (-1) count from round 0."""
     return [{"round": t, **totals([r for r in records if r.round <= t])} for t in range(rounds)]
 
+
+
+class CurvePoint(BaseModel):
+    """A point of a score-vs-budget curve: the end of ``round``, cumulative ``rollouts`` and
+    ``meta_tokens`` spent by then (test rollouts excluded; means over seeds in ``mean_curve``), and
+    the incumbent's ``val`` score then (None when the round validated nothing)."""
+
+    round: int
+    rollouts: float
+    meta_tokens: float
+    val: float | None = None
+
+
+def score_curve(records: Sequence[BudgetRecord], history: Sequence[Any]) -> list[CurvePoint]:
+    """One ``CurvePoint`` per round summary in ``history`` (``RoundSummary``: ``round``,
+    ``incumbent_val``), its spend that of ``rollout_curve`` at that round."""
+    points = []
+    for summary in history:
+        spent = totals([r for r in records if r.round <= summary.round])
+        points.append(CurvePoint(round=summary.round, rollouts=spent["rollouts"],
+                                 meta_tokens=spent["meta_input_tokens"] + spent["meta_output_tokens"],
+                                 val=summary.incumbent_val))
+    return points
+
+
+def mean_curve(curves: Sequence[Sequence[CurvePoint]]) -> list[CurvePoint]:
+    """The seeds' curves averaged round by round over the rounds every curve has (val: over the
+    seeds that have one)."""
+    out = []
+    for points in zip(*curves):
+        vals = [p.val for p in points if p.val is not None]
+        out.append(CurvePoint(round=points[0].round, rollouts=sum(p.rollouts for p in points) / len(points),
+                              meta_tokens=sum(p.meta_tokens for p in points) / len(points),
+                              val=sum(vals) / len(vals) if vals else None))
+    return out
+
+
+def score_at(curve: Sequence[CurvePoint], budget: float) -> float | None:
+    """The val score of the last point of ``curve`` whose rollouts are within ``budget`` (what the
+    strategy had reached when it had spent that much); None when even its first round spent more."""
+    within = [p for p in curve if p.rollouts <= budget + 1e-9 and p.val is not None]
+    return within[-1].val if within else None
+
+
+def matched_budget(curves: Sequence[Sequence[CurvePoint]]) -> float | None:
+    """The largest rollout budget every strategy with a curve reached: the smallest of their final
+    cumulative rollouts (None when no strategy has a curve)."""
+    finals = [c[-1].rollouts for c in curves if c]
+    return min(finals) if finals else None

@@ -24,6 +24,12 @@ The numbers (``summarise``), per strategy, on the test split's final pair (H[T],
   Beside it the **reward-spread rate**: the mean over training steps of the fraction of groups whose
   rewards differ at all (``nonzero_std_rate``), which is what gives GRPO a gradient under partial
   credit even when no rollout fully passes.
+- **budget** (WHALE §6, VACE: methods compared at equal rollout budgets): each run's spend from the
+  archive's budget rows (``coevo.meta.budget``): rollouts on train and val (test rollouts measure,
+  they do not search), policy tokens, meta-LLM tokens and cost, as means over seeds; its
+  **score-vs-rollouts curve** (cumulative rollouts at the end of each round against the incumbent's
+  val score, averaged over seeds round by round); and the val score each strategy had reached at
+  the **matched budget**, the smallest final rollout count among the strategies with a curve.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from pydantic import BaseModel, Field
 from coevo.config import RunConfig
 from coevo.evaluation.stats import Estimate, difference_estimate, score_estimate
 from coevo.graphs.registry import get_strategy
+from coevo.meta.budget import CurvePoint, matched_budget, mean_curve, score_at, score_curve, totals
 from coevo.meta.context import MetaContext
 from coevo.meta.run import anchored, read_state, run_meta
 from coevo.meta.state import EvalSummary
@@ -51,8 +58,9 @@ REFERENCE = "vace"
 class StrategyRun(BaseModel):
     """One (strategy, seed) run as the comparison reads it: the test evaluations of the start pair
     (H0, W0) and the final pair, gate counts, the weight stages' effective-group rate (None: no
-    stage reported one) and reward-spread rate, and how it was obtained: ``ran`` now (``wall_s`` its wall seconds),
-    ``resumed`` or ``reused`` (finished before; nothing ran)."""
+    stage reported one) and reward-spread rate, its spend (``budget``: ``coevo.meta.budget.totals``, test
+    rollouts excluded) and score-vs-rollouts ``curve``, and how it was obtained: ``ran`` now (``wall_s`` its
+    wall seconds), ``resumed`` or ``reused`` (finished before; nothing ran)."""
 
     strategy: str
     seed: int
@@ -64,6 +72,8 @@ class StrategyRun(BaseModel):
     adopted: int = 0
     effective_group_rate: float | None = None
     spread_rate: float | None = None
+    budget: dict[str, float] = Field(default_factory=dict)
+    curve: list[CurvePoint] = Field(default_factory=list)
     source: str = "ran"
     wall_s: float | None = None
 
@@ -72,7 +82,10 @@ class StrategyRow(BaseModel):
     """A strategy's line of the comparison (module docstring): ``score`` of the final pair on test,
     ``start`` of the start pair, ``per_seed`` final scores in seed order, ``vs_reference`` (None for
     the reference itself or when it did not run), gate counts summed over seeds, mean effective-group
-    and reward-spread rates over the seeds that trained, and the trivial-policy baseline on test."""
+    and reward-spread rates over the seeds that trained, the trivial-policy baseline on test, and the
+    budget: mean ``rollouts`` (train + val), ``policy_tokens``, ``meta_tokens`` and ``meta_cost_usd``
+    over seeds, the seed-mean ``curve`` and ``val_at_budget`` (its val score at the comparison's
+    matched budget)."""
 
     strategy: str
     seeds: list[int]
@@ -87,11 +100,18 @@ class StrategyRow(BaseModel):
     effective_group_rate: float | None = None
     spread_rate: float | None = None
     trivial: float | None = None
+    rollouts: float = 0.0
+    policy_tokens: float = 0.0
+    meta_tokens: float = 0.0
+    meta_cost_usd: float = 0.0
+    curve: list[CurvePoint] = Field(default_factory=list)
+    val_at_budget: float | None = None
 
 
 class Comparison(BaseModel):
     """The whole comparison: its id, the ``reference`` strategy, one row per strategy (the order
-    asked for), every run, and the number of test tasks."""
+    asked for), every run, the number of test tasks, and the ``matched_budget`` (rollouts) at which
+    the rows' ``val_at_budget`` are read (None: no strategy has a curve)."""
 
     id: str
     reference: str
@@ -99,6 +119,7 @@ class Comparison(BaseModel):
     runs: list[StrategyRun]
     n_test: int
     config: dict[str, Any] = Field(default_factory=dict)
+    matched_budget: float | None = None
 
 
 def run_config(config: RunConfig, strategy: str, seed: int) -> RunConfig:
@@ -145,9 +166,11 @@ def read_run(archive: Archive, state: dict[str, Any], strategy: str, seed: int, 
     test = state.get("test") or {}
     accepted, rejected, adopted = _counts(state)
     effective, spread = stage_rates(archive, state["run_id"])
+    budgets = archive.list_budgets(state["run_id"])
     return StrategyRun(strategy=strategy, seed=seed, run_id=state["run_id"], start=test.get("start"),
                        final=test.get("final"), accepted=accepted, rejected=rejected, adopted=adopted,
-                       effective_group_rate=effective, spread_rate=spread, source=source, wall_s=wall_s)
+                       effective_group_rate=effective, spread_rate=spread, budget=totals(budgets),
+                       curve=score_curve(budgets, state.get("history", [])), source=source, wall_s=wall_s)
 
 
 async def run_one(config: RunConfig, strategy: str, seed: int, archive: Archive, reporter: Reporter,
@@ -211,6 +234,10 @@ def summarise(comparison_id: str, runs: Sequence[StrategyRun], strategies: Seque
     for name in strategies:
         mine = sorted((r for r in runs if r.strategy == name), key=lambda r: r.seed)
         finals = _seed_means(mine)
+
+        def spent(*keys: str) -> float:
+            return sum(r.budget.get(k, 0.0) for r in mine for k in keys) / len(mine) if mine else 0.0
+
         rows.append(StrategyRow(
             strategy=name, seeds=[r.seed for r in mine], score=score_estimate(list(finals.values())),
             start=score_estimate(list(_seed_means(mine, "start").values())),
@@ -221,10 +248,16 @@ def summarise(comparison_id: str, runs: Sequence[StrategyRun], strategies: Seque
             adopted=sum(r.adopted for r in mine),
             effective_group_rate=_mean([r.effective_group_rate for r in mine]),
             spread_rate=_mean([r.spread_rate for r in mine]),
-            trivial=next((r.final.trivial_baseline for r in mine if r.final is not None), None)))
+            trivial=next((r.final.trivial_baseline for r in mine if r.final is not None), None),
+            rollouts=spent("rollouts"), policy_tokens=spent("policy_input_tokens", "policy_output_tokens"),
+            meta_tokens=spent("meta_input_tokens", "meta_output_tokens"), meta_cost_usd=spent("meta_cost_usd"),
+            curve=mean_curve([r.curve for r in mine])))
+    budget = matched_budget([r.curve for r in rows])
+    for row in rows:
+        row.val_at_budget = score_at(row.curve, budget) if budget is not None else None
     n_test = max((len(r.final.per_task) for r in runs if r.final is not None), default=0)
     return Comparison(id=comparison_id, reference=reference, rows=rows, runs=list(runs), n_test=n_test,
-                      config=config or {})
+                      config=config or {}, matched_budget=budget)
 
 
 def comparison_id(config: RunConfig, strategies: Sequence[str], seeds: Sequence[int]) -> str:

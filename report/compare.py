@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from coevo.report.numbers import difference_text, plain, score_text
-from coevo.report.plots import compare_plot
+from coevo.report.plots import compare_plot, rollout_plot
 
 
 def gate_text(row: Any) -> str:
@@ -37,16 +37,34 @@ HEADERS = ("strategy", "seeds", "test score [95 %] n=tasks", "per seed", "start 
            "reward-spread rate", "trivial")
 
 
+def budget_rows(comparison: Any) -> list[tuple[str, ...]]:
+    """The budget table's rows (means over seeds, ``coevo.meta.compare.StrategyRow``): strategy,
+    rollouts on train + val, policy tokens, meta-LLM tokens, meta-LLM cost (USD), rounds with a
+    val score, and the val score at the comparison's matched budget."""
+    return [(r.strategy, f"{r.rollouts:.0f}", f"{r.policy_tokens:.0f}", f"{r.meta_tokens:.0f}",
+             f"{r.meta_cost_usd:.4f}", str(sum(p.val is not None for p in r.curve)), plain(r.val_at_budget))
+            for r in comparison.rows]
+
+
+BUDGET_HEADERS = ("strategy", "rollouts (train + val)", "policy tokens", "meta-LLM tokens", "meta-LLM cost ($)",
+                  "rounds", "val @ matched budget")
+
+
 def write_compare_report(comparison: Any, out_dir: Path) -> Path:
-    """Write ``out_dir/index.html``, ``out_dir/compare.png`` and ``out_dir/comparison.json`` for a
-    ``coevo.meta.compare.Comparison``; returns the HTML path."""
+    """Write ``out_dir/index.html``, ``out_dir/compare.png`` (test scores), ``out_dir/rollouts.png``
+    (score vs rollouts) and ``out_dir/comparison.json`` for a ``coevo.meta.compare.Comparison``;
+    returns the HTML path."""
     out_dir.mkdir(parents=True, exist_ok=True)
     trivial = next((r.trivial for r in comparison.rows if r.trivial is not None), None)
     png = compare_plot(comparison.rows, trivial, out_dir / "compare.png")
+    curves = rollout_plot(comparison, out_dir / "rollouts.png")
+    budget = ("no strategy validated anything, so there is no matched budget" if comparison.matched_budget is None
+              else f"matched budget: {comparison.matched_budget:.0f} rollouts, the smallest total among the "
+              "strategies with a curve; each strategy's val score there is its incumbent's at the last round it "
+              "had reached within that budget")
     (out_dir / "comparison.json").write_text(comparison.model_dump_json(indent=1))
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in HEADERS)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
-                   for row in table_rows(comparison))
+    head, body = _html_table(HEADERS, table_rows(comparison))
+    budget_head, budget_body = _html_table(BUDGET_HEADERS, budget_rows(comparison))
     runs = "".join(f"<tr><td>{html.escape(r.strategy)}</td><td>{r.seed}</td><td><code>{html.escape(r.run_id)}</code>"
                    f"</td><td>{plain(r.final.score if r.final else None)}</td><td>{r.source}</td>"
                    f"<td>{'–' if r.wall_s is None else f'{r.wall_s:.0f}'}</td></tr>" for r in comparison.runs)
@@ -61,9 +79,20 @@ reference <b>{comparison.reference}</b>. Test scores are the final pair's mean r
 over test tasks (each task averaged over seeds); the difference to the reference is paired per (seed, task) and
 significant at 95 % when its interval excludes 0.</p>
 <table><tr>{head}</tr>{body}</table><img src="{png.name}" alt="test score per strategy">
+<h2>Score vs rollouts</h2><p>Cumulative rollouts on train and val (test rollouts only measure) at the end of each
+round against the incumbent's val score, means over seeds; the final pair's test score at its total. {budget}.</p>
+<table><tr>{budget_head}</tr>{budget_body}</table>
+<img src="{curves.name}" alt="score vs rollouts per strategy">
 <h2>Runs</h2><table><tr><th>strategy</th><th>seed</th><th>run id</th><th>final test score</th><th>source</th>\
 <th>wall (s)</th></tr>{runs}</table>
 </body></html>"""
     path = out_dir / "index.html"
     path.write_text(page)
     return path
+
+
+def _html_table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> tuple[str, str]:
+    """The header cells and body rows of an HTML table, escaped."""
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return head, body

@@ -99,3 +99,29 @@ def compare_plot(rows: Sequence[Any], trivial: float | None, path: Path) -> Path
     ax.set_ylim(0, min(1.05, 1.2 * top))
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, frameon=False)
     return _save(fig, path)
+
+
+def rollout_plot(comparison: Any, path: Path) -> Path:
+    """Score vs rollouts (``coevo.meta.compare.Comparison``): per strategy, the incumbent's val score
+    at the end of each round against the cumulative train + val rollouts spent by then (means over
+    seeds; a line with dots), its test score at the start (x = 0, hollow marker) and for the final
+    pair (x = its total rollouts, filled marker), and the matched budget as a dotted vertical line."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, row in enumerate(comparison.rows):
+        colour = colours[i % len(colours)]
+        points = [(p.rollouts, p.val) for p in row.curve if p.val is not None]
+        if points:
+            ax.plot(*zip(*points), marker="o", color=colour, label=f"{row.strategy} (val)")
+        ax.scatter([0], [row.start.mean], facecolors="none", edgecolors=colour, marker="s", zorder=3,
+                   label="start pair (H0, W0), test" if i == 0 else None)
+        ax.scatter([row.rollouts], [row.score.mean], color=colour, marker="*", s=90, zorder=3,
+                   label=f"{row.strategy} (test, final)")
+    if comparison.matched_budget is not None:
+        ax.axvline(comparison.matched_budget, ls=":", color="#666",
+                   label=f"matched budget ({comparison.matched_budget:.0f})")
+    ax.set_xlabel("cumulative rollouts (train + val)")
+    ax.set_ylabel("score (mean reward)")
+    ax.set_ylim(-0.02, 1.05)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=3, frameon=False)
+    return _save(fig, path)

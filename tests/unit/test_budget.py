@@ -72,3 +72,36 @@ def test_phased_nodes_keep_their_signature_and_the_phase_ends_with_them():
     assert seen == [Phase(2, "validate")] and current_phase() == Phase(-1, "outside")
     assert list(inspect.signature(wrapped).parameters) == ["state", "runtime"]
     assert phased("x", len) is len  # not a Python function: left alone
+
+
+def test_compare_matches_budgets_and_draws_score_vs_rollouts(tmp_path):
+    from rich.console import Console
+    from test_compare import services
+
+    from coevo.cli.compare import budget_table
+    from coevo.meta.compare import compare
+    from coevo.report.compare import write_compare_report
+
+    config, _, archive = setup_run(tmp_path)
+    result = asyncio.run(compare(config, ["vace", "rl_only", "static"], 1, archive=archive,
+                                 context_for=services(archive)[0]))
+    vace, rl, static = result.rows
+    # vace: round 0 trains (4), measures the stage (4 + 4 val), checks two candidates locally (2 + 2 train),
+    # validates the candidate (4 val); round 1 trains on the 2 tasks no demonstration answers and measures (4)
+    assert [(p.round, p.rollouts, p.val) for p in vace.curve] == [(0, 20, 1.0), (1, 26, 1.0)]
+    # rl_only: train 4 + stage effect 8 per round; H0 never improves on val
+    assert [(p.round, p.rollouts, p.val) for p in rl.curve] == [(0, 12, 0.0), (1, 20, 0.0)]
+    assert (vace.rollouts, rl.rollouts, static.rollouts) == (26, 20, 0) and static.curve == []
+    for row, run in zip(result.rows, result.runs):
+        assert row.rollouts == sum(b.rollouts for b in archive.list_budgets(run.run_id) if b.split != "test")
+    # the matched budget is rl_only's total; vace had reached val 1.0 by then (its round 0 cost 20)
+    assert result.matched_budget == 20
+    assert (vace.val_at_budget, rl.val_at_budget, static.val_at_budget) == (1.0, 0.0, None)
+
+    console = Console(record=True, width=200)
+    console.print(budget_table(result))
+    text = console.export_text()
+    assert "matched at 20 rollouts" in text and "26" in text
+    page = write_compare_report(result, tmp_path / "cmp")
+    assert "Score vs rollouts" in page.read_text() and "matched budget: 20 rollouts" in page.read_text()
+    assert (tmp_path / "cmp" / "rollouts.png").stat().st_size > 1000
