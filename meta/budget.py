@@ -12,9 +12,10 @@ that spend — ``evaluate`` (rollouts), ``train`` (the weight stage's rollouts),
 ``calls_budget``). A record's id names what was paid for, so an evaluation reused by a later
 phase, or redone by a resume, is counted once, where it first ran.
 
-``rollout_curve`` reads a run's records back as cumulative spend per round, ``score_curve`` pairs
-it with the round's incumbent val score, and ``mean_curve`` / ``score_at`` average such curves over
-seeds and read a score at a matched budget (``coevo compare``'s "score vs rollouts").
+``score_curve`` reads a run's records back as cumulative spend at the end of each round beside the
+round's incumbent val score; ``mean_curve``, ``matched_budget`` and ``score_at`` average such
+curves over seeds and read each strategy's score at a matched budget (``coevo compare``'s "score
+vs rollouts").
 """
 
 from __future__ import annotations
@@ -140,14 +141,6 @@ def totals(records: Sequence[BudgetRecord], include_test: bool = False) -> dict[
     return {name: sum(getattr(r, name) for r in kept) for name in SPEND}
 
 
-def rollout_curve(records: Sequence[BudgetRecord], rounds: int) -> list[dict[str, float]]:
-    """Cumulative spend at the end of each round ``0..rounds-1`` (``totals`` of the records of that
-    round and earlier, setup's included; test rollouts excluded), one dict per round with ``round``.
-    Records of unknown round (-1) count from round 0."""
-    return [{"round": t, **totals([r for r in records if r.round <= t])} for t in range(rounds)]
-
-
-
 class CurvePoint(BaseModel):
     """A point of a score-vs-budget curve: the end of ``round``, cumulative ``rollouts`` and
     ``meta_tokens`` spent by then (test rollouts excluded; means over seeds in ``mean_curve``), and
@@ -161,7 +154,8 @@ class CurvePoint(BaseModel):
 
 def score_curve(records: Sequence[BudgetRecord], history: Sequence[Any]) -> list[CurvePoint]:
     """One ``CurvePoint`` per round summary in ``history`` (``RoundSummary``: ``round``,
-    ``incumbent_val``), its spend that of ``rollout_curve`` at that round."""
+    ``incumbent_val``): the ``totals`` of the records of that round and earlier (setup's included;
+    records of unknown round -1 count from round 0; test rollouts excluded)."""
     points = []
     for summary in history:
         spent = totals([r for r in records if r.round <= summary.round])

@@ -9,14 +9,14 @@ import inspect
 
 from test_meta_loop import _run, setup_run
 
-from coevo.meta.budget import Phase, current_phase, phased, rollout_curve, totals
+from coevo.meta.budget import Phase, current_phase, phased, score_curve, totals
 from coevo.meta.state import EditRequest
 from coevo.storage.tables import LLMCallRecord
 
 
 def test_every_phase_of_a_vace_run_is_accounted_once_with_its_round(tmp_path):
     config, ctx, archive = setup_run(tmp_path, "help")
-    asyncio.run(_run(config, ctx, archive))
+    state = asyncio.run(_run(config, ctx, archive))
     rows = [(b.round, b.phase, b.split, b.rollouts) for b in archive.list_budgets("run-1")]
     # 4 train / 4 val / 4 test tasks, k=1; round 1 trains on the 2 train tasks no demonstration answers
     assert rows == [(0, "train", "train", 4), (0, "stage_effect", "val", 4), (0, "stage_effect", "val", 4),
@@ -29,8 +29,8 @@ def test_every_phase_of_a_vace_run_is_accounted_once_with_its_round(tmp_path):
     budgets = archive.list_budgets("run-1")
     assert totals(budgets)["rollouts"] == 4 + 8 + 4 + 4 + 2 + 4
     assert totals(budgets, include_test=True)["rollouts"] == 34
-    curve = rollout_curve(budgets, config.rounds)
-    assert [c["rollouts"] for c in curve] == [4 + 8 + 4 + 4, 4 + 8 + 4 + 4 + 2 + 4]
+    curve = score_curve(budgets, state["history"])
+    assert [(c.round, c.rollouts) for c in curve] == [(0, 4 + 8 + 4 + 4), (1, 4 + 8 + 4 + 4 + 2 + 4)]
 
 
 def test_a_resumed_run_counts_nothing_twice(tmp_path):
