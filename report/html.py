@@ -62,6 +62,31 @@ def _stage_table(archive: Archive, run_id: str) -> str:
             f"<th>||ΔW|| stage</th><th>||ΔW|| total</th></tr>{rows}</table>")
 
 
+def _budget_table(archive: Archive, run_id: str) -> str:
+    """The run's spend per phase (``coevo.meta.budget``): one row per (round, phase, split) with its
+    rollouts, policy tokens and meta-LLM calls, tokens and cost, then the total (test rollouts
+    apart); "" when nothing was recorded."""
+    from coevo.meta.budget import SPEND, totals
+
+    records = archive.list_budgets(run_id)
+    if not records:
+        return ""
+    groups: dict[tuple[int, str, str], list[Any]] = {}
+    for r in records:
+        groups.setdefault((r.round, r.phase, r.split), []).append(r)
+
+    def cells(spent: dict[str, float]) -> str:
+        return "".join(f"<td>{spent[k]:.4f}</td>" if k == "meta_cost_usd" else f"<td>{spent[k]:.0f}</td>"
+                       for k in SPEND)
+
+    rows = "".join(f"<tr><td>{rnd}</td><td>{html.escape(phase)}</td><td>{split or '–'}</td>"
+                   f"{cells(totals(rs, include_test=True))}</tr>" for (rnd, phase, split), rs in groups.items())
+    rows += f"<tr><th colspan=3>total, test rollouts apart</th>{cells(totals(records))}</tr>"
+    head = "".join(f"<th>{k.replace('_', ' ')}</th>" for k in SPEND)
+    return (f"<h2>Budget per phase</h2><table><tr><th>round</th><th>phase</th><th>split</th>{head}</tr>{rows}"
+            "</table>")
+
+
 def _n(stage: Any) -> str:
     return str(len(stage.after.per_task)) if stage.after else "–"
 
@@ -106,6 +131,7 @@ def write_report(run_id: str, db: str, out_dir: Path, state: dict[str, Any] | No
                       or "(the final harness is H0: no candidate was accepted)")
     rows = "".join(_gate_row(d) for d in decisions)
     test_rows = _test_rows(state, evals)
+    budget = _budget_table(archive, run_id)
     imgs = "".join(f"<h2>{t}</h2><img src='{p.name}' alt='{t}'>" for t, p in figures)
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>coevo run {run_id}</title>
 <style>body{{font-family:sans-serif;max-width:960px;margin:2em auto}}\
@@ -119,7 +145,7 @@ trivial-policy baseline on val: {trivial_val}</p>
 paired per task and significant at 95 % when its interval excludes 0).</p>
 <h2>Gate decisions</h2><table><tr><th>round</th><th>candidate</th><th>b (incumbent, val)</th>\
 <th>c (candidate, val)</th><th>decision</th><th>reason</th></tr>{rows}</table>
-{_stage_table(archive, run_id)}<h2>Test</h2><table><tr><th>pair</th><th>harness</th><th>checkpoint</th>\
+{_stage_table(archive, run_id)}{budget}<h2>Test</h2><table><tr><th>pair</th><th>harness</th><th>checkpoint</th>\
 <th>mean reward [95 %] n</th><th>pass@k</th><th>trivial</th></tr>{test_rows}</table>
 {imgs}<h2>Final harness vs H0</h2><pre>{html.escape(final_diff)}</pre></body></html>"""
     path = out_dir / "index.html"

@@ -105,3 +105,15 @@ def test_compare_matches_budgets_and_draws_score_vs_rollouts(tmp_path):
     page = write_compare_report(result, tmp_path / "cmp")
     assert "Score vs rollouts" in page.read_text() and "matched budget: 20 rollouts" in page.read_text()
     assert (tmp_path / "cmp" / "rollouts.png").stat().st_size > 1000
+
+
+def test_the_run_report_tables_the_spend_per_phase(tmp_path):
+    from coevo.report.html import write_report
+
+    config, ctx, archive = setup_run(tmp_path, "help")
+    asyncio.run(_run(config, ctx, archive))
+    text = write_report("run-1", config.db, tmp_path / "report").read_text()
+    assert "Budget per phase" in text
+    assert "<tr><td>0</td><td>stage_effect</td><td>val</td><td>8</td>" in text  # two val evaluations of 4 tasks
+    assert "<tr><td>2</td><td>final_test</td><td>test</td><td>8</td>" in text
+    assert "<tr><th colspan=3>total, test rollouts apart</th><td>26</td>" in text
