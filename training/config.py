@@ -96,13 +96,15 @@ class StageSettings(BaseModel):
 class StageConfig(StageSettings):
     """The settings of one stage run: ``StageSettings`` plus the ``seed`` of its sampling and
     optimisation, the ``output_dir`` under which the new checkpoint's adapter is saved, and the
-    ``logging_dir`` of its TensorBoard steps (``coevo.report.tracking``)."""
+    ``logging_dir`` of its TensorBoard steps and ``run_name`` in other trackers
+    (``coevo.report.tracking``)."""
 
     seed: int = 0
     output_dir: str = "runs/training"
     logging_dir: str | None = Field(
         default=None, description="where TRL's TensorBoard callback writes the stage's steps (report_to tensorboard); "
         "None: TRL's default under output_dir")
+    run_name: str | None = Field(default=None, description="the stage's run name in TRL's trackers (MLflow, wandb)")
 
     @classmethod
     def parse(cls, config: "StageConfig | dict[str, Any] | None") -> "StageConfig":

@@ -50,7 +50,7 @@ log = logging.getLogger(__name__)
 def grpo_args(cfg: StageConfig, output_dir: Path, temperature: float = 1.0) -> Any:
     """The TRL ``GRPOConfig`` of a stage: one generation batch of ``tasks_per_step x num_generations``
     rows per optimiser step, in ``cfg.accumulation_steps`` micro-steps (CPU: ``use_cpu=True,
-    bf16=False``; no checkpoints saved by the trainer; ``report_to`` passed through).
+    bf16=False``; no checkpoints saved by the trainer; ``report_to`` and ``run_name`` passed through).
     ``temperature`` is the harness's sampling temperature: TRL divides the logits by it, so
     ``pi_theta``/``pi_old`` are the distributions the tokens were sampled from (a harness
     ``top_p < 1`` is not mirrored: the ratio uses the full softmax)."""
@@ -69,7 +69,7 @@ def grpo_args(cfg: StageConfig, output_dir: Path, temperature: float = 1.0) -> A
         epsilon_high=cfg.epsilon_high, loss_type="dapo", temperature=temperature, scale_rewards="none",
         max_completion_length=cfg.max_len,
         use_cpu=use_cpu, bf16=bf16, activation_checkpointing=cfg.activation_checkpointing, disable_dropout=True,
-        logging_steps=cfg.logging_steps, report_to=cfg.report_to, save_strategy="no",
+        logging_steps=cfg.logging_steps, report_to=cfg.report_to, run_name=cfg.run_name, save_strategy="no",
         remove_unused_columns=False, dataloader_num_workers=0, log_completions=False,
     )
 

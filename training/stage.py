@@ -39,11 +39,13 @@ def measured(new: Checkpoint, parent: Checkpoint, incumbent_id: str) -> Checkpoi
 def tracked(stage: StageConfig, run: RunConfig, run_id: str, round: int) -> StageConfig:
     """``stage`` reporting to the run's tracker (``run.report_to``) unless ``train.report_to`` names
     one itself: TRL's ``report_to`` for GRPO, with TensorBoard steps under
-    ``<out_dir>/tracking/<run_id>/trl/round<round>`` (``coevo.report.tracking``)."""
+    ``<out_dir>/tracking/<run_id>/trl/round<round>`` and the stage named ``<run_id>/round<round>``
+    in MLflow and wandb (``coevo.report.tracking``)."""
     if run.report_to == "none" or stage.report_to != "none":
         return stage
     folder = tracking_folder(run.out_dir, run_id) / "trl" / f"round{round}"
-    return stage.model_copy(update={"report_to": run.report_to, "logging_dir": str(folder)})
+    return stage.model_copy(update={"report_to": run.report_to, "logging_dir": str(folder),
+                                    "run_name": f"{run_id}/round{round}"})
 
 
 class StageTrainer:

@@ -77,14 +77,14 @@ def test_grpo_stage_reports_its_steps_through_trl_to_the_run_folder(tmp_path):
     run = RunConfig(out_dir=str(tmp_path / "out"), report_to="tensorboard")
     stage = tracked(run.train.stage(0, 0, tmp_path / "out"), run, "run-x", 0)
     assert stage.report_to == "tensorboard"
-    stage = stage.model_copy(update={"steps": 2})
+    stage = stage.model_copy(update={"steps": 1})
     ckpt = tiny_llama_checkpoint(tmp_path / "base")
     env = LookupEnv()
     new, _ = train_grpo(ckpt, HarnessSpec(parser={"mode": "python_call"}), env, env.tasks(), stage,
                         policy_factory=lambda trainer: lookup_policy(right_every=2))
     folder = tmp_path / "out" / "tracking" / "run-x" / "trl" / "round0"
     scalars = read_scalars(folder)
-    assert [s for s, _ in scalars["train/loss"]] == [1, 2]
+    assert [s for s, _ in scalars["train/loss"]] == [1]
     rewards = [h["reward"] for h in new.metrics["history"]]
     assert [round(v, 4) for _, v in scalars["train/reward"]] == [round(r, 4) for r in rewards]
     json.dumps(new.metrics)
@@ -114,3 +114,34 @@ def test_run_report_to_mlflow_logs_the_loop_into_a_store_under_the_run_folder(tm
     assert delta == [(0, 0.25), (1, 0.5)]
     rollouts = client.get_metric_history(run.info.run_id, "budget/rollouts")
     assert max(m.value for m in rollouts) == sum(b.rollouts for b in archive.list_budgets("run-1") if b.split != "test")
+
+
+def test_grpo_stage_reports_through_trl_into_the_runs_mlflow_store(tmp_path, monkeypatch):
+    import pytest
+
+    pytest.importorskip("mlflow.tracking", reason="mlflow-skinny (coevo[tracking]) is not installed")
+    from mlflow.tracking import MlflowClient
+    from training_kit import LookupEnv, lookup_policy, tiny_llama_checkpoint
+
+    from coevo.config import RunConfig
+    from coevo.harnesses.spec import HarnessSpec
+    from coevo.report.tracking import open_tracker
+    from coevo.training.grpo import train_grpo
+    from coevo.training.stage import tracked
+
+    monkeypatch.chdir(tmp_path)
+    ckpt = tiny_llama_checkpoint(tmp_path / "base")
+    run = RunConfig(out_dir=str(tmp_path / "out"), report_to="mlflow")
+    tracker = open_tracker("mlflow", run.out_dir, "run-x", {})
+    stage = tracked(run.train.stage(0, 0, tmp_path / "out"), run, "run-x", 0).model_copy(update={"steps": 1})
+    env = LookupEnv()
+    try:
+        train_grpo(ckpt, HarnessSpec(parser={"mode": "python_call"}), env, env.tasks(), stage,
+                   policy_factory=lambda trainer: lookup_policy(right_every=2))
+    finally:
+        tracker.close()
+    client = MlflowClient(tracking_uri=tracker.uri)
+    runs = {r.info.run_name: r for r in client.search_runs([client.get_experiment_by_name("coevo").experiment_id])}
+    assert set(runs) == {"run-x", "run-x/round0"}
+    assert runs["run-x/round0"].data.metrics["reward"] == 0.5
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["base", "out"]  # nothing written where it ran
