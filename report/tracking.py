@@ -116,8 +116,7 @@ class MLflowTracker:
         if not found:
             for key, value in _flat(config).items():
                 self.client.log_param(self.run.info.run_id, key, str(value)[:500])
-        self._env = {k: os.environ.get(k) for k in ("MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME")}
-        os.environ.update({"MLFLOW_TRACKING_URI": self.uri, "MLFLOW_EXPERIMENT_NAME": "coevo"})
+        self._env = _set_env({"MLFLOW_TRACKING_URI": self.uri, "MLFLOW_EXPERIMENT_NAME": "coevo"})
 
     def log(self, scalars: Mapping[str, float | int | None], step: int) -> None:
         """One metric per finite value at ``step`` (MLflow keys: ``/`` kept)."""
@@ -126,16 +125,13 @@ class MLflowTracker:
 
     def close(self) -> None:
         """Restore the environment (nothing is buffered: each metric is written at once)."""
-        for key, value in self._env.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        _set_env(self._env)
 
 
 class WandbTracker:
     """Scalars in an offline Weights & Biases run in ``folder/wandb`` (``mode="offline"``: nothing
-    is sent; ``wandb sync`` uploads it if a person chooses to)."""
+    is sent; ``wandb sync`` uploads it if a person chooses to). While open, ``WANDB_MODE=offline``
+    keeps TRL's wandb callback offline too; ``close`` restores it."""
 
     name = "wandb"
 
@@ -144,6 +140,7 @@ class WandbTracker:
 
         self.folder = folder
         folder.mkdir(parents=True, exist_ok=True)
+        self._env = _set_env({"WANDB_MODE": "offline"})
         self.run = wandb.init(mode="offline", dir=str(folder), name=run_id, id=run_id, resume="allow",
                               project="coevo", config=dict(config))
 
@@ -154,8 +151,20 @@ class WandbTracker:
             self.run.log({**values, "round": step})
 
     def close(self) -> None:
-        """Finish the offline run."""
+        """Finish the offline run; restore the environment."""
         self.run.finish()
+        _set_env(self._env)
+
+
+def _set_env(values: Mapping[str, str | None]) -> dict[str, str | None]:
+    """Set (a None value: unset) environment variables; returns their previous values."""
+    previous = {key: os.environ.get(key) for key in values}
+    for key, value in values.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    return previous
 
 
 def _flat(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -193,8 +202,7 @@ def require_tracker(report_to: str) -> None:
 
 def open_tracker(report_to: str, out_dir: str | Path, run_id: str, config: Mapping[str, Any] | None = None) -> Any:
     """The tracker ``report_to`` names, writing under ``tracking_folder(out_dir, run_id)``; a resumed
-    run appends to the same files (MLflow, wandb: the same run). Sets ``WANDB_MODE=offline`` for
-    wandb so TRL's callback stays offline too. Raises as ``require_tracker``."""
+    run appends to the same files (MLflow, wandb: the same run). Raises as ``require_tracker``."""
     require_tracker(report_to)
     folder = tracking_folder(out_dir, run_id)
     if report_to == "tensorboard":
@@ -202,6 +210,5 @@ def open_tracker(report_to: str, out_dir: str | Path, run_id: str, config: Mappi
     if report_to == "mlflow":
         return MLflowTracker(folder, run_id, config or {})
     if report_to == "wandb":
-        os.environ["WANDB_MODE"] = "offline"
         return WandbTracker(folder, run_id, config or {})
     return NullTracker()

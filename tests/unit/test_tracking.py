@@ -145,3 +145,36 @@ def test_grpo_stage_reports_through_trl_into_the_runs_mlflow_store(tmp_path, mon
     assert set(runs) == {"run-x", "run-x/round0"}
     assert runs["run-x/round0"].data.metrics["reward"] == 0.5
     assert sorted(p.name for p in tmp_path.iterdir()) == ["base", "out"]  # nothing written where it ran
+
+
+def test_wandb_runs_offline_under_the_run_folder(tmp_path, monkeypatch):
+    """wandb is not a coevo extra: a stand-in module records what the tracker asks of it."""
+    import os
+    import sys
+    import types
+
+    from coevo.report.tracking import open_tracker
+
+    calls = {}
+
+    class Run:
+        def log(self, values):
+            calls.setdefault("log", []).append(values)
+
+        def finish(self):
+            calls["finished"] = True
+
+    def init(**kwargs):
+        calls["init"] = kwargs
+        return Run()
+
+    monkeypatch.setitem(sys.modules, "wandb", types.SimpleNamespace(init=init))
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    tracker = open_tracker("wandb", tmp_path / "out", "run-w", {"strategy": "vace"})
+    tracker.log({"gate/accepted": 1, "score/val/abc": float("nan"), "note": "text"}, 2)
+    assert os.environ["WANDB_MODE"] == "offline"  # TRL's wandb callback stays offline too
+    tracker.close()
+    assert calls["init"]["mode"] == "offline" and "WANDB_MODE" not in os.environ
+    assert calls["init"]["dir"] == str(tmp_path / "out" / "tracking" / "run-w")
+    assert calls["init"]["name"] == "run-w" and calls["init"]["config"] == {"strategy": "vace"}
+    assert calls["log"] == [{"gate/accepted": 1.0, "round": 2}] and calls["finished"]
