@@ -106,18 +106,20 @@ def _record(run_id: str, key: str, **spent: Any) -> BudgetRecord:
 
 
 def eval_budget(run_id: str, result: Any) -> BudgetRecord:
-    """The spend of an evaluation (an ``EvalResult``): its rollouts and policy tokens on its split,
-    keyed by its evaluation id."""
+    """The spend of an evaluation (an ``EvalResult``): its rollouts, policy tokens and cost on its
+    split, keyed by its evaluation id."""
     return _record(run_id, f"eval:{result.evaluation_id}", split=result.split, rollouts=result.n_rollouts,
-                   policy_input_tokens=result.input_tokens, policy_output_tokens=result.output_tokens)
+                   policy_input_tokens=result.input_tokens, policy_output_tokens=result.output_tokens,
+                   policy_cost_usd=result.cost_usd)
 
 
 def stage_budget(run_id: str, checkpoint_id: str, trajectories: Sequence[Any]) -> BudgetRecord:
     """The spend of a weight stage that made ``checkpoint_id``: its rollouts (``Trajectory``, on
-    train) and their policy tokens, keyed by the new checkpoint."""
+    train) and their policy tokens and cost, keyed by the new checkpoint."""
     return _record(run_id, f"stage:{checkpoint_id}", split="train", rollouts=len(trajectories),
                    policy_input_tokens=sum(t.input_tokens for t in trajectories),
-                   policy_output_tokens=sum(t.output_tokens for t in trajectories))
+                   policy_output_tokens=sum(t.output_tokens for t in trajectories),
+                   policy_cost_usd=sum(t.cost_usd for t in trajectories))
 
 
 def calls_budget(run_id: str, calls: Sequence[LLMCallRecord]) -> BudgetRecord:
@@ -129,8 +131,8 @@ def calls_budget(run_id: str, calls: Sequence[LLMCallRecord]) -> BudgetRecord:
                    meta_cost_usd=sum(c.cost_usd for c in calls))
 
 
-SPEND = ("rollouts", "policy_input_tokens", "policy_output_tokens", "meta_calls", "meta_input_tokens",
-         "meta_output_tokens", "meta_cost_usd")
+SPEND = ("rollouts", "policy_input_tokens", "policy_output_tokens", "policy_cost_usd", "meta_calls",
+         "meta_input_tokens", "meta_output_tokens", "meta_cost_usd")
 """The summed fields of a ``BudgetRecord``."""
 
 

@@ -83,8 +83,8 @@ class StrategyRow(BaseModel):
     ``start`` of the start pair, ``per_seed`` final scores in seed order, ``vs_reference`` (None for
     the reference itself or when it did not run), gate counts summed over seeds, mean effective-group
     and reward-spread rates over the seeds that trained, the trivial-policy baseline on test, and the
-    budget: mean ``rollouts`` (train + val), ``policy_tokens``, ``meta_tokens`` and ``meta_cost_usd``
-    over seeds, the seed-mean ``curve`` and ``val_at_budget`` (its val score at the comparison's
+    budget: mean ``rollouts`` (train + val), ``policy_tokens``, ``policy_cost_usd``, ``meta_tokens``
+    and ``meta_cost_usd`` over seeds, the seed-mean ``curve`` and ``val_at_budget`` (its val score at the comparison's
     matched budget)."""
 
     strategy: str
@@ -102,6 +102,7 @@ class StrategyRow(BaseModel):
     trivial: float | None = None
     rollouts: float = 0.0
     policy_tokens: float = 0.0
+    policy_cost_usd: float = 0.0
     meta_tokens: float = 0.0
     meta_cost_usd: float = 0.0
     curve: list[CurvePoint] = Field(default_factory=list)
@@ -250,6 +251,7 @@ def summarise(comparison_id: str, runs: Sequence[StrategyRun], strategies: Seque
             spread_rate=_mean([r.spread_rate for r in mine]),
             trivial=next((r.final.trivial_baseline for r in mine if r.final is not None), None),
             rollouts=spent("rollouts"), policy_tokens=spent("policy_input_tokens", "policy_output_tokens"),
+            policy_cost_usd=spent("policy_cost_usd"),
             meta_tokens=spent("meta_input_tokens", "meta_output_tokens"), meta_cost_usd=spent("meta_cost_usd"),
             curve=mean_curve([r.curve for r in mine])))
     budget = matched_budget([r.curve for r in rows])

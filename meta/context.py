@@ -135,12 +135,14 @@ class MetaContext:
     def account(self, record: BudgetRecord) -> None:
         """Store a phase's spend (``coevo.meta.budget``; once per id: what was paid for before is not
         counted again) and track the run's cumulative spend without test rollouts
-        (``budget/rollouts``, ``budget/policy_tokens``, ``budget/meta_tokens``, ``budget/meta_cost_usd``)."""
+        (``budget/rollouts``, ``budget/policy_tokens``, ``budget/policy_cost_usd``, ``budget/meta_tokens``,
+        ``budget/meta_cost_usd``)."""
         if not self.archive.add_budget(record):
             return
         spent = totals(self.archive.list_budgets(self.run_id))
         self.track({"budget/rollouts": spent["rollouts"],
                     "budget/policy_tokens": spent["policy_input_tokens"] + spent["policy_output_tokens"],
+                    "budget/policy_cost_usd": spent["policy_cost_usd"],
                     "budget/meta_tokens": spent["meta_input_tokens"] + spent["meta_output_tokens"],
                     "budget/meta_cost_usd": spent["meta_cost_usd"]}, record.round)
 

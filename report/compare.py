@@ -39,15 +39,16 @@ HEADERS = ("strategy", "seeds", "test score [95 %] n=tasks", "per seed", "start 
 
 def budget_rows(comparison: Any) -> list[tuple[str, ...]]:
     """The budget table's rows (means over seeds, ``coevo.meta.compare.StrategyRow``): strategy,
-    rollouts on train + val, policy tokens, meta-LLM tokens, meta-LLM cost (USD), rounds with a
-    val score, and the val score at the comparison's matched budget."""
-    return [(r.strategy, f"{r.rollouts:.0f}", f"{r.policy_tokens:.0f}", f"{r.meta_tokens:.0f}",
+    rollouts on train + val, policy tokens and cost (USD), meta-LLM tokens and cost (USD), rounds
+    with a val score, and the val score at the comparison's matched budget."""
+    return [(r.strategy, f"{r.rollouts:.0f}", f"{r.policy_tokens:.0f}", f"{r.policy_cost_usd:.4f}",
+             f"{r.meta_tokens:.0f}",
              f"{r.meta_cost_usd:.4f}", str(sum(p.val is not None for p in r.curve)), plain(r.val_at_budget))
             for r in comparison.rows]
 
 
-BUDGET_HEADERS = ("strategy", "rollouts (train + val)", "policy tokens", "meta-LLM tokens", "meta-LLM cost ($)",
-                  "rounds", "val @ matched budget")
+BUDGET_HEADERS = ("strategy", "rollouts (train + val)", "policy tokens", "policy cost ($)", "meta-LLM tokens",
+                  "meta-LLM cost ($)", "rounds", "val @ matched budget")
 
 
 def write_compare_report(comparison: Any, out_dir: Path) -> Path:

@@ -76,7 +76,7 @@ def _budget_table(archive: Archive, run_id: str) -> str:
         groups.setdefault((r.round, r.phase, r.split), []).append(r)
 
     def cells(spent: dict[str, float]) -> str:
-        return "".join(f"<td>{spent[k]:.4f}</td>" if k == "meta_cost_usd" else f"<td>{spent[k]:.0f}</td>"
+        return "".join(f"<td>{spent[k]:.4f}</td>" if k.endswith("_usd") else f"<td>{spent[k]:.0f}</td>"
                        for k in SPEND)
 
     rows = "".join(f"<tr><td>{rnd}</td><td>{html.escape(phase)}</td><td>{split or '–'}</td>"

@@ -274,7 +274,8 @@ class BudgetRecord(SQLModel):
     ``round`` and ``phase`` (the meta-graph node that spent it: ``train``, ``stage_effect``, ``check``,
     ``validate``, ``final_test``, ...) identify the phase; ``split`` the task split its rollouts ran
     on (``""`` for meta-LLM calls); ``rollouts`` episodes run, ``policy_input_tokens`` /
-    ``policy_output_tokens`` the policy model's prompt / sampled tokens over them, ``meta_calls`` /
+    ``policy_output_tokens`` the policy model's prompt / sampled tokens over them and
+    ``policy_cost_usd`` its cost (USD; 0 for a local model), ``meta_calls`` /
     ``meta_input_tokens`` / ``meta_output_tokens`` / ``meta_cost_usd`` (USD) the meta roles' LLM calls.
     ``id`` names what was paid for (an evaluation, a weight stage, a batch of LLM calls), so work
     reused by a later phase or a resume is counted once (``coevo.meta.budget``)."""
@@ -287,6 +288,7 @@ class BudgetRecord(SQLModel):
     rollouts: int = 0
     policy_input_tokens: int = 0
     policy_output_tokens: int = 0
+    policy_cost_usd: float = 0.0
     meta_calls: int = 0
     meta_input_tokens: int = 0
     meta_output_tokens: int = 0

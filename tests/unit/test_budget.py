@@ -117,3 +117,23 @@ def test_the_run_report_tables_the_spend_per_phase(tmp_path):
     assert "<tr><td>0</td><td>stage_effect</td><td>val</td><td>8</td>" in text  # two val evaluations of 4 tasks
     assert "<tr><td>2</td><td>final_test</td><td>test</td><td>8</td>" in text
     assert "<tr><th colspan=3>total, test rollouts apart</th><td>26</td>" in text
+
+
+def test_policy_tokens_and_cost_of_evaluations_and_stages_are_summed():
+    from types import SimpleNamespace
+
+    from coevo.meta.budget import eval_budget, stage_budget
+
+    result = SimpleNamespace(evaluation_id="e1", split="val", n_rollouts=6, input_tokens=600, output_tokens=60,
+                             cost_usd=0.03)
+    with_phase = phased("validate", lambda state: eval_budget("run-1", result))
+    record = with_phase({"round": 1})
+    assert (record.id, record.round, record.phase, record.split) == ("run-1:eval:e1", 1, "validate", "val")
+    assert (record.rollouts, record.policy_input_tokens, record.policy_output_tokens, record.policy_cost_usd) == (
+        6, 600, 60, 0.03)
+    rollouts = [SimpleNamespace(input_tokens=100, output_tokens=10 * i, cost_usd=0.01) for i in range(3)]
+    stage = phased("train", lambda state: stage_budget("run-1", "ckpt-2", rollouts))({"round": 2})
+    assert (stage.id, stage.round, stage.phase, stage.split) == ("run-1:stage:ckpt-2", 2, "train", "train")
+    assert (stage.rollouts, stage.policy_input_tokens, stage.policy_output_tokens) == (3, 300, 30)
+    assert abs(stage.policy_cost_usd - 0.03) < 1e-12
+    assert totals([record, stage])["policy_output_tokens"] == 90
