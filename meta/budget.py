@@ -5,7 +5,7 @@ A *phase* is one run of one meta-graph node in one round (the weight stage ``tra
 refinement steps ``curate``/``edit``/``check``, ``validate``, ``gate``, an evaluation such as
 ``stage_effect`` or ``final_test``, and whatever nodes a strategy adds). Nodes do nothing for it:
 the graph ``meta_graph`` returns (``coevo.graphs.wiring.PhasedGraph``) wraps every node it is
-given (``phased``) so the node runs with its ``Phase``
+given (``phased``) so the node runs with its ``PhaseKey``
 (the state's ``round``, the node's name) as the current phase, and the ``MetaContext`` services
 that spend — ``evaluate`` (rollouts), ``train`` (the weight stage's rollouts), ``store_calls``
 (meta-LLM calls) — store one ``BudgetRecord`` each under it (``eval_budget``, ``stage_budget``,
@@ -36,7 +36,7 @@ OUTSIDE = "outside"
 
 
 @dataclass(frozen=True)
-class Phase:
+class PhaseKey:
     """A phase: ``round`` (the meta state's round when the node started; -1 unknown) and ``name``
     (the node's name)."""
 
@@ -44,13 +44,13 @@ class Phase:
     name: str
 
 
-_PHASE: ContextVar[Phase | None] = ContextVar("coevo_phase", default=None)
+_PHASE: ContextVar[PhaseKey | None] = ContextVar("coevo_phase", default=None)
 
 
-def current_phase() -> Phase:
+def current_phase() -> PhaseKey:
     """The phase the caller runs in: the one ``phased`` set, else — in a LangGraph node added
     without ``meta_graph`` — that node's name from LangGraph's run config with round -1, else
-    ``Phase(-1, OUTSIDE)``."""
+    ``PhaseKey(-1, OUTSIDE)``."""
     phase = _PHASE.get()
     if phase is not None:
         return phase
@@ -60,7 +60,7 @@ def current_phase() -> Phase:
         name = (get_config().get("metadata") or {}).get("langgraph_node") or OUTSIDE
     except RuntimeError:  # not inside a runnable
         name = OUTSIDE
-    return Phase(-1, str(name))
+    return PhaseKey(-1, str(name))
 
 
 def _round(args: tuple) -> int:
@@ -73,7 +73,7 @@ def _round(args: tuple) -> int:
 
 def phased(name: str, action: Any) -> Any:
     """``action`` (a node function, sync or async) wrapped so that it runs with
-    ``Phase(state round, name)`` as the current phase; anything else (a runnable, a class) is
+    ``PhaseKey(state round, name)`` as the current phase; anything else (a runnable, a class) is
     returned unchanged. The wrapper keeps the function's signature and annotations
     (``functools.wraps``), which LangGraph reads to pass ``runtime`` and infer input schemas."""
     if not (inspect.isfunction(action) or inspect.ismethod(action)):
@@ -81,7 +81,7 @@ def phased(name: str, action: Any) -> Any:
     if inspect.iscoroutinefunction(action):
         @functools.wraps(action)
         async def run_async(*args: Any, **kwargs: Any) -> Any:
-            token = _PHASE.set(Phase(_round(args), name))
+            token = _PHASE.set(PhaseKey(_round(args), name))
             try:
                 return await action(*args, **kwargs)
             finally:
@@ -91,7 +91,7 @@ def phased(name: str, action: Any) -> Any:
 
     @functools.wraps(action)
     def run(*args: Any, **kwargs: Any) -> Any:
-        token = _PHASE.set(Phase(_round(args), name))
+        token = _PHASE.set(PhaseKey(_round(args), name))
         try:
             return action(*args, **kwargs)
         finally:

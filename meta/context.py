@@ -105,16 +105,16 @@ class MetaContext:
         return result
 
     async def train(self, checkpoint_id: str, spec: HarnessSpec, tasks: Sequence[Task], round: int,
-                    siblings: Sequence[HarnessSpec] = ()) -> tuple[str, list[Trajectory]]:
-        """The weight stage through ``trainer`` (same arguments and result; ``siblings`` passed only
-        when non-empty), its rollouts and policy tokens accounted (``stage_budget``) and the new
-        checkpoint's numeric metrics tracked as ``train/<metric>`` at ``round`` and its per-step
-        ``history`` as ``train_step/<key>`` at step ``round * train.steps + i``. Raises
-        ``ValueError`` when the run has no trainer."""
+                    **options: Any) -> tuple[str, list[Trajectory]]:
+        """The weight stage: ``trainer(checkpoint_id, spec, tasks, round, **options)`` (``options``
+        as the trainer takes them, e.g. ``siblings``), its rollouts and policy tokens accounted
+        (``stage_budget``), the new checkpoint's numeric metrics tracked as ``train/<metric>`` at
+        ``round`` and its per-step ``history`` as ``train_step/<key>`` at step
+        ``round * train.steps + i``. Nodes call this, not ``trainer``. Raises ``ValueError`` when
+        the run has no trainer."""
         if self.trainer is None:
             raise ValueError("this strategy trains weights but the run has no trainer; use strategy harness_only or "
                              "static")
-        options = {"siblings": list(siblings)} if siblings else {}
         checkpoint, trajectories = await self.trainer(checkpoint_id, spec, tasks, round, **options)
         self.account(stage_budget(self.run_id, checkpoint, trajectories))
         record = self.archive.get_checkpoint(checkpoint)

@@ -23,18 +23,20 @@ def stage_tasks(ctx: MetaContext, state: MetaState) -> list[Task]:
 
 async def train(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """The weight stage under the incumbent harness (VACE Alg. 1, line 2): GRPO or RSFT via the
-    context's ``trainer`` (``MetaContext.train``, which accounts its budget and tracks its numbers)
-    on the train tasks no demonstration answers (``stage_tasks``), with the previous round's
-    checked candidates as the Eq. 5 rescue pool. Returns the new checkpoint id, the
+    context's ``trainer`` on the train tasks no demonstration answers (``stage_tasks``), with the
+    previous round's checked candidates as the Eq. 5 rescue pool. Returns the new checkpoint id, the
     ids of the stage's trajectories and the stage's training numbers (``WeightStage``; ``stage_effect``
     adds its val effect)."""
     ctx = services(runtime)
+    if ctx.trainer is None:
+        raise ValueError("this strategy trains weights but the run has no trainer; use strategy harness_only or static")
     rnd, before = state.get("round", 0), state["checkpoint"]
     spec = ctx.spec(state["incumbent"])
     tasks = stage_tasks(ctx, state)
     siblings = [ctx.spec(c.spec_id) for c in state.get("checked", [])
                 if c.status == "checked" and c.spec_id and c.spec_id != spec.id]
-    checkpoint, trajectories = await ctx.train(before, spec, tasks, rnd, siblings)
+    options = {"siblings": siblings} if siblings else {}
+    checkpoint, trajectories = await ctx.train(before, spec, tasks, rnd, **options)  # accounted, tracked
     # rollouts ran the training variants (``training_spec``); they are stored under the harnesses themselves
     names = {training_spec(s, ctx.config.train).id: s.id for s in [spec, *siblings]}
     trajectories = [t.model_copy(update={"split": "train", "harness_id": names.get(t.harness_id, spec.id)})

@@ -9,7 +9,7 @@ import inspect
 
 from test_meta_loop import _run, setup_run
 
-from coevo.meta.budget import Phase, current_phase, phased, score_curve, totals
+from coevo.meta.budget import PhaseKey, current_phase, phased, score_curve, totals
 from coevo.meta.state import EditRequest
 from coevo.storage.tables import LLMCallRecord
 
@@ -69,7 +69,7 @@ def test_phased_nodes_keep_their_signature_and_the_phase_ends_with_them():
 
     wrapped = phased("validate", node)
     asyncio.run(wrapped({"round": 2}, runtime=None))
-    assert seen == [Phase(2, "validate")] and current_phase() == Phase(-1, "outside")
+    assert seen == [PhaseKey(2, "validate")] and current_phase() == PhaseKey(-1, "outside")
     assert list(inspect.signature(wrapped).parameters) == ["state", "runtime"]
     assert phased("x", len) is len  # not a Python function: left alone
 
