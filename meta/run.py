@@ -174,7 +174,7 @@ async def run_meta(config: RunConfig, run_id: str | None = None, resume: bool = 
     replaces the default services (tests; its ``run_id`` and ``approve`` are set to the run's).
     A new run without ``context`` stores ``anchored(config)`` after ``preflight``. The run's
     numbers go to the tracker ``config.report_to`` names (``coevo.report.tracking``; files under
-    ``<out_dir>/tracking/<run_id>``), replacing the context's.
+    ``<out_dir>/tracking/<run_id>``; with ``none``, the context's own tracker is kept).
 
     Returns the final state (domain objects as the ``coevo.meta.state`` models) with ``run_id``;
     with a pending approval, ``state["__interrupt__"]`` lists the questions (``Interrupt``: ``id``,
@@ -218,8 +218,10 @@ async def run_meta(config: RunConfig, run_id: str | None = None, resume: bool = 
         run = archive.get_run(run_id) if resume else None
         run = run or RunRecord(id=run_id, strategy=config.strategy, config=config.model_dump(mode="json"))
         archive.add_run(run.model_copy(update={"status": "running", "updated_at": time.time()}))
-        tracker = open_tracker(config.report_to, config.out_dir, run_id, config.model_dump(mode="json"))
-        ctx = dataclasses.replace(ctx, tracker=tracker)
+        opened = config.report_to != "none"
+        if opened:
+            ctx = dataclasses.replace(ctx, tracker=open_tracker(config.report_to, config.out_dir, run_id,
+                                                                config.model_dump(mode="json")))
         try:
             # durability="sync": a checkpoint is on disk before the next node runs, so a crash loses at
             # most the running node and checkpointer writes never overlap the archive's (one SQLite file).
@@ -230,7 +232,8 @@ async def run_meta(config: RunConfig, run_id: str | None = None, resume: bool = 
             archive.add_run(run.model_copy(update={"status": status, "updated_at": time.time()}))
             raise
         finally:
-            tracker.close()
+            if opened:
+                ctx.tracker.close()
             if context is None and ctx.executor is not None:
                 ctx.executor.close()  # the run's Ray workers (make_context started them for this run)
     status = "done" if "__interrupt__" not in state else "paused"
