@@ -6,6 +6,11 @@ started with ``--enable-lora`` and the environment variable ``VLLM_ALLOW_RUNTIME
 A loaded adapter is then a model name: coevo addresses it as ``litellm:hosted_vllm/<name>``
 (``coevo.models.refs``). The server and the trainer must share the filesystem path of the adapter.
 
+Names carry a content hash (``adapter_digest``: sha256 of the adapter's files, 12 hex): vLLM caches an
+adapter by name, so an adapter saved again at the same path under the same name would be served
+from the stale cache. With the hash in the name, new contents always get a new name, and loading
+the same contents again is a no-op (the server's "already been loaded" counts as success).
+
 - ``publish_checkpoint``: after a stage, load the new checkpoint's adapter under a new name.
 - ``VLLMStepSync``: a ``policy_factory`` for ``train_grpo`` that syncs the adapter under training
   to vLLM before each step's rollouts, so GRPO samples on vLLM; the trainer then applies Eq. 16
@@ -16,6 +21,7 @@ Only ``httpx`` is needed here; vLLM itself is the optional extra ``coevo[vllm]``
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +30,8 @@ import httpx
 from coevo.training.checkpoint import Checkpoint
 
 ENV_FLAG = "VLLM_ALLOW_RUNTIME_LORA_UPDATING"
+NOT_HASHED = frozenset({"README.md"})
+"""Files of a PEFT adapter directory that vLLM does not read (PEFT's model card), left out of the hash."""
 
 
 class VLLMSyncError(RuntimeError):
@@ -41,6 +49,8 @@ def _post(base_url: str, route: str, body: dict[str, Any], client: httpx.Client 
     finally:
         if own:
             client.close()
+    if response.status_code == 400 and route == "load_lora_adapter" and "already been loaded" in response.text:
+        return  # same name, hence same contents (adapter_digest): loading it again changes nothing
     if response.status_code >= 400:
         hint = (f" (start the server with --enable-lora and {ENV_FLAG}=True)"
                 if response.status_code in (404, 405) else "")
@@ -61,19 +71,42 @@ def unload_lora_adapter(base_url: str, name: str, *, client: httpx.Client | None
     _post(base_url, "unload_lora_adapter", {"lora_name": name}, client, timeout_s)
 
 
+def adapter_digest(path: str | Path, length: int = 12) -> str:
+    """The first ``length`` hex digits of the sha256 over the adapter directory ``path``: every file
+    vLLM may read (all but ``NOT_HASHED``), as relative path and bytes, in sorted order. Equal
+    contents give equal digests wherever they are saved. Raises ``FileNotFoundError`` naming the path
+    when it holds no ``adapter_config.json``."""
+    root = Path(path)
+    if not (root / "adapter_config.json").is_file():
+        raise FileNotFoundError(f"{str(root)!r} holds no adapter_config.json: point it at a PEFT adapter directory "
+                                "(model.save_pretrained(path))")
+    digest = hashlib.sha256()
+    for file in sorted(f for f in root.rglob("*") if f.is_file() and f.name not in NOT_HASHED):
+        digest.update(file.relative_to(root).as_posix().encode() + b"\0")
+        with file.open("rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+        digest.update(b"\0")
+    return digest.hexdigest()[:length]
+
+
 def adapter_name(checkpoint: Checkpoint, prefix: str = "coevo") -> str:
-    """The served name of a checkpoint's adapter: ``<prefix>-<checkpoint id>``."""
-    return f"{prefix}-{checkpoint.id}"
+    """The served name of a checkpoint's adapter: ``<prefix>-<checkpoint id>-<adapter_digest>``, so
+    an adapter re-saved with other weights under the same checkpoint id gets another name. Raises
+    ``ValueError`` when the checkpoint has no adapter and ``FileNotFoundError`` when its directory
+    holds none."""
+    if not checkpoint.adapter_path:
+        raise ValueError(f"checkpoint {checkpoint.id} has no adapter_path: serve its base model by name instead")
+    return f"{prefix}-{checkpoint.id}-{adapter_digest(checkpoint.adapter_path)}"
 
 
 def publish_checkpoint(checkpoint: Checkpoint, base_url: str, *, name: str | None = None,
                        client: httpx.Client | None = None) -> str:
-    """Load ``checkpoint``'s adapter into vLLM under a new name and return the model reference to
-    use from then on (``litellm:hosted_vllm/<name>``; default name ``adapter_name(checkpoint)``).
-    Raises ``ValueError`` when the checkpoint has no adapter (serve the base model by its own name)
-    and ``VLLMSyncError`` when loading fails."""
-    if not checkpoint.adapter_path:
-        raise ValueError(f"checkpoint {checkpoint.id} has no adapter_path: serve its base model by name instead")
+    """Load ``checkpoint``'s adapter into vLLM and return the model reference to use from then on
+    (``litellm:hosted_vllm/<name>``; default name ``adapter_name(checkpoint)``, which carries the
+    adapter's content hash; publishing the same contents again is a no-op). Raises ``ValueError``
+    when the checkpoint has no adapter (serve the base model by its own name), ``FileNotFoundError``
+    when its directory holds none, and ``VLLMSyncError`` when loading fails."""
     name = name or adapter_name(checkpoint)
     load_lora_adapter(base_url, name, checkpoint.adapter_path, client=client)
     return f"litellm:hosted_vllm/{name}"
@@ -81,9 +114,9 @@ def publish_checkpoint(checkpoint: Checkpoint, base_url: str, *, name: str | Non
 
 class VLLMStepSync:
     """``policy_factory`` for ``train_grpo``: before each step's rollouts, save the trainer's
-    current adapter under ``adapter_dir/step-<n>``, load it into vLLM as ``<prefix>-step<n>``
-    (unloading the previous step's), and return a ``LiteLLMChatModel`` on it
-    (``hosted_vllm/<prefix>-step<n>``, token ids and logprobs requested).
+    current adapter under ``adapter_dir/step-<n>``, load it into vLLM as
+    ``<prefix>-step<n>-<adapter_digest>`` (unloading the previous step's), and return a
+    ``LiteLLMChatModel`` on it (``hosted_vllm/<that name>``, token ids and logprobs requested).
 
     Args: ``base_url`` the server root (``http://host:8000``); ``adapter_dir`` a directory the
     server can read; ``prefix`` the adapter name prefix (make it unique per stage); ``client`` an
@@ -110,9 +143,9 @@ class VLLMStepSync:
         if step != self._step:
             path = self.adapter_dir / f"step-{step}"
             trainer.accelerator.unwrap_model(trainer.model).save_pretrained(str(path))
-            name = f"{self.prefix}-step{step}"
+            name = f"{self.prefix}-step{step}-{adapter_digest(path)}"
             load_lora_adapter(self.base_url, name, path, client=self.client)
-            if self.loaded:
+            if self.loaded and self.loaded[-1] != name:
                 unload_lora_adapter(self.base_url, self.loaded[-1], client=self.client)
             self.loaded.append(name)
             self._step = step
