@@ -52,11 +52,11 @@ def make_context(config: RunConfig, archive: Archive, run_id: str, reporter: Rep
                  approve: bool = False, env: Env | None = None) -> MetaContext:
     """The services of a run built from its config and its strategy's row in the strategy table
     (a trainer only when it trains weights, only the meta roles it needs, the ``config.executor``'s
-    workers for its evaluations): the CLI's and Studio's default wiring."""
+    workers for its evaluations and the trainer's server-backed sampling): the CLI's and Studio's default wiring."""
     env = env or get_env(config.env.ref, **config.env.settings())
     strategy = get_strategy(config.strategy)
-    trainer = StageTrainer(config, env, archive, run_id) if strategy.trains else None
     executor = None if config.executor == "inprocess" else make_executor(config.executor)
+    trainer = StageTrainer(config, env, archive, run_id, executor) if strategy.trains else None
     return MetaContext(config=config, env=env, archive=archive, policy=PolicyCache(config, archive), trainer=trainer,
                        reporter=reporter or NullReporter(), approve=approve, run_id=run_id, executor=executor,
                        **meta_roles(config, env, strategy.roles))

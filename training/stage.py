@@ -44,10 +44,15 @@ class StageTrainer:
     ``coevo.training.rollout.sibling_rescue``; siblings cycled to the group size, sampled like
     the incumbent). Adapters are saved under the absolute ``<out_dir>/adapters`` and stored with
     that path. The new checkpoint's metrics get the size of its change (``measured``).
+
+    ``executor`` (the run's, ``coevo.evaluation.executors``; None: in process) is handed to the
+    stage and its rescue: a server-backed sampler's groups run on its workers, while the default
+    sampler, the trainer's live weights, samples in this process (``sampling_on``).
     """
 
-    def __init__(self, config: RunConfig, env: Env, archive: Any, run_id: str) -> None:
+    def __init__(self, config: RunConfig, env: Env, archive: Any, run_id: str, executor: Any = None) -> None:
         self.config, self.env, self.archive, self.run_id = config, env, archive, run_id
+        self.executor = executor
 
     def _train(self, checkpoint_id: str, spec: HarnessSpec, tasks: Sequence[Task], round: int,
                siblings: Sequence[HarnessSpec]) -> tuple[str, list[Trajectory]]:
@@ -57,7 +62,7 @@ class StageTrainer:
             raise KeyError(f"checkpoint {checkpoint_id!r} is not in the archive")
         # absolute: the checkpoint's stored adapter_path must not depend on where a resume is started from
         config = train.stage(round, self.config.seed, Path(self.config.out_dir).expanduser().resolve())
-        options: dict[str, Any] = {}
+        options: dict[str, Any] = {} if self.executor is None else {"executor": self.executor}
         if train.algorithm == "rsft":
             from coevo.training.rsft import train_rsft as stage
         else:
@@ -65,8 +70,13 @@ class StageTrainer:
             from coevo.training.rollout import sibling_rescue
 
             if train.rescue and siblings:
+                placed = None
+                if self.executor is not None:
+                    from coevo.evaluation.executors import sampling_on
+
+                    placed = sampling_on(self.executor)
                 options["rescue"] = sibling_rescue([training_spec(s, train) for s in siblings], self.env,
-                                                   seed=config.seed)
+                                                   rollout_fn=placed, seed=config.seed)
         new, trajectories = stage(checkpoint, training_spec(spec, train), self.env, tasks, config,
                                   archive=self.archive, run_id=self.run_id, **options)
         new = measured(new, checkpoint, spec.id)
