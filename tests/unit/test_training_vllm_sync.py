@@ -122,3 +122,28 @@ def test_step_sync_loads_each_steps_adapter_once_and_unloads_the_previous(tmp_pa
     assert saved == [str(tmp_path / "step-0"), str(tmp_path / "step-1")] and sync.loaded == names
     assert [(c[1].rsplit("/", 1)[-1], c[2]["lora_name"]) for c in calls] == [
         ("load_lora_adapter", names[0]), ("load_lora_adapter", names[1]), ("unload_lora_adapter", names[0])]
+
+
+def test_step_sync_swaps_the_adapter_on_every_server_and_ships_by_reference(tmp_path):
+    from coevo.evaluation.executors import RayExecutor
+    from coevo.models.router import RouterChatModel
+
+    client, calls = recording_client()
+    waits = []
+    main = SimpleNamespace(is_main_process=True, unwrap_model=lambda m: m, wait_for_everyone=lambda: waits.append(1))
+    model = SimpleNamespace(save_pretrained=lambda path: save_adapter(Path(path), b"step weights"))
+    trainer = SimpleNamespace(state=SimpleNamespace(global_step=3), model=model, accelerator=main)
+    sync = VLLMStepSync(["http://gpu0:8000", "http://gpu1:8000/"], tmp_path, prefix="s", client=client)
+    policy = sync(trainer)
+    name = f"s-step3-{adapter_digest(tmp_path / 'step-3')}"
+    assert [(c[1], c[2]["lora_name"]) for c in calls] == [("http://gpu0:8000/v1/load_lora_adapter", name),
+                                                          ("http://gpu1:8000/v1/load_lora_adapter", name)]
+    assert isinstance(policy, RouterChatModel) and [s.model for s in policy.servers] == [f"hosted_vllm/{name}"] * 2
+    assert [s.api_base for s in policy.servers] == ["http://gpu0:8000/v1", "http://gpu1:8000/v1"] and waits == [1]
+    kind, _, (ref, settings) = RayExecutor()._source(policy)  # Ray workers rebuild it from its reference
+    assert kind == "ref" and ref.startswith(f"litellm:hosted_vllm/{name}?api_base=") and settings["request_tokens"]
+
+    other = SimpleNamespace(is_main_process=False, unwrap_model=lambda m: m, wait_for_everyone=lambda: waits.append(2))
+    rank1 = VLLMStepSync(["http://gpu0:8000"], tmp_path, prefix="s", client=client)
+    twin = rank1(SimpleNamespace(state=SimpleNamespace(global_step=3), model=None, accelerator=other))
+    assert twin.model == f"hosted_vllm/{name}" and len(calls) == 2 and waits == [1, 2]  # no save, no request
