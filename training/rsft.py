@@ -70,11 +70,13 @@ def train_rsft(
     Args: ``config`` a ``StageConfig`` (or its dict; ``TrainConfig.stage`` builds it for a run):
     ``steps`` rounds of ``tasks_per_step`` tasks x ``num_generations`` samples, ``rsft_threshold``,
     ``epochs``, ``minibatch_size``; ``archive`` records the new checkpoint;
-    ``policy_factory(model, tokenizer) -> chat model`` the sampler (default: ``LocalChatModel`` over
-    the live model); ``rollout_fn`` replaces ``arun_rollout``; ``executor``
-    (``coevo.evaluation.executors``) samples the rounds of a server-backed or shippable sampler on its
-    workers, the default live-weights sampler staying in this process
-    (``coevo.evaluation.executors.sampling_on``); ``progress(round_stats)`` is called after each round. Returns ``(new checkpoint, every rollout sampled)``; metrics hold ``loss``
+    ``policy_factory(model, tokenizer) -> chat model`` the sampler, built once (default:
+    ``LocalChatModel`` over the live model; a server sampler samples whatever the server serves);
+    ``rollout_fn`` replaces ``arun_rollout``; ``executor`` (``coevo.evaluation.executors``) samples
+    the rounds of a server-backed or shippable sampler on its workers, the default live-weights
+    sampler staying in this process (``coevo.evaluation.executors.sampling_on``);
+    ``progress(round_stats)`` is called after each round. Returns ``(new checkpoint, every rollout
+    sampled)``; metrics hold ``loss``
     (mean over SFT steps), ``reward_mean`` (of the samples), ``kept_rate``, ``tokens`` (policy tokens
     trained on), ``wall_time_s`` and a per-round ``history``. Rounds with nothing accepted make no
     update. Raises ``StageConfigError`` naming a bad config key and ``ValueError`` with no tasks.

@@ -109,7 +109,8 @@ def test_step_sync_loads_each_steps_adapter_once_and_unloads_the_previous(tmp_pa
         saved.append(path)
         save_adapter(Path(path), b"weights-after-%d" % trainer.state.global_step)
 
-    trainer = SimpleNamespace(state=SimpleNamespace(global_step=0), model=SimpleNamespace(save_pretrained=save_pretrained),
+    trainer = SimpleNamespace(state=SimpleNamespace(global_step=0),
+                              model=SimpleNamespace(save_pretrained=save_pretrained),
                               accelerator=SimpleNamespace(unwrap_model=lambda m: m))
     sync = VLLMStepSync("http://gpu:8000", tmp_path, prefix="run1", client=client)
     first = sync(trainer)
