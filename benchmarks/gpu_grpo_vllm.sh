@@ -12,7 +12,9 @@
 # Output: $OUT/gpu_grpo_vllm.json and $OUT/vllm<i>.log.
 #
 # With SERVERS=2, after the stage, an evaluation of the base model runs through both servers behind
-# coevo's router (`router:$OUT/models.yaml`) on the same executor. UNVERIFIED: not yet run on a GPU.
+# coevo's router (`router:$OUT/models.yaml`) on the same executor. Last, a one-round `coevo run`
+# (rl_only) trains with `train.vllm` naming the servers: the run-level path of the recipe.
+# UNVERIFIED: not yet run on a GPU.
 #
 #   bash benchmarks/gpu_grpo_vllm.sh                 # defaults: 4 steps of 8 tasks x 8 rollouts
 #   STEPS=2 SERVERS=2 OUT=/tmp/gpu bash benchmarks/gpu_grpo_vllm.sh
@@ -63,3 +65,8 @@ if [ "$SERVERS" -gt 1 ]; then
   "$PY" -m coevo.cli.app eval --env reasoning_gym:families=chain_sum --harness reasoning_gym --n 32 \
     --model "router:$OUT/models.yaml" --executor "$EXECUTOR" --concurrency 32 --db "$OUT/routed.db" | tee "$OUT/routed_eval.txt"
 fi
+
+"$PY" -m coevo.cli.app run --strategy rl_only --executor "$EXECUTOR" --db "$OUT/run.db" --no-report \
+  --set policy="local:$MODEL_DIR" --set train.vllm="${BASES%,}" --set train.vllm_model=smollm2-135m \
+  --set rounds=1 --set train.steps=2 --set env.n_train=8 --set env.n_val=8 --set env.n_test=8 \
+  --set out_dir="$OUT/run" | tee "$OUT/run.txt"

@@ -99,8 +99,8 @@ def preflight(config: RunConfig) -> Env:
         frozen = ", ".join(s.name for s in STRATEGIES.values() if not s.trains)
         raise RunError(f"strategy {config.strategy!r} trains the policy's weights, but policy {config.policy!r} is "
                        "a server, whose weights the run cannot train: use a local: policy (local:smollm2-135m, "
-                       f"local:/path/to/model), or a strategy without a weight stage ({frozen}); a stage sampling "
-                       "on vLLM is run from Python (README, GPU recipe); nothing was started")
+                       f"local:/path/to/model; train.vllm then samples it on vLLM servers, README GPU recipe), or a "
+                       f"strategy without a weight stage ({frozen}); nothing was started")
     load_harness(config.harness or env.name)
     return env
 

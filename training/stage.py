@@ -48,6 +48,12 @@ class StageTrainer:
     ``executor`` (the run's, ``coevo.evaluation.executors``; None: in process) is handed to the
     stage and its rescue: a server-backed sampler's groups run on its workers, while the default
     sampler, the trainer's live weights, samples in this process (``sampling_on``).
+
+    With ``config.train.vllm`` (server roots; GRPO) the stage samples on those vLLM servers
+    (``coevo.training.vllm_sync.VLLMStepSync``: the adapter hot-loaded each step under a
+    content-hashed name, Eq. 16 on), on the executor's workers when there is one, and the new
+    checkpoint is published there: its config gets ``vllm`` (the roots) and ``model_ref``
+    (``served_ref``), through which the run's policies evaluate it.
     """
 
     def __init__(self, config: RunConfig, env: Env, archive: Any, run_id: str, executor: Any = None) -> None:
@@ -69,6 +75,12 @@ class StageTrainer:
             from coevo.training.grpo import train_grpo as stage
             from coevo.training.rollout import sibling_rescue
 
+            if train.vllm:
+                from coevo.training.vllm_sync import VLLMStepSync
+
+                sync_dir = Path(config.output_dir) / "vllm-sync" / f"round-{round}"
+                options["policy_factory"] = VLLMStepSync(train.vllm, sync_dir, prefix=f"coevo-r{round}")
+
             if train.rescue and siblings:
                 placed = None
                 if self.executor is not None:
@@ -80,6 +92,16 @@ class StageTrainer:
         new, trajectories = stage(checkpoint, training_spec(spec, train), self.env, tasks, config,
                                   archive=self.archive, run_id=self.run_id, **options)
         new = measured(new, checkpoint, spec.id)
+        if train.vllm:
+            from coevo.training.vllm_sync import adapter_name, publish_checkpoint, served_ref, unload_lora_adapter
+
+            publish_checkpoint(new, train.vllm)
+            sync = options["policy_factory"]
+            if sync.loaded:  # the stage's last step: the checkpoint replaces it on the servers
+                for root in sync.roots:
+                    unload_lora_adapter(root, sync.loaded[-1])
+            new = new.model_copy(update={"config": {**new.config, "vllm": list(train.vllm),
+                                                    "model_ref": served_ref(train.vllm, adapter_name(new))}})
         record_checkpoint(self.archive, new)
         return new.id, trajectories
 

@@ -107,6 +107,13 @@ def _roots(base_url: str | Sequence[str]) -> list[str]:
     return [r.rstrip("/") for r in roots]
 
 
+def served_ref(base_url: str | Sequence[str], name: str) -> str:
+    """The model reference of the model ``name`` on the vLLM server(s) ``base_url`` (roots,
+    ``http://host:8000``): ``litellm:hosted_vllm/<name>?api_base=<root>/v1[,<root>/v1...]``, a
+    ``RouterChatModel`` across several (``coevo.models.refs``). Raises ``ValueError`` with no root."""
+    return f"litellm:hosted_vllm/{name}?api_base={','.join(f'{root}/v1' for root in _roots(base_url))}"
+
+
 def publish_checkpoint(checkpoint: Checkpoint, base_url: str | Sequence[str], *, name: str | None = None,
                        client: httpx.Client | None = None) -> str:
     """Load ``checkpoint``'s adapter into the vLLM server ``base_url`` (or into each of several
@@ -126,7 +133,7 @@ class VLLMStepSync:
     """``policy_factory`` for ``train_grpo``: before each step's rollouts, save the trainer's
     current adapter under ``adapter_dir/step-<n>``, load it into every vLLM server as
     ``<prefix>-step<n>-<adapter_digest>`` (unloading the previous step's), and return the policy on
-    it: ``load_model("litellm:hosted_vllm/<name>?api_base=<root>/v1[,...]")``, a ``LiteLLMChatModel``
+    it: ``load_model(served_ref(roots, name))``, a ``LiteLLMChatModel``
     (one server) or a ``RouterChatModel`` across them, with token ids and logprobs requested. Being
     built from a reference, it reaches Ray workers by that reference (``sampling_on``).
 
@@ -178,7 +185,5 @@ class VLLMStepSync:
             name = self._name(path)
             self.loaded.append(name)
             self._step = step
-            bases = ",".join(f"{root}/v1" for root in self.roots)
-            self._policy = load_model(f"litellm:hosted_vllm/{name}?api_base={bases}", request_tokens=True,
-                                      **self.model_kwargs)
+            self._policy = load_model(served_ref(self.roots, name), request_tokens=True, **self.model_kwargs)
         return self._policy
