@@ -33,6 +33,7 @@ import json
 import logging
 import os
 import sys
+import weakref
 from typing import Any, Awaitable, Callable, Protocol
 
 from coevo.envs.base import Env, Task
@@ -215,6 +216,10 @@ class RayExecutor:
             self._owns_ray = False
 
 
+_TOLD: "weakref.WeakSet[Any]" = weakref.WeakSet()
+"""Executors whose training stages were told (logged) that live weights sample in the driver."""
+
+
 def is_live_local(policy: Any) -> bool:
     """Whether ``policy`` is a model's live weights in this process: a ``LocalChatModel`` built
     from objects in memory (``from_model``: no model reference to rebuild it from), as the
@@ -232,20 +237,19 @@ def sampling_on(executor: Executor | None,
     server; the driver keeps the groups and writes the archive), while a policy holding the live
     trainer weights (``is_live_local``) samples in this process with ``rollout_fn`` (default
     ``arun_rollout``): those weights change every step and live in the driver's memory, so they are
-    never shipped. That fallback is logged once per stage at INFO (logger
+    never shipped. That fallback is logged once per executor at INFO (logger
     ``coevo.evaluation.executors``). Without an executor: ``rollout_fn`` (or ``arun_rollout``).
     Errors are the executor's (``ExecutorError`` for a policy that cannot be shipped)."""
     here = rollout_fn or arun_rollout
     if executor is None:
         return here
-    told: list[bool] = []
 
     async def run(spec: Any, policy: Any, env: Env, task: Task, seed: int = 0, checkpoint_id: str = "",
                   **kwargs: Any) -> Trajectory:
         if not is_live_local(policy):
             return await executor.rollout(spec, policy, env, task, seed=seed, checkpoint_id=checkpoint_id, **kwargs)
-        if not told:
-            told.append(True)
+        if executor not in _TOLD:
+            _TOLD.add(executor)
             log.info("training rollouts sample the trainer's live weights in the driver, not on the %s executor "
                      "(serve the policy, e.g. vLLM with VLLMStepSync, to sample on workers)", type(executor).__name__)
         return await here(spec, policy, env, task, seed=seed, checkpoint_id=checkpoint_id, **kwargs)

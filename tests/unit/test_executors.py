@@ -108,7 +108,7 @@ async def test_training_samples_a_server_policy_on_the_executor_and_live_weights
         for seed in (5, 6):
             await run(spec, live, env, task, seed=seed)
     assert here == [(task.id, 5), (task.id, 6)] and runner.ran == [(task.id, 4)]
-    assert sum("live weights in the driver" in r.message for r in caplog.records) == 1  # said once per stage
+    assert sum("live weights in the driver" in r.message for r in caplog.records) == 1  # said once per executor
     replica = LocalChatModel.model_construct(engine=None, metadata={REF_KEY: "local:smollm2-135m"})
     assert is_live_local(live) and not is_live_local(replica) and not is_live_local(busy_policy())
     assert sampling_on(None, in_driver) is in_driver
