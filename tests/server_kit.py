@@ -114,3 +114,74 @@ class TransformersServer:
             os.killpg(self.proc.pid, 9)
             self.proc.wait(10)
         self._log.close()
+
+
+class FakeVLLM:
+    """A stand-in for vLLM's OpenAI-compatible server with runtime LoRA updating: ``POST
+    /v1/load_lora_adapter`` / ``/v1/unload_lora_adapter`` (vLLM's answers: "already been loaded" for a
+    loaded name, 404 for an unknown one or a directory without ``adapter_config.json``) and
+    ``/v1/chat/completions`` for the base ``model`` or a loaded adapter (404 otherwise), answering
+    ``reply(messages)`` with vLLM's token ids (``token_id:<ASCII code>``, logprob ``logprob`` each)
+    and ``prompt_token_ids``. ``events`` lists ``(action, name)``: ``load``, ``unload``, ``chat``.
+    ``root`` is the server root (``http://127.0.0.1:PORT``). A context manager."""
+
+    def __init__(self, reply: Callable[[list[dict]], str], model: str = "policy", logprob: float = -0.5) -> None:
+        self.reply, self.model, self.logprob = reply, model, logprob
+        self.adapters: dict[str, str] = {}
+        self.events: list[tuple[str, str]] = []
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+                body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
+                status, data = fake._answer(self.path, body)
+                raw = json.dumps(data).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._lock = threading.Lock()
+        self.root = f"http://127.0.0.1:{self._server.server_port}"
+
+    def _answer(self, path: str, body: dict) -> tuple[int, dict]:
+        name = body.get("lora_name") or body.get("model", "")
+        with self._lock:
+            if path == "/v1/load_lora_adapter":
+                if name in self.adapters:
+                    return 400, {"message": f"The lora adapter '{name}' has already been loaded."}
+                if not Path(body.get("lora_path", ""), "adapter_config.json").is_file():
+                    return 404, {"message": f"No adapter found for {body.get('lora_path')}"}
+                self.adapters[name] = body["lora_path"]
+            elif path == "/v1/unload_lora_adapter":
+                if self.adapters.pop(name, None) is None:
+                    return 404, {"message": f"The lora adapter '{name}' cannot be found."}
+            elif path != "/v1/chat/completions" or (name != self.model and name not in self.adapters):
+                return 404, {"message": f"The model `{name}` does not exist."}
+            action = {"/v1/load_lora_adapter": "load", "/v1/unload_lora_adapter": "unload"}.get(path, "chat")
+            self.events.append((action, name))
+        if path != "/v1/chat/completions":
+            return 200, {"message": "Success"}
+        text = self.reply(body.get("messages", []))
+        prompt = "".join(str(m.get("content") or "") for m in body.get("messages", []))
+        content = [{"token": f"token_id:{ord(c) % 128}", "logprob": self.logprob, "top_logprobs": []} for c in text]
+        return 200, {"id": "fake", "object": "chat.completion", "created": 0, "model": name,
+                     "prompt_token_ids": [ord(c) % 128 for c in prompt[-64:]],
+                     "choices": [{"index": 0, "finish_reason": "stop", "logprobs": {"content": content},
+                                  "message": {"role": "assistant", "content": text}}],
+                     "usage": {"prompt_tokens": len(prompt), "completion_tokens": len(text),
+                               "total_tokens": len(prompt) + len(text)}}
+
+    def __enter__(self) -> "FakeVLLM":
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()

@@ -124,3 +124,52 @@ def test_a_stage_on_vllm_servers_samples_there_and_publishes_its_checkpoint(tmp_
     assert RunConfig(train={"vllm": ",".join(roots)}).train.vllm == roots  # --set train.vllm=URL1,URL2
     with pytest.raises(ValueError, match="train.vllm samples GRPO"):
         RunConfig(train={"algorithm": "rsft", "vllm": roots})
+
+
+def test_a_run_stage_on_a_fake_vllm_samples_the_synced_adapter_and_publishes_the_checkpoint(tmp_path):
+    """The GPU path end to end on CPU: TRL's GRPO on the tiny model, each step's adapter hot-loaded
+    into a fake vLLM under its content-hashed name, rollouts sampled there through the executor,
+    Eq. 16 on the server's logprobs, the checkpoint published and evaluated through the server."""
+    import itertools
+
+    from server_kit import FakeVLLM
+    from training_kit import NAMING_WORDS, NamingEnv, tiny_llama_checkpoint
+
+    from coevo.evaluation.executors import InProcessExecutor
+    from coevo.meta.services import PolicyCache
+    from coevo.training.vllm_sync import adapter_name, served_ref
+
+    class Counting(InProcessExecutor):
+        ran = 0
+
+        async def rollout(self, *args, **kwargs):
+            self.ran += 1
+            return await super().rollout(*args, **kwargs)
+
+    right = {kind: itertools.cycle([True, False]) for kind in ("fruits", "colors")}  # one of two right per task
+
+    def answer(messages):
+        kind = "fruits" if "fruits" in str(messages) else "colors"
+        return "Final answer: " + (" ".join(NAMING_WORDS[kind][:3]) if next(right[kind]) else "none")
+
+    base = tiny_llama_checkpoint(tmp_path / "base")
+    env, runner = NamingEnv(), Counting()
+    with FakeVLLM(reply=answer) as server, Archive(tmp_path / "a.db") as archive:
+        config = RunConfig(out_dir=str(tmp_path), policy=f"local:{base.base_model}",
+                           train={"vllm": [server.root], "steps": 1, "tasks_per_step": 2, "num_generations": 2,
+                                  "max_new_tokens": 8, "lora_r": 4, "resample": 0})
+        archive.add_checkpoint(base)
+        new_id, trajs = asyncio.run(StageTrainer(config, env, archive, "r1", runner)(base.id, HarnessSpec(),
+                                                                                     env.tasks(), 0))
+        record = archive.get_checkpoint(new_id)
+        name = adapter_name(record)
+        step = next(n for action, n in server.events if action == "load")
+        assert step.startswith("coevo-r0-step0-") and step != name
+        assert server.events == [("load", step)] + [("chat", step)] * 4 + [("load", name), ("unload", step)]
+        assert runner.ran == 4 and sorted(t.reward for t in trajs) == [0.0, 0.0, 1.0, 1.0]
+        assert all(t.calls[0].logprobs == [-0.5] * len(t.calls[0].completion_token_ids) for t in trajs)
+        assert record.config["importance_correction"] is True and "is_weight_mean" in record.metrics["history"][0]
+        assert record.config["model_ref"] == served_ref([server.root], name) and server.adapters == {
+            name: record.adapter_path}
+        reply = PolicyCache(config, archive)(new_id).invoke("Name three fruits.")  # through the server, as published
+        assert reply.content.startswith("Final answer:") and server.events[-1] == ("chat", name)
