@@ -86,7 +86,7 @@ class TrainConfig(StageSettings):
     vllm: list[str] = Field(default_factory=list, description="GRPO on vLLM: roots (http://host:8000) of servers "
                             "serving the policy's base weights as vllm_model with --enable-lora; each step's adapter "
                             "is hot-loaded and sampled there, every checkpoint is evaluated there "
-                            "(coevo.training.stage.served_ref); empty: the live weights in this process")
+                            "(coevo.training.vllm_sync.served_ref); empty: the live weights in this process")
     vllm_model: str = Field(default="policy", description="the vLLM servers' --served-model-name of the base weights")
 
     @field_validator("vllm", mode="before")
