@@ -24,50 +24,66 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class StubServer:
-    """An OpenAI-compatible ``/v1/chat/completions`` that answers ``reply(messages)`` after
-    ``latency_s``, serving at most ``capacity`` requests at once (a server's fixed throughput: more
-    wait in line). ``requests`` counts the requests received. A context manager."""
+class JsonServer:
+    """A local HTTP server answering each POST with ``self._answer(path, body) -> (status, JSON)``
+    (subclasses define it), on a free port; ``root`` is ``http://127.0.0.1:PORT``. A context manager."""
 
-    def __init__(self, reply: Callable[[list[dict]], str] = lambda m: "ok", latency_s: float = 0.0,
-                 capacity: int = 64) -> None:
-        self.reply, self.latency_s, self.requests = reply, latency_s, 0
-        self._slots = threading.Semaphore(capacity)
-        self._lock = threading.Lock()
-        stub = self
+    def __init__(self) -> None:
+        server = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 (http.server's name)
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
-                with stub._lock:
-                    stub.requests += 1
-                with stub._slots:
-                    time.sleep(stub.latency_s)
-                text = stub.reply(body.get("messages", []))
-                data = json.dumps({"id": "stub", "object": "chat.completion", "created": 0, "model": body.get("model"),
-                                   "choices": [{"index": 0, "finish_reason": "stop",
-                                                "message": {"role": "assistant", "content": text}}],
-                                   "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}}).encode()
-                self.send_response(200)
+                status, data = server._answer(self.path, body)
+                raw = json.dumps(data).encode()
+                self.send_response(status)
                 self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
+                self.send_header("content-length", str(len(raw)))
                 self.end_headers()
-                self.wfile.write(data)
+                self.wfile.write(raw)
 
             def log_message(self, *args: object) -> None:
                 pass
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_port}/v1"
+        self._lock = threading.Lock()
+        self.root = f"http://127.0.0.1:{self._server.server_port}"
 
-    def __enter__(self) -> "StubServer":
+    def _answer(self, path: str, body: dict) -> tuple[int, dict]:
+        raise NotImplementedError
+
+    def __enter__(self):
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+class StubServer(JsonServer):
+    """An OpenAI-compatible ``/v1/chat/completions`` that answers ``reply(messages)`` after
+    ``latency_s``, serving at most ``capacity`` requests at once (a server's fixed throughput: more
+    wait in line). ``requests`` counts the requests received; ``url`` ends in ``/v1``. A context manager."""
+
+    def __init__(self, reply: Callable[[list[dict]], str] = lambda m: "ok", latency_s: float = 0.0,
+                 capacity: int = 64) -> None:
+        super().__init__()
+        self.reply, self.latency_s, self.requests = reply, latency_s, 0
+        self._slots = threading.Semaphore(capacity)
+        self.url = f"{self.root}/v1"
+
+    def _answer(self, path: str, body: dict) -> tuple[int, dict]:
+        with self._lock:
+            self.requests += 1
+        with self._slots:
+            time.sleep(self.latency_s)
+        text = self.reply(body.get("messages", []))
+        return 200, {"id": "stub", "object": "chat.completion", "created": 0, "model": body.get("model"),
+                     "choices": [{"index": 0, "finish_reason": "stop",
+                                  "message": {"role": "assistant", "content": text}}],
+                     "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}}
 
 
 class TransformersServer:
@@ -116,7 +132,7 @@ class TransformersServer:
         self._log.close()
 
 
-class FakeVLLM:
+class FakeVLLM(JsonServer):
     """A stand-in for vLLM's OpenAI-compatible server with runtime LoRA updating: ``POST
     /v1/load_lora_adapter`` / ``/v1/unload_lora_adapter`` (vLLM's answers: "already been loaded" for a
     loaded name, 404 for an unknown one or a directory without ``adapter_config.json``) and
@@ -126,29 +142,10 @@ class FakeVLLM:
     ``root`` is the server root (``http://127.0.0.1:PORT``). A context manager."""
 
     def __init__(self, reply: Callable[[list[dict]], str], model: str = "policy", logprob: float = -0.5) -> None:
+        super().__init__()
         self.reply, self.model, self.logprob = reply, model, logprob
         self.adapters: dict[str, str] = {}
         self.events: list[tuple[str, str]] = []
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-                body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
-                status, data = fake._answer(self.path, body)
-                raw = json.dumps(data).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._lock = threading.Lock()
-        self.root = f"http://127.0.0.1:{self._server.server_port}"
 
     def _answer(self, path: str, body: dict) -> tuple[int, dict]:
         name = body.get("lora_name") or body.get("model", "")
@@ -177,11 +174,3 @@ class FakeVLLM:
                                   "message": {"role": "assistant", "content": text}}],
                      "usage": {"prompt_tokens": len(prompt), "completion_tokens": len(text),
                                "total_tokens": len(prompt) + len(text)}}
-
-    def __enter__(self) -> "FakeVLLM":
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
