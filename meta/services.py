@@ -20,7 +20,9 @@ from coevo.training.stage import StageTrainer
 
 class PolicyCache:
     """``policy(checkpoint_id) -> BaseChatModel``: the configured ref, plus the checkpoint's adapter
-    (``local:BASE+ADAPTER``) or the name it is served under (``config["model_ref"]``)."""
+    (``local:BASE+ADAPTER``) or the name it is served under (``config["model_ref"]``). A checkpoint
+    published on vLLM servers (``config["vllm"]``, ``StageTrainer``) is loaded into them again first,
+    a no-op unless a server restarted (``coevo.training.vllm_sync.publish_checkpoint``)."""
 
     def __init__(self, config: RunConfig, archive: Archive) -> None:
         self.config, self.archive, self.models = config, archive, {}
@@ -35,6 +37,10 @@ class PolicyCache:
                 raise KeyError(f"checkpoint {checkpoint_id!r} is not in the archive")
             adapted = f"{self.config.policy}+{rec.adapter_path}" if rec.adapter_path else self.config.policy
             ref = rec.config.get("model_ref") or adapted
+            if rec.config.get("vllm") and rec.adapter_path:
+                from coevo.training.vllm_sync import publish_checkpoint
+
+                publish_checkpoint(rec, rec.config["vllm"])  # after a server restart (a resume); else a no-op
             self.models[checkpoint_id] = load_model(ref)
         return self.models[checkpoint_id]
 
@@ -52,11 +58,11 @@ def make_context(config: RunConfig, archive: Archive, run_id: str, reporter: Rep
                  approve: bool = False, env: Env | None = None) -> MetaContext:
     """The services of a run built from its config and its strategy's row in the strategy table
     (a trainer only when it trains weights, only the meta roles it needs, the ``config.executor``'s
-    workers for its evaluations): the CLI's and Studio's default wiring."""
+    workers for its evaluations and the trainer's server-backed sampling): the CLI's and Studio's default wiring."""
     env = env or get_env(config.env.ref, **config.env.settings())
     strategy = get_strategy(config.strategy)
-    trainer = StageTrainer(config, env, archive, run_id) if strategy.trains else None
     executor = None if config.executor == "inprocess" else make_executor(config.executor)
+    trainer = StageTrainer(config, env, archive, run_id, executor) if strategy.trains else None
     return MetaContext(config=config, env=env, archive=archive, policy=PolicyCache(config, archive), trainer=trainer,
                        reporter=reporter or NullReporter(), approve=approve, run_id=run_id, executor=executor,
                        **meta_roles(config, env, strategy.roles))

@@ -88,13 +88,18 @@ def _get(obj: Any, key: str, default: Any = None) -> Any:
 
 
 def response_cost(response: Any) -> float:
-    """US dollars LiteLLM priced ``response`` at; 0.0 for unpriced models (e.g. a vLLM server)."""
+    """US dollars LiteLLM priced ``response`` at; 0.0 for unpriced models (e.g. a vLLM server, whose
+    replies name the served model without a provider: LiteLLM would print its provider list to
+    stdout on every call, so its debug output is off while it prices)."""
     cost = _get(_get(response, "_hidden_params"), "response_cost")
     if cost is None:
+        quiet, litellm.suppress_debug_info = litellm.suppress_debug_info, True
         try:
             cost = litellm.completion_cost(completion_response=response)
         except Exception:  # unpriced model: LiteLLM raises instead of returning 0
             cost = 0.0
+        finally:
+            litellm.suppress_debug_info = quiet
     return float(cost or 0.0)
 
 

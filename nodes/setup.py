@@ -14,10 +14,17 @@ from coevo.storage.tables import CheckpointRecord
 
 
 def base_checkpoint(config: RunConfig) -> CheckpointRecord:
-    """W0: the configured policy without an adapter (id derived from the policy ref)."""
-    digest = hashlib.sha256(config.policy.encode()).hexdigest()[:12]
+    """W0: the configured policy without an adapter (id derived from the policy ref), evaluated
+    through the vLLM servers that serve it when ``train.vllm`` names them (``served_ref``)."""
+    ref = config.policy
+    if config.train.vllm:
+        from coevo.training.vllm_sync import served_ref
+
+        ref = served_ref(config.train.vllm, config.train.vllm_model)
+    key = config.policy if ref == config.policy else f"{config.policy}@{ref}"
+    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
     base = config.policy.split(":", 1)[1] if config.policy.startswith("local:") else config.policy
-    return CheckpointRecord(id=f"base-{digest}", base_model=base, config={"model_ref": config.policy})
+    return CheckpointRecord(id=f"base-{digest}", base_model=base, config={"model_ref": ref})
 
 
 def setup(state: MetaState, runtime: Runtime[MetaContext]) -> dict:

@@ -24,50 +24,66 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class StubServer:
-    """An OpenAI-compatible ``/v1/chat/completions`` that answers ``reply(messages)`` after
-    ``latency_s``, serving at most ``capacity`` requests at once (a server's fixed throughput: more
-    wait in line). ``requests`` counts the requests received. A context manager."""
+class JsonServer:
+    """A local HTTP server answering each POST with ``self._answer(path, body) -> (status, JSON)``
+    (subclasses define it), on a free port; ``root`` is ``http://127.0.0.1:PORT``. A context manager."""
 
-    def __init__(self, reply: Callable[[list[dict]], str] = lambda m: "ok", latency_s: float = 0.0,
-                 capacity: int = 64) -> None:
-        self.reply, self.latency_s, self.requests = reply, latency_s, 0
-        self._slots = threading.Semaphore(capacity)
-        self._lock = threading.Lock()
-        stub = self
+    def __init__(self) -> None:
+        server = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 (http.server's name)
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
-                with stub._lock:
-                    stub.requests += 1
-                with stub._slots:
-                    time.sleep(stub.latency_s)
-                text = stub.reply(body.get("messages", []))
-                data = json.dumps({"id": "stub", "object": "chat.completion", "created": 0, "model": body.get("model"),
-                                   "choices": [{"index": 0, "finish_reason": "stop",
-                                                "message": {"role": "assistant", "content": text}}],
-                                   "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}}).encode()
-                self.send_response(200)
+                status, data = server._answer(self.path, body)
+                raw = json.dumps(data).encode()
+                self.send_response(status)
                 self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
+                self.send_header("content-length", str(len(raw)))
                 self.end_headers()
-                self.wfile.write(data)
+                self.wfile.write(raw)
 
             def log_message(self, *args: object) -> None:
                 pass
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_port}/v1"
+        self._lock = threading.Lock()
+        self.root = f"http://127.0.0.1:{self._server.server_port}"
 
-    def __enter__(self) -> "StubServer":
+    def _answer(self, path: str, body: dict) -> tuple[int, dict]:
+        raise NotImplementedError
+
+    def __enter__(self):
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+class StubServer(JsonServer):
+    """An OpenAI-compatible ``/v1/chat/completions`` that answers ``reply(messages)`` after
+    ``latency_s``, serving at most ``capacity`` requests at once (a server's fixed throughput: more
+    wait in line). ``requests`` counts the requests received; ``url`` ends in ``/v1``. A context manager."""
+
+    def __init__(self, reply: Callable[[list[dict]], str] = lambda m: "ok", latency_s: float = 0.0,
+                 capacity: int = 64) -> None:
+        super().__init__()
+        self.reply, self.latency_s, self.requests = reply, latency_s, 0
+        self._slots = threading.Semaphore(capacity)
+        self.url = f"{self.root}/v1"
+
+    def _answer(self, path: str, body: dict) -> tuple[int, dict]:
+        with self._lock:
+            self.requests += 1
+        with self._slots:
+            time.sleep(self.latency_s)
+        text = self.reply(body.get("messages", []))
+        return 200, {"id": "stub", "object": "chat.completion", "created": 0, "model": body.get("model"),
+                     "choices": [{"index": 0, "finish_reason": "stop",
+                                  "message": {"role": "assistant", "content": text}}],
+                     "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}}
 
 
 class TransformersServer:
@@ -114,3 +130,47 @@ class TransformersServer:
             os.killpg(self.proc.pid, 9)
             self.proc.wait(10)
         self._log.close()
+
+
+class FakeVLLM(JsonServer):
+    """A stand-in for vLLM's OpenAI-compatible server with runtime LoRA updating: ``POST
+    /v1/load_lora_adapter`` / ``/v1/unload_lora_adapter`` (vLLM's answers: "already been loaded" for a
+    loaded name, 404 for an unknown one or a directory without ``adapter_config.json``) and
+    ``/v1/chat/completions`` for the base ``model`` or a loaded adapter (404 otherwise), answering
+    ``reply(messages)`` with vLLM's token ids (``token_id:<ASCII code>``, logprob ``logprob`` each)
+    and ``prompt_token_ids``. ``events`` lists ``(action, name)``: ``load``, ``unload``, ``chat``.
+    ``root`` is the server root (``http://127.0.0.1:PORT``). A context manager."""
+
+    def __init__(self, reply: Callable[[list[dict]], str], model: str = "policy", logprob: float = -0.5) -> None:
+        super().__init__()
+        self.reply, self.model, self.logprob = reply, model, logprob
+        self.adapters: dict[str, str] = {}
+        self.events: list[tuple[str, str]] = []
+
+    def _answer(self, path: str, body: dict) -> tuple[int, dict]:
+        name = body.get("lora_name") or body.get("model", "")
+        with self._lock:
+            if path == "/v1/load_lora_adapter":
+                if name in self.adapters:
+                    return 400, {"message": f"The lora adapter '{name}' has already been loaded."}
+                if not Path(body.get("lora_path", ""), "adapter_config.json").is_file():
+                    return 404, {"message": f"No adapter found for {body.get('lora_path')}"}
+                self.adapters[name] = body["lora_path"]
+            elif path == "/v1/unload_lora_adapter":
+                if self.adapters.pop(name, None) is None:
+                    return 404, {"message": f"The lora adapter '{name}' cannot be found."}
+            elif path != "/v1/chat/completions" or (name != self.model and name not in self.adapters):
+                return 404, {"message": f"The model `{name}` does not exist."}
+            action = {"/v1/load_lora_adapter": "load", "/v1/unload_lora_adapter": "unload"}.get(path, "chat")
+            self.events.append((action, name))
+        if path != "/v1/chat/completions":
+            return 200, {"message": "Success"}
+        text = self.reply(body.get("messages", []))
+        prompt = "".join(str(m.get("content") or "") for m in body.get("messages", []))
+        content = [{"token": f"token_id:{ord(c) % 128}", "logprob": self.logprob, "top_logprobs": []} for c in text]
+        return 200, {"id": "fake", "object": "chat.completion", "created": 0, "model": name,
+                     "prompt_token_ids": [ord(c) % 128 for c in prompt[-64:]],
+                     "choices": [{"index": 0, "finish_reason": "stop", "logprobs": {"content": content},
+                                  "message": {"role": "assistant", "content": text}}],
+                     "usage": {"prompt_tokens": len(prompt), "completion_tokens": len(text),
+                               "total_tokens": len(prompt) + len(text)}}

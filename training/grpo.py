@@ -175,6 +175,7 @@ def train_grpo(
     checkpoint: Checkpoint, spec: Any, env: Env, tasks: Sequence[Task], config: StageConfig | dict | None = None,
     rescue: Rescue | None = None, archive: Any = None, *, policy_factory: PolicyFactory | None = None,
     rollout_fn: RolloutFn | None = None, callbacks: list | None = None, run_id: str | None = None,
+    executor: Any = None,
 ) -> tuple[Checkpoint, list[Trajectory]]:
     """Run one GRPO stage from ``checkpoint`` under harness ``spec`` on ``tasks`` (train split).
 
@@ -184,7 +185,10 @@ def train_grpo(
     (``coevo.training.rollout.sibling_rescue`` builds the Harness-S one); ``archive`` a
     ``coevo.storage.Archive`` that records the new checkpoint; ``policy_factory(trainer)`` the
     sampler (default: the trainer's own current weights through ``LocalChatModel``; a vLLM-backed
-    factory from ``coevo.training.vllm_sync``); ``rollout_fn`` replaces ``arun_rollout`` (tests).
+    factory from ``coevo.training.vllm_sync``); ``rollout_fn`` replaces ``arun_rollout`` (tests);
+    ``executor`` (``coevo.evaluation.executors``, e.g. a ``RayExecutor``) runs the groups of a
+    server-backed sampler on its workers, while the default live-weights sampler stays in this
+    process (``coevo.evaluation.executors.sampling_on``).
 
     Returns ``(new checkpoint, trajectories)``: the new checkpoint has the trained LoRA adapter under
     ``<output_dir>/<new id>/adapter``, ``parents=[checkpoint.id]``, the config and
@@ -208,6 +212,10 @@ def train_grpo(
     new_id = new_checkpoint_id()
     out_dir = Path(cfg.output_dir) / new_id
     model, tokenizer = load_policy(checkpoint, trainable=True)
+    if executor is not None:
+        from coevo.evaluation.executors import sampling_on
+
+        rollout_fn = sampling_on(executor, rollout_fn)
     rollout = HarnessRollout(spec, env, tasks, rescue=rescue, policy_factory=policy_factory, rollout_fn=rollout_fn,
                              max_len=cfg.max_len, seed=cfg.seed, checkpoint_id=checkpoint.id,
                              max_concurrency=cfg.max_concurrency, resample=cfg.resample)

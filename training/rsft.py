@@ -63,15 +63,20 @@ def train_rsft(
     checkpoint: Checkpoint, spec: Any, env: Env, tasks: Sequence[Task], config: StageConfig | dict | None = None,
     archive: Any = None, *, policy_factory: Callable[[Any, Any], Any] | None = None,
     rollout_fn: RolloutFn | None = None, run_id: str | None = None, progress: Callable[[dict], None] | None = None,
+    executor: Any = None,
 ) -> tuple[Checkpoint, list[Trajectory]]:
     """Run one online RSFT stage from ``checkpoint`` under harness ``spec`` on ``tasks``.
 
     Args: ``config`` a ``StageConfig`` (or its dict; ``TrainConfig.stage`` builds it for a run):
     ``steps`` rounds of ``tasks_per_step`` tasks x ``num_generations`` samples, ``rsft_threshold``,
     ``epochs``, ``minibatch_size``; ``archive`` records the new checkpoint;
-    ``policy_factory(model, tokenizer) -> chat model`` the sampler (default: ``LocalChatModel`` over
-    the live model); ``rollout_fn`` replaces ``arun_rollout``; ``progress(round_stats)`` is called
-    after each round. Returns ``(new checkpoint, every rollout sampled)``; metrics hold ``loss``
+    ``policy_factory(model, tokenizer) -> chat model`` the sampler, built once (default:
+    ``LocalChatModel`` over the live model; a server sampler samples whatever the server serves);
+    ``rollout_fn`` replaces ``arun_rollout``; ``executor`` (``coevo.evaluation.executors``) samples
+    the rounds of a server-backed or shippable sampler on its workers, the default live-weights
+    sampler staying in this process (``coevo.evaluation.executors.sampling_on``);
+    ``progress(round_stats)`` is called after each round. Returns ``(new checkpoint, every rollout
+    sampled)``; metrics hold ``loss``
     (mean over SFT steps), ``reward_mean`` (of the samples), ``kept_rate``, ``tokens`` (policy tokens
     trained on), ``wall_time_s`` and a per-round ``history``. Rounds with nothing accepted make no
     update. Raises ``StageConfigError`` naming a bad config key and ``ValueError`` with no tasks.
@@ -94,6 +99,10 @@ def train_rsft(
         model = model.to("cuda")
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.learning_rate)
     policy = policy_factory(model, tokenizer) if policy_factory else _local(model, tokenizer, cfg.max_batch)
+    if executor is not None:
+        from coevo.evaluation.executors import sampling_on
+
+        rollout_fn = sampling_on(executor, rollout_fn)
     run = guarded(rollout_fn or default_rollout_fn())  # a rollout that raises is a reward-0 sample
     rng = random.Random(cfg.seed)
     trajectories: list[Trajectory] = []

@@ -59,10 +59,21 @@ class StageTrainer:
     the incumbent). Adapters are saved under the absolute ``<out_dir>/adapters`` and stored with
     that path. The new checkpoint's metrics get the size of its change (``measured``). With a run
     tracker, TRL logs the stage's steps to it (``tracked``).
+
+    ``executor`` (the run's, ``coevo.evaluation.executors``; None: in process) is handed to the
+    stage and its rescue: a server-backed sampler's groups run on its workers, while the default
+    sampler, the trainer's live weights, samples in this process (``sampling_on``).
+
+    With ``config.train.vllm`` (server roots; GRPO) the stage samples on those vLLM servers
+    (``coevo.training.vllm_sync.VLLMStepSync``: the adapter hot-loaded each step under a
+    content-hashed name, Eq. 16 on), on the executor's workers when there is one, and the new
+    checkpoint is published there: its config gets ``vllm`` (the roots) and ``model_ref``
+    (``served_ref``), through which the run's policies evaluate it.
     """
 
-    def __init__(self, config: RunConfig, env: Env, archive: Any, run_id: str) -> None:
+    def __init__(self, config: RunConfig, env: Env, archive: Any, run_id: str, executor: Any = None) -> None:
         self.config, self.env, self.archive, self.run_id = config, env, archive, run_id
+        self.executor = executor
 
     def _train(self, checkpoint_id: str, spec: HarnessSpec, tasks: Sequence[Task], round: int,
                siblings: Sequence[HarnessSpec]) -> tuple[str, list[Trajectory]]:
@@ -73,19 +84,40 @@ class StageTrainer:
         # absolute: the checkpoint's stored adapter_path must not depend on where a resume is started from
         config = train.stage(round, self.config.seed, Path(self.config.out_dir).expanduser().resolve())
         config = tracked(config, self.config, self.run_id, round)
-        options: dict[str, Any] = {}
+        options: dict[str, Any] = {} if self.executor is None else {"executor": self.executor}
         if train.algorithm == "rsft":
             from coevo.training.rsft import train_rsft as stage
         else:
             from coevo.training.grpo import train_grpo as stage
             from coevo.training.rollout import sibling_rescue
 
+            if train.vllm:
+                from coevo.training.vllm_sync import VLLMStepSync
+
+                sync_dir = Path(config.output_dir) / "vllm-sync" / f"round-{round}"
+                options["policy_factory"] = VLLMStepSync(train.vllm, sync_dir, prefix=f"coevo-r{round}")
+
             if train.rescue and siblings:
+                placed = None
+                if self.executor is not None:
+                    from coevo.evaluation.executors import sampling_on
+
+                    placed = sampling_on(self.executor)
                 options["rescue"] = sibling_rescue([training_spec(s, train) for s in siblings], self.env,
-                                                   seed=config.seed)
+                                                   rollout_fn=placed, seed=config.seed)
         new, trajectories = stage(checkpoint, training_spec(spec, train), self.env, tasks, config,
                                   archive=self.archive, run_id=self.run_id, **options)
         new = measured(new, checkpoint, spec.id)
+        if train.vllm:
+            from coevo.training.vllm_sync import adapter_name, publish_checkpoint, served_ref, unload_lora_adapter
+
+            publish_checkpoint(new, train.vllm)
+            sync = options["policy_factory"]
+            if sync.loaded:  # the stage's last step: the checkpoint replaces it on the servers
+                for root in sync.roots:
+                    unload_lora_adapter(root, sync.loaded[-1])
+            new = new.model_copy(update={"config": {**new.config, "vllm": list(train.vllm),
+                                                    "model_ref": served_ref(train.vllm, adapter_name(new))}})
         record_checkpoint(self.archive, new)
         return new.id, trajectories
 

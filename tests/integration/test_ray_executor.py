@@ -15,7 +15,7 @@ from server_kit import StubServer
 
 from coevo.envs.registry import get_env
 from coevo.evaluation.engine import evaluate
-from coevo.evaluation.executors import ExecutorError, RayExecutor
+from coevo.evaluation.executors import ExecutorError, RayExecutor, sampling_on
 from coevo.harnesses import load_harness
 from coevo.models.refs import load_model
 from coevo.storage import Archive
@@ -83,14 +83,16 @@ def test_training_rollouts_sample_on_ray_workers(local_ray):
     here = HarnessRollout(spec, env, tasks, policy_factory=policy)(ids, trainer)
     runner = RayExecutor(workers=2)
     try:
-        rollout = HarnessRollout(spec, env, tasks, policy_factory=policy, rollout_fn=runner.rollout)
+        rollout = HarnessRollout(spec, env, tasks, policy_factory=policy, rollout_fn=sampling_on(runner))
         there = rollout(ids, trainer)
+        pids = set(runner.worker_pids())
     finally:
         runner.close()
     assert len(there["completion_ids"]) == 4 and there["metrics"]["failed_rollouts"] == 0
     for key in ("prompt_ids", "completion_ids", "env_mask", "logprobs", "advantages", "task_index"):
         assert there[key] == here[key], key
     assert [t.reward for t in rollout.trajectories] == [1.0, 1.0, 0.0, 0.0]
+    assert runner.submitted == 4 and os.getpid() not in pids  # sampled by the workers, grouped by the driver
 
 
 async def test_workers_call_a_server_policy_by_reference(local_ray, tmp_path):

@@ -49,6 +49,8 @@ def test_bad_model_and_env_references_are_refused_before_a_run_starts(tmp_path, 
         f"policy=local:{tmp_path}+{tmp_path / 'no-adapter'}": ["is not a PEFT adapter directory"],
         "policy=litellm:hosted_vllm/served": ["needs the vLLM server's URL", "--set policy="],
         "policy=nope:x": ["unknown model scheme 'nope'"],
+        "policy=litellm:openai/m?api_base=http://h:1/v1": ["strategy 'vace' trains the policy's weights",
+                                                          "use a local: policy", "harness_only"],
         "env.ref=nope": ["env 'nope' cannot be built: unknown env 'nope'", "coevo envs list"],
     }
     monkeypatch.delenv("COEVO_VLLM_API_BASE", raising=False)

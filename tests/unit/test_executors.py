@@ -3,15 +3,19 @@ context hands its executor to every evaluation, and the Ray executor ships model
 
 from __future__ import annotations
 
+import asyncio
+import logging
+
 import pytest
 from executor_kit import BusyEnv, busy_policy, busy_spec
 
 from coevo.config import RunConfig, load_config
 from coevo.evaluation.engine import evaluate
-from coevo.evaluation.executors import InProcessExecutor, RayExecutor, make_executor
+from coevo.evaluation.executors import InProcessExecutor, RayExecutor, is_live_local, make_executor, sampling_on
 from coevo.meta.context import MetaContext
-from coevo.models.refs import load_model
+from coevo.models.refs import REF_KEY, load_model
 from coevo.storage import Archive
+from coevo.training.rollout import failed_trajectory
 
 
 class CountingExecutor(InProcessExecutor):
@@ -80,3 +84,80 @@ def test_a_missing_ray_is_a_readable_cli_error(monkeypatch, tmp_path):
         make_executor("ray")
     out = CliRunner().invoke(app, ["run", "--executor", "ray", "--db", str(tmp_path / "x.db")])
     assert out.exit_code == 1 and "coevo[ray]" in out.output and "Traceback" not in out.output
+
+
+
+async def test_training_samples_a_server_policy_on_the_executor_and_live_weights_here(caplog):
+    from coevo.models.local import LocalChatModel
+
+    env, spec = BusyEnv(2, cpu_ms=0.0), busy_spec()
+    task = env.tasks("train")[0]
+    here: list[tuple[str, int]] = []
+
+    async def in_driver(spec, policy, env, task, seed=0, checkpoint_id=""):
+        here.append((task.id, seed))
+        return failed_trajectory(spec, task, seed, checkpoint_id, RuntimeError("sampled in the driver"))
+
+    runner = CountingExecutor()
+    run = sampling_on(runner, in_driver)
+    served = await run(spec, busy_policy(), env, task, seed=4, checkpoint_id="ck")
+    assert runner.ran == [(task.id, 4)] and here == [] and (served.checkpoint_id, served.seed) == ("ck", 4)
+    assert served.final_answer == "done-0" and served.reward == 1.0
+    live = LocalChatModel.model_construct(engine=None)  # the trainer's weights in this process (from_model)
+    with caplog.at_level(logging.INFO, logger="coevo.evaluation.executors"):
+        for seed in (5, 6):
+            await run(spec, live, env, task, seed=seed)
+    assert here == [(task.id, 5), (task.id, 6)] and runner.ran == [(task.id, 4)]
+    assert sum("live weights in the driver" in r.message for r in caplog.records) == 1  # said once per executor
+    replica = LocalChatModel.model_construct(engine=None, metadata={REF_KEY: "local:smollm2-135m"})
+    assert is_live_local(live) and not is_live_local(replica) and not is_live_local(busy_policy())
+    assert sampling_on(None, in_driver) is in_driver
+
+
+def test_rsft_rounds_of_a_shippable_sampler_run_on_the_executor(tmp_path):
+    from training_kit import LookupEnv, lookup_policy, tiny_llama_checkpoint
+
+    from coevo.harnesses.spec import HarnessSpec
+    from coevo.training.rsft import train_rsft
+
+    env, spec = LookupEnv(), HarnessSpec(parser={"mode": "python_call"})
+    base = tiny_llama_checkpoint(tmp_path / "base")
+    cfg = {"steps": 2, "tasks_per_step": 2, "num_generations": 2, "output_dir": str(tmp_path / "runs")}
+
+    def sample(executor):
+        _, trajs = train_rsft(base, spec, env, env.tasks(), cfg, executor=executor,
+                              policy_factory=lambda model, tok: lookup_policy(right_every=2))
+        return [(t.task_id, t.seed, t.checkpoint_id, t.final_answer, t.reward) for t in trajs]
+
+    runner = CountingExecutor()
+    placed = sample(runner)
+    assert placed == sample(None) and len(placed) == 8 and {r[4] for r in placed} == {0.0, 1.0}
+    assert sorted(runner.ran) == sorted((task_id, seed) for task_id, seed, *_ in placed)
+
+
+def test_a_runs_executor_reaches_its_weight_stage(tmp_path, monkeypatch):
+    from training_kit import LookupEnv
+
+    from coevo.harnesses.spec import HarnessSpec
+    from coevo.meta.services import make_context
+    from coevo.training import rsft
+    from coevo.training.checkpoint import Checkpoint
+    from coevo.training.stage import StageTrainer
+
+    seen = {}
+
+    def stage(checkpoint, spec, env, tasks, config, archive=None, *, run_id=None, executor=None):
+        seen["executor"] = executor
+        return checkpoint.model_copy(update={"id": "ck-new"}), []
+
+    monkeypatch.setattr(rsft, "train_rsft", stage)
+    config = load_config(None, {"db": str(tmp_path / "m.db"), "out_dir": str(tmp_path), "executor": "ray",
+                                "train.algorithm": "rsft"})
+    with Archive(config.db) as archive:
+        ctx = make_context(config, archive, "r", env=LookupEnv())
+        assert isinstance(ctx.executor, RayExecutor) and ctx.trainer.executor is ctx.executor  # Ray not started yet
+        archive.add_checkpoint(Checkpoint(id="ck0", base_model="base"))
+        runner = CountingExecutor()
+        trainer = StageTrainer(config, LookupEnv(), archive, "r", runner)
+        new_id, _ = asyncio.run(trainer("ck0", HarnessSpec(), LookupEnv().tasks(), 0))
+    assert new_id == "ck-new" and seen["executor"] is runner

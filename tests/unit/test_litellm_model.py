@@ -149,6 +149,19 @@ def test_vllm_models_ask_for_token_ids_and_parse_them():
     assert call.missing_tokens is None and Trajectory(task_id="t", calls=[call]).missing_tokens is None
 
 
+def test_a_self_hosted_reply_is_priced_at_zero_without_printing(capsys):
+    from coevo.models.litellm_model import response_cost
+
+    def reply(model):
+        return litellm.ModelResponse(model=model, usage={"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7},
+                                     choices=[{"index": 0, "finish_reason": "stop",
+                                               "message": {"role": "assistant", "content": "hi"}}])
+
+    assert response_cost(reply("coevo-r0-step0-0123456789ab")) == 0.0 and litellm.suppress_debug_info is False
+    assert capsys.readouterr().out == ""  # LiteLLM's "Provider List" banner would go to stdout on every call
+    assert response_cost(reply("gpt-4o-mini")) > 0
+
+
 def test_a_server_without_token_ids_is_recorded_so_and_training_refuses_its_trajectories():
     model = fast(api_base="http://127.0.0.1:8000/v1")
     reply = model.invoke([HumanMessage("hi")], mock_response="[f(x=1)]")

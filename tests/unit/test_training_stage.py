@@ -79,3 +79,97 @@ def test_stage_trainer_rescues_under_the_siblings_and_records_the_size_of_the_ch
         assert [t.harness_id for t in group] == [training_spec(sibling, config.train).id] * 2
     assert record.config["incumbent_id"] == spec.id and record.config["harness_id"] != spec.id  # the training variant
     assert record.metrics["delta_norm"] == record.metrics["total_delta_norm"] > 0  # trained from the base model
+
+
+def test_a_stage_on_vllm_servers_samples_there_and_publishes_its_checkpoint(tmp_path, monkeypatch):
+    from training_kit import random_adapter, tiny_llama_checkpoint
+
+    from coevo.meta.services import PolicyCache
+    from coevo.models.router import RouterChatModel
+    from coevo.nodes.setup import base_checkpoint
+    from coevo.training import vllm_sync
+
+    loads, unloads, seen = [], [], {}
+    monkeypatch.setattr(vllm_sync, "load_lora_adapter", lambda root, name, path, **kw: loads.append((root, name)))
+    monkeypatch.setattr(vllm_sync, "unload_lora_adapter", lambda root, name, **kw: unloads.append((root, name)))
+    base = tiny_llama_checkpoint(tmp_path / "base")
+    trained = random_adapter(base, tmp_path / "a", seed=1)
+
+    def stage(checkpoint, spec, env, tasks, config, archive=None, *, run_id=None, policy_factory=None):
+        seen["sampler"] = policy_factory
+        policy_factory.loaded.append("coevo-r2-step7-abc")  # as after the stage's last step
+        return trained.model_copy(update={"id": "ck-new", "parents": [checkpoint.id]}), []
+
+    monkeypatch.setattr(grpo, "train_grpo", stage)
+    roots = ["http://gpu0:8000", "http://gpu1:8000"]
+    config = RunConfig(out_dir=str(tmp_path), policy=f"local:{base.base_model}", train={"vllm": roots})
+    env = LookupEnv()
+    with Archive(tmp_path / "a.db") as archive:
+        archive.add_checkpoint(base)
+        new_id, _ = asyncio.run(StageTrainer(config, env, archive, "r1")(base.id, HarnessSpec(), env.tasks(), 2))
+        record = archive.get_checkpoint(new_id)
+        name = vllm_sync.adapter_name(record)
+        assert isinstance(seen["sampler"], vllm_sync.VLLMStepSync) and seen["sampler"].roots == roots
+        assert seen["sampler"].adapter_dir == tmp_path.resolve() / "adapters" / "vllm-sync" / "round-2"
+        assert loads == [(root, name) for root in roots]  # published on every server
+        assert unloads == [(root, "coevo-r2-step7-abc") for root in roots]  # the last step's adapter dropped
+        assert record.config["vllm"] == roots and record.config["model_ref"] == vllm_sync.served_ref(roots, name)
+        policy = PolicyCache(config, archive)(new_id)  # evaluated through the servers, loaded there again first
+        assert isinstance(policy, RouterChatModel) and {s.model for s in policy.servers} == {f"hosted_vllm/{name}"}
+        assert len(loads) == 4
+    w0 = base_checkpoint(config)
+    assert w0.config["model_ref"] == "litellm:hosted_vllm/policy?api_base=http://gpu0:8000/v1,http://gpu1:8000/v1"
+    local = config.model_copy(update={"train": config.train.model_copy(update={"vllm": []})})
+    assert w0.id != base_checkpoint(local).id and base_checkpoint(local).config["model_ref"] == config.policy
+    assert RunConfig(train={"vllm": ",".join(roots)}).train.vllm == roots  # --set train.vllm=URL1,URL2
+    with pytest.raises(ValueError, match="train.vllm samples GRPO"):
+        RunConfig(train={"algorithm": "rsft", "vllm": roots})
+
+
+def test_a_run_stage_on_a_fake_vllm_samples_the_synced_adapter_and_publishes_the_checkpoint(tmp_path):
+    """The GPU path end to end on CPU: TRL's GRPO on the tiny model, each step's adapter hot-loaded
+    into a fake vLLM under its content-hashed name, rollouts sampled there through the executor,
+    Eq. 16 on the server's logprobs, the checkpoint published and evaluated through the server."""
+    import itertools
+
+    from server_kit import FakeVLLM
+    from training_kit import NAMING_WORDS, NamingEnv, tiny_llama_checkpoint
+
+    from coevo.evaluation.executors import InProcessExecutor
+    from coevo.meta.services import PolicyCache
+    from coevo.training.vllm_sync import adapter_name, served_ref
+
+    class Counting(InProcessExecutor):
+        ran = 0
+
+        async def rollout(self, *args, **kwargs):
+            self.ran += 1
+            return await super().rollout(*args, **kwargs)
+
+    right = {kind: itertools.cycle([True, False]) for kind in ("fruits", "colors")}  # one of two right per task
+
+    def answer(messages):
+        kind = "fruits" if "fruits" in str(messages) else "colors"
+        return "Final answer: " + (" ".join(NAMING_WORDS[kind][:3]) if next(right[kind]) else "none")
+
+    base = tiny_llama_checkpoint(tmp_path / "base")
+    env, runner = NamingEnv(), Counting()
+    with FakeVLLM(reply=answer) as server, Archive(tmp_path / "a.db") as archive:
+        config = RunConfig(out_dir=str(tmp_path), policy=f"local:{base.base_model}",
+                           train={"vllm": [server.root], "steps": 1, "tasks_per_step": 2, "num_generations": 2,
+                                  "max_new_tokens": 8, "lora_r": 4, "resample": 0})
+        archive.add_checkpoint(base)
+        new_id, trajs = asyncio.run(StageTrainer(config, env, archive, "r1", runner)(base.id, HarnessSpec(),
+                                                                                     env.tasks(), 0))
+        record = archive.get_checkpoint(new_id)
+        name = adapter_name(record)
+        step = next(n for action, n in server.events if action == "load")
+        assert step.startswith("coevo-r0-step0-") and step != name
+        assert server.events == [("load", step)] + [("chat", step)] * 4 + [("load", name), ("unload", step)]
+        assert runner.ran == 4 and sorted(t.reward for t in trajs) == [0.0, 0.0, 1.0, 1.0]
+        assert all(t.calls[0].logprobs == [-0.5] * len(t.calls[0].completion_token_ids) for t in trajs)
+        assert record.config["importance_correction"] is True and "is_weight_mean" in record.metrics["history"][0]
+        assert record.config["model_ref"] == served_ref([server.root], name) and server.adapters == {
+            name: record.adapter_path}
+        reply = PolicyCache(config, archive)(new_id).invoke("Name three fruits.")  # through the server, as published
+        assert reply.content.startswith("Final answer:") and server.events[-1] == ("chat", name)
