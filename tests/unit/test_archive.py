@@ -76,8 +76,9 @@ def chained_trajectory(id: str = "t1", turns: int = 4, task_id: str = "task-1") 
 
 
 @pytest.fixture
-def archive(tmp_path):
-    with Archive(tmp_path / "a.db") as arch:
+def archive(db_url):
+    """An empty archive on SQLite, then on PostgreSQL (``db_url`` in tests/conftest.py)."""
+    with Archive(db_url) as arch:
         yield arch
 
 
@@ -157,7 +158,7 @@ def test_a_failing_batch_writes_nothing(archive):
     replaced = original.model_copy(update={"reward": 0.0})
     broken = chained_trajectory("t5")
     broken.task_id = None  # type: ignore[assignment]  # violates NOT NULL inside the transaction
-    with pytest.raises(Exception, match="NOT NULL"):
+    with pytest.raises(Exception, match="(?i)not.null"):
         archive.add_trajectories([replaced, chained_trajectory("t4"), broken])
     assert [t.id for t in archive.trajectories()] == ["t1"]
     assert archive.get_trajectory("t1").reward == original.reward
