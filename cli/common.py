@@ -25,14 +25,15 @@ DB_HELP = (f"Archive: a SQLite file path or a SQLAlchemy URL (env COEVO_DB; defa
            "writes).")
 
 
-def open_archive(db: str) -> Archive:
-    """The existing archive at ``db`` for a command that only reads it. Raises ``ArchiveError`` naming
-    the path and the fix when ``db`` is a file path with no file (no empty database is left behind)."""
+def open_archive(db: str, migrate: bool = True) -> Archive:
+    """The existing archive at ``db`` for a command that only reads it (``migrate``: see ``Archive``).
+    Raises ``ArchiveError`` naming the path and the fix when ``db`` is a file path with no file (no
+    empty database is left behind)."""
     if "://" not in db and db != ":memory:" and not Path(db).expanduser().is_file():
         raise ArchiveError(f"no archive at {db}: pass --db with the database a run or evaluation printed "
                            f"(coevo run writes {DEFAULT_DB} by default; coevo eval and the archive commands "
                            "also read $COEVO_DB)")
-    return Archive(db)
+    return Archive(db, migrate=migrate)
 
 
 @contextmanager

@@ -27,6 +27,7 @@ from coevo.storage import (
     SchemaVersionError,
     codec,
 )
+from coevo.storage.migrate import head
 from coevo.storage.tables import TRAJECTORY_FIELDS, scalar_fields
 from coevo.training.checkpoint import Checkpoint
 
@@ -211,7 +212,7 @@ def test_record_tables_keep_the_schema_of_older_archives(tmp_path):
         conn.execute("CREATE TABLE schema_version (id INTEGER NOT NULL, version INTEGER NOT NULL, PRIMARY KEY (id))")
         conn.execute("INSERT INTO schema_version VALUES (1, 1)")  # schema version 1: no violation_turns column
     with Archive(tmp_path / "old.db") as archive:
-        assert archive.schema_version == SCHEMA_VERSION == 2
+        assert archive.schema_version == SCHEMA_VERSION == 3 and archive.revision == head()
         assert archive.get_checkpoint("ck1") == Checkpoint(id="ck1", base_model="smollm2-135m", adapter_path="/a",
                                                            parents=["ck0"], config={"lr": 1e-5},
                                                            metrics={"loss": 0.5}, run_id="r1", created_at=1.0)

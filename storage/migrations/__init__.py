@@ -1,0 +1,1 @@
+"""Alembic migrations of the archive (``coevo.storage.migrate`` runs them; see ``storage/README.md``)."""
