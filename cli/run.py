@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from coevo.cli.common import console, key_values, user_errors
+from coevo.cli.common import RUN_DB_HELP, console, key_values, user_errors
 from coevo.config import ConfigError, RunConfig, load_config
 from coevo.evaluation.executors import make_executor
 from coevo.evaluation.results import paired_difference
@@ -130,7 +130,7 @@ def run_cmd(
     meta_model: Optional[str] = typer.Option(
         None, "--meta-model", help="'offline' (default) or a LiteLLM model for curator and editor."),
     strategy: Optional[str] = typer.Option(None, "--strategy", help=f"The meta-loop strategy: {strategy_names()}."),
-    db: Optional[str] = typer.Option(None, "--db", help="Archive + checkpointer database (default from the config)."),
+    db: Optional[str] = typer.Option(None, "--db", envvar="COEVO_DB", help=RUN_DB_HELP),
     set_: list[str] = typer.Option([], "--set", help="Override a config key: --set train.steps=4 (repeatable)."),
     executor: Optional[str] = typer.Option(None, "--executor", help="Where rollouts run: inprocess (default) or ray "
                                            "(workers of $RAY_ADDRESS, or a local Ray instance; needs coevo[ray])."),
