@@ -63,6 +63,40 @@ def _scripts() -> ScriptDirectory:
     return ScriptDirectory.from_config(config)
 
 
+def new_revision(message: str) -> Path:
+    """Write a new migration into ``coevo/storage/migrations/versions`` from what ``coevo.storage.tables``
+    declares beyond the head (Alembic autogenerate against an in-memory SQLite database at head), with
+    the next four-digit revision id. Review it before committing (``storage/README.md``). Returns its path."""
+    from sqlalchemy import create_engine
+
+    with create_engine("sqlite://").begin() as conn:
+        config = _config(conn)
+        command.upgrade(config, "head")
+        script = command.revision(config, message=message, autogenerate=True, rev_id=f"{int(head()) + 1:04d}")
+    path = Path(script.path)  # type: ignore[union-attr]
+    path.write_text(_guard_new_tables(path.read_text()))
+    return path
+
+
+def _guard_new_tables(source: str) -> str:
+    """``source`` with each ``op.create_table`` block of ``upgrade`` (and the ``op.create_index`` lines
+    right after it) under ``if not has_table(...)``: ``create_all`` already made the table in databases
+    opened before this migration existed."""
+    out: list[str] = []
+    inside = False
+    for line in source.split("\n"):
+        if line.startswith("def downgrade"):
+            inside = False
+        starts = line.startswith("    op.create_table(")
+        if starts:
+            out.append(f"    if not has_table({line.split('(', 1)[1].split(',', 1)[0]}):")
+            inside = True
+        elif inside and not (line.startswith("    op.create_index(") or line.startswith(("    sa.", "    )"))):
+            inside = False
+        out.append("    " + line if inside else line)
+    return "\n".join(out)
+
+
 def current(conn: Connection) -> str | None:
     """The database's Alembic revision (None before Alembic or when empty)."""
     return MigrationContext.configure(conn).get_current_revision()
@@ -121,3 +155,4 @@ def prepare(conn: Connection, url: str, upgrade: bool = True) -> tuple[str | Non
     conn.execute(table.delete())
     conn.execute(table.insert().values(id=1, version=SCHEMA_VERSION))
     return found, current(conn)
+

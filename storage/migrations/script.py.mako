@@ -8,6 +8,8 @@ Create Date: ${create_date}
 import sqlalchemy as sa
 from alembic import op
 
+from coevo.storage.migrations import has_table  # noqa: F401  (new tables: see storage/README.md)
+
 ${imports if imports else ""}
 revision = ${repr(up_revision)}
 down_revision = ${repr(down_revision)}

@@ -126,3 +126,19 @@ def test_coevo_archive_migrate_reports_what_it_changed(tmp_path):
     assert migrate(target) == (0, f"archive {target} is up to date (migration {head()})")
     code, output = migrate(str(tmp_path / "none.db"))
     assert code == 1 and "no archive at" in output
+
+
+def test_a_new_migration_guards_each_new_table_and_keeps_other_steps():
+    from coevo.storage.migrate import _guard_new_tables
+
+    generated = ("def upgrade() -> None:\n    op.create_table('foo',\n"
+                 "    sa.Column('id', sa.String(), nullable=False),\n    sa.PrimaryKeyConstraint('id')\n    )\n"
+                 "    op.create_index(op.f('ix_foo_run_id'), 'foo', ['run_id'])\n"
+                 "    op.add_column('runs', sa.Column('x', sa.Integer()))\n\n\ndef downgrade() -> None:\n"
+                 "    op.drop_table('foo')\n")
+    assert _guard_new_tables(generated) == (
+        "def upgrade() -> None:\n    if not has_table('foo'):\n        op.create_table('foo',\n"
+        "        sa.Column('id', sa.String(), nullable=False),\n        sa.PrimaryKeyConstraint('id')\n        )\n"
+        "        op.create_index(op.f('ix_foo_run_id'), 'foo', ['run_id'])\n"
+        "    op.add_column('runs', sa.Column('x', sa.Integer()))\n\n\ndef downgrade() -> None:\n"
+        "    op.drop_table('foo')\n")
