@@ -210,6 +210,12 @@ def test_a_run_killed_mid_round_resumes_to_the_same_final_state(tmp_path, db_url
     assert len(ids) == len(archive.trajectories(run_id="run-1"))
     saved = asyncio.run(read_state(db_url, "run-1", "vace"))  # the graph state lives in db_url's database
     assert saved["incumbent"] == reference["incumbent"] and archive2.get_run("run-1").status == "done"
+    from typer.testing import CliRunner
+
+    from coevo.cli.app import app
+
+    shown = CliRunner().invoke(app, ["archive", "show", "run-1", "--db", db_url])
+    assert shown.exit_code == 0 and '"next": []' in shown.output, shown.output
 
 
 def test_report_and_summary_show_rounds_decisions_and_plots(tmp_path):
