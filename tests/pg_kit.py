@@ -3,8 +3,8 @@ free localhost port, one fresh database per test, ``pg_ctl stop`` and the direct
 
 The server binaries come from ``$COEVO_PG_BIN``, ``PATH`` or Debian's ``/usr/lib/postgresql/<v>/bin``
 (``scripts/setup.sh`` installs the ``postgresql`` package on a fresh machine). PostgreSQL refuses to
-run as root, so under root the data directory belongs to, and the server runs as, the ``postgres``
-user (Debian's package creates it). ``COEVO_TEST_POSTGRES_URL`` points the tests at an existing server
+run as root, so under root the data directory belongs to, and ``initdb``/``pg_ctl`` run as, the
+``postgres`` user (Debian's package creates it). ``COEVO_TEST_POSTGRES_URL`` points the tests at an existing server
 instead (a CI service container): its user must be allowed to create databases.
 """
 
@@ -62,7 +62,7 @@ class PostgresServer:
         self.url = url or ""
         self._dir: Path | None = None
         self._bin: Path | None = None
-        self._owner: list[str] = []
+        self._owner: dict[str, int] = {}
 
     def start(self, timeout_s: float = 60.0) -> "PostgresServer":
         """Initialise and start the server (or check the given one answers). Raises ``PostgresUnavailable``."""
@@ -83,7 +83,7 @@ class PostgresServer:
                 raise PostgresUnavailable("running as root and there is no 'postgres' user to run the server as: "
                                           "install Debian's postgresql package (scripts/setup.sh)") from exc
             os.chown(self._dir, user.pw_uid, user.pw_gid)
-            self._owner = ["runuser", "-u", "postgres", "--"]
+            self._owner = {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []}
         port = _free_port()
         self._call([str(self._bin / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8",
                     "--no-sync", "--locale=C"], "initdb")
@@ -96,8 +96,23 @@ class PostgresServer:
         self._wait(timeout_s)
         return self
 
+    @property
+    def origin(self) -> str:
+        """Where the server came from: the binaries this object started, or the given URL."""
+        return f"started by the tests from {self._bin}" if self._bin else f"given by {URL_ENV}"
+
+    def version(self) -> str:
+        """The server's version string (``SHOW server_version``)."""
+        import psycopg
+
+        with psycopg.connect(self.dsn()) as conn:
+            return str(conn.execute("SHOW server_version").fetchone()[0])
+
     def _call(self, argv: list[str], what: str) -> None:
-        done = subprocess.run(self._owner + argv, capture_output=True, text=True, cwd=self._dir)
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, cwd=self._dir, **self._owner)
+        except OSError as exc:
+            raise PostgresUnavailable(f"{what} could not run: {exc}") from exc
         if done.returncode != 0:
             log = (self._dir / "log").read_text()[-2000:] if self._dir and (self._dir / "log").exists() else ""
             raise PostgresUnavailable(f"{what} failed ({done.returncode}): {done.stderr.strip()[-2000:]} {log}")
@@ -133,8 +148,8 @@ class PostgresServer:
         """Stop a server this object started and delete its data directory."""
         if self._dir is None or self._bin is None:
             return
-        subprocess.run(self._owner + [str(self._bin / "pg_ctl"), "-D", str(self._dir / "data"), "-m", "immediate",
-                                      "-w", "stop"], capture_output=True, cwd=self._dir)
+        subprocess.run([str(self._bin / "pg_ctl"), "-D", str(self._dir / "data"), "-m", "immediate", "-w", "stop"],
+                       capture_output=True, cwd=self._dir, **self._owner)
         shutil.rmtree(self._dir, ignore_errors=True)
         self._dir = None
 
