@@ -34,7 +34,7 @@ from coevo.storage import codec
 from coevo.storage.connection import database_url, make_engine, writing
 from coevo.storage.errors import ArchiveError
 from coevo.storage.errors import SchemaVersionError as SchemaVersionError  # re-exported
-from coevo.storage.migrate import prepare
+from coevo.storage.migrate import head, prepare, up_to_date
 from coevo.storage.tables import (
     TRAJECTORY_FIELDS,
     TRAJECTORY_TOTALS,
@@ -89,8 +89,10 @@ class Archive:
         self._lock = threading.RLock()
         try:
             self.engine = make_engine(self.url)
-            with writing(self.engine).begin() as conn:
-                self.revision = prepare(conn, self.url, upgrade=migrate)[1]
+            with self.engine.connect() as conn:
+                ready = up_to_date(conn)
+            with self.engine.connect() if ready else writing(self.engine).begin() as conn:
+                self.revision = head() if ready else prepare(conn, self.url, upgrade=migrate)[1]
                 version = SchemaVersionRow.__table__.c.version  # type: ignore[attr-defined]
                 self.schema_version = conn.execute(select(version)).scalar()
         except DatabaseError as exc:  # OperationalError (cannot open) or "file is not a database"

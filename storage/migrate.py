@@ -20,6 +20,7 @@ with its own "upgrade coevo" message instead of misreading it.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from alembic import command
@@ -57,6 +58,7 @@ def head() -> str:
     return str(_scripts().get_current_head())
 
 
+@functools.cache
 def _scripts() -> ScriptDirectory:
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
@@ -151,8 +153,17 @@ def prepare(conn: Connection, url: str, upgrade: bool = True) -> tuple[str | Non
         SQLModel.metadata.create_all(conn)  # tables no migration creates yet (storage/README.md)
     else:
         return found, found
-    table = SchemaVersionRow.__table__  # type: ignore[attr-defined]
-    conn.execute(table.delete())
-    conn.execute(table.insert().values(id=1, version=SCHEMA_VERSION))
+    if legacy != SCHEMA_VERSION:
+        table = SchemaVersionRow.__table__  # type: ignore[attr-defined]
+        conn.execute(table.delete())
+        conn.execute(table.insert().values(id=1, version=SCHEMA_VERSION))
     return found, current(conn)
+
+
+def up_to_date(conn: Connection) -> bool:
+    """Whether the database needs nothing from ``prepare`` (at head, every table present): checked
+    without the schema lock, so opening a current archive never waits for another writer."""
+    tables = set(inspect(conn).get_table_names())
+    return (set(SQLModel.metadata.tables) <= tables and current(conn) == head()
+            and _legacy_version(conn, tables) == SCHEMA_VERSION)
 
