@@ -39,14 +39,16 @@ def libpq_url(db: str) -> str:
 
 @asynccontextmanager
 async def open_checkpointer(db: str, serde: Any) -> AsyncIterator[Any]:
-    """A LangGraph async checkpointer on the archive ``db`` (a SQLite path or a PostgreSQL URL) with
+    """A LangGraph async checkpointer on the archive ``db`` (a SQLite path or URL, or a PostgreSQL URL) with
     ``serde``, its tables created. Raises ``MissingExtraError`` when ``db`` is PostgreSQL and
     ``coevo[postgres]`` is not installed."""
     if not is_postgres(db):
         import aiosqlite
         from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+        from sqlalchemy.engine import make_url
 
-        async with aiosqlite.connect(db, timeout=BUSY_TIMEOUT_S) as conn:
+        path = (make_url(db).database or ":memory:") if "://" in db else db  # sqlite:///x.db -> x.db
+        async with aiosqlite.connect(path, timeout=BUSY_TIMEOUT_S) as conn:
             yield AsyncSqliteSaver(conn, serde=serde)
         return
     try:

@@ -74,7 +74,8 @@ class PostgresServer:
             self._wait(timeout_s)
             return self
         self._bin = pg_bindir()
-        self._dir = Path(tempfile.mkdtemp(prefix="coevo-pg-"))
+        # under /tmp when root: the postgres user must reach it, and the socket path must stay short
+        self._dir = Path(tempfile.mkdtemp(prefix="coevo-pg-", dir="/tmp" if os.geteuid() == 0 else None))
         data = self._dir / "data"
         if os.geteuid() == 0:
             try:

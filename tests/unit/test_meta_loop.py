@@ -216,6 +216,8 @@ def test_a_run_killed_mid_round_resumes_to_the_same_final_state(tmp_path, db_url
 
     shown = CliRunner().invoke(app, ["archive", "show", "run-1", "--db", db_url])
     assert shown.exit_code == 0 and '"next": []' in shown.output, shown.output
+    report = CliRunner().invoke(app, ["report", "run-1", "--db", db_url, "--out", str(tmp_path / "report")])
+    assert report.exit_code == 0 and (tmp_path / "report" / "index.html").is_file(), report.output
 
 
 def test_report_and_summary_show_rounds_decisions_and_plots(tmp_path):

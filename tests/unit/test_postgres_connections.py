@@ -1,5 +1,6 @@
-"""PostgreSQL connections that a server or firewall drops while a run waits on a long model call are
-replaced, not used: the archive's engine (pre-ping) and the checkpointer's pool (checked on checkout)."""
+"""The durable-run checkpointer's connections: PostgreSQL connections that a server or firewall drops while
+a run waits on a long model call are replaced, not used (the archive's engine pings, the checkpointer's
+pool checks on checkout); a SQLite URL checkpoints into its file."""
 
 from __future__ import annotations
 
@@ -29,6 +30,17 @@ def test_urls_name_their_backend():
     assert is_postgres("postgresql+psycopg://u@h:5/db") and is_postgres("postgresql://u@h/db")
     assert not is_postgres("/runs/coevo.db") and not is_postgres("sqlite:///x.db")
     assert libpq_url("postgresql+psycopg://u:p@h:5/db?sslmode=disable") == "postgresql://u:p@h:5/db?sslmode=disable"
+
+
+async def test_a_sqlite_url_checkpoints_into_that_file(tmp_path):
+    graph = StateGraph(Counter)
+    graph.add_node("step", lambda state: {"steps": [len(state["steps"])]})
+    graph.add_edge(START, "step")
+    async with open_checkpointer(f"sqlite:///{tmp_path / 'run.db'}", JsonPlusSerializer()) as saver:
+        await graph.compile(checkpointer=saver).ainvoke({"steps": []}, {"configurable": {"thread_id": "r1"}})
+    async with open_checkpointer(str(tmp_path / "run.db"), JsonPlusSerializer()) as saver:  # the same file
+        saved = await saver.aget_tuple({"configurable": {"thread_id": "r1"}})
+    assert saved.checkpoint["channel_values"]["steps"] == [0]
 
 
 async def test_a_run_continues_after_its_connections_are_dropped(postgres_url):
