@@ -46,7 +46,8 @@ LEGACY_STEPS: dict[int, tuple[tuple[str, str, str], ...]] = {
 _LOCK_KEY = 0x636F65766F  # "coevo": the PostgreSQL advisory lock that serialises schema changes
 
 
-def _config(conn: Connection) -> Config:
+def _config(conn: Connection | None = None) -> Config:
+    """Alembic's config for the shipped migrations, running on ``conn`` (see ``migrations/env.py``)."""
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     config.attributes["connection"] = conn
@@ -60,9 +61,7 @@ def head() -> str:
 
 @functools.cache
 def _scripts() -> ScriptDirectory:
-    config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS))
-    return ScriptDirectory.from_config(config)
+    return ScriptDirectory.from_config(_config())
 
 
 def new_revision(message: str) -> Path:
