@@ -137,6 +137,7 @@ def run_cmd(
     report: bool = typer.Option(True, "--report/--no-report", help="Write the HTML report at the end."),
 ) -> None:
     """Run VACE (or a baseline): RL stage -> refine the harness from its trajectories -> paired validation -> gate."""
+    from coevo.envs.common import MissingExtraError
     from coevo.meta.run import RunError, new_run_id
     from coevo.report.progress import RichReporter
     from coevo.storage import ArchiveError
@@ -161,7 +162,7 @@ def run_cmd(
     with RichReporter(console=console) as reporter:
         try:
             state = _drive(cfg, run_id, resume is not None, approve_gate, _answers(answer), reporter)
-        except (RunError, ArchiveError, HarnessError) as err:
+        except (RunError, ArchiveError, HarnessError, MissingExtraError) as err:  # e.g. coevo[postgres] missing
             with user_errors():
                 raise err from None
         except KeyboardInterrupt:

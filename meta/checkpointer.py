@@ -14,6 +14,8 @@ from __future__ import annotations
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator
 
+from sqlalchemy.engine import make_url
+
 from coevo.envs.common import MissingExtraError
 
 BUSY_TIMEOUT_S = 30.0
@@ -32,8 +34,6 @@ def is_postgres(db: str) -> bool:
 
 def libpq_url(db: str) -> str:
     """The SQLAlchemy URL ``db`` (``postgresql+psycopg://...``) as a libpq connection URL."""
-    from sqlalchemy.engine import make_url
-
     return make_url(db).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
@@ -45,7 +45,6 @@ async def open_checkpointer(db: str, serde: Any) -> AsyncIterator[Any]:
     if not is_postgres(db):
         import aiosqlite
         from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-        from sqlalchemy.engine import make_url
 
         path = (make_url(db).database or ":memory:") if "://" in db else db  # sqlite:///x.db -> x.db
         async with aiosqlite.connect(path, timeout=BUSY_TIMEOUT_S) as conn:
