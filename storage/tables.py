@@ -17,6 +17,7 @@ before it lack that column, so add a migration that adds it (``storage/README.md
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 from types import UnionType
 from typing import Any, Union, get_args, get_origin
@@ -58,7 +59,14 @@ class UTCTimestamp(TypeDecorator):
 
 
 def _created() -> Any:
+    """A ``created_at``-style field: a ``UTCTime`` defaulting to now, stored as ``UTCTimestamp``."""
     return Field(default_factory=utcnow, sa_type=UTCTimestamp)
+
+
+def _now() -> float:
+    """Now in Unix seconds: the default of tables declared with ``float`` timestamps before
+    ``UTCTime`` (kept so such declarations merge; new tables use ``_created()``)."""
+    return time.time()
 
 
 def scalar_fields(model: type[BaseModel]) -> tuple[str, ...]:
