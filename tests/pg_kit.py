@@ -41,7 +41,7 @@ def pg_bindir() -> Path:
     """The directory holding ``initdb`` and ``pg_ctl``. Raises ``PostgresUnavailable`` when none is found."""
     candidates = [os.environ.get("COEVO_PG_BIN", "")]
     found = shutil.which("initdb")
-    candidates.append(str(Path(found).parent) if found else "")
+    candidates.append(str(Path(found).resolve().parent) if found else "")  # a symlink: its real directory
     versions = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda p: int(Path(p).parent.name)
                       if Path(p).parent.name.isdigit() else 0)
     candidates += reversed(versions)
