@@ -38,13 +38,13 @@ def _free_port() -> int:
 
 
 def pg_bindir() -> Path:
-    """The directory holding ``initdb`` and ``pg_ctl``. Raises ``PostgresUnavailable`` when none is found."""
-    candidates = [os.environ.get("COEVO_PG_BIN", "")]
+    """The directory holding ``initdb`` and ``pg_ctl``: ``$COEVO_PG_BIN`` when set (and then only it), else
+    ``PATH``'s, else the newest ``/usr/lib/postgresql/<v>/bin``. Raises ``PostgresUnavailable`` when none is."""
+    chosen = os.environ.get("COEVO_PG_BIN", "")
     found = shutil.which("initdb")
-    candidates.append(str(Path(found).resolve().parent) if found else "")  # a symlink: its real directory
     versions = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda p: int(Path(p).parent.name)
                       if Path(p).parent.name.isdigit() else 0)
-    candidates += reversed(versions)
+    candidates = [chosen] if chosen else [str(Path(found).resolve().parent) if found else "", *reversed(versions)]
     for directory in candidates:
         if directory and (Path(directory) / "initdb").is_file() and (Path(directory) / "pg_ctl").is_file():
             return Path(directory)
