@@ -149,9 +149,11 @@ class PostgresServer:
         """Stop a server this object started and delete its data directory."""
         if self._dir is None or self._bin is None:
             return
-        subprocess.run([str(self._bin / "pg_ctl"), "-D", str(self._dir / "data"), "-m", "immediate", "-w", "stop"],
-                       capture_output=True, cwd=self._dir, **self._owner)
-        shutil.rmtree(self._dir, ignore_errors=True)
+        try:
+            subprocess.run([str(self._bin / "pg_ctl"), "-D", str(self._dir / "data"), "-m", "immediate", "-w",
+                            "stop"], capture_output=True, cwd=self._dir, **self._owner)
+        finally:
+            shutil.rmtree(self._dir, ignore_errors=True)
         self._dir = None
 
     def __enter__(self) -> "PostgresServer":
