@@ -35,8 +35,8 @@ class Kind(str, Enum):
 SHOW_ORDER = ("evaluations", "harnesses", "runs", "checkpoints", "trajectories", "edits", "gate_decisions")
 
 
-def _when(ts: float) -> str:
-    return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
+def _when(ts: dt.datetime) -> str:
+    return ts.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M")
 
 
 def _num(value: Any) -> str:
@@ -55,12 +55,12 @@ def _table(title: str, *columns: str) -> Table:
 def _tables(archive: Archive, kind: Kind, limit: int) -> list[Table]:
     tables = []
     if kind in (Kind.all, Kind.runs):
-        t = _table("runs", "id", "strategy", "status", "created")
+        t = _table("runs", "id", "strategy", "status", "created (UTC)")
         for r in archive.list_runs()[-limit:]:
             t.add_row(r.id[:12], r.strategy, r.status, _when(r.created_at))
         tables.append(t)
     if kind in (Kind.all, Kind.harnesses):
-        t = _table("harnesses", "id", "name", "origin", "parents", "created")
+        t = _table("harnesses", "id", "name", "origin", "parents", "created (UTC)")
         for h in archive.list_harnesses()[-limit:]:
             t.add_row(h.id[:12], str(h.spec.get("name", "")), h.origin, ", ".join(p[:12] for p in h.parents),
                       _when(h.created_at))
@@ -75,7 +75,7 @@ def _tables(archive: Archive, kind: Kind, limit: int) -> list[Table]:
                       _num(a.get("trivial_baseline")), e.status)
         tables.append(t)
     if kind == Kind.checkpoints:
-        t = _table("checkpoints", "id", "base model", "adapter", "parents", "created")
+        t = _table("checkpoints", "id", "base model", "adapter", "parents", "created (UTC)")
         for c in archive.list_checkpoints()[-limit:]:
             t.add_row(c.id, c.base_model, c.adapter_path or "-", ", ".join(c.parents), _when(c.created_at))
         tables.append(t)
@@ -124,7 +124,7 @@ def _graph_state(db: str, run: Any) -> dict[str, Any]:
     the pending gate questions (ids to answer with ``coevo run --resume RUN --answer ID=yes|no``)."""
     from coevo.meta.run import run_snapshot
 
-    if "://" in db or run.strategy not in STRATEGIES:
+    if run.strategy not in STRATEGIES:
         return {}
     snap = asyncio.run(run_snapshot(db, run.id, run.strategy))
     errors = [t.name + ": " + str(t.error).strip('"') for t in snap.tasks if t.error]
@@ -166,6 +166,24 @@ def show(id: str = typer.Argument(..., help="An id or unique id prefix of any ar
         data = _brief(data)
     console.print(f"[bold]{SINGULAR[kind]}[/bold] {obj.id}")
     console.print(Syntax(json.dumps(data, indent=2), "json"))
+
+
+@app.command()
+def migrate(db: str = typer.Option(DEFAULT_DB, "--db", envvar="COEVO_DB", help=DB_HELP)) -> None:
+    """Bring an archive written by an older coevo up to this coevo's schema (Alembic migrations;
+    opening an archive does the same, this says what changed)."""
+    from coevo.storage.migrate import head
+
+    with user_errors():
+        before = open_archive(db, migrate=False)
+        found, version = before.revision, before.schema_version
+        before.close()
+        open_archive(db).close()
+    was = f"migration {found}" if found else f"schema version {version} (before Alembic)"
+    if found == head():
+        console.print(f"archive {db} is up to date (migration {found})")
+    else:
+        console.print(f"archive {db}: {was} -> migration {head()}")
 
 
 @app.command()

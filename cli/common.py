@@ -23,16 +23,19 @@ DEFAULT_DB = RunConfig.model_fields["db"].default
 """The archive every command reads and writes unless told otherwise: where ``coevo run`` puts it."""
 DB_HELP = (f"Archive: a SQLite file path or a SQLAlchemy URL (env COEVO_DB; default {DEFAULT_DB}, where coevo run "
            "writes).")
+RUN_DB_HELP = ("Archive + checkpointer database: a SQLite file or a postgresql+psycopg://user@host/db URL "
+               "(env COEVO_DB; default from the config).")
 
 
-def open_archive(db: str) -> Archive:
-    """The existing archive at ``db`` for a command that only reads it. Raises ``ArchiveError`` naming
-    the path and the fix when ``db`` is a file path with no file (no empty database is left behind)."""
+def open_archive(db: str, migrate: bool = True) -> Archive:
+    """The existing archive at ``db`` for a command that only reads it (``migrate``: see ``Archive``).
+    Raises ``ArchiveError`` naming the path and the fix when ``db`` is a file path with no file (no
+    empty database is left behind)."""
     if "://" not in db and db != ":memory:" and not Path(db).expanduser().is_file():
         raise ArchiveError(f"no archive at {db}: pass --db with the database a run or evaluation printed "
                            f"(coevo run writes {DEFAULT_DB} by default; coevo eval and the archive commands "
                            "also read $COEVO_DB)")
-    return Archive(db)
+    return Archive(db, migrate=migrate)
 
 
 @contextmanager

@@ -10,7 +10,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from coevo.cli.common import console, key_values, user_errors
+from coevo.cli.common import RUN_DB_HELP, console, key_values, user_errors
 from coevo.config import load_config
 from coevo.graphs.registry import strategy_names
 
@@ -49,7 +49,7 @@ def compare_cmd(
     strategies: str = typer.Option(DEFAULT_STRATEGIES, "--strategies",
                                    help=f"Comma-separated, from: {strategy_names()}."),
     seeds: int = typer.Option(3, "--seeds", min=1, help="Seeds per strategy: config.seed, config.seed + 1, ..."),
-    db: Optional[str] = typer.Option(None, "--db", help="Archive + checkpointer database (default from the config)."),
+    db: Optional[str] = typer.Option(None, "--db", envvar="COEVO_DB", help=RUN_DB_HELP),
     set_: list[str] = typer.Option([], "--set",
                                    help="Override a config key for every run: --set rounds=1 (repeatable)."),
     out: Optional[Path] = typer.Option(None, "-o", "--out",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import time
 import uuid
 
 import typer
@@ -121,8 +120,7 @@ def eval_cmd(
                                               run_id=run.id, executor=runner))
         except BaseException as err:
             stopped = not isinstance(err, Exception)
-            archive.add_run(run.model_copy(update={"status": "interrupted" if stopped else "failed",
-                                                   "updated_at": time.time()}))
+            archive.update_run(run.id, status="interrupted" if stopped else "failed")
             console.print(f"[yellow]{'interrupted' if stopped else 'failed'}: finished tasks are kept; resume with "
                           f"--run-id {run.id} --db {db}[/yellow]", highlight=False)
             if isinstance(err, KeyboardInterrupt):
@@ -130,6 +128,6 @@ def eval_cmd(
             raise
         finally:
             runner.close()
-        archive.add_run(run.model_copy(update={"status": "done", "updated_at": time.time()}))
+        archive.update_run(run.id, status="done")
     console.print(result_table(result))
     console.print(f"run {run.id} stored in {archive.url}")

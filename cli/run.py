@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from coevo.cli.common import console, key_values, user_errors
+from coevo.cli.common import RUN_DB_HELP, console, key_values, user_errors
 from coevo.config import ConfigError, RunConfig, load_config
 from coevo.evaluation.executors import make_executor
 from coevo.evaluation.results import paired_difference
@@ -131,7 +131,7 @@ def run_cmd(
     meta_model: Optional[str] = typer.Option(
         None, "--meta-model", help="'offline' (default) or a LiteLLM model for curator and editor."),
     strategy: Optional[str] = typer.Option(None, "--strategy", help=f"The meta-loop strategy: {strategy_names()}."),
-    db: Optional[str] = typer.Option(None, "--db", help="Archive + checkpointer database (default from the config)."),
+    db: Optional[str] = typer.Option(None, "--db", envvar="COEVO_DB", help=RUN_DB_HELP),
     set_: list[str] = typer.Option([], "--set", help="Override a config key: --set train.steps=4 (repeatable)."),
     executor: Optional[str] = typer.Option(None, "--executor", help="Where rollouts run: inprocess (default) or ray "
                                            "(workers of $RAY_ADDRESS, or a local Ray instance; needs coevo[ray])."),
@@ -142,6 +142,7 @@ def run_cmd(
         "weight-stage steps; needs coevo[tracking] (wandb: pip install wandb)."),
 ) -> None:
     """Run VACE (or a baseline): RL stage -> refine the harness from its trajectories -> paired validation -> gate."""
+    from coevo.envs.common import MissingExtraError
     from coevo.meta.run import RunError, new_run_id
     from coevo.report.progress import RichReporter
     from coevo.storage import ArchiveError
@@ -168,7 +169,7 @@ def run_cmd(
     with RichReporter(console=console) as reporter:
         try:
             state = _drive(cfg, run_id, resume is not None, approve_gate, _answers(answer), reporter)
-        except (RunError, ArchiveError, HarnessError) as err:
+        except (RunError, ArchiveError, HarnessError, MissingExtraError) as err:  # e.g. coevo[postgres] missing
             with user_errors():
                 raise err from None
         except KeyboardInterrupt:

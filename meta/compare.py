@@ -301,5 +301,5 @@ async def compare(config: RunConfig, strategies: Sequence[str], seeds: int | Seq
     for seed in seed_list:
         for name in names:
             runs.append(await run_one(config, name, seed, archive, reporter, context_for))
-    archive.add_run(record.model_copy(update={"status": "done", "updated_at": time.time()}))
+    archive.update_run(record.id, status="done")
     return summarise(cid, runs, names, reference, record.config)

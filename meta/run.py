@@ -1,9 +1,10 @@
 """Running a meta-loop strategy durably: the checkpointed graph of a run, started or resumed.
 
-``run_meta`` compiles the strategy's graph with a LangGraph SQLite checkpointer on the run's
-database (the archive lives in the same file), so ``run_meta(..., resume=True)`` continues a
-crashed, killed, failed or paused run from its last completed node. Evaluations are resumable by
-id, so finished rollouts are never redone and archive rows never duplicated.
+``run_meta`` compiles the strategy's graph with a LangGraph checkpointer on the run's database
+(``coevo.meta.checkpointer``: SQLite in the archive's file, or Postgres in the archive's database),
+so ``run_meta(..., resume=True)`` continues a crashed, killed, failed or paused run from its last
+completed node. Evaluations are resumable by id, so finished rollouts are never redone and archive
+rows never duplicated.
 
 What belongs to the run is stored with it when it starts: its config with absolute paths (the
 database, ``out_dir`` and so the adapters under it, a harness file, a local model directory), so a
@@ -16,21 +17,19 @@ returns the pending questions again.
 from __future__ import annotations
 
 import dataclasses
-import time
 import uuid
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, AsyncIterator, Mapping
 
-import aiosqlite
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.types import Command, Interrupt, StateSnapshot
 from pydantic import ValidationError
 
 from coevo.config import RunConfig
 from coevo.envs.base import Env
 from coevo.graphs.registry import STRATEGIES, get_strategy
+from coevo.meta.checkpointer import open_checkpointer
 from coevo.meta.context import MetaContext
 from coevo.meta.services import make_context
 from coevo.meta.state import STATE_MODELS
@@ -112,11 +111,11 @@ async def _saved(graph: Any, run_id: str) -> StateSnapshot:
 
 @asynccontextmanager
 async def _graph(db: str, strategy: str) -> AsyncIterator[Any]:
-    """The strategy's graph compiled with the SQLite checkpointer on ``db``."""
+    """The strategy's graph compiled with the checkpointer on the archive ``db`` (SQLite or PostgreSQL)."""
     # the serialiser revives exactly the state's pydantic models (LangGraph warns on, and will block, others)
     serde = JsonPlusSerializer(allowed_msgpack_modules=STATE_MODELS)
-    async with aiosqlite.connect(db) as conn:
-        yield get_strategy(strategy).build().compile(checkpointer=AsyncSqliteSaver(conn, serde=serde), name=strategy)
+    async with open_checkpointer(db, serde) as saver:
+        yield get_strategy(strategy).build().compile(checkpointer=saver, name=strategy)
 
 
 async def run_snapshot(db: str, run_id: str, strategy: str) -> StateSnapshot:
@@ -164,7 +163,7 @@ def _open_run(archive: Archive, config: RunConfig, run_id: str | None, approve: 
                        "it") from None
     if approve and not stored.gate.approve:
         stored = stored.model_copy(update={"gate": stored.gate.model_copy(update={"approve": True})})
-        archive.add_run(run.model_copy(update={"config": stored.model_dump(mode="json")}))
+        archive.update_run(run.id, config=stored.model_dump(mode="json"))
     if context is not None:
         return config.model_copy(update={"gate": config.gate.model_copy(update={"approve": stored.gate.approve})})
     return stored.model_copy(update={"db": config.db})
@@ -222,9 +221,10 @@ async def run_meta(config: RunConfig, run_id: str | None = None, resume: bool = 
             if saved.interrupts and not answers:
                 return {**saved.values, "__interrupt__": list(saved.interrupts), "run_id": run_id}
             payload = Command(resume=resolve_answers(answers, saved.interrupts, run_id)) if answers else None
-        run = archive.get_run(run_id) if resume else None
-        run = run or RunRecord(id=run_id, strategy=config.strategy, config=config.model_dump(mode="json"))
-        archive.add_run(run.model_copy(update={"status": "running", "updated_at": time.time()}))
+        if resume or archive.get_run(run_id) is not None:
+            archive.update_run(run_id, status="running")
+        else:
+            archive.add_run(RunRecord(id=run_id, strategy=config.strategy, config=config.model_dump(mode="json")))
         opened = config.report_to != "none"
         if opened:
             ctx = dataclasses.replace(ctx, tracker=open_tracker(config.report_to, config.out_dir, run_id,
@@ -236,7 +236,7 @@ async def run_meta(config: RunConfig, run_id: str | None = None, resume: bool = 
                                         context=ctx, durability="sync")
         except BaseException as err:
             status = "failed" if isinstance(err, Exception) else "interrupted"
-            archive.add_run(run.model_copy(update={"status": status, "updated_at": time.time()}))
+            archive.update_run(run_id, status=status)
             raise
         finally:
             if opened:
@@ -244,7 +244,7 @@ async def run_meta(config: RunConfig, run_id: str | None = None, resume: bool = 
             if context is None and ctx.executor is not None:
                 ctx.executor.close()  # the run's Ray workers (make_context started them for this run)
     status = "done" if "__interrupt__" not in state else "paused"
-    archive.add_run(run.model_copy(update={"status": status, "updated_at": time.time()}))
+    archive.update_run(run_id, status=status)
     return {**state, "run_id": run_id}
 
 

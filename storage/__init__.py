@@ -1,6 +1,7 @@
 """coevo.storage: the SQLModel archive (DESIGN.md, Storage). The only package that touches SQL."""
 
-from coevo.storage.archive import Archive, ArchiveError, SchemaVersionError
+from coevo.storage.archive import Archive
+from coevo.storage.errors import ArchiveError, SchemaVersionError
 from coevo.storage.tables import (
     SCHEMA_VERSION,
     BudgetRecord,

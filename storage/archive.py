@@ -7,17 +7,23 @@ passed to one call (a task's rollouts, a batch of edits) is written all-or-nothi
 and return pydantic objects (``Trajectory``, ``Task``, the ``*Record`` models), never ORM rows.
 
 Writes are serialised by a lock, so one ``Archive`` may be shared by threads (the evaluator
-persists from a worker thread while rollouts continue on the event loop).
+persists from a worker thread while rollouts continue on the event loop); several processes may
+write one archive at once (SQLite: WAL, writers begin ``IMMEDIATE`` and wait up to 30 s; PostgreSQL:
+row-level upserts).
+
+No ORM row is ever attached to a session: a record returned here is a plain value, so changing it
+(a JSON dict in place included) changes nothing stored until it is written back whole with
+``add_*``; ``update_run`` writes only the columns it names. Timestamps are UTC-aware ``datetime``s
+on every backend (``coevo.timestamps``), stored as Unix seconds.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 from typing import Any, Iterable, Sequence, TypeVar
 
-from sqlalchemy import Table, delete, func, inspect, select, text
+from sqlalchemy import Table, delete, func, select
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DatabaseError
 from sqlmodel import SQLModel
@@ -25,12 +31,13 @@ from sqlmodel import SQLModel
 from coevo.envs.base import Task
 from coevo.models.trajectory import Trajectory
 from coevo.storage import codec
-from coevo.storage.connection import database_url, make_engine
+from coevo.storage.connection import database_url, make_engine, writing
+from coevo.storage.errors import ArchiveError
+from coevo.storage.errors import SchemaVersionError as SchemaVersionError  # re-exported
+from coevo.storage.migrate import head, prepare, up_to_date
 from coevo.storage.tables import (
-    SCHEMA_VERSION,
     TRAJECTORY_FIELDS,
     TRAJECTORY_TOTALS,
-    UPGRADES,
     BudgetRecord,
     BudgetRow,
     CheckpointRecord,
@@ -53,6 +60,7 @@ from coevo.storage.tables import (
     TaskRow,
     TrajectoryRow,
 )
+from coevo.timestamps import utcnow
 
 R = TypeVar("R", bound=SQLModel)
 
@@ -60,17 +68,9 @@ _CHUNK = 500
 """Rows per DELETE ... IN (...) statement in the portable upsert (well under SQLite's limit)."""
 
 
-class ArchiveError(RuntimeError):
-    """The archive cannot be opened or a lookup failed; the message says what to do."""
-
-
-class SchemaVersionError(ArchiveError):
-    """The database was written by a newer coevo schema than this code understands."""
-
-
 def _trajectory_row(traj: Trajectory, evaluation_id: str | None, run_id: str | None) -> dict[str, Any]:
     row = {name: getattr(traj, name) for name in (*TRAJECTORY_FIELDS, *TRAJECTORY_TOTALS)}
-    row.update(evaluation_id=evaluation_id, run_id=run_id, body=codec.encode(traj), created_at=time.time())
+    row.update(evaluation_id=evaluation_id, run_id=run_id, body=codec.encode(traj), created_at=utcnow())
     return row
 
 
@@ -79,57 +79,36 @@ class Archive:
     gate decisions, profiles and LLM calls.
 
     Args: ``target`` a file path (SQLite, WAL; parent directories are created), ``":memory:"``,
-    or any SQLAlchemy URL. Raises ``SchemaVersionError`` when the database was created by a newer
-    schema (upgrade coevo, or point at another database) and ``ArchiveError`` when it cannot be
-    opened.
+    or any SQLAlchemy URL (``postgresql+psycopg://user@host/db``); ``migrate`` (default) brings an
+    older database up to date on open (``coevo.storage.migrate.prepare``; ``revision`` is then the
+    head), ``False`` opens it as it is. Raises ``SchemaVersionError`` when the database was created
+    by a newer schema (upgrade coevo, or point at another database) and ``ArchiveError`` when it
+    cannot be opened.
     """
 
-    def __init__(self, target: str | Path = "coevo.db") -> None:
+    def __init__(self, target: str | Path = "coevo.db", migrate: bool = True) -> None:
         self.url = database_url(target)
         self._lock = threading.RLock()
         try:
             self.engine = make_engine(self.url)
-            self._check_version()
-            SQLModel.metadata.create_all(self.engine, tables=self._tables())
+            with self.engine.connect() as conn:
+                ready = up_to_date(conn)
+            with self.engine.connect() if ready else writing(self.engine).begin() as conn:
+                self.revision = head() if ready else prepare(conn, self.url, upgrade=migrate)[1]
+                version = SchemaVersionRow.__table__.c.version  # type: ignore[attr-defined]
+                self.schema_version = conn.execute(select(version)).scalar()
         except DatabaseError as exc:  # OperationalError (cannot open) or "file is not a database"
             raise ArchiveError(f"cannot open archive {target!s}: {exc.orig}; check the path or URL") from exc
+        except ImportError as exc:  # the URL's driver (psycopg for postgresql+psycopg://)
+            raise ArchiveError(f"cannot open archive {target!s}: its driver {exc.name} is not installed: "
+                               "pip install 'coevo[postgres]' for PostgreSQL") from None
+        self._writer = writing(self.engine)
 
     @staticmethod
     def _tables() -> list[Table]:
         rows = (SchemaVersionRow, RunRow, HarnessRow, EditRow, CheckpointRow, TaskRow, EvaluationRow,
                 TrajectoryRow, GateDecisionRow, ProfileRow, LLMCallRow, BudgetRow)
         return [row.__table__ for row in rows]  # type: ignore[attr-defined]
-
-    def _check_version(self) -> None:
-        table = SchemaVersionRow.__table__  # type: ignore[attr-defined]
-        table.create(self.engine, checkfirst=True)
-        with self.engine.begin() as conn:
-            found = conn.execute(select(table.c.version)).scalar()
-            if found is None:
-                conn.execute(table.insert().values(id=1, version=SCHEMA_VERSION))
-                found = SCHEMA_VERSION
-        self.schema_version = int(found)
-        if self.schema_version < SCHEMA_VERSION:
-            self._upgrade()
-        if self.schema_version > SCHEMA_VERSION:
-            raise SchemaVersionError(
-                f"archive {self.url} has schema version {self.schema_version}, but this coevo reads "
-                f"version {SCHEMA_VERSION} at most: upgrade coevo (pip install -U coevo) or pass "
-                f"another --db"
-            )
-
-    def _upgrade(self) -> None:
-        """Bring an archive written by an older schema up to ``SCHEMA_VERSION``, one step at a time,
-        each step and its version bump in one transaction (nothing stored is lost)."""
-        table = SchemaVersionRow.__table__  # type: ignore[attr-defined]
-        existing = set(inspect(self.engine).get_table_names())
-        while self.schema_version < SCHEMA_VERSION:
-            with self.engine.begin() as conn:
-                for table_name, statement in UPGRADES.get(self.schema_version, ()):
-                    if table_name in existing:
-                        conn.execute(text(statement))
-                conn.execute(table.update().values(version=self.schema_version + 1))
-            self.schema_version += 1
 
     def close(self) -> None:
         """Dispose of the connection pool."""
@@ -167,7 +146,7 @@ class Archive:
             conn.execute(table.insert(), list(rows))
 
     def _write(self, table: Table, rows: Sequence[dict[str, Any]]) -> None:
-        with self._lock, self.engine.begin() as conn:
+        with self._lock, self._writer.begin() as conn:
             self._upsert(conn, table, rows)
 
     def _put(self, row_cls: type[SQLModel], records: Iterable[SQLModel]) -> None:
@@ -214,6 +193,20 @@ class Archive:
     def add_run(self, run: RunRecord) -> None:
         """Insert or replace a run."""
         self._put(RunRow, [run])
+
+    def update_run(self, id: str, **changes: Any) -> None:
+        """Set only the named columns of run ``id`` (e.g. ``status="done"``, ``config={...}``) and its
+        ``updated_at`` to now, in one ``UPDATE``: concurrent writers of other columns or rows are never
+        overwritten with stale values. Raises ``ArchiveError`` for an unknown run or column."""
+        table = RunRow.__table__  # type: ignore[attr-defined]
+        settable = set(table.c.keys()) - {"id"}
+        if set(changes) - settable:
+            raise ArchiveError(f"update_run cannot set {sorted(set(changes) - settable)}: one of {sorted(settable)}")
+        values = RunRecord.model_validate({"id": id, **changes}).model_dump(include=set(changes))
+        with self._lock, self._writer.begin() as conn:
+            done = conn.execute(table.update().where(table.c.id == id).values(**values, updated_at=utcnow()))
+        if done.rowcount != 1:
+            raise ArchiveError(f"no run {id!r} in {self.url} to update: see `coevo archive list runs`")
 
     def get_run(self, id: str) -> RunRecord | None:
         """The run ``id``, or None."""

@@ -12,33 +12,60 @@ column per ``coevo.training.checkpoint.Checkpoint`` field (``Checkpoint`` is its
 trajectory (calls with their token ids and logprobs) as compact JSON in ``body``
 (``coevo.storage.codec``), the ids of the evaluation and run that produced it and its token/cost
 totals. A field added to either model becomes a column here with no other edit; archives created
-before it lack that column, so bump ``SCHEMA_VERSION`` and add it to them.
+before it lack that column, so add a migration that adds it (``storage/README.md``).
 """
 
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 from types import UnionType
 from typing import Any, Union, get_args, get_origin
 
-from pydantic import BaseModel
-from sqlalchemy import JSON, Text
+from pydantic import AwareDatetime, BaseModel
+from sqlalchemy import JSON, Float, Text
+from sqlalchemy.types import TypeDecorator
 from sqlmodel import Field, SQLModel
 
 from coevo.models.trajectory import Trajectory
+from coevo.timestamps import UTCTime, utcnow
 from coevo.training.checkpoint import Checkpoint
 
-SCHEMA_VERSION = 2
-"""Bump when a table changes; ``Archive`` refuses a database written by a newer version."""
+SCHEMA_VERSION = 3
+"""The ``schema_version`` table's value: 3 means "managed by Alembic" (``coevo.storage.migrate``); the
+release before Alembic (which wrote 1 or 2) refuses such a database with its "upgrade coevo" message."""
 
-UPGRADES: dict[int, tuple[tuple[str, str], ...]] = {
-    1: (("trajectories", "ALTER TABLE trajectories ADD COLUMN violation_turns INTEGER NOT NULL DEFAULT 0"),),
-}
-"""Schema version -> the (table, SQL) steps that take it to the next version (portable DDL only)."""
 
+class UTCTimestamp(TypeDecorator):
+    """A timestamp column stored as Unix seconds (a float: one instant, no zone, the same on every
+    backend and in archives written before timestamps were datetimes) and read back as an aware UTC
+    ``datetime``. Binds an aware ``datetime`` in any zone or a number; raises ``ValueError`` for a
+    naive ``datetime``."""
+
+    impl = Float
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: Any) -> float | None:
+        """The instant as Unix seconds."""
+        if isinstance(value, datetime):
+            if value.tzinfo is None:
+                raise ValueError(f"naive datetime {value} for a timestamp column: give it a timezone")
+            return value.timestamp()
+        return None if value is None else float(value)
+
+    def process_result_value(self, value: Any, dialect: Any) -> datetime | None:
+        """Unix seconds as an aware UTC ``datetime``."""
+        return None if value is None else datetime.fromtimestamp(value, UTC)
+
+
+def _created() -> Any:
+    """A ``created_at``-style field: a ``UTCTime`` defaulting to now, stored as ``UTCTimestamp``."""
+    return Field(default_factory=utcnow, sa_type=UTCTimestamp)
 
 
 def _now() -> float:
+    """Now in Unix seconds: the default of tables declared with ``float`` timestamps before
+    ``UTCTime`` (kept so such declarations merge; new tables use ``_created()``)."""
     return time.time()
 
 
@@ -60,7 +87,8 @@ def _mirror(model: type[BaseModel], name: str, index: bool = False) -> tuple[Any
     writes whole records."""
     annotation = model.model_fields[name].annotation
     json = get_origin(annotation) in (list, dict) or annotation in (list, dict)
-    return annotation, Field(primary_key=name == "id", index=index, **({"sa_type": JSON} if json else {}))
+    kind = JSON if json else UTCTimestamp if annotation in (datetime, AwareDatetime) else None
+    return annotation, Field(primary_key=name == "id", index=index, **({"sa_type": kind} if kind else {}))
 
 
 def _table(name: str, tablename: str, doc: str, columns: dict[str, tuple[Any, Any]]) -> Any:
@@ -82,14 +110,14 @@ class SchemaVersionRow(SQLModel, table=True):
 
 class RunRecord(SQLModel):
     """One invocation of the loop or of ``coevo eval``: ``strategy`` (e.g. ``vace``, ``eval``),
-    its full ``config``, ``status`` (``running``/``done``/``failed``), Unix timestamps."""
+    its full ``config``, ``status`` (``running``/``done``/``failed``), UTC-aware timestamps."""
 
     id: str = Field(primary_key=True)
     strategy: str = ""
     config: dict[str, Any] = Field(default_factory=dict, sa_type=JSON)
     status: str = "running"
-    created_at: float = Field(default_factory=_now)
-    updated_at: float = Field(default_factory=_now)
+    created_at: UTCTime = _created()
+    updated_at: UTCTime = _created()
 
 
 class RunRow(RunRecord, table=True):
@@ -107,7 +135,7 @@ class HarnessRecord(SQLModel):
     parents: list[str] = Field(default_factory=list, sa_type=JSON)
     origin: str = ""
     run_id: str | None = Field(default=None, index=True)
-    created_at: float = Field(default_factory=_now)
+    created_at: UTCTime = _created()
 
 
 class HarnessRow(HarnessRecord, table=True):
@@ -131,7 +159,7 @@ class EditRecord(SQLModel):
     direction: str = ""
     status: str = "proposed"
     reason: str = ""
-    created_at: float = Field(default_factory=_now)
+    created_at: UTCTime = _created()
 
 
 class EditRow(EditRecord, table=True):
@@ -176,7 +204,7 @@ class EvaluationRecord(SQLModel):
     task_ids: list[str] = Field(default_factory=list, sa_type=JSON)
     aggregates: dict[str, Any] = Field(default_factory=dict, sa_type=JSON)
     status: str = "running"
-    created_at: float = Field(default_factory=_now)
+    created_at: UTCTime = _created()
 
 
 class EvaluationRow(EvaluationRecord, table=True):
@@ -203,7 +231,7 @@ TrajectoryRow = _table(
         for name in TRAJECTORY_FIELDS if name != "id"},
      **{name: (kind, Field()) for name, kind in TRAJECTORY_TOTALS.items()},
      "body": (str, Field(sa_type=Text)),
-     "created_at": (float, Field(default_factory=_now))})
+     "created_at": (UTCTime, _created())})
 
 
 class GateDecisionRecord(SQLModel):
@@ -220,7 +248,7 @@ class GateDecisionRecord(SQLModel):
     accepted: bool = False
     reason: str = ""
     pairs: list[dict[str, Any]] = Field(default_factory=list, sa_type=JSON)
-    created_at: float = Field(default_factory=_now)
+    created_at: UTCTime = _created()
 
 
 class GateDecisionRow(GateDecisionRecord, table=True):
@@ -238,7 +266,7 @@ class ProfileRecord(SQLModel):
     harness_id: str = Field(default="", index=True)
     checkpoint_id: str = ""
     profile: dict[str, Any] = Field(default_factory=dict, sa_type=JSON)
-    created_at: float = Field(default_factory=_now)
+    created_at: UTCTime = _created()
 
 
 class ProfileRow(ProfileRecord, table=True):
@@ -260,7 +288,7 @@ class LLMCallRecord(SQLModel):
     latency_s: float = 0.0
     request: dict[str, Any] = Field(default_factory=dict, sa_type=JSON)
     response: dict[str, Any] = Field(default_factory=dict, sa_type=JSON)
-    created_at: float = Field(default_factory=_now)
+    created_at: UTCTime = _created()
 
 
 class LLMCallRow(LLMCallRecord, table=True):

@@ -1,8 +1,53 @@
 """Test-wide settings: offline env vars before anything imports a hub client, and a temp cache dir."""
 
 import os
+import time
 
 for key, value in {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True",
                    "LANGGRAPH_NO_VERSION_CHECK": "true", "LANGGRAPH_CLI_NO_ANALYTICS": "1",
                    "HF_HUB_DISABLE_TELEMETRY": "1", "TOKENIZERS_PARALLELISM": "false"}.items():
     os.environ.setdefault(key, value)
+
+
+import pytest  # noqa: E402
+from pg_kit import REQUIRE_ENV, PostgresServer, PostgresUnavailable  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def postgres_server(request):
+    """A throwaway PostgreSQL server for the whole session (``tests/pg_kit.py``), started on first use.
+
+    Skips the tests that need it, with the reason, when no server can be started; with
+    ``COEVO_REQUIRE_POSTGRES=1`` (``.ci/run``) that is a failure instead.
+    """
+    server = PostgresServer(os.environ.get("COEVO_TEST_POSTGRES_URL"))
+    started = time.monotonic()
+    try:
+        server.start()
+    except PostgresUnavailable as exc:
+        server.stop()
+        if os.environ.get(REQUIRE_ENV) == "1":
+            pytest.fail(f"PostgreSQL is required ({REQUIRE_ENV}=1) but could not start: {exc}", pytrace=False)
+        pytest.skip(f"PostgreSQL tests skipped: {exc}")
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    if reporter is not None and capture is not None:  # so the CI log shows what the [postgresql] tests ran on
+        with capture.global_and_fixture_disabled():
+            reporter.write_line(f"\nPostgreSQL {server.version()} at {server.url} ready in "
+                                f"{time.monotonic() - started:.1f} s ({server.origin})")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_server):
+    """The SQLAlchemy URL of a fresh, empty database on the session's PostgreSQL server."""
+    return postgres_server.new_database()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request, tmp_path):
+    """An empty archive database on each backend in turn: a SQLite file, then a PostgreSQL database."""
+    if request.param == "sqlite":
+        return str(tmp_path / "coevo.db")
+    return request.getfixturevalue("postgres_url")

@@ -9,7 +9,6 @@ SmolLM2-135M-Instruct cache), resolved by ``coevo.models.refs.resolve_base``.
 
 from __future__ import annotations
 
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from coevo.models.refs import resolve_base
+from coevo.timestamps import UTCTime, utcnow
 
 
 def new_checkpoint_id(prefix: str = "ckpt") -> str:
@@ -28,7 +28,7 @@ class Checkpoint(BaseModel):
     """A policy checkpoint: ``base_model`` + optional ``adapter_path`` (a PEFT LoRA directory),
     ``parents`` (checkpoint ids it was trained or merged from), the training ``config`` and its
     ``metrics`` (loss, reward mean, effective-group rate, tokens, wall time, ...), the ``run_id``
-    that made it (None outside a run) and its creation time (Unix seconds).
+    that made it (None outside a run) and its creation time (UTC-aware, ``coevo.timestamps``).
 
     This is also the archive's checkpoint record: ``coevo.storage.tables`` derives the
     ``policy_checkpoints`` table from these fields, in this order.
@@ -41,7 +41,7 @@ class Checkpoint(BaseModel):
     config: dict[str, Any] = Field(default_factory=dict)
     metrics: dict[str, Any] = Field(default_factory=dict)
     run_id: str | None = None
-    created_at: float = Field(default_factory=time.time)
+    created_at: UTCTime = Field(default_factory=utcnow)
 
 
 def load_policy(checkpoint: Checkpoint, trainable: bool = False, dtype: Any = None) -> tuple[Any, Any]:

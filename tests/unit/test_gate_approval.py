@@ -49,8 +49,8 @@ class TaggedEditor:
         return Proposal(candidate=candidate.model_copy(update={"status": "rejected", "reason": "no revision"}))
 
 
-def two_candidate_run(tmp_path):
-    config, ctx, archive = setup_run(tmp_path, "help", curator=TwoDirections(), editor=TaggedEditor())
+def two_candidate_run(tmp_path, db=None):
+    config, ctx, archive = setup_run(tmp_path, "help", curator=TwoDirections(), editor=TaggedEditor(), db=db)
     config.meta.local_check = False
     return config, ctx, archive
 
@@ -143,11 +143,12 @@ def test_gate_reason_states_the_paired_difference_and_its_interval():
     assert decide(0.5, 0.5, [], cfg) == (False, "c=0.5000 does not beat b=0.5000")  # no pairs: no interval
 
 
-def test_cli_pause_prints_a_resume_hint_that_works_as_printed(tmp_path, monkeypatch):
+def test_cli_pause_prints_a_resume_hint_that_works_as_printed(tmp_path, monkeypatch, db_url):
     """``coevo run --approve-gate`` (stdin not a TTY) pauses with a hint; running the hint as printed
     (with an answer filled in) answers that question only; ``--resume`` without ``--answer`` shows the
-    pending question again; the approval mode survives every resume."""
-    config, ctx, _ = two_candidate_run(tmp_path)
+    pending question again; the approval mode survives every resume. On a SQLite file, then on a
+    PostgreSQL URL (the Postgres checkpointer)."""
+    config, ctx, _ = two_candidate_run(tmp_path, db=db_url)
     patch_services(monkeypatch, ctx)
     config_file = write_config(tmp_path, config)
     runner = CliRunner()

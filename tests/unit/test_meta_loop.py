@@ -12,7 +12,7 @@ from coevo.envs.base import Episode, Score, Task
 from coevo.graphs.harness import arun_rollout
 from coevo.harnesses.spec import HarnessSpec, Prompt
 from coevo.meta.context import MetaContext
-from coevo.meta.run import run_meta
+from coevo.meta.run import read_state, run_meta
 from coevo.meta.state import Direction, GatePair
 from coevo.models.fake import ScriptedChatModel
 from coevo.models.trajectory import Trajectory
@@ -81,11 +81,12 @@ class FakeTrainer:
         return new, [t.model_copy(update={"id": f"{new}-{t.task_id}"}) for t in trajs]
 
 
-def setup_run(tmp_path, effect="help", fail_once_at=None, strategy="vace", curator=None, editor=None):
+def setup_run(tmp_path, effect="help", fail_once_at=None, strategy="vace", curator=None, editor=None, db=None):
     h0 = HarnessSpec(name="h0", prompt=Prompt(system="Answer the task.", output_format="Reply 'Final answer: X'."))
     (tmp_path / "h0.json").write_text(h0.model_dump_json())
-    config = RunConfig(strategy=strategy, rounds=2, db=str(tmp_path / "run.db"), harness=str(tmp_path / "h0.json"),
-                       policy="fake:words", env={"ref": "words", "n_train": 4, "n_val": 4, "n_test": 4},
+    config = RunConfig(strategy=strategy, rounds=2, db=db or str(tmp_path / "run.db"),
+                       harness=str(tmp_path / "h0.json"), policy="fake:words",
+                       env={"ref": "words", "n_train": 4, "n_val": 4, "n_test": 4},
                        meta={"smoke_tasks": 2, "local_check": True, "local_tasks": 4, "local_controls": 0})
     archive = Archive(config.db)
     env, model = WordEnv(), policy(effect)
@@ -191,12 +192,13 @@ def _summary(state):
             "history": [(h.round, h.incumbent, h.incumbent_val) for h in state["history"]]}
 
 
-def test_a_run_killed_mid_round_resumes_to_the_same_final_state(tmp_path):
+def test_a_run_killed_mid_round_resumes_to_the_same_final_state(tmp_path, db_url):
+    """The crashed run is checkpointed by LangGraph's SQLite saver, then by its Postgres saver (``db_url``)."""
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     config, ctx, archive = setup_run(tmp_path / "a", "help")
     reference = asyncio.run(_run(config, ctx, archive))
-    config2, ctx2, archive2 = setup_run(tmp_path / "b", "help", fail_once_at=1)
+    config2, ctx2, archive2 = setup_run(tmp_path / "b", "help", fail_once_at=1, db=db_url)
     with pytest.raises(RuntimeError, match="simulated crash"):
         asyncio.run(_run(config2, ctx2, archive2))
     n_decisions = len(archive2.list_gate_decisions("run-1"))
@@ -206,6 +208,16 @@ def test_a_run_killed_mid_round_resumes_to_the_same_final_state(tmp_path):
     ids = [t.id for t in archive2.trajectories(run_id="run-1")]
     assert len(ids) == len(set(ids))
     assert len(ids) == len(archive.trajectories(run_id="run-1"))
+    saved = asyncio.run(read_state(db_url, "run-1", "vace"))  # the graph state lives in db_url's database
+    assert saved["incumbent"] == reference["incumbent"] and archive2.get_run("run-1").status == "done"
+    from typer.testing import CliRunner
+
+    from coevo.cli.app import app
+
+    shown = CliRunner().invoke(app, ["archive", "show", "run-1", "--db", db_url])
+    assert shown.exit_code == 0 and '"next": []' in shown.output, shown.output
+    report = CliRunner().invoke(app, ["report", "run-1", "--db", db_url, "--out", str(tmp_path / "report")])
+    assert report.exit_code == 0 and (tmp_path / "report" / "index.html").is_file(), report.output
 
 
 def test_report_and_summary_show_rounds_decisions_and_plots(tmp_path):

@@ -1,0 +1,9 @@
+"""The archive's errors: each message says what to do."""
+
+
+class ArchiveError(RuntimeError):
+    """The archive cannot be opened or a lookup failed; the message says what to do."""
+
+
+class SchemaVersionError(ArchiveError):
+    """The database was written by a newer coevo schema than this code understands."""

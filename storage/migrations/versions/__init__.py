@@ -1,0 +1,1 @@
+"""One module per archive migration, oldest first (Alembic revision files; see ``storage/README.md``)."""
