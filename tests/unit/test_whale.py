@@ -1,0 +1,260 @@
+"""WHALE, FST, stagewise and PACE on fakes: the adaptive patience rule, the persistent sampler across
+cycles, best-of-archive acceptance, field restrictions in the patch checker, and a schedule that
+never reads validation."""
+
+import asyncio
+import json
+
+import pytest
+from test_meta_loop import WordEnv, policy
+
+from coevo.config import ConfigError, RunConfig, parse_config
+from coevo.evaluation.engine import evaluate
+from coevo.evaluation.results import TaskOutcome
+from coevo.harnesses.patch import CONTROL_FIELDS, PROMPT_FIELDS
+from coevo.harnesses.spec import HarnessSpec, Prompt
+from coevo.meta.context import MetaContext
+from coevo.meta.run import run_meta
+from coevo.meta.state import Candidate, SearchEntry
+from coevo.nodes.edit import realise
+from coevo.nodes.search import best_of_archive
+from coevo.roles.editor import OfflineEditor, Proposal
+from coevo.roles.proposer import LLMProposer, OfflineProposer, SearchView, ranked
+from coevo.storage import Archive
+from coevo.storage.tables import CheckpointRecord
+from coevo.training.schedule import Patience, PersistentSampler, epochs_to_steps, run_phase
+
+
+def test_patience_stops_exactly_when_window_and_patience_say_so_and_never_before_the_minimum():
+    rule = Patience(minimum=4, patience=2, window=2)
+    rewards = [0.1, 0.5, 0.4, 0.3, 0.2, 0.9]
+    # window means from step 2: .3 .45 .35 .25 .55; best .45 after step 3; no new best after steps 4, 5
+    assert [rule.stop(rewards[:n]) is not None for n in range(1, 7)] == [False] * 4 + [True, False]
+    assert "for 2 steps" in rule.stop(rewards[:5]) and "after 3" in rule.stop(rewards[:5])
+    flat = [0.5] * 10  # never improves after the first full window, but the minimum holds it
+    late = Patience(minimum=7, patience=1, window=3)
+    assert [late.stop(flat[:n]) is not None for n in range(1, 11)] == [False] * 6 + [True] * 4
+    rising = [i / 10 for i in range(10)]
+    assert all(rule.stop(rising[:n]) is None for n in range(1, 11))
+    with pytest.raises(ValueError):
+        Patience(minimum=0, patience=1)
+    assert epochs_to_steps(0.2, 40, 2) == 4 and epochs_to_steps(0.01, 40, 2) == 1
+
+
+def test_persistent_sampler_visits_every_task_once_per_epoch_across_phases():
+    tasks = list("abcdefg")
+    seen: list[str] = []
+    position = 0
+    for steps in (2, 5, 3, 4):  # phases of uneven lengths, each continuing where the last stopped
+        run = run_phase(lambda i, batch: seen.extend(batch) or 0.0, tasks, 3, steps, PersistentSampler(5), position)
+        assert run.position == position + 3 * steps
+        position = run.position
+    epochs = [seen[i:i + 7] for i in range(0, len(seen) - len(seen) % 7, 7)]
+    assert len(epochs) == 6 and all(sorted(e) == tasks for e in epochs)
+    assert len({tuple(e) for e in epochs}) > 1  # each epoch reshuffled
+
+
+class PhaseTrainer:
+    """A fake weight phase: the real ``run_phase`` loop with the options the ``train`` node passes,
+    a scripted train reward per step, and the checkpoint metrics ``train_rsft`` would record."""
+
+    def __init__(self, archive, tasks_per_step, rewards):
+        self.archive, self.tps, self.rewards = archive, tasks_per_step, rewards
+        self.batches: list[list[str]] = []
+        self.phases: list[list[str]] = []
+
+    async def __call__(self, checkpoint_id, spec, tasks, round, siblings=(), **phase):
+        drawn: list[str] = []
+
+        def step(i, batch):
+            drawn.extend(t.id for t in batch)
+            self.batches.append([t.id for t in batch])
+            return self.rewards[i % len(self.rewards)]
+
+        run = run_phase(step, tasks, self.tps, phase["max_steps"], phase["sampler"], phase["position"],
+                        phase.get("stop"))
+        self.phases.append(drawn)
+        new = f"{checkpoint_id}+c{round}"
+        metrics = {"history": [{"reward": r} for r in run.rewards], "stop_reason": run.stop_reason,
+                   "sampler_position": run.position, "epochs": len(run.rewards) * self.tps / len(tasks),
+                   "reward_mean": sum(run.rewards) / len(run.rewards)}
+        self.archive.add_checkpoint(CheckpointRecord(id=new, base_model="fake", parents=[checkpoint_id],
+                                                     metrics=metrics, run_id="run-1"))
+        return new, []
+
+
+def poisoned(calls):
+    """The evaluator with validation poisoned: any val evaluation fails the run (and is counted)."""
+
+    async def evaluator(spec, checkpoint, env, split, **kw):
+        calls.append(split)
+        if split == "val":
+            raise AssertionError("the schedule read a validation score")
+        return await evaluate(spec, checkpoint, env, split, **kw)
+
+    return evaluator
+
+
+def whale_run(tmp_path, strategy="whale", rewards=(0.5,), effect="help", demos=0, proposer=None, **whale):
+    h0 = HarnessSpec(name="h0", prompt=Prompt(system="Answer the task.", output_format="Reply 'Final answer: X'."))
+    (tmp_path / "h0.json").write_text(h0.model_dump_json())
+    config = RunConfig(strategy=strategy, rounds=2, db=str(tmp_path / "run.db"), harness=str(tmp_path / "h0.json"),
+                       policy="fake:words", env={"ref": "words", "n_train": 4, "n_val": 4, "n_test": 4},
+                       train={"tasks_per_step": 1}, whale={"candidates": 2, **whale})
+    archive = Archive(config.db)
+    env, model = WordEnv(), policy(effect)
+    trainer = PhaseTrainer(archive, 1, list(rewards)) if strategy != "pace" else None
+    calls: list[str] = []
+    ctx = MetaContext(config=config, env=env, archive=archive, policy=lambda ckpt: model, trainer=trainer,
+                      proposer=proposer or OfflineProposer(editor=OfflineEditor(max_demos=demos)), evaluator=poisoned(calls) if strategy != "pace" else evaluate)
+    state = asyncio.run(run_meta(config, run_id="run-1", context=ctx, archive=archive))
+    return state, trainer, calls
+
+
+def test_whale_fixed_cycles_continue_the_sampler_and_never_read_validation(tmp_path):
+    state, trainer, calls = whale_run(tmp_path, weight_epochs=1.5, search_iterations=2)
+    assert "val" not in calls and "train" in calls  # validation poisoned: never evaluated
+    assert [p.kind for p in state["phases"]] == ["weights", "harness"] * 2
+    assert [p.index for p in state["phases"]] == [0, 1, 2, 3]
+    assert [len(d) for d in trainer.phases] == [6, 6]  # 1.5 epochs of 4 tasks, one task a step
+    drawn = trainer.phases[0] + trainer.phases[1]  # the second cycle starts mid-epoch
+    assert all(sorted(drawn[i:i + 4]) == ["w-apple", "w-fig", "w-pear", "w-plum"] for i in range(0, 12, 4))
+    weights = state["phases"][0]
+    assert weights.unit == "epochs" and weights.length == 1.5 and weights.stop_reason == "fixed length: 1.5 epochs"
+    assert state["phases"][1].stop_reason == "fixed length: 2 iterations"
+    assert [(s.phase, s.iteration) for s in state["search_iterations"]] == [(1, 1), (1, 2), (3, 1), (3, 2)]
+    assert state["incumbent"] == state["search_iterations"][-1].accepted
+
+
+def test_adaptive_whale_stops_each_phase_on_training_signals_only(tmp_path):
+    state, trainer, calls = whale_run(tmp_path, rewards=(0.1, 0.5, 0.4, 0.3, 0.2, 0.1), schedule="adaptive",
+                                      min_epochs=0.5, patience_epochs=0.5, window_epochs=0.25, max_epochs=3,
+                                      min_iterations=2, search_patience=1)
+    assert "val" not in calls
+    weights = [p for p in state["phases"] if p.kind == "weights"]
+    # steps: minimum 2, patience 2, window 1: best 0.5 at step 2, stop after step 4
+    assert [p.steps for p in weights] == [4, 4] and all("patience 2" in p.stop_reason for p in weights)
+    assert weights[0].signal == [0.1, 0.5, 0.4, 0.3]
+    harness = [p for p in state["phases"] if p.kind == "harness"]
+    assert all(p.length >= 2 for p in harness) and all("iterations" in p.stop_reason for p in harness)
+    assert trainer.phases[1][0] == trainer.batches[4][0]  # the second weight phase continues the stream
+
+
+def entry(hid, iteration, order, score, calls=4):
+    return SearchEntry(harness_id=hid, iteration=iteration, order=order, score=score, model_calls=calls,
+                       per_task={"t": TaskOutcome(task_id="t", seeds=[0], rewards=[score], passed=[score > 0.5])})
+
+
+def test_best_of_archive_can_accept_a_harness_older_than_the_last_iteration():
+    archive = [entry("seed", 0, 0, 0.2), entry("a", 1, 1, 0.8), entry("b", 2, 2, 0.6), entry("c", 2, 3, 0.8, 5)]
+    assert best_of_archive(archive).harness_id == "a"  # ties: fewer model calls, then older
+    archive.append(entry("d", 3, 4, 0.8, 4))
+    assert best_of_archive(archive).harness_id == "a"
+    assert best_of_archive(archive, excluded={"t"}).harness_id == "seed"  # every score 0: fewest calls, oldest
+
+
+class ScriptedSearch:
+    """Iteration 1 adds the rule the fake policy needs; every later iteration rewrites it into a useless one."""
+
+    def propose(self, view, m, iteration):
+        best = view.spec(ranked(view.entries)[0].harness_id)
+        if "r" not in best.prompt.rules:
+            op = {"op": "add", "path": "/prompt/rules/r", "value": {"slot": "system", "text": "Call exactly the function."}}
+        else:
+            op = {"op": "replace", "path": "/prompt/rules/r/text", "value": f"Answer in one word ({iteration})."}
+        cand = Candidate(id=f"i{iteration}", direction="scripted", parent_id=best.id, patch=[op])
+        return [Proposal(candidate=cand)]
+
+
+def test_whale_graph_accepts_a_harness_older_than_the_last_iteration(tmp_path):
+    state, _, _ = whale_run(tmp_path, weight_epochs=0.25, search_iterations=3, proposer=ScriptedSearch())
+    first = [s for s in state["search_iterations"] if s.phase == 1]
+    archive = {e.harness_id: e for e in state["search"]}
+    assert [len(s.candidates) for s in first] == [1, 1, 1]  # every iteration evaluated a new candidate
+    assert first[0].changed and first[0].score == 1.0 and not first[1].changed and not first[2].changed
+    assert first[2].accepted == first[0].accepted != first[2].candidates[0]
+    assert archive[state["incumbent"]].score == 1.0
+
+
+def test_an_fst_or_pace_prompt_phase_patch_touching_a_control_field_is_rejected(tmp_path):
+    archive = Archive(str(tmp_path / "a.db"))
+    spec = HarnessSpec()
+    parent = archive.add_harness(spec, [], "base", "run-1")
+    ctx = MetaContext(config=RunConfig(db=str(tmp_path / "a.db")), env=WordEnv(), archive=archive,
+                      policy=lambda c: None, run_id="run-1")
+    patches = {"hook": [{"op": "add", "path": "/hooks/h", "value": {"event": "after_model", "condition": "always",
+                                                                     "action": "warn", "message": "m"}}],
+               "moved": [{"op": "copy", "from": "/prompt/system", "path": "/prompt/system"},
+                         {"op": "replace", "path": "/parser/strip_code_fences", "value": True}],
+               "prompt": [{"op": "replace", "path": "/prompt/system", "value": "Be brief."}]}
+    out = {}
+    for name, patch in patches.items():
+        cand = Candidate(id=name, direction="d", parent_id=parent, patch=patch)
+        out[name] = realise(Proposal(candidate=cand), ctx, 0, allowed=list(PROMPT_FIELDS))
+    assert out["hook"].status == "rejected" and "/hooks/h" in out["hook"].reason
+    assert "may edit only /prompt" in out["hook"].reason
+    assert out["moved"].status == "rejected" and "/parser/strip_code_fences" in out["moved"].reason
+    assert out["prompt"].status == "proposed" and out["prompt"].spec_id
+    control = realise(Proposal(candidate=Candidate(id="p", direction="d", parent_id=parent,
+                                                   patch=patches["prompt"])), ctx, 0, allowed=list(CONTROL_FIELDS))
+    assert control.status == "rejected" and "/prompt/system" in control.reason
+
+
+def test_fst_searches_prompts_only_and_stagewise_holds_whales_cumulative_budget(tmp_path):
+    (tmp_path / "f").mkdir()
+    (tmp_path / "s").mkdir()
+    fst, _, calls = whale_run(tmp_path / "f", "fst", weight_epochs=0.5, search_iterations=1)
+    assert "val" not in calls and all(p.fields == ["/prompt"] for p in fst["phases"] if p.kind == "harness")
+    archive = Archive(str(tmp_path / "f" / "run.db"))
+    for e in archive.list_edits("run-1"):
+        assert e.status == "rejected" or all(op["path"].startswith("/prompt/") for op in e.patch)
+    stage, trainer, _ = whale_run(tmp_path / "s", "stagewise", weight_epochs=0.5, search_iterations=1)
+    assert [(p.kind, p.length) for p in stage["phases"]] == [("weights", 1.0), ("harness", 2)]
+    assert len(trainer.phases) == 1 and len(trainer.phases[0]) == 4
+
+
+def test_pace_runs_a_prompt_phase_then_a_control_phase_through_the_val_gate(tmp_path):
+    state, _, _ = whale_run(tmp_path, "pace", pace_patience=1)
+    kinds = [p.kind for p in state["phases"]]
+    assert kinds == ["prompt", "control"]
+    assert state["phases"][0].fields == ["/prompt"] and state["phases"][1].fields == list(CONTROL_FIELDS)
+    assert all(p.stop_reason for p in state["phases"])
+    accepted = [d for d in state["decisions"] if d.accepted]
+    assert accepted and state["incumbent"] == accepted[-1].candidate_id  # changed only through the val gate
+    for e in Archive(str(tmp_path / "run.db")).list_edits("run-1"):
+        if e.status != "rejected" and e.round == 0:
+            assert all(op["path"].startswith("/prompt/") for op in e.patch)
+
+
+def test_whale_strategies_train_with_rsft():
+    assert RunConfig(strategy="whale").train.algorithm == "rsft"
+    with pytest.raises(ConfigError, match="trains with 'rsft'"):
+        parse_config({"strategy": "fst", "train": {"algorithm": "grpo"}})
+
+
+class ScriptedProposer(LLMProposer):
+    def __init__(self, replies):
+        super().__init__("openai/gpt-4o-mini")
+        self.replies, self.seen = list(replies), []
+
+    def _complete(self, messages, schema):
+        from coevo.storage.tables import LLMCallRecord
+
+        self.seen.append(messages[-1]["content"])
+        return self.replies.pop(0), LLMCallRecord(id=str(len(self.seen)), role="proposer", model="m")
+
+
+def test_llm_proposer_may_inspect_a_harness_before_proposing_and_is_held_to_its_fields():
+    spec = HarnessSpec()
+    view = SearchView(entries=[entry(spec.id, 0, 0, 0.5)], spec=lambda h: spec, trajectories=lambda h: [],
+                      allowed=list(PROMPT_FIELDS))
+    good = {"candidates": [{"parent": spec.id[:12], "rationale": "r",
+                            "patch": [{"op": "replace", "path": "/prompt/system", "value": "Be brief."}]}]}
+    proposer = ScriptedProposer([json.dumps({"inspect": [spec.id[:12]]}), json.dumps(good)])
+    out = proposer.propose(view, 2, 1)
+    assert len(out) == 1 and out[0].candidate.parent_id == spec.id and len(out[0].calls) == 2
+    assert "Details you asked for" in proposer.seen[1] and '"system"' in proposer.seen[1]
+    bad = {"candidates": [{"parent": spec.id[:12], "rationale": "r",
+                           "patch": [{"op": "replace", "path": "/budget/max_model_calls", "value": 3}]}]}
+    out = ScriptedProposer([json.dumps(bad), json.dumps(bad)]).propose(view, 2, 1)
+    assert out[0].candidate.status == "rejected" and "/budget/max_model_calls" in out[0].candidate.reason
