@@ -11,8 +11,8 @@ from coevo.meta.state import MetaState
 from coevo.nodes.check import check
 from coevo.nodes.curate import curate
 from coevo.nodes.edit import edit, fan_out
-from coevo.nodes.search import accept, more_search, propose, search_evaluate, search_start
 from coevo.nodes.schedule import final_test, more_rounds, next_round
+from coevo.nodes.search import accept, more_search, propose, search_evaluate, search_start
 from coevo.nodes.setup import setup
 
 

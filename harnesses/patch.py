@@ -15,7 +15,6 @@ import jsonpointer
 from coevo.harnesses.errors import HarnessError, Problem
 from coevo.harnesses.spec import HarnessSpec, validate_spec
 
-
 PROMPT_FIELDS: tuple[str, ...] = ("/prompt",)
 """The system and user prompt fields (slots and rules): what the prompt-only controls may edit
 (WHALE §5's FST control; PACE's prompt phase)."""

@@ -46,7 +46,8 @@ class MetaContext:
     ``policy(checkpoint_id)`` returns the chat model for that checkpoint; ``trainer`` is None for
     strategies with frozen weights; ``curator``/``editor`` are None for strategies that do not
     refine; ``proposer`` is the
-    Meta-Harness proposer of the search strategies (``graphs.registry`` says which roles a strategy needs); ``evaluator`` is
+    Meta-Harness proposer of the search strategies (``graphs.registry`` says which roles a strategy
+    needs); ``evaluator`` is
     ``coevo.evaluation.engine.evaluate`` (replaceable in tests); ``executor`` where its rollouts run
     (``coevo.evaluation.executors``; None: in this process); ``approve`` (``--approve-gate``)
     pauses before each gate decision with a LangGraph ``interrupt``; ``run_id`` names the run

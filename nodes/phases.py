@@ -85,7 +85,8 @@ def weight_phase_end(ctx: MetaContext, state: MetaState, options: dict[str, Any]
 def iteration_record(state: MetaState, accepted: str, score: float, changed: bool) -> SearchIteration:
     """The ``SearchIteration`` of the running phase's latest iteration (its candidates from ``checked``)."""
     checked = state.get("checked", [])
-    return SearchIteration(phase=state.get("phase", 0), cycle=state.get("round", 0), iteration=state.get("iteration", 0),
+    return SearchIteration(phase=state.get("phase", 0), cycle=state.get("round", 0),
+                           iteration=state.get("iteration", 0),
                            accepted=accepted, score=score, changed=changed,
                            candidates=[c.spec_id or "" for c in checked if c.status == "checked"],
                            rejected=[f"{c.id}: {c.reason}" for c in checked if c.status == "rejected"])
@@ -111,9 +112,9 @@ def pace_step(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
             break
         stale += 1
     patience = ctx.config.whale.pace_patience
+    limit = state["plan"].search_iterations
     reason = (f"no validated gain for {stale} iterations (whale.pace_patience = {patience})" if stale >= patience
-              else f"reached {state['plan'].search_iterations} iterations" if len(mine) >= state["plan"].search_iterations
-              else "")
+              else f"reached {limit} iterations" if len(mine) >= limit else "")
     out: dict = {"search_iterations": [now], "phase_done": False}
     if not reason:
         return out

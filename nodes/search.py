@@ -21,9 +21,9 @@ from langgraph.runtime import Runtime
 from coevo.evaluation.results import EvalResult
 from coevo.meta.context import MetaContext, services
 from coevo.meta.state import Candidate, MetaState, Phase, SearchEntry
-from coevo.nodes.phases import iteration_record
 from coevo.models.trajectory import Trajectory
 from coevo.nodes.edit import realise, record_edit
+from coevo.nodes.phases import iteration_record
 from coevo.nodes.train import stage_tasks
 from coevo.roles.proposer import SearchView, ranked
 from coevo.training.schedule import Patience

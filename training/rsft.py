@@ -83,8 +83,9 @@ def train_rsft(
     Returns ``(new checkpoint, every rollout sampled)``; metrics hold ``loss``
     (mean over SFT steps), ``reward_mean`` (of the samples), ``kept_rate``, ``tokens`` (policy tokens
     trained on), ``wall_time_s``, a per-round ``history``, ``sampler_position`` (where the next phase
-    starts), ``epochs`` (tasks drawn / tasks) and ``stop_reason`` ("": it ran its length). Rounds with nothing accepted make no
-    update. Raises ``StageConfigError`` naming a bad config key and ``ValueError`` with no tasks.
+    starts), ``epochs`` (tasks drawn / tasks) and ``stop_reason`` ("": it ran its length). Rounds with
+    nothing accepted make no update. Raises ``StageConfigError`` naming a bad config key and
+    ``ValueError`` with no tasks.
     """
     from peft import get_peft_model
 

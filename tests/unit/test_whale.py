@@ -106,7 +106,8 @@ def whale_run(tmp_path, strategy="whale", rewards=(0.5,), effect="help", demos=0
     trainer = PhaseTrainer(archive, 1, list(rewards)) if strategy != "pace" else None
     calls: list[str] = []
     ctx = MetaContext(config=config, env=env, archive=archive, policy=lambda ckpt: model, trainer=trainer,
-                      proposer=proposer or OfflineProposer(editor=OfflineEditor(max_demos=demos)), evaluator=poisoned(calls) if strategy != "pace" else evaluate)
+                      proposer=proposer or OfflineProposer(editor=OfflineEditor(max_demos=demos)),
+                      evaluator=poisoned(calls) if strategy != "pace" else evaluate)
     state = asyncio.run(run_meta(config, run_id="run-1", context=ctx, archive=archive))
     return state, trainer, calls
 
@@ -159,7 +160,8 @@ class ScriptedSearch:
     def propose(self, view, m, iteration):
         best = view.spec(ranked(view.entries)[0].harness_id)
         if "r" not in best.prompt.rules:
-            op = {"op": "add", "path": "/prompt/rules/r", "value": {"slot": "system", "text": "Call exactly the function."}}
+            rule = {"slot": "system", "text": "Call exactly the function."}
+            op = {"op": "add", "path": "/prompt/rules/r", "value": rule}
         else:
             op = {"op": "replace", "path": "/prompt/rules/r/text", "value": f"Answer in one word ({iteration})."}
         cand = Candidate(id=f"i{iteration}", direction="scripted", parent_id=best.id, patch=[op])
