@@ -260,3 +260,32 @@ def test_llm_proposer_may_inspect_a_harness_before_proposing_and_is_held_to_its_
                            "patch": [{"op": "replace", "path": "/budget/max_model_calls", "value": 3}]}]}
     out = ScriptedProposer([json.dumps(bad), json.dumps(bad)]).propose(view, 2, 1)
     assert out[0].candidate.status == "rejected" and "/budget/max_model_calls" in out[0].candidate.reason
+
+
+def test_offline_proposer_recombines_two_parents_and_drops_an_edit_that_regressed_tasks():
+    rule = {"slot": "system", "text": "Be exact."}
+    demo = {"kind": "demonstration", "input": "q", "output": "a"}
+    base = HarnessSpec()
+    a = HarnessSpec.model_validate({**base.model_dump(),
+                                    "prompt": {**base.prompt.model_dump(), "rules": {"exact": rule}}})
+    b = HarnessSpec.model_validate({**base.model_dump(), "skills": {"demo_1": demo}})
+    specs = {s.id: s for s in (base, a, b)}
+
+    def outcome(*rewards):
+        return {f"t{i}": TaskOutcome(task_id=f"t{i}", seeds=[0], rewards=[r], passed=[r == 1.0])
+                for i, r in enumerate(rewards)}
+
+    entries = [SearchEntry(harness_id=base.id, order=0, score=0.5, per_task=outcome(1.0, 0.0)),
+               SearchEntry(harness_id=a.id, parent_id=base.id, iteration=1, order=1, score=0.5,
+                           per_task=outcome(0.0, 1.0), patch=[{"op": "add", "path": "/prompt/rules/exact",
+                                                               "value": rule}]),
+               SearchEntry(harness_id=b.id, parent_id=base.id, iteration=1, order=2, score=0.4,
+                           per_task=outcome(0.0, 0.8))]
+    view = SearchView(entries=entries, spec=specs.__getitem__, trajectories=lambda h: [])
+    out = [p.candidate for p in OfflineProposer().propose(view, 3, 2)]
+    assert [c.direction for c in out] == ["recombine", "ablate"]
+    assert out[0].parent_id == base.id  # the best (score tie: the older) gets the runner-up's rule
+    assert out[0].patch == [{"op": "add", "path": "/prompt/rules/exact", "value": rule}]
+    assert out[1].parent_id == a.id and out[1].patch == [{"op": "remove", "path": "/prompt/rules/exact"}]
+    fenced = SearchView(entries=entries, spec=specs.__getitem__, trajectories=lambda h: [], allowed=["/skills"])
+    assert [c.direction for c in (p.candidate for p in OfflineProposer().propose(fenced, 3, 2))] == []
