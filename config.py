@@ -186,13 +186,11 @@ class RunConfig(Section):
 
     @model_validator(mode="after")
     def _strategy_algorithm(self) -> "RunConfig":
-        """A strategy whose row names a weight-update algorithm (WHALE's: RSFT) uses it unless
-        ``train.algorithm`` is set; set to another, it is an error."""
+        """A strategy whose row names a weight-update algorithm (WHALE's, FST's and stagewise's: RSFT,
+        WHALE §3.1) trains with it whatever ``train.algorithm`` says, so one config serves every
+        strategy of a ``coevo compare``; the run's stored config records the algorithm used."""
         wanted = get_strategy(self.strategy).algorithm
         if wanted and self.train.algorithm != wanted:
-            if "algorithm" in self.train.model_fields_set:
-                raise ValueError(f"strategy {self.strategy!r} trains with {wanted!r}; set train.algorithm = "
-                                 f"{wanted!r} or drop the key")
             self.train.algorithm = wanted  # type: ignore[assignment]
         return self
 

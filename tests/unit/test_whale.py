@@ -228,10 +228,13 @@ def test_pace_runs_a_prompt_phase_then_a_control_phase_through_the_val_gate(tmp_
             assert all(op["path"].startswith("/prompt/") for op in e.patch)
 
 
-def test_whale_strategies_train_with_rsft():
+def test_whale_strategies_train_with_rsft_whatever_the_train_section_says():
     assert RunConfig(strategy="whale").train.algorithm == "rsft"
-    with pytest.raises(ConfigError, match="trains with 'rsft'"):
-        parse_config({"strategy": "fst", "train": {"algorithm": "grpo"}})
+    assert parse_config({"strategy": "fst", "train": {"algorithm": "grpo"}}).train.algorithm == "rsft"
+    assert parse_config({"strategy": "vace", "train": {"algorithm": "rsft"}}).train.algorithm == "rsft"
+    assert RunConfig(strategy="vace").train.algorithm == "grpo"
+    with pytest.raises(ConfigError, match="whale.schedule"):
+        parse_config({"strategy": "whale", "whale": {"schedule": "sometimes"}})
 
 
 class ScriptedProposer(LLMProposer):
