@@ -121,7 +121,8 @@ trivial-policy baseline on val: {trivial_val}</p>
 paired per task and significant at 95 % when its interval excludes 0).</p>
 <h2>Gate decisions</h2><table><tr><th>round</th><th>candidate</th><th>b (incumbent, val)</th>\
 <th>c (candidate, val)</th><th>decision</th><th>reason</th></tr>{rows}</table>
-{_stage_table(archive, run_id)}{phases_html(state)}<h2>Test</h2><table><tr><th>pair</th><th>harness</th><th>checkpoint</th>\
+{_stage_table(archive, run_id)}{phases_html(state)}
+<h2>Test</h2><table><tr><th>pair</th><th>harness</th><th>checkpoint</th>\
 <th>mean reward [95 %] n</th><th>pass@k</th><th>trivial</th></tr>{test_rows}</table>
 {imgs}<h2>Final harness vs H0</h2><pre>{html.escape(final_diff)}</pre></body></html>"""
     path = out_dir / "index.html"

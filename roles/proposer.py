@@ -43,11 +43,27 @@ def ranked(entries: Sequence[SearchEntry]) -> list[SearchEntry]:
     return sorted(entries, key=lambda e: (-e.score, e.model_calls, e.order))
 
 
+def _under(path: str, allowed: Sequence[str]) -> bool:
+    return any(path == a or path.startswith(a.rstrip("/") + "/") for a in allowed)
+
+
 def within(ops: list[dict[str, Any]], allowed: Sequence[str] | None) -> list[dict[str, Any]]:
-    """The operations of ``ops`` whose path lies under a prefix of ``allowed`` (all when None)."""
+    """The operations of ``ops`` whose path lies under a prefix of ``allowed`` (all when None). When
+    the prompt is allowed but skills are not (FST, PACE's prompt phase), an added demonstration
+    becomes a prompt rule carrying the same example (a few-shot line in the system prompt)."""
     if allowed is None:
         return ops
-    return [op for op in ops if any(op["path"] == a or op["path"].startswith(a.rstrip("/") + "/") for a in allowed)]
+    out = []
+    for op in ops:
+        value = op.get("value")
+        if (not _under(op["path"], allowed) and op["path"].startswith("/skills/") and op.get("op") == "add"
+                and isinstance(value, dict) and value.get("input") and _under("/prompt/rules", allowed)):
+            text = f"Example. Task: {value['input']} Answer: {value['output']}"
+            op = {"op": "add", "path": "/prompt/rules/" + op["path"].rsplit("/", 1)[1],
+                  "value": {"slot": "system", "text": text}}
+        if _under(op["path"], allowed):
+            out.append(op)
+    return out
 
 
 @dataclass

@@ -292,3 +292,14 @@ def test_offline_proposer_recombines_two_parents_and_drops_an_edit_that_regresse
     assert out[1].parent_id == a.id and out[1].patch == [{"op": "remove", "path": "/prompt/rules/exact"}]
     fenced = SearchView(entries=entries, spec=specs.__getitem__, trajectories=lambda h: [], allowed=["/skills"])
     assert [c.direction for c in (p.candidate for p in OfflineProposer().propose(fenced, 3, 2))] == []
+
+
+def test_within_keeps_allowed_ops_and_turns_a_demonstration_into_a_prompt_example():
+    from coevo.roles.proposer import within
+
+    demo = {"op": "add", "path": "/skills/demo_1", "value": {"kind": "demonstration", "input": "2+2", "output": "4"}}
+    hook = {"op": "add", "path": "/hooks/h", "value": {}}
+    assert within([demo, hook], None) == [demo, hook]
+    assert within([demo, hook], ["/hooks"]) == [hook]
+    (rule,) = within([demo, hook], list(PROMPT_FIELDS))
+    assert rule["path"] == "/prompt/rules/demo_1" and "2+2" in rule["value"]["text"]
