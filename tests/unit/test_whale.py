@@ -303,3 +303,18 @@ def test_within_keeps_allowed_ops_and_turns_a_demonstration_into_a_prompt_exampl
     assert within([demo, hook], ["/hooks"]) == [hook]
     (rule,) = within([demo, hook], list(PROMPT_FIELDS))
     assert rule["path"] == "/prompt/rules/demo_1" and "2+2" in rule["value"]["text"]
+
+
+def test_report_shows_phases_their_stopping_reasons_and_the_accepted_harness_per_iteration(tmp_path):
+    from coevo.report.html import write_report
+    from coevo.report.phases import phases_tables
+
+    state, _, _ = whale_run(tmp_path, weight_epochs=0.5, search_iterations=2, proposer=ScriptedSearch())
+    page = write_report("run-1", str(tmp_path / "run.db"), tmp_path / "report", state).read_text()
+    assert "<h2>Phases</h2>" in page and "Accepted harness per iteration" in page
+    assert "fixed length: 0.5 epochs" in page and "fixed length: 2 iterations" in page
+    assert all(s.accepted[:12] in page for s in state["search_iterations"])
+    # the final-harness diff is the accepted search harness (no gate decision names it)
+    assert "no candidate was accepted" not in page and "Call exactly the function." in page
+    assert [t.title for t in phases_tables(state)] == ["phases", "accepted harness per iteration"]
+    assert phases_tables({"history": []}) == []
