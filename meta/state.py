@@ -256,7 +256,8 @@ class Phase(BaseModel):
     key budgets are attributed by), ``cycle``, ``kind`` (``weights``, ``harness``, or PACE's
     ``prompt``/``control``), ``length`` in ``unit`` (epochs, iterations), the harness and checkpoint
     it ended with, its training signal per step/iteration (``signal``: RSFT reward per step, or the
-    best train score after each iteration) and ``stop_reason`` (why it ended)."""
+    best train score after each iteration), ``stop_reason`` (why it ended) and when it ran
+    (``started_at``/``ended_at``, UNIX seconds; stored as a ``PhaseRecord``)."""
 
     index: int
     cycle: int
@@ -269,6 +270,8 @@ class Phase(BaseModel):
     signal: list[float] = Field(default_factory=list)
     stop_reason: str = ""
     fields: list[str] | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
 
 
 class SearchEntry(BaseModel):
@@ -357,6 +360,8 @@ class MetaState(TypedDict, total=False):
     """Replaced: index of the phase running now (0-based; each phase start advances it)."""
     phase_kind: str
     """Replaced: the kind of the phase running now (``Phase.kind``)."""
+    phase_started: float
+    """Replaced by the node that starts a phase: when it started (UNIX seconds)."""
     fields: list[str] | None
     """Replaced: the fields harness edits may touch in this phase (None: any)."""
     phase_done: bool

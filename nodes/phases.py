@@ -7,6 +7,7 @@ PACE abstract puts on held-out validation gains.
 
 from __future__ import annotations
 
+import time
 from typing import Any, Callable
 
 from langgraph.runtime import Runtime
@@ -14,6 +15,7 @@ from langgraph.runtime import Runtime
 from coevo.harnesses.patch import CONTROL_FIELDS, PROMPT_FIELDS
 from coevo.meta.context import MetaContext, services
 from coevo.meta.state import MetaState, Phase, Plan, SearchIteration
+from coevo.storage.tables import PhaseRecord
 from coevo.training.schedule import Patience, PersistentSampler, epochs_to_steps
 
 
@@ -47,6 +49,15 @@ pace_plan = _plan("pace", cycles=1, adaptive=False, weight_epochs=0.0, fields=li
 """PACE: frozen weights, prompt phase first; each PACE phase runs at most ``rounds`` iterations."""
 
 
+def close_phase(ctx: MetaContext, phase: Phase, started: float | None) -> Phase:
+    """``phase`` with its start and end times (now), stored in the archive as a ``PhaseRecord``
+    (``<run id>-phase<index>``) so budgets can be attributed per phase."""
+    phase = phase.model_copy(update={"started_at": started, "ended_at": time.time()})
+    ctx.archive.add_phases([PhaseRecord(id=f"{ctx.run_id}-phase{phase.index}", run_id=ctx.run_id,
+                                        **phase.model_dump())])
+    return phase
+
+
 def weight_phase(ctx: MetaContext, state: MetaState, n_tasks: int) -> dict[str, Any]:
     """The trainer options of a WHALE weight phase on ``n_tasks`` train tasks: the run's persistent
     sampler at ``state["sampler_position"]``, a length in steps from the plan's epochs (fixed) or
@@ -66,7 +77,7 @@ def weight_phase(ctx: MetaContext, state: MetaState, n_tasks: int) -> dict[str, 
 
 
 def weight_phase_end(ctx: MetaContext, state: MetaState, options: dict[str, Any], metrics: dict[str, Any],
-                     checkpoint: str) -> dict:
+                     checkpoint: str, started: float) -> dict:
     """The state update closing a weight phase: its ``Phase`` (length in epochs, reward per step,
     why it stopped), the advanced ``phase`` and the sampler position the next phase starts from."""
     plan, phase = state["plan"], state.get("phase", -1) + 1
@@ -77,6 +88,7 @@ def weight_phase_end(ctx: MetaContext, state: MetaState, options: dict[str, Any]
     record = Phase(index=phase, cycle=state.get("round", 0), kind="weights", length=metrics.get("epochs", 0.0),
                    unit="epochs", steps=len(rewards), harness_id=state["incumbent"], checkpoint=checkpoint,
                    signal=rewards, stop_reason=reason)
+    record = close_phase(ctx, record, started)
     ctx.reporter.log(f"phase  {phase} weights: {record.length:.2f} epochs in {record.steps} steps; {reason}")
     position = metrics.get("sampler_position", options["position"] + len(rewards) * ctx.config.train.tasks_per_step)
     return {"phases": [record], "phase": phase, "phase_kind": "weights", "sampler_position": position}
@@ -121,7 +133,9 @@ def pace_step(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     record = Phase(index=phase, cycle=0, kind=kind, length=len(mine), unit="iterations", steps=len(mine),
                    harness_id=incumbent, checkpoint=state["checkpoint"], signal=[s.score for s in mine],
                    stop_reason=reason, fields=state.get("fields"))
+    record = close_phase(ctx, record, state.get("phase_started"))
     ctx.reporter.log(f"phase  {phase} {kind}: {len(mine)} iterations; {reason}")
     if kind == "prompt":
-        return {**out, "phases": [record], "phase": phase + 1, "phase_kind": "control", "fields": list(CONTROL_FIELDS)}
+        return {**out, "phases": [record], "phase": phase + 1, "phase_kind": "control", "fields": list(CONTROL_FIELDS),
+                "phase_started": record.ended_at}
     return {**out, "phases": [record], "phase_done": True}

@@ -15,6 +15,7 @@ are read: no node here touches val or test.
 from __future__ import annotations
 
 import asyncio
+import time
 
 from langgraph.runtime import Runtime
 
@@ -23,7 +24,7 @@ from coevo.meta.context import MetaContext, services
 from coevo.meta.state import Candidate, MetaState, Phase, SearchEntry
 from coevo.models.trajectory import Trajectory
 from coevo.nodes.edit import realise, record_edit
-from coevo.nodes.phases import iteration_record
+from coevo.nodes.phases import close_phase, iteration_record
 from coevo.nodes.train import stage_tasks
 from coevo.roles.proposer import SearchView, ranked
 from coevo.training.schedule import Patience
@@ -64,12 +65,13 @@ async def search_start(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """Start a harness-search phase: the archive A_0 = {incumbent}, evaluated under the current
     checkpoint on the search split (train, one rollout per task). Advances ``phase``."""
     ctx = services(runtime)
+    started = time.time()
     result = await ctx.evaluate(state["incumbent"], state["checkpoint"], "train", stage_tasks(ctx, state), k=1)
     phase = state.get("phase", -1) + 1
     ctx.reporter.log(f"search phase {phase}: seed {state['incumbent'][:12]} train score {result.mean_reward:.3f}")
     kind = state.get("phase_kind") if state.get("phase_kind") in ("prompt", "control") else "harness"
     return {"search": [entry_of(result, 0, 0)], "iteration": 0, "phase": phase, "phase_done": False,
-            "phase_kind": kind}
+            "phase_kind": kind, "phase_started": started}
 
 
 def propose(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
@@ -144,9 +146,10 @@ def accept(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
                      + (f"; phase ends: {reason}" if reason else ""))
     out: dict = {"incumbent": best.harness_id, "search_iterations": [record], "phase_done": bool(reason)}
     if reason:
-        out["phases"] = [Phase(index=phase, cycle=state.get("round", 0), kind="harness", length=it, unit="iterations",
-                               steps=it, harness_id=best.harness_id, checkpoint=state["checkpoint"], signal=signal,
-                               stop_reason=reason, fields=state.get("fields"))]
+        record = Phase(index=phase, cycle=state.get("round", 0), kind="harness", length=it, unit="iterations", steps=it,
+                       harness_id=best.harness_id, checkpoint=state["checkpoint"], signal=signal, stop_reason=reason,
+                       fields=state.get("fields"))
+        out["phases"] = [close_phase(ctx, record, state.get("phase_started"))]
     return out
 
 

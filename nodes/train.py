@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from langgraph.runtime import Runtime
 
 from coevo.envs.base import Task
@@ -40,6 +42,7 @@ async def train(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
                 if c.status == "checked" and c.spec_id and c.spec_id != spec.id]
     options: dict = {"siblings": siblings} if siblings else {}
     phase = weight_phase(ctx, state, len(tasks)) if state.get("plan") else {}
+    started = time.time()
     checkpoint, trajectories = await ctx.trainer(before, spec, tasks, rnd, **options, **phase)
     # rollouts ran the training variants (``training_spec``); they are stored under the harnesses themselves
     names = {training_spec(s, ctx.config.train).id: s.id for s in [spec, *siblings]}
@@ -61,7 +64,7 @@ async def train(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
                      f"(with reward contrast {_pct(stage.contrast_rate)}), "
                      f"||dW|| {_num(stage.delta_norm)}")
     update = {"checkpoint": checkpoint, "train_trajectories": [t.id for t in trajectories], "stage": stage}
-    return {**update, **weight_phase_end(ctx, state, phase, m, checkpoint)} if phase else update
+    return {**update, **weight_phase_end(ctx, state, phase, m, checkpoint, started)} if phase else update
 
 
 def _pct(x: float | None) -> str:

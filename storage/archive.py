@@ -43,6 +43,8 @@ from coevo.storage.tables import (
     HarnessRow,
     LLMCallRecord,
     LLMCallRow,
+    PhaseRecord,
+    PhaseRow,
     ProfileRecord,
     ProfileRow,
     RunRecord,
@@ -95,7 +97,7 @@ class Archive:
     @staticmethod
     def _tables() -> list[Table]:
         rows = (SchemaVersionRow, RunRow, HarnessRow, EditRow, CheckpointRow, TaskRow, EvaluationRow,
-                TrajectoryRow, GateDecisionRow, ProfileRow, LLMCallRow)
+                TrajectoryRow, GateDecisionRow, ProfileRow, LLMCallRow, PhaseRow)
         return [row.__table__ for row in rows]  # type: ignore[attr-defined]
 
     def _check_version(self) -> None:
@@ -362,3 +364,11 @@ class Archive:
     def list_llm_calls(self, run_id: str | None = None, role: str | None = None) -> list[LLMCallRecord]:
         """LLM calls filtered by run and/or role, oldest first."""
         return self._list(LLMCallRow, LLMCallRecord, run_id=run_id, role=role)
+
+    def add_phases(self, phases: Sequence[PhaseRecord]) -> None:
+        """Insert or replace phase records (WHALE-style alternating runs) in one transaction."""
+        self._put(PhaseRow, phases)
+
+    def list_phases(self, run_id: str | None = None) -> list[PhaseRecord]:
+        """Phases (of ``run_id``), oldest first."""
+        return self._list(PhaseRow, PhaseRecord, run_id=run_id)

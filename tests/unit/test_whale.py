@@ -318,3 +318,12 @@ def test_report_shows_phases_their_stopping_reasons_and_the_accepted_harness_per
     assert "no candidate was accepted" not in page and "Call exactly the function." in page
     assert [t.title for t in phases_tables(state)] == ["phases", "accepted harness per iteration"]
     assert phases_tables({"history": []}) == []
+
+
+def test_each_phase_is_stored_with_its_time_window_for_budget_attribution(tmp_path):
+    state, _, _ = whale_run(tmp_path, weight_epochs=0.5, search_iterations=1)
+    stored = Archive(str(tmp_path / "run.db")).list_phases("run-1")
+    assert [(p.index, p.kind, p.stop_reason) for p in stored] == [(p.index, p.kind, p.stop_reason)
+                                                                   for p in state["phases"]]
+    assert all(p.started_at is not None and p.started_at <= p.ended_at for p in stored)
+    assert all(a.ended_at <= b.started_at for a, b in zip(stored, stored[1:]))  # disjoint, in order
