@@ -327,3 +327,23 @@ def test_each_phase_is_stored_with_its_time_window_for_budget_attribution(tmp_pa
                                                                    for p in state["phases"]]
     assert all(p.started_at is not None and p.started_at <= p.ended_at for p in stored)
     assert all(a.ended_at <= b.started_at for a, b in zip(stored, stored[1:]))  # disjoint, in order
+
+
+class HookSearch:
+    """Proposes a control-logic edit (a hook) of the best harness every iteration."""
+
+    def propose(self, view, m, iteration):
+        best = view.spec(ranked(view.entries)[0].harness_id)
+        hook = {"event": "after_model", "condition": "always", "action": "warn", "message": f"m{iteration}"}
+        return [Proposal(candidate=Candidate(id=f"h{iteration}", direction="scripted", parent_id=best.id,
+                                             patch=[{"op": "add", "path": "/hooks/h", "value": hook}]))]
+
+
+def test_an_fst_run_rejects_a_control_field_patch_in_the_patch_checker(tmp_path):
+    state, _, _ = whale_run(tmp_path, "fst", weight_epochs=0.25, search_iterations=1, proposer=HookSearch())
+    rejected = [r for s in state["search_iterations"] for r in s.rejected]
+    assert len(rejected) == 2 and all("/hooks/h" in r and "may edit only /prompt" in r for r in rejected)
+    assert state["incumbent"] == state["start_harness"]
+    (tmp_path / "w").mkdir()
+    whale, _, _ = whale_run(tmp_path / "w", "whale", weight_epochs=0.25, search_iterations=1, proposer=HookSearch())
+    assert not [r for s in whale["search_iterations"] for r in s.rejected]  # WHALE may edit any field
