@@ -60,15 +60,17 @@ def close_phase(ctx: MetaContext, phase: Phase, started: float | None) -> Phase:
 
 def weight_phase(ctx: MetaContext, state: MetaState, n_tasks: int) -> dict[str, Any]:
     """The trainer options of a WHALE weight phase on ``n_tasks`` train tasks: the run's persistent
-    sampler at ``state["sampler_position"]``, a length in steps from the plan's epochs (fixed) or
-    ``whale.max_epochs`` with the patience rule in steps (adaptive: minimum, patience and window
-    from ``whale.min_epochs``/``patience_epochs``/``window_epochs``)."""
+    sampler at ``state["sampler_position"]`` over all the run's train tasks (``stream``: those a
+    demonstration answers are passed over, so each epoch still visits every other task once), a
+    length in steps from the plan's epochs (fixed) or ``whale.max_epochs`` with the patience rule in
+    steps (adaptive: minimum, patience and window from ``whale.min_epochs``/``patience_epochs``/
+    ``window_epochs``)."""
     plan, cfg, tps = state["plan"], ctx.config.whale, ctx.config.train.tasks_per_step
 
     def steps(epochs: float) -> int:
         return epochs_to_steps(epochs, n_tasks, tps)
 
-    options: dict[str, Any] = {"sampler": PersistentSampler(ctx.config.seed),
+    options: dict[str, Any] = {"sampler": PersistentSampler(ctx.config.seed), "stream": ctx.tasks("train"),
                                "position": state.get("sampler_position", 0),
                                "max_steps": steps(cfg.max_epochs if plan.adaptive else plan.weight_epochs)}
     if plan.adaptive:

@@ -67,7 +67,7 @@ def train_rsft(
     archive: Any = None, *, policy_factory: Callable[[Any, Any], Any] | None = None,
     rollout_fn: RolloutFn | None = None, run_id: str | None = None, progress: Callable[[dict], None] | None = None,
     sampler: PersistentSampler | None = None, position: int = 0, max_steps: int | None = None,
-    stop: Callable[[list[float]], str | None] | None = None,
+    stop: Callable[[list[float]], str | None] | None = None, stream: Sequence[Task] | None = None,
 ) -> tuple[Checkpoint, list[Trajectory]]:
     """Run one online RSFT stage from ``checkpoint`` under harness ``spec`` on ``tasks``.
 
@@ -77,15 +77,16 @@ def train_rsft(
     ``policy_factory(model, tokenizer) -> chat model`` the sampler (default: ``LocalChatModel`` over
     the live model); ``rollout_fn`` replaces ``arun_rollout``; ``progress(round_stats)`` is called
     after each round. WHALE phases (§3.1, §4): ``sampler`` draws each round's tasks from the
-    persistent shuffled stream at ``position`` (tasks drawn so far in the run), ``max_steps``
+    persistent shuffled stream at ``position`` (draws so far in the run) over ``stream`` (all the
+    run's train tasks, default ``tasks``; those not in ``tasks`` are passed over), ``max_steps``
     replaces ``steps`` (a phase length counted in epochs, ``epochs_to_steps``), and
     ``stop(rewards so far, one per round)`` returning a reason ends the phase early (``Patience.stop``).
     Returns ``(new checkpoint, every rollout sampled)``; metrics hold ``loss``
     (mean over SFT steps), ``reward_mean`` (of the samples), ``kept_rate``, ``tokens`` (policy tokens
     trained on), ``wall_time_s``, a per-round ``history``, ``sampler_position`` (where the next phase
-    starts), ``epochs`` (tasks drawn / tasks) and ``stop_reason`` ("": it ran its length). Rounds with
-    nothing accepted make no update. Raises ``StageConfigError`` naming a bad config key and
-    ``ValueError`` with no tasks.
+    starts), ``epochs`` (stream positions walked / stream size, or tasks drawn / tasks) and
+    ``stop_reason`` ("": it ran its length). Rounds with nothing accepted make no update. Raises
+    ``StageConfigError`` naming a bad config key and ``ValueError`` with no tasks.
     """
     from peft import get_peft_model
 
@@ -134,7 +135,9 @@ def train_rsft(
                 progress(stats)
             return stats["reward"]
 
-        phase = run_phase(step, tasks, cfg.tasks_per_step, max_steps or cfg.steps, sampler, position, stop)
+        ids = {t.id for t in tasks}
+        phase = run_phase(step, stream or tasks, cfg.tasks_per_step, max_steps or cfg.steps, sampler, position, stop,
+                          keep=lambda t: t.id in ids)
     finally:
         engine = getattr(policy, "engine", None)
         if engine is not None and policy_factory is None:
@@ -151,7 +154,8 @@ def train_rsft(
                  "tokens": sum(h["tokens"] for h in history), "steps": sum(h["sft_steps"] for h in history),
                  "wall_time_s": time.perf_counter() - started, "history": history, "stop_reason": phase.stop_reason,
                  "sampler_position": phase.position,
-                 "epochs": len(history) * cfg.tasks_per_step / len(tasks)},
+                 "epochs": ((phase.position - position) / len(stream or tasks) if sampler is not None
+                            else len(history) * cfg.tasks_per_step / len(tasks))},
         run_id=run_id,
     )
     record_checkpoint(archive, new)

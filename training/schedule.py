@@ -32,10 +32,26 @@ class PersistentSampler:
     def draw(self, items: Sequence[T], position: int, size: int) -> list[T]:
         """The ``size`` items drawn from ``position`` on (an epoch boundary may fall inside the draw).
         Raises ``ValueError`` when ``items`` is empty."""
+        return self.take(items, position, size)[0]
+
+    def take(self, items: Sequence[T], position: int, size: int,
+             keep: Callable[[T], bool] | None = None) -> tuple[list[T], int]:
+        """The next ``size`` items from ``position`` that ``keep`` accepts (default: all), and the
+        position after them: items ``keep`` refuses (train tasks a demonstration now answers) are
+        passed over, so each epoch still visits every kept item once. Raises ``ValueError`` when
+        ``items`` is empty or a whole epoch's walk finds no kept item."""
         if not items:
             raise ValueError("the persistent sampler has no tasks to draw from")
-        n = len(items)
-        return [items[self.order(n, p // n)[p % n]] for p in range(position, position + size)]
+        n, batch, misses = len(items), [], 0
+        while len(batch) < size:
+            item = items[self.order(n, position // n)[position % n]]
+            position += 1
+            if keep is None or keep(item):
+                batch.append(item)
+                misses = 0
+            elif (misses := misses + 1) >= n:
+                raise ValueError("the persistent sampler's filter keeps none of its tasks")
+        return batch, position
 
 
 def epochs_to_steps(epochs: float, n_tasks: int, tasks_per_step: int) -> int:
@@ -89,21 +105,23 @@ class PhaseRun:
 
 def run_phase(step: Callable[[int, list[T]], float], tasks: Sequence[T], tasks_per_step: int, max_steps: int,
               sampler: PersistentSampler | None = None, position: int = 0,
-              stop: Callable[[list[float]], str | None] | None = None) -> PhaseRun:
+              stop: Callable[[list[float]], str | None] | None = None,
+              keep: Callable[[T], bool] | None = None) -> PhaseRun:
     """The step loop of a weight phase (WHALE §3.1 online RSFT; §4 adaptive stop): for step
-    ``i < max_steps`` draw ``tasks_per_step`` tasks (from ``sampler`` at ``position``, else in turn
-    from the start of ``tasks``), call ``step(i, batch) -> mean train reward``, and end early when
-    ``stop(rewards so far)`` gives a reason. Raises ``ValueError`` when ``tasks`` is empty."""
+    ``i < max_steps`` draw ``tasks_per_step`` tasks (from ``sampler`` at ``position``, passing over
+    those ``keep`` refuses; else in turn from the start of ``tasks``), call ``step(i, batch) -> mean
+    train reward``, and end early when ``stop(rewards so far)`` gives a reason. Raises
+    ``ValueError`` when ``tasks`` is empty."""
     if not tasks:
         raise ValueError("a weight phase needs at least one task")
     rewards: list[float] = []
     reason = ""
     for i in range(max_steps):
         if sampler is not None:
-            batch = sampler.draw(tasks, position + i * tasks_per_step, tasks_per_step)
+            batch, position = sampler.take(tasks, position, tasks_per_step, keep)
         else:
             batch = [tasks[(i * tasks_per_step + j) % len(tasks)] for j in range(tasks_per_step)]
         rewards.append(step(i, batch))
         if stop is not None and (reason := stop(rewards) or ""):
             break
-    return PhaseRun(rewards, reason, position + len(rewards) * tasks_per_step)
+    return PhaseRun(rewards, reason, position if sampler is not None else len(rewards) * tasks_per_step)

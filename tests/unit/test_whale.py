@@ -52,6 +52,13 @@ def test_persistent_sampler_visits_every_task_once_per_epoch_across_phases():
     epochs = [seen[i:i + 7] for i in range(0, len(seen) - len(seen) % 7, 7)]
     assert len(epochs) == 6 and all(sorted(e) == tasks for e in epochs)
     assert len({tuple(e) for e in epochs}) > 1  # each epoch reshuffled
+    sampler, kept, position = PersistentSampler(5), [], 0
+    for size in (2, 3, 4, 6):  # "c" and "f" went into demonstrations: passed over, epochs stay whole
+        batch, position = sampler.take(tasks, position, size, keep=lambda t: t not in "cf")
+        kept += batch
+    assert 19 <= position <= 21 and [sorted(kept[i:i + 5]) for i in (0, 5, 10)] == [list("abdeg")] * 3
+    with pytest.raises(ValueError, match="keeps none"):
+        sampler.take(tasks, 0, 1, keep=lambda t: False)
 
 
 class PhaseTrainer:
@@ -71,12 +78,13 @@ class PhaseTrainer:
             self.batches.append([t.id for t in batch])
             return self.rewards[i % len(self.rewards)]
 
-        run = run_phase(step, tasks, self.tps, phase["max_steps"], phase["sampler"], phase["position"],
-                        phase.get("stop"))
+        ids, stream = {t.id for t in tasks}, phase["stream"]
+        run = run_phase(step, stream, self.tps, phase["max_steps"], phase["sampler"], phase["position"],
+                        phase.get("stop"), keep=lambda t: t.id in ids)
         self.phases.append(drawn)
         new = f"{checkpoint_id}+c{round}"
         metrics = {"history": [{"reward": r} for r in run.rewards], "stop_reason": run.stop_reason,
-                   "sampler_position": run.position, "epochs": len(run.rewards) * self.tps / len(tasks),
+                   "sampler_position": run.position, "epochs": (run.position - phase["position"]) / len(stream),
                    "reward_mean": sum(run.rewards) / len(run.rewards)}
         self.archive.add_checkpoint(CheckpointRecord(id=new, base_model="fake", parents=[checkpoint_id],
                                                      metrics=metrics, run_id="run-1"))
