@@ -65,12 +65,15 @@ class PhaseTrainer:
     """A fake weight phase: the real ``run_phase`` loop with the options the ``train`` node passes,
     a scripted train reward per step, and the checkpoint metrics ``train_rsft`` would record."""
 
-    def __init__(self, archive, tasks_per_step, rewards):
-        self.archive, self.tps, self.rewards = archive, tasks_per_step, rewards
+    def __init__(self, archive, tasks_per_step, rewards, fail_once_at=None):
+        self.archive, self.tps, self.rewards, self.fail_once_at = archive, tasks_per_step, rewards, fail_once_at
         self.batches: list[list[str]] = []
         self.phases: list[list[str]] = []
 
     async def __call__(self, checkpoint_id, spec, tasks, round, siblings=(), **phase):
+        if self.fail_once_at == round:
+            self.fail_once_at = None
+            raise RuntimeError("simulated crash in a weight phase")
         drawn: list[str] = []
 
         def step(i, batch):
@@ -103,7 +106,8 @@ def poisoned(calls):
     return evaluator
 
 
-def whale_run(tmp_path, strategy="whale", rewards=(0.5,), effect="help", demos=0, proposer=None, **whale):
+def whale_run(tmp_path, strategy="whale", rewards=(0.5,), effect="help", demos=0, proposer=None, fail_once_at=None,
+              **whale):
     h0 = HarnessSpec(name="h0", prompt=Prompt(system="Answer the task.", output_format="Reply 'Final answer: X'."))
     (tmp_path / "h0.json").write_text(h0.model_dump_json())
     config = RunConfig(strategy=strategy, rounds=2, db=str(tmp_path / "run.db"), harness=str(tmp_path / "h0.json"),
@@ -111,12 +115,15 @@ def whale_run(tmp_path, strategy="whale", rewards=(0.5,), effect="help", demos=0
                        train={"tasks_per_step": 1}, whale={"candidates": 2, **whale})
     archive = Archive(config.db)
     env, model = WordEnv(), policy(effect)
-    trainer = PhaseTrainer(archive, 1, list(rewards)) if strategy != "pace" else None
+    trainer = PhaseTrainer(archive, 1, list(rewards), fail_once_at) if strategy != "pace" else None
     calls: list[str] = []
     ctx = MetaContext(config=config, env=env, archive=archive, policy=lambda ckpt: model, trainer=trainer,
                       proposer=proposer or OfflineProposer(editor=OfflineEditor(max_demos=demos)),
                       evaluator=poisoned(calls) if strategy != "pace" else evaluate)
-    state = asyncio.run(run_meta(config, run_id="run-1", context=ctx, archive=archive))
+    if fail_once_at is not None:
+        with pytest.raises(RuntimeError, match="simulated crash"):
+            asyncio.run(run_meta(config, run_id="run-1", context=ctx, archive=archive))
+    state = asyncio.run(run_meta(config, run_id="run-1", context=ctx, archive=archive, resume=fail_once_at is not None))
     return state, trainer, calls
 
 
@@ -355,3 +362,17 @@ def test_an_fst_run_rejects_a_control_field_patch_in_the_patch_checker(tmp_path)
     (tmp_path / "w").mkdir()
     whale, _, _ = whale_run(tmp_path / "w", "whale", weight_epochs=0.25, search_iterations=1, proposer=HookSearch())
     assert not [r for s in whale["search_iterations"] for r in s.rejected]  # WHALE may edit any field
+
+
+def test_a_whale_run_killed_in_its_second_weight_phase_resumes_to_the_same_end(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    reference, ref_trainer, _ = whale_run(tmp_path / "a", weight_epochs=0.75, search_iterations=2,
+                                          proposer=ScriptedSearch())
+    resumed, trainer, _ = whale_run(tmp_path / "b", weight_epochs=0.75, search_iterations=2,
+                                    proposer=ScriptedSearch(), fail_once_at=1)
+    assert [(p.index, p.kind, p.length, p.stop_reason) for p in resumed["phases"]] == \
+        [(p.index, p.kind, p.length, p.stop_reason) for p in reference["phases"]]
+    assert resumed["sampler_position"] == reference["sampler_position"] == 6
+    assert trainer.phases == ref_trainer.phases  # the second phase continued the stream where the first stopped
+    assert resumed["incumbent"] == reference["incumbent"] and resumed["plan"] == reference["plan"]
