@@ -36,6 +36,15 @@ from coevo.roles.llm import JsonRole
 COMPONENTS = ("/prompt/rules", "/skills", "/hooks")
 """Named components a recombination carries over from one harness to another."""
 
+CONTROL_MENU: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("/parser/strip_code_fences", {"op": "replace", "path": "/parser/strip_code_fences", "value": True}),
+    ("/hooks/finish_before_budget", {"op": "add", "path": "/hooks/finish_before_budget", "value": {
+        "event": "after_model", "condition": "remaining_steps_lte", "parameters": {"threshold": 2}, "action": "warn",
+        "message": "Few steps remain: give your final answer now."}}),
+)
+"""Offline control-logic edits for a control-only phase (PACE) with no failure-specific one: each
+proposed once, when the best harness lacks it; the validation gate decides."""
+
 
 def ranked(entries: Sequence[SearchEntry]) -> list[SearchEntry]:
     """Archive entries best first: higher train score, then fewer model calls, then older (WHALE §3.2's
@@ -150,7 +159,21 @@ class OfflineProposer:
             if ops and cand.status != "rejected":
                 out.append(Proposal(candidate=_candidate(spec, "mutate", ops, cand.rationale, iteration, len(out),
                                                          cand.demo_tasks)))
+        if view.allowed is not None and not _under("/prompt", view.allowed):
+            doc = spec.model_dump(mode="json")
+            for path, op in CONTROL_MENU:
+                if len(out) < m and _under(path, view.allowed) and _lookup(doc, path) in (None, False):
+                    out.append(Proposal(candidate=_candidate(spec, "control", [op], f"offline control edit {path}",
+                                                             iteration, len(out))))
         return out[:m]
+
+
+def _lookup(doc: dict[str, Any], path: str) -> Any:
+    for key in path.strip("/").split("/"):
+        if not isinstance(doc, dict) or key not in doc:
+            return None
+        doc = doc[key]
+    return doc
 
 
 class ProposedEdit(BaseModel):

@@ -376,3 +376,14 @@ def test_a_whale_run_killed_in_its_second_weight_phase_resumes_to_the_same_end(t
     assert resumed["sampler_position"] == reference["sampler_position"] == 6
     assert trainer.phases == ref_trainer.phases  # the second phase continued the stream where the first stopped
     assert resumed["incumbent"] == reference["incumbent"] and resumed["plan"] == reference["plan"]
+
+
+def test_offline_proposer_offers_control_edits_in_a_control_only_phase():
+    spec = HarnessSpec()
+    entries = [SearchEntry(harness_id=spec.id, score=1.0)]
+    view = SearchView(entries=entries, spec=lambda h: spec, trajectories=lambda h: [], allowed=list(CONTROL_FIELDS))
+    out = [p.candidate for p in OfflineProposer().propose(view, 3, 1)]
+    assert [c.patch[0]["path"] for c in out] == ["/parser/strip_code_fences", "/hooks/finish_before_budget"]
+    prompt_only = SearchView(entries=entries, spec=lambda h: spec, trajectories=lambda h: [],
+                             allowed=list(PROMPT_FIELDS))
+    assert OfflineProposer().propose(prompt_only, 3, 1) == []
