@@ -126,6 +126,33 @@ class MetaConfig(Section):
     temperature: float = 0.6
 
 
+class WhaleConfig(Section):
+    """Phase schedule of the alternating strategies (WHALE §4, App. A.1/B; ``rounds`` counts the
+    cycles) and PACE's phase switch. Lengths: weight phases in epochs of the train tasks (the
+    persistent sampler's), harness phases in Meta-Harness iterations of ``candidates`` proposals.
+
+    ``fixed``: every weight phase runs ``weight_epochs``, every harness phase ``search_iterations``.
+    ``adaptive``: a weight phase stops after ``min_epochs`` once its train reward, averaged over
+    ``window_epochs``, has not improved for ``patience_epochs`` (at most ``max_epochs``); a harness
+    phase runs at least ``min_iterations`` and stops after ``search_patience`` iterations without a
+    new best train score (at most ``max_iterations``). Paper: 0.2 epochs each; 6 and 2.
+    ``pace_patience``: PACE iterations without a validated gain that end a PACE phase.
+    """
+
+    schedule: Literal["fixed", "adaptive"] = "fixed"
+    weight_epochs: float = Field(default=1.0, gt=0)
+    search_iterations: int = Field(default=2, ge=1)
+    candidates: int = Field(default=2, ge=1, description="Meta-Harness proposals per iteration (M)")
+    min_epochs: float = Field(default=0.2, gt=0)
+    patience_epochs: float = Field(default=0.2, gt=0)
+    window_epochs: float = Field(default=0.2, gt=0)
+    max_epochs: float = Field(default=2.0, gt=0)
+    min_iterations: int = Field(default=6, ge=1)
+    search_patience: int = Field(default=2, ge=1)
+    max_iterations: int = Field(default=12, ge=1)
+    pace_patience: int = Field(default=2, ge=1)
+
+
 class GateConfig(Section):
     """VACE's validation gate: accept iff c > b + ``min_margin`` (and the paired ``test`` agrees)."""
 
@@ -158,6 +185,7 @@ class RunConfig(Section):
     train: TrainConfig = Field(default_factory=TrainConfig)
     meta: MetaConfig = Field(default_factory=MetaConfig)
     gate: GateConfig = Field(default_factory=GateConfig)
+    whale: WhaleConfig = Field(default_factory=WhaleConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
     report_to: Literal["none", "tensorboard", "mlflow", "wandb"] = Field(
         default="none", description="experiment tracker for the loop's numbers and TRL's weight-stage logs, offline: "
@@ -171,6 +199,16 @@ class RunConfig(Section):
     def _known_strategy(cls, name: str) -> str:
         get_strategy(name)  # ValueError naming the valid strategies
         return name
+
+    @model_validator(mode="after")
+    def _strategy_algorithm(self) -> "RunConfig":
+        """A strategy whose row names a weight-update algorithm (WHALE's, FST's and stagewise's: RSFT,
+        WHALE §3.1) trains with it whatever ``train.algorithm`` says, so one config serves every
+        strategy of a ``coevo compare``; the run's stored config records the algorithm used."""
+        wanted = get_strategy(self.strategy).algorithm
+        if wanted and self.train.algorithm != wanted:
+            self.train.algorithm = wanted  # type: ignore[assignment]
+        return self
 
 
 class ConfigError(ValueError):

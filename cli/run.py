@@ -188,6 +188,10 @@ def run_cmd(
     from coevo.storage import Archive
 
     console.print(summary_table(state, Archive(cfg.db)))
+    from coevo.report.phases import phases_tables
+
+    for table in phases_tables(state):
+        console.print(table)
     if report:
         from coevo.report.html import write_report
 

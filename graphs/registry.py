@@ -27,7 +27,8 @@ class Strategy:
     ``module``: the dotted path of the module whose ``build()`` returns the uncompiled
     ``StateGraph`` and whose module-level ``graph`` is the compiled one Studio serves.
     ``trains``: the strategy updates weights (the run gets a ``StageTrainer``). ``roles``: the
-    meta roles it calls (``curator``, ``editor``; later ``profiler``, ``voter``, ``proposer``).
+    meta roles it calls (``curator``, ``editor``, ``proposer``; later ``profiler``, ``voter``).
+    ``algorithm``: the weight-update algorithm it requires (``train.algorithm`` defaults to it).
     """
 
     name: str
@@ -35,6 +36,7 @@ class Strategy:
     description: str
     trains: bool
     roles: tuple[str, ...] = ()
+    algorithm: str | None = None
 
     def build(self) -> Any:
         """The strategy's uncompiled ``StateGraph`` (imports its module now)."""
@@ -47,6 +49,7 @@ class Strategy:
 
 
 REFINE = ("curator", "editor")
+SEARCH = ("proposer",)
 
 STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
     Strategy("vace", "coevo.graphs.vace", "VACE Algorithm 1: train, refine, validate, gate, every round", True, REFINE),
@@ -55,6 +58,14 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
     Strategy("rl_only", "coevo.graphs.rl_only", "the weight stage only, harness frozen at H0", True),
     Strategy("ungated", "coevo.graphs.ungated", "VACE's ablation: train and refine, the candidate adopted ungated",
              True, REFINE),
+    Strategy("whale", "coevo.graphs.whale", "WHALE: cycles of an RSFT weight phase, then a Meta-Harness search "
+             "phase (whale.schedule fixed|adaptive)", True, SEARCH, "rsft"),
+    Strategy("fst", "coevo.graphs.fst", "WHALE's schedule with harness search confined to the system and user "
+             "prompts (FST control)", True, SEARCH, "rsft"),
+    Strategy("stagewise", "coevo.graphs.stagewise", "the whole weight budget, then the whole harness-search "
+             "budget once (matched to WHALE's)", True, SEARCH, "rsft"),
+    Strategy("pace", "coevo.graphs.pace", "PACE: frozen weights; prompt edits until no validated gain, then "
+             "control-logic edits, each through the val gate", False, SEARCH),
 )}
 
 OTHER_GRAPHS: dict[str, str] = {"harness_demo": "./graphs/demo.py:graph"}

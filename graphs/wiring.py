@@ -15,6 +15,7 @@ from coevo.nodes.check import check
 from coevo.nodes.curate import curate
 from coevo.nodes.edit import edit, fan_out
 from coevo.nodes.schedule import final_test, more_rounds, next_round
+from coevo.nodes.search import accept, more_search, propose, search_evaluate, search_start
 from coevo.nodes.setup import setup
 
 
@@ -54,9 +55,25 @@ def add_refinement(builder: StateGraph, after: str) -> str:
     return "check"
 
 
-def add_rounds(builder: StateGraph, first: str, last: str) -> None:
-    """``for t in rounds``: after ``last``, ``next_round`` closes round t and goes back to
-    ``first`` while rounds remain, else to ``final_test``."""
+def add_rounds(builder: StateGraph, first: str, last: str | None) -> None:
+    """``for t in rounds``: after ``last`` (None: the caller routes to it), ``next_round`` closes
+    round t and goes back to ``first`` while rounds remain, else to ``final_test``."""
     builder.add_node("next_round", next_round)
-    builder.add_edge(last, "next_round")
+    if last is not None:
+        builder.add_edge(last, "next_round")
     builder.add_conditional_edges("next_round", more_rounds, {"continue": first, "done": "final_test"})
+
+
+def add_search(builder: StateGraph, after: str, done: str) -> None:
+    """A Meta-Harness phase after node ``after`` (WHALE §3.2, ``coevo.nodes.search``):
+    ``search_start`` (archive = {H}) -> ``propose`` -> ``search_evaluate`` -> ``accept`` (best of the
+    archive), back to ``propose`` until the phase ends, then to ``done``."""
+    builder.add_node("search_start", search_start)
+    builder.add_node("propose", propose)
+    builder.add_node("search_evaluate", search_evaluate)
+    builder.add_node("accept", accept)
+    builder.add_edge(after, "search_start")
+    builder.add_edge("search_start", "propose")
+    builder.add_edge("propose", "search_evaluate")
+    builder.add_edge("search_evaluate", "accept")
+    builder.add_conditional_edges("accept", more_search, {"continue": "propose", "done": done})

@@ -7,7 +7,7 @@ every problem found — an editor's malformed edit becomes a rejected candidate 
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 import jsonpatch
 import jsonpointer
@@ -15,15 +15,23 @@ import jsonpointer
 from coevo.harnesses.errors import HarnessError, Problem
 from coevo.harnesses.spec import HarnessSpec, validate_spec
 
+PROMPT_FIELDS: tuple[str, ...] = ("/prompt",)
+"""The system and user prompt fields (slots and rules): what the prompt-only controls may edit
+(WHALE §5's FST control; PACE's prompt phase)."""
+
+CONTROL_FIELDS: tuple[str, ...] = ("/hooks", "/parser", "/budget", "/tool_view", "/context")
+"""PACE's control logic: hooks, parser, budget, tool view and context policy."""
+
 
 def apply_patch(parent: HarnessSpec, patch: list[dict[str, Any]] | str,
-                tools: Iterable[str] | None = None) -> HarnessSpec:
+                tools: Iterable[str] | None = None, allowed: Sequence[str] | None = None) -> HarnessSpec:
     """Apply RFC 6902 ``patch`` (a list of operations or its JSON text) to ``parent``.
 
     The child's ``parents`` is ``[parent.id]``. With ``tools`` (the env's tool names) the child's
-    tool view is checked against them too. Raises ``HarnessError`` with every problem: each
-    operation that does not apply (path missing, test failed, malformed op), then every
-    validation/registry/tool problem of the result.
+    tool view is checked against them too; with ``allowed`` (JSON Pointer prefixes such as
+    ``PROMPT_FIELDS``) every field the child changes must lie under one of them (``check_fields``).
+    Raises ``HarnessError`` with every problem: each operation that does not apply (path missing,
+    test failed, malformed op), then every validation/registry/tool/field problem of the result.
     """
     try:
         ops = jsonpatch.JsonPatch.from_string(patch) if isinstance(patch, str) else jsonpatch.JsonPatch(list(patch))
@@ -44,7 +52,25 @@ def apply_patch(parent: HarnessSpec, patch: list[dict[str, Any]] | str,
     child = validate_spec(doc, "patched harness")
     if tools is not None:
         check_tools(child, tools)
+    if allowed is not None:
+        check_fields(parent, child, allowed)
     return child
+
+
+def check_fields(parent: HarnessSpec, child: HarnessSpec, allowed: Sequence[str]) -> None:
+    """Check that ``child`` differs from ``parent`` only under the JSON Pointer prefixes ``allowed``.
+
+    The difference is measured on the specs (``make_patch``), not on the operations, so a ``move``
+    or ``copy`` cannot smuggle a change into another field. Raises ``HarnessError`` naming each
+    changed path outside ``allowed`` and the fields this search may edit.
+    """
+    prefixes = [a.rstrip("/") for a in allowed]
+    outside = sorted({op["path"] for op in make_patch(parent, child)
+                      if not any(op["path"] == p or op["path"].startswith(p + "/") for p in prefixes)})
+    if outside:
+        raise HarnessError([Problem(path, f"this search may edit only {', '.join(prefixes) or 'nothing'}; "
+                                          "the change to this field is not allowed") for path in outside],
+                           "patch (field restriction)")
 
 
 def _short(err: Exception) -> str:

@@ -24,6 +24,7 @@ from coevo.report.progress import NullReporter, Reporter
 from coevo.report.tracking import NullTracker, Tracker
 from coevo.roles.curator import Curator
 from coevo.roles.editor import Editor
+from coevo.roles.proposer import Proposer
 from coevo.storage import Archive, BudgetRecord, LLMCallRecord
 
 Split = Literal["train", "val", "test"]
@@ -34,9 +35,10 @@ class Trainer(Protocol):
     checkpoint id and the stage's trajectories (the tokens the policy really generated)."""
 
     async def __call__(self, checkpoint_id: str, spec: HarnessSpec, tasks: Sequence[Task],
-                       round: int, siblings: Sequence[HarnessSpec] = ()) -> tuple[str, list[Trajectory]]:
+                       round: int, siblings: Sequence[HarnessSpec] = (), **phase: Any) -> tuple[str, list[Trajectory]]:
         """Train ``checkpoint_id`` in ``round`` (``siblings``: the Eq. 5 rescue pool, passed only
-        when non-empty); returns (new checkpoint id, the stage's trajectories)."""
+        when non-empty; ``phase``: a WHALE weight phase's sampler position, length and stopping
+        rule, passed only by the WHALE strategies); returns (new checkpoint id, the stage's trajectories)."""
 
 
 @dataclass
@@ -45,7 +47,9 @@ class MetaContext:
 
     ``policy(checkpoint_id)`` returns the chat model for that checkpoint; ``trainer`` is None for
     strategies with frozen weights; ``curator``/``editor`` are None for strategies that do not
-    refine (``graphs.registry`` says which roles a strategy needs); ``evaluator`` is
+    refine; ``proposer`` is the
+    Meta-Harness proposer of the search strategies (``graphs.registry`` says which roles a strategy
+    needs); ``evaluator`` is
     ``coevo.evaluation.engine.evaluate`` (replaceable in tests); ``executor`` where its rollouts run
     (``coevo.evaluation.executors``; None: in this process); ``approve`` (``--approve-gate``)
     pauses before each gate decision with a LangGraph ``interrupt``; ``run_id`` names the run
@@ -65,6 +69,7 @@ class MetaContext:
     trainer: Trainer | None = None
     curator: Curator | None = None
     editor: Editor | None = None
+    proposer: Proposer | None = None
     reporter: Reporter = field(default_factory=NullReporter)
     evaluator: Callable[..., Any] = evaluate
     executor: Executor | None = None

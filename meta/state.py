@@ -237,6 +237,77 @@ class RoundSummary(BaseModel):
     weights: WeightStage | None = None
 
 
+class Plan(BaseModel):
+    """The phase plan of an alternating strategy, written once by its ``plan`` node (WHALE §4):
+    ``cycles`` of a weight phase of ``weight_epochs`` then a harness phase of ``search_iterations``
+    (``adaptive``: the patience rule ends each phase instead, ``coevo.training.schedule.Patience``);
+    ``fields``: the JSON Pointer prefixes harness edits may touch (None: any; FST: the prompt)."""
+
+    strategy: str
+    cycles: int
+    weight_epochs: float
+    search_iterations: int
+    adaptive: bool = False
+    fields: list[str] | None = None
+
+
+class Phase(BaseModel):
+    """One finished phase of a run (WHALE §4; PACE's two timescales): its ``index`` in the run (the
+    key budgets are attributed by), ``cycle``, ``kind`` (``weights``, ``harness``, or PACE's
+    ``prompt``/``control``), ``length`` in ``unit`` (epochs, iterations), the harness and checkpoint
+    it ended with, its training signal per step/iteration (``signal``: RSFT reward per step, or the
+    best train score after each iteration), ``stop_reason`` (why it ended) and when it ran
+    (``started_at``/``ended_at``, UNIX seconds; stored as a ``PhaseRecord``)."""
+
+    index: int
+    cycle: int
+    kind: Literal["weights", "harness", "prompt", "control"]
+    length: float
+    unit: Literal["epochs", "iterations"]
+    steps: int = 0
+    harness_id: str
+    checkpoint: str
+    signal: list[float] = Field(default_factory=list)
+    stop_reason: str = ""
+    fields: list[str] | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+
+
+class SearchEntry(BaseModel):
+    """One harness of a Meta-Harness search archive (WHALE §3.2): its train ("search split") outcomes
+    under the phase's weights, one rollout per task (``per_task``), ``score`` their mean,
+    ``model_calls`` (the tie-break: fewer wins), ``order`` of arrival (then older wins), the
+    ``iteration`` that proposed it (0: the seed) and the ``patch`` from its ``parent_id``."""
+
+    harness_id: str
+    parent_id: str | None = None
+    iteration: int = 0
+    order: int = 0
+    score: float = 0.0
+    model_calls: int = 0
+    evaluation_id: str = ""
+    per_task: dict[str, TaskOutcome] = Field(default_factory=dict)
+    patch: list[dict[str, Any]] = Field(default_factory=list)
+    rationale: str = ""
+
+
+class SearchIteration(BaseModel):
+    """The end of one harness-search iteration: the ``accepted`` harness (best of the whole archive)
+    and its ``score`` (train; PACE: val), the candidates proposed (``candidates``: child ids;
+    ``rejected``: why each rejected one was), in ``phase`` (``Phase.index``) of ``cycle``; ``changed``:
+    the iteration changed the accepted harness (PACE: a validated gain)."""
+
+    phase: int
+    cycle: int
+    iteration: int
+    accepted: str
+    score: float
+    changed: bool = False
+    candidates: list[str] = Field(default_factory=list)
+    rejected: list[str] = Field(default_factory=list)
+
+
 class EditRequest(TypedDict):
     """What ``fan_out`` sends each ``edit`` branch (a LangGraph ``Send`` payload): one direction,
     the incumbent it edits, the round, and the round's train trajectory ids."""
@@ -283,8 +354,31 @@ class MetaState(TypedDict, total=False):
     """Accumulated (``operator.add``): one summary per round, appended by ``next_round``."""
     test: dict[str, EvalSummary]
     """Replaced by ``final_test``: the test evaluation of ``"start"`` (H0, W0) and ``"final"`` (H[T], W[T])."""
+    plan: Plan
+    """Replaced once by an alternating strategy's ``plan`` node (whale, fst, stagewise, pace)."""
+    phase: int
+    """Replaced: index of the phase running now (0-based; each phase start advances it)."""
+    phase_kind: str
+    """Replaced: the kind of the phase running now (``Phase.kind``)."""
+    phase_started: float
+    """Replaced by the node that starts a phase: when it started (UNIX seconds)."""
+    fields: list[str] | None
+    """Replaced: the fields harness edits may touch in this phase (None: any)."""
+    phase_done: bool
+    """Replaced by the node that ends a phase: whether the running phase has just ended."""
+    sampler_position: int
+    """Replaced by ``train`` in WHALE phases: tasks drawn so far from the persistent sampler."""
+    iteration: int
+    """Replaced: the harness-search iteration within the running phase (0: the archive's seed)."""
+    search: list[SearchEntry]
+    """Replaced: the running search's archive (seeded by ``search_start``, grown by ``search_evaluate``)."""
+    search_iterations: Annotated[list[SearchIteration], operator.add]
+    """Accumulated (``operator.add``): every harness-search iteration's accepted harness."""
+    phases: Annotated[list[Phase], operator.add]
+    """Accumulated (``operator.add``): every finished phase, in order."""
 
 
 STATE_MODELS: tuple[type[BaseModel], ...] = (Evidence, Direction, CandidateChecks, Candidate, TaskOutcome, EvalSummary,
-                                             GatePair, GateDecision, CandidateOutcome, WeightStage, RoundSummary)
+                                             GatePair, GateDecision, CandidateOutcome, WeightStage, RoundSummary,
+                                             Plan, Phase, SearchEntry, SearchIteration)
 """Every pydantic model the meta state holds: the checkpointer's deserialisation allow-list."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Sequence
+
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
@@ -31,19 +33,20 @@ def record_edit(ctx: MetaContext, candidate: Candidate, round: int) -> None:
         direction=candidate.direction, status=candidate.status, reason=candidate.reason)])
 
 
-def realise(proposal: Proposal, ctx: MetaContext, round: int) -> Candidate:
+def realise(proposal: Proposal, ctx: MetaContext, round: int, allowed: Sequence[str] | None = None) -> Candidate:
     """Store the editor's LLM calls; apply the candidate's patch to its parent; store the child
     harness and the edit record.
 
-    A patch that does not apply or yields an invalid spec rejects the candidate with every
-    problem as its reason (never raises for a malformed edit).
+    A patch that does not apply, yields an invalid spec or (with ``allowed``, the JSON Pointer
+    prefixes a phase may edit: FST, PACE) changes a field outside them rejects the candidate with
+    every problem as its reason (never raises for a malformed edit).
     """
     ctx.store_calls(proposal.calls)
     candidate = proposal.candidate
     if candidate.status != "rejected":
         parent = ctx.spec(candidate.parent_id)
         try:
-            child = apply_patch(parent, candidate.patch, tools=None)
+            child = apply_patch(parent, candidate.patch, tools=None, allowed=allowed)
             candidate.spec_id = ctx.archive.add_harness(child, [parent.id], "edit", ctx.run_id)
         except HarnessError as err:
             candidate.status, candidate.reason = "rejected", str(err)

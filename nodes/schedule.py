@@ -40,8 +40,10 @@ def next_round(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
 
 
 def more_rounds(state: MetaState, runtime: Runtime[MetaContext]) -> str:
-    """``"continue"`` while ``round < config.rounds``, else ``"done"``."""
-    return "continue" if state.get("round", 0) < services(runtime).config.rounds else "done"
+    """``"continue"`` while ``round < config.rounds`` (an alternating strategy's ``plan.cycles``), else ``"done"``."""
+    plan = state.get("plan")
+    rounds = plan.cycles if plan is not None else services(runtime).config.rounds
+    return "continue" if state.get("round", 0) < rounds else "done"
 
 
 async def final_test(state: MetaState, runtime: Runtime[MetaContext]) -> dict:

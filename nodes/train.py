@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import time
+
 from langgraph.runtime import Runtime
 
 from coevo.envs.base import Task
 from coevo.meta.context import MetaContext, services
 from coevo.meta.state import MetaState, WeightStage
+from coevo.nodes.phases import weight_phase, weight_phase_end
 from coevo.training.stage import training_spec
 
 
@@ -24,7 +27,9 @@ def stage_tasks(ctx: MetaContext, state: MetaState) -> list[Task]:
 async def train(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """The weight stage under the incumbent harness (VACE Alg. 1, line 2): GRPO or RSFT via the
     context's ``trainer`` on the train tasks no demonstration answers (``stage_tasks``), with the
-    previous round's checked candidates as the Eq. 5 rescue pool. Returns the new checkpoint id, the
+    previous round's checked candidates as the Eq. 5 rescue pool. Under a WHALE plan (``state["plan"]``)
+    it is a weight phase: the persistent sampler, a length in epochs, the adaptive stop
+    (``coevo.nodes.phases.weight_phase``), closed by a ``Phase`` record. Returns the new checkpoint id, the
     ids of the stage's trajectories and the stage's training numbers (``WeightStage``; ``stage_effect``
     adds its val effect)."""
     ctx = services(runtime)
@@ -35,8 +40,10 @@ async def train(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     tasks = stage_tasks(ctx, state)
     siblings = [ctx.spec(c.spec_id) for c in state.get("checked", [])
                 if c.status == "checked" and c.spec_id and c.spec_id != spec.id]
-    options = {"siblings": siblings} if siblings else {}
-    checkpoint, trajectories = await ctx.train(before, spec, tasks, rnd, **options)  # accounted, tracked
+    options: dict = {"siblings": siblings} if siblings else {}
+    phase = weight_phase(ctx, state, len(tasks)) if state.get("plan") else {}
+    started = time.time()
+    checkpoint, trajectories = await ctx.train(before, spec, tasks, rnd, **options, **phase)  # accounted, tracked
     # rollouts ran the training variants (``training_spec``); they are stored under the harnesses themselves
     names = {training_spec(s, ctx.config.train).id: s.id for s in [spec, *siblings]}
     trajectories = [t.model_copy(update={"split": "train", "harness_id": names.get(t.harness_id, spec.id)})
@@ -56,7 +63,8 @@ async def train(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
                      f"tasks, mean reward {mean:.3f}, effective groups {_pct(stage.effective_group_rate)} "
                      f"(with reward contrast {_pct(stage.contrast_rate)}), "
                      f"||dW|| {_num(stage.delta_norm)}")
-    return {"checkpoint": checkpoint, "train_trajectories": [t.id for t in trajectories], "stage": stage}
+    update = {"checkpoint": checkpoint, "train_trajectories": [t.id for t in trajectories], "stage": stage}
+    return {**update, **weight_phase_end(ctx, state, phase, m, checkpoint, started)} if phase else update
 
 
 def _pct(x: float | None) -> str:

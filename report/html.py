@@ -11,6 +11,7 @@ from coevo.evaluation.results import paired_difference
 from coevo.evaluation.stats import score_estimate
 from coevo.harnesses import diff, load_harness
 from coevo.report.numbers import difference_text, plain, score_text, stored_estimate
+from coevo.report.phases import phases_html
 from coevo.report.plots import lineage_plot, train_plot, validation_plot
 from coevo.report.stages import weight_stages
 from coevo.storage import Archive
@@ -126,7 +127,8 @@ def write_report(run_id: str, db: str, out_dir: Path, state: dict[str, Any] | No
         figures.append(("Harness lineage", lineage_plot(harnesses, set(accepted), out_dir / "lineage.png")))
     final_diff = ""
     if base is not None:
-        final = archive.get_harness(accepted[-1]) if accepted else base
+        incumbent = (state or {}).get("incumbent")  # gateless strategies (WHALE) accept without a gate decision
+        final = archive.get_harness(incumbent or (accepted[-1] if accepted else base.id)) or base
         final_diff = (diff(load_harness(base.spec), load_harness(final.spec))
                       or "(the final harness is H0: no candidate was accepted)")
     rows = "".join(_gate_row(d) for d in decisions)
@@ -145,7 +147,8 @@ trivial-policy baseline on val: {trivial_val}</p>
 paired per task and significant at 95 % when its interval excludes 0).</p>
 <h2>Gate decisions</h2><table><tr><th>round</th><th>candidate</th><th>b (incumbent, val)</th>\
 <th>c (candidate, val)</th><th>decision</th><th>reason</th></tr>{rows}</table>
-{_stage_table(archive, run_id)}{budget}<h2>Test</h2><table><tr><th>pair</th><th>harness</th><th>checkpoint</th>\
+{_stage_table(archive, run_id)}{budget}{phases_html(state)}
+<h2>Test</h2><table><tr><th>pair</th><th>harness</th><th>checkpoint</th>\
 <th>mean reward [95 %] n</th><th>pass@k</th><th>trivial</th></tr>{test_rows}</table>
 {imgs}<h2>Final harness vs H0</h2><pre>{html.escape(final_diff)}</pre></body></html>"""
     path = out_dir / "index.html"

@@ -52,6 +52,8 @@ from coevo.storage.tables import (
     HarnessRow,
     LLMCallRecord,
     LLMCallRow,
+    PhaseRecord,
+    PhaseRow,
     ProfileRecord,
     ProfileRow,
     RunRecord,
@@ -107,7 +109,7 @@ class Archive:
     @staticmethod
     def _tables() -> list[Table]:
         rows = (SchemaVersionRow, RunRow, HarnessRow, EditRow, CheckpointRow, TaskRow, EvaluationRow,
-                TrajectoryRow, GateDecisionRow, ProfileRow, LLMCallRow, BudgetRow)
+                TrajectoryRow, GateDecisionRow, ProfileRow, LLMCallRow, BudgetRow, PhaseRow)
         return [row.__table__ for row in rows]  # type: ignore[attr-defined]
 
     def close(self) -> None:
@@ -372,3 +374,13 @@ class Archive:
     def list_budgets(self, run_id: str | None = None) -> list[BudgetRecord]:
         """Budget rows (of ``run_id``), oldest first."""
         return self._list(BudgetRow, BudgetRecord, run_id=run_id)
+
+    # -- phases ----------------------------------------------------------------------------
+
+    def add_phases(self, phases: Sequence[PhaseRecord]) -> None:
+        """Insert or replace phase records (WHALE-style alternating runs) in one transaction."""
+        self._put(PhaseRow, phases)
+
+    def list_phases(self, run_id: str | None = None) -> list[PhaseRecord]:
+        """Phases (of ``run_id``), oldest first."""
+        return self._list(PhaseRow, PhaseRecord, run_id=run_id)

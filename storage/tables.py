@@ -329,3 +329,32 @@ class BudgetRow(BudgetRecord, table=True):
     ``create_all`` on any archive; no column of an older table changed)."""
 
     __tablename__ = "budgets"
+class PhaseRecord(SQLModel):
+    """One finished phase of an alternating run (WHALE §4, FST, stagewise, PACE; ``coevo.meta.state.Phase``):
+    its ``index`` in the run, ``cycle``, ``kind`` (weights, harness, prompt, control), ``length`` in
+    ``unit``, ``steps``, the harness and checkpoint it ended with, its training signal, the fields
+    it could edit, why it stopped, and when it ran (``started_at``/``ended_at``, UNIX seconds: the
+    window in which the run's evaluations, trajectories and LLM calls belong to it)."""
+
+    id: str = Field(primary_key=True)
+    run_id: str | None = Field(default=None, index=True)
+    index: int = 0
+    cycle: int = 0
+    kind: str = ""
+    length: float = 0.0
+    unit: str = ""
+    steps: int = 0
+    harness_id: str = ""
+    checkpoint: str = ""
+    signal: list[float] = Field(default_factory=list, sa_type=JSON)
+    fields: list[str] | None = Field(default=None, sa_type=JSON)
+    stop_reason: str = ""
+    started_at: float | None = None
+    ended_at: float | None = None
+    created_at: float = Field(default_factory=_now)
+
+
+class PhaseRow(PhaseRecord, table=True):
+    """The ``phases`` table: one row per ``PhaseRecord``."""
+
+    __tablename__ = "phases"

@@ -1,8 +1,10 @@
 """Online rejection-sampling fine-tuning (WHALE §3.1) on harness rollouts, LoRA via PEFT.
 
 Each round (a ``StageConfig`` step): the current policy samples ``num_generations`` rollouts for
-each of ``tasks_per_step`` tasks under the fixed harness (``coevo.graphs.harness.arun_rollout``),
-the verifier-accepted ones (``reward > rsft_threshold``) are kept, and the adapter takes minibatch
+each of ``tasks_per_step`` tasks (drawn in turn, or from WHALE's ``PersistentSampler`` so that
+each phase continues where the last stopped) under the fixed harness (``coevo.graphs.harness.arun_rollout``),
+the verifier-accepted ones (``reward > rsft_threshold``: R = 1 for a binary verifier; with partial
+credit the threshold is the stated bar, default 0.5) are kept, and the adapter takes minibatch
 gradient steps on the token-normalised log-likelihood of their *policy* tokens only
 (``Trajectory.segments`` masks: user prompts, tool results and harness injections excluded). The
 next round samples from the updated weights ("synchronise the updated weights to the rollout
@@ -29,6 +31,7 @@ from coevo.training.checkpoint import Checkpoint, load_policy, new_checkpoint_id
 from coevo.training.config import StageConfig
 from coevo.training.rollout import RolloutFn, default_rollout_fn, eval_mode, guarded, is_failed, run_sync
 from coevo.training.samples import Row, trajectory_rows
+from coevo.training.schedule import PersistentSampler, run_phase
 
 
 def accepted(trajectories: Sequence[Trajectory], threshold: float) -> list[Trajectory]:
@@ -64,6 +67,8 @@ def train_rsft(
     archive: Any = None, *, policy_factory: Callable[[Any, Any], Any] | None = None,
     rollout_fn: RolloutFn | None = None, run_id: str | None = None, progress: Callable[[dict], None] | None = None,
     executor: Any = None,
+    sampler: PersistentSampler | None = None, position: int = 0, max_steps: int | None = None,
+    stop: Callable[[list[float]], str | None] | None = None, stream: Sequence[Task] | None = None,
 ) -> tuple[Checkpoint, list[Trajectory]]:
     """Run one online RSFT stage from ``checkpoint`` under harness ``spec`` on ``tasks``.
 
@@ -75,11 +80,17 @@ def train_rsft(
     ``rollout_fn`` replaces ``arun_rollout``; ``executor`` (``coevo.evaluation.executors``) samples
     the rounds of a server-backed or shippable sampler on its workers, the default live-weights
     sampler staying in this process (``coevo.evaluation.executors.sampling_on``);
-    ``progress(round_stats)`` is called after each round. Returns ``(new checkpoint, every rollout
-    sampled)``; metrics hold ``loss``
+    ``progress(round_stats)`` is called after each round. WHALE phases (§3.1, §4): ``sampler`` draws
+    each round's tasks from the persistent shuffled stream at ``position`` (draws so far in the run)
+    over ``stream`` (all the run's train tasks, default ``tasks``; those not in ``tasks`` are passed
+    over), ``max_steps`` replaces ``steps`` (a phase length counted in epochs, ``epochs_to_steps``),
+    and ``stop(rewards so far, one per round)`` returning a reason ends the phase early
+    (``Patience.stop``). Returns ``(new checkpoint, every rollout sampled)``; metrics hold ``loss``
     (mean over SFT steps), ``reward_mean`` (of the samples), ``kept_rate``, ``tokens`` (policy tokens
-    trained on), ``wall_time_s`` and a per-round ``history``. Rounds with nothing accepted make no
-    update. Raises ``StageConfigError`` naming a bad config key and ``ValueError`` with no tasks.
+    trained on), ``wall_time_s``, a per-round ``history``, ``sampler_position`` (where the next phase
+    starts), ``epochs`` (stream positions walked / stream size, or tasks drawn / tasks) and
+    ``stop_reason`` ("": it ran its length). Rounds with nothing accepted make no update. Raises
+    ``StageConfigError`` naming a bad config key and ``ValueError`` with no tasks.
     """
     from peft import get_peft_model
 
@@ -108,8 +119,7 @@ def train_rsft(
     trajectories: list[Trajectory] = []
     history: list[dict[str, Any]] = []
     try:
-        for rnd in range(cfg.steps):
-            batch = [tasks[(rnd * cfg.tasks_per_step + i) % len(tasks)] for i in range(cfg.tasks_per_step)]
+        def step(rnd: int, batch: list[Task]) -> float:
             ckpt_id = checkpoint.id if rnd == 0 else f"{checkpoint.id}+round{rnd}"
 
             async def sample() -> list[Trajectory]:
@@ -119,7 +129,7 @@ def train_rsft(
 
             with eval_mode(model):
                 sampled = run_sync(sample())
-            trajectories += sampled
+            trajectories.extend(sampled)
             keep = accepted(sampled, cfg.rsft_threshold)
             rows = [r for t in keep for r in trajectory_rows(t, 1.0, 0, cfg.max_len)]
             losses = _sft_epochs(model, optimizer, rows, cfg, rng)
@@ -131,6 +141,11 @@ def train_rsft(
             history.append(stats)
             if progress:
                 progress(stats)
+            return stats["reward"]
+
+        ids = {t.id for t in tasks}
+        phase = run_phase(step, stream or tasks, cfg.tasks_per_step, max_steps or cfg.steps, sampler, position, stop,
+                          keep=lambda t: t.id in ids)
     finally:
         engine = getattr(policy, "engine", None)
         if engine is not None and policy_factory is None:
@@ -145,7 +160,10 @@ def train_rsft(
                  "reward_mean": statistics.fmean(h["reward"] for h in history),
                  "kept_rate": statistics.fmean(h["kept_rate"] for h in history),
                  "tokens": sum(h["tokens"] for h in history), "steps": sum(h["sft_steps"] for h in history),
-                 "wall_time_s": time.perf_counter() - started, "history": history},
+                 "wall_time_s": time.perf_counter() - started, "history": history, "stop_reason": phase.stop_reason,
+                 "sampler_position": phase.position,
+                 "epochs": ((phase.position - position) / len(stream or tasks) if sampler is not None
+                            else len(history) * cfg.tasks_per_step / len(tasks))},
         run_id=run_id,
     )
     record_checkpoint(archive, new)

@@ -76,15 +76,20 @@ class StageTrainer:
         self.executor = executor
 
     def _train(self, checkpoint_id: str, spec: HarnessSpec, tasks: Sequence[Task], round: int,
-               siblings: Sequence[HarnessSpec]) -> tuple[str, list[Trajectory]]:
+               siblings: Sequence[HarnessSpec], phase: dict[str, Any]) -> tuple[str, list[Trajectory]]:
         train = self.config.train
+        if phase and train.algorithm != "rsft":
+            raise ValueError(f"strategy {self.config.strategy!r} runs WHALE weight phases, which are RSFT (WHALE "
+                             "§3.1); set train.algorithm = \"rsft\" in the run config")
         checkpoint = self.archive.get_checkpoint(checkpoint_id)
         if checkpoint is None:
             raise KeyError(f"checkpoint {checkpoint_id!r} is not in the archive")
         # absolute: the checkpoint's stored adapter_path must not depend on where a resume is started from
         config = train.stage(round, self.config.seed, Path(self.config.out_dir).expanduser().resolve())
         config = tracked(config, self.config, self.run_id, round)
-        options: dict[str, Any] = {} if self.executor is None else {"executor": self.executor}
+        options: dict[str, Any] = dict(phase)
+        if self.executor is not None:
+            options["executor"] = self.executor
         if train.algorithm == "rsft":
             from coevo.training.rsft import train_rsft as stage
         else:
@@ -122,8 +127,9 @@ class StageTrainer:
         return new.id, trajectories
 
     async def __call__(self, checkpoint_id: str, spec: HarnessSpec, tasks: Sequence[Task], round: int,
-                       siblings: Sequence[HarnessSpec] = ()) -> tuple[str, list[Trajectory]]:
+                       siblings: Sequence[HarnessSpec] = (), **phase: Any) -> tuple[str, list[Trajectory]]:
         """Train from ``checkpoint_id`` under ``spec`` on ``tasks`` in round ``round`` (``siblings``:
         the Eq. 5 rescue pool, best first); returns the new checkpoint's id (recorded in the
-        archive) and every training rollout."""
-        return await asyncio.to_thread(self._train, checkpoint_id, spec, tasks, round, siblings)
+        archive) and every training rollout. ``phase``: a WHALE weight phase's ``train_rsft``
+        options (``sampler``, ``position``, ``max_steps``, ``stop``); ``ValueError`` under GRPO."""
+        return await asyncio.to_thread(self._train, checkpoint_id, spec, tasks, round, siblings, phase)

@@ -77,3 +77,24 @@ def test_rsft_reads_the_train_section_names_as_rounds_and_batch(tmp_path):
     assert Path(new.adapter_path).parent.parent == tmp_path / "adapters" and new.config["seed"] == 7
     with pytest.raises(StageConfigError, match="rounds"):  # WHALE's word is not a second name for steps
         rsft.train_rsft(tiny_llama_checkpoint(tmp_path / "base"), SPEC, LookupEnv(), LookupEnv().tasks(), {"rounds": 2})
+
+
+def test_rsft_phases_continue_the_persistent_sampler_and_stop_on_the_patience_rule(tmp_path):
+    from coevo.training.schedule import Patience, PersistentSampler
+
+    env = LookupEnv(keys=("a", "b", "c"))
+    cfg = {"steps": 9, "tasks_per_step": 1, "num_generations": 1, "output_dir": str(tmp_path / "runs")}
+    ckpt, position, drawn = tiny_llama_checkpoint(tmp_path / "base"), 0, []
+    for max_steps in (2, 4):  # two WHALE cycles: the second continues mid-epoch
+        ckpt, trajs = rsft.train_rsft(ckpt, SPEC, env, env.tasks(), cfg, sampler=PersistentSampler(3),
+                                      position=position, max_steps=max_steps,
+                                      policy_factory=lambda model, tok: lookup_policy(right_every=2))
+        assert ckpt.metrics["sampler_position"] == position + max_steps and ckpt.metrics["stop_reason"] == ""
+        position = ckpt.metrics["sampler_position"]
+        drawn += [t.task_id for t in trajs]
+    assert sorted(drawn[:3]) == sorted(drawn[3:]) == ["lookup-a", "lookup-b", "lookup-c"]
+    stopped, trajs = rsft.train_rsft(ckpt, SPEC, env, env.tasks(), cfg, sampler=PersistentSampler(3),
+                                     position=position, stop=Patience(minimum=2, patience=1).stop,
+                                     policy_factory=lambda model, tok: lookup_policy(right_every=1))
+    assert len(trajs) == 2 and "patience 1" in stopped.metrics["stop_reason"]  # constant reward: no new best
+    assert stopped.metrics["epochs"] == pytest.approx(2 / 3)
