@@ -55,6 +55,11 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
     Strategy("rl_only", "coevo.graphs.rl_only", "the weight stage only, harness frozen at H0", True),
     Strategy("ungated", "coevo.graphs.ungated", "VACE's ablation: train and refine, the candidate adopted ungated",
              True, REFINE),
+    Strategy("coevo_rsi", "coevo.graphs.coevo_rsi", "CoEvo-RSI: editors inherit archived bases, models select or "
+             "TIES-merge archived checkpoints, adapt, promote with margin", True, (*REFINE, "inheritor")),
+    Strategy("coevo_rsi_latest_only", "coevo.graphs.coevo_rsi_latest_only",
+             "CoEvo-RSI's ablation: inheritance from the latest harness and checkpoint only", True,
+             (*REFINE, "inheritor")),
 )}
 
 OTHER_GRAPHS: dict[str, str] = {"harness_demo": "./graphs/demo.py:graph"}

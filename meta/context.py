@@ -43,7 +43,8 @@ class MetaContext:
 
     ``policy(checkpoint_id)`` returns the chat model for that checkpoint; ``trainer`` is None for
     strategies with frozen weights; ``curator``/``editor`` are None for strategies that do not
-    refine (``graphs.registry`` says which roles a strategy needs); ``evaluator`` is
+    refine, ``inheritor`` (``coevo.roles.inheritor``) for those without CoEvo-RSI inheritance
+    (``graphs.registry`` says which roles a strategy needs); ``evaluator`` is
     ``coevo.evaluation.engine.evaluate`` (replaceable in tests); ``executor`` where its rollouts run
     (``coevo.evaluation.executors``; None: in this process); ``approve`` (``--approve-gate``)
     pauses before each gate decision with a LangGraph ``interrupt``; ``run_id`` names the run
@@ -57,6 +58,7 @@ class MetaContext:
     trainer: Trainer | None = None
     curator: Curator | None = None
     editor: Editor | None = None
+    inheritor: Any = None
     reporter: Reporter = field(default_factory=NullReporter)
     evaluator: Callable[..., Any] = evaluate
     executor: Executor | None = None

@@ -5,8 +5,10 @@ from __future__ import annotations
 from langgraph.runtime import Runtime
 
 from coevo.envs.base import Task
+from coevo.harnesses.spec import HarnessSpec
 from coevo.meta.context import MetaContext, services
 from coevo.meta.state import MetaState, WeightStage
+from coevo.models.trajectory import Trajectory
 from coevo.training.stage import training_spec
 
 
@@ -21,20 +23,15 @@ def stage_tasks(ctx: MetaContext, state: MetaState) -> list[Task]:
     return tasks
 
 
-async def train(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
-    """The weight stage under the incumbent harness (VACE Alg. 1, line 2): GRPO or RSFT via the
-    context's ``trainer`` on the train tasks no demonstration answers (``stage_tasks``), with the
-    previous round's checked candidates as the Eq. 5 rescue pool. Returns the new checkpoint id, the
-    ids of the stage's trajectories and the stage's training numbers (``WeightStage``; ``stage_effect``
-    adds its val effect)."""
-    ctx = services(runtime)
+async def run_stage(ctx: MetaContext, state: MetaState, spec: HarnessSpec, before: str,
+                    siblings: list[HarnessSpec]) -> tuple[str, list[Trajectory], WeightStage]:
+    """One weight stage from checkpoint ``before`` under ``spec`` on ``stage_tasks`` (``siblings``: the
+    Eq. 5 rescue pool): the new checkpoint id, its trajectories (stored, split ``train``, under the
+    harnesses themselves rather than their training variants) and its ``WeightStage`` numbers."""
     if ctx.trainer is None:
         raise ValueError("this strategy trains weights but the run has no trainer; use strategy harness_only or static")
-    rnd, before = state.get("round", 0), state["checkpoint"]
-    spec = ctx.spec(state["incumbent"])
+    rnd = state.get("round", 0)
     tasks = stage_tasks(ctx, state)
-    siblings = [ctx.spec(c.spec_id) for c in state.get("checked", [])
-                if c.status == "checked" and c.spec_id and c.spec_id != spec.id]
     options = {"siblings": siblings} if siblings else {}
     checkpoint, trajectories = await ctx.trainer(before, spec, tasks, rnd, **options)
     # rollouts ran the training variants (``training_spec``); they are stored under the harnesses themselves
@@ -56,6 +53,20 @@ async def train(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
                      f"tasks, mean reward {mean:.3f}, effective groups {_pct(stage.effective_group_rate)} "
                      f"(with reward contrast {_pct(stage.contrast_rate)}), "
                      f"||dW|| {_num(stage.delta_norm)}")
+    return checkpoint, trajectories, stage
+
+
+async def train(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
+    """The weight stage under the incumbent harness (VACE Alg. 1, line 2): GRPO or RSFT via the
+    context's ``trainer`` on the train tasks no demonstration answers (``stage_tasks``), with the
+    previous round's checked candidates as the Eq. 5 rescue pool. Returns the new checkpoint id, the
+    ids of the stage's trajectories and the stage's training numbers (``WeightStage``; ``stage_effect``
+    adds its val effect)."""
+    ctx = services(runtime)
+    spec = ctx.spec(state["incumbent"])
+    siblings = [ctx.spec(c.spec_id) for c in state.get("checked", [])
+                if c.status == "checked" and c.spec_id and c.spec_id != spec.id]
+    checkpoint, trajectories, stage = await run_stage(ctx, state, spec, state["checkpoint"], siblings)
     return {"checkpoint": checkpoint, "train_trajectories": [t.id for t in trajectories], "stage": stage}
 
 

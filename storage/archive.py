@@ -31,6 +31,8 @@ from coevo.storage.tables import (
     TRAJECTORY_FIELDS,
     TRAJECTORY_TOTALS,
     UPGRADES,
+    BaseChoiceRecord,
+    BaseChoiceRow,
     CheckpointRecord,
     CheckpointRow,
     EditRecord,
@@ -43,8 +45,12 @@ from coevo.storage.tables import (
     HarnessRow,
     LLMCallRecord,
     LLMCallRow,
+    ModelProposalRecord,
+    ModelProposalRow,
     ProfileRecord,
     ProfileRow,
+    PromotionRecord,
+    PromotionRow,
     RunRecord,
     RunRow,
     SchemaVersionRow,
@@ -56,6 +62,10 @@ R = TypeVar("R", bound=SQLModel)
 
 _CHUNK = 500
 """Rows per DELETE ... IN (...) statement in the portable upsert (well under SQLite's limit)."""
+
+_INHERITANCE: dict[type, type[SQLModel]] = {BaseChoiceRecord: BaseChoiceRow, ModelProposalRecord: ModelProposalRow,
+                                           PromotionRecord: PromotionRow}
+"""CoEvo-RSI record kind -> its table's row class."""
 
 
 class ArchiveError(RuntimeError):
@@ -95,7 +105,7 @@ class Archive:
     @staticmethod
     def _tables() -> list[Table]:
         rows = (SchemaVersionRow, RunRow, HarnessRow, EditRow, CheckpointRow, TaskRow, EvaluationRow,
-                TrajectoryRow, GateDecisionRow, ProfileRow, LLMCallRow)
+                TrajectoryRow, GateDecisionRow, ProfileRow, LLMCallRow, BaseChoiceRow, ModelProposalRow, PromotionRow)
         return [row.__table__ for row in rows]  # type: ignore[attr-defined]
 
     def _check_version(self) -> None:
@@ -362,3 +372,18 @@ class Archive:
     def list_llm_calls(self, run_id: str | None = None, role: str | None = None) -> list[LLMCallRecord]:
         """LLM calls filtered by run and/or role, oldest first."""
         return self._list(LLMCallRow, LLMCallRecord, run_id=run_id, role=role)
+
+    # -- CoEvo-RSI inheritance: base choices, model proposals, promotions ------------------
+
+    def add_inheritance(self, records: Sequence[BaseChoiceRecord | ModelProposalRecord | PromotionRecord]) -> None:
+        """Insert or replace CoEvo-RSI records (base choices, model proposals, promotions), each kind
+        in its own table, all in one transaction."""
+        with self._lock, self.engine.begin() as conn:
+            for record_cls, row_cls in _INHERITANCE.items():
+                batch = [r.model_dump() for r in records if type(r) is record_cls]
+                self._upsert(conn, row_cls.__table__, batch)  # type: ignore[attr-defined]
+
+    def list_inheritance(self, kind: type[R], run_id: str | None = None) -> list[R]:
+        """The CoEvo-RSI records of ``kind`` (``BaseChoiceRecord``, ``ModelProposalRecord`` or
+        ``PromotionRecord``) of ``run_id``, oldest first."""
+        return self._list(_INHERITANCE[kind], kind, run_id=run_id)  # type: ignore[index]
