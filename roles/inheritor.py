@@ -163,6 +163,8 @@ class LLMInheritor(JsonRole):
         reply = self.ask(system, user, ProposalsReply, check)
         if reply.value is None:
             fallback = self.offline.propose_models(harness_id, base_id, summary, prefix)
+            for p in fallback.proposals:
+                p.reason = f"LLM reply rejected ({reply.reason[:200]}); offline: {p.reason}"
             return fallback.model_copy(update={"calls": reply.calls})
         why = reply.value.reason
         proposals = [_select(prefix, i, harness_id, p.checkpoints[0], why) if p.kind == "select" else

@@ -205,3 +205,16 @@ def test_a_coevo_rsi_run_records_bases_proposals_and_promotions(tmp_path, strate
     archive.add_run(RunRecord(id="run-1", strategy=strategy, config=config.model_dump()))
     page = write_report("run-1", config.db, tmp_path / "report").read_text()
     assert "CoEvo-RSI rounds" in page and "TIMR" in page and (tmp_path / "report" / "timr_matrix.png").is_file()
+
+
+def test_an_llm_inheritor_proposes_merges_over_archived_adapters_and_falls_back_when_invalid():
+    summary = summary_of({"w0": 0.9}, ["a", "b"])
+    reply = {"proposals": [{"kind": "select", "checkpoints": ["b"]},
+                           {"kind": "merge", "checkpoints": ["a", "b"], "alpha": [3, 1]}], "reason": "b fits"}
+    select, merge = LLMInheritor("openai/fake", mock_response=json.dumps(reply)).propose_models(
+        "child", "h", summary, "p").proposals
+    assert (select.sources, merge.sources, merge.alpha) == (["b"], ["a", "b"], [0.75, 0.25])
+    bad = {"proposals": [{"kind": "merge", "checkpoints": ["w0", "a"], "alpha": [0.5, 0.5]}]}  # w0 has no adapter
+    out = LLMInheritor("openai/fake", mock_response=json.dumps(bad)).propose_models("child", "h", summary, "p")
+    assert [p.kind for p in out.proposals] == ["select", "merge"] and out.proposals[0].sources == ["w0"]
+    assert len(out.calls) == 2 and "LLM reply rejected" in out.proposals[0].reason  # first try + one repair
