@@ -218,3 +218,26 @@ def test_an_llm_inheritor_proposes_merges_over_archived_adapters_and_falls_back_
     out = LLMInheritor("openai/fake", mock_response=json.dumps(bad)).propose_models("child", "h", summary, "p")
     assert [p.kind for p in out.proposals] == ["select", "merge"] and out.proposals[0].sources == ["w0"]
     assert len(out.calls) == 2 and "LLM reply rejected" in out.proposals[0].reason  # first try + one repair
+
+
+def test_a_coevo_rsi_run_killed_in_adapt_resumes_to_the_same_promotions(tmp_path):
+    def run(path, **kw):
+        path.mkdir()
+        config, ctx, archive = setup_run(path, strategy="coevo_rsi", **kw)
+        ctx.inheritor = OfflineInheritor()
+        return config, ctx, archive
+
+    def outcome(state, archive):
+        promotions = [(p.round, p.harness_id, p.checkpoint_id, p.accepted)
+                      for p in archive.list_inheritance(PromotionRecord, "run-1")]
+        return state["incumbent"], state["checkpoint"], state["promotion"].reason, promotions
+
+    config, ctx, archive = run(tmp_path / "a")
+    reference = asyncio.run(run_meta(config, run_id="run-1", context=ctx, archive=archive))
+    config2, ctx2, archive2 = run(tmp_path / "b", fail_once_at=1)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        asyncio.run(run_meta(config2, run_id="run-1", context=ctx2, archive=archive2))
+    assert len(archive2.list_inheritance(PromotionRecord, "run-1")) == 1  # round 1 stopped in adapt
+    resumed = asyncio.run(run_meta(config2, run_id="run-1", resume=True, context=ctx2, archive=archive2))
+    assert outcome(resumed, archive2) == outcome(reference, archive)
+    assert resumed["archive_view"] == reference["archive_view"]  # read back from the checkpointer as the model
