@@ -45,7 +45,8 @@ def materialise(ctx: MetaContext, proposal: ModelProposal, merged: dict[tuple, s
         source = kept[0][0] if kept else proposal.sources[0]
         if ctx.archive.get_checkpoint(source) is None:
             return proposal.model_copy(update={"status": "refused", "reason": f"checkpoint {source} is not archived"})
-        return proposal.model_copy(update={"checkpoint_id": source})
+        one_hot = f"one-hot alpha: the selection of {source}" if proposal.kind == "merge" else proposal.reason
+        return proposal.model_copy(update={"checkpoint_id": source, "reason": one_hot})
     key = (tuple(proposal.sources), tuple(round(a, 6) for a in proposal.alpha))
     if key not in merged:
         rsi = ctx.config.rsi

@@ -143,7 +143,7 @@ def test_a_one_hot_merge_with_weight_one_gives_the_adapters_own_logits(tmp_path,
     ctx, _ = merge_context(tmp_path, [a, b])
     one_hot = ModelProposal(id="p-0", harness_id="h", kind="merge", sources=[a.id, b.id], alpha=[1.0, 0.0])
     selected = materialise(ctx, one_hot, {})
-    assert selected.checkpoint_id == a.id and not (tmp_path / "out" / "merges").exists()  # the adapter itself
+    assert selected.checkpoint_id == a.id and "one-hot" in selected.reason and not (tmp_path / "out" / "merges").exists()  # the adapter itself
 
 
 def test_a_ties_proposal_is_merged_and_archived_with_its_alpha(tmp_path, adapters):
