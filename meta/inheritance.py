@@ -29,13 +29,16 @@ class PairStats(BaseModel):
 class ArchiveEntry(BaseModel):
     """One archived harness H_i of A<t: its ``index`` (what an editor names), id, parents, origin
     (``base``, ``edit``, ...) and its train-split outcomes under each checkpoint it ran with
-    (``train[checkpoint id]``; train only: val and test stay sealed from the meta roles)."""
+    (``train[checkpoint id]``; train only: val and test stay sealed from the meta roles). ``probe``:
+    its outcome under the current checkpoint on the round's probe tasks (the same few train tasks
+    and seeds for every harness, so probes compare; None when not probed)."""
 
     index: int
     harness_id: str
     parents: list[str] = Field(default_factory=list)
     origin: str = ""
     train: dict[str, PairStats] = Field(default_factory=dict)
+    probe: PairStats | None = None
 
 
 class ArchiveSummary(BaseModel):
@@ -55,16 +58,21 @@ class ArchiveSummary(BaseModel):
         """The entry of ``harness_id``, or None when it is not in the summary."""
         return next((e for e in self.entries if e.harness_id == harness_id), None)
 
-    def best_base(self, checkpoint: str | None = None) -> ArchiveEntry:
-        """The entry with the best train outcome under ``checkpoint`` (default: the current one):
-        highest score, then lowest TIMR, then the newest; entries never run under it rank last, the
-        incumbent first among them. Raises ``ValueError`` on an empty summary."""
+    def outcome(self, entry: ArchiveEntry) -> PairStats | None:
+        """``entry``'s outcome under the current checkpoint: its probe when every entry was probed
+        (one task set for all), else its pooled train outcome under the current checkpoint."""
+        probed = all(e.probe is not None for e in self.entries)
+        return entry.probe if probed else entry.train.get(self.checkpoint)
+
+    def best_base(self) -> ArchiveEntry:
+        """The entry with the best ``outcome`` under the current checkpoint: highest score, then
+        lowest TIMR, then the newest; entries never run under it rank last, the incumbent first
+        among them. Raises ``ValueError`` on an empty summary."""
         if not self.entries:
             raise ValueError("the archive summary holds no harness; run setup first")
-        ckpt = checkpoint or self.checkpoint
 
         def key(e: ArchiveEntry) -> tuple[Any, ...]:
-            s = e.train.get(ckpt)
+            s = self.outcome(e)
             return (s is not None, s.score if s else 0.0, -s.timr if s else float(e.harness_id == self.incumbent),
                     e.index)
 
@@ -91,8 +99,12 @@ class ArchiveSummary(BaseModel):
         its train score/TIMR per checkpoint."""
         return [{"index": e.index, "harness": e.harness_id[:12], "parents": [p[:12] for p in e.parents],
                  "origin": e.origin, "incumbent": e.harness_id == self.incumbent,
-                 "train": {c: {"score": round(s.score, 4), "timr": round(s.timr, 4), "rollouts": s.rollouts}
-                           for c, s in e.train.items()}} for e in self.entries]
+                 "train": {c: _brief(s) for c, s in e.train.items()},
+                 **({"probe_under_current_checkpoint": _brief(e.probe)} if e.probe else {})} for e in self.entries]
+
+
+def _brief(s: PairStats) -> dict[str, Any]:
+    return {"score": round(s.score, 4), "timr": round(s.timr, 4), "rollouts": s.rollouts}
 
 
 class BaseChoice(BaseModel):

@@ -9,34 +9,49 @@ archived harness) and edits it. The chosen base and the evidence are stored with
 
 from __future__ import annotations
 
+import asyncio
+
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 from coevo.meta.archive_view import harness_aliases, summarize
 from coevo.meta.context import MetaContext, services
+from coevo.meta.inheritance import PairStats
 from coevo.meta.state import RESET, BriefRequest, MetaState
 from coevo.nodes.edit import realise
 from coevo.storage.tables import BaseChoiceRecord
 
 
-def _survey(state: MetaState, runtime: Runtime[MetaContext], latest_only: bool) -> dict:
+async def _survey(state: MetaState, runtime: Runtime[MetaContext], latest_only: bool) -> dict:
     ctx = services(runtime)
     summary = summarize(ctx.archive, ctx.run_id, state["incumbent"], state["checkpoint"],
                         state.get("start_checkpoint", state["checkpoint"]), latest_only=latest_only)
+    excluded = set(state.get("demo_tasks", []))
+    probe = [t for t in ctx.tasks("train") if t.id not in excluded][: ctx.config.meta.smoke_tasks]
+    if probe and len(summary.entries) > 1:
+        results = await asyncio.gather(*(ctx.evaluate(e.harness_id, summary.checkpoint, "train", probe, k=1)
+                                         for e in summary.entries))
+        summary.entries = [e.model_copy(update={"probe": PairStats(
+            harness_id=e.harness_id, checkpoint_id=summary.checkpoint, split="train", score=r.mean_reward,
+            timr=r.timr, rollouts=r.n_rollouts, turns=r.model_turns)}) for e, r in zip(summary.entries, results)]
     ctx.reporter.log(f"survey round {state.get('round', 0)}: {len(summary.entries)} harness(es), "
                      f"{len(summary.checkpoints)} checkpoint(s) ({len(summary.adapters)} adapters) in A<t"
+                     + (f", probed on {len(probe)} train task(s)" if summary.entries[0].probe else "")
                      + (" [latest only]" if latest_only else ""))
     return {"archive_view": summary}
 
 
-def survey(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
-    """A<t: every archived harness and checkpoint of the run with their train outcomes (``archive_view``)."""
-    return _survey(state, runtime, latest_only=False)
+async def survey(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
+    """A<t: every archived harness and checkpoint of the run with their train outcomes, each harness
+    probed under the current checkpoint on the same ``meta.smoke_tasks`` train tasks and seeds
+    (those no demonstration answers; one rollout each: TIMR as the cheap compatibility signal,
+    CoEvo-RSI §3.1) so the bases compare (``archive_view``)."""
+    return await _survey(state, runtime, latest_only=False)
 
 
-def survey_latest(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
+async def survey_latest(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """A<t restricted to the incumbent harness and the current checkpoint (CoEvo-RSI's Latest-only ablation)."""
-    return _survey(state, runtime, latest_only=True)
+    return await _survey(state, runtime, latest_only=True)
 
 
 def curate_archive(state: MetaState, runtime: Runtime[MetaContext]) -> dict:

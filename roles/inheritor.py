@@ -65,8 +65,9 @@ class OfflineInheritor:
     def choose_base(self, direction: Direction, summary: ArchiveSummary) -> Inheritance:
         """The best base under the current checkpoint (``ArchiveSummary.best_base``)."""
         best = summary.best_base()
-        stats = best.train.get(summary.checkpoint)
-        why = (f"best train outcome under {summary.checkpoint}: score {stats.score:.3f}, TIMR {stats.timr:.3f}"
+        stats = summary.outcome(best)
+        where = "probe" if best.probe is not None and stats is best.probe else "train outcome"
+        why = (f"best {where} under {summary.checkpoint}: score {stats.score:.3f}, TIMR {stats.timr:.3f}"
                if stats else "no archived harness ran under the current checkpoint; the incumbent")
         return Inheritance(choice=BaseChoice(direction=direction.id, index=best.index, base_id=best.harness_id,
                                              reason=why))

@@ -90,6 +90,20 @@ def test_latest_only_restricts_the_archive_to_the_incumbent_pair(tmp_path):
     assert OfflineInheritor().choose_base(WRONG_NAME, summary).choice.base_id == h1.id
 
 
+def test_probes_under_the_current_checkpoint_rank_the_bases_when_every_harness_has_one(tmp_path):
+    _, archive, h0, h1 = two_harness_archive(tmp_path)
+    summary = summarize(archive, "run-1", h1.id, "w0", "w0")
+    probe = {h0.id: (0.0, 0.5), h1.id: (0.5, 0.0)}  # the incumbent wins the probe, H0 the pooled train outcome
+    probed = summary.model_copy(update={"entries": [e.model_copy(update={"probe": PairStats(
+        harness_id=e.harness_id, checkpoint_id="w0", split="train", score=probe[e.harness_id][0],
+        timr=probe[e.harness_id][1], rollouts=2, turns=2)}) for e in summary.entries]})
+    choice = OfflineInheritor().choose_base(WRONG_NAME, probed).choice
+    assert choice.base_id == h1.id and "best probe" in choice.reason
+    half = probed.model_copy(update={"entries": [probed.entries[0], summary.entries[1]]})
+    assert OfflineInheritor().choose_base(WRONG_NAME, half).choice.base_id == h0.id  # one task set or none
+    assert "probe_under_current_checkpoint" in probed.for_prompt()[0]
+
+
 def test_pair_timr_pools_violation_turns_over_the_pairs_evaluations(tmp_path):
     _, archive, h0, h1 = two_harness_archive(tmp_path)
     train_eval(archive, h1.id, "w0", 0.5, 0.25, turns=12)  # 3 violation turns of 12, beside 2 of 4
@@ -143,7 +157,8 @@ def test_a_one_hot_merge_with_weight_one_gives_the_adapters_own_logits(tmp_path,
     ctx, _ = merge_context(tmp_path, [a, b])
     one_hot = ModelProposal(id="p-0", harness_id="h", kind="merge", sources=[a.id, b.id], alpha=[1.0, 0.0])
     selected = materialise(ctx, one_hot, {})
-    assert selected.checkpoint_id == a.id and "one-hot" in selected.reason and not (tmp_path / "out" / "merges").exists()  # the adapter itself
+    assert selected.checkpoint_id == a.id and "one-hot" in selected.reason  # the adapter itself
+    assert not (tmp_path / "out" / "merges").exists()
 
 
 def test_a_ties_proposal_is_merged_and_archived_with_its_alpha(tmp_path, adapters):
