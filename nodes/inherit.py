@@ -1,5 +1,6 @@
 """CoEvo-RSI Harness Inheritance (``coevo_rsi.txt``, §Harness Inheritance; Figure 3, left and
-centre): ``survey`` reads the archive A<t into an ``ArchiveSummary``; ``curate_archive`` assembles
+centre): ``survey`` reads the archive A<t into an ``ArchiveSummary`` and probes every archived
+harness under the current checkpoint on the same few train tasks; ``curate_archive`` assembles
 the round's briefs from the archive's train evidence (this round's train rollouts plus every past
 train rollout with an interface violation: the past mismatches); ``fan_out_briefs`` sends one
 ``edit_from_base`` branch per brief, whose editor picks a base harness by index from A<t (any

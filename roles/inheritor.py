@@ -5,7 +5,8 @@ initialisations (one-hot selection of an archived checkpoint, or a TIES merge wi
 alpha).
 
 Two implementations side by side. ``OfflineInheritor`` (deterministic, no key): the base with the
-best train score, then lowest TIMR, under the current checkpoint; the best archived checkpoint
+best score, then lowest TIMR, under the current checkpoint (``ArchiveSummary.best_base``: the
+survey's probe of every harness on the same train tasks, else the pooled train outcomes); the best archived checkpoint
 under the offspring (else its base) as a selection, plus an equal-weight TIES merge of the two best
 archived adapters. ``LLMInheritor`` asks a LiteLLM model with the structured archive summary
 (``ArchiveSummary.for_prompt``: train outcomes only) and a JSON-schema reply, repaired once; a reply
