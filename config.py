@@ -162,6 +162,21 @@ class GateConfig(Section):
     approve: bool = False
 
 
+class RsiConfig(Section):
+    """CoEvo-RSI (``coevo_rsi`` strategies): ``promotion_margin`` δ_prom (a new pair replaces the
+    incumbent only if its val score beats the incumbent pair's by more than it), ``merge`` (propose
+    TIES merges of archived adapters beside selections), the merge's ``combination_type`` and
+    ``density`` (None: ``coevo.training.merge``'s default), and ``adapt`` (train the best proposal
+    under its harness with the ``[train]`` algorithm: ``rsft`` = SFT on its accepted train
+    rollouts, ``grpo``)."""
+
+    promotion_margin: float = Field(default=0.0, ge=0)
+    merge: bool = True
+    combination_type: Literal["ties", "dare_ties", "linear", "ties_svd", "dare_ties_svd", "svd"] = "ties"
+    density: float | None = Field(default=None, gt=0, le=1)
+    adapt: bool = True
+
+
 class EvalConfig(Section):
     """Rollouts: ``k`` per task on val and test, ``concurrency`` requests in flight. Decoding
     comes from the harness itself (its ``decoding`` component)."""
@@ -190,6 +205,7 @@ class RunConfig(Section):
     report_to: Literal["none", "tensorboard", "mlflow", "wandb"] = Field(
         default="none", description="experiment tracker for the loop's numbers and TRL's weight-stage logs, offline: "
         "files under <out_dir>/tracking/<run id> (coevo.report.tracking); none: the archive and report only")
+    rsi: RsiConfig = Field(default_factory=RsiConfig)
     executor: Literal["inprocess", "ray"] = Field(
         default="inprocess", description="where rollouts run: this process, or Ray workers ($RAY_ADDRESS or a local "
                                          "instance; coevo.evaluation.executors)")

@@ -66,6 +66,11 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
              "budget once (matched to WHALE's)", True, SEARCH, "rsft"),
     Strategy("pace", "coevo.graphs.pace", "PACE: frozen weights; prompt edits until no validated gain, then "
              "control-logic edits, each through the val gate", False, SEARCH),
+    Strategy("coevo_rsi", "coevo.graphs.coevo_rsi", "CoEvo-RSI: editors inherit archived bases, models select or "
+             "TIES-merge archived checkpoints, adapt, promote with margin", True, (*REFINE, "inheritor")),
+    Strategy("coevo_rsi_latest_only", "coevo.graphs.coevo_rsi_latest_only",
+             "CoEvo-RSI's ablation: inheritance from the latest harness and checkpoint only", True,
+             (*REFINE, "inheritor")),
 )}
 
 OTHER_GRAPHS: dict[str, str] = {"harness_demo": "./graphs/demo.py:graph"}

@@ -47,9 +47,9 @@ class MetaContext:
 
     ``policy(checkpoint_id)`` returns the chat model for that checkpoint; ``trainer`` is None for
     strategies with frozen weights; ``curator``/``editor`` are None for strategies that do not
-    refine; ``proposer`` is the
-    Meta-Harness proposer of the search strategies (``graphs.registry`` says which roles a strategy
-    needs); ``evaluator`` is
+    refine; ``proposer`` is the Meta-Harness proposer of the search strategies; ``inheritor``
+    (``coevo.roles.inheritor``) is None for those without CoEvo-RSI inheritance (``graphs.registry``
+    says which roles a strategy needs); ``evaluator`` is
     ``coevo.evaluation.engine.evaluate`` (replaceable in tests); ``executor`` where its rollouts run
     (``coevo.evaluation.executors``; None: in this process); ``approve`` (``--approve-gate``)
     pauses before each gate decision with a LangGraph ``interrupt``; ``run_id`` names the run
@@ -70,6 +70,7 @@ class MetaContext:
     curator: Curator | None = None
     editor: Editor | None = None
     proposer: Proposer | None = None
+    inheritor: Any = None
     reporter: Reporter = field(default_factory=NullReporter)
     evaluator: Callable[..., Any] = evaluate
     executor: Executor | None = None

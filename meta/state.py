@@ -19,6 +19,15 @@ from pydantic import BaseModel, Field
 from typing_extensions import TypedDict  # pydantic (Studio's state schemas) needs it on Python < 3.12
 
 from coevo.evaluation.results import EvalResult, TaskOutcome, outcome_estimate
+from coevo.meta.inheritance import (
+    ArchiveEntry,
+    ArchiveSummary,
+    BaseChoice,
+    ModelProposal,
+    PairScore,
+    PairStats,
+    Promotion,
+)
 
 if TYPE_CHECKING:
     from coevo.evaluation.stats import Estimate
@@ -318,6 +327,13 @@ class EditRequest(TypedDict):
     train_trajectories: list[str]
 
 
+class BriefRequest(EditRequest):
+    """What CoEvo-RSI's ``fan_out_briefs`` sends each ``edit`` branch: an ``EditRequest`` plus the
+    archive summary A<t the branch's editor picks its base from."""
+
+    summary: ArchiveSummary
+
+
 class MetaState(TypedDict, total=False):
     """State of one meta-loop run (VACE Algorithm 1)."""
 
@@ -352,6 +368,17 @@ class MetaState(TypedDict, total=False):
     """Accumulated (``operator.add``): every gate decision of the run."""
     history: Annotated[list[RoundSummary], operator.add]
     """Accumulated (``operator.add``): one summary per round, appended by ``next_round``."""
+    archive_view: ArchiveSummary
+    """Replaced each round by CoEvo-RSI's ``survey``: the archive A<t the editors and the model proposer browse."""
+    choices: Annotated[list[BaseChoice], collect]
+    """Accumulated within a round (fan-in of CoEvo-RSI's ``edit`` branches): each editor's chosen base;
+    ``curate`` resets it."""
+    proposals: list[ModelProposal]
+    """Replaced each round by CoEvo-RSI's ``inherit``: the model proposals with their val scores."""
+    adapted: PairScore | None
+    """Replaced each round by CoEvo-RSI's ``adapt``: the adapted proposal p⁺ (None when not adapted)."""
+    promotion: Promotion
+    """Replaced each round by CoEvo-RSI's ``promote``: the round's promotion decision."""
     test: dict[str, EvalSummary]
     """Replaced by ``final_test``: the test evaluation of ``"start"`` (H0, W0) and ``"final"`` (H[T], W[T])."""
     plan: Plan
@@ -380,5 +407,7 @@ class MetaState(TypedDict, total=False):
 
 STATE_MODELS: tuple[type[BaseModel], ...] = (Evidence, Direction, CandidateChecks, Candidate, TaskOutcome, EvalSummary,
                                              GatePair, GateDecision, CandidateOutcome, WeightStage, RoundSummary,
-                                             Plan, Phase, SearchEntry, SearchIteration)
+                                             Plan, Phase, SearchEntry, SearchIteration,
+                                             PairStats, ArchiveEntry, ArchiveSummary, BaseChoice, ModelProposal,
+                                             PairScore, Promotion)
 """Every pydantic model the meta state holds: the checkpointer's deserialisation allow-list."""

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import time
+from typing import Any, Sequence
 
 from langgraph.runtime import Runtime
 
 from coevo.envs.base import Task
+from coevo.harnesses.spec import HarnessSpec
 from coevo.meta.context import MetaContext, services
 from coevo.meta.state import MetaState, WeightStage
+from coevo.models.trajectory import Trajectory
 from coevo.nodes.phases import weight_phase, weight_phase_end
 from coevo.training.stage import training_spec
 
@@ -33,17 +36,34 @@ async def train(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     ids of the stage's trajectories and the stage's training numbers (``WeightStage``; ``stage_effect``
     adds its val effect)."""
     ctx = services(runtime)
-    if ctx.trainer is None:
-        raise ValueError("this strategy trains weights but the run has no trainer; use strategy harness_only or static")
-    rnd, before = state.get("round", 0), state["checkpoint"]
     spec = ctx.spec(state["incumbent"])
-    tasks = stage_tasks(ctx, state)
     siblings = [ctx.spec(c.spec_id) for c in state.get("checked", [])
                 if c.status == "checked" and c.spec_id and c.spec_id != spec.id]
-    options: dict = {"siblings": siblings} if siblings else {}
-    phase = weight_phase(ctx, state, len(tasks)) if state.get("plan") else {}
+    phase = weight_phase(ctx, state, len(stage_tasks(ctx, state))) if state.get("plan") else {}
     started = time.time()
-    checkpoint, trajectories = await ctx.train(before, spec, tasks, rnd, **options, **phase)  # accounted, tracked
+    checkpoint, trajectories, stage = await run_stage(ctx, state, spec, state["checkpoint"], siblings, phase=phase)
+    update = {"checkpoint": checkpoint, "train_trajectories": [t.id for t in trajectories], "stage": stage}
+    if not phase:
+        return update
+    record = ctx.archive.get_checkpoint(checkpoint)
+    metrics = record.metrics if record is not None else {}
+    return {**update, **weight_phase_end(ctx, state, phase, metrics, checkpoint, started)}
+
+
+async def run_stage(ctx: MetaContext, state: MetaState, spec: HarnessSpec, before: str,
+                    siblings: Sequence[HarnessSpec] = (), *, phase: dict[str, Any] | None = None,
+                    ) -> tuple[str, list[Trajectory], WeightStage]:
+    """One weight stage from checkpoint ``before`` under ``spec`` on ``stage_tasks`` (``siblings``: the
+    Eq. 5 rescue pool; ``phase``: a WHALE weight phase's trainer options, ``weight_phase``): the new
+    checkpoint id, its trajectories (stored, split ``train``, under the harnesses themselves rather
+    than their training variants) and its ``WeightStage`` numbers. Raises ``ValueError`` when the run
+    has no trainer or no train task is left."""
+    if ctx.trainer is None:
+        raise ValueError("this strategy trains weights but the run has no trainer; use strategy harness_only or static")
+    rnd = state.get("round", 0)
+    tasks = stage_tasks(ctx, state)
+    options: dict[str, Any] = {"siblings": list(siblings)} if siblings else {}
+    checkpoint, trajectories = await ctx.train(before, spec, tasks, rnd, **options, **(phase or {}))  # accounted
     # rollouts ran the training variants (``training_spec``); they are stored under the harnesses themselves
     names = {training_spec(s, ctx.config.train).id: s.id for s in [spec, *siblings]}
     trajectories = [t.model_copy(update={"split": "train", "harness_id": names.get(t.harness_id, spec.id)})
@@ -63,8 +83,7 @@ async def train(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
                      f"tasks, mean reward {mean:.3f}, effective groups {_pct(stage.effective_group_rate)} "
                      f"(with reward contrast {_pct(stage.contrast_rate)}), "
                      f"||dW|| {_num(stage.delta_norm)}")
-    update = {"checkpoint": checkpoint, "train_trajectories": [t.id for t in trajectories], "stage": stage}
-    return {**update, **weight_phase_end(ctx, state, phase, m, checkpoint, started)} if phase else update
+    return checkpoint, trajectories, stage
 
 
 def _pct(x: float | None) -> str:

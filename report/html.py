@@ -13,6 +13,7 @@ from coevo.harnesses import diff, load_harness
 from coevo.report.numbers import difference_text, plain, score_text, stored_estimate
 from coevo.report.phases import phases_html
 from coevo.report.plots import lineage_plot, train_plot, validation_plot
+from coevo.report.rsi import rsi_section
 from coevo.report.stages import weight_stages
 from coevo.storage import Archive
 
@@ -147,7 +148,7 @@ trivial-policy baseline on val: {trivial_val}</p>
 paired per task and significant at 95 % when its interval excludes 0).</p>
 <h2>Gate decisions</h2><table><tr><th>round</th><th>candidate</th><th>b (incumbent, val)</th>\
 <th>c (candidate, val)</th><th>decision</th><th>reason</th></tr>{rows}</table>
-{_stage_table(archive, run_id)}{budget}{phases_html(state)}
+{_stage_table(archive, run_id)}{budget}{phases_html(state)}{rsi_section(archive, run_id, out_dir)}
 <h2>Test</h2><table><tr><th>pair</th><th>harness</th><th>checkpoint</th>\
 <th>mean reward [95 %] n</th><th>pass@k</th><th>trivial</th></tr>{test_rows}</table>
 {imgs}<h2>Final harness vs H0</h2><pre>{html.escape(final_diff)}</pre></body></html>"""

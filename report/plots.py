@@ -124,4 +124,28 @@ def rollout_plot(comparison: Any, path: Path) -> Path:
     ax.set_ylabel("score (mean reward)")
     ax.set_ylim(-0.02, 1.05)
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=3, frameon=False)
+def timr_matrix_plot(timr: dict[tuple[str, str], float], harnesses: Sequence[str], checkpoints: Sequence[str],
+                     promoted: set[tuple[str, str]], path: Path) -> Path:
+    """CoEvo-RSI Figure 8: TIMR (fraction of model turns with an interface violation, in [0, 1]) of
+    each evaluated (harness, checkpoint) pair on val, rows = harnesses, columns = checkpoints (both
+    oldest first); blank cells were never evaluated, ★ marks promoted pairs."""
+    import numpy as np
+
+    grid = np.full((len(harnesses), len(checkpoints)), np.nan)
+    for (h, c), value in timr.items():
+        if h in harnesses and c in checkpoints:
+            grid[list(harnesses).index(h), list(checkpoints).index(c)] = value
+    fig, ax = plt.subplots(figsize=(max(4.0, 1.1 * len(checkpoints) + 2), max(2.5, 0.45 * len(harnesses) + 1.5)))
+    image = ax.imshow(np.ma.masked_invalid(grid), cmap="Reds", vmin=0.0, vmax=max(0.05, float(np.nanmax(grid))
+                                                                                 if timr else 0.05), aspect="auto")
+    for i, h in enumerate(harnesses):
+        for j, c in enumerate(checkpoints):
+            if not np.isnan(grid[i, j]):
+                star = "★ " if (h, c) in promoted else ""
+                ax.text(j, i, f"{star}{grid[i, j]:.2f}", ha="center", va="center", fontsize=7)
+    ax.set_xticks(range(len(checkpoints)), [c[:14] for c in checkpoints], rotation=30, ha="right", fontsize=7)
+    ax.set_yticks(range(len(harnesses)), [h[:10] for h in harnesses], fontsize=7)
+    ax.set_xlabel("checkpoint")
+    ax.set_ylabel("harness")
+    fig.colorbar(image, ax=ax, label="TIMR (val)")
     return _save(fig, path)

@@ -38,6 +38,8 @@ from coevo.storage.migrate import head, prepare, up_to_date
 from coevo.storage.tables import (
     TRAJECTORY_FIELDS,
     TRAJECTORY_TOTALS,
+    BaseChoiceRecord,
+    BaseChoiceRow,
     BudgetRecord,
     BudgetRow,
     CheckpointRecord,
@@ -52,10 +54,14 @@ from coevo.storage.tables import (
     HarnessRow,
     LLMCallRecord,
     LLMCallRow,
+    ModelProposalRecord,
+    ModelProposalRow,
     PhaseRecord,
     PhaseRow,
     ProfileRecord,
     ProfileRow,
+    PromotionRecord,
+    PromotionRow,
     RunRecord,
     RunRow,
     SchemaVersionRow,
@@ -68,6 +74,10 @@ R = TypeVar("R", bound=SQLModel)
 
 _CHUNK = 500
 """Rows per DELETE ... IN (...) statement in the portable upsert (well under SQLite's limit)."""
+
+_INHERITANCE: dict[type, type[SQLModel]] = {BaseChoiceRecord: BaseChoiceRow, ModelProposalRecord: ModelProposalRow,
+                                           PromotionRecord: PromotionRow}
+"""CoEvo-RSI record kind -> its table's row class."""
 
 
 def _trajectory_row(traj: Trajectory, evaluation_id: str | None, run_id: str | None) -> dict[str, Any]:
@@ -109,7 +119,8 @@ class Archive:
     @staticmethod
     def _tables() -> list[Table]:
         rows = (SchemaVersionRow, RunRow, HarnessRow, EditRow, CheckpointRow, TaskRow, EvaluationRow,
-                TrajectoryRow, GateDecisionRow, ProfileRow, LLMCallRow, BudgetRow, PhaseRow)
+                TrajectoryRow, GateDecisionRow, ProfileRow, LLMCallRow, BudgetRow, PhaseRow, BaseChoiceRow,
+                ModelProposalRow, PromotionRow)
         return [row.__table__ for row in rows]  # type: ignore[attr-defined]
 
     def close(self) -> None:
@@ -384,3 +395,17 @@ class Archive:
     def list_phases(self, run_id: str | None = None) -> list[PhaseRecord]:
         """Phases (of ``run_id``), oldest first."""
         return self._list(PhaseRow, PhaseRecord, run_id=run_id)
+    # -- CoEvo-RSI inheritance: base choices, model proposals, promotions ------------------
+
+    def add_inheritance(self, records: Sequence[BaseChoiceRecord | ModelProposalRecord | PromotionRecord]) -> None:
+        """Insert or replace CoEvo-RSI records (base choices, model proposals, promotions), each kind
+        in its own table, all in one transaction."""
+        with self._lock, self.engine.begin() as conn:
+            for record_cls, row_cls in _INHERITANCE.items():
+                batch = [r.model_dump() for r in records if type(r) is record_cls]
+                self._upsert(conn, row_cls.__table__, batch)  # type: ignore[attr-defined]
+
+    def list_inheritance(self, kind: type[R], run_id: str | None = None) -> list[R]:
+        """The CoEvo-RSI records of ``kind`` (``BaseChoiceRecord``, ``ModelProposalRecord`` or
+        ``PromotionRecord``) of ``run_id``, oldest first."""
+        return self._list(_INHERITANCE[kind], kind, run_id=run_id)  # type: ignore[index]

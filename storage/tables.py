@@ -307,6 +307,11 @@ class BudgetRecord(SQLModel):
     ``meta_input_tokens`` / ``meta_output_tokens`` / ``meta_cost_usd`` (USD) the meta roles' LLM calls.
     ``id`` names what was paid for (an evaluation, a weight stage, a batch of LLM calls), so work
     reused by a later phase or a resume is counted once (``coevo.meta.budget``)."""
+class BaseChoiceRecord(SQLModel):
+    """CoEvo-RSI Harness Inheritance: the base an editor chose from the archive A<t for a brief in
+    ``round`` (``index`` in the archive summary it saw, ``base_id``; the incumbent was
+    ``incumbent_id``), the candidate it became (``candidate_id``, ``child_id`` once applied), why
+    (``reason``) and the ``evidence`` it was shown (the direction and the summary rows)."""
 
     id: str = Field(primary_key=True)
     run_id: str | None = Field(default=None, index=True)
@@ -358,3 +363,68 @@ class PhaseRow(PhaseRecord, table=True):
     """The ``phases`` table: one row per ``PhaseRecord``."""
 
     __tablename__ = "phases"
+    direction: str = ""
+    index: int = 0
+    base_id: str = ""
+    incumbent_id: str = ""
+    candidate_id: str = ""
+    child_id: str | None = None
+    reason: str = ""
+    evidence: dict[str, Any] = Field(default_factory=dict, sa_type=JSON)
+    created_at: float = Field(default_factory=_now)
+
+
+class BaseChoiceRow(BaseChoiceRecord, table=True):
+    """The ``base_choices`` table: one row per ``BaseChoiceRecord``."""
+
+    __tablename__ = "base_choices"
+
+
+class ModelProposalRecord(SQLModel):
+    """CoEvo-RSI Model Inheritance: one initialisation proposed for ``harness_id`` in ``round``
+    (``kind`` select | merge over ``sources`` with coefficients ``alpha``), the checkpoint it gave,
+    its ``status`` (scored | refused, ``reason``) and its validation ``val`` score and ``timr``."""
+
+    id: str = Field(primary_key=True)
+    run_id: str | None = Field(default=None, index=True)
+    round: int = 0
+    harness_id: str = ""
+    kind: str = ""
+    sources: list[str] = Field(default_factory=list, sa_type=JSON)
+    alpha: list[float] = Field(default_factory=list, sa_type=JSON)
+    checkpoint_id: str | None = None
+    status: str = ""
+    reason: str = ""
+    val: float | None = None
+    timr: float | None = None
+    evaluation_id: str | None = None
+    created_at: float = Field(default_factory=_now)
+
+
+class ModelProposalRow(ModelProposalRecord, table=True):
+    """The ``model_proposals`` table: one row per ``ModelProposalRecord``."""
+
+    __tablename__ = "model_proposals"
+
+
+class PromotionRecord(SQLModel):
+    """CoEvo-RSI promotion in ``round``: the pair kept (``harness_id``, ``checkpoint_id``), whether a
+    challenger replaced the incumbent (``accepted``) with margin ``margin`` (δ_prom), the reason, and
+    the three compared pairs with their val score and TIMR (``pairs``: incumbent, best, adapted)."""
+
+    id: str = Field(primary_key=True)
+    run_id: str | None = Field(default=None, index=True)
+    round: int = 0
+    harness_id: str = ""
+    checkpoint_id: str = ""
+    accepted: bool = False
+    margin: float = 0.0
+    reason: str = ""
+    pairs: dict[str, Any] = Field(default_factory=dict, sa_type=JSON)
+    created_at: float = Field(default_factory=_now)
+
+
+class PromotionRow(PromotionRecord, table=True):
+    """The ``promotions`` table: one row per ``PromotionRecord``."""
+
+    __tablename__ = "promotions"
