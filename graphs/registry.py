@@ -47,6 +47,7 @@ class Strategy:
 
 
 REFINE = ("curator", "editor")
+HARNESS_S = ("curator", "editor", "profiler", "voter")
 
 STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
     Strategy("vace", "coevo.graphs.vace", "VACE Algorithm 1: train, refine, validate, gate, every round", True, REFINE),
@@ -55,6 +56,10 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
     Strategy("rl_only", "coevo.graphs.rl_only", "the weight stage only, harness frozen at H0", True),
     Strategy("ungated", "coevo.graphs.ungated", "VACE's ablation: train and refine, the candidate adopted ungated",
              True, REFINE),
+    Strategy("harness_s", "coevo.graphs.harness_s", "Harness-S: directional evolution of a sibling pool, profiles, "
+             "router voters, rescue GRPO under H0, Rank-1 routing", True, HARNESS_S),
+    Strategy("harness_s_he_only", "coevo.graphs.harness_s_he_only", "Harness-S's harness evolution with the frozen "
+             "policy, then Rank-1 routing", False, HARNESS_S),
 )}
 
 OTHER_GRAPHS: dict[str, str] = {"harness_demo": "./graphs/demo.py:graph"}

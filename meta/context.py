@@ -32,9 +32,10 @@ class Trainer(Protocol):
     checkpoint id and the stage's trajectories (the tokens the policy really generated)."""
 
     async def __call__(self, checkpoint_id: str, spec: HarnessSpec, tasks: Sequence[Task],
-                       round: int, siblings: Sequence[HarnessSpec] = ()) -> tuple[str, list[Trajectory]]:
+                       round: int, siblings: Sequence[HarnessSpec] = (), **route: Any) -> tuple[str, list[Trajectory]]:
         """Train ``checkpoint_id`` in ``round`` (``siblings``: the Eq. 5 rescue pool, passed only
-        when non-empty); returns (new checkpoint id, the stage's trajectories)."""
+        when non-empty; ``route=``: Harness-S's per-task router choice among them, passed only by
+        harness_s); returns (new checkpoint id, the stage's trajectories)."""
 
 
 @dataclass
@@ -43,7 +44,8 @@ class MetaContext:
 
     ``policy(checkpoint_id)`` returns the chat model for that checkpoint; ``trainer`` is None for
     strategies with frozen weights; ``curator``/``editor`` are None for strategies that do not
-    refine (``graphs.registry`` says which roles a strategy needs); ``evaluator`` is
+    refine (``graphs.registry`` says which roles a strategy needs); Harness-S's ``profiler``
+    (``coevo.roles.profiler``) and ``voter`` (the router's voters, ``coevo.roles.voter``) likewise; ``evaluator`` is
     ``coevo.evaluation.engine.evaluate`` (replaceable in tests); ``executor`` where its rollouts run
     (``coevo.evaluation.executors``; None: in this process); ``approve`` (``--approve-gate``)
     pauses before each gate decision with a LangGraph ``interrupt``; ``run_id`` names the run
@@ -57,6 +59,8 @@ class MetaContext:
     trainer: Trainer | None = None
     curator: Curator | None = None
     editor: Editor | None = None
+    profiler: Any = None
+    voter: Sequence[Any] = ()
     reporter: Reporter = field(default_factory=NullReporter)
     evaluator: Callable[..., Any] = evaluate
     executor: Executor | None = None

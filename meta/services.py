@@ -14,6 +14,8 @@ from coevo.meta.context import MetaContext
 from coevo.report.progress import NullReporter, Reporter
 from coevo.roles.curator import curator_for
 from coevo.roles.editor import editor_for
+from coevo.roles.profiler import profiler_for
+from coevo.roles.voter import voters_for
 from coevo.storage import Archive
 from coevo.training.stage import StageTrainer
 
@@ -39,7 +41,8 @@ class PolicyCache:
         return self.models[checkpoint_id]
 
 
-ROLES: dict[str, Callable[[RunConfig, Env], Any]] = {"curator": curator_for, "editor": editor_for}
+ROLES: dict[str, Callable[[RunConfig, Env], Any]] = {"curator": curator_for, "editor": editor_for,
+                                                     "profiler": profiler_for, "voter": voters_for}
 """Meta role name -> the factory of the run's role (offline or LiteLLM per ``meta.model``)."""
 
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any, Sequence
+
 from langgraph.runtime import Runtime
 
 from coevo.envs.base import Task
+from coevo.harnesses.spec import HarnessSpec
 from coevo.meta.context import MetaContext, services
 from coevo.meta.state import MetaState, WeightStage
-from coevo.training.stage import training_spec
+from coevo.training.stage import Route, training_spec
 
 
 def stage_tasks(ctx: MetaContext, state: MetaState) -> list[Task]:
@@ -28,14 +31,26 @@ async def train(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     ids of the stage's trajectories and the stage's training numbers (``WeightStage``; ``stage_effect``
     adds its val effect)."""
     ctx = services(runtime)
+    incumbent = state["incumbent"]
+    siblings = [ctx.spec(c.spec_id) for c in state.get("checked", [])
+                if c.status == "checked" and c.spec_id and c.spec_id != incumbent]
+    return await run_stage(ctx, state, siblings)
+
+
+async def run_stage(ctx: MetaContext, state: MetaState, siblings: Sequence[HarnessSpec],
+                    route: Route | None = None) -> dict:
+    """One weight stage of the incumbent from ``state["checkpoint"]`` with ``siblings`` as the
+    Eq. 5 rescue pool (``route``: the router's per-task top-K among them, Harness-S Alg. 1); the
+    trajectories are stored under the harnesses that generated them. Returns ``train``'s update.
+    Raises ``ValueError`` when the run has no trainer."""
     if ctx.trainer is None:
         raise ValueError("this strategy trains weights but the run has no trainer; use strategy harness_only or static")
     rnd, before = state.get("round", 0), state["checkpoint"]
     spec = ctx.spec(state["incumbent"])
     tasks = stage_tasks(ctx, state)
-    siblings = [ctx.spec(c.spec_id) for c in state.get("checked", [])
-                if c.status == "checked" and c.spec_id and c.spec_id != spec.id]
-    options = {"siblings": siblings} if siblings else {}
+    options: dict[str, Any] = {"siblings": siblings} if siblings else {}
+    if route is not None and siblings:
+        options["route"] = route
     checkpoint, trajectories = await ctx.trainer(before, spec, tasks, rnd, **options)
     # rollouts ran the training variants (``training_spec``); they are stored under the harnesses themselves
     names = {training_spec(s, ctx.config.train).id: s.id for s in [spec, *siblings]}
@@ -47,14 +62,16 @@ async def train(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     stage = WeightStage(round=rnd, harness_id=spec.id, checkpoint_before=before, checkpoint_after=checkpoint,
                         steps=m.get("steps"), train_reward=m.get("reward_mean"),
                         effective_group_rate=m.get("effective_group_rate"), contrast_rate=m.get("nonzero_std_rate"),
-                        rescue_rate=m.get("rescue_rate"),
+                        rescue_rate=m.get("rescue_rate"), rescue_success=m.get("rescue_success"),
                         resampled_groups=m.get("resampled_groups"), delta_norm=m.get("delta_norm"),
                         total_delta_norm=m.get("total_delta_norm"),
                         excluded_tasks=len(ctx.tasks("train")) - len(tasks))
     mean = sum(t.reward for t in trajectories) / len(trajectories) if trajectories else 0.0
+    rescue = (f", rescue triggered {_pct(stage.rescue_rate)} (rescued groups with a success "
+              f"{_pct(stage.rescue_success)})" if siblings else "")
     ctx.reporter.log(f"train  round {rnd}: {before} -> {checkpoint}  {len(trajectories)} rollouts on {len(tasks)} "
                      f"tasks, mean reward {mean:.3f}, effective groups {_pct(stage.effective_group_rate)} "
-                     f"(with reward contrast {_pct(stage.contrast_rate)}), "
+                     f"(with reward contrast {_pct(stage.contrast_rate)}){rescue}, "
                      f"||dW|| {_num(stage.delta_norm)}")
     return {"checkpoint": checkpoint, "train_trajectories": [t.id for t in trajectories], "stage": stage}
 

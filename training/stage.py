@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Awaitable, Callable, Sequence
 
 from coevo.config import RunConfig, TrainConfig
 from coevo.envs.base import Env, Task
 from coevo.harnesses.spec import HarnessSpec
 from coevo.models.trajectory import Trajectory
 from coevo.training.checkpoint import Checkpoint, record_checkpoint
+
+Route = Callable[[Task, int], Awaitable[list[str]]]
+"""A router's rescue choice: ``route(task, k)`` -> at most k distinct sibling harness ids (Harness-S Eq. 10)."""
 
 
 def training_spec(spec: HarnessSpec, train: TrainConfig) -> HarnessSpec:
@@ -42,7 +45,10 @@ class StageTrainer:
     Training rollouts sample as ``training_spec`` says. With ``config.train.rescue`` (GRPO only)
     and siblings, an all-fail group is re-rolled once under each sibling harness (Harness-S Eq. 5,
     ``coevo.training.rollout.sibling_rescue``; siblings cycled to the group size, sampled like
-    the incumbent). Adapters are saved under the absolute ``<out_dir>/adapters`` and stored with
+    the incumbent). With a ``route(task, k) -> harness ids`` (Harness-S Eq. 10: the router's top-K
+    siblings of that task, H0 excluded) rescue is on whatever ``train.rescue`` says, and each task's
+    rescue group runs under the siblings the router chose for it.
+    Adapters are saved under the absolute ``<out_dir>/adapters`` and stored with
     that path. The new checkpoint's metrics get the size of its change (``measured``).
     """
 
@@ -50,7 +56,7 @@ class StageTrainer:
         self.config, self.env, self.archive, self.run_id = config, env, archive, run_id
 
     def _train(self, checkpoint_id: str, spec: HarnessSpec, tasks: Sequence[Task], round: int,
-               siblings: Sequence[HarnessSpec]) -> tuple[str, list[Trajectory]]:
+               siblings: Sequence[HarnessSpec], route: Route | None = None) -> tuple[str, list[Trajectory]]:
         train = self.config.train
         checkpoint = self.archive.get_checkpoint(checkpoint_id)
         if checkpoint is None:
@@ -64,9 +70,14 @@ class StageTrainer:
             from coevo.training.grpo import train_grpo as stage
             from coevo.training.rollout import sibling_rescue
 
-            if train.rescue and siblings:
-                options["rescue"] = sibling_rescue([training_spec(s, train) for s in siblings], self.env,
-                                                   seed=config.seed)
+            variants = {s.id: training_spec(s, train) for s in siblings}
+            if route is not None and variants:
+                async def choose(task: Task, k: int) -> list[HarnessSpec]:
+                    return [variants[h] for h in await route(task, k) if h in variants]
+
+                options["rescue"] = sibling_rescue(choose, self.env, seed=config.seed)
+            elif train.rescue and siblings:
+                options["rescue"] = sibling_rescue(list(variants.values()), self.env, seed=config.seed)
         new, trajectories = stage(checkpoint, training_spec(spec, train), self.env, tasks, config,
                                   archive=self.archive, run_id=self.run_id, **options)
         new = measured(new, checkpoint, spec.id)
@@ -74,8 +85,9 @@ class StageTrainer:
         return new.id, trajectories
 
     async def __call__(self, checkpoint_id: str, spec: HarnessSpec, tasks: Sequence[Task], round: int,
-                       siblings: Sequence[HarnessSpec] = ()) -> tuple[str, list[Trajectory]]:
+                       siblings: Sequence[HarnessSpec] = (),
+                       route: Route | None = None) -> tuple[str, list[Trajectory]]:
         """Train from ``checkpoint_id`` under ``spec`` on ``tasks`` in round ``round`` (``siblings``:
-        the Eq. 5 rescue pool, best first); returns the new checkpoint's id (recorded in the
-        archive) and every training rollout."""
-        return await asyncio.to_thread(self._train, checkpoint_id, spec, tasks, round, siblings)
+        the Eq. 5 rescue pool, best first; ``route``: the router's per-task choice among them);
+        returns the new checkpoint's id (recorded in the archive) and every training rollout."""
+        return await asyncio.to_thread(self._train, checkpoint_id, spec, tasks, round, siblings, route)
