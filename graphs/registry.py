@@ -62,8 +62,9 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
              "policy, then Rank-1 routing", False, HARNESS_S),
 )}
 
-OTHER_GRAPHS: dict[str, str] = {"harness_demo": "./graphs/demo.py:graph"}
-"""``langgraph.json`` graphs that are not strategies (the demo agent; later the routed graph)."""
+OTHER_GRAPHS: dict[str, str] = {"harness_demo": "./graphs/demo.py:graph",
+                                 "harness_s_routed": "./graphs/routed.py:graph", "router": "./graphs/router.py:graph"}
+"""``langgraph.json`` graphs that are not strategies (the demo agent, Harness-S's routed demo and its voting graph)."""
 
 
 def strategy_names() -> str:

@@ -244,3 +244,69 @@ def test_harness_s_builds_a_pool_profiles_it_and_tests_rank_r_routing(tmp_path, 
         assert trainer.routed and all(r == [child] for r in trainer.routed)  # top-K excludes H0
         assert state["history"][0].weights.rescue_success == 1.0
         assert {"rescue", "rank"} <= {v.purpose for v in votes}
+
+
+# -- the routed graph and its export -----------------------------------------------------------------
+
+
+def test_the_routed_graph_sends_a_task_to_the_sibling_the_router_chose(tmp_path):
+    from langchain_core.messages import AIMessage
+
+    from coevo import build_routed_graph, load_router
+    from coevo.envs.base import Episode
+    from coevo.graphs.routed import branch
+    from coevo.models.fake import ScriptedChatModel
+
+    h0 = HarnessSpec(name="h0", prompt=Prompt(system="Plain."))
+    loud = HarnessSpec(name="loud", prompt=Prompt(system="LOUD."))
+
+    def reply(messages):
+        return AIMessage(content="Final answer: " + ("YES" if "LOUD" in str(messages[0].content) else "no"))
+
+    class Chooses:
+        name = "pick"
+
+        def __init__(self, pick):
+            self.pick = pick
+
+        def vote(self, task, candidates, profiles, val_tasks, ballot):
+            return Ballot(voter=self.name, task_id=task.id, ranking=[self.pick]), []
+
+    episode = Episode(task=Task(id="t", env="e", split="test", prompt="shout"))
+    pool = {h0.id: h0, loud.id: loud}
+    for pick, answer in ((loud.id, "YES"), (h0.id, "no")):
+        router = Router([Chooses(pick)], _profiles(list(pool)), {}, h0.id)
+        graph = build_routed_graph(pool, router, ScriptedChatModel(script=[reply]), episode)
+        assert branch(pick) in graph.get_graph().nodes
+        out = graph.invoke({"task": "shout"})
+        assert out["harness"] == pick and out["answer"] == answer
+        assert asyncio.run(graph.ainvoke({}))["harness"] == pick
+
+    state, archive, _ = _run_harness_s(tmp_path, "harness_s_he_only")
+    from coevo.meta.bundle import write_router
+
+    path = write_router(archive, "run-1", tmp_path / "router.json")
+    specs, router = load_router(path)
+    assert set(specs) == {m.harness_id for m in archive.list_pool_members("run-1")}
+    assert router.h0 == state["start_harness"]
+    graph = build_routed_graph(specs, router, policy("help"), Episode(task=WordEnv().tasks("test")[0]))
+    assert graph.invoke({})["harness"] == state["parents"][0]  # the evolved child solves the val tasks
+    with pytest.raises(ValueError, match="not a router file"):
+        load_router({"format": "x"})
+
+
+def test_export_router_cli_writes_a_loadable_file_and_refuses_a_run_without_a_pool(tmp_path):
+    from typer.testing import CliRunner
+
+    from coevo.cli.app import app
+    from coevo.meta.bundle import load_router
+    from coevo.storage import RunRecord
+
+    state, archive, _ = _run_harness_s(tmp_path, "harness_s_he_only")
+    archive.add_run(RunRecord(id="vace-run", strategy="vace"))
+    db, out = str(tmp_path / "run.db"), tmp_path / "r.json"
+    result = CliRunner().invoke(app, ["archive", "export-router", "run-1", "--db", db, "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert load_router(out)[1].h0 == state["start_harness"]
+    result = CliRunner().invoke(app, ["archive", "export-router", "vace-run", "--db", db, "-o", str(out)])
+    assert result.exit_code == 1 and "no sibling pool" in result.output and "Traceback" not in result.output
