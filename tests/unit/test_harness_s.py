@@ -310,3 +310,17 @@ def test_export_router_cli_writes_a_loadable_file_and_refuses_a_run_without_a_po
     assert load_router(out)[1].h0 == state["start_harness"]
     result = CliRunner().invoke(app, ["archive", "export-router", "vace-run", "--db", db, "-o", str(out)])
     assert result.exit_code == 1 and "no sibling pool" in result.output and "Traceback" not in result.output
+
+
+def test_the_report_shows_the_pool_profiles_rescue_rates_and_rank_r_test_rows(tmp_path):
+    from coevo.report.html import write_report
+    from coevo.storage import RunRecord
+
+    state, archive, _ = _run_harness_s(tmp_path, "harness_s")
+    if archive.get_run("run-1") is None:
+        archive.add_run(RunRecord(id="run-1", strategy="harness_s"))
+    page = write_report("run-1", str(tmp_path / "run.db"), tmp_path / "report", state).read_text()
+    for text in ("Sibling pool", "wrong_func_name", "Behaviour profiles", "when task category",
+                 "Complementary rescue", "rescue triggered", "Router ballots", "Rank-1 routing", "Rank-2 routing",
+                 "Rank-1 − final pair (paired)"):
+        assert text in page, text
