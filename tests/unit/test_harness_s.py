@@ -324,3 +324,19 @@ def test_the_report_shows_the_pool_profiles_rescue_rates_and_rank_r_test_rows(tm
                  "Complementary rescue", "rescue triggered", "Router ballots", "Rank-1 routing", "Rank-2 routing",
                  "Rank-1 − final pair (paired)"):
         assert text in page, text
+
+
+def test_candidates_target_two_or_three_related_causes_and_see_the_other_briefs():
+    from coevo.meta.state import Direction
+    from coevo.nodes.evolve import merge, related_groups
+
+    causes = ["no_answer:budget", "no_answer:parse", "no_answer:hook", "no_answer:stop", "wrong_answer"]
+    directions = [Direction(id=f"d{i}", cause=c, description=c, task_ids=[f"t{i}", f"t{i + 1}"])
+                  for i, c in enumerate(causes)]
+    groups = related_groups(directions, 3)
+    assert [[d.cause for d in g] for g in groups] == [causes[:3], [causes[3]], [causes[4]]]
+    assert all(len({d.cause.split(":")[0] for d in g}) == 1 for g in groups)  # related: one family per candidate
+    brief = merge(groups[0], "b0", ["no_answer:stop", "wrong_answer"])
+    assert brief.cause == "no_answer:budget + no_answer:parse + no_answer:hook"
+    assert brief.task_ids == ["t0", "t1", "t2", "t3"] and "Other candidates this round target" in brief.description
+    assert "wrong_answer" in brief.description
