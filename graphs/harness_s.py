@@ -15,15 +15,15 @@ from __future__ import annotations
 
 from langgraph.graph import StateGraph
 
-from coevo.graphs.harness_s_he_only import add_evolution, harness_s_graph
+from coevo.graphs.wiring import add_evolution, meta_graph
 from coevo.nodes.profile import profile
-from coevo.nodes.route import rescue_train
+from coevo.nodes.route import rescue_train, routed_test
 from coevo.nodes.schedule import more_rounds, next_round
 
 
 def build() -> StateGraph:
     """Harness-S's wiring (uncompiled)."""
-    builder = harness_s_graph()
+    builder = meta_graph(test=routed_test)
     # P_1 = {H0}; directional evolution with frozen weights
     add_evolution(builder, after="setup", then="profile")
     builder.add_node("profile", profile)

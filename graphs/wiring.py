@@ -4,6 +4,8 @@ module stays the place where its algorithm is read."""
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 from langgraph.graph import END, START, StateGraph
 
 from coevo.meta.context import MetaContext
@@ -11,17 +13,20 @@ from coevo.meta.state import MetaState
 from coevo.nodes.check import check
 from coevo.nodes.curate import curate
 from coevo.nodes.edit import edit, fan_out
+from coevo.nodes.evolve import curate_briefs, fan_out_briefs, sample_parents
 from coevo.nodes.schedule import final_test, more_rounds, next_round
+from coevo.nodes.select_parents import more_evolution, select_parents
 from coevo.nodes.setup import setup
 
 
-def meta_graph() -> StateGraph:
+def meta_graph(test: Callable[..., Any] = final_test) -> StateGraph:
     """A meta-loop ``StateGraph`` (state ``MetaState``, context ``MetaContext``) that starts with
-    ``setup`` (H0, W0 and the run's tasks) and ends with ``final_test`` (test of the start and
-    final pairs); the strategy wires what lies between."""
+    ``setup`` (H0, W0 and the run's tasks) and ends with ``final_test`` (``test``: by default the
+    test of the start and final pairs; Harness-S passes its routed test); the strategy wires what
+    lies between."""
     builder = StateGraph(MetaState, context_schema=MetaContext)
     builder.add_node("setup", setup)
-    builder.add_node("final_test", final_test)
+    builder.add_node("final_test", test)
     builder.add_edge(START, "setup")
     builder.add_edge("final_test", END)
     return builder
@@ -45,3 +50,19 @@ def add_rounds(builder: StateGraph, first: str, last: str) -> None:
     builder.add_node("next_round", next_round)
     builder.add_edge(last, "next_round")
     builder.add_conditional_edges("next_round", more_rounds, {"continue": first, "done": "final_test"})
+
+
+def add_evolution(builder: StateGraph, after: str, then: str) -> None:
+    """Harness-S directional evolution (§3.2, Eq. 2-4) after node ``after``, going to ``then`` when its rounds are done:
+    sample_parents -> curate (``curate_briefs``) -> edit per brief (``Send``) -> check -> select_parents -> loop."""
+    builder.add_node("sample_parents", sample_parents)
+    builder.add_node("curate", curate_briefs)
+    builder.add_node("edit", edit)
+    builder.add_node("check", check)
+    builder.add_node("select_parents", select_parents)
+    builder.add_edge(after, "sample_parents")
+    builder.add_edge("sample_parents", "curate")
+    builder.add_conditional_edges("curate", fan_out_briefs, ["edit", "check"])
+    builder.add_edge("edit", "check")
+    builder.add_edge("check", "select_parents")
+    builder.add_conditional_edges("select_parents", more_evolution, {"continue": "sample_parents", "done": then})
