@@ -202,7 +202,7 @@ class RescueTrainer:
         return new, [t.model_copy(update={"id": f"{new}-{t.task_id}"}) for t in trajs]
 
 
-def _run_harness_s(tmp_path, strategy):
+def _run_harness_s(tmp_path, strategy, profiler=None, voter=None, reporter=None):
     h0 = HarnessSpec(name="h0", prompt=Prompt(system="Answer the task.", output_format="Reply 'Final answer: X'."))
     (tmp_path / "h0.json").write_text(h0.model_dump_json())
     config = RunConfig(strategy=strategy, rounds=1, db=str(tmp_path / "run.db"), harness=str(tmp_path / "h0.json"),
@@ -213,7 +213,8 @@ def _run_harness_s(tmp_path, strategy):
     trainer = RescueTrainer(env, model, archive)
     ctx = MetaContext(config=config, env=env, archive=archive, policy=lambda ckpt: model,
                       trainer=trainer if strategy == "harness_s" else None, curator=OfflineCurator(2),
-                      editor=OfflineEditor(), profiler=OfflineProfiler(), voter=[RuleVoter()])
+                      editor=OfflineEditor(), profiler=profiler or OfflineProfiler(), voter=voter or [RuleVoter()],
+                      **({"reporter": reporter} if reporter else {}))
     state = asyncio.run(run_meta(config, run_id="run-1", context=ctx, archive=archive))
     return state, archive, trainer
 
@@ -340,3 +341,27 @@ def test_candidates_target_two_or_three_related_causes_and_see_the_other_briefs(
     assert brief.cause == "no_answer:budget + no_answer:parse + no_answer:hook"
     assert brief.task_ids == ["t0", "t1", "t2", "t3"] and "Other candidates this round target" in brief.description
     assert "wrong_answer" in brief.description
+
+
+def test_malformed_profiler_and_voter_replies_in_a_run_are_logged_and_ignored_not_crashes(tmp_path):
+    from coevo.report.progress import NullReporter
+
+    class Lines(NullReporter):
+        def __init__(self):
+            self.lines = []
+
+        def log(self, message):
+            self.lines.append(message)
+
+    reporter = Lines()
+    state, archive, _ = _run_harness_s(tmp_path, "harness_s_he_only",
+                                       profiler=LLMProfiler("openai/gpt-4o-mini", mock_response="{oops"),
+                                       voter=[LLMVoter("openai/gpt-4o-mini", mock_response="nope"), RuleVoter()],
+                                       reporter=reporter)
+    assert any("profiler reply ignored" in line and "invalid reply" in line for line in reporter.lines)
+    child = state["parents"][0]
+    assert state["profiles"][child].reason and state["profiles"][child].val_success == 1.0
+    votes = archive.list_votes("run-1")
+    assert any(v.voter == "llm" and not v.ranking and "invalid reply" in v.reason for v in votes)
+    assert state["test"]["rank1"].score == 1.0  # the Rule Router's ballot alone decides
+    assert {c.role for c in archive.list_llm_calls("run-1")} == {"profiler", "voter"}
