@@ -36,6 +36,7 @@ def main() -> None:
     from coevo.meta.bundle import router_bundle
     from coevo.meta.pool import Profile
     from coevo.meta.router import Router
+    from coevo.nodes.select_parents import carried_tasks
     from coevo.roles.voter import RuleVoter
     from coevo.storage import Archive
     from coevo.training.stage import StageTrainer
@@ -74,7 +75,11 @@ def main() -> None:
                     ballot=config.harness_s.ballot, seed=config.seed)
     specs = {h: load_harness(archive.get_harness(h).spec) for h in first}
     siblings = [s for h, s in specs.items() if h != h0]
-    tasks = env.tasks("train", config.env.n_train)
+    # a train task whose prompt a sibling's demonstration carries is left out of both arms (DESIGN.md,
+    # Principles: the rescue would copy its answer, not solve it)
+    everything = env.tasks("train", config.env.n_train)
+    carried = {t for s in siblings for t in carried_tasks(s, everything)}
+    tasks = [t for t in everything if t.id not in carried]
 
     async def route(task, k):
         return await router.top_k(task, config.harness_s.rescue_k or k)
@@ -88,6 +93,7 @@ def main() -> None:
                         "rescue_success": m.get("rescue_success"), "groups": args.steps * args.tasks_per_step,
                         "rollouts": len(trajectories), "steps": m.get("steps"), "wall_s": m.get("wall_time_s")}
     report = {"run": run.id, "pool": len(specs), "env": config.env.ref, "n_train": len(tasks),
+              "demonstrated_left_out": len(everything) - len(tasks),
               "k": config.train.num_generations, "seed": config.seed, "arms": results}
     print(json.dumps(report, indent=1))
     if args.out:

@@ -9,12 +9,15 @@ whether or not it beat its parent there (§3.2, App. F).
 
 from __future__ import annotations
 
+import json
 from itertools import combinations
 from math import comb
-from typing import Mapping
+from typing import Iterable, Mapping
 
 from langgraph.runtime import Runtime
 
+from coevo.envs.base import Task
+from coevo.harnesses.spec import HarnessSpec
 from coevo.meta.context import MetaContext, services
 from coevo.meta.pool import PoolMember
 from coevo.meta.state import Candidate, EvalSummary, MetaState
@@ -57,6 +60,15 @@ def coverage_parents(solved: Mapping[str, set[str]], budget: int, exact_limit: i
     return chosen
 
 
+def carried_tasks(spec: HarnessSpec, tasks: Iterable[Task]) -> list[str]:
+    """The ids of ``tasks`` whose prompt text occurs in ``spec`` (a demonstration carries it, with its
+    answer). A pool member can be a child whose revision failed, so its candidate no longer names
+    its demonstrations; the spec itself does (DESIGN.md, Principles: such tasks leave later weight
+    stages and checks)."""
+    text = spec.model_dump_json()
+    return [t.id for t in tasks if len(t.prompt) >= 8 and json.dumps(t.prompt, ensure_ascii=False)[1:-1] in text]
+
+
 def is_valid(cand: Candidate) -> bool:
     """Whether ``cand``'s child is executable and protocol-compliant (module doc): it has a spec and
     either passed ``check`` or failed only its local check."""
@@ -68,7 +80,8 @@ async def select_parents(state: MetaState, runtime: Runtime[MetaContext]) -> dic
     per val task, the run's seed: paired with each other), add them to the pool with their lineage
     and direction (Eq. 4; archived as ``PoolMemberRecord``), and choose the next parents by Eq. 3
     (``harness_s.parents`` slots). Without a valid child the parents stay. On the first round the
-    pool starts with H0 (``round`` -1)."""
+    pool starts with H0 (``round`` -1). Train tasks a new member's spec carries (``carried_tasks``)
+    join ``demo_tasks``."""
     ctx = services(runtime)
     g, hs = state.get("evolution_round", 0), ctx.config.harness_s
     briefs = {b.direction: b for b in state.get("briefs", [])}
@@ -96,7 +109,10 @@ async def select_parents(state: MetaState, runtime: Runtime[MetaContext]) -> dic
     cover = len(set().union(*(solved.get(p, set()) for p in parents)))
     ctx.reporter.log(f"select evolution round {g}: {len(valid)} valid child(ren), pool {len(known) + len(added)}; "
                      f"parents {[p[:12] for p in parents]} cover {cover} val task(s) (Eq. 3)")
-    return {"pool": added, "parents": parents, "validation": validation, "evolution_round": g + 1}
+    train = ctx.tasks("train")
+    carried = [t for m in added if m.round == g for t in carried_tasks(ctx.spec(m.harness_id), train)]
+    return {"pool": added, "parents": parents, "validation": validation, "evolution_round": g + 1,
+            "demo_tasks": carried}
 
 
 def member(harness_id: str, summary: EvalSummary, **lineage) -> PoolMember:

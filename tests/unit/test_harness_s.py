@@ -365,3 +365,11 @@ def test_malformed_profiler_and_voter_replies_in_a_run_are_logged_and_ignored_no
     assert any(v.voter == "llm" and not v.ranking and "invalid reply" in v.reason for v in votes)
     assert state["test"]["rank1"].score == 1.0  # the Rule Router's ballot alone decides
     assert {c.role for c in archive.list_llm_calls("run-1")} == {"profiler", "voter"}
+
+
+def test_a_pool_members_demonstrated_train_tasks_leave_later_stages_even_after_a_failed_revision():
+    from coevo.nodes.select_parents import carried_tasks
+
+    tasks = [Task(id=f"t{i}", env="e", split="train", prompt=f'What is {i} + {i}?\nAnswer "now".') for i in range(3)]
+    spec = HarnessSpec(skills={"demo_t1": {"kind": "demonstration", "input": tasks[1].prompt, "output": "2"}})
+    assert carried_tasks(spec, tasks) == ["t1"] and carried_tasks(HarnessSpec(), tasks) == []
