@@ -3,6 +3,7 @@
 Public API for embedding::
 
     from coevo import load_harness, build_harness_graph
+    from coevo import load_router, build_routed_graph   # Harness-S Rank-1 routing (imported on first use)
 """
 
 import os as _os
@@ -14,5 +15,17 @@ for _k, _v in {"HF_HUB_OFFLINE": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True", "L
 from coevo.graphs.harness import arun_rollout, build_harness_graph  # noqa: E402
 from coevo.harnesses import HarnessError, HarnessSpec, apply_patch, diff, load_harness, render  # noqa: E402
 
-__all__ = ["HarnessError", "HarnessSpec", "apply_patch", "arun_rollout", "build_harness_graph", "diff", "load_harness",
-           "render"]
+__all__ = ["HarnessError", "HarnessSpec", "apply_patch", "arun_rollout", "build_harness_graph", "build_routed_graph",
+           "diff", "load_harness", "load_router", "render"]
+
+_LAZY = {"build_routed_graph": "coevo.graphs.routed", "load_router": "coevo.meta.bundle"}
+
+
+def __getattr__(name: str):
+    """``build_routed_graph`` and ``load_router``, imported on first use (Harness-S's router pulls in
+    the meta loop's modules, which ``import coevo`` alone should not)."""
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'coevo' has no attribute {name!r}")

@@ -153,6 +153,28 @@ class WhaleConfig(Section):
     pace_patience: int = Field(default=2, ge=1)
 
 
+class HarnessSConfig(Section):
+    """Harness-S (``strategies harness_s``, ``harness_s_he_only``; paper §3.2-3.4, Tables 5 and 8).
+
+    ``proposals``: the proposal budget of each directional-evolution round (its length is the number
+    of rounds; paper: 7/8/8), spread over the round's parents; ``parents``: B, the parent slots of
+    Eq. 3; ``causes_per_candidate``: at most this many related root causes per candidate (paper: 2-3);
+    ``voters``: V, LLM voters per routing call (the offline Rule Router is one voter); ``ballot``: the
+    ballot length (weights 1, 3/4, ... down to 1/ballot, Eq. 9); ``ranks``: the router ranks
+    evaluated on test (Table 5: Rank-1/2/3); ``rescue_k``: K distinct siblings per rescue (0: the
+    group size ``train.num_generations``); ``exact_limit``: the largest number of parent subsets
+    Eq. 3 searches exhaustively (above it: greedy, within (1 - 1/e) of the optimum)."""
+
+    proposals: list[int] = Field(default_factory=lambda: [7, 8, 8], min_length=1)
+    parents: int = Field(default=4, ge=1)
+    causes_per_candidate: int = Field(default=3, ge=1)
+    voters: int = Field(default=3, ge=1)
+    ballot: int = Field(default=4, ge=1)
+    ranks: int = Field(default=3, ge=1)
+    rescue_k: int = Field(default=0, ge=0)
+    exact_limit: int = Field(default=20_000, ge=1)
+
+
 class GateConfig(Section):
     """VACE's validation gate: accept iff c > b + ``min_margin`` (and the paired ``test`` agrees)."""
 
@@ -201,6 +223,7 @@ class RunConfig(Section):
     meta: MetaConfig = Field(default_factory=MetaConfig)
     gate: GateConfig = Field(default_factory=GateConfig)
     whale: WhaleConfig = Field(default_factory=WhaleConfig)
+    harness_s: HarnessSConfig = Field(default_factory=HarnessSConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
     report_to: Literal["none", "tensorboard", "mlflow", "wandb"] = Field(
         default="none", description="experiment tracker for the loop's numbers and TRL's weight-stage logs, offline: "

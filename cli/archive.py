@@ -198,3 +198,18 @@ def export(harness_id: str = typer.Argument(..., help="Harness id or unique pref
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(record.spec, indent=2) + "\n")
     console.print(f"wrote harness {record.id[:12]} to {out}")
+
+
+@app.command("export-router")
+def export_router(run_id: str = typer.Argument(..., help="A harness_s / harness_s_he_only run id or unique prefix."),
+                  out: Path = typer.Option(Path("router.json"), "-o", "--out", help="Output JSON file."),
+                  db: str = typer.Option(DEFAULT_DB, "--db", envvar="COEVO_DB", help=DB_HELP)) -> None:
+    """Write a Harness-S run's sibling pool, profiles and router settings to a JSON file: load it with
+    ``coevo.meta.bundle.load_router`` and embed ``coevo.build_routed_graph`` (Rank-1 routing)."""
+    from coevo.meta.bundle import write_router
+
+    with user_errors():
+        archive = open_archive(db)
+        full = archive.resolve_id("runs", run_id)
+        path = write_router(archive, full, out)
+    console.print(f"wrote the router of run {full} to {path}")

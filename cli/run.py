@@ -71,6 +71,11 @@ def summary_table(state: dict[str, Any], archive: Any = None) -> Table:
                       f"pass@k {plain(final.pass_at_k)} (start {plain(start.pass_at_k)})",
                       plain(start.trivial_baseline))
         table.add_row("test", "final − start (paired)", difference_text(diff), "same tasks and seeds", "")
+        for r in sorted(k for k in test if k.startswith("rank")):  # Harness-S: final W under router rank r
+            routed = test[r]
+            table.add_row("test", f"final W, {r[:4].title()}-{r[4:]} routing", score_text(routed.estimate),
+                          f"vs final pair {difference_text(paired_difference(final.per_task, routed.per_task))}",
+                          plain(start.trivial_baseline))
         table.caption = (f"test: final − start = {difference_text(diff)} "
                          "(paired bootstrap over test tasks; significant when the interval excludes 0)")
     return table

@@ -50,6 +50,7 @@ class Strategy:
 
 REFINE = ("curator", "editor")
 SEARCH = ("proposer",)
+HARNESS_S = ("curator", "editor", "profiler", "voter")
 
 STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
     Strategy("vace", "coevo.graphs.vace", "VACE Algorithm 1: train, refine, validate, gate, every round", True, REFINE),
@@ -71,10 +72,15 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
     Strategy("coevo_rsi_latest_only", "coevo.graphs.coevo_rsi_latest_only",
              "CoEvo-RSI's ablation: inheritance from the latest harness and checkpoint only", True,
              (*REFINE, "inheritor")),
+    Strategy("harness_s", "coevo.graphs.harness_s", "Harness-S: directional evolution of a sibling pool, profiles, "
+             "router voters, rescue GRPO under H0, Rank-1 routing", True, HARNESS_S),
+    Strategy("harness_s_he_only", "coevo.graphs.harness_s_he_only", "Harness-S's harness evolution with the frozen "
+             "policy, then Rank-1 routing", False, HARNESS_S),
 )}
 
-OTHER_GRAPHS: dict[str, str] = {"harness_demo": "./graphs/demo.py:graph"}
-"""``langgraph.json`` graphs that are not strategies (the demo agent; later the routed graph)."""
+OTHER_GRAPHS: dict[str, str] = {"harness_demo": "./graphs/demo.py:graph",
+                                 "harness_s_routed": "./graphs/routed.py:graph", "router": "./graphs/router.py:graph"}
+"""``langgraph.json`` graphs that are not strategies (the demo agent, Harness-S's routed demo and its voting graph)."""
 
 
 def strategy_names() -> str:

@@ -35,10 +35,12 @@ class Trainer(Protocol):
     checkpoint id and the stage's trajectories (the tokens the policy really generated)."""
 
     async def __call__(self, checkpoint_id: str, spec: HarnessSpec, tasks: Sequence[Task],
-                       round: int, siblings: Sequence[HarnessSpec] = (), **phase: Any) -> tuple[str, list[Trajectory]]:
+                       round: int, siblings: Sequence[HarnessSpec] = (), route: Any = None,
+                       **phase: Any) -> tuple[str, list[Trajectory]]:
         """Train ``checkpoint_id`` in ``round`` (``siblings``: the Eq. 5 rescue pool, passed only
-        when non-empty; ``phase``: a WHALE weight phase's sampler position, length and stopping
-        rule, passed only by the WHALE strategies); returns (new checkpoint id, the stage's trajectories)."""
+        when non-empty; ``route``: Harness-S's per-task router choice among them, passed only by
+        harness_s; ``phase``: a WHALE weight phase's sampler position, length and stopping rule,
+        passed only by the WHALE strategies); returns (new checkpoint id, the stage's trajectories)."""
 
 
 @dataclass
@@ -48,8 +50,9 @@ class MetaContext:
     ``policy(checkpoint_id)`` returns the chat model for that checkpoint; ``trainer`` is None for
     strategies with frozen weights; ``curator``/``editor`` are None for strategies that do not
     refine; ``proposer`` is the Meta-Harness proposer of the search strategies; ``inheritor``
-    (``coevo.roles.inheritor``) is None for those without CoEvo-RSI inheritance (``graphs.registry``
-    says which roles a strategy needs); ``evaluator`` is
+    (``coevo.roles.inheritor``) is None for those without CoEvo-RSI inheritance; Harness-S's
+    ``profiler`` (``coevo.roles.profiler``) and ``voter`` (the router's voters, ``coevo.roles.voter``)
+    likewise (``graphs.registry`` says which roles a strategy needs); ``evaluator`` is
     ``coevo.evaluation.engine.evaluate`` (replaceable in tests); ``executor`` where its rollouts run
     (``coevo.evaluation.executors``; None: in this process); ``approve`` (``--approve-gate``)
     pauses before each gate decision with a LangGraph ``interrupt``; ``run_id`` names the run
@@ -71,6 +74,8 @@ class MetaContext:
     editor: Editor | None = None
     proposer: Proposer | None = None
     inheritor: Any = None
+    profiler: Any = None
+    voter: Sequence[Any] = ()
     reporter: Reporter = field(default_factory=NullReporter)
     evaluator: Callable[..., Any] = evaluate
     executor: Executor | None = None

@@ -15,7 +15,9 @@ from coevo.report.progress import NullReporter, Reporter
 from coevo.roles.curator import curator_for
 from coevo.roles.editor import editor_for
 from coevo.roles.inheritor import inheritor_for
+from coevo.roles.profiler import profiler_for
 from coevo.roles.proposer import proposer_for
+from coevo.roles.voter import voters_for
 from coevo.storage import Archive
 from coevo.training.stage import StageTrainer
 
@@ -48,7 +50,8 @@ class PolicyCache:
 
 
 ROLES: dict[str, Callable[[RunConfig, Env], Any]] = {"curator": curator_for, "editor": editor_for,
-                                                     "proposer": proposer_for, "inheritor": inheritor_for}
+                                                     "proposer": proposer_for, "inheritor": inheritor_for,
+                                                     "profiler": profiler_for, "voter": voters_for}
 """Meta role name -> the factory of the run's role (offline or LiteLLM per ``meta.model``)."""
 
 

@@ -28,6 +28,7 @@ from coevo.meta.inheritance import (
     PairStats,
     Promotion,
 )
+from coevo.meta.pool import Brief, PoolMember, Profile, ProfileEntry
 
 if TYPE_CHECKING:
     from coevo.evaluation.stats import Estimate
@@ -199,7 +200,8 @@ class WeightStage(BaseModel):
     ``effective_group_rate`` the fraction of retained groups with both a success and a failure
     (Harness-S §3), ``contrast_rate`` that of retained groups whose rewards differ (with partial
     credit a group can have contrast and no success), ``rescue_rate`` the fraction of groups Eq. 5
-    replaced, ``resampled_groups`` the groups dynamic sampling drew in place of groups without
+    replaced (Harness-S: the rescue trigger rate), ``rescue_success`` the fraction of rescued groups
+    with >= 1 success, ``resampled_groups`` the groups dynamic sampling drew in place of groups without
     contrast, ``delta_norm`` the size of the stage's own LoRA change and ``total_delta_norm`` that of
     W[t+1] from the base model
     (``coevo.training.delta``: sum over layers of ``||s B A||_F``). ``None``: not measured.
@@ -214,6 +216,7 @@ class WeightStage(BaseModel):
     effective_group_rate: float | None = None
     contrast_rate: float | None = None
     rescue_rate: float | None = None
+    rescue_success: float | None = None
     resampled_groups: int | None = None
     delta_norm: float | None = None
     total_delta_norm: float | None = None
@@ -380,7 +383,8 @@ class MetaState(TypedDict, total=False):
     promotion: Promotion
     """Replaced each round by CoEvo-RSI's ``promote``: the round's promotion decision."""
     test: dict[str, EvalSummary]
-    """Replaced by ``final_test``: the test evaluation of ``"start"`` (H0, W0) and ``"final"`` (H[T], W[T])."""
+    """Replaced by ``final_test``: the test evaluation of ``"start"`` (H0, W0) and ``"final"`` (H[T], W[T]);
+    Harness-S's ``routed_test`` adds ``"rank1"``, ``"rank2"``, ... (the final checkpoint under each router rank)."""
     plan: Plan
     """Replaced once by an alternating strategy's ``plan`` node (whale, fst, stagewise, pace)."""
     phase: int
@@ -403,11 +407,22 @@ class MetaState(TypedDict, total=False):
     """Accumulated (``operator.add``): every harness-search iteration's accepted harness."""
     phases: Annotated[list[Phase], operator.add]
     """Accumulated (``operator.add``): every finished phase, in order."""
+    parents: list[str]
+    """Harness-S, replaced by ``select_parents``: the parents P_g of the next evolution round (Eq. 3)."""
+    briefs: list[Brief]
+    """Harness-S, replaced each evolution round by ``curate_briefs``: the candidates' briefs (Eq. 2)."""
+    pool: Annotated[list[PoolMember], operator.add]
+    """Harness-S, accumulated (``operator.add``): the sibling pool H_g (Eq. 4), H0 first."""
+    profiles: dict[str, Profile]
+    """Harness-S, replaced at each re-anchoring by ``profile``: the pool's profiles by harness id (Eq. 11)."""
+    evolution_round: int
+    """Harness-S, replaced: the directional-evolution round g being run (0-based)."""
 
 
 STATE_MODELS: tuple[type[BaseModel], ...] = (Evidence, Direction, CandidateChecks, Candidate, TaskOutcome, EvalSummary,
                                              GatePair, GateDecision, CandidateOutcome, WeightStage, RoundSummary,
                                              Plan, Phase, SearchEntry, SearchIteration,
                                              PairStats, ArchiveEntry, ArchiveSummary, BaseChoice, ModelProposal,
-                                             PairScore, Promotion)
+                                             PairScore, Promotion,
+                                             Brief, PoolMember, ProfileEntry, Profile)
 """Every pydantic model the meta state holds: the checkpointer's deserialisation allow-list."""

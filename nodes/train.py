@@ -13,7 +13,7 @@ from coevo.meta.context import MetaContext, services
 from coevo.meta.state import MetaState, WeightStage
 from coevo.models.trajectory import Trajectory
 from coevo.nodes.phases import weight_phase, weight_phase_end
-from coevo.training.stage import training_spec
+from coevo.training.stage import Route, training_spec
 
 
 def stage_tasks(ctx: MetaContext, state: MetaState) -> list[Task]:
@@ -51,10 +51,11 @@ async def train(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
 
 
 async def run_stage(ctx: MetaContext, state: MetaState, spec: HarnessSpec, before: str,
-                    siblings: Sequence[HarnessSpec] = (), *, phase: dict[str, Any] | None = None,
-                    ) -> tuple[str, list[Trajectory], WeightStage]:
+                    siblings: Sequence[HarnessSpec] = (), *, route: Route | None = None,
+                    phase: dict[str, Any] | None = None) -> tuple[str, list[Trajectory], WeightStage]:
     """One weight stage from checkpoint ``before`` under ``spec`` on ``stage_tasks`` (``siblings``: the
-    Eq. 5 rescue pool; ``phase``: a WHALE weight phase's trainer options, ``weight_phase``): the new
+    Eq. 5 rescue pool; ``route``: the router's per-task top-K among them, Harness-S Alg. 1;
+    ``phase``: a WHALE weight phase's trainer options, ``weight_phase``): the new
     checkpoint id, its trajectories (stored, split ``train``, under the harnesses themselves rather
     than their training variants) and its ``WeightStage`` numbers. Raises ``ValueError`` when the run
     has no trainer or no train task is left."""
@@ -63,6 +64,8 @@ async def run_stage(ctx: MetaContext, state: MetaState, spec: HarnessSpec, befor
     rnd = state.get("round", 0)
     tasks = stage_tasks(ctx, state)
     options: dict[str, Any] = {"siblings": list(siblings)} if siblings else {}
+    if route is not None and siblings:
+        options["route"] = route
     checkpoint, trajectories = await ctx.train(before, spec, tasks, rnd, **options, **(phase or {}))  # accounted
     # rollouts ran the training variants (``training_spec``); they are stored under the harnesses themselves
     names = {training_spec(s, ctx.config.train).id: s.id for s in [spec, *siblings]}
@@ -74,14 +77,16 @@ async def run_stage(ctx: MetaContext, state: MetaState, spec: HarnessSpec, befor
     stage = WeightStage(round=rnd, harness_id=spec.id, checkpoint_before=before, checkpoint_after=checkpoint,
                         steps=m.get("steps"), train_reward=m.get("reward_mean"),
                         effective_group_rate=m.get("effective_group_rate"), contrast_rate=m.get("nonzero_std_rate"),
-                        rescue_rate=m.get("rescue_rate"),
+                        rescue_rate=m.get("rescue_rate"), rescue_success=m.get("rescue_success"),
                         resampled_groups=m.get("resampled_groups"), delta_norm=m.get("delta_norm"),
                         total_delta_norm=m.get("total_delta_norm"),
                         excluded_tasks=len(ctx.tasks("train")) - len(tasks))
     mean = sum(t.reward for t in trajectories) / len(trajectories) if trajectories else 0.0
+    rescue = (f", rescue triggered {_pct(stage.rescue_rate)} (rescued groups with a success "
+              f"{_pct(stage.rescue_success)})" if siblings else "")
     ctx.reporter.log(f"train  round {rnd}: {before} -> {checkpoint}  {len(trajectories)} rollouts on {len(tasks)} "
                      f"tasks, mean reward {mean:.3f}, effective groups {_pct(stage.effective_group_rate)} "
-                     f"(with reward contrast {_pct(stage.contrast_rate)}), "
+                     f"(with reward contrast {_pct(stage.contrast_rate)}){rescue}, "
                      f"||dW|| {_num(stage.delta_norm)}")
     return checkpoint, trajectories, stage
 

@@ -10,6 +10,7 @@ from typing import Any
 from coevo.evaluation.results import paired_difference
 from coevo.evaluation.stats import score_estimate
 from coevo.harnesses import diff, load_harness
+from coevo.report.harness_s import harness_s_sections
 from coevo.report.numbers import difference_text, plain, score_text, stored_estimate
 from coevo.report.phases import phases_html
 from coevo.report.plots import lineage_plot, train_plot, validation_plot
@@ -37,6 +38,12 @@ def _test_rows(state: dict[str, Any] | None, evals: list[Any]) -> str:
                  plain(e.trivial_baseline)) for name, e in (("start pair (H0, W0)", start), ("final pair", final))]
         difference = paired_difference(start.per_task, final.per_task)
         rows.append(("final − start (paired)", "", "", difference_text(difference), "", ""))
+        for r in sorted(k for k in test if k.startswith("rank")):  # Harness-S Table 5: router ranks, final W
+            e = test[r]
+            rows.append((f"final W, {r[:4].title()}-{r[4:]} routing", e.harness_id, e.checkpoint_id,
+                         score_text(e.estimate), plain(e.pass_at_k), plain(e.trivial_baseline)))
+            rows.append((f"{r[:4].title()}-{r[4:]} − final pair (paired)", "", "",
+                         difference_text(paired_difference(final.per_task, e.per_task)), "", ""))
     else:
         rows = [("", e.harness_id, e.checkpoint_id, score_text(stored_estimate(e.aggregates)),
                  plain(e.aggregates.get("pass_at_k")), plain(e.aggregates.get("trivial_baseline")))
@@ -135,6 +142,7 @@ def write_report(run_id: str, db: str, out_dir: Path, state: dict[str, Any] | No
     rows = "".join(_gate_row(d) for d in decisions)
     test_rows = _test_rows(state, evals)
     budget = _budget_table(archive, run_id)
+    harness_s = harness_s_sections(archive, run_id)
     imgs = "".join(f"<h2>{t}</h2><img src='{p.name}' alt='{t}'>" for t, p in figures)
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>coevo run {run_id}</title>
 <style>body{{font-family:sans-serif;max-width:960px;margin:2em auto}}\
@@ -148,7 +156,7 @@ trivial-policy baseline on val: {trivial_val}</p>
 paired per task and significant at 95 % when its interval excludes 0).</p>
 <h2>Gate decisions</h2><table><tr><th>round</th><th>candidate</th><th>b (incumbent, val)</th>\
 <th>c (candidate, val)</th><th>decision</th><th>reason</th></tr>{rows}</table>
-{_stage_table(archive, run_id)}{budget}{phases_html(state)}{rsi_section(archive, run_id, out_dir)}
+{_stage_table(archive, run_id)}{budget}{phases_html(state)}{rsi_section(archive, run_id, out_dir)}{harness_s}
 <h2>Test</h2><table><tr><th>pair</th><th>harness</th><th>checkpoint</th>\
 <th>mean reward [95 %] n</th><th>pass@k</th><th>trivial</th></tr>{test_rows}</table>
 {imgs}<h2>Final harness vs H0</h2><pre>{html.escape(final_diff)}</pre></body></html>"""

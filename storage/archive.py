@@ -58,6 +58,8 @@ from coevo.storage.tables import (
     ModelProposalRow,
     PhaseRecord,
     PhaseRow,
+    PoolMemberRecord,
+    PoolMemberRow,
     ProfileRecord,
     ProfileRow,
     PromotionRecord,
@@ -67,6 +69,8 @@ from coevo.storage.tables import (
     SchemaVersionRow,
     TaskRow,
     TrajectoryRow,
+    VoteRecord,
+    VoteRow,
 )
 from coevo.timestamps import utcnow
 
@@ -120,7 +124,7 @@ class Archive:
     def _tables() -> list[Table]:
         rows = (SchemaVersionRow, RunRow, HarnessRow, EditRow, CheckpointRow, TaskRow, EvaluationRow,
                 TrajectoryRow, GateDecisionRow, ProfileRow, LLMCallRow, BudgetRow, PhaseRow, BaseChoiceRow,
-                ModelProposalRow, PromotionRow)
+                ModelProposalRow, PromotionRow, PoolMemberRow, VoteRow)
         return [row.__table__ for row in rows]  # type: ignore[attr-defined]
 
     def close(self) -> None:
@@ -362,6 +366,22 @@ class Archive:
     def list_profiles(self, run_id: str | None = None, harness_id: str | None = None) -> list[ProfileRecord]:
         """Profiles filtered by run and/or harness, oldest first."""
         return self._list(ProfileRow, ProfileRecord, run_id=run_id, harness_id=harness_id)
+
+    def add_pool_members(self, members: Sequence[PoolMemberRecord]) -> None:
+        """Insert or replace Harness-S pool members in one transaction."""
+        self._put(PoolMemberRow, members)
+
+    def list_pool_members(self, run_id: str | None = None) -> list[PoolMemberRecord]:
+        """The pool members (of ``run_id``), oldest first."""
+        return self._list(PoolMemberRow, PoolMemberRecord, run_id=run_id)
+
+    def add_votes(self, votes: Sequence[VoteRecord]) -> None:
+        """Insert or replace router ballots in one transaction."""
+        self._put(VoteRow, votes)
+
+    def list_votes(self, run_id: str | None = None, task_id: str | None = None) -> list[VoteRecord]:
+        """Router ballots filtered by run and/or task, oldest first."""
+        return self._list(VoteRow, VoteRecord, run_id=run_id, task_id=task_id)
 
     def add_llm_calls(self, calls: Sequence[LLMCallRecord]) -> None:
         """Insert or replace meta-role LLM call records in one transaction."""

@@ -275,6 +275,52 @@ class ProfileRow(ProfileRecord, table=True):
     __tablename__ = "profiles"
 
 
+class PoolMemberRecord(SQLModel):
+    """A Harness-S sibling in a run's pool (Eq. 4): lineage (``parent``), evolution ``round`` (-1 for
+    H0), the ``direction`` and ``causes`` it targets, its val score under the frozen policy, the val
+    tasks it solved (V(H), Eq. 3) and whether Eq. 3 chose it as a next-round parent."""
+
+    id: str = Field(primary_key=True)
+    run_id: str | None = Field(default=None, index=True)
+    harness_id: str = Field(default="", index=True)
+    parent: str | None = None
+    round: int = -1
+    direction: str = ""
+    causes: list[str] = Field(default_factory=list, sa_type=JSON)
+    val_score: float | None = None
+    solved: list[str] = Field(default_factory=list, sa_type=JSON)
+    selected: bool = False
+    created_at: float = Field(default_factory=_now)
+
+
+class PoolMemberRow(PoolMemberRecord, table=True):
+    """The ``pool_members`` table: one row per ``PoolMemberRecord``."""
+
+    __tablename__ = "pool_members"
+
+
+class VoteRecord(SQLModel):
+    """One router voter's ballot on one task (Harness-S Eq. 9): the ranked harness ids (best first),
+    the ``purpose`` of the routing (``rescue``, ``rank`` or ``app``), the checkpoint whose profiles
+    it read, and ``reason`` when the voter's reply was ignored."""
+
+    id: str = Field(primary_key=True)
+    run_id: str | None = Field(default=None, index=True)
+    checkpoint_id: str = ""
+    task_id: str = Field(default="", index=True)
+    voter: str = ""
+    purpose: str = ""
+    ranking: list[str] = Field(default_factory=list, sa_type=JSON)
+    reason: str = ""
+    created_at: float = Field(default_factory=_now)
+
+
+class VoteRow(VoteRecord, table=True):
+    """The ``votes`` table: one row per ``VoteRecord``."""
+
+    __tablename__ = "votes"
+
+
 class LLMCallRecord(SQLModel):
     """One meta-role LLM call (curator, editor, voter, profiler): tokens, cost (USD), latency (s)."""
 

@@ -136,7 +136,8 @@ def stage_metrics(log_history: list[dict], rollouts: list[dict[str, float]], wal
     effective-group rate, the rate of groups with any reward contrast and effective-token share;
     policy tokens and groups drawn by dynamic sampling summed; wall seconds; and ``history`` (one
     dict per step: step, loss, reward, pass_rate, effective_group_rate, nonzero_std_rate,
-    effective_token_share, policy_tokens, rescue_rate, resampled_groups, resampled_retained,
+    effective_token_share, policy_tokens, rescue_rate (Harness-S rescue trigger rate), rescue_success,
+    rescued_groups, resampled_groups, resampled_retained,
     failed_rollouts, the sampler's rollout_s,
     sampled_tokens, sampled_tokens_per_s, and the trainer's grad_norm, entropy and, with Eq. 16,
     is_weight_mean and sampler_logp_diff_mean; needs ``logging_steps=1``)."""
@@ -147,8 +148,8 @@ def stage_metrics(log_history: list[dict], rollouts: list[dict[str, float]], wal
         return statistics.fmean(r[key] for r in rollouts) if rollouts else 0.0
 
     keys = ("reward", "pass_rate", "effective_group_rate", "nonzero_std_rate", "effective_token_share",
-            "policy_tokens", "rescue_rate", "resampled_groups", "resampled_retained", "failed_rollouts", "rollout_s",
-            "sampled_tokens", "sampled_tokens_per_s")
+            "policy_tokens", "rescue_rate", "rescue_success", "rescued_groups", "resampled_groups",
+            "resampled_retained", "failed_rollouts", "rollout_s", "sampled_tokens", "sampled_tokens_per_s")
     trainer_keys = ("loss", "grad_norm", "entropy", "is_weight_mean", "sampler_logp_diff_mean")
     history = [{"step": i + 1, **{k: r[k] for k in keys if k in r},
                 **({k: logs[i][k] for k in trainer_keys if k in logs[i]} if i < len(logs) else {})}
@@ -162,6 +163,8 @@ def stage_metrics(log_history: list[dict], rollouts: list[dict[str, float]], wal
         "effective_token_share": mean("effective_token_share"),
         "tokens": int(sum(r["policy_tokens"] for r in rollouts)),
         "rescue_rate": mean("rescue_rate"),
+        "rescue_success": (sum(r.get("rescue_success", 0.0) * r.get("rescued_groups", 0.0) for r in rollouts)
+                           / max(1.0, sum(r.get("rescued_groups", 0.0) for r in rollouts))),
         "resampled_groups": int(sum(r.get("resampled_groups", 0.0) for r in rollouts)),
         "sampled_tokens_per_s": (sum(r.get("sampled_tokens", 0.0) for r in rollouts)
                                  / max(1e-9, sum(r.get("rollout_s", 0.0) for r in rollouts))),

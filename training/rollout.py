@@ -45,6 +45,7 @@ Group = list[Trajectory]
 RolloutFn = Callable[..., Awaitable[Trajectory]]
 PolicyFactory = Callable[[Any], BaseChatModel]
 Rescue = Callable[..., "Group | Awaitable[Group] | None"]
+Choose = Callable[[Task, int], "Sequence[Any] | Awaitable[Sequence[Any]]"]
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
@@ -109,20 +110,30 @@ def eval_mode(model: Any) -> Iterator[None]:
             model.train()
 
 
-def sibling_rescue(siblings: Sequence[Any], env: Env, rollout_fn: RolloutFn | None = None, seed: int = 0) -> Rescue:
+def sibling_rescue(siblings: Sequence[Any] | Choose, env: Env, rollout_fn: RolloutFn | None = None,
+                   seed: int = 0) -> Rescue:
     """A rescue hook for Harness-S Eq. 5: one fresh attempt of the same policy under each sibling
-    harness (cycled to the size of the failed group), from the task's initial state.
+    harness, from the task's initial state; the returned group replaces the failed one, and each of
+    its trajectories carries its own sibling's context (prompt token ids), so its probability ratio
+    (Eq. 7) is computed in the context that generated it.
 
-    Returns an async ``rescue(task, failed_group, policy)``; the router's top-K choice of siblings
-    is the caller's (pass them in rank order). Raises ``ValueError`` when ``siblings`` is empty.
+    ``siblings``: harness specs in rank order, cycled to the size of the failed group; or a router
+    ``choose(task, k) -> specs`` (sync or async; Harness-S Eq. 10, the top-K distinct siblings for
+    this task, cycled when it returns fewer than K). Returns an async ``rescue(task, failed_group,
+    policy)``. Raises ``ValueError`` when ``siblings`` is an empty sequence; a router that chooses no
+    sibling for a task keeps that task's failed group.
     """
-    if not siblings:
+    if not callable(siblings) and not siblings:
         raise ValueError("sibling_rescue: pass at least one sibling HarnessSpec")
 
     async def rescue(task: Task, failed_group: Group, policy: BaseChatModel) -> Group:
         run = guarded(rollout_fn or default_rollout_fn())
         n = len(failed_group)
-        specs = [siblings[i % len(siblings)] for i in range(n)]
+        chosen = siblings(task, n) if callable(siblings) else siblings
+        chosen = list(await chosen if inspect.isawaitable(chosen) else chosen)
+        if not chosen:
+            return failed_group
+        specs = [chosen[i % len(chosen)] for i in range(n)]
         trajs = [run(s, policy, env, task, seed=seed + 7919 + i, checkpoint_id=failed_group[0].checkpoint_id)
                  for i, s in enumerate(specs)]
         return list(await asyncio.gather(*trajs))
@@ -331,6 +342,9 @@ class HarnessRollout:
             "effective_token_share": effective_token_share(advantages, tokens),
             "policy_tokens": float(sum(map(sum, tokens))),
             "rescue_rate": len(batch.rescued) / len(groups),
+            "rescue_success": (sum(any(t.passed for t in g) for g in batch.rescued.values()) / len(batch.rescued)
+                               if batch.rescued else 0.0),
+            "rescued_groups": float(len(batch.rescued)),
             "resampled_groups": float(len(batch.drawn)),
             "resampled_retained": float(sum(id(g) in drawn for g in groups)),
             "failed_rollouts": float(sum(map(is_failed, batch.made))),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Awaitable, Callable, Sequence
 
 from coevo.config import RunConfig, TrainConfig
 from coevo.envs.base import Env, Task
@@ -14,6 +14,9 @@ from coevo.models.trajectory import Trajectory
 from coevo.report.tracking import tracking_folder
 from coevo.training.checkpoint import Checkpoint, record_checkpoint
 from coevo.training.config import StageConfig
+
+Route = Callable[[Task, int], Awaitable[list[str]]]
+"""A router's rescue choice: ``route(task, k)`` -> at most k distinct sibling harness ids (Harness-S Eq. 10)."""
 
 
 def training_spec(spec: HarnessSpec, train: TrainConfig) -> HarnessSpec:
@@ -56,7 +59,10 @@ class StageTrainer:
     Training rollouts sample as ``training_spec`` says. With ``config.train.rescue`` (GRPO only)
     and siblings, an all-fail group is re-rolled once under each sibling harness (Harness-S Eq. 5,
     ``coevo.training.rollout.sibling_rescue``; siblings cycled to the group size, sampled like
-    the incumbent). Adapters are saved under the absolute ``<out_dir>/adapters`` and stored with
+    the incumbent). With a ``route(task, k) -> harness ids`` (Harness-S Eq. 10: the router's top-K
+    siblings of that task, H0 excluded) rescue is on whatever ``train.rescue`` says, and each task's
+    rescue group runs under the siblings the router chose for it. Adapters are saved under the
+    absolute ``<out_dir>/adapters`` and stored with
     that path. The new checkpoint's metrics get the size of its change (``measured``). With a run
     tracker, TRL logs the stage's steps to it (``tracked``).
 
@@ -76,7 +82,8 @@ class StageTrainer:
         self.executor = executor
 
     def _train(self, checkpoint_id: str, spec: HarnessSpec, tasks: Sequence[Task], round: int,
-               siblings: Sequence[HarnessSpec], phase: dict[str, Any]) -> tuple[str, list[Trajectory]]:
+               siblings: Sequence[HarnessSpec], phase: dict[str, Any],
+               route: Route | None = None) -> tuple[str, list[Trajectory]]:
         train = self.config.train
         if phase and train.algorithm != "rsft":
             raise ValueError(f"strategy {self.config.strategy!r} runs WHALE weight phases, which are RSFT (WHALE "
@@ -102,14 +109,20 @@ class StageTrainer:
                 sync_dir = Path(config.output_dir) / "vllm-sync" / f"round-{round}"
                 options["policy_factory"] = VLLMStepSync(train.vllm, sync_dir, prefix=f"coevo-r{round}")
 
-            if train.rescue and siblings:
-                placed = None
-                if self.executor is not None:
-                    from coevo.evaluation.executors import sampling_on
+            variants = {s.id: training_spec(s, train) for s in siblings}
+            placed = None
+            if self.executor is not None and variants:
+                from coevo.evaluation.executors import sampling_on
 
-                    placed = sampling_on(self.executor)
-                options["rescue"] = sibling_rescue([training_spec(s, train) for s in siblings], self.env,
-                                                   rollout_fn=placed, seed=config.seed)
+                placed = sampling_on(self.executor)
+            if route is not None and variants:
+                async def choose(task: Task, k: int) -> list[HarnessSpec]:
+                    return [variants[h] for h in await route(task, k) if h in variants]
+
+                options["rescue"] = sibling_rescue(choose, self.env, rollout_fn=placed, seed=config.seed)
+            elif train.rescue and siblings:
+                options["rescue"] = sibling_rescue(list(variants.values()), self.env, rollout_fn=placed,
+                                                   seed=config.seed)
         new, trajectories = stage(checkpoint, training_spec(spec, train), self.env, tasks, config,
                                   archive=self.archive, run_id=self.run_id, **options)
         new = measured(new, checkpoint, spec.id)
@@ -127,9 +140,11 @@ class StageTrainer:
         return new.id, trajectories
 
     async def __call__(self, checkpoint_id: str, spec: HarnessSpec, tasks: Sequence[Task], round: int,
-                       siblings: Sequence[HarnessSpec] = (), **phase: Any) -> tuple[str, list[Trajectory]]:
+                       siblings: Sequence[HarnessSpec] = (), route: Route | None = None,
+                       **phase: Any) -> tuple[str, list[Trajectory]]:
         """Train from ``checkpoint_id`` under ``spec`` on ``tasks`` in round ``round`` (``siblings``:
-        the Eq. 5 rescue pool, best first); returns the new checkpoint's id (recorded in the
-        archive) and every training rollout. ``phase``: a WHALE weight phase's ``train_rsft``
-        options (``sampler``, ``position``, ``max_steps``, ``stop``); ``ValueError`` under GRPO."""
-        return await asyncio.to_thread(self._train, checkpoint_id, spec, tasks, round, siblings, phase)
+        the Eq. 5 rescue pool, best first; ``route``: the router's per-task choice among them);
+        returns the new checkpoint's id (recorded in the archive) and every training rollout.
+        ``phase``: a WHALE weight phase's ``train_rsft`` options (``sampler``, ``position``,
+        ``max_steps``, ``stop``); ``ValueError`` under GRPO."""
+        return await asyncio.to_thread(self._train, checkpoint_id, spec, tasks, round, siblings, phase, route)

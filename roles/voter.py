@@ -1,0 +1,143 @@
+"""Router voters (Harness-S Eq. 9, App. 8): each returns a ranked ballot of at most ``ballot``
+harness ids for one task, from the task, the current profiles, validation success rates and the
+outcomes on similar validation tasks.
+
+``RuleVoter`` is the paper's offline Rule Router (success on similar validation tasks, then overall
+validation success, then id). ``LLMVoter`` asks a LiteLLM model (JSON schema, one repair); a reply
+that never validates is an empty ballot with its reason (ignored by the tally, never a crash).
+``combine`` is Eq. 9: q(H|x) = Σ_v ω(rank_v(H|x)), ω = 1, 3/4, 1/2, 1/4 for a ballot of 4 (ω(r) =
+1 - (r - 1)/ballot, 0 when unlisted), ties broken by validation success, then by id.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Mapping, Protocol, Sequence
+
+from pydantic import BaseModel
+
+from coevo.config import RunConfig
+from coevo.envs.base import Env, Task
+from coevo.meta.pool import Ballot, Profile
+from coevo.roles.llm import JsonRole
+from coevo.storage.tables import LLMCallRecord
+
+
+def weight(rank: int, ballot: int) -> float:
+    """ω(rank) of Eq. 9 for 1-based ``rank`` on a ballot of length ``ballot``: 1 - (rank-1)/ballot
+    (1, 3/4, 1/2, 1/4 for 4), 0 for an unlisted candidate (rank 0 or > ballot)."""
+    return 1.0 - (rank - 1) / ballot if 1 <= rank <= ballot else 0.0
+
+
+def combine(ballots: Sequence[Ballot], candidates: Sequence[str], val_success: Mapping[str, float],
+            ballot: int = 4) -> list[str]:
+    """Eq. 9: ``candidates`` ordered by q(H|x) = Σ over ballots of ω(rank), best first; ties by
+    validation success (higher first), then by id. Ballot entries that are not candidates and
+    repeated entries are skipped (an entry counts at its first position)."""
+    q = dict.fromkeys(candidates, 0.0)
+    for b in ballots:
+        seen: list[str] = []
+        for h in b.ranking:
+            if h in q and h not in seen:
+                seen.append(h)
+                q[h] += weight(len(seen), ballot)
+    return sorted(candidates, key=lambda h: (-q[h], -val_success.get(h, 0.0), h))
+
+
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"[a-z0-9]+", text.lower()))
+
+
+def similar(task: Task, val_tasks: Mapping[str, Task], m: int = 5) -> list[str]:
+    """The ``m`` val task ids most similar to ``task`` (Jaccard overlap of their words; ties by id)."""
+    words = _words(task.prompt)
+
+    def overlap(t: Task) -> float:
+        other = _words(t.prompt)
+        return len(words & other) / len(words | other) if words | other else 0.0
+
+    return sorted(val_tasks, key=lambda i: (-overlap(val_tasks[i]), i))[:m]
+
+
+class Voter(Protocol):
+    """One voter of the router: a ranked ballot for ``task`` over ``candidates`` (in the shuffled
+    order it is shown them), given the profiles by harness id and the val tasks by id."""
+
+    name: str
+
+    def vote(self, task: Task, candidates: Sequence[str], profiles: Mapping[str, Profile],
+             val_tasks: Mapping[str, Task], ballot: int) -> tuple[Ballot, list[LLMCallRecord]]:
+        """The ballot (at most ``ballot`` ids) and the LLM calls made."""
+
+
+class RuleVoter:
+    """The offline Rule Router (Harness-S App. 8): rank by success on the ``m`` most similar val
+    tasks, then by overall val success, then by id."""
+
+    name = "rule"
+
+    def __init__(self, m: int = 5) -> None:
+        self.m = m
+
+    def vote(self, task: Task, candidates: Sequence[str], profiles: Mapping[str, Profile],
+             val_tasks: Mapping[str, Task], ballot: int) -> tuple[Ballot, list[LLMCallRecord]]:
+        """The ballot of ``task`` (see class doc); no LLM calls."""
+        near = similar(task, val_tasks, self.m)
+
+        def key(h: str) -> tuple[float, float, str]:
+            p = profiles.get(h)
+            local = [p.per_task[t] for t in near if p and t in p.per_task]
+            return (-(sum(local) / len(local) if local else 0.0), -(p.val_success if p else 0.0), h)
+
+        return Ballot(voter=self.name, task_id=task.id, ranking=sorted(candidates, key=key)[:ballot]), []
+
+
+class BallotReply(BaseModel):
+    """An LLM voter's reply: candidate ids, best first."""
+
+    ranking: list[str]
+
+
+class LLMVoter(JsonRole):
+    """A voter as a LiteLLM model (see module doc). The reply must list distinct candidate ids, at
+    most ``ballot`` of them; otherwise it is repaired once, then ignored with its reason."""
+
+    role = "voter"
+
+    def __init__(self, model: str, name: str = "llm", **kw: Any) -> None:
+        super().__init__(model, **kw)
+        self.name = name
+
+    def vote(self, task: Task, candidates: Sequence[str], profiles: Mapping[str, Profile],
+             val_tasks: Mapping[str, Task], ballot: int) -> tuple[Ballot, list[LLMCallRecord]]:
+        """The ballot of ``task`` (see class doc)."""
+        near = similar(task, val_tasks)
+        shown = [{"id": h, "val_success": round(profiles[h].val_success, 3) if h in profiles else None,
+                  "prefer": [e.model_dump() for e in profiles[h].prefer] if h in profiles else [],
+                  "avoid": [e.model_dump() for e in profiles[h].avoid] if h in profiles else [],
+                  "similar_val_outcomes": {t: profiles[h].per_task.get(t) for t in near} if h in profiles else {}}
+                 for h in candidates]
+
+        def check(reply: BallotReply) -> None:
+            unknown = [h for h in reply.ranking if h not in candidates]
+            if unknown or len(set(reply.ranking)) != len(reply.ranking) or len(reply.ranking) > ballot:
+                raise ValueError(f"ranking must list at most {ballot} distinct candidate ids; "
+                                 f"unknown: {unknown[:3]}")
+
+        system = (f"You route a task to the agent harness most likely to solve it. Rank at most {ballot} candidate "
+                  "ids, best first, using their profiles, validation success and outcomes on similar tasks.")
+        user = json.dumps({"task": task.prompt[:800], "candidates": shown}, indent=1)
+        reply = self.ask(system, user, BallotReply, check)
+        if reply.value is None:
+            return Ballot(voter=self.name, task_id=task.id, reason=reply.reason, kind="llm"), reply.calls
+        return Ballot(voter=self.name, task_id=task.id, ranking=reply.value.ranking, kind="llm"), reply.calls
+
+
+def voters_for(config: RunConfig, env: Env) -> list[Voter]:
+    """The run's voters: one ``RuleVoter`` when ``meta.model == "offline"``, else
+    ``harness_s.voters`` LLM voters (V in Eq. 9)."""
+    if config.meta.model == "offline":
+        return [RuleVoter()]
+    return [LLMVoter(config.meta.model, name=f"llm{v}", temperature=config.meta.temperature)
+            for v in range(config.harness_s.voters)]
