@@ -353,11 +353,6 @@ class BudgetRecord(SQLModel):
     ``meta_input_tokens`` / ``meta_output_tokens`` / ``meta_cost_usd`` (USD) the meta roles' LLM calls.
     ``id`` names what was paid for (an evaluation, a weight stage, a batch of LLM calls), so work
     reused by a later phase or a resume is counted once (``coevo.meta.budget``)."""
-class BaseChoiceRecord(SQLModel):
-    """CoEvo-RSI Harness Inheritance: the base an editor chose from the archive A<t for a brief in
-    ``round`` (``index`` in the archive summary it saw, ``base_id``; the incumbent was
-    ``incumbent_id``), the candidate it became (``candidate_id``, ``child_id`` once applied), why
-    (``reason``) and the ``evidence`` it was shown (the direction and the summary rows)."""
 
     id: str = Field(primary_key=True)
     run_id: str | None = Field(default=None, index=True)
@@ -380,6 +375,8 @@ class BudgetRow(BudgetRecord, table=True):
     ``create_all`` on any archive; no column of an older table changed)."""
 
     __tablename__ = "budgets"
+
+
 class PhaseRecord(SQLModel):
     """One finished phase of an alternating run (WHALE §4, FST, stagewise, PACE; ``coevo.meta.state.Phase``):
     its ``index`` in the run, ``cycle``, ``kind`` (weights, harness, prompt, control), ``length`` in
@@ -409,6 +406,17 @@ class PhaseRow(PhaseRecord, table=True):
     """The ``phases`` table: one row per ``PhaseRecord``."""
 
     __tablename__ = "phases"
+
+
+class BaseChoiceRecord(SQLModel):
+    """CoEvo-RSI Harness Inheritance: the base an editor chose from the archive A<t for a brief in
+    ``round`` (``index`` in the archive summary it saw, ``base_id``; the incumbent was
+    ``incumbent_id``), the candidate it became (``candidate_id``, ``child_id`` once applied), why
+    (``reason``) and the ``evidence`` it was shown (the direction and the summary rows)."""
+
+    id: str = Field(primary_key=True)
+    run_id: str | None = Field(default=None, index=True)
+    round: int = 0
     direction: str = ""
     index: int = 0
     base_id: str = ""
