@@ -124,6 +124,9 @@ def rollout_plot(comparison: Any, path: Path) -> Path:
     ax.set_ylabel("score (mean reward)")
     ax.set_ylim(-0.02, 1.05)
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=3, frameon=False)
+    return _save(fig, path)
+
+
 def timr_matrix_plot(timr: dict[tuple[str, str], float], harnesses: Sequence[str], checkpoints: Sequence[str],
                      promoted: set[tuple[str, str]], path: Path) -> Path:
     """CoEvo-RSI Figure 8: TIMR (fraction of model turns with an interface violation, in [0, 1]) of
