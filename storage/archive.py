@@ -415,12 +415,13 @@ class Archive:
     def list_phases(self, run_id: str | None = None) -> list[PhaseRecord]:
         """Phases (of ``run_id``), oldest first."""
         return self._list(PhaseRow, PhaseRecord, run_id=run_id)
+
     # -- CoEvo-RSI inheritance: base choices, model proposals, promotions ------------------
 
     def add_inheritance(self, records: Sequence[BaseChoiceRecord | ModelProposalRecord | PromotionRecord]) -> None:
         """Insert or replace CoEvo-RSI records (base choices, model proposals, promotions), each kind
         in its own table, all in one transaction."""
-        with self._lock, self.engine.begin() as conn:
+        with self._lock, self._writer.begin() as conn:
             for record_cls, row_cls in _INHERITANCE.items():
                 batch = [r.model_dump() for r in records if type(r) is record_cls]
                 self._upsert(conn, row_cls.__table__, batch)  # type: ignore[attr-defined]

@@ -231,3 +231,36 @@ def test_a_scalar_field_added_to_trajectory_becomes_a_column():
     assert scalar_fields(Extended) == TRAJECTORY_FIELDS + ("context_rewrites",)
     assert {"messages", "calls", "hook_events", "score_detail"}.isdisjoint(TRAJECTORY_FIELDS)
     assert CheckpointRecord is Checkpoint  # the archive stores the training stage's checkpoint as it is
+
+
+def test_writes_of_the_branch_tables_take_the_sqlite_write_lock_at_begin(tmp_path):
+    """Every write transaction begins ``IMMEDIATE`` on SQLite (``storage.connection.writing``), the
+    CoEvo-RSI, WHALE and Harness-S tables' included: concurrent writers wait for the lock at BEGIN
+    instead of failing with "database is locked" when a read is upgraded to a write."""
+    from sqlalchemy import event
+
+    from coevo.storage.tables import (
+        BaseChoiceRecord,
+        ModelProposalRecord,
+        PhaseRecord,
+        PoolMemberRecord,
+        PromotionRecord,
+        VoteRecord,
+    )
+
+    with Archive(tmp_path / "a.db") as archive:
+        begins: list[str] = []
+
+        @event.listens_for(archive.engine, "before_cursor_execute")
+        def _seen(conn, cursor, statement, *args):
+            if statement.startswith("BEGIN"):
+                begins.append(statement)
+
+        archive.add_inheritance([BaseChoiceRecord(id="b", run_id="r"), ModelProposalRecord(id="m", run_id="r"),
+                                 PromotionRecord(id="p", run_id="r")])
+        archive.add_phases([PhaseRecord(id="ph", run_id="r")])
+        archive.add_pool_members([PoolMemberRecord(id="pm", run_id="r")])
+        archive.add_votes([VoteRecord(id="v", run_id="r")])
+        assert begins == ["BEGIN IMMEDIATE"] * 4
+        assert [len(archive.list_inheritance(k, "r")) for k in (BaseChoiceRecord, ModelProposalRecord,
+                                                                 PromotionRecord)] == [1, 1, 1]
