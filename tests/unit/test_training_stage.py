@@ -173,3 +173,44 @@ def test_a_run_stage_on_a_fake_vllm_samples_the_synced_adapter_and_publishes_the
             name: record.adapter_path}
         reply = PolicyCache(config, archive)(new_id).invoke("Name three fruits.")  # through the server, as published
         assert reply.content.startswith("Final answer:") and server.events[-1] == ("chat", name)
+
+
+def test_one_stage_keeps_the_runs_executor_with_a_router_or_a_whale_phase(tmp_path, monkeypatch):
+    """The merged weight stage (wt-exec's executor, wt-hs's route, wt-whale's phase, wt-track's
+    tracker): a routed rescue samples on the run's executor like a ranked one, and a WHALE phase's
+    RSFT options reach ``train_rsft`` together with the executor and the tracked stage config."""
+    from coevo.evaluation import executors
+    from coevo.evaluation.executors import InProcessExecutor
+    from coevo.training import rollout
+
+    runner, placed, seen = InProcessExecutor(), object(), {}
+    monkeypatch.setattr(executors, "sampling_on", lambda executor, rollout_fn=None: placed)
+    monkeypatch.setattr(rollout, "sibling_rescue",
+                        lambda siblings, env, rollout_fn=None, seed=0: ("rescue", callable(siblings), rollout_fn))
+
+    def stage(checkpoint, spec, env, tasks, config, archive=None, *, run_id=None, **options):
+        seen.update(options, config=config)
+        new = Checkpoint(id=f"ck-{len(seen)}", base_model=checkpoint.base_model, parents=[checkpoint.id])
+        archive.add_checkpoint(new)
+        return new, []
+
+    monkeypatch.setattr(grpo, "train_grpo", stage)
+    monkeypatch.setattr(rsft, "train_rsft", stage)
+    env, spec, sibling = LookupEnv(), HarnessSpec(), HarnessSpec(prompt={"system": "another harness"})
+
+    async def route(task, k):
+        return [sibling.id]
+
+    with Archive(tmp_path / "a.db") as archive:
+        archive.add_checkpoint(Checkpoint(id="ck0", base_model="base"))
+        grpo_run = RunConfig(out_dir=str(tmp_path), train={"rescue": False})
+        asyncio.run(StageTrainer(grpo_run, env, archive, "r1", runner)("ck0", spec, env.tasks(), 0, [sibling],
+                                                                        route=route))
+        assert seen["executor"] is runner and seen["rescue"] == ("rescue", True, placed)  # routed, on the executor
+        seen.clear()
+        rsft_run = RunConfig(out_dir=str(tmp_path), report_to="tensorboard", train={"algorithm": "rsft"})
+        stop = lambda rewards: None  # noqa: E731
+        asyncio.run(StageTrainer(rsft_run, env, archive, "r1", runner)("ck0", spec, env.tasks(), 1, position=5,
+                                                                        max_steps=2, stop=stop))
+    assert seen["executor"] is runner and (seen["position"], seen["max_steps"], seen["stop"]) == (5, 2, stop)
+    assert seen["config"].report_to == "tensorboard" and seen["config"].run_name == "r1/round1"
