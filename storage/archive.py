@@ -122,10 +122,9 @@ class Archive:
 
     @staticmethod
     def _tables() -> list[Table]:
-        rows = (SchemaVersionRow, RunRow, HarnessRow, EditRow, CheckpointRow, TaskRow, EvaluationRow,
-                TrajectoryRow, GateDecisionRow, ProfileRow, LLMCallRow, BudgetRow, PhaseRow, BaseChoiceRow,
-                ModelProposalRow, PromotionRow, PoolMemberRow, VoteRow)
-        return [row.__table__ for row in rows]  # type: ignore[attr-defined]
+        """Every archive table, in ``storage/tables.py``'s declaration order: ``SQLModel.metadata``,
+        the same set ``create_all`` and the migrations work from (a new table needs no entry here)."""
+        return list(SQLModel.metadata.tables.values())
 
     def close(self) -> None:
         """Dispose of the connection pool."""
