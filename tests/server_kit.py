@@ -3,6 +3,7 @@ and `transformers serve` for the bundled SmolLM2-135M."""
 
 from __future__ import annotations
 
+import abc
 import json
 import os
 import socket
@@ -24,7 +25,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class JsonServer:
+class JsonServer(abc.ABC):
     """A local HTTP server answering each POST with ``self._answer(path, body) -> (status, JSON)``
     (subclasses define it), on a free port; ``root`` is ``http://127.0.0.1:PORT``. A context manager."""
 
@@ -50,8 +51,9 @@ class JsonServer:
         self._lock = threading.Lock()
         self.root = f"http://127.0.0.1:{self._server.server_port}"
 
+    @abc.abstractmethod
     def _answer(self, path: str, body: dict) -> tuple[int, dict]:
-        raise NotImplementedError
+        """The ``(HTTP status, JSON body)`` a subclass answers to a POST of ``body`` to ``path``."""
 
     def __enter__(self):
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
