@@ -7,6 +7,7 @@ import html
 from pathlib import Path
 from typing import Any
 
+from coevo.report.markup import html_table
 from coevo.report.numbers import difference_text, plain, score_text
 from coevo.report.plots import compare_plot, rollout_plot
 
@@ -64,8 +65,8 @@ def write_compare_report(comparison: Any, out_dir: Path) -> Path:
               "strategies with a curve; each strategy's val score there is its incumbent's at the last round it "
               "had reached within that budget")
     (out_dir / "comparison.json").write_text(comparison.model_dump_json(indent=1))
-    head, body = _html_table(HEADERS, table_rows(comparison))
-    budget_head, budget_body = _html_table(BUDGET_HEADERS, budget_rows(comparison))
+    table = html_table(HEADERS, table_rows(comparison))
+    budget_table = html_table(BUDGET_HEADERS, budget_rows(comparison))
     runs = "".join(f"<tr><td>{html.escape(r.strategy)}</td><td>{r.seed}</td><td><code>{html.escape(r.run_id)}</code>"
                    f"</td><td>{plain(r.final.score if r.final else None)}</td><td>{r.source}</td>"
                    f"<td>{'–' if r.wall_s is None else f'{r.wall_s:.0f}'}</td></tr>" for r in comparison.runs)
@@ -79,10 +80,10 @@ td,th{{padding:4px 8px;border-bottom:1px solid #ddd}}</style>
 reference <b>{comparison.reference}</b>. Test scores are the final pair's mean reward over seeds with a 95 % interval
 over test tasks (each task averaged over seeds); the difference to the reference is paired per (seed, task) and
 significant at 95 % when its interval excludes 0.</p>
-<table><tr>{head}</tr>{body}</table><img src="{png.name}" alt="test score per strategy">
+{table}<img src="{png.name}" alt="test score per strategy">
 <h2>Score vs rollouts</h2><p>Cumulative rollouts on train and val (test rollouts only measure) at the end of each
 round against the incumbent's val score, means over seeds; the final pair's test score at its total. {budget}.</p>
-<table><tr>{budget_head}</tr>{budget_body}</table>
+{budget_table}
 <img src="{curves.name}" alt="score vs rollouts per strategy">
 <h2>Runs</h2><table><tr><th>strategy</th><th>seed</th><th>run id</th><th>final test score</th><th>source</th>\
 <th>wall (s)</th></tr>{runs}</table>
@@ -92,8 +93,3 @@ round against the incumbent's val score, means over seeds; the final pair's test
     return path
 
 
-def _html_table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> tuple[str, str]:
-    """The header cells and body rows of an HTML table, escaped."""
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
-    return head, body

@@ -4,15 +4,10 @@ rescue success, effective-group rate) and the router's ballots; "" for a run wit
 
 from __future__ import annotations
 
-import html
 from typing import Any
 
+from coevo.report.markup import html_table
 from coevo.report.numbers import plain
-
-
-def _table(head: list[str], rows: list[list[Any]]) -> str:
-    cells = "".join("<tr>" + "".join(f"<td>{html.escape(str(x))}</td>" for x in r) + "</tr>" for r in rows)
-    return "<table><tr>" + "".join(f"<th>{h}</th>" for h in head) + f"</tr>{cells}</table>"
 
 
 def _pct(x: Any) -> str:
@@ -30,7 +25,7 @@ def pool_section(archive: Any, run_id: str) -> str:
             for m in members]
     return ("<h2>Sibling pool (Harness-S Eq. 4)</h2><p>Every executable, protocol-compliant child of directional "
             "evolution, with its parent; parents of the next round maximise joint val coverage (Eq. 3).</p>"
-            + _table(["harness", "parent", "round", "causes targeted", "val (frozen W0)", "val tasks solved",
+            + html_table(["harness", "parent", "round", "causes targeted", "val (frozen W0)", "val tasks solved",
                       "parent next round"], rows))
 
 
@@ -52,7 +47,7 @@ def profile_section(archive: Any, run_id: str) -> str:
                      entries("avoid"), prof.get("reason", "")[:80]])
     return ("<h2>Behaviour profiles (Eq. 8, 11)</h2><p>From paired val runs against H0 at the last re-anchoring "
             "(test outcomes never enter).</p>"
-            + _table(["harness", "checkpoint", "val success", "prefer", "avoid", "ignored reply"], rows))
+            + html_table(["harness", "checkpoint", "val success", "prefer", "avoid", "ignored reply"], rows))
 
 
 def rescue_section(archive: Any, run_id: str) -> str:
@@ -72,7 +67,7 @@ def rescue_section(archive: Any, run_id: str) -> str:
     return ("<h2>Complementary rescue (Alg. 1, Eq. 5)</h2><p>Trigger rate: groups whose K rollouts under H0 all "
             "failed and were replaced by the router's top-K siblings; success: rescued groups with at least one "
             "success; effective groups: retained groups with both a success and a failure.</p>"
-            + _table(["checkpoint", "step", "rescue triggered", "rescue success", "effective groups"], rows))
+            + html_table(["checkpoint", "step", "rescue triggered", "rescue success", "effective groups"], rows))
 
 
 def votes_section(archive: Any, run_id: str) -> str:
@@ -83,7 +78,7 @@ def votes_section(archive: Any, run_id: str) -> str:
     purposes = sorted({v.purpose for v in votes})
     rows = [[p, sum(v.purpose == p for v in votes), sum(v.purpose == p and not v.ranking for v in votes)]
             for p in purposes]
-    return "<h2>Router ballots (Eq. 9)</h2>" + _table(["purpose", "ballots", "ignored (malformed)"], rows)
+    return "<h2>Router ballots (Eq. 9)</h2>" + html_table(["purpose", "ballots", "ignored (malformed)"], rows)
 
 
 def harness_s_sections(archive: Any, run_id: str) -> str:

@@ -4,10 +4,11 @@ iteration — an HTML section for ``coevo report`` and a rich table for ``coevo 
 
 from __future__ import annotations
 
-import html
 from typing import Any
 
 from rich.table import Table
+
+from coevo.report.markup import html_table
 
 
 def phase_rows(state: dict[str, Any] | None) -> list[list[str]]:
@@ -32,17 +33,12 @@ PHASE_HEAD = ["phase", "cycle", "kind", "length", "steps", "harness", "checkpoin
 ITERATION_HEAD = ["phase", "iteration", "accepted", "score", "changed", "candidates", "rejected"]
 
 
-def _table(head: list[str], rows: list[list[str]]) -> str:
-    cells = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
-    return "<table><tr>" + "".join(f"<th>{h}</th>" for h in head) + f"</tr>{cells}</table>"
-
-
 def phases_html(state: dict[str, Any] | None) -> str:
     """The report's "Phases" and "Accepted harness per iteration" sections ("" for runs without phases)."""
     if not (state or {}).get("phases"):
         return ""
-    return (f"<h2>Phases</h2>{_table(PHASE_HEAD, phase_rows(state))}"
-            f"<h2>Accepted harness per iteration</h2>{_table(ITERATION_HEAD, iteration_rows(state))}")
+    return (f"<h2>Phases</h2>{html_table(PHASE_HEAD, phase_rows(state))}"
+            f"<h2>Accepted harness per iteration</h2>{html_table(ITERATION_HEAD, iteration_rows(state))}")
 
 
 def phases_tables(state: dict[str, Any]) -> list[Table]:

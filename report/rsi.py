@@ -8,14 +8,11 @@ import html
 from pathlib import Path
 
 from coevo.meta.archive_view import pair_stats
+from coevo.report.markup import html_row
 from coevo.report.numbers import plain, score_text, stored_estimates
 from coevo.report.plots import timr_matrix_plot
 from coevo.storage import Archive
 from coevo.storage.tables import BaseChoiceRecord, ModelProposalRecord, PromotionRecord
-
-
-def _row(*cells: object) -> str:
-    return "<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>"
 
 
 def rsi_section(archive: Archive, run_id: str, out_dir: Path) -> str:
@@ -30,15 +27,16 @@ def rsi_section(archive: Archive, run_id: str, out_dir: Path) -> str:
     order = {h.id: i for i, h in enumerate(archive.list_harnesses(run_id))}
     parts = []
     for p in promotions:
-        bases = "".join(_row(c.direction, f"#{c.index} {c.base_id[:12]}",
-                             "incumbent" if c.base_id == c.incumbent_id else "older archived harness",
-                             (c.child_id or "–")[:12], c.reason) for c in choices if c.round == p.round)
-        models = "".join(_row(m.harness_id[:12], m.kind, ", ".join(f"{a:.2f}·{s}" for s, a in zip(m.sources, m.alpha)),
-                              m.checkpoint_id or "–", score_text(val.get((m.harness_id, m.checkpoint_id or ""))),
-                              plain(m.timr), m.status + (f": {m.reason}" if m.status == "refused" else ""))
+        bases = "".join(html_row(c.direction, f"#{c.index} {c.base_id[:12]}",
+                                 "incumbent" if c.base_id == c.incumbent_id else "older archived harness",
+                                 (c.child_id or "–")[:12], c.reason) for c in choices if c.round == p.round)
+        models = "".join(html_row(m.harness_id[:12], m.kind,
+                                  ", ".join(f"{a:.2f}·{s}" for s, a in zip(m.sources, m.alpha)),
+                                  m.checkpoint_id or "–", score_text(val.get((m.harness_id, m.checkpoint_id or ""))),
+                                  plain(m.timr), m.status + (f": {m.reason}" if m.status == "refused" else ""))
                          for m in proposals if m.round == p.round)
-        pairs = "".join(_row(name, pair["harness_id"][:12], pair["checkpoint_id"],
-                             score_text(val.get((pair["harness_id"], pair["checkpoint_id"]))), plain(pair["timr"]))
+        pairs = "".join(html_row(name, pair["harness_id"][:12], pair["checkpoint_id"],
+                                 score_text(val.get((pair["harness_id"], pair["checkpoint_id"]))), plain(pair["timr"]))
                         for name, pair in p.pairs.items() if pair)
         parts.append(
             f"<h3>Round {p.round}</h3><p>Editors' bases</p><table><tr><th>brief</th><th>base (index in A&lt;t)</th>"
