@@ -13,6 +13,7 @@ from coevo.meta.context import MetaContext, services
 from coevo.meta.state import MetaState, WeightStage
 from coevo.models.trajectory import Trajectory
 from coevo.nodes.phases import weight_phase, weight_phase_end
+from coevo.report.numbers import percent
 from coevo.training.stage import Route, training_spec
 
 
@@ -82,17 +83,13 @@ async def run_stage(ctx: MetaContext, state: MetaState, spec: HarnessSpec, befor
                         total_delta_norm=m.get("total_delta_norm"),
                         excluded_tasks=len(ctx.tasks("train")) - len(tasks))
     mean = sum(t.reward for t in trajectories) / len(trajectories) if trajectories else 0.0
-    rescue = (f", rescue triggered {_pct(stage.rescue_rate)} (rescued groups with a success "
-              f"{_pct(stage.rescue_success)})" if siblings else "")
+    rescue = (f", rescue triggered {percent(stage.rescue_rate)} (rescued groups with a success "
+              f"{percent(stage.rescue_success)})" if siblings else "")
     ctx.reporter.log(f"train  round {rnd}: {before} -> {checkpoint}  {len(trajectories)} rollouts on {len(tasks)} "
-                     f"tasks, mean reward {mean:.3f}, effective groups {_pct(stage.effective_group_rate)} "
-                     f"(with reward contrast {_pct(stage.contrast_rate)}){rescue}, "
+                     f"tasks, mean reward {mean:.3f}, effective groups {percent(stage.effective_group_rate)} "
+                     f"(with reward contrast {percent(stage.contrast_rate)}){rescue}, "
                      f"||dW|| {_num(stage.delta_norm)}")
     return checkpoint, trajectories, stage
-
-
-def _pct(x: float | None) -> str:
-    return "–" if x is None else f"{x:.0%}"
 
 
 def _num(x: float | None) -> str:

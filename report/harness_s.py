@@ -7,11 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from coevo.report.markup import html_table
-from coevo.report.numbers import plain
-
-
-def _pct(x: Any) -> str:
-    return "–" if x is None else f"{x:.0%}"
+from coevo.report.numbers import percent, plain
 
 
 def pool_section(archive: Any, run_id: str) -> str:
@@ -57,11 +53,11 @@ def rescue_section(archive: Any, run_id: str) -> str:
         m = c.metrics or {}
         if "rescue_rate" not in m:
             continue
-        rows.append([c.id[:30], "all", _pct(m.get("rescue_rate")), _pct(m.get("rescue_success")),
-                     _pct(m.get("effective_group_rate"))])
-        rows += [["", s.get("step"), _pct(s.get("rescue_rate")),
-                  _pct(s.get("rescue_success")) if s.get("rescued_groups") else "–",
-                  _pct(s.get("effective_group_rate"))] for s in m.get("history", [])]
+        rows.append([c.id[:30], "all", percent(m.get("rescue_rate")), percent(m.get("rescue_success")),
+                     percent(m.get("effective_group_rate"))])
+        rows += [["", s.get("step"), percent(s.get("rescue_rate")),
+                  percent(s.get("rescue_success")) if s.get("rescued_groups") else "–",
+                  percent(s.get("effective_group_rate"))] for s in m.get("history", [])]
     if not rows:
         return ""
     return ("<h2>Complementary rescue (Alg. 1, Eq. 5)</h2><p>Trigger rate: groups whose K rollouts under H0 all "

@@ -35,6 +35,11 @@ def plain(x: Any) -> str:
     return "–" if x is None else f"{x:.3f}"
 
 
+def percent(x: float | None) -> str:
+    """A rate in [0, 1] as a whole percentage (``0.38`` -> ``38%``), ``–`` for None."""
+    return "–" if x is None else f"{x:.0%}"
+
+
 def stored_estimates(archive: Any, run_id: str, split: str) -> dict[tuple[str, str], Estimate]:
     """The estimate of every finished ``split`` evaluation of run ``run_id`` in ``archive`` (a
     ``coevo.storage.Archive``; ``EvalResult.estimate`` of its stored per-task outcomes), keyed by
