@@ -28,9 +28,9 @@ import random
 import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Coroutine, Iterator, Sequence, TypeVar
+from typing import Any, Awaitable, Callable, ContextManager, Coroutine, Iterator, Sequence, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 
@@ -86,6 +86,14 @@ class LivePolicy:
         """Stop the engine's worker thread (no-op before the first call; idempotent)."""
         if self.policy is not None:
             self.policy.engine.close()
+
+
+def batched(policy: Any) -> ContextManager[Any]:
+    """``policy.client()`` for a policy whose engine batches its clients' calls together
+    (``coevo.models.local.LocalChatModel``): a rollout runs as a client from start to end, so all
+    rollouts of a step share ``generate`` calls turn by turn. A null context for other policies."""
+    client = getattr(policy, "client", None)
+    return client() if callable(client) else nullcontext()
 
 
 def fill_prompt_ids(trajectory: Trajectory, tokenizer: Any) -> None:
@@ -293,7 +301,8 @@ class HarnessRollout:
         async def group(task: Task, base: int) -> Group:
             async def one(j: int) -> Trajectory:
                 async with limit:
-                    return await run(self.spec, policy, self.env, task, seed=base + j, checkpoint_id=ckpt)
+                    with batched(policy):
+                        return await run(self.spec, policy, self.env, task, seed=base + j, checkpoint_id=ckpt)
 
             return list(await asyncio.gather(*(one(j) for j in range(k))))
 
