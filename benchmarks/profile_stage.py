@@ -113,9 +113,9 @@ def profile(round: int, steps: int, **train: Any) -> dict[str, Any]:
         "rollouts: rest (harness, asyncio, batch wait)": s["rollouts"] - generation - s["rollouts: prompt rendering"]
         - s["rollouts: scoring"],
         "batch assembly": s["batch assembly + rollouts"] - s["rollouts"],
-        "TRL step: forward + backward": s["TRL step: forward + backward"],
-        "TRL step: rest (optimiser, logging)": s["trainer.train"] - s["batch assembly + rollouts"]
-        - s["TRL step: forward + backward"],
+        # TRL generates inside the first micro-step's training_step (``_prepare_inputs``)
+        "TRL step: forward + backward": s["TRL step: forward + backward"] - s["batch assembly + rollouts"],
+        "TRL step: rest (optimiser, logging)": s["trainer.train"] - s["TRL step: forward + backward"],
         "adapter save": s["adapter save"],
         "archive writes": s["archive writes"],
         "stage (train_grpo) + archive writes": s["stage"] + s["archive writes"],
