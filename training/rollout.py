@@ -28,13 +28,14 @@ import random
 import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, ContextManager, Coroutine, Iterator, Sequence, TypeVar
+from typing import Any, Awaitable, Callable, Coroutine, Iterator, Sequence, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 
 from coevo.envs.base import Env, Task
+from coevo.models.base import batched
 from coevo.models.trajectory import Trajectory
 from coevo.training.advantages import effective_group_rate, effective_token_share, group_advantages
 from coevo.training.samples import Row, rollout_output, trajectory_rows
@@ -86,14 +87,6 @@ class LivePolicy:
         """Stop the engine's worker thread (no-op before the first call; idempotent)."""
         if self.policy is not None:
             self.policy.engine.close()
-
-
-def batched(policy: Any) -> ContextManager[Any]:
-    """``policy.client()`` for a policy whose engine batches its clients' calls together
-    (``coevo.models.local.LocalChatModel``): a rollout runs as a client from start to end, so all
-    rollouts of a step share ``generate`` calls turn by turn. A null context for other policies."""
-    client = getattr(policy, "client", None)
-    return client() if callable(client) else nullcontext()
 
 
 def fill_prompt_ids(trajectory: Trajectory, tokenizer: Any) -> None:
