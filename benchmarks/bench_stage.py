@@ -10,8 +10,11 @@ demonstrations), with the same group size, steps, LoRA, learning rate, temperatu
   same prompts (the harness's opening messages as conversational prompts; reward: the harness's
   parser + the env's scorer). Target: ratio <= 1.0.
 - (b) sampled tokens/s over the coevo stage's rollouts vs the engine's batched rate at the same
-  batch size (``bench_local_batching``'s measurement: that many concurrent greedy requests, the
-  stage's token limit, the base model). Target: ratio >= 0.8.
+  batch size, two ways: (b1) the engine decoding the stage's own prompts, a step's rollouts per
+  ``generate_batch`` call, with their seeds, temperature and token limit, on the base model (what
+  the engine does with the stage's workload, without the stage around it); (b2)
+  ``bench_local_batching``'s measurement (that many concurrent greedy "Explain ..." requests, every
+  row decoding to the token limit). Target: ratio >= 0.8.
 
     python benchmarks/bench_stage.py                    # 8 steps of 2 tasks x 4 rollouts, 48 new tokens
     python benchmarks/bench_stage.py --steps 1 --header # a smoke run, with the table header
@@ -39,7 +42,7 @@ def coevo_stage(stage: dict[str, Any]) -> dict[str, Any]:
     m = new.metrics
     return {"train_s": m["wall_time_s"], "sampled_tokens_per_s": m["sampled_tokens_per_s"],
             "rollouts": len(trajectories), "sampled_tokens": sum(t.output_tokens for t in trajectories),
-            "reward": m["reward_mean"]}
+            "reward": m["reward_mean"], "trajectories": trajectories}
 
 
 def trl_stage(stage: dict[str, Any]) -> dict[str, Any]:
@@ -77,6 +80,28 @@ def trl_stage(stage: dict[str, Any]) -> dict[str, Any]:
     return {"train_s": time.perf_counter() - started, "rollouts": calls["completions"]}
 
 
+def engine_on_stage(stage: dict[str, Any], trajectories: list, batch: int) -> float:
+    """Tokens/s of the engine (base model) decoding the stage's first model calls again, ``batch``
+    rollouts (one step) per ``generate_batch`` call, with each call's seed and the stage's sampling."""
+    from coevo.harnesses.engine import call_seed
+    from coevo.models.local import LocalChatModel
+    from coevo.models.sampling import GenerationRequest
+
+    spec = stage["spec"]
+    chat = LocalChatModel.from_pretrained(stage["checkpoint"].base_model, max_batch=batch)
+    requests = [GenerationRequest(prompt_ids=t.calls[0].prompt_token_ids, max_tokens=spec.budget.max_output_tokens,
+                                  temperature=spec.decoding.temperature, top_p=spec.decoding.top_p,
+                                  seed=call_seed(t.seed, 0)) for t in trajectories if t.calls]
+    chat.engine.generate_batch(requests[:2])  # warm-up
+    tokens, seconds = 0, 0.0
+    for i in range(0, len(requests), batch):
+        started = time.perf_counter()
+        results = chat.engine.generate_batch(requests[i:i + batch])
+        seconds += time.perf_counter() - started
+        tokens += sum(len(r.completion_token_ids) for r in results)
+    return tokens / seconds
+
+
 def engine_rate(batch: int, new_tokens: int) -> float:
     """The engine's batched tokens/s at ``batch`` concurrent requests (``bench_local_batching.run``)."""
     from bench_local_batching import run
@@ -96,19 +121,24 @@ def main() -> None:
     coevo = coevo_stage(stage)
     trl = trl_stage(stage)
     batch = cfg.tasks_per_step * cfg.num_generations
+    own = engine_on_stage(stage, coevo.pop("trajectories"), batch)
     engine = engine_rate(batch, stage["spec"].budget.max_output_tokens)
-    a, b = coevo["train_s"] / trl["train_s"], coevo["sampled_tokens_per_s"] / engine
+    rate = coevo["sampled_tokens_per_s"]
+    a, b1, b = coevo["train_s"] / trl["train_s"], rate / own, rate / engine
     shape = f"{args.steps} steps x {cfg.tasks_per_step} tasks x {cfg.num_generations}, round {args.round}"
     if args.header:
         print("| # | benchmark | coevo | reference | ratio | target | met |\n|---|---|---|---|---|---|---|")
     print(f"| (a) | GRPO stage `trainer.train()` wall, {shape} | {coevo['train_s']:.1f} s ({coevo['rollouts']} "
           f"rollouts) | TRL `GRPOTrainer` {trl['train_s']:.1f} s ({trl['rollouts']} completions) | **{a:.2f}x** "
           f"| <= 1.0x | {'yes' if a <= 1.0 else 'no'} |")
-    print(f"| (b) | sampled tokens/s during the stage ({coevo['sampled_tokens']} tokens) | "
-          f"{coevo['sampled_tokens_per_s']:.1f} | engine batched, {batch} requests: {engine:.1f} | **{b:.2f}x** "
-          f"| >= 0.8x | {'yes' if b >= 0.8 else 'no'} |")
+    print(f"| (b1) | sampled tokens/s during the stage ({coevo['sampled_tokens']} tokens) | "
+          f"{coevo['sampled_tokens_per_s']:.1f} | engine on the stage's prompts, {batch} a call: {own:.1f} | "
+          f"**{b1:.2f}x** | >= 0.8x | {'yes' if b1 >= 0.8 else 'no'} |")
+    print(f"| (b2) | same | {coevo['sampled_tokens_per_s']:.1f} | `bench_local_batching`, {batch} requests: "
+          f"{engine:.1f} | **{b:.2f}x** | >= 0.8x | {'yes' if b >= 0.8 else 'no'} |")
     if args.json:
-        args.json.write_text(json.dumps({"coevo": coevo, "trl": trl, "engine_tps": engine, "a": a, "b": b}, indent=2))
+        args.json.write_text(json.dumps({"coevo": coevo, "trl": trl, "engine_on_stage_tps": own, "engine_tps": engine,
+                                         "a": a, "b1": b1, "b2": b}, indent=2))
 
 
 if __name__ == "__main__":

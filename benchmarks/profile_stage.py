@@ -15,8 +15,8 @@ meta-loop's train node does, and prints one table row per part:
   trainer loop (optimiser step, logging, data loading);
 - adapter save (``save_pretrained``) and archive writes (trajectories + checkpoint).
 
-Also: ``generate`` calls and their batch sizes, decoded tokens kept vs decoding steps x rows (what a
-batch spends on rows that already ended), and sampled tokens/s. Timings on a loaded machine are
+Also: ``generate`` calls and their batch sizes, decoded tokens kept vs rows x decoding steps computed
+(what a batch spends on rows that already ended), and sampled tokens/s. Timings on a loaded machine are
 noisy: compare parts within one run, or run it in a quiet window.
 
     python benchmarks/profile_stage.py                     # the round-0 stage, 8 steps
@@ -54,13 +54,13 @@ def profile(round: int, steps: int, **train: Any) -> dict[str, Any]:
     stats: dict[str, Any] = {"batch_sizes": [], "kept_tokens": 0, "decode_rows_x_steps": 0}
     first: dict[str, float] = {}
 
-    original_call = RowSampler.__call__
+    original_pick = RowSampler.pick
 
-    def sampler_call(self: Any, input_ids: Any, scores: Any) -> Any:
-        if not self.tokens:
-            first["at"] = time.perf_counter()
-        first["sampler"] = self
-        return original_call(self, input_ids, scores)
+    def pick(self: Any, scores: Any, rows: Any) -> Any:
+        if first.get("sampler") is not self:  # the first decoding step of a generate call: prefill is done
+            first["at"], first["sampler"] = time.perf_counter(), self
+        stats["decode_rows_x_steps"] += len(rows)
+        return original_pick(self, scores, rows)
 
     original_generate = local_engine.LocalEngine.generate_batch
 
@@ -74,10 +74,9 @@ def profile(round: int, steps: int, **train: Any) -> dict[str, Any]:
         timer.calls["rollouts: prompt prefill"] += 1
         stats["batch_sizes"].append(len(requests))
         stats["kept_tokens"] += sum(len(r.completion_token_ids) for r in results)
-        stats["decode_rows_x_steps"] += len(requests) * len(first["sampler"].tokens)
         return results
 
-    RowSampler.__call__ = sampler_call
+    RowSampler.pick = pick
     local_engine.LocalEngine.generate_batch = generate_batch
     timer.wrap(grpo, "load_policy", "model load")
     timer.wrap(HarnessGRPOTrainer, "__init__", "trainer set-up (PEFT, TRL)")
@@ -98,7 +97,7 @@ def profile(round: int, steps: int, **train: Any) -> dict[str, Any]:
                 archive.add_trajectories(trajectories, None, "bench")
     finally:
         timer.restore()
-        RowSampler.__call__ = original_call
+        RowSampler.pick = original_pick
         local_engine.LocalEngine.generate_batch = original_generate
     s = timer.seconds
     generation = s["rollouts: prompt prefill"] + s["rollouts: decoding"]
