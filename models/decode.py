@@ -75,7 +75,7 @@ class _Forward:
 def decode(model: Any, requests: Sequence[GenerationRequest], *, pad_id: int, eos_ids: set[int], tokenizer: Any,
            rng: random.Random, adapter_names: list[str] | None = None,
            share_prefix: bool = True) -> tuple[RowSampler, RowStop]:
-    """Decode ``requests`` together on ``model`` (eval mode, under ``torch.no_grad``; see module docstring).
+    """Decode ``requests`` together on ``model`` (eval mode, without autograd; see module docstring).
 
     ``adapter_names`` (one PEFT adapter name per row, ``"__base__"`` for the base weights) routes rows of a
     mixed-adapter batch; ``share_prefix`` prefills a common prompt prefix once. Returns the

@@ -279,7 +279,7 @@ class LocalEngine:
             was_training = model.training
             model.eval()
             try:
-                with torch.no_grad(), routing:
+                with torch.inference_mode(), routing:  # no autograd state: faster small ops, same values
                     sampler, stopper = decode(model, requests, pad_id=self.pad_token_id, eos_ids=self.eos_ids,
                                               tokenizer=self.tokenizer, rng=self._rng, adapter_names=names,
                                               share_prefix=self.share_prefix)
