@@ -141,9 +141,13 @@ def sibling_rescue(siblings: Sequence[Any] | Choose, env: Env, rollout_fn: Rollo
         if not chosen:
             return failed_group
         specs = [chosen[i % len(chosen)] for i in range(n)]
-        trajs = [run(s, policy, env, task, seed=seed + 7919 + i, checkpoint_id=failed_group[0].checkpoint_id)
-                 for i, s in enumerate(specs)]
-        return list(await asyncio.gather(*trajs))
+        ckpt = failed_group[0].checkpoint_id
+
+        async def one(i: int, s: Any) -> Trajectory:
+            with batched(policy):  # the group's rollouts share generate calls
+                return await run(s, policy, env, task, seed=seed + 7919 + i, checkpoint_id=ckpt)
+
+        return list(await asyncio.gather(*(one(i, s) for i, s in enumerate(specs))))
 
     return rescue
 
