@@ -227,7 +227,7 @@ class RunConfig(Section):
     eval: EvalConfig = Field(default_factory=EvalConfig)
     report_to: Literal["none", "tensorboard", "mlflow", "wandb"] = Field(
         default="none", description="experiment tracker for the loop's numbers and TRL's weight-stage logs, offline: "
-        "files under <out_dir>/tracking/<run id> (coevo.report.tracking); none: the archive and report only")
+        "files under <out_dir>/tracking/<run id> (coevo.observe.tracking); none: the archive and report only")
     rsi: RsiConfig = Field(default_factory=RsiConfig)
     executor: Literal["inprocess", "ray"] = Field(
         default="inprocess", description="where rollouts run: this process, or Ray workers ($RAY_ADDRESS or a local "

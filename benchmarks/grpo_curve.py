@@ -59,7 +59,7 @@ def val_reward(spec, env, tasks, adapter: str | None, k: int = 2, seed: int = 0)
     (``None``: the base model), under ``spec`` (same harness and temperature as training)."""
     import asyncio
 
-    from coevo.graphs.harness import arun_rollout
+    from coevo.harnesses.runtime import arun_rollout
     from coevo.models.local import LocalChatModel
     from coevo.models.refs import resolve_base
 

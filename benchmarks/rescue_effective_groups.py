@@ -30,10 +30,10 @@ for _key, _value in {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "LITELL
 
 def main() -> None:
     """Run both arms and print (and write ``--out``) their stage metrics as JSON."""
+    from coevo.app.bundle import router_bundle
     from coevo.config import RunConfig
     from coevo.envs.registry import get_env
     from coevo.harnesses.spec import load_harness
-    from coevo.meta.bundle import router_bundle
     from coevo.meta.pool import Profile
     from coevo.meta.router import Router
     from coevo.nodes.select_parents import carried_tasks

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from coevo.config import RunConfig
-from coevo.envs.common import MissingExtraError
+from coevo.errors import MissingExtraError
 from coevo.harnesses.errors import HarnessError
 from coevo.models.smollm2 import SmolLM2NotInstalledError
 from coevo.storage import Archive, ArchiveError

@@ -17,8 +17,8 @@ from coevo.evaluation.executors import make_executor
 from coevo.evaluation.results import paired_difference
 from coevo.graphs.registry import strategy_names
 from coevo.harnesses.errors import HarnessError
+from coevo.observe.tracking import require_tracker
 from coevo.report.numbers import difference_text, plain, score_text, stored_estimates
-from coevo.report.tracking import require_tracker
 
 WEIGHT_COLUMNS = ("val H[t]: W[t] -> W[t+1]", "train reward", "effective groups (contrast)", "||dW||")
 """The weight stage's columns of the summary table (``weight_cells``)."""
@@ -102,7 +102,7 @@ def _show_questions(state: dict[str, Any]) -> None:
 def _drive(cfg: RunConfig, run_id: str, resume: bool, approve: bool, answers: dict[str, str],
            reporter: Any) -> dict[str, Any] | None:
     """Run or resume to the end (the final state) or to a pause nobody here can answer (None)."""
-    from coevo.meta.run import run_meta
+    from coevo.app.run import run_meta
 
     state = asyncio.run(run_meta(cfg, run_id=run_id, resume=resume, approve=approve, reporter=reporter,
                                  answers=answers or None))
@@ -147,9 +147,9 @@ def run_cmd(
         "weight-stage steps; needs coevo[tracking] (wandb: pip install wandb)."),
 ) -> None:
     """Run VACE (or a baseline): RL stage -> refine the harness from its trajectories -> paired validation -> gate."""
-    from coevo.envs.common import MissingExtraError
-    from coevo.meta.run import RunError, new_run_id
-    from coevo.report.progress import RichReporter
+    from coevo.app.run import RunError, new_run_id
+    from coevo.errors import MissingExtraError
+    from coevo.observe.progress import RichReporter
     from coevo.storage import ArchiveError
 
     with user_errors():
@@ -203,7 +203,7 @@ def run_cmd(
         path = write_report(state["run_id"], cfg.db, Path(cfg.out_dir) / "reports" / state["run_id"], state)
         console.print(f"report: {path}")
     if cfg.report_to != "none":
-        from coevo.report.tracking import tracking_folder
+        from coevo.observe.tracking import tracking_folder
 
         folder = tracking_folder(cfg.out_dir, state["run_id"])
         console.print(f"{cfg.report_to}: {folder}", highlight=False, soft_wrap=True)

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+STUDIO = "app/studio.py"
+"""The module (path from the repository root) whose attributes are the strategies' Studio graphs."""
 
 
 @dataclass(frozen=True)
@@ -42,10 +44,14 @@ class Strategy:
         """The strategy's uncompiled ``StateGraph`` (imports its module now)."""
         return importlib.import_module(self.module).build()
 
+    def graph(self) -> Any:
+        """The strategy's compiled graph, its module's ``graph`` (compiled once, at its import)."""
+        return importlib.import_module(self.module).graph
+
     @property
     def langgraph_entry(self) -> str:
-        """Its ``langgraph.json`` value: ``./<module path>.py:graph``."""
-        return "./" + self.module.removeprefix("coevo.").replace(".", "/") + ".py:graph"
+        """Its ``langgraph.json`` value: the graph ``coevo.app.studio`` binds to a default context."""
+        return f"./{STUDIO}:{self.name}"
 
 
 REFINE = ("curator", "editor")

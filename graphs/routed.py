@@ -4,7 +4,7 @@
              harness graph (a subgraph per sibling) -> END
 
 ``build_routed_graph(pool, router, model, episode)`` builds it for one episode (like
-``build_harness_graph``); ``load_router`` (``coevo.meta.bundle``) reads what
+``build_harness_graph``); ``load_router`` (``coevo.app.bundle``) reads what
 ``coevo archive export-router RUN_ID`` wrote. The module-level ``graph`` is a demo for Studio:
 the demo harness and a variant that answers tersely, routed by the offline Rule Router.
 """
@@ -20,7 +20,7 @@ from langgraph.types import Command
 
 from coevo.compat import node
 from coevo.envs.base import Episode
-from coevo.graphs.harness import build_harness_graph
+from coevo.harnesses.runtime import build_harness_graph
 from coevo.harnesses.spec import HarnessSpec
 from coevo.harnesses.state import HarnessState
 from coevo.meta.router import Router
@@ -49,7 +49,7 @@ def build_routed_graph(pool: Mapping[str, HarnessSpec], router: Router, model: B
     missing = [h for h in router.pool if h not in pool]
     if missing:
         raise ValueError(f"the router ranks harnesses the pool lacks: {[h[:12] for h in missing]}; pass every "
-                         "sibling's spec (coevo.meta.bundle.load_router returns both)")
+                         "sibling's spec (coevo.app.bundle.load_router returns both)")
 
     async def aroute(state: RoutedState) -> Command:
         prompt = state.get("task") or episode.task.prompt

@@ -20,8 +20,8 @@ from coevo.evaluation.results import EvalResult
 from coevo.harnesses.spec import HarnessSpec, load_harness
 from coevo.meta.budget import calls_budget, current_phase, eval_budget, stage_budget, totals
 from coevo.models.trajectory import Trajectory
-from coevo.report.progress import NullReporter, Reporter
-from coevo.report.tracking import NullTracker, Tracker
+from coevo.observe.progress import NullReporter, Reporter
+from coevo.observe.tracking import NullTracker, Tracker
 from coevo.roles.curator import Curator
 from coevo.roles.editor import Editor
 from coevo.roles.proposer import Proposer
@@ -57,7 +57,7 @@ class MetaContext:
     (``coevo.evaluation.executors``; None: in this process); ``approve`` (``--approve-gate``)
     pauses before each gate decision with a LangGraph ``interrupt``; ``run_id`` names the run
     whose evaluations, edits and LLM calls are stored; ``tracker`` receives the loop's numbers per
-    round (``coevo.report.tracking``; ``run_meta`` opens the one ``config.report_to`` names).
+    round (``coevo.observe.tracking``; ``run_meta`` opens the one ``config.report_to`` names).
 
     What ``evaluate``, ``train`` and ``store_calls`` spend is stored per phase (``account``;
     ``coevo.meta.budget``) and tracked: ``score/<split>/<harness>`` per evaluation,
@@ -161,22 +161,3 @@ class MetaContext:
         """Send ``scalars`` (tag -> number; others skipped) to the tracker at ``step`` (default: the
         current phase's round, 0 when unknown)."""
         self.tracker.log(scalars, max(0, current_phase().round if step is None else step))
-
-
-_DEFAULTS: dict[str, MetaContext] = {}
-
-
-def services(runtime: Any) -> MetaContext:
-    """The run's ``MetaContext``: the one the caller passed, or — when a graph runs without one
-    (LangGraph Studio, ``langgraph dev``) — default services built once from ``RunConfig`` defaults
-    (or from a dict context holding ``RunConfig`` keys)."""
-    ctx = getattr(runtime, "context", None)
-    if isinstance(ctx, MetaContext):
-        return ctx
-    config = RunConfig.model_validate(ctx or {})
-    key = config.model_dump_json()
-    if key not in _DEFAULTS:
-        from coevo.meta.services import make_context
-
-        _DEFAULTS[key] = make_context(config, Archive(config.db), run_id="studio")
-    return _DEFAULTS[key]

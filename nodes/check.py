@@ -14,7 +14,7 @@ from __future__ import annotations
 from langgraph.runtime import Runtime
 
 from coevo.evaluation.results import EvalResult
-from coevo.meta.context import MetaContext, services
+from coevo.meta.context import MetaContext
 from coevo.meta.state import Candidate, Direction, MetaState
 from coevo.nodes.edit import realise, record_edit
 
@@ -65,7 +65,7 @@ async def check(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """Check every proposed candidate of the round; revise a failing one once. Returns the
     candidates with status ``checked`` or ``rejected`` (and why) in ``checked``, and in
     ``demo_tasks`` the train tasks whose answers went into any of their harnesses."""
-    ctx = services(runtime)
+    ctx = runtime.context
     rnd = state.get("round", 0)
     directions = {d.id: d for d in state.get("directions", [])}
     trajectories = [t for i in state.get("train_trajectories", []) for t in ctx.archive.trajectories(id=i)]

@@ -9,7 +9,7 @@ from langgraph.types import Send
 
 from coevo.harnesses.errors import HarnessError
 from coevo.harnesses.patch import apply_patch
-from coevo.meta.context import MetaContext, services
+from coevo.meta.context import MetaContext
 from coevo.meta.state import Candidate, EditRequest, MetaState
 from coevo.roles.editor import Proposal
 from coevo.storage.tables import EditRecord
@@ -18,7 +18,7 @@ from coevo.storage.tables import EditRecord
 def fan_out(state: MetaState, runtime: Runtime[MetaContext]) -> list[Send] | str:
     """One ``edit`` branch per direction, the ``config.meta.candidates`` best-supported ones;
     straight to ``check`` when there is none."""
-    directions = state.get("directions", [])[: services(runtime).config.meta.candidates]
+    directions = state.get("directions", [])[: runtime.context.config.meta.candidates]
     if not directions:
         return "check"
     return [Send("edit", EditRequest(direction=d, incumbent=state["incumbent"], round=state.get("round", 0),
@@ -59,7 +59,7 @@ def edit(request: EditRequest, runtime: Runtime[MetaContext]) -> dict:
 
     Successful train trajectories of the round are offered as demonstration sources.
     """
-    ctx = services(runtime)
+    ctx = runtime.context
     direction = request["direction"]
     trajectories = [t for i in request["train_trajectories"] for t in ctx.archive.trajectories(id=i)]
     solved = [t for t in trajectories if t.passed and t.split == "train"]

@@ -15,7 +15,7 @@ from itertools import zip_longest
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
-from coevo.meta.context import MetaContext, services
+from coevo.meta.context import MetaContext
 from coevo.meta.pool import Brief
 from coevo.meta.state import RESET, Direction, EditRequest, MetaState
 from coevo.nodes.train import stage_tasks
@@ -26,7 +26,7 @@ async def sample_parents(state: MetaState, runtime: Runtime[MetaContext]) -> dic
     under the frozen checkpoint: one rollout per train task no demonstration answers, base seed
     ``seed + 1000 * g``. Returns ``train_trajectories`` (all parents) and, per parent, its trajectory
     ids in provisional ``briefs`` (one per parent, no causes yet)."""
-    ctx = services(runtime)
+    ctx = runtime.context
     g = state.get("evolution_round", 0)
     parents = state.get("parents") or [state["start_harness"]]
     tasks = stage_tasks(ctx, state)
@@ -75,7 +75,7 @@ def curate_briefs(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     related groups (``related_groups``), the proposal budget ``harness_s.proposals[g]`` taken
     round-robin over the parents (best-supported groups first). Returns ``directions`` (the merged
     ones, which ``check`` reads), ``briefs`` and an empty ``candidates`` list."""
-    ctx = services(runtime)
+    ctx = runtime.context
     g = state.get("evolution_round", 0)
     hs = ctx.config.harness_s
     budget = hs.proposals[min(g, len(hs.proposals) - 1)]

@@ -6,7 +6,7 @@ outcomes agrees (one-sided paired bootstrap on reward differences, or exact McNe
 pairs, at level ``gate.alpha``). Every decision is stored with b, c, the pairs and the reason; the
 reason states the paired difference c − b with its 95 % interval over the val tasks.
 With ``approve`` a person confirms each decision through a LangGraph ``interrupt`` (one question
-per candidate, answered by its interrupt id; ``coevo.meta.run``).
+per candidate, answered by its interrupt id; ``coevo.app.run``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from langgraph.types import interrupt
 
 from coevo.config import GateConfig
 from coevo.evaluation.stats import difference_estimate
-from coevo.meta.context import MetaContext, services
+from coevo.meta.context import MetaContext
 from coevo.meta.state import GateDecision, GatePair, MetaState
 from coevo.storage.tables import GateDecisionRecord
 
@@ -81,7 +81,7 @@ def gate(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """Decide each validated candidate against the incumbent; the best accepted one becomes H[t+1].
     Every decision is stored as a ``GateDecisionRecord``; the round's accepted and rejected counts
     and best c − b go to the tracker (``gate/...``)."""
-    ctx = services(runtime)
+    ctx = runtime.context
     val, inc_id, rnd = state.get("validation", {}), state["incumbent"], state.get("round", 0)
     decisions: list[GateDecision] = []
     best: GateDecision | None = None
@@ -121,6 +121,6 @@ def adopt(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """No gate (the ``ungated`` ablation): the first checked candidate replaces the incumbent."""
     checked = [c for c in state.get("checked", []) if c.status == "checked" and c.spec_id]
     if checked:
-        services(runtime).reporter.log(f"adopt  round {state.get('round', 0)}: {checked[0].spec_id[:12]} (ungated)")
+        runtime.context.reporter.log(f"adopt  round {state.get('round', 0)}: {checked[0].spec_id[:12]} (ungated)")
         return {"incumbent": checked[0].spec_id}
     return {}

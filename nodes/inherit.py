@@ -16,7 +16,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 from coevo.meta.archive_view import harness_aliases, summarize
-from coevo.meta.context import MetaContext, services
+from coevo.meta.context import MetaContext
 from coevo.meta.inheritance import PairStats
 from coevo.meta.state import RESET, BriefRequest, MetaState
 from coevo.nodes.edit import realise
@@ -24,7 +24,7 @@ from coevo.storage.tables import BaseChoiceRecord
 
 
 async def _survey(state: MetaState, runtime: Runtime[MetaContext], latest_only: bool) -> dict:
-    ctx = services(runtime)
+    ctx = runtime.context
     summary = summarize(ctx.archive, ctx.run_id, state["incumbent"], state["checkpoint"],
                         state.get("start_checkpoint", state["checkpoint"]), latest_only=latest_only)
     excluded = set(state.get("demo_tasks", []))
@@ -60,7 +60,7 @@ def curate_archive(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     archive's past train rollouts with an interface violation (of the harnesses in ``archive_view``;
     train split only, so val/test answers never reach it) into directions. Clears the round's
     candidates and base choices."""
-    ctx = services(runtime)
+    ctx = runtime.context
     summary = state["archive_view"]
     current = [t for i in state.get("train_trajectories", []) for t in ctx.archive.trajectories(id=i)]
     alias, kept = harness_aliases(ctx.archive, ctx.run_id), {e.harness_id for e in summary.entries}
@@ -80,7 +80,7 @@ def curate_archive(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
 def fan_out_briefs(state: MetaState, runtime: Runtime[MetaContext]) -> list[Send] | str:
     """One ``edit`` branch per brief (the ``meta.candidates`` best-supported), each with the archive
     summary; straight to ``check`` without briefs."""
-    directions = state.get("directions", [])[: services(runtime).config.meta.candidates]
+    directions = state.get("directions", [])[: runtime.context.config.meta.candidates]
     if not directions:
         return "check"
     return [Send("edit", BriefRequest(direction=d, incumbent=state["incumbent"], round=state.get("round", 0),
@@ -92,7 +92,7 @@ def edit_from_base(request: BriefRequest, runtime: Runtime[MetaContext]) -> dict
     """Editor k of the round: the inheritor picks base index ``i_{t,k}`` from A<t, the editor edits
     that base for the brief (successful train rollouts as demonstration sources), and the base
     choice is stored with its evidence (``BaseChoiceRecord``: the brief and the summary rows)."""
-    ctx = services(runtime)
+    ctx = runtime.context
     direction, summary, rnd = request["direction"], request["summary"], request["round"]
     inheritance = ctx.inheritor.choose_base(direction, summary)
     ctx.store_calls(inheritance.calls)

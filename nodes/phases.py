@@ -13,7 +13,7 @@ from typing import Any, Callable
 from langgraph.runtime import Runtime
 
 from coevo.harnesses.patch import CONTROL_FIELDS, PROMPT_FIELDS
-from coevo.meta.context import MetaContext, services
+from coevo.meta.context import MetaContext
 from coevo.meta.state import MetaState, Phase, Plan, SearchIteration
 from coevo.storage.tables import PhaseRecord
 from coevo.training.schedule import Patience, PersistentSampler, epochs_to_steps
@@ -21,14 +21,14 @@ from coevo.training.schedule import Patience, PersistentSampler, epochs_to_steps
 
 def _plan(strategy: str, **overrides: Any) -> Callable[[MetaState, Runtime[MetaContext]], dict]:
     def plan(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
-        config = services(runtime).config
+        config = runtime.context.config
         w = config.whale
         values = {"strategy": strategy, "cycles": config.rounds, "weight_epochs": w.weight_epochs,
                   "search_iterations": w.search_iterations, "adaptive": w.schedule == "adaptive", "fields": None}
         for key, value in overrides.items():
             values[key] = value(config) if callable(value) else value
         plan = Plan(**values)
-        services(runtime).reporter.log(f"plan   {plan.model_dump_json()}")
+        runtime.context.reporter.log(f"plan   {plan.model_dump_json()}")
         return {"plan": plan, "fields": plan.fields, "sampler_position": state.get("sampler_position", 0),
                 "phase_kind": "prompt" if strategy == "pace" else ""}
 
@@ -112,7 +112,7 @@ def pace_step(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     phase ends after ``whale.pace_patience`` iterations in a row without a validated gain or after
     ``plan.search_iterations``; the prompt phase then hands over to the control-logic phase
     (fields ``CONTROL_FIELDS``: hooks, parser, budget, tool view, context), which ends the search."""
-    ctx = services(runtime)
+    ctx = runtime.context
     kind, phase, incumbent = state.get("phase_kind") or "prompt", state.get("phase", 0), state["incumbent"]
     last = state.get("round", 1) - 1  # next_round has closed the iteration's round
     gained = any(d.accepted for d in state.get("decisions", []) if d.round == last)

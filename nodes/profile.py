@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from coevo.meta.context import MetaContext, services
+from coevo.meta.context import MetaContext
 from coevo.meta.state import EvalSummary, MetaState
 from coevo.storage.tables import ProfileRecord
 
@@ -24,7 +24,7 @@ async def profile(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """Re-anchor the profiles at the current checkpoint (module doc). Returns ``profiles`` (harness
     id -> ``Profile``) and ``validation`` (each pool member's val evaluation at this checkpoint).
     A profiler reply that is ignored (malformed) is logged with its reason."""
-    ctx = services(runtime)
+    ctx = runtime.context
     checkpoint, h0 = state["checkpoint"], state["start_harness"]
     evals = {h: EvalSummary.of(await ctx.evaluate(h, checkpoint, "val")) for h in pool_ids(state)}
     val_tasks = {t.id: t for t in ctx.tasks("val")}

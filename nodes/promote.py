@@ -19,7 +19,7 @@ from pathlib import Path
 
 from langgraph.runtime import Runtime
 
-from coevo.meta.context import MetaContext, services
+from coevo.meta.context import MetaContext
 from coevo.meta.inheritance import ModelProposal, PairScore, Promotion
 from coevo.meta.state import EvalSummary, MetaState
 from coevo.nodes.train import run_stage
@@ -73,7 +73,7 @@ async def inherit(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """Model inheritance for every offspring harness: propose, materialise (select or TIES merge),
     score each on val (same tasks and seeds as the incumbent pair). Stores every proposal
     (``ModelProposalRecord``); returns them in ``proposals``."""
-    ctx = services(runtime)
+    ctx = runtime.context
     rnd, summary = state.get("round", 0), state["archive_view"]
     proposals: list[ModelProposal] = []
     merged: dict[tuple, str] = {}
@@ -105,7 +105,7 @@ async def adapt(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """p⁺_t: train p̄_t's checkpoint under its harness (``run_stage``: the ``[train]`` algorithm on the
     train tasks no demonstration answers), then score the new pair on val. ``adapted`` is None
     when there is no scored proposal, ``rsi.adapt`` is off, or the run has no trainer."""
-    ctx = services(runtime)
+    ctx = runtime.context
     best = best_proposal(state.get("proposals", []))
     if best is None or not ctx.config.rsi.adapt or ctx.trainer is None:
         return {"adapted": None}
@@ -148,7 +148,7 @@ async def promote(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """Promotion of round t: the incumbent pair p_t scored on val (same tasks and seeds as the
     proposals), ``decide_promotion`` against p̄_t and p⁺_t with ``rsi.promotion_margin``; the kept pair
     becomes (``incumbent``, ``checkpoint``). Stores a ``PromotionRecord``."""
-    ctx = services(runtime)
+    ctx = runtime.context
     rnd = state.get("round", 0)
     result = await ctx.evaluate(state["incumbent"], state["checkpoint"], "val")
     incumbent = PairScore(harness_id=state["incumbent"], checkpoint_id=state["checkpoint"], val=result.mean_reward,

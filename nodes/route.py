@@ -9,7 +9,7 @@ import asyncio
 from langgraph.runtime import Runtime
 
 from coevo.envs.base import Task
-from coevo.meta.context import MetaContext, services
+from coevo.meta.context import MetaContext
 from coevo.meta.router import Router
 from coevo.meta.state import EvalSummary, MetaState
 from coevo.nodes.train import run_stage
@@ -33,7 +33,7 @@ async def rescue_train(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     rollouts all fail is re-rolled once under each of the router's top-K siblings (``harness_s.rescue_k``,
     0: K = the group size), and that group replaces it (Eq. 5). Returns ``train``'s update; the
     stage's rescue trigger rate, rescue success and effective-group rate are in ``stage``."""
-    ctx = services(runtime)
+    ctx = runtime.context
     router = make_router(ctx, state)
     siblings = [ctx.spec(h) for h in router.pool if h != router.h0]
 
@@ -66,7 +66,7 @@ async def routed_test(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     test task runs under the r-th harness of the router's ranking of the whole pool, H0 included
     (Eq. 12), with the profiles of the last re-anchoring (val evidence only; the router sees the
     test task's prompt, never its outcome)."""
-    ctx = services(runtime)
+    ctx = runtime.context
     if not ctx.config.env.n_test:
         return {"test": {}}
     h0, checkpoint = state["start_harness"], state["checkpoint"]

@@ -6,7 +6,7 @@ import asyncio
 
 from langgraph.runtime import Runtime
 
-from coevo.meta.context import MetaContext, services
+from coevo.meta.context import MetaContext
 from coevo.meta.state import Candidate, CandidateOutcome, EvalSummary, GateDecision, MetaState, RoundSummary
 
 
@@ -42,13 +42,13 @@ def next_round(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
 def more_rounds(state: MetaState, runtime: Runtime[MetaContext]) -> str:
     """``"continue"`` while ``round < config.rounds`` (an alternating strategy's ``plan.cycles``), else ``"done"``."""
     plan = state.get("plan")
-    rounds = plan.cycles if plan is not None else services(runtime).config.rounds
+    rounds = plan.cycles if plan is not None else runtime.context.config.rounds
     return "continue" if state.get("round", 0) < rounds else "done"
 
 
 async def final_test(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """Evaluate the start pair (H0, W0) and the final pair (H[T], W[T]) on the test split."""
-    ctx = services(runtime)
+    ctx = runtime.context
     if not ctx.config.env.n_test:
         return {"test": {}}
     start, final = await asyncio.gather(ctx.evaluate(state["start_harness"], state["start_checkpoint"], "test"),

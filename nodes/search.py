@@ -20,7 +20,7 @@ import time
 from langgraph.runtime import Runtime
 
 from coevo.evaluation.results import EvalResult
-from coevo.meta.context import MetaContext, services
+from coevo.meta.context import MetaContext
 from coevo.meta.state import Candidate, MetaState, Phase, SearchEntry
 from coevo.models.trajectory import Trajectory
 from coevo.nodes.edit import realise, record_edit
@@ -64,7 +64,7 @@ def _trajectories(ctx: MetaContext, entries: list[SearchEntry], harness_id: str)
 async def search_start(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """Start a harness-search phase: the archive A_0 = {incumbent}, evaluated under the current
     checkpoint on the search split (train, one rollout per task). Advances ``phase``."""
-    ctx = services(runtime)
+    ctx = runtime.context
     started = time.time()
     result = await ctx.evaluate(state["incumbent"], state["checkpoint"], "train", stage_tasks(ctx, state), k=1)
     phase = state.get("phase", -1) + 1
@@ -79,10 +79,10 @@ def propose(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     trajectories) and proposes ``whale.candidates`` patches of archived harnesses; each is applied
     and checked inside the phase's ``fields`` (``realise``). Duplicates of archived harnesses are
     rejected. Returns the candidates in ``checked`` and the advanced ``iteration``."""
-    ctx = services(runtime)
+    ctx = runtime.context
     if ctx.proposer is None:
         raise ValueError("this strategy searches harnesses but the run has no proposer; build its context with "
-                         "coevo.meta.services.make_context")
+                         "coevo.app.services.make_context")
     it, rnd, fields = state.get("iteration", 0) + 1, state.get("round", 0), state.get("fields")
     entries = state["search"]
     view = SearchView(entries=entries, spec=ctx.spec, trajectories=lambda h: _trajectories(ctx, entries, h),
@@ -106,7 +106,7 @@ def propose(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
 async def search_evaluate(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """Evaluate each checked candidate on the search split (the seed's tasks and seeds, one rollout
     per task) under the phase's checkpoint and add it to the archive."""
-    ctx = services(runtime)
+    ctx = runtime.context
     entries = list(state["search"])
     cands = [c for c in state.get("checked", []) if c.status == "checked" and c.spec_id]
     tasks = ctx.tasks("train", ids=list(entries[0].per_task))
@@ -122,7 +122,7 @@ def search_stop(state: MetaState, runtime: Runtime[MetaContext], signal: list[fl
     (``plan.search_iterations``), or adaptively (WHALE §4) the patience rule on the best train
     score so far (``signal``: the seed's, then one per iteration), at least ``whale.min_iterations``
     and at most ``whale.max_iterations``."""
-    plan, cfg, it = state["plan"], services(runtime).config.whale, state.get("iteration", 0)
+    plan, cfg, it = state["plan"], runtime.context.config.whale, state.get("iteration", 0)
     if not plan.adaptive:
         return f"fixed length: {plan.search_iterations} iterations" if it >= plan.search_iterations else ""
     rule = Patience(minimum=cfg.min_iterations + 1, patience=cfg.search_patience, unit="iterations")
@@ -134,7 +134,7 @@ def search_stop(state: MetaState, runtime: Runtime[MetaContext], signal: list[fl
 def accept(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """After iteration i the best harness of the whole archive is accepted as the incumbent (it may
     be older than this iteration). Records the iteration and, when the phase ends, the ``Phase``."""
-    ctx = services(runtime)
+    ctx = runtime.context
     excluded = set(state.get("demo_tasks", []))
     entries, phase, it = state["search"], state.get("phase", 0), state.get("iteration", 0)
     best = best_of_archive(entries, excluded)

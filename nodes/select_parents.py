@@ -18,7 +18,7 @@ from langgraph.runtime import Runtime
 
 from coevo.envs.base import Task
 from coevo.harnesses.spec import HarnessSpec
-from coevo.meta.context import MetaContext, services
+from coevo.meta.context import MetaContext
 from coevo.meta.pool import PoolMember
 from coevo.meta.state import Candidate, EvalSummary, MetaState
 from coevo.storage.tables import PoolMemberRecord
@@ -82,7 +82,7 @@ async def select_parents(state: MetaState, runtime: Runtime[MetaContext]) -> dic
     (``harness_s.parents`` slots). Without a valid child the parents stay. On the first round the
     pool starts with H0 (``round`` -1). Train tasks a new member's spec carries (``carried_tasks``)
     join ``demo_tasks``."""
-    ctx = services(runtime)
+    ctx = runtime.context
     g, hs = state.get("evolution_round", 0), ctx.config.harness_s
     briefs = {b.direction: b for b in state.get("briefs", [])}
     valid = [c for c in state.get("checked", []) if is_valid(c)]
@@ -123,4 +123,4 @@ def member(harness_id: str, summary: EvalSummary, **lineage) -> PoolMember:
 
 def more_evolution(state: MetaState, runtime: Runtime[MetaContext]) -> str:
     """``"continue"`` while evolution rounds remain (``len(harness_s.proposals)``), else ``"done"``."""
-    return "continue" if state.get("evolution_round", 0) < len(services(runtime).config.harness_s.proposals) else "done"
+    return "continue" if state.get("evolution_round", 0) < len(runtime.context.config.harness_s.proposals) else "done"

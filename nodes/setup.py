@@ -8,7 +8,7 @@ from langgraph.runtime import Runtime
 
 from coevo.config import RunConfig
 from coevo.harnesses.spec import load_harness
-from coevo.meta.context import MetaContext, services
+from coevo.meta.context import MetaContext
 from coevo.meta.state import MetaState
 from coevo.storage.tables import CheckpointRecord
 
@@ -31,7 +31,7 @@ def setup(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """Store H0 (``config.harness`` or the env's base harness) and W0 unless the input names them
     (``incumbent``, ``checkpoint``), and the run's train/val/test tasks; record the context's run id
     in the state. Idempotent."""
-    ctx = services(runtime)
+    ctx = runtime.context
     run_id = ctx.run_id
     incumbent = state.get("incumbent")
     if not incumbent:

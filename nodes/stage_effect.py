@@ -6,7 +6,7 @@ import asyncio
 
 from langgraph.runtime import Runtime
 
-from coevo.meta.context import MetaContext, services
+from coevo.meta.context import MetaContext
 from coevo.meta.state import EvalSummary, MetaState
 
 
@@ -17,7 +17,7 @@ async def stage_effect(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     evaluations are resumable by id: ``validate`` reuses the W[t+1] one for its b, and round t's
     W[t] one is round t-1's validation of H[t], so in VACE only round 0 pays for an extra
     evaluation. Returns ``stage`` with ``before`` and ``after`` filled."""
-    ctx = services(runtime)
+    ctx = runtime.context
     stage = state["stage"]
     before, after = await asyncio.gather(ctx.evaluate(stage.harness_id, stage.checkpoint_before, "val"),
                                          ctx.evaluate(stage.harness_id, stage.checkpoint_after, "val"))

@@ -9,11 +9,11 @@ from langgraph.runtime import Runtime
 
 from coevo.envs.base import Task
 from coevo.harnesses.spec import HarnessSpec
-from coevo.meta.context import MetaContext, services
+from coevo.meta.context import MetaContext
 from coevo.meta.state import MetaState, WeightStage
 from coevo.models.trajectory import Trajectory
 from coevo.nodes.phases import weight_phase, weight_phase_end
-from coevo.report.numbers import percent
+from coevo.observe.text import percent
 from coevo.training.stage import Route, training_spec
 
 
@@ -36,7 +36,7 @@ async def train(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     (``coevo.nodes.phases.weight_phase``), closed by a ``Phase`` record. Returns the new checkpoint id, the
     ids of the stage's trajectories and the stage's training numbers (``WeightStage``; ``stage_effect``
     adds its val effect)."""
-    ctx = services(runtime)
+    ctx = runtime.context
     spec = ctx.spec(state["incumbent"])
     siblings = [ctx.spec(c.spec_id) for c in state.get("checked", [])
                 if c.status == "checked" and c.spec_id and c.spec_id != spec.id]
@@ -102,7 +102,7 @@ async def sample(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     (``training_spec``: ``train.temperature``, ``train.max_new_tokens``) with round-dependent
     seeds (``seed + 1000 * round``, like ``TrainConfig.stage``), so a later round refines from
     fresh evidence instead of re-proposing a rejected candidate from the same rollouts."""
-    ctx = services(runtime)
+    ctx = runtime.context
     rnd = state.get("round", 0)
     spec = training_spec(ctx.spec(state["incumbent"]), ctx.config.train)
     sampler = ctx.archive.add_harness(spec, [state["incumbent"]], "sampling", ctx.run_id)

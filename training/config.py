@@ -97,7 +97,7 @@ class StageConfig(StageSettings):
     """The settings of one stage run: ``StageSettings`` plus the ``seed`` of its sampling and
     optimisation, the ``output_dir`` under which the new checkpoint's adapter is saved, and the
     ``logging_dir`` of its TensorBoard steps and ``run_name`` in other trackers
-    (``coevo.report.tracking``)."""
+    (``coevo.observe.tracking``)."""
 
     seed: int = 0
     output_dir: str = "runs/training"

@@ -11,7 +11,7 @@ from coevo.config import RunConfig, TrainConfig
 from coevo.envs.base import Env, Task
 from coevo.harnesses.spec import HarnessSpec
 from coevo.models.trajectory import Trajectory
-from coevo.report.tracking import tracking_folder
+from coevo.observe.tracking import tracking_folder
 from coevo.training.checkpoint import Checkpoint, record_checkpoint
 from coevo.training.config import StageConfig
 
@@ -43,7 +43,7 @@ def tracked(stage: StageConfig, run: RunConfig, run_id: str, round: int) -> Stag
     """``stage`` reporting to the run's tracker (``run.report_to``) unless ``train.report_to`` names
     one itself: TRL's ``report_to`` for GRPO, with TensorBoard steps under
     ``<out_dir>/tracking/<run_id>/trl/round<round>`` and the stage named ``<run_id>/round<round>``
-    in MLflow and wandb (``coevo.report.tracking``)."""
+    in MLflow and wandb (``coevo.observe.tracking``)."""
     if run.report_to == "none" or stage.report_to != "none":
         return stage
     folder = tracking_folder(run.out_dir, run_id) / "trl" / f"round{round}"

@@ -23,7 +23,7 @@ import pytest
 from training_kit import char_tokenizer, tiny_llama_checkpoint
 
 import coevo
-from coevo.meta.run import run_snapshot
+from coevo.app.run import run_snapshot
 from coevo.storage import Archive
 
 pytestmark = pytest.mark.integration

@@ -17,8 +17,8 @@ sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).parent.parent)]
 
 from test_meta_loop import WordEnv, policy, setup_run  # noqa: E402
 
+import coevo.app.run as meta_run  # noqa: E402
 import coevo.cli.eval as eval_cli  # noqa: E402
-import coevo.meta.run as meta_run  # noqa: E402
 from coevo.cli.app import app  # noqa: E402
 
 

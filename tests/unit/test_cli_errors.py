@@ -19,10 +19,10 @@ from test_gate_approval import patch_services, write_config
 from test_meta_loop import setup_run
 from typer.testing import CliRunner
 
+from coevo.app.run import anchored, run_meta, run_snapshot
 from coevo.cli.app import app
 from coevo.config import RunConfig
-from coevo.meta.run import anchored, run_meta, run_snapshot
-from coevo.report.progress import RichReporter
+from coevo.observe.progress import RichReporter
 from coevo.storage import Archive, CheckpointRecord
 from coevo.training.checkpoint import new_checkpoint_id
 

@@ -12,11 +12,11 @@ import torch
 from test_meta_loop import setup_run
 from training_kit import random_adapter, tiny_llama_checkpoint
 
+from coevo.app.run import run_meta
 from coevo.harnesses.patch import apply_patch
 from coevo.harnesses.spec import load_harness
 from coevo.meta.archive_view import pair_stats, summarize
 from coevo.meta.inheritance import ArchiveEntry, ArchiveSummary, ModelProposal, PairScore, PairStats
-from coevo.meta.run import run_meta
 from coevo.meta.state import BriefRequest, Direction, Evidence
 from coevo.nodes.inherit import edit_from_base
 from coevo.nodes.promote import decide_promotion, materialise

@@ -9,9 +9,9 @@ import pytest
 from rich.console import Console
 from test_meta_loop import FakeTrainer, WordEnv, policy, setup_run  # noqa: E402  (tests/unit is on sys.path)
 
+from coevo.app.compare import compare, compare_run_id, run_config
 from coevo.cli.compare import compare_table
 from coevo.graphs.registry import get_strategy
-from coevo.meta.compare import compare, compare_run_id, run_config
 from coevo.meta.context import MetaContext
 from coevo.report.compare import write_compare_report
 from coevo.roles.curator import OfflineCurator

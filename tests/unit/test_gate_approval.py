@@ -13,9 +13,9 @@ import pytest
 from test_meta_loop import setup_run
 from typer.testing import CliRunner
 
+from coevo.app.run import RunError, resolve_answers, run_meta
 from coevo.cli.app import app
 from coevo.config import RunConfig
-from coevo.meta.run import RunError, resolve_answers, run_meta
 from coevo.meta.state import Candidate, Direction, GatePair
 from coevo.nodes.gate import decide, difference_text
 from coevo.roles.curator import Curation
@@ -58,7 +58,7 @@ def two_candidate_run(tmp_path, db=None):
 def patch_services(monkeypatch, ctx):
     """Make the CLI's runs use ``ctx``'s fakes (env, policy, trainer, roles) with the run's own config,
     archive, id, approval mode and the CLI's reporter; no reference is loaded."""
-    import coevo.meta.run as meta_run
+    import coevo.app.run as meta_run
 
     monkeypatch.setattr(meta_run, "preflight", lambda cfg: ctx.env)
     monkeypatch.setattr(meta_run, "make_context", lambda cfg, archive, run_id, reporter, approve, env=None: (

@@ -10,15 +10,15 @@ from types import SimpleNamespace
 import pytest
 from test_meta_loop import WordEnv, policy
 
+from coevo.app.run import run_meta
 from coevo.config import RunConfig
 from coevo.envs.base import Task
 from coevo.evaluation.results import TaskOutcome
-from coevo.graphs.harness import arun_rollout
+from coevo.harnesses.runtime import arun_rollout
 from coevo.harnesses.spec import HarnessSpec, Prompt
 from coevo.meta.context import MetaContext
 from coevo.meta.pool import Ballot, Profile
 from coevo.meta.router import Router
-from coevo.meta.run import run_meta
 from coevo.meta.state import EvalSummary
 from coevo.models.trajectory import Trajectory
 from coevo.nodes.select_parents import coverage_parents
@@ -284,7 +284,7 @@ def test_the_routed_graph_sends_a_task_to_the_sibling_the_router_chose(tmp_path)
         assert asyncio.run(graph.ainvoke({}))["harness"] == pick
 
     state, archive, _ = _run_harness_s(tmp_path, "harness_s_he_only")
-    from coevo.meta.bundle import write_router
+    from coevo.app.bundle import write_router
 
     path = write_router(archive, "run-1", tmp_path / "router.json")
     specs, router = load_router(path)
@@ -299,8 +299,8 @@ def test_the_routed_graph_sends_a_task_to_the_sibling_the_router_chose(tmp_path)
 def test_export_router_cli_writes_a_loadable_file_and_refuses_a_run_without_a_pool(tmp_path):
     from typer.testing import CliRunner
 
+    from coevo.app.bundle import load_router
     from coevo.cli.app import app
-    from coevo.meta.bundle import load_router
     from coevo.storage import RunRecord
 
     state, archive, _ = _run_harness_s(tmp_path, "harness_s_he_only")
@@ -344,7 +344,7 @@ def test_candidates_target_two_or_three_related_causes_and_see_the_other_briefs(
 
 
 def test_malformed_profiler_and_voter_replies_in_a_run_are_logged_and_ignored_not_crashes(tmp_path):
-    from coevo.report.progress import NullReporter
+    from coevo.observe.progress import NullReporter
 
     class Lines(NullReporter):
         def __init__(self):

@@ -7,12 +7,12 @@ import json
 import pytest
 from langchain_core.messages import AIMessage
 
+from coevo.app.run import read_state, run_meta
 from coevo.config import RunConfig
 from coevo.envs.base import Episode, Score, Task
-from coevo.graphs.harness import arun_rollout
+from coevo.harnesses.runtime import arun_rollout
 from coevo.harnesses.spec import HarnessSpec, Prompt
 from coevo.meta.context import MetaContext
-from coevo.meta.run import read_state, run_meta
 from coevo.meta.state import Direction, GatePair
 from coevo.models.fake import ScriptedChatModel
 from coevo.models.trajectory import Trajectory

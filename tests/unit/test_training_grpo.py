@@ -16,7 +16,7 @@ import pytest
 import torch
 from training_kit import LookupEnv, lookup_policy, tiny_llama_checkpoint
 
-from coevo.graphs.harness import arun_rollout
+from coevo.harnesses.runtime import arun_rollout
 from coevo.harnesses.spec import HarnessSpec
 from coevo.models.fake import ScriptedChatModel
 from coevo.models.trajectory import ModelCall, Trajectory

@@ -84,7 +84,7 @@ def test_stage_trainer_rescues_under_the_siblings_and_records_the_size_of_the_ch
 def test_a_stage_on_vllm_servers_samples_there_and_publishes_its_checkpoint(tmp_path, monkeypatch):
     from training_kit import random_adapter, tiny_llama_checkpoint
 
-    from coevo.meta.services import PolicyCache
+    from coevo.app.services import PolicyCache
     from coevo.models.router import RouterChatModel
     from coevo.nodes.setup import base_checkpoint
     from coevo.training import vllm_sync
@@ -135,8 +135,8 @@ def test_a_run_stage_on_a_fake_vllm_samples_the_synced_adapter_and_publishes_the
     from server_kit import FakeVLLM
     from training_kit import NAMING_WORDS, NamingEnv, tiny_llama_checkpoint
 
+    from coevo.app.services import PolicyCache
     from coevo.evaluation.executors import InProcessExecutor
-    from coevo.meta.services import PolicyCache
     from coevo.training.vllm_sync import adapter_name, served_ref
 
     class Counting(InProcessExecutor):

@@ -8,13 +8,13 @@ import json
 import pytest
 from test_meta_loop import WordEnv, policy
 
+from coevo.app.run import run_meta
 from coevo.config import ConfigError, RunConfig, parse_config
 from coevo.evaluation.engine import evaluate
 from coevo.evaluation.results import TaskOutcome
 from coevo.harnesses.patch import CONTROL_FIELDS, PROMPT_FIELDS
 from coevo.harnesses.spec import HarnessSpec, Prompt
 from coevo.meta.context import MetaContext
-from coevo.meta.run import run_meta
 from coevo.meta.state import Candidate, SearchEntry
 from coevo.nodes.edit import realise
 from coevo.nodes.search import best_of_archive

@@ -1,7 +1,7 @@
 """Running a meta-loop strategy durably: the checkpointed graph of a run, started or resumed.
 
 ``run_meta`` compiles the strategy's graph with a LangGraph checkpointer on the run's database
-(``coevo.meta.checkpointer``: SQLite in the archive's file, or Postgres in the archive's database),
+(``coevo.app.checkpointer``: SQLite in the archive's file, or Postgres in the archive's database),
 so ``run_meta(..., resume=True)`` continues a crashed, killed, failed or paused run from its last
 completed node. Evaluations are resumable by id, so finished rollouts are never redone and archive
 rows never duplicated.
@@ -26,15 +26,15 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.types import Command, Interrupt, StateSnapshot
 from pydantic import ValidationError
 
+from coevo.app.checkpointer import open_checkpointer
+from coevo.app.services import make_context
 from coevo.config import RunConfig
 from coevo.envs.base import Env
 from coevo.graphs.registry import STRATEGIES, get_strategy
-from coevo.meta.checkpointer import open_checkpointer
 from coevo.meta.context import MetaContext
-from coevo.meta.services import make_context
 from coevo.meta.state import STATE_MODELS
-from coevo.report.progress import Reporter
-from coevo.report.tracking import open_tracker, require_tracker
+from coevo.observe.progress import Reporter
+from coevo.observe.tracking import open_tracker, require_tracker
 from coevo.storage import Archive
 from coevo.storage.tables import RunRecord
 
@@ -179,7 +179,7 @@ async def run_meta(config: RunConfig, run_id: str | None = None, resume: bool = 
     ``answers`` answers pending gate questions by id (see ``resolve_answers``); ``context``
     replaces the default services (tests; its ``run_id`` and ``approve`` are set to the run's).
     A new run without ``context`` stores ``anchored(config)`` after ``preflight``. The run's
-    numbers go to the tracker ``config.report_to`` names (``coevo.report.tracking``; files under
+    numbers go to the tracker ``config.report_to`` names (``coevo.observe.tracking``; files under
     ``<out_dir>/tracking/<run_id>``; with ``none``, the context's own tracker is kept).
 
     Returns the final state (domain objects as the ``coevo.meta.state`` models) with ``run_id``;

@@ -25,7 +25,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal, Mapping, Protocol
 
-from coevo.envs.common import MissingExtraError
+from coevo.errors import MissingExtraError
 
 ReportTo = Literal["none", "tensorboard", "mlflow", "wandb"]
 """The trackers ``--report-to`` accepts (also the names TRL's ``report_to`` uses)."""
@@ -72,7 +72,7 @@ class NullTracker:
 
 class TensorBoardTracker:
     """Scalars as TensorBoard event files in ``folder/meta`` (``tensorboardX``; readable with
-    TensorBoard or ``coevo.report.events.read_scalars``)."""
+    TensorBoard or ``coevo.observe.events.read_scalars``)."""
 
     name = "tensorboard"
 

@@ -5,7 +5,7 @@ Each (strategy, seed) is one ordinary ``run_meta`` run of the same config with o
 and ``seed`` changed, so every run is in the archive like any other. Its run id is derived from the
 config, the strategy and the seed (``compare_run_id``): running the comparison again reads a
 finished run's final state back (LangGraph's public ``aget_state`` on the run's checkpointer,
-``coevo.meta.run.read_state``) instead of rerunning it, and resumes an interrupted one from its
+``coevo.app.run.read_state``) instead of rerunning it, and resumes an interrupted one from its
 last completed node.
 
 The numbers (``summarise``), per strategy, on the test split's final pair (H[T], W[T]):
@@ -41,14 +41,14 @@ from typing import Any, Callable, Sequence
 
 from pydantic import BaseModel, Field
 
+from coevo.app.run import anchored, read_state, run_meta
 from coevo.config import RunConfig
 from coevo.evaluation.stats import Estimate, difference_estimate, score_estimate
 from coevo.graphs.registry import get_strategy
 from coevo.meta.budget import CurvePoint, matched_budget, mean_curve, score_at, score_curve, totals
 from coevo.meta.context import MetaContext
-from coevo.meta.run import anchored, read_state, run_meta
 from coevo.meta.state import EvalSummary
-from coevo.report.progress import NullReporter, Reporter
+from coevo.observe.progress import NullReporter, Reporter
 from coevo.storage import Archive
 from coevo.storage.tables import RunRecord
 

@@ -11,7 +11,7 @@ from coevo.envs.registry import get_env
 from coevo.evaluation.executors import make_executor
 from coevo.graphs.registry import get_strategy
 from coevo.meta.context import MetaContext
-from coevo.report.progress import NullReporter, Reporter
+from coevo.observe.progress import NullReporter, Reporter
 from coevo.roles.curator import curator_for
 from coevo.roles.editor import editor_for
 from coevo.roles.inheritor import inheritor_for

@@ -16,7 +16,7 @@ from typing import Any, AsyncIterator
 
 from sqlalchemy.engine import make_url
 
-from coevo.envs.common import MissingExtraError
+from coevo.errors import MissingExtraError
 
 BUSY_TIMEOUT_S = 30.0
 """How long a SQLite writer waits for the other (archive or checkpointer) to release the lock."""
