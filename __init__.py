@@ -18,7 +18,7 @@ from coevo.harnesses.runtime import arun_rollout, build_harness_graph  # noqa: E
 __all__ = ["HarnessError", "HarnessSpec", "apply_patch", "arun_rollout", "build_harness_graph", "build_routed_graph",
            "diff", "load_harness", "load_router", "render"]
 
-_LAZY = {"build_routed_graph": "coevo.graphs.routed", "load_router": "coevo.app.bundle"}
+_LAZY = {"build_routed_graph": "coevo.graphs.harness_s.routed", "load_router": "coevo.app.bundle"}
 
 
 def __getattr__(name: str):

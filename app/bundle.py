@@ -2,7 +2,7 @@
 (``load_router``), so an app embeds Rank-1 routing like a single harness::
 
     pool, router = load_router("router.json")
-    graph = build_routed_graph(pool, router, model, episode)    # coevo.graphs.routed
+    graph = build_routed_graph(pool, router, model, episode)    # coevo.graphs.harness_s.routed
 
 The file holds the pool's specs, H0's id, each sibling's latest profile (val evidence only), the
 val tasks those profiles name (prompts and metadata: the Rule Router's "similar tasks"), and the
@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from coevo.envs.base import Task
+from coevo.graphs.harness_s.router import Router
 from coevo.harnesses.spec import HarnessSpec, load_harness
 from coevo.meta.pool import Profile
-from coevo.meta.router import Router
 from coevo.roles.voter import RuleVoter, Voter
 
 FORMAT = "coevo-router/1"

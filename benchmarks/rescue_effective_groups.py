@@ -33,10 +33,10 @@ def main() -> None:
     from coevo.app.bundle import router_bundle
     from coevo.config import RunConfig
     from coevo.envs.registry import get_env
+    from coevo.graphs.harness_s.evolution import carried_tasks
+    from coevo.graphs.harness_s.router import Router
     from coevo.harnesses.spec import load_harness
     from coevo.meta.pool import Profile
-    from coevo.meta.router import Router
-    from coevo.nodes.select_parents import carried_tasks
     from coevo.roles.voter import RuleVoter
     from coevo.storage import Archive
     from coevo.training.stage import StageTrainer

@@ -26,19 +26,26 @@ STUDIO = "app/studio.py"
 class Strategy:
     """One row of the strategy table.
 
-    ``module``: the dotted path of the module whose ``build()`` returns the uncompiled
-    ``StateGraph`` and whose module-level ``graph`` is the compiled one Studio serves.
+    ``family``: the paper family's package under ``coevo.graphs`` (``vace``, ``whale``, ...), whose
+    module named after the strategy (``module``) has a ``build()`` returning the uncompiled
+    ``StateGraph`` and a module-level ``graph``, the compiled one (Studio serves it with a default
+    context bound, ``coevo.app.studio``).
     ``trains``: the strategy updates weights (the run gets a ``StageTrainer``). ``roles``: the
     meta roles it calls (``curator``, ``editor``, ``proposer``; later ``profiler``, ``voter``).
     ``algorithm``: the weight-update algorithm it requires (``train.algorithm`` defaults to it).
     """
 
     name: str
-    module: str
+    family: str
     description: str
     trains: bool
     roles: tuple[str, ...] = ()
     algorithm: str | None = None
+
+    @property
+    def module(self) -> str:
+        """The dotted path of the strategy's module: ``coevo.graphs.<family>.<name>``."""
+        return f"coevo.graphs.{self.family}.{self.name}"
 
     def build(self) -> Any:
         """The strategy's uncompiled ``StateGraph`` (imports its module now)."""
@@ -59,33 +66,34 @@ SEARCH = ("proposer",)
 HARNESS_S = ("curator", "editor", "profiler", "voter")
 
 STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
-    Strategy("vace", "coevo.graphs.vace", "VACE Algorithm 1: train, refine, validate, gate, every round", True, REFINE),
-    Strategy("static", "coevo.graphs.static", "baseline: H0 and W0 tested as they are", False),
-    Strategy("harness_only", "coevo.graphs.harness_only", "VACE refinement with frozen weights, gated", False, REFINE),
-    Strategy("rl_only", "coevo.graphs.rl_only", "the weight stage only, harness frozen at H0", True),
-    Strategy("ungated", "coevo.graphs.ungated", "VACE's ablation: train and refine, the candidate adopted ungated",
+    Strategy("vace", "vace", "VACE Algorithm 1: train, refine, validate, gate, every round", True, REFINE),
+    Strategy("static", "vace", "baseline: H0 and W0 tested as they are", False),
+    Strategy("harness_only", "vace", "VACE refinement with frozen weights, gated", False, REFINE),
+    Strategy("rl_only", "vace", "the weight stage only, harness frozen at H0", True),
+    Strategy("ungated", "vace", "VACE's ablation: train and refine, the candidate adopted ungated",
              True, REFINE),
-    Strategy("whale", "coevo.graphs.whale", "WHALE: cycles of an RSFT weight phase, then a Meta-Harness search "
+    Strategy("whale", "whale", "WHALE: cycles of an RSFT weight phase, then a Meta-Harness search "
              "phase (whale.schedule fixed|adaptive)", True, SEARCH, "rsft"),
-    Strategy("fst", "coevo.graphs.fst", "WHALE's schedule with harness search confined to the system and user "
+    Strategy("fst", "whale", "WHALE's schedule with harness search confined to the system and user "
              "prompts (FST control)", True, SEARCH, "rsft"),
-    Strategy("stagewise", "coevo.graphs.stagewise", "the whole weight budget, then the whole harness-search "
+    Strategy("stagewise", "whale", "the whole weight budget, then the whole harness-search "
              "budget once (matched to WHALE's)", True, SEARCH, "rsft"),
-    Strategy("pace", "coevo.graphs.pace", "PACE: frozen weights; prompt edits until no validated gain, then "
+    Strategy("pace", "pace", "PACE: frozen weights; prompt edits until no validated gain, then "
              "control-logic edits, each through the val gate", False, SEARCH),
-    Strategy("coevo_rsi", "coevo.graphs.coevo_rsi", "CoEvo-RSI: editors inherit archived bases, models select or "
+    Strategy("coevo_rsi", "coevo_rsi", "CoEvo-RSI: editors inherit archived bases, models select or "
              "TIES-merge archived checkpoints, adapt, promote with margin", True, (*REFINE, "inheritor")),
-    Strategy("coevo_rsi_latest_only", "coevo.graphs.coevo_rsi_latest_only",
+    Strategy("coevo_rsi_latest_only", "coevo_rsi",
              "CoEvo-RSI's ablation: inheritance from the latest harness and checkpoint only", True,
              (*REFINE, "inheritor")),
-    Strategy("harness_s", "coevo.graphs.harness_s", "Harness-S: directional evolution of a sibling pool, profiles, "
+    Strategy("harness_s", "harness_s", "Harness-S: directional evolution of a sibling pool, profiles, "
              "router voters, rescue GRPO under H0, Rank-1 routing", True, HARNESS_S),
-    Strategy("harness_s_he_only", "coevo.graphs.harness_s_he_only", "Harness-S's harness evolution with the frozen "
+    Strategy("harness_s_he_only", "harness_s", "Harness-S's harness evolution with the frozen "
              "policy, then Rank-1 routing", False, HARNESS_S),
 )}
 
 OTHER_GRAPHS: dict[str, str] = {"harness_demo": "./graphs/demo.py:graph",
-                                 "harness_s_routed": "./graphs/routed.py:graph", "router": "./graphs/router.py:graph"}
+                                 "harness_s_routed": "./graphs/harness_s/routed.py:graph",
+                                 "router": "./graphs/harness_s/router.py:graph"}
 """``langgraph.json`` graphs that are not strategies (the demo agent, Harness-S's routed demo and its voting graph)."""
 
 

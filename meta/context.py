@@ -19,6 +19,7 @@ from coevo.evaluation.executors import Executor
 from coevo.evaluation.results import EvalResult
 from coevo.harnesses.spec import HarnessSpec, load_harness
 from coevo.meta.budget import calls_budget, current_phase, eval_budget, stage_budget, totals
+from coevo.meta.recording import Recording
 from coevo.models.trajectory import Trajectory
 from coevo.observe.progress import NullReporter, Reporter
 from coevo.observe.tracking import NullTracker, Tracker
@@ -44,7 +45,7 @@ class Trainer(Protocol):
 
 
 @dataclass
-class MetaContext:
+class MetaContext(Recording):
     """Run-time services of a meta-loop run.
 
     ``policy(checkpoint_id)`` returns the chat model for that checkpoint; ``trainer`` is None for
@@ -62,7 +63,8 @@ class MetaContext:
     What ``evaluate``, ``train`` and ``store_calls`` spend is stored per phase (``account``;
     ``coevo.meta.budget``) and tracked: ``score/<split>/<harness>`` per evaluation,
     ``train/<metric>`` per weight stage (``train_step/<metric>`` per optimiser step),
-    ``budget/<spend>`` cumulative; nodes add their own numbers with ``track`` (the gate's counts).
+    ``budget/<spend>`` cumulative; nodes add their own numbers with ``track`` (the gate's counts) and
+    store what they decide with the ``record_*`` methods (``coevo.meta.recording``).
     """
 
     config: RunConfig

@@ -16,7 +16,7 @@ from langgraph.runtime import Runtime
 from coevo.evaluation.results import EvalResult
 from coevo.meta.context import MetaContext
 from coevo.meta.state import Candidate, Direction, MetaState
-from coevo.nodes.edit import realise, record_edit
+from coevo.nodes.edit import realise
 
 
 async def _pair(ctx: MetaContext, state: MetaState, cand: Candidate,
@@ -83,7 +83,7 @@ async def check(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
                 cand = realise(ctx.editor.revise(direction, ctx.spec(cand.parent_id), cand, reason, tasks), ctx, rnd)
             else:
                 cand.status, cand.reason = "rejected", reason
-        record_edit(ctx, cand, rnd)
+        ctx.record_edit(cand, rnd)
         ctx.reporter.log(f"check  {cand.id}: {cand.status} {cand.reason[:120]} "
                          f"{cand.checks.model_dump(exclude_none=True)}")
         out.append(cand)

@@ -12,7 +12,6 @@ from coevo.harnesses.patch import apply_patch
 from coevo.meta.context import MetaContext
 from coevo.meta.state import Candidate, EditRequest, MetaState
 from coevo.roles.editor import Proposal
-from coevo.storage.tables import EditRecord
 
 
 def fan_out(state: MetaState, runtime: Runtime[MetaContext]) -> list[Send] | str:
@@ -23,14 +22,6 @@ def fan_out(state: MetaState, runtime: Runtime[MetaContext]) -> list[Send] | str
         return "check"
     return [Send("edit", EditRequest(direction=d, incumbent=state["incumbent"], round=state.get("round", 0),
                                      train_trajectories=state.get("train_trajectories", []))) for d in directions]
-
-
-def record_edit(ctx: MetaContext, candidate: Candidate, round: int) -> None:
-    """Store (or update, by id) the edit record of ``candidate`` with its current status."""
-    ctx.archive.add_edits([EditRecord(
-        id=f"{ctx.run_id}-r{round}-{candidate.id}-v{candidate.revision}", run_id=ctx.run_id, round=round,
-        parent_id=candidate.parent_id, child_id=candidate.spec_id, patch=candidate.patch, rationale=candidate.rationale,
-        direction=candidate.direction, status=candidate.status, reason=candidate.reason)])
 
 
 def realise(proposal: Proposal, ctx: MetaContext, round: int, allowed: Sequence[str] | None = None) -> Candidate:
@@ -50,7 +41,7 @@ def realise(proposal: Proposal, ctx: MetaContext, round: int, allowed: Sequence[
             candidate.spec_id = ctx.archive.add_harness(child, [parent.id], "edit", ctx.run_id)
         except HarnessError as err:
             candidate.status, candidate.reason = "rejected", str(err)
-    record_edit(ctx, candidate, round)
+    ctx.record_edit(candidate, round)
     return candidate
 
 

@@ -30,8 +30,6 @@ def next_round(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
                   for c in state.get("checked", [])]
     stage = state.get("stage")
     stage = stage if stage is not None and stage.round == rnd else None
-    if stage is not None and stage.after is not None and not val and stage.harness_id == incumbent:
-        val = {incumbent: stage.after}  # no validate (rl_only): the stage measured H[t+1] = H[t] under W[t+1]
     summary = RoundSummary(round=rnd, incumbent=incumbent, checkpoint=state["checkpoint"],
                            incumbent_val=val[incumbent].score if incumbent in val else None,
                            trivial=next((v.trivial_baseline for v in val.values()), None), candidates=candidates,
@@ -40,9 +38,9 @@ def next_round(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
 
 
 def more_rounds(state: MetaState, runtime: Runtime[MetaContext]) -> str:
-    """``"continue"`` while ``round < config.rounds`` (an alternating strategy's ``plan.cycles``), else ``"done"``."""
-    plan = state.get("plan")
-    rounds = plan.cycles if plan is not None else runtime.context.config.rounds
+    """``"continue"`` while ``round < state["rounds"]`` (``setup`` wrote ``config.rounds``; a plan
+    node may replace it), else ``"done"``."""
+    rounds = state.get("rounds", runtime.context.config.rounds)
     return "continue" if state.get("round", 0) < rounds else "done"
 
 

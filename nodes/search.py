@@ -9,7 +9,9 @@
 The search split is the run's train tasks (less those a demonstration answers, DESIGN.md
 Principles), one rollout per task with the run's seed, so every archived harness is scored on the
 same tasks and seeds. Ties go to fewer model calls, then to the older harness. Only training signals
-are read: no node here touches val or test.
+are read: no node here touches val or test. What ends a phase and what is accepted after an
+iteration are the family's (WHALE's ``accept``, PACE's gate and ``pace_step``); ``close_phase`` and
+``iteration_record`` are the records they share.
 """
 
 from __future__ import annotations
@@ -21,13 +23,12 @@ from langgraph.runtime import Runtime
 
 from coevo.evaluation.results import EvalResult
 from coevo.meta.context import MetaContext
-from coevo.meta.state import Candidate, MetaState, Phase, SearchEntry
+from coevo.meta.search import Phase, SearchEntry, SearchIteration, SearchState
+from coevo.meta.state import Candidate
 from coevo.models.trajectory import Trajectory
-from coevo.nodes.edit import realise, record_edit
-from coevo.nodes.phases import close_phase, iteration_record
+from coevo.nodes.edit import realise
 from coevo.nodes.train import stage_tasks
 from coevo.roles.proposer import SearchView, ranked
-from coevo.training.schedule import Patience
 
 
 def entry_of(result: EvalResult, order: int, iteration: int, cand: Candidate | None = None) -> SearchEntry:
@@ -61,7 +62,25 @@ def _trajectories(ctx: MetaContext, entries: list[SearchEntry], harness_id: str)
     return [t for o in entry.per_task.values() for i in o.trajectory_ids for t in ctx.archive.trajectories(id=i)]
 
 
-async def search_start(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
+def close_phase(ctx: MetaContext, phase: Phase, started: float | None) -> Phase:
+    """``phase`` with its start and end times (now), stored in the archive as a ``PhaseRecord``
+    (``<run id>-phase<index>``) so budgets can be attributed per phase."""
+    phase = phase.model_copy(update={"started_at": started, "ended_at": time.time()})
+    ctx.record_phase(phase)
+    return phase
+
+
+def iteration_record(state: SearchState, accepted: str, score: float, changed: bool) -> SearchIteration:
+    """The ``SearchIteration`` of the running phase's latest iteration (its candidates from ``checked``)."""
+    checked = state.get("checked", [])
+    return SearchIteration(phase=state.get("phase", 0), cycle=state.get("round", 0),
+                           iteration=state.get("iteration", 0),
+                           accepted=accepted, score=score, changed=changed,
+                           candidates=[c.spec_id or "" for c in checked if c.status == "checked"],
+                           rejected=[f"{c.id}: {c.reason}" for c in checked if c.status == "rejected"])
+
+
+async def search_start(state: SearchState, runtime: Runtime[MetaContext]) -> dict:
     """Start a harness-search phase: the archive A_0 = {incumbent}, evaluated under the current
     checkpoint on the search split (train, one rollout per task). Advances ``phase``."""
     ctx = runtime.context
@@ -69,12 +88,11 @@ async def search_start(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     result = await ctx.evaluate(state["incumbent"], state["checkpoint"], "train", stage_tasks(ctx, state), k=1)
     phase = state.get("phase", -1) + 1
     ctx.reporter.log(f"search phase {phase}: seed {state['incumbent'][:12]} train score {result.mean_reward:.3f}")
-    kind = state.get("phase_kind") if state.get("phase_kind") in ("prompt", "control") else "harness"
     return {"search": [entry_of(result, 0, 0)], "iteration": 0, "phase": phase, "phase_done": False,
-            "phase_kind": kind, "phase_started": started}
+            "phase_started": started}
 
 
-def propose(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
+def propose(state: SearchState, runtime: Runtime[MetaContext]) -> dict:
     """Iteration i: the proposer reads the archive (specs, scores, per-task outcomes, train
     trajectories) and proposes ``whale.candidates`` patches of archived harnesses; each is applied
     and checked inside the phase's ``fields`` (``realise``). Duplicates of archived harnesses are
@@ -97,13 +115,13 @@ def propose(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
             else:
                 cand.status = "checked"
                 known.add(cand.spec_id or "")
-        record_edit(ctx, cand, rnd)
+        ctx.record_edit(cand, rnd)
         ctx.reporter.log(f"propose {it}: {cand.id} {cand.status} {cand.reason[:120] or cand.rationale[:120]}")
         out.append(cand)
     return {"checked": out, "iteration": it, "demo_tasks": [t for c in out if c.spec_id for t in c.demo_tasks]}
 
 
-async def search_evaluate(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
+async def search_evaluate(state: SearchState, runtime: Runtime[MetaContext]) -> dict:
     """Evaluate each checked candidate on the search split (the seed's tasks and seeds, one rollout
     per task) under the phase's checkpoint and add it to the archive."""
     ctx = runtime.context
@@ -117,42 +135,6 @@ async def search_evaluate(state: MetaState, runtime: Runtime[MetaContext]) -> di
     return {"search": entries}
 
 
-def search_stop(state: MetaState, runtime: Runtime[MetaContext], signal: list[float]) -> str:
-    """Why the harness phase ends after this iteration ("" to go on): its fixed length
-    (``plan.search_iterations``), or adaptively (WHALE §4) the patience rule on the best train
-    score so far (``signal``: the seed's, then one per iteration), at least ``whale.min_iterations``
-    and at most ``whale.max_iterations``."""
-    plan, cfg, it = state["plan"], runtime.context.config.whale, state.get("iteration", 0)
-    if not plan.adaptive:
-        return f"fixed length: {plan.search_iterations} iterations" if it >= plan.search_iterations else ""
-    rule = Patience(minimum=cfg.min_iterations + 1, patience=cfg.search_patience, unit="iterations")
-    if reason := rule.stop(signal):
-        return reason
-    return f"reached whale.max_iterations = {cfg.max_iterations}" if it >= cfg.max_iterations else ""
-
-
-def accept(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
-    """After iteration i the best harness of the whole archive is accepted as the incumbent (it may
-    be older than this iteration). Records the iteration and, when the phase ends, the ``Phase``."""
-    ctx = runtime.context
-    excluded = set(state.get("demo_tasks", []))
-    entries, phase, it = state["search"], state.get("phase", 0), state.get("iteration", 0)
-    best = best_of_archive(entries, excluded)
-    record = iteration_record(state, best.harness_id, best.score, best.harness_id != state["incumbent"])
-    seed = rescored(entries[:1], excluded)[0].score
-    signal = [seed] + [s.score for s in state.get("search_iterations", []) if s.phase == phase] + [best.score]
-    reason = search_stop(state, runtime, signal)
-    ctx.reporter.log(f"accept {it}: {best.harness_id[:12]} (iteration {best.iteration}) train score {best.score:.3f}"
-                     + (f"; phase ends: {reason}" if reason else ""))
-    out: dict = {"incumbent": best.harness_id, "search_iterations": [record], "phase_done": bool(reason)}
-    if reason:
-        record = Phase(index=phase, cycle=state.get("round", 0), kind="harness", length=it, unit="iterations", steps=it,
-                       harness_id=best.harness_id, checkpoint=state["checkpoint"], signal=signal, stop_reason=reason,
-                       fields=state.get("fields"))
-        out["phases"] = [close_phase(ctx, record, state.get("phase_started"))]
-    return out
-
-
-def more_search(state: MetaState) -> str:
+def more_search(state: SearchState) -> str:
     """``"continue"`` while the running phase has not ended, else ``"done"``."""
     return "done" if state.get("phase_done") else "continue"

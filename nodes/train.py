@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any, Sequence
 
 from langgraph.runtime import Runtime
@@ -12,7 +11,6 @@ from coevo.harnesses.spec import HarnessSpec
 from coevo.meta.context import MetaContext
 from coevo.meta.state import MetaState, WeightStage
 from coevo.models.trajectory import Trajectory
-from coevo.nodes.phases import weight_phase, weight_phase_end
 from coevo.observe.text import percent
 from coevo.training.stage import Route, training_spec
 
@@ -28,27 +26,24 @@ def stage_tasks(ctx: MetaContext, state: MetaState) -> list[Task]:
     return tasks
 
 
+def rescue_pool(ctx: MetaContext, state: MetaState, spec: HarnessSpec) -> list[HarnessSpec]:
+    """The Eq. 5 rescue pool of a weight stage under ``spec``: the previous round's checked
+    candidates (``state["checked"]``) other than ``spec`` itself."""
+    return [ctx.spec(c.spec_id) for c in state.get("checked", [])
+            if c.status == "checked" and c.spec_id and c.spec_id != spec.id]
+
+
 async def train(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """The weight stage under the incumbent harness (VACE Alg. 1, line 2): GRPO or RSFT via the
     context's ``trainer`` on the train tasks no demonstration answers (``stage_tasks``), with the
-    previous round's checked candidates as the Eq. 5 rescue pool. Under a WHALE plan (``state["plan"]``)
-    it is a weight phase: the persistent sampler, a length in epochs, the adaptive stop
-    (``coevo.nodes.phases.weight_phase``), closed by a ``Phase`` record. Returns the new checkpoint id, the
-    ids of the stage's trajectories and the stage's training numbers (``WeightStage``; ``stage_effect``
-    adds its val effect)."""
+    previous round's checked candidates as the Eq. 5 rescue pool (``rescue_pool``). Returns the new
+    checkpoint id, the ids of the stage's trajectories and the stage's training numbers
+    (``WeightStage``; ``stage_effect`` adds its val effect)."""
     ctx = runtime.context
     spec = ctx.spec(state["incumbent"])
-    siblings = [ctx.spec(c.spec_id) for c in state.get("checked", [])
-                if c.status == "checked" and c.spec_id and c.spec_id != spec.id]
-    phase = weight_phase(ctx, state, len(stage_tasks(ctx, state))) if state.get("plan") else {}
-    started = time.time()
-    checkpoint, trajectories, stage = await run_stage(ctx, state, spec, state["checkpoint"], siblings, phase=phase)
-    update = {"checkpoint": checkpoint, "train_trajectories": [t.id for t in trajectories], "stage": stage}
-    if not phase:
-        return update
-    record = ctx.archive.get_checkpoint(checkpoint)
-    metrics = record.metrics if record is not None else {}
-    return {**update, **weight_phase_end(ctx, state, phase, metrics, checkpoint, started)}
+    checkpoint, trajectories, stage = await run_stage(ctx, state, spec, state["checkpoint"],
+                                                      rescue_pool(ctx, state, spec))
+    return {"checkpoint": checkpoint, "train_trajectories": [t.id for t in trajectories], "stage": stage}
 
 
 async def run_stage(ctx: MetaContext, state: MetaState, spec: HarnessSpec, before: str,
@@ -56,7 +51,7 @@ async def run_stage(ctx: MetaContext, state: MetaState, spec: HarnessSpec, befor
                     phase: dict[str, Any] | None = None) -> tuple[str, list[Trajectory], WeightStage]:
     """One weight stage from checkpoint ``before`` under ``spec`` on ``stage_tasks`` (``siblings``: the
     Eq. 5 rescue pool; ``route``: the router's per-task top-K among them, Harness-S Alg. 1;
-    ``phase``: a WHALE weight phase's trainer options, ``weight_phase``): the new
+    ``phase``: a weight phase's trainer options, e.g. WHALE's): the new
     checkpoint id, its trajectories (stored, split ``train``, under the harnesses themselves rather
     than their training variants) and its ``WeightStage`` numbers. Raises ``ValueError`` when the run
     has no trainer or no train task is left."""

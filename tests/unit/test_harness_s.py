@@ -14,15 +14,14 @@ from coevo.app.run import run_meta
 from coevo.config import RunConfig
 from coevo.envs.base import Task
 from coevo.evaluation.results import TaskOutcome
+from coevo.graphs.harness_s.evolution import coverage_parents
+from coevo.graphs.harness_s.router import Router, shuffled
 from coevo.harnesses.runtime import arun_rollout
 from coevo.harnesses.spec import HarnessSpec, Prompt
 from coevo.meta.context import MetaContext
 from coevo.meta.pool import Ballot, Profile
-from coevo.meta.router import Router
 from coevo.meta.state import EvalSummary
 from coevo.models.trajectory import Trajectory
-from coevo.nodes.select_parents import coverage_parents
-from coevo.nodes.vote import shuffled
 from coevo.roles.curator import OfflineCurator
 from coevo.roles.editor import OfflineEditor
 from coevo.roles.profiler import LLMProfiler, OfflineProfiler
@@ -255,7 +254,7 @@ def test_the_routed_graph_sends_a_task_to_the_sibling_the_router_chose(tmp_path)
 
     from coevo import build_routed_graph, load_router
     from coevo.envs.base import Episode
-    from coevo.graphs.routed import branch
+    from coevo.graphs.harness_s.routed import branch
     from coevo.models.fake import ScriptedChatModel
 
     h0 = HarnessSpec(name="h0", prompt=Prompt(system="Plain."))
@@ -328,8 +327,8 @@ def test_the_report_shows_the_pool_profiles_rescue_rates_and_rank_r_test_rows(tm
 
 
 def test_candidates_target_two_or_three_related_causes_and_see_the_other_briefs():
+    from coevo.graphs.harness_s.evolution import merge, related_groups
     from coevo.meta.state import Direction
-    from coevo.nodes.evolve import merge, related_groups
 
     causes = ["no_answer:budget", "no_answer:parse", "no_answer:hook", "no_answer:stop", "wrong_answer"]
     directions = [Direction(id=f"d{i}", cause=c, description=c, task_ids=[f"t{i}", f"t{i + 1}"])
@@ -368,7 +367,7 @@ def test_malformed_profiler_and_voter_replies_in_a_run_are_logged_and_ignored_no
 
 
 def test_a_pool_members_demonstrated_train_tasks_leave_later_stages_even_after_a_failed_revision():
-    from coevo.nodes.select_parents import carried_tasks
+    from coevo.graphs.harness_s.evolution import carried_tasks
 
     tasks = [Task(id=f"t{i}", env="e", split="train", prompt=f'What is {i} + {i}?\nAnswer "now".') for i in range(3)]
     spec = HarnessSpec(skills={"demo_t1": {"kind": "demonstration", "input": tasks[1].prompt, "output": "2"}})

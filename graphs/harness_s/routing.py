@@ -1,6 +1,14 @@
-"""Harness-S's routed nodes: ``rescue_train`` (complementary rescue training, Alg. 1 and Eq. 5
-with the router's top-K, Eq. 10) and ``routed_test`` (the final test under H0 and Rank-r routing,
-Eq. 12 and Table 5)."""
+"""Harness-S's nodes after the evolution: ``profile`` (policy-aware profile re-anchoring, Eq. 11,
+Alg. 1 lines 1, 3 and 14), ``rescue_train`` (complementary rescue training, Alg. 1 and Eq. 5 with
+the router's top-K, Eq. 10) and ``routed_test`` (the final test under H0 and Rank-r routing, Eq. 12
+and Table 5).
+
+``profile``: with the policy of checkpoint s frozen, every pool member runs the val tasks with the
+same seeds and limits as H0 (paired executions), and the profiler turns each sibling's outcomes
+against H0's into P_i^(s). Only val evaluations are read: test outcomes never enter a profile.
+Profiles are stored per checkpoint (``MetaContext.record_profiles``) and replace the state's
+``profiles``.
+"""
 
 from __future__ import annotations
 
@@ -9,26 +17,50 @@ import asyncio
 from langgraph.runtime import Runtime
 
 from coevo.envs.base import Task
+from coevo.graphs.harness_s.router import Router
+from coevo.graphs.harness_s.state import HarnessSState
 from coevo.meta.context import MetaContext
-from coevo.meta.router import Router
-from coevo.meta.state import EvalSummary, MetaState
+from coevo.meta.state import EvalSummary
 from coevo.nodes.train import run_stage
 
 
-def make_router(ctx: MetaContext, state: MetaState) -> Router:
+def pool_ids(state: HarnessSState) -> list[str]:
+    """The pool's harness ids, each once, in the order they joined (H0 first)."""
+    return list(dict.fromkeys([state["start_harness"], *(m.harness_id for m in state.get("pool", []))]))
+
+
+async def profile(state: HarnessSState, runtime: Runtime[MetaContext]) -> dict:
+    """Re-anchor the profiles at the current checkpoint (module doc). Returns ``profiles`` (harness
+    id -> ``Profile``) and ``validation`` (each pool member's val evaluation at this checkpoint).
+    A profiler reply that is ignored (malformed) is logged with its reason."""
+    ctx = runtime.context
+    checkpoint, h0 = state["checkpoint"], state["start_harness"]
+    evals = {h: EvalSummary.of(await ctx.evaluate(h, checkpoint, "val")) for h in pool_ids(state)}
+    val_tasks = {t.id: t for t in ctx.tasks("val")}
+    trajectories = {t.id: t for e in evals.values() for t in ctx.archive.trajectories(evaluation_id=e.evaluation_id)}
+    profiles = {}
+    for h, summary in evals.items():
+        out = ctx.profiler.profile(summary, evals[h0], val_tasks, trajectories)
+        ctx.store_calls(out.calls)
+        if out.profile.reason:
+            ctx.reporter.log(f"profile {h[:12]}: profiler reply ignored: {out.profile.reason[:200]}")
+        profiles[h] = out.profile
+    ctx.record_profiles(state.get("round", 0), checkpoint, profiles)
+    ctx.reporter.log(f"profile at {checkpoint}: " + ", ".join(
+        f"{h[:8]} val {p.val_success:.2f} (+{len(p.prefer)}/-{len(p.avoid)})" for h, p in profiles.items()))
+    return {"profiles": profiles, "validation": evals}
+
+
+def make_router(ctx: MetaContext, state: HarnessSState) -> Router:
     """The run's router over the pool's current profiles (``state["profiles"]``, H0 = the start
     harness) with the context's voters; ballots and voter LLM calls are archived under the run."""
-
-    def on_votes(records: list) -> None:
-        ctx.archive.add_votes([r.model_copy(update={"run_id": ctx.run_id}) for r in records])
-
     hs = ctx.config.harness_s
     return Router(ctx.voter, state.get("profiles", {}), {t.id: t for t in ctx.tasks("val")}, state["start_harness"],
-                  ballot=hs.ballot, seed=ctx.config.seed, checkpoint_id=state["checkpoint"], on_votes=on_votes,
+                  ballot=hs.ballot, seed=ctx.config.seed, checkpoint_id=state["checkpoint"], on_votes=ctx.record_votes,
                   on_calls=ctx.store_calls)
 
 
-async def rescue_train(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
+async def rescue_train(state: HarnessSState, runtime: Runtime[MetaContext]) -> dict:
     """One weight stage under H0 with complementary rescue (Harness-S Alg. 1): a task whose K
     rollouts all fail is re-rolled once under each of the router's top-K siblings (``harness_s.rescue_k``,
     0: K = the group size), and that group replaces it (Eq. 5). Returns ``train``'s update; the
@@ -60,7 +92,7 @@ def merge_summaries(parts: list[EvalSummary], label: str) -> EvalSummary:
                        trivial_baseline=next((p.trivial_baseline for p in parts), None), per_task=per_task)
 
 
-async def routed_test(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
+async def routed_test(state: HarnessSState, runtime: Runtime[MetaContext]) -> dict:
     """The final test (Harness-S Table 5): the start pair (H0, W0), the final checkpoint under H0
     (``final``), and under Rank-r routing for r = 1..``harness_s.ranks`` (``rank1``, ...): each
     test task runs under the r-th harness of the router's ranking of the whole pool, H0 included

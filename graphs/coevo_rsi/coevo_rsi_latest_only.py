@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from langgraph.graph import StateGraph
 
-from coevo.graphs.coevo_rsi import wire
-from coevo.nodes.inherit import survey_latest
+from coevo.graphs.coevo_rsi.coevo_rsi import wire
+from coevo.graphs.coevo_rsi.harness_inheritance import survey_latest
 
 
 def build() -> StateGraph:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from langgraph.graph import StateGraph
 
+from coevo.graphs.vace.nodes import stage_effect
 from coevo.graphs.wiring import add_rounds, meta_graph
-from coevo.nodes.stage_effect import stage_effect
 from coevo.nodes.train import train
 
 

@@ -19,14 +19,14 @@ from pathlib import Path
 
 from langgraph.runtime import Runtime
 
+from coevo.graphs.coevo_rsi.state import CoevoRsiState
 from coevo.meta.context import MetaContext
 from coevo.meta.inheritance import ModelProposal, PairScore, Promotion
-from coevo.meta.state import EvalSummary, MetaState
+from coevo.meta.state import EvalSummary
 from coevo.nodes.train import run_stage
-from coevo.storage.tables import ModelProposalRecord, PromotionRecord
 
 
-def _offspring(state: MetaState) -> list[tuple[str, str]]:
+def _offspring(state: CoevoRsiState) -> list[tuple[str, str]]:
     """(offspring harness id, its base) of the round: the checked candidates, else (incumbent, incumbent)."""
     kids = [(c.spec_id, c.parent_id) for c in state.get("checked", []) if c.status == "checked" and c.spec_id]
     return list(dict.fromkeys(kids)) or [(state["incumbent"], state["incumbent"])]
@@ -65,14 +65,10 @@ def materialise(ctx: MetaContext, proposal: ModelProposal, merged: dict[tuple, s
     return proposal.model_copy(update={"checkpoint_id": merged[key]})
 
 
-def _record(ctx: MetaContext, rnd: int, p: ModelProposal) -> ModelProposalRecord:
-    return ModelProposalRecord(run_id=ctx.run_id, round=rnd, **p.model_dump())
-
-
-async def inherit(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
+async def inherit(state: CoevoRsiState, runtime: Runtime[MetaContext]) -> dict:
     """Model inheritance for every offspring harness: propose, materialise (select or TIES merge),
     score each on val (same tasks and seeds as the incumbent pair). Stores every proposal
-    (``ModelProposalRecord``); returns them in ``proposals``."""
+    (``MetaContext.record_proposals``); returns them in ``proposals``."""
     ctx = runtime.context
     rnd, summary = state.get("round", 0), state["archive_view"]
     proposals: list[ModelProposal] = []
@@ -87,7 +83,7 @@ async def inherit(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     proposals = [p.model_copy(update={"status": "scored", "val": scores[p.id].mean_reward, "timr": scores[p.id].timr,
                                       "evaluation_id": scores[p.id].evaluation_id}) if p.id in scores else p
                  for p in proposals]
-    ctx.archive.add_inheritance([_record(ctx, rnd, p) for p in proposals])
+    ctx.record_proposals(rnd, proposals)
     for p in proposals:
         what = p.sources[0] if p.kind == "select" else " + ".join(f"{a:.2f}·{c}" for c, a in zip(p.sources, p.alpha))
         ctx.reporter.log(f"inherit round {rnd}: {p.harness_id[:12]} {p.kind} {what}: {p.status} "
@@ -101,7 +97,7 @@ def best_proposal(proposals: list[ModelProposal]) -> ModelProposal | None:
     return max(scored, key=lambda p: (p.val, -(p.timr or 0.0)), default=None)
 
 
-async def adapt(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
+async def adapt(state: CoevoRsiState, runtime: Runtime[MetaContext]) -> dict:
     """p⁺_t: train p̄_t's checkpoint under its harness (``run_stage``: the ``[train]`` algorithm on the
     train tasks no demonstration answers), then score the new pair on val. ``adapted`` is None
     when there is no scored proposal, ``rsi.adapt`` is off, or the run has no trainer."""
@@ -144,10 +140,10 @@ def decide_promotion(rnd: int, incumbent: PairScore, best: PairScore | None, ada
                             f"than δ_prom={margin}; the incumbent pair is kept")
 
 
-async def promote(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
+async def promote(state: CoevoRsiState, runtime: Runtime[MetaContext]) -> dict:
     """Promotion of round t: the incumbent pair p_t scored on val (same tasks and seeds as the
     proposals), ``decide_promotion`` against p̄_t and p⁺_t with ``rsi.promotion_margin``; the kept pair
-    becomes (``incumbent``, ``checkpoint``). Stores a ``PromotionRecord``."""
+    becomes (``incumbent``, ``checkpoint``). Stores the decision (``MetaContext.record_promotion``)."""
     ctx = runtime.context
     rnd = state.get("round", 0)
     result = await ctx.evaluate(state["incumbent"], state["checkpoint"], "val")
@@ -158,10 +154,7 @@ async def promote(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
                      timr=top.timr) if top else None
     decision = decide_promotion(rnd, incumbent, best, state.get("adapted"), ctx.config.rsi.promotion_margin)
     kept = decision.promoted
-    ctx.archive.add_inheritance([PromotionRecord(
-        id=f"{ctx.run_id}-r{rnd}-promotion", run_id=ctx.run_id, round=rnd, harness_id=kept.harness_id,
-        checkpoint_id=kept.checkpoint_id, accepted=decision.accepted, margin=decision.margin, reason=decision.reason,
-        pairs=decision.model_dump(mode="json", include={"incumbent", "best", "adapted"}))])
+    ctx.record_promotion(decision)
     ctx.reporter.log(f"promote round {rnd}: {'PROMOTED' if decision.accepted else 'kept'} "
                      f"({kept.harness_id[:12]}, {kept.checkpoint_id}): {decision.reason}")
     final = result if not decision.accepted else await ctx.evaluate(kept.harness_id, kept.checkpoint_id, "val")

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from langgraph.graph import StateGraph
 
-from coevo.graphs.whale import alternating
-from coevo.nodes.phases import stagewise_plan
+from coevo.graphs.whale.nodes import stagewise_plan
+from coevo.graphs.whale.whale import alternating
 
 
 def build() -> StateGraph:

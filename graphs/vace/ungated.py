@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from langgraph.graph import StateGraph
 
+from coevo.graphs.vace.nodes import adopt, stage_effect
 from coevo.graphs.wiring import add_refinement, add_rounds, meta_graph
-from coevo.nodes.gate import adopt
-from coevo.nodes.stage_effect import stage_effect
 from coevo.nodes.train import train
 
 

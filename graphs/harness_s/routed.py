@@ -20,10 +20,10 @@ from langgraph.types import Command
 
 from coevo.compat import node
 from coevo.envs.base import Episode
+from coevo.graphs.harness_s.router import Router
 from coevo.harnesses.runtime import build_harness_graph
 from coevo.harnesses.spec import HarnessSpec
 from coevo.harnesses.state import HarnessState
-from coevo.meta.router import Router
 from coevo.training.rollout import run_sync
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from langgraph.graph import StateGraph
 
-from coevo.graphs.whale import alternating
-from coevo.nodes.phases import fst_plan
+from coevo.graphs.whale.nodes import fst_plan
+from coevo.graphs.whale.whale import alternating
 
 
 def build() -> StateGraph:
