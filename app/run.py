@@ -32,7 +32,7 @@ from coevo.config import RunConfig
 from coevo.envs.base import Env
 from coevo.graphs.registry import STRATEGIES, get_strategy
 from coevo.meta.context import MetaContext
-from coevo.meta.state import STATE_MODELS
+from coevo.meta.state import state_models
 from coevo.observe.progress import Reporter
 from coevo.observe.tracking import open_tracker, require_tracker
 from coevo.storage import Archive
@@ -112,10 +112,12 @@ async def _saved(graph: Any, run_id: str) -> StateSnapshot:
 @asynccontextmanager
 async def _graph(db: str, strategy: str) -> AsyncIterator[Any]:
     """The strategy's graph compiled with the checkpointer on the archive ``db`` (SQLite or PostgreSQL)."""
-    # the serialiser revives exactly the state's pydantic models (LangGraph warns on, and will block, others)
-    serde = JsonPlusSerializer(allowed_msgpack_modules=STATE_MODELS)
+    builder = get_strategy(strategy).build()
+    # the serialiser revives exactly the pydantic models of the graph's state and node inputs (LangGraph
+    # warns on, and will block, others)
+    serde = JsonPlusSerializer(allowed_msgpack_modules=state_models(builder.schemas))
     async with open_checkpointer(db, serde) as saver:
-        yield get_strategy(strategy).build().compile(checkpointer=saver, name=strategy)
+        yield builder.compile(checkpointer=saver, name=strategy)
 
 
 async def run_snapshot(db: str, run_id: str, strategy: str) -> StateSnapshot:

@@ -94,7 +94,7 @@ async def search_start(state: SearchState, runtime: Runtime[MetaContext]) -> dic
 
 def propose(state: SearchState, runtime: Runtime[MetaContext]) -> dict:
     """Iteration i: the proposer reads the archive (specs, scores, per-task outcomes, train
-    trajectories) and proposes ``whale.candidates`` patches of archived harnesses; each is applied
+    trajectories) and proposes ``search.candidates`` patches of archived harnesses; each is applied
     and checked inside the phase's ``fields`` (``realise``). Duplicates of archived harnesses are
     rejected. Returns the candidates in ``checked`` and the advanced ``iteration``."""
     ctx = runtime.context
@@ -107,7 +107,7 @@ def propose(state: SearchState, runtime: Runtime[MetaContext]) -> dict:
                       tasks={t.id: t for t in ctx.tasks("train")}, allowed=fields)
     known = {e.harness_id for e in entries}
     out = []
-    for proposal in ctx.proposer.propose(view, ctx.config.whale.candidates, it):
+    for proposal in ctx.proposer.propose(view, ctx.config.search.candidates, it):
         cand = realise(proposal, ctx, rnd, allowed=fields)
         if cand.status != "rejected":
             if cand.spec_id in known:

@@ -55,8 +55,6 @@ async def run_stage(ctx: MetaContext, state: MetaState, spec: HarnessSpec, befor
     checkpoint id, its trajectories (stored, split ``train``, under the harnesses themselves rather
     than their training variants) and its ``WeightStage`` numbers. Raises ``ValueError`` when the run
     has no trainer or no train task is left."""
-    if ctx.trainer is None:
-        raise ValueError("this strategy trains weights but the run has no trainer; use strategy harness_only or static")
     rnd = state.get("round", 0)
     tasks = stage_tasks(ctx, state)
     options: dict[str, Any] = {"siblings": list(siblings)} if siblings else {}

@@ -27,7 +27,8 @@ from coevo.envs.base import Env, Task
 from coevo.harnesses.errors import HarnessError, Problem
 from coevo.harnesses.patch import apply_patch
 from coevo.harnesses.spec import HarnessSpec
-from coevo.meta.state import Candidate, SearchEntry
+from coevo.meta.search import SearchEntry
+from coevo.meta.state import Candidate
 from coevo.models.trajectory import Trajectory
 from coevo.roles.curator import Curator, OfflineCurator, excerpt
 from coevo.roles.editor import Editor, OfflineEditor, Proposal

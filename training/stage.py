@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable, Sequence
 
 from coevo.config import RunConfig, TrainConfig
+from coevo.config.train import StageConfig
 from coevo.envs.base import Env, Task
 from coevo.harnesses.spec import HarnessSpec
 from coevo.models.trajectory import Trajectory
 from coevo.observe.tracking import tracking_folder
 from coevo.training.checkpoint import Checkpoint, record_checkpoint
-from coevo.training.config import StageConfig
 
 Route = Callable[[Task, int], Awaitable[list[str]]]
 """A router's rescue choice: ``route(task, k)`` -> at most k distinct sibling harness ids (Harness-S Eq. 10)."""

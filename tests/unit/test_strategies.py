@@ -60,7 +60,7 @@ def test_each_strategy_module_compiles_its_graph_under_its_name(name):
     nodes = set(strategy.build().compile().get_graph().nodes)
     assert {"setup", "final_test"} <= nodes
     assert bool({"train", "adapt"} & nodes) == strategy.trains  # adapt: CoEvo-RSI's weight stage
-    assert ("curate" in nodes and "edit" in nodes) == ("editor" in strategy.roles)
+    assert (any(n.startswith("curate") for n in nodes) and "edit" in nodes) == ("editor" in strategy.roles)
 
 
 def test_wirings_differ_as_the_design_table_says():
@@ -71,9 +71,10 @@ def test_wirings_differ_as_the_design_table_says():
     assert "adopt" in nodes["ungated"] and not {"validate", "gate"} & nodes["ungated"]
     assert nodes["rl_only"] == {"setup", "train", "stage_effect", "next_round", "final_test"}
     assert all("stage_effect" in nodes[n] for n in ("vace", "ungated", "rl_only"))
-    rsi = {"sample", "survey", "curate", "edit", "check", "inherit", "adapt", "promote"}
+    rsi = {"sample", "survey", "curate_archive", "edit", "check", "inherit", "adapt", "promote"}
     assert rsi <= nodes["coevo_rsi"] and nodes["coevo_rsi_latest_only"] == nodes["coevo_rsi"]
     assert not {"gate", "train"} & nodes["coevo_rsi"]
+    assert "curate_briefs" in nodes["harness_s"] and "curate" not in nodes["harness_s"] | nodes["coevo_rsi"]
 
 
 def test_an_unknown_strategy_is_an_error_naming_the_valid_ones():

@@ -15,7 +15,8 @@ from coevo.evaluation.results import TaskOutcome
 from coevo.harnesses.patch import CONTROL_FIELDS, PROMPT_FIELDS
 from coevo.harnesses.spec import HarnessSpec, Prompt
 from coevo.meta.context import MetaContext
-from coevo.meta.state import Candidate, SearchEntry
+from coevo.meta.search import SearchEntry
+from coevo.meta.state import Candidate
 from coevo.nodes.edit import realise
 from coevo.nodes.search import best_of_archive
 from coevo.roles.editor import OfflineEditor, Proposal

@@ -1,9 +1,11 @@
-"""Settings of a weight stage, declared once for GRPO (Harness-S §7) and RSFT (WHALE §3.1).
+"""Settings of a weight stage, declared once for GRPO (Harness-S §7) and RSFT (WHALE §3.1), and
+the run config's ``[train]`` section.
 
 ``StageSettings`` holds every key a user may set in a run config's ``[train]`` table
-(``coevo.config.TrainConfig`` adds the run-level choices to it); ``StageConfig`` adds what a run
-fixes per round (``seed``, ``output_dir``) and is what ``train_grpo`` and ``train_rsft`` accept
-(``TrainConfig.stage(round, seed, out_dir)`` builds it). Both algorithms read the same names:
+(``TrainConfig`` adds the run-level choices to it); ``StageConfig`` adds what a run fixes per round
+(``seed``, ``output_dir``) and is what ``train_grpo`` and ``train_rsft`` accept
+(``TrainConfig.stage(round, seed, out_dir)`` builds it). They sit with the run config, low in the
+layers, because the run config extends them; ``coevo.training`` uses them. Both algorithms read the same names:
 
 =====================  ===========================  ===============================
 key                    GRPO (Harness-S §7)          RSFT (WHALE §3.1)
@@ -18,9 +20,10 @@ Torch-free: importing this module loads pydantic only.
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 
 class StageConfigError(ValueError):
@@ -118,5 +121,45 @@ class StageConfig(StageSettings):
             return cls.model_validate(config or {})
         except ValidationError as err:
             lines = [f"  {'.'.join(str(p) for p in e['loc']) or '(settings)'}: {e['msg']}" for e in err.errors()]
-            raise StageConfigError("stage config is invalid (keys: coevo.training.config.StageSettings):\n"
+            raise StageConfigError("stage config is invalid (keys: coevo.config.train.StageSettings):\n"
                                    + "\n".join(lines)) from None
+
+
+class TrainConfig(StageSettings):
+    """The weight-update stage (GRPO per Harness-S §7, or RSFT per WHALE §3.1) with LoRA: the
+    ``algorithm``, the sampling ``temperature`` and output budget (``max_new_tokens``) of training
+    rollouts, Eq. 5 ``rescue`` under the previous round's checked candidates, and every
+    ``StageSettings`` key (steps, batch, learning rate, LoRA, clip ranges,
+    dynamic sampling, RSFT threshold, ...) with its one default."""
+
+    algorithm: Literal["grpo", "rsft"] = "grpo"
+    max_new_tokens: int = Field(default=48, ge=1)
+    temperature: float = Field(default=0.7, gt=0)
+    rescue: bool = Field(default=False, description="GRPO: Harness-S Eq. 5 rescue of all-fail groups under the "
+                         "previous round's checked candidates (siblings)")
+    vllm: list[str] = Field(default_factory=list, description="GRPO on vLLM: roots (http://host:8000) of servers "
+                            "serving the policy's base weights as vllm_model with --enable-lora; each step's adapter "
+                            "is hot-loaded and sampled there, every checkpoint is evaluated there "
+                            "(coevo.training.vllm_sync.served_ref); empty: the live weights in this process")
+    vllm_model: str = Field(default="policy", description="the vLLM servers' --served-model-name of the base weights")
+
+    @field_validator("vllm", mode="before")
+    @classmethod
+    def _roots(cls, value: Any) -> Any:
+        return [r for r in value.split(",") if r] if isinstance(value, str) else value  # --set train.vllm=URL1,URL2
+
+    @model_validator(mode="after")
+    def _grpo_groups(self) -> "TrainConfig":
+        if self.algorithm == "grpo":
+            self.check_grpo()
+        elif self.vllm:
+            raise ValueError("train.vllm samples GRPO on vLLM servers, but RSFT samples its live weights each round: "
+                             "drop train.vllm or set train.algorithm = 'grpo'")
+        return self
+
+    def stage(self, round: int, seed: int, out_dir: str | Path) -> StageConfig:
+        """The ``StageConfig`` of round ``round`` of a run with seed ``seed``: every setting of this
+        section, seed ``seed + 1000 * round`` (each round samples afresh) and adapters saved under
+        ``<out_dir>/adapters``."""
+        return StageConfig(**self.model_dump(include=set(StageSettings.model_fields)),
+                           seed=seed + 1000 * round, output_dir=str(Path(out_dir) / "adapters"))

@@ -7,23 +7,18 @@ rounds (``configs/default.toml``).
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
-from coevo.envs.base import RewardMode
-from coevo.graphs.registry import get_strategy
-from coevo.training.config import StageConfig, StageSettings
-
-
-class Section(BaseModel):
-    """A config section: unknown keys are errors (a typo never passes silently)."""
-
-    model_config = ConfigDict(extra="forbid")
-
+from coevo.config.base import RewardMode, Section
+from coevo.config.families import HarnessSConfig, PaceConfig, RsiConfig, SearchConfig, WhaleConfig
+from coevo.config.train import TrainConfig
+from coevo.strategies import get_strategy
 
 DEFAULT_ENV = ("reasoning_gym:families=chain_sum,size=1000,seed=0,chain_sum.max_terms=2,chain_sum.max_digits=1,"
                "reward=partial")
@@ -52,9 +47,8 @@ class EnvConfig(Section):
 
     @model_validator(mode="after")
     def _one_reward_mode(self) -> "EnvConfig":
-        from coevo.envs.registry import parse_ref
-
-        in_ref = parse_ref(self.ref)[1].get("reward")
+        found = re.search(r"[:,]\s*reward\s*=\s*([^,]*)", self.ref)  # the ref's reward=..., as get_env parses it
+        in_ref = found.group(1).strip() if found else None
         if in_ref is None:
             return self
         if "reward" not in self.model_fields_set:
@@ -69,46 +63,6 @@ class EnvConfig(Section):
         """Keyword arguments for ``get_env`` beside the ref: ``reward`` when the config sets it (in
         the section or the ref); else none, and a suite uses its default (coevo's: ``correct``)."""
         return {"reward": self.reward} if "reward" in self.model_fields_set else {}
-
-
-class TrainConfig(StageSettings):
-    """The weight-update stage (GRPO per Harness-S §7, or RSFT per WHALE §3.1) with LoRA: the
-    ``algorithm``, the sampling ``temperature`` and output budget (``max_new_tokens``) of training
-    rollouts, Eq. 5 ``rescue`` under the previous round's checked candidates, and every
-    ``coevo.training.config.StageSettings`` key (steps, batch, learning rate, LoRA, clip ranges,
-    dynamic sampling, RSFT threshold, ...) with its one default."""
-
-    algorithm: Literal["grpo", "rsft"] = "grpo"
-    max_new_tokens: int = Field(default=48, ge=1)
-    temperature: float = Field(default=0.7, gt=0)
-    rescue: bool = Field(default=False, description="GRPO: Harness-S Eq. 5 rescue of all-fail groups under the "
-                         "previous round's checked candidates (siblings)")
-    vllm: list[str] = Field(default_factory=list, description="GRPO on vLLM: roots (http://host:8000) of servers "
-                            "serving the policy's base weights as vllm_model with --enable-lora; each step's adapter "
-                            "is hot-loaded and sampled there, every checkpoint is evaluated there "
-                            "(coevo.training.vllm_sync.served_ref); empty: the live weights in this process")
-    vllm_model: str = Field(default="policy", description="the vLLM servers' --served-model-name of the base weights")
-
-    @field_validator("vllm", mode="before")
-    @classmethod
-    def _roots(cls, value: Any) -> Any:
-        return [r for r in value.split(",") if r] if isinstance(value, str) else value  # --set train.vllm=URL1,URL2
-
-    @model_validator(mode="after")
-    def _grpo_groups(self) -> "TrainConfig":
-        if self.algorithm == "grpo":
-            self.check_grpo()
-        elif self.vllm:
-            raise ValueError("train.vllm samples GRPO on vLLM servers, but RSFT samples its live weights each round: "
-                             "drop train.vllm or set train.algorithm = 'grpo'")
-        return self
-
-    def stage(self, round: int, seed: int, out_dir: str | Path) -> StageConfig:
-        """The ``StageConfig`` of round ``round`` of a run with seed ``seed``: every setting of this
-        section, seed ``seed + 1000 * round`` (each round samples afresh) and adapters saved under
-        ``<out_dir>/adapters``."""
-        return StageConfig(**self.model_dump(include=set(StageSettings.model_fields)),
-                           seed=seed + 1000 * round, output_dir=str(Path(out_dir) / "adapters"))
 
 
 class MetaConfig(Section):
@@ -126,55 +80,6 @@ class MetaConfig(Section):
     temperature: float = 0.6
 
 
-class WhaleConfig(Section):
-    """Phase schedule of the alternating strategies (WHALE §4, App. A.1/B; ``rounds`` counts the
-    cycles) and PACE's phase switch. Lengths: weight phases in epochs of the train tasks (the
-    persistent sampler's), harness phases in Meta-Harness iterations of ``candidates`` proposals.
-
-    ``fixed``: every weight phase runs ``weight_epochs``, every harness phase ``search_iterations``.
-    ``adaptive``: a weight phase stops after ``min_epochs`` once its train reward, averaged over
-    ``window_epochs``, has not improved for ``patience_epochs`` (at most ``max_epochs``); a harness
-    phase runs at least ``min_iterations`` and stops after ``search_patience`` iterations without a
-    new best train score (at most ``max_iterations``). Paper: 0.2 epochs each; 6 and 2.
-    ``pace_patience``: PACE iterations without a validated gain that end a PACE phase.
-    """
-
-    schedule: Literal["fixed", "adaptive"] = "fixed"
-    weight_epochs: float = Field(default=1.0, gt=0)
-    search_iterations: int = Field(default=2, ge=1)
-    candidates: int = Field(default=2, ge=1, description="Meta-Harness proposals per iteration (M)")
-    min_epochs: float = Field(default=0.2, gt=0)
-    patience_epochs: float = Field(default=0.2, gt=0)
-    window_epochs: float = Field(default=0.2, gt=0)
-    max_epochs: float = Field(default=2.0, gt=0)
-    min_iterations: int = Field(default=6, ge=1)
-    search_patience: int = Field(default=2, ge=1)
-    max_iterations: int = Field(default=12, ge=1)
-    pace_patience: int = Field(default=2, ge=1)
-
-
-class HarnessSConfig(Section):
-    """Harness-S (``strategies harness_s``, ``harness_s_he_only``; paper §3.2-3.4, Tables 5 and 8).
-
-    ``proposals``: the proposal budget of each directional-evolution round (its length is the number
-    of rounds; paper: 7/8/8), spread over the round's parents; ``parents``: B, the parent slots of
-    Eq. 3; ``causes_per_candidate``: at most this many related root causes per candidate (paper: 2-3);
-    ``voters``: V, LLM voters per routing call (the offline Rule Router is one voter); ``ballot``: the
-    ballot length (weights 1, 3/4, ... down to 1/ballot, Eq. 9); ``ranks``: the router ranks
-    evaluated on test (Table 5: Rank-1/2/3); ``rescue_k``: K distinct siblings per rescue (0: the
-    group size ``train.num_generations``); ``exact_limit``: the largest number of parent subsets
-    Eq. 3 searches exhaustively (above it: greedy, within (1 - 1/e) of the optimum)."""
-
-    proposals: list[int] = Field(default_factory=lambda: [7, 8, 8], min_length=1)
-    parents: int = Field(default=4, ge=1)
-    causes_per_candidate: int = Field(default=3, ge=1)
-    voters: int = Field(default=3, ge=1)
-    ballot: int = Field(default=4, ge=1)
-    ranks: int = Field(default=3, ge=1)
-    rescue_k: int = Field(default=0, ge=0)
-    exact_limit: int = Field(default=20_000, ge=1)
-
-
 class GateConfig(Section):
     """VACE's validation gate: accept iff c > b + ``min_margin`` (and the paired ``test`` agrees)."""
 
@@ -184,27 +89,16 @@ class GateConfig(Section):
     approve: bool = False
 
 
-class RsiConfig(Section):
-    """CoEvo-RSI (``coevo_rsi`` strategies): ``promotion_margin`` δ_prom (a new pair replaces the
-    incumbent only if its val score beats the incumbent pair's by more than it), ``merge`` (propose
-    TIES merges of archived adapters beside selections), the merge's ``combination_type`` and
-    ``density`` (None: ``coevo.training.merge``'s default), and ``adapt`` (train the best proposal
-    under its harness with the ``[train]`` algorithm: ``rsft`` = SFT on its accepted train
-    rollouts, ``grpo``)."""
-
-    promotion_margin: float = Field(default=0.0, ge=0)
-    merge: bool = True
-    combination_type: Literal["ties", "dare_ties", "linear", "ties_svd", "dare_ties_svd", "svd"] = "ties"
-    density: float | None = Field(default=None, gt=0, le=1)
-    adapt: bool = True
-
-
 class EvalConfig(Section):
     """Rollouts: ``k`` per task on val and test, ``concurrency`` requests in flight. Decoding
     comes from the harness itself (its ``decoding`` component)."""
 
     k: int = Field(default=1, ge=1)
     concurrency: int = Field(default=16, ge=1)
+
+
+MOVED = {"pace_patience": ("pace", "patience"), "candidates": ("search", "candidates")}
+"""``[whale]`` keys of older configs -> the (section, key) they are now (``RunConfig`` reads both)."""
 
 
 class RunConfig(Section):
@@ -223,6 +117,8 @@ class RunConfig(Section):
     meta: MetaConfig = Field(default_factory=MetaConfig)
     gate: GateConfig = Field(default_factory=GateConfig)
     whale: WhaleConfig = Field(default_factory=WhaleConfig)
+    search: SearchConfig = Field(default_factory=SearchConfig)
+    pace: PaceConfig = Field(default_factory=PaceConfig)
     harness_s: HarnessSConfig = Field(default_factory=HarnessSConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
     report_to: Literal["none", "tensorboard", "mlflow", "wandb"] = Field(
@@ -232,6 +128,27 @@ class RunConfig(Section):
     executor: Literal["inprocess", "ray"] = Field(
         default="inprocess", description="where rollouts run: this process, or Ray workers ($RAY_ADDRESS or a local "
                                          "instance; coevo.evaluation.executors)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _moved_keys(cls, data: Any) -> Any:
+        """Keys that moved to their family's section are read from where older configs (and the
+        stored configs of older runs) wrote them: ``whale.pace_patience`` is ``pace.patience``,
+        ``whale.candidates`` is ``search.candidates``. Written in both places, it is an error naming
+        the new key."""
+        if not isinstance(data, dict) or not isinstance(data.get("whale"), dict):
+            return data
+        data, whale = dict(data), dict(data["whale"])
+        for old, (section, key) in MOVED.items():
+            if old not in whale:
+                continue
+            target = dict(data.get(section) or {})
+            if key in target:
+                raise ValueError(f"whale.{old} moved to {section}.{key} and the config sets both: keep {section}.{key}")
+            target[key] = whale.pop(old)
+            data[section] = target
+        data["whale"] = whale
+        return data
 
     @field_validator("strategy")
     @classmethod
