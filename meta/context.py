@@ -20,12 +20,10 @@ from coevo.evaluation.results import EvalResult
 from coevo.harnesses.spec import HarnessSpec, load_harness
 from coevo.meta.budget import calls_budget, current_phase, eval_budget, stage_budget, totals
 from coevo.meta.recording import Recording
+from coevo.meta.roles import Curator, Editor, Inheritor, Profiler, Proposer, Voter
 from coevo.models.trajectory import Trajectory
 from coevo.observe.progress import NullReporter, Reporter
 from coevo.observe.tracking import NullTracker, Tracker
-from coevo.roles.curator import Curator
-from coevo.roles.editor import Editor
-from coevo.roles.proposer import Proposer
 from coevo.storage import Archive, BudgetRecord, LLMCallRecord
 
 Split = Literal["train", "val", "test"]
@@ -75,9 +73,9 @@ class MetaContext(Recording):
     curator: Curator | None = None
     editor: Editor | None = None
     proposer: Proposer | None = None
-    inheritor: Any = None
-    profiler: Any = None
-    voter: Sequence[Any] = ()
+    inheritor: Inheritor | None = None
+    profiler: Profiler | None = None
+    voter: Sequence[Voter] = ()
     reporter: Reporter = field(default_factory=NullReporter)
     evaluator: Callable[..., Any] = evaluate
     executor: Executor | None = None
