@@ -8,10 +8,15 @@ rows never duplicated.
 
 What belongs to the run is stored with it when it starts: its config with absolute paths (the
 database, ``out_dir`` and so the adapters under it, a harness file, a local model directory), so a
-resume from another working directory finds them, and its approval mode (``gate.approve``), so a
-resume keeps pausing at the gate. A paused gate is answered by question id (the LangGraph
-interrupt id): ``Command(resume={id: answer})``; a resume without answers changes nothing and
-returns the pending questions again.
+resume from another working directory finds them, and its approval mode (``gate.approve``, the one
+place the approval bit lives: the gate reads it from the run's config), so a resume keeps pausing
+at the gate. A paused gate is answered by question id (the LangGraph interrupt id):
+``Command(resume={id: answer})``; a resume without answers changes nothing and returns the pending
+questions again.
+
+The driver builds each thing once per run: the strategy's row (``get_strategy``), the env and the
+executor (``preflight``, for a new run), the tracker check, the services (``make_context``) and the
+compiled graph.
 """
 
 from __future__ import annotations
@@ -30,13 +35,15 @@ from coevo.app.checkpointer import open_checkpointer
 from coevo.app.services import make_context
 from coevo.config import RunConfig
 from coevo.envs.base import Env
-from coevo.graphs.registry import STRATEGIES, get_strategy
+from coevo.evaluation.executors import Executor
 from coevo.meta.context import MetaContext
 from coevo.meta.state import state_models
 from coevo.observe.progress import Reporter
 from coevo.observe.tracking import open_tracker, require_tracker
 from coevo.storage import Archive
+from coevo.storage.connection import exists, location
 from coevo.storage.tables import RunRecord
+from coevo.strategies import STRATEGIES, Strategy, get_strategy
 
 ANSWERS = {"yes": "yes", "y": "yes", "accept": "yes", "no": "no", "n": "no", "reject": "no"}
 """What a person may answer a gate question with -> the answer the gate receives."""
@@ -56,13 +63,16 @@ def _absolute(path: str) -> str:
     return str(Path(path).expanduser().resolve())
 
 
+def approving(config: RunConfig) -> RunConfig:
+    """``config`` with ``gate.approve`` on: the run pauses before each gate decision."""
+    return config.model_copy(update={"gate": config.gate.model_copy(update={"approve": True})})
+
+
 def anchored(config: RunConfig) -> RunConfig:
     """``config`` with every path made absolute against the current directory: ``db`` (a file, not a
     URL), ``out_dir`` (adapters and reports live under it), ``harness`` when it names a file, and the
     directories of a ``local:`` policy (base and adapter) when they exist."""
-    update: dict[str, Any] = {"out_dir": _absolute(config.out_dir)}
-    if "://" not in config.db and config.db != ":memory:":
-        update["db"] = _absolute(config.db)
+    update: dict[str, Any] = {"out_dir": _absolute(config.out_dir), "db": location(config.db)}
     if config.harness and Path(config.harness).expanduser().is_file():
         update["harness"] = _absolute(config.harness)
     if config.policy.startswith("local:"):
@@ -74,12 +84,14 @@ def anchored(config: RunConfig) -> RunConfig:
     return config.model_copy(update=update)
 
 
-def preflight(config: RunConfig) -> Env:
-    """Check the references a run depends on before anything is stored: the env, the policy (a
-    ``local:`` model is loaded here, once: the run's policies share its engine; a strategy with a
-    weight stage needs one, since the trainer holds the weights) and H0. Returns the env. Raises
-    ``RunError`` naming the reference and the fix, or ``HarnessError`` for a bad H0."""
+def preflight(config: RunConfig, strategy: Strategy) -> tuple[Env, Executor | None]:
+    """Check the references a run of ``strategy`` depends on before anything is stored: the env, the
+    policy (a ``local:`` model is loaded here, once: the run's policies share its engine; a strategy
+    with a weight stage needs one, since the trainer holds the weights), H0 and the executor. Returns
+    the env and the executor (None: in process; the run's, built here once). Raises ``RunError``
+    naming the reference and the fix, or ``HarnessError`` for a bad H0."""
     from coevo.envs.registry import get_env
+    from coevo.evaluation.executors import make_executor
     from coevo.harnesses.spec import load_harness
     from coevo.models.refs import ModelRefError, load_model
     from coevo.models.smollm2 import SmolLM2NotInstalledError
@@ -95,14 +107,18 @@ def preflight(config: RunConfig) -> Env:
     except (ModelRefError, SmolLM2NotInstalledError, OSError) as err:
         raise RunError(f"policy {config.policy!r} cannot be loaded: {err}. Fix it with --set policy=... "
                        f"or the config's policy key; nothing was started") from None
-    if get_strategy(config.strategy).trains and not config.policy.startswith("local:"):
+    if strategy.trains and not config.policy.startswith("local:"):
         frozen = ", ".join(s.name for s in STRATEGIES.values() if not s.trains)
         raise RunError(f"strategy {config.strategy!r} trains the policy's weights, but policy {config.policy!r} is "
                        "a server, whose weights the run cannot train: use a local: policy (local:smollm2-135m, "
                        f"local:/path/to/model; train.vllm then samples it on vLLM servers, README GPU recipe), or a "
                        f"strategy without a weight stage ({frozen}); nothing was started")
     load_harness(config.harness or env.name)
-    return env
+    try:
+        executor = None if config.executor == "inprocess" else make_executor(config.executor)
+    except ValueError as err:  # e.g. Ray is not installed
+        raise RunError(f"{err}; nothing was started") from None
+    return env, executor
 
 
 async def _saved(graph: Any, run_id: str) -> StateSnapshot:
@@ -110,20 +126,20 @@ async def _saved(graph: Any, run_id: str) -> StateSnapshot:
 
 
 @asynccontextmanager
-async def _graph(db: str, strategy: str) -> AsyncIterator[Any]:
+async def _graph(db: str, strategy: Strategy) -> AsyncIterator[Any]:
     """The strategy's graph compiled with the checkpointer on the archive ``db`` (SQLite or PostgreSQL)."""
-    builder = get_strategy(strategy).build()
+    builder = strategy.build()
     # the serialiser revives exactly the pydantic models of the graph's state and node inputs (LangGraph
     # warns on, and will block, others)
     serde = JsonPlusSerializer(allowed_msgpack_modules=state_models(builder.schemas))
     async with open_checkpointer(db, serde) as saver:
-        yield builder.compile(checkpointer=saver, name=strategy)
+        yield builder.compile(checkpointer=saver, name=strategy.name)
 
 
 async def run_snapshot(db: str, run_id: str, strategy: str) -> StateSnapshot:
     """The run's saved graph state: ``values``, ``next`` (the nodes still to run), ``interrupts``
     (pending gate questions, each with its ``id``) and ``tasks`` (a failed node's ``error``)."""
-    async with _graph(db, strategy) as graph:
+    async with _graph(db, get_strategy(strategy)) as graph:
         return await _saved(graph, run_id)
 
 
@@ -150,7 +166,7 @@ def resolve_answers(answers: Mapping[str, str], pending: tuple[Interrupt, ...], 
     return resolved
 
 
-def _open_run(archive: Archive, config: RunConfig, run_id: str | None, approve: bool, context: Any) -> RunConfig:
+def _open_run(archive: Archive, config: RunConfig, run_id: str | None, approve: bool) -> RunConfig:
     """The config a resumed run continues with: the stored one (with the database it was found
     in), its approval mode switched on when asked now (and stored so)."""
     run = archive.get_run(run_id or "")
@@ -164,10 +180,8 @@ def _open_run(archive: Archive, config: RunConfig, run_id: str | None, approve: 
                        f"problem(s), first: {err.errors()[0]['msg']}); resume it with the coevo that started "
                        "it") from None
     if approve and not stored.gate.approve:
-        stored = stored.model_copy(update={"gate": stored.gate.model_copy(update={"approve": True})})
+        stored = approving(stored)
         archive.update_run(run.id, config=stored.model_dump(mode="json"))
-    if context is not None:
-        return config.model_copy(update={"gate": config.gate.model_copy(update={"approve": stored.gate.approve})})
     return stored.model_copy(update={"db": config.db})
 
 
@@ -179,7 +193,8 @@ async def run_meta(config: RunConfig, run_id: str | None = None, resume: bool = 
     Args: ``run_id`` (required with ``resume``); ``approve`` pauses before each gate decision
     (stored with the run as ``gate.approve``: a resume keeps it, whatever its own ``approve``);
     ``answers`` answers pending gate questions by id (see ``resolve_answers``); ``context``
-    replaces the default services (tests; its ``run_id`` and ``approve`` are set to the run's).
+    replaces the default services (tests; its ``run_id`` is set to the run's, and its config's
+    ``gate.approve`` to the run's approval mode; a resume keeps the context's config otherwise).
     A new run without ``context`` stores ``anchored(config)`` after ``preflight``. The run's
     numbers go to the tracker ``config.report_to`` names (``coevo.observe.tracking``; files under
     ``<out_dir>/tracking/<run_id>``; with ``none``, the context's own tracker is kept).
@@ -193,30 +208,30 @@ async def run_meta(config: RunConfig, run_id: str | None = None, resume: bool = 
     a tracker whose package is missing (nothing changed).
     """
     env: Env | None = None
-    exists = "://" in config.db or Path(config.db).expanduser().is_file()
-    if resume and archive is None and not exists:
+    executor: Executor | None = None
+    if resume and archive is None and not exists(config.db):
         raise RunError(f"cannot resume run {run_id!r}: there is no database at {config.db}; pass the --db the run "
                        "printed (its archive: line)")
-    if archive is None and exists:
+    if archive is None and exists(config.db):
         archive = Archive(config.db)  # an unreadable --db is reported before any model is loaded
     if not resume:
         require_tracker(config.report_to)  # a missing tracker package is reported before anything is stored
-        if approve:
-            config = config.model_copy(update={"gate": config.gate.model_copy(update={"approve": True})})
+        config = approving(config) if approve else config
         if context is None:
             config = anchored(config)
-            env = preflight(config)  # before a new database is made: a bad reference leaves nothing behind
-    if "://" not in config.db:
-        Path(config.db).parent.mkdir(parents=True, exist_ok=True)
+            # before a new database is made: a bad reference leaves nothing behind
+            env, executor = preflight(config, get_strategy(config.strategy))
     archive = archive or Archive(config.db)
     if resume:
-        config = _open_run(archive, config, run_id, approve, context)
+        config = _open_run(archive, config, run_id, approve)
+    strategy = get_strategy(config.strategy)
     run_id = run_id or new_run_id(config)
     if context is not None:
-        ctx = dataclasses.replace(context, run_id=run_id, approve=context.approve or config.gate.approve)
+        gate = context.config.gate.model_copy(update={"approve": config.gate.approve})
+        ctx = dataclasses.replace(context, run_id=run_id, config=context.config.model_copy(update={"gate": gate}))
     else:
-        ctx = make_context(config, archive, run_id, reporter, config.gate.approve, env=env)
-    async with _graph(config.db, config.strategy) as graph:
+        ctx = make_context(config, archive, run_id, reporter=reporter, env=env, executor=executor, strategy=strategy)
+    async with _graph(config.db, strategy) as graph:
         payload: Any = {"run_id": run_id}
         if resume:
             saved = await _saved(graph, run_id)

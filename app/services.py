@@ -8,8 +8,7 @@ from typing import Any, Callable, Iterable
 from coevo.config import RunConfig
 from coevo.envs.base import Env
 from coevo.envs.registry import get_env
-from coevo.evaluation.executors import make_executor
-from coevo.graphs.registry import get_strategy
+from coevo.evaluation.executors import Executor, make_executor
 from coevo.meta.context import MetaContext
 from coevo.observe.progress import NullReporter, Reporter
 from coevo.roles.curator import curator_for
@@ -19,6 +18,7 @@ from coevo.roles.profiler import profiler_for
 from coevo.roles.proposer import proposer_for
 from coevo.roles.voter import voters_for
 from coevo.storage import Archive
+from coevo.strategies import Strategy, get_strategy
 from coevo.training.stage import StageTrainer
 
 
@@ -61,14 +61,19 @@ def meta_roles(config: RunConfig, env: Env, names: Iterable[str]) -> dict[str, A
 
 
 def make_context(config: RunConfig, archive: Archive, run_id: str, reporter: Reporter | None = None,
-                 approve: bool = False, env: Env | None = None) -> MetaContext:
+                 env: Env | None = None, executor: Executor | None = None,
+                 strategy: Strategy | None = None) -> MetaContext:
     """The services of a run built from its config and its strategy's row in the strategy table
     (a trainer only when it trains weights, only the meta roles it needs, the ``config.executor``'s
-    workers for its evaluations and the trainer's server-backed sampling): the CLI's and Studio's default wiring."""
+    workers for its evaluations and the trainer's server-backed sampling): the CLI's and Studio's
+    default wiring. ``env``, ``executor`` and ``strategy``: what the caller built already (the run
+    driver's ``preflight``); each is built here only when not given (the executor only when
+    ``config.executor`` is not ``inprocess``)."""
     env = env or get_env(config.env.ref, **config.env.settings())
-    strategy = get_strategy(config.strategy)
-    executor = None if config.executor == "inprocess" else make_executor(config.executor)
+    strategy = strategy or get_strategy(config.strategy)
+    if executor is None and config.executor != "inprocess":
+        executor = make_executor(config.executor)
     trainer = StageTrainer(config, env, archive, run_id, executor) if strategy.trains else None
     return MetaContext(config=config, env=env, archive=archive, policy=PolicyCache(config, archive), trainer=trainer,
-                       reporter=reporter or NullReporter(), approve=approve, run_id=run_id, executor=executor,
+                       reporter=reporter or NullReporter(), run_id=run_id, executor=executor,
                        **meta_roles(config, env, strategy.roles))

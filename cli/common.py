@@ -4,7 +4,6 @@ coevo errors into readable exits."""
 from __future__ import annotations
 
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any, Iterator
 
 import typer
@@ -16,6 +15,7 @@ from coevo.errors import MissingExtraError
 from coevo.harnesses.errors import HarnessError
 from coevo.models.smollm2 import SmolLM2NotInstalledError
 from coevo.storage import Archive, ArchiveError
+from coevo.storage.connection import exists
 
 console = Console()
 
@@ -31,7 +31,7 @@ def open_archive(db: str, migrate: bool = True) -> Archive:
     """The existing archive at ``db`` for a command that only reads it (``migrate``: see ``Archive``).
     Raises ``ArchiveError`` naming the path and the fix when ``db`` is a file path with no file (no
     empty database is left behind)."""
-    if "://" not in db and db != ":memory:" and not Path(db).expanduser().is_file():
+    if not exists(db):
         raise ArchiveError(f"no archive at {db}: pass --db with the database a run or evaluation printed "
                            f"(coevo run writes {DEFAULT_DB} by default; coevo eval and the archive commands "
                            "also read $COEVO_DB)")

@@ -13,12 +13,11 @@ from rich.table import Table
 
 from coevo.cli.common import RUN_DB_HELP, console, key_values, user_errors
 from coevo.config import ConfigError, RunConfig, load_config
-from coevo.evaluation.executors import make_executor
 from coevo.evaluation.results import paired_difference
 from coevo.graphs.registry import strategy_names
 from coevo.harnesses.errors import HarnessError
-from coevo.observe.tracking import require_tracker
 from coevo.report.numbers import difference_text, plain, score_text, stored_estimates
+from coevo.storage.connection import location
 
 WEIGHT_COLUMNS = ("val H[t]: W[t] -> W[t+1]", "train reward", "effective groups (contrast)", "||dW||")
 """The weight stage's columns of the summary table (``weight_cells``)."""
@@ -86,10 +85,6 @@ def _answers(pairs: list[str]) -> dict[str, str]:
     return dict(pair.rsplit("=", 1) if "=" in pair else ("", pair) for pair in pairs)
 
 
-def _where(db: str) -> str:
-    return db if "://" in db else str(Path(db).expanduser().resolve())
-
-
 def _show_questions(state: dict[str, Any]) -> None:
     for pending in state["__interrupt__"]:
         q = pending.value
@@ -112,7 +107,7 @@ def _drive(cfg: RunConfig, run_id: str, resume: bool, approve: bool, answers: di
         if not sys.stdin.isatty():
             answer = " ".join(f"--answer {p.id[:8]}=yes|no" for p in pending)
             console.print(f"[yellow]paused for approval (the run keeps --approve-gate); answer with: "
-                          f"coevo run --resume {run_id} --db {_where(cfg.db)} {answer}[/yellow]",
+                          f"coevo run --resume {run_id} --db {location(cfg.db)} {answer}[/yellow]",
                           highlight=False, soft_wrap=True)
             return None
         replies = {p.id: "yes" if typer.confirm(f"accept candidate {p.value['candidate'][:12]}?") else "no"
@@ -166,8 +161,6 @@ def run_cmd(
             if value is not None:
                 overrides[key] = value
         cfg = load_config(config, overrides)
-        make_executor(cfg.executor).close()  # fail here, readably, when the executor cannot run (Ray missing)
-        require_tracker(cfg.report_to)  # and when the tracker's package is missing
         if resume and db is None and config is None:
             cfg = RunConfig(db=cfg.db)
         run_id = resume or new_run_id(cfg)
@@ -179,13 +172,13 @@ def run_cmd(
                 raise err from None
         except KeyboardInterrupt:
             console.print(f"[yellow]interrupted: completed nodes and rollouts are saved; continue with: "
-                          f"coevo run --resume {run_id} --db {_where(cfg.db)}[/yellow]", highlight=False,
+                          f"coevo run --resume {run_id} --db {location(cfg.db)}[/yellow]", highlight=False,
                           soft_wrap=True)
             raise typer.Exit(130) from None
         except Exception as err:
             console.print_exception(max_frames=8)
             console.print(f"[red]run {run_id} failed[/red] ({type(err).__name__}: {err}); it is stored as failed. Once "
-                          f"the cause is fixed, continue it with: coevo run --resume {run_id} --db {_where(cfg.db)}",
+                          f"the cause is fixed, continue it with: coevo run --resume {run_id} --db {location(cfg.db)}",
                           highlight=False, soft_wrap=True)
             raise typer.Exit(1) from None
     if state is None:

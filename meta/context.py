@@ -25,6 +25,7 @@ from coevo.models.trajectory import Trajectory
 from coevo.observe.progress import NullReporter, Reporter
 from coevo.observe.tracking import NullTracker, Tracker
 from coevo.storage import Archive, BudgetRecord, LLMCallRecord
+from coevo.training.stage import StageOptions
 
 Split = Literal["train", "val", "test"]
 
@@ -33,13 +34,11 @@ class Trainer(Protocol):
     """The weight stage: train ``checkpoint_id`` under ``spec`` on ``tasks``; return the new
     checkpoint id and the stage's trajectories (the tokens the policy really generated)."""
 
-    async def __call__(self, checkpoint_id: str, spec: HarnessSpec, tasks: Sequence[Task],
-                       round: int, siblings: Sequence[HarnessSpec] = (), route: Any = None,
-                       **phase: Any) -> tuple[str, list[Trajectory]]:
-        """Train ``checkpoint_id`` in ``round`` (``siblings``: the Eq. 5 rescue pool, passed only
-        when non-empty; ``route``: Harness-S's per-task router choice among them, passed only by
-        harness_s; ``phase``: a WHALE weight phase's sampler position, length and stopping rule,
-        passed only by the WHALE strategies); returns (new checkpoint id, the stage's trajectories)."""
+    async def __call__(self, checkpoint_id: str, spec: HarnessSpec, tasks: Sequence[Task], round: int,
+                       options: StageOptions = StageOptions()) -> tuple[str, list[Trajectory]]:
+        """Train ``checkpoint_id`` in ``round`` (``options``: the Eq. 5 rescue pool, Harness-S's
+        per-task router choice among it, a WHALE weight phase; ``StageOptions``); returns (new
+        checkpoint id, the stage's trajectories)."""
 
 
 @dataclass
@@ -51,10 +50,9 @@ class MetaContext(Recording):
     refine; ``proposer`` is the Meta-Harness proposer of the search strategies; ``inheritor``
     (``coevo.roles.inheritor``) is None for those without CoEvo-RSI inheritance; Harness-S's
     ``profiler`` (``coevo.roles.profiler``) and ``voter`` (the router's voters, ``coevo.roles.voter``)
-    likewise (``graphs.registry`` says which roles a strategy needs); ``evaluator`` is
-    ``coevo.evaluation.engine.evaluate`` (replaceable in tests); ``executor`` where its rollouts run
-    (``coevo.evaluation.executors``; None: in this process); ``approve`` (``--approve-gate``)
-    pauses before each gate decision with a LangGraph ``interrupt``; ``run_id`` names the run
+    likewise (the strategy table, ``coevo.strategies``, says which roles a strategy needs);
+    ``evaluator`` is ``coevo.evaluation.engine.evaluate`` (replaceable in tests); ``executor`` where
+    its rollouts run (``coevo.evaluation.executors``; None: in this process); ``run_id`` names the run
     whose evaluations, edits and LLM calls are stored; ``tracker`` receives the loop's numbers per
     round (``coevo.observe.tracking``; ``run_meta`` opens the one ``config.report_to`` names).
 
@@ -79,7 +77,6 @@ class MetaContext(Recording):
     reporter: Reporter = field(default_factory=NullReporter)
     evaluator: Callable[..., Any] = evaluate
     executor: Executor | None = None
-    approve: bool = False
     run_id: str = "studio"
     tracker: Tracker = field(default_factory=NullTracker)
 
@@ -116,17 +113,16 @@ class MetaContext(Recording):
         return result
 
     async def train(self, checkpoint_id: str, spec: HarnessSpec, tasks: Sequence[Task], round: int,
-                    **options: Any) -> tuple[str, list[Trajectory]]:
-        """The weight stage: ``trainer(checkpoint_id, spec, tasks, round, **options)`` (``options``
-        as the trainer takes them, e.g. ``siblings``), its rollouts and policy tokens accounted
-        (``stage_budget``), the new checkpoint's numeric metrics tracked as ``train/<metric>`` at
-        ``round`` and its per-step ``history`` as ``train_step/<key>`` at step
+                    options: StageOptions = StageOptions()) -> tuple[str, list[Trajectory]]:
+        """The weight stage: ``trainer(checkpoint_id, spec, tasks, round, options)``, its rollouts and
+        policy tokens accounted (``stage_budget``), the new checkpoint's numeric metrics tracked as
+        ``train/<metric>`` at ``round`` and its per-step ``history`` as ``train_step/<key>`` at step
         ``round * train.steps + i``. Nodes call this, not ``trainer``. Raises ``ValueError`` when
         the run has no trainer."""
         if self.trainer is None:
             raise ValueError("this strategy trains weights but the run has no trainer; use strategy harness_only or "
                              "static")
-        checkpoint, trajectories = await self.trainer(checkpoint_id, spec, tasks, round, **options)
+        checkpoint, trajectories = await self.trainer(checkpoint_id, spec, tasks, round, options)
         self.account(stage_budget(self.run_id, checkpoint, trajectories))
         record = self.archive.get_checkpoint(checkpoint)
         metrics = record.metrics if record is not None else {}

@@ -5,8 +5,8 @@ Accept iff the candidate's validation score c beats the incumbent's b by more th
 outcomes agrees (one-sided paired bootstrap on reward differences, or exact McNemar on pass/fail
 pairs, at level ``gate.alpha``). Every decision is stored with b, c, the pairs and the reason; the
 reason states the paired difference c − b with its 95 % interval over the val tasks.
-With ``approve`` a person confirms each decision through a LangGraph ``interrupt`` (one question
-per candidate, answered by its interrupt id; ``coevo.app.run``).
+With ``gate.approve`` (``--approve-gate``) a person confirms each decision through a LangGraph
+``interrupt`` (one question per candidate, answered by its interrupt id; ``coevo.app.run``).
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def gate(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
         b, c = incumbent.score, candidate.score
         pairs = GatePair.pairs(incumbent, candidate)
         accepted, reason = decide(b, c, pairs, ctx.config.gate, ctx.config.seed)
-        if ctx.approve:
+        if ctx.config.gate.approve:
             # one interrupt per candidate, in order: LangGraph ids each by its place, and a resume
             # answers exactly the ids it names (an unanswered question stays pending)
             answer = interrupt({"round": rnd, "incumbent": inc_id, "candidate": candidate.harness_id, "b": b, "c": c,

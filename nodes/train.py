@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Sequence
 
 from langgraph.runtime import Runtime
 
@@ -12,7 +12,8 @@ from coevo.meta.context import MetaContext
 from coevo.meta.state import MetaState, WeightStage
 from coevo.models.trajectory import Trajectory
 from coevo.observe.text import percent
-from coevo.training.stage import Route, training_spec
+from coevo.training.schedule import WeightPhase
+from coevo.training.stage import Route, StageOptions, training_spec
 
 
 def stage_tasks(ctx: MetaContext, state: MetaState) -> list[Task]:
@@ -48,7 +49,7 @@ async def train(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
 
 async def run_stage(ctx: MetaContext, state: MetaState, spec: HarnessSpec, before: str,
                     siblings: Sequence[HarnessSpec] = (), *, route: Route | None = None,
-                    phase: dict[str, Any] | None = None) -> tuple[str, list[Trajectory], WeightStage]:
+                    phase: WeightPhase | None = None) -> tuple[str, list[Trajectory], WeightStage]:
     """One weight stage from checkpoint ``before`` under ``spec`` on ``stage_tasks`` (``siblings``: the
     Eq. 5 rescue pool; ``route``: the router's per-task top-K among them, Harness-S Alg. 1;
     ``phase``: a weight phase's trainer options, e.g. WHALE's): the new
@@ -57,10 +58,8 @@ async def run_stage(ctx: MetaContext, state: MetaState, spec: HarnessSpec, befor
     has no trainer or no train task is left."""
     rnd = state.get("round", 0)
     tasks = stage_tasks(ctx, state)
-    options: dict[str, Any] = {"siblings": list(siblings)} if siblings else {}
-    if route is not None and siblings:
-        options["route"] = route
-    checkpoint, trajectories = await ctx.train(before, spec, tasks, rnd, **options, **(phase or {}))  # accounted
+    options = StageOptions(siblings=list(siblings), route=route if siblings else None, phase=phase)
+    checkpoint, trajectories = await ctx.train(before, spec, tasks, rnd, options)  # accounted
     # rollouts ran the training variants (``training_spec``); they are stored under the harnesses themselves
     names = {training_spec(s, ctx.config.train).id: s.id for s in [spec, *siblings]}
     trajectories = [t.model_copy(update={"split": "train", "harness_id": names.get(t.harness_id, spec.id)})

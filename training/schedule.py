@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
-from typing import Callable, Sequence, TypeVar
+from typing import Any, Callable, Sequence, TypeVar
 
 T = TypeVar("T")
 
@@ -60,6 +60,25 @@ def epochs_to_steps(epochs: float, n_tasks: int, tasks_per_step: int) -> int:
 
 
 @dataclass(frozen=True)
+@dataclass(frozen=True)
+class WeightPhase:
+    """A weight phase's place in the run's persistent task stream and its length (WHALE §3.1, §4), as
+    a stage trainer takes it: ``sampler`` over ``stream`` (every train task of the run) from
+    ``position`` (tasks drawn so far), at most ``max_steps`` steps, and ``stop(rewards)`` the adaptive
+    rule (None: the fixed length)."""
+
+    sampler: PersistentSampler
+    stream: Sequence[Any]
+    position: int
+    max_steps: int
+    stop: Callable[[list[float]], str | None] | None = None
+
+    def options(self) -> dict[str, Any]:
+        """The phase as ``train_rsft``'s keyword arguments."""
+        return {"sampler": self.sampler, "stream": self.stream, "position": self.position,
+                "max_steps": self.max_steps, "stop": self.stop}
+
+
 class Patience:
     """The adaptive stopping rule of WHALE §4 / App. A.1, in steps (weight phase) or iterations
     (harness phase): after at least ``minimum`` values, stop once the windowed signal — the mean of

@@ -18,7 +18,7 @@ from coevo.meta.context import MetaContext
 from coevo.meta.search import Phase, Plan
 from coevo.nodes.search import best_of_archive, close_phase, iteration_record, rescored
 from coevo.nodes.train import rescue_pool, run_stage, stage_tasks
-from coevo.training.schedule import Patience, PersistentSampler, epochs_to_steps
+from coevo.training.schedule import Patience, PersistentSampler, WeightPhase, epochs_to_steps
 
 
 def _plan(**overrides: Any) -> Callable[[WhaleState, Runtime[MetaContext]], dict]:
@@ -48,8 +48,8 @@ stagewise_plan = _plan(cycles=1, adaptive=False, weight_epochs=lambda c: c.round
 """Stagewise (WHALE §6): one weight phase and one search phase holding WHALE's cumulative fixed budgets."""
 
 
-def phase_options(ctx: MetaContext, state: WhaleState, n_tasks: int) -> dict[str, Any]:
-    """The trainer options of a WHALE weight phase on ``n_tasks`` train tasks: the run's persistent
+def phase_options(ctx: MetaContext, state: WhaleState, n_tasks: int) -> WeightPhase:
+    """The weight phase of a WHALE cycle on ``n_tasks`` train tasks: the run's persistent
     sampler at ``state["sampler_position"]`` over all the run's train tasks (``stream``: those a
     demonstration answers are passed over, so each epoch still visits every other task once), a
     length in steps from the plan's epochs (fixed) or ``whale.max_epochs`` with the patience rule in
@@ -60,15 +60,14 @@ def phase_options(ctx: MetaContext, state: WhaleState, n_tasks: int) -> dict[str
     def steps(epochs: float) -> int:
         return epochs_to_steps(epochs, n_tasks, tps)
 
-    options: dict[str, Any] = {"sampler": PersistentSampler(ctx.config.seed), "stream": ctx.tasks("train"),
-                               "position": state.get("sampler_position", 0),
-                               "max_steps": steps(cfg.max_epochs if plan.adaptive else plan.weight_epochs)}
-    if plan.adaptive:
-        options["stop"] = Patience(steps(cfg.min_epochs), steps(cfg.patience_epochs), steps(cfg.window_epochs)).stop
-    return options
+    stop = Patience(steps(cfg.min_epochs), steps(cfg.patience_epochs), steps(cfg.window_epochs)).stop \
+        if plan.adaptive else None
+    return WeightPhase(sampler=PersistentSampler(ctx.config.seed), stream=ctx.tasks("train"),
+                       position=state.get("sampler_position", 0),
+                       max_steps=steps(cfg.max_epochs if plan.adaptive else plan.weight_epochs), stop=stop)
 
 
-def weight_phase_end(ctx: MetaContext, state: WhaleState, options: dict[str, Any], metrics: dict[str, Any],
+def weight_phase_end(ctx: MetaContext, state: WhaleState, options: WeightPhase, metrics: dict[str, Any],
                      checkpoint: str, started: float) -> dict:
     """The state update closing a weight phase: its ``Phase`` (length in epochs, reward per step,
     why it stopped), the advanced ``phase`` and the sampler position the next phase starts from."""
@@ -82,7 +81,7 @@ def weight_phase_end(ctx: MetaContext, state: WhaleState, options: dict[str, Any
                    signal=rewards, stop_reason=reason)
     record = close_phase(ctx, record, started)
     ctx.reporter.log(f"phase  {phase} weights: {record.length:.2f} epochs in {record.steps} steps; {reason}")
-    position = metrics.get("sampler_position", options["position"] + len(rewards) * ctx.config.train.tasks_per_step)
+    position = metrics.get("sampler_position", options.position + len(rewards) * ctx.config.train.tasks_per_step)
     return {"phases": [record], "phase": phase, "sampler_position": position}
 
 

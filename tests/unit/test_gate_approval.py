@@ -60,9 +60,9 @@ def patch_services(monkeypatch, ctx):
     archive, id, approval mode and the CLI's reporter; no reference is loaded."""
     import coevo.app.run as meta_run
 
-    monkeypatch.setattr(meta_run, "preflight", lambda cfg: ctx.env)
-    monkeypatch.setattr(meta_run, "make_context", lambda cfg, archive, run_id, reporter, approve, env=None: (
-        dataclasses.replace(ctx, config=cfg, archive=archive, run_id=run_id, approve=approve, reporter=reporter)))
+    monkeypatch.setattr(meta_run, "preflight", lambda cfg, strategy: (ctx.env, None))
+    monkeypatch.setattr(meta_run, "make_context", lambda cfg, archive, run_id, reporter=None, **built: (
+        dataclasses.replace(ctx, config=cfg, archive=archive, run_id=run_id, reporter=reporter)))
 
 
 def write_config(folder, config, **paths):

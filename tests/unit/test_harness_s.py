@@ -29,6 +29,7 @@ from coevo.roles.voter import LLMVoter, RuleVoter, combine, weight
 from coevo.storage import Archive
 from coevo.storage.tables import CheckpointRecord
 from coevo.training.rollout import HarnessRollout, sibling_rescue
+from coevo.training.stage import StageOptions
 
 # -- Eq. 3 -------------------------------------------------------------------------------------
 
@@ -189,7 +190,8 @@ class RescueTrainer:
     def __init__(self, env, model, archive):
         self.env, self.model, self.archive, self.routed = env, model, archive, []
 
-    async def __call__(self, checkpoint_id, spec, tasks, round, siblings=(), route=None):
+    async def __call__(self, checkpoint_id, spec, tasks, round, options=StageOptions()):
+        route = options.route
         new = f"{checkpoint_id}+r{round}"
         trajs = [await arun_rollout(spec, self.model, self.env, t, checkpoint_id=new) for t in tasks]
         for t, traj in zip(tasks, trajs):

@@ -12,7 +12,7 @@ from coevo.models.trajectory import Trajectory
 from coevo.storage import Archive
 from coevo.training import grpo, rsft
 from coevo.training.checkpoint import Checkpoint
-from coevo.training.stage import StageTrainer
+from coevo.training.stage import StageOptions, StageTrainer
 
 
 @pytest.mark.parametrize("algorithm, module, name", [("grpo", grpo, "train_grpo"), ("rsft", rsft, "train_rsft")])
@@ -66,7 +66,8 @@ def test_stage_trainer_rescues_under_the_siblings_and_records_the_size_of_the_ch
     sibling = HarnessSpec(prompt={"system": "another harness"})
     with Archive(tmp_path / "a.db") as archive:
         archive.add_checkpoint(base)
-        new_id, _ = asyncio.run(StageTrainer(config, env, archive, "r1")(base.id, spec, env.tasks(), 0, [sibling]))
+        new_id, _ = asyncio.run(StageTrainer(config, env, archive, "r1")(base.id, spec, env.tasks(), 0,
+                                                                     StageOptions(siblings=[sibling])))
         record = archive.get_checkpoint(new_id)
     assert callable(seen["rescue"]) == rescue
     if rescue:  # one fresh attempt per failed rollout, under the sibling sampled like the incumbent
