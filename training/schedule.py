@@ -60,7 +60,6 @@ def epochs_to_steps(epochs: float, n_tasks: int, tasks_per_step: int) -> int:
 
 
 @dataclass(frozen=True)
-@dataclass(frozen=True)
 class WeightPhase:
     """A weight phase's place in the run's persistent task stream and its length (WHALE §3.1, §4), as
     a stage trainer takes it: ``sampler`` over ``stream`` (every train task of the run) from
@@ -79,6 +78,7 @@ class WeightPhase:
                 "max_steps": self.max_steps, "stop": self.stop}
 
 
+@dataclass(frozen=True)
 class Patience:
     """The adaptive stopping rule of WHALE §4 / App. A.1, in steps (weight phase) or iterations
     (harness phase): after at least ``minimum`` values, stop once the windowed signal — the mean of
