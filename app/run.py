@@ -35,6 +35,7 @@ from coevo.app.checkpointer import open_checkpointer
 from coevo.app.services import make_context
 from coevo.config import RunConfig
 from coevo.envs.base import Env
+from coevo.errors import CoevoError
 from coevo.evaluation.executors import Executor
 from coevo.meta.context import MetaContext
 from coevo.meta.state import state_models
@@ -49,7 +50,7 @@ ANSWERS = {"yes": "yes", "y": "yes", "accept": "yes", "no": "no", "n": "no", "re
 """What a person may answer a gate question with -> the answer the gate receives."""
 
 
-class RunError(ValueError):
+class RunError(CoevoError, ValueError):
     """A run that cannot start or resume as asked (unknown run, bad model or env reference, an
     answer to no pending question); the message names the input and the fix."""
 

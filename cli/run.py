@@ -13,9 +13,9 @@ from rich.table import Table
 
 from coevo.cli.common import RUN_DB_HELP, console, key_values, user_errors
 from coevo.config import ConfigError, RunConfig, load_config
+from coevo.errors import CoevoError
 from coevo.evaluation.results import paired_difference
 from coevo.graphs.registry import strategy_names
-from coevo.harnesses.errors import HarnessError
 from coevo.report.numbers import difference_text, plain, score_text, stored_estimates
 from coevo.storage.connection import location
 
@@ -142,10 +142,8 @@ def run_cmd(
         "weight-stage steps; needs coevo[tracking] (wandb: pip install wandb)."),
 ) -> None:
     """Run VACE (or a baseline): RL stage -> refine the harness from its trajectories -> paired validation -> gate."""
-    from coevo.app.run import RunError, new_run_id
-    from coevo.errors import MissingExtraError
+    from coevo.app.run import new_run_id
     from coevo.observe.progress import RichReporter
-    from coevo.storage import ArchiveError
 
     with user_errors():
         if answer and not resume:
@@ -167,7 +165,7 @@ def run_cmd(
     with RichReporter(console=console) as reporter:
         try:
             state = _drive(cfg, run_id, resume is not None, approve_gate, _answers(answer), reporter)
-        except (RunError, ArchiveError, HarnessError, MissingExtraError) as err:  # e.g. coevo[postgres] missing
+        except CoevoError as err:  # a user's mistake, e.g. coevo[postgres] missing: one paragraph
             with user_errors():
                 raise err from None
         except KeyboardInterrupt:

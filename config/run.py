@@ -18,6 +18,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from coevo.config.base import RewardMode, Section
 from coevo.config.families import HarnessSConfig, PaceConfig, RsiConfig, SearchConfig, WhaleConfig
 from coevo.config.train import TrainConfig
+from coevo.errors import CoevoError
 from coevo.strategies import get_strategy
 
 DEFAULT_ENV = ("reasoning_gym:families=chain_sum,size=1000,seed=0,chain_sum.max_terms=2,chain_sum.max_digits=1,"
@@ -167,7 +168,7 @@ class RunConfig(Section):
         return self
 
 
-class ConfigError(ValueError):
+class ConfigError(CoevoError, ValueError):
     """A run config that does not validate; the message lists each bad key as ``section.key``."""
 
 

@@ -25,8 +25,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from coevo.errors import CoevoError
 
-class StageConfigError(ValueError):
+
+class StageConfigError(CoevoError, ValueError):
     """A stage config that does not validate; the message names each bad key and what it should be."""
 
 

@@ -234,3 +234,39 @@ def test_grpo_stage_prints_no_metric_dicts_and_keeps_its_metrics(tmp_path, capfd
     history = new.metrics["history"]
     assert len(history) == 1 and history[0]["reward"] == 0.5 and "loss" in history[0]
     json.dumps(new.metrics)  # what the archive stores
+
+
+def test_every_user_mistake_is_a_coevo_error_and_keeps_its_old_base():
+    from coevo.app.run import RunError
+    from coevo.config import ConfigError, StageConfigError
+    from coevo.errors import CoevoError, MissingExtraError
+    from coevo.harnesses.errors import HarnessError
+    from coevo.models.refs import ModelRefError
+    from coevo.models.smollm2 import SmolLM2NotInstalledError
+    from coevo.models.trajectory import MissingTokensError
+    from coevo.storage.errors import ArchiveError, SchemaVersionError
+
+    old = {ConfigError: ValueError, StageConfigError: ValueError, RunError: ValueError, HarnessError: ValueError,
+           ModelRefError: ValueError, MissingTokensError: ValueError, SmolLM2NotInstalledError: RuntimeError,
+           ArchiveError: RuntimeError, SchemaVersionError: ArchiveError, MissingExtraError: ImportError}
+    for cls, base in old.items():
+        assert issubclass(cls, CoevoError) and issubclass(cls, base), cls
+
+
+def test_the_cli_prints_any_coevo_error_as_one_paragraph_and_exits_1():
+    import typer
+
+    from coevo.cli.common import user_errors
+    from coevo.errors import CoevoError
+
+    class NewMistake(CoevoError):
+        """A user mistake no CLI command names."""
+
+    probe = typer.Typer()
+
+    @probe.command()
+    def go() -> None:
+        with user_errors():
+            raise NewMistake("the input [x] is wrong; write y instead")
+
+    one_paragraph_error(CliRunner().invoke(probe, [], terminal_width=300), "the input [x] is wrong; write y instead")
