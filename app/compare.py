@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import time
 from typing import Any, Callable, Sequence
 
@@ -51,6 +52,8 @@ from coevo.meta.state import EvalSummary
 from coevo.observe.progress import NullReporter, Reporter
 from coevo.storage import Archive
 from coevo.storage.tables import RunRecord
+
+log = logging.getLogger(__name__)
 
 REFERENCE = "vace"
 
@@ -187,7 +190,7 @@ async def run_one(config: RunConfig, strategy: str, seed: int, archive: Archive,
         if state.get("test") is not None:
             return read_run(archive, state, strategy, seed, "reused")
     resume = record is not None and len(await read_state(cfg.db, run_id, strategy)) > 1
-    reporter.log(f"compare {strategy} seed {seed}: {'resuming' if resume else 'running'} {run_id}")
+    log.info("%s seed %d: %s %s", strategy, seed, "resuming" if resume else "running", run_id)
     started = time.perf_counter()
     context = context_for(cfg) if context_for is not None else None
     state = await run_meta(cfg, run_id=run_id, resume=resume, reporter=reporter, context=context, archive=archive)

@@ -22,6 +22,7 @@ from coevo.meta.budget import calls_budget, current_phase, eval_budget, stage_bu
 from coevo.meta.recording import Recording
 from coevo.meta.roles import Curator, Editor, Inheritor, Profiler, Proposer, Voter
 from coevo.models.trajectory import Trajectory
+from coevo.observe.log import loop
 from coevo.observe.progress import NullReporter, Reporter
 from coevo.observe.tracking import NullTracker, Tracker
 from coevo.storage import Archive, BudgetRecord, LLMCallRecord
@@ -152,6 +153,11 @@ class MetaContext(Recording):
                     "budget/policy_cost_usd": spent["policy_cost_usd"],
                     "budget/meta_tokens": spent["meta_input_tokens"] + spent["meta_output_tokens"],
                     "budget/meta_cost_usd": spent["meta_cost_usd"]}, record.round)
+
+    def log(self, topic: str, message: str) -> None:
+        """One line of the run's log on the logging channel (``coevo.observe.log``: the ``coevo.loop``
+        logger, at INFO): ``topic`` the node speaking (``train``, ``gate``, ...), ``message`` the rest."""
+        loop.info(message, extra={"topic": topic})
 
     def track(self, scalars: dict[str, Any], step: int | None = None) -> None:
         """Send ``scalars`` (tag -> number; others skipped) to the tracker at ``step`` (default: the

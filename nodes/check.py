@@ -84,7 +84,7 @@ async def check(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
             else:
                 cand.status, cand.reason = "rejected", reason
         ctx.record_edit(cand, rnd)
-        ctx.reporter.log(f"check  {cand.id}: {cand.status} {cand.reason[:120]} "
+        ctx.log("check", f"{cand.id}: {cand.status} {cand.reason[:120]} "
                          f"{cand.checks.model_dump(exclude_none=True)}")
         out.append(cand)
     return {"checked": out, "demo_tasks": [t for c in out if c.spec_id for t in c.demo_tasks]}

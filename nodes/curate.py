@@ -18,7 +18,7 @@ def curate(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     curation = ctx.curator.curate(train, ctx.spec(state["incumbent"]), {t.id: t for t in ctx.tasks("train")})
     ctx.store_calls(curation.calls)
     failed = len({t.task_id for t in train if not t.passed})
-    ctx.reporter.log(f"curate round {state.get('round', 0)}: {failed} failed train tasks -> {len(curation.directions)} "
+    ctx.log("curate", f"round {state.get('round', 0)}: {failed} failed train tasks -> {len(curation.directions)} "
                      "direction(s) " + ", ".join(f"{d.cause}({len(d.task_ids)})" for d in curation.directions)
                      + (f" [{curation.reason[:120]}]" if curation.reason else ""))
     return {"directions": curation.directions, "candidates": RESET}

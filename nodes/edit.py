@@ -57,6 +57,6 @@ def edit(request: EditRequest, runtime: Runtime[MetaContext]) -> dict:
     tasks = {t.id: t for t in ctx.tasks("train")}
     proposal = ctx.editor.propose(direction, ctx.spec(request["incumbent"]), tasks, solved)
     candidate = realise(proposal, ctx, request["round"])
-    ctx.reporter.log(f"edit   {direction.id}: {candidate.status} {candidate.spec_id and candidate.spec_id[:12] or ''} "
+    ctx.log("edit", f"{direction.id}: {candidate.status} {candidate.spec_id and candidate.spec_id[:12] or ''} "
                      f"{candidate.reason[:120] or candidate.rationale[:120]}")
     return {"candidates": [candidate]}

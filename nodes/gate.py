@@ -109,8 +109,8 @@ def gate(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
                    "gate/best_c_minus_b": max(d.c - d.b for d in decisions)}, rnd)
     for d in decisions:
         verdict = "ACCEPTED" if d is best else "rejected"
-        ctx.reporter.log(f"gate   round {rnd}: {d.candidate_id[:12]} {verdict}: {d.reason}")
+        ctx.log("gate", f"round {rnd}: {d.candidate_id[:12]} {verdict}: {d.reason}")
     if not decisions:
-        ctx.reporter.log(f"gate   round {rnd}: no checked candidate; incumbent kept")
+        ctx.log("gate", f"round {rnd}: no checked candidate; incumbent kept")
     return {"decisions": decisions, "incumbent": best.candidate_id if best else inc_id}
 

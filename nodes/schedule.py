@@ -51,6 +51,6 @@ async def final_test(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
         return {"test": {}}
     start, final = await asyncio.gather(ctx.evaluate(state["start_harness"], state["start_checkpoint"], "test"),
                                         ctx.evaluate(state["incumbent"], state["checkpoint"], "test"))
-    ctx.reporter.log(f"test   start {start.mean_reward:.3f} -> final {final.mean_reward:.3f} "
+    ctx.log("test", f"start {start.mean_reward:.3f} -> final {final.mean_reward:.3f} "
                      f"(trivial {start.trivial_baseline})")
     return {"test": {"start": EvalSummary.of(start), "final": EvalSummary.of(final)}}

@@ -87,7 +87,7 @@ async def search_start(state: SearchState, runtime: Runtime[MetaContext]) -> dic
     started = time.time()
     result = await ctx.evaluate(state["incumbent"], state["checkpoint"], "train", stage_tasks(ctx, state), k=1)
     phase = state.get("phase", -1) + 1
-    ctx.reporter.log(f"search phase {phase}: seed {state['incumbent'][:12]} train score {result.mean_reward:.3f}")
+    ctx.log("search", f"phase {phase}: seed {state['incumbent'][:12]} train score {result.mean_reward:.3f}")
     return {"search": [entry_of(result, 0, 0)], "iteration": 0, "phase": phase, "phase_done": False,
             "phase_started": started}
 
@@ -116,7 +116,7 @@ def propose(state: SearchState, runtime: Runtime[MetaContext]) -> dict:
                 cand.status = "checked"
                 known.add(cand.spec_id or "")
         ctx.record_edit(cand, rnd)
-        ctx.reporter.log(f"propose {it}: {cand.id} {cand.status} {cand.reason[:120] or cand.rationale[:120]}")
+        ctx.log("propose", f"{it}: {cand.id} {cand.status} {cand.reason[:120] or cand.rationale[:120]}")
         out.append(cand)
     return {"checked": out, "iteration": it, "demo_tasks": [t for c in out if c.spec_id for t in c.demo_tasks]}
 

@@ -50,7 +50,7 @@ def setup(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     for split in ("train", "val", "test"):
         if getattr(ctx.config.env, f"n_{split}"):
             ctx.archive.add_tasks(ctx.tasks(split))
-    ctx.reporter.log(f"setup  run {run_id}: H0={incumbent[:12]} W0={checkpoint} env={ctx.env.name} "
+    ctx.log("setup", f"run {run_id}: H0={incumbent[:12]} W0={checkpoint} env={ctx.env.name} "
                      f"train/val/test={ctx.config.env.n_train}/{ctx.config.env.n_val}/{ctx.config.env.n_test}")
     return {"run_id": run_id, "round": 0, "incumbent": incumbent, "checkpoint": checkpoint,
             "start_harness": incumbent, "start_checkpoint": checkpoint, "rounds": ctx.config.rounds}

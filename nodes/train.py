@@ -77,7 +77,7 @@ async def run_stage(ctx: MetaContext, state: MetaState, spec: HarnessSpec, befor
     mean = sum(t.reward for t in trajectories) / len(trajectories) if trajectories else 0.0
     rescue = (f", rescue triggered {percent(stage.rescue_rate)} (rescued groups with a success "
               f"{percent(stage.rescue_success)})" if siblings else "")
-    ctx.reporter.log(f"train  round {rnd}: {before} -> {checkpoint}  {len(trajectories)} rollouts on {len(tasks)} "
+    ctx.log("train", f"round {rnd}: {before} -> {checkpoint}  {len(trajectories)} rollouts on {len(tasks)} "
                      f"tasks, mean reward {mean:.3f}, effective groups {percent(stage.effective_group_rate)} "
                      f"(with reward contrast {percent(stage.contrast_rate)}){rescue}, "
                      f"||dW|| {_num(stage.delta_norm)}")
@@ -101,5 +101,5 @@ async def sample(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     result = await ctx.evaluate(sampler, state["checkpoint"], "train", stage_tasks(ctx, state),
                                 seed=ctx.config.seed + 1000 * rnd)
     ids = [i for o in result.per_task.values() for i in o.trajectory_ids]
-    ctx.reporter.log(f"sample round {rnd}: {len(ids)} train rollouts, mean reward {result.mean_reward:.3f}")
+    ctx.log("sample", f"round {rnd}: {len(ids)} train rollouts, mean reward {result.mean_reward:.3f}")
     return {"train_trajectories": ids}

@@ -19,6 +19,6 @@ async def validate(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
                                                       if c.status == "checked" and c.spec_id]))
     results = await asyncio.gather(*(ctx.evaluate(i, state["checkpoint"], "val") for i in ids))
     validation = {i: EvalSummary.of(r) for i, r in zip(ids, results)}
-    ctx.reporter.log(f"validate round {state.get('round', 0)}: " + ", ".join(
+    ctx.log("validate", f"round {state.get('round', 0)}: " + ", ".join(
         f"{i[:12]}={v.score:.3f}" for i, v in validation.items()) + f" (trivial {results[0].trivial_baseline})")
     return {"validation": validation}

@@ -1,12 +1,13 @@
-"""Progress reporting for nodes: nodes never print, they call a ``Reporter`` they are given.
+"""Progress reporting: nodes never print; long jobs report their progress to a ``Reporter`` they
+are given, and lines go to the logging channel (``coevo.observe.log``).
 
 ``NullReporter`` (the default) does nothing; ``RichReporter`` draws rich progress bars with tasks
-done, the mean score so far and an ETA; a test can pass its own object with the same methods.
+done, the mean score so far and an ETA, and prints the channel's lines above them (it is the
+channel's consumer while it runs); a test can pass its own object with the same methods.
 """
 
 from __future__ import annotations
 
-import time
 from typing import Any, Protocol
 
 from rich.console import Console
@@ -20,10 +21,12 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from coevo.observe.log import ChannelHandler, attach
+
 
 class Reporter(Protocol):
-    """What a node may report: a bar per job (``start`` -> handle, ``update``, ``stop``) and
-    one-line messages (``log``)."""
+    """What a job may report: a bar per job (``start`` -> handle, ``update``, ``stop``). One-line
+    messages go to the logging channel (``coevo.observe.log``)."""
 
     def start(self, label: str, total: int) -> Any:
         """Begin a job of ``total`` units named ``label``; returns a handle for ``update``/``stop``."""
@@ -35,10 +38,6 @@ class Reporter(Protocol):
 
     def stop(self, handle: Any) -> None:
         """The job ended (finished or interrupted)."""
-        ...
-
-    def log(self, message: str) -> None:
-        """A one-line message."""
         ...
 
 
@@ -55,17 +54,15 @@ class NullReporter:
     def stop(self, handle: Any) -> None:
         """Ignore the end of the job."""
 
-    def log(self, message: str) -> None:
-        """Drop the message."""
-
 
 class RichReporter:
-    """Rich progress bars: label, bar, done/total, mean score so far, elapsed and ETA; ``log``
-    lines as ``[HH:MM:SS] message``, one line each (never wrapped or suffixed with the source
-    file, so piped output stays greppable).
+    """Rich progress bars: label, bar, done/total, mean score so far, elapsed and ETA; while it runs,
+    the logging channel's lines (``coevo.observe.log``: ``[HH:MM:SS] topic    message``) are printed
+    above them verbatim (no rich markup or highlighting), one line each (never wrapped or suffixed
+    with the source file, so piped output stays greppable).
 
     Use as a context manager (``with RichReporter() as reporter: ...``) so the live display is
-    closed even on error; ``transient=True`` erases the bars when it closes.
+    closed, and the channel released, even on error; ``transient=True`` erases the bars when it closes.
     """
 
     def __init__(self, console: Console | None = None, transient: bool = False) -> None:
@@ -74,13 +71,22 @@ class RichReporter:
             TextColumn("mean {task.fields[score]}"), TimeElapsedColumn(), TextColumn("ETA"),
             TimeRemainingColumn(), console=console, transient=transient,
         )
+        self._detach: Any = None
 
     def __enter__(self) -> "RichReporter":
         self.progress.start()
+        self._detach = attach(ChannelHandler(self.line))
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        if self._detach is not None:
+            self._detach()
+            self._detach = None
         self.progress.stop()
+
+    def line(self, text: str) -> None:
+        """Print ``text`` above the bars, verbatim, on one line (never wrapped)."""
+        self.progress.console.print(text, markup=False, highlight=False, soft_wrap=True)
 
     def start(self, label: str, total: int) -> Any:
         """Add a bar named ``label`` for ``total`` units; returns its rich task id."""
@@ -93,9 +99,3 @@ class RichReporter:
     def stop(self, handle: Any) -> None:
         """Redraw so the bar shows its last state; the bar stays until the reporter closes."""
         self.progress.refresh()
-
-    def log(self, message: str) -> None:
-        """Print ``[HH:MM:SS] message`` above the bars, verbatim (no rich markup or highlighting), on one
-        line: never wrapped, never suffixed with the source file (piped output stays greppable)."""
-        self.progress.console.print(f"[{time.strftime('%H:%M:%S')}] {message}", markup=False, highlight=False,
-                                    soft_wrap=True)

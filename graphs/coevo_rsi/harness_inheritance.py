@@ -35,7 +35,7 @@ async def _survey(state: CoevoRsiState, runtime: Runtime[MetaContext], latest_on
         summary.entries = [e.model_copy(update={"probe": PairStats(
             harness_id=e.harness_id, checkpoint_id=summary.checkpoint, split="train", score=r.mean_reward,
             timr=r.timr, rollouts=r.n_rollouts, turns=r.model_turns)}) for e, r in zip(summary.entries, results)]
-    ctx.reporter.log(f"survey round {state.get('round', 0)}: {len(summary.entries)} harness(es), "
+    ctx.log("survey", f"round {state.get('round', 0)}: {len(summary.entries)} harness(es), "
                      f"{len(summary.checkpoints)} checkpoint(s) ({len(summary.adapters)} adapters) in A<t"
                      + (f", probed on {len(probe)} train task(s)" if summary.entries[0].probe else "")
                      + (" [latest only]" if latest_only else ""))
@@ -70,7 +70,7 @@ def curate_archive(state: CoevoRsiState, runtime: Runtime[MetaContext]) -> dict:
     evidence = list({t.id: t for t in current + past if t.split == "train"}.values())
     curation = ctx.curator.curate(evidence, ctx.spec(state["incumbent"]), {t.id: t for t in ctx.tasks("train")})
     ctx.store_calls(curation.calls)
-    ctx.reporter.log(f"curate round {state.get('round', 0)}: {len(current)} rollouts this round + {len(past)} past "
+    ctx.log("curate", f"round {state.get('round', 0)}: {len(current)} rollouts this round + {len(past)} past "
                      f"mismatches -> {len(curation.directions)} brief(s) "
                      + ", ".join(f"{d.cause}({len(d.task_ids)})" for d in curation.directions)
                      + (f" [{curation.reason[:120]}]" if curation.reason else ""))
@@ -104,7 +104,7 @@ def edit_from_base(request: BaseRequest, runtime: Runtime[MetaContext]) -> dict:
     candidate = realise(proposal, ctx, rnd)
     ctx.record_base_choice(rnd, choice, direction, request["incumbent"], candidate, summary)
     older = " (not the incumbent)" if choice.base_id != request["incumbent"] else ""
-    ctx.reporter.log(f"edit   {direction.id}: base #{choice.index} {choice.base_id[:12]}{older} -> {candidate.status} "
+    ctx.log("edit", f"{direction.id}: base #{choice.index} {choice.base_id[:12]}{older} -> {candidate.status} "
                      f"{candidate.spec_id and candidate.spec_id[:12] or ''} "
                      f"{candidate.reason[:100] or candidate.rationale[:100]}")
     return {"candidates": [candidate]}

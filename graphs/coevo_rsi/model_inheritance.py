@@ -86,7 +86,7 @@ async def inherit(state: CoevoRsiState, runtime: Runtime[MetaContext]) -> dict:
     ctx.record_proposals(rnd, proposals)
     for p in proposals:
         what = p.sources[0] if p.kind == "select" else " + ".join(f"{a:.2f}·{c}" for c, a in zip(p.sources, p.alpha))
-        ctx.reporter.log(f"inherit round {rnd}: {p.harness_id[:12]} {p.kind} {what}: {p.status} "
+        ctx.log("inherit", f"round {rnd}: {p.harness_id[:12]} {p.kind} {what}: {p.status} "
                          + (f"val {p.val:.3f} TIMR {p.timr:.3f}" if p.val is not None else p.reason[:160]))
     return {"proposals": proposals}
 
@@ -110,7 +110,7 @@ async def adapt(state: CoevoRsiState, runtime: Runtime[MetaContext]) -> dict:
     before, after = await asyncio.gather(ctx.evaluate(best.harness_id, best.checkpoint_id or "", "val"),
                                          ctx.evaluate(best.harness_id, checkpoint, "val"))
     stage = stage.model_copy(update={"before": EvalSummary.of(before), "after": EvalSummary.of(after)})
-    ctx.reporter.log(f"adapt  round {state.get('round', 0)}: {best.harness_id[:12]} {best.checkpoint_id} -> "
+    ctx.log("adapt", f"round {state.get('round', 0)}: {best.harness_id[:12]} {best.checkpoint_id} -> "
                      f"{checkpoint}: val {before.mean_reward:.3f} -> {after.mean_reward:.3f}, TIMR {after.timr:.3f}")
     return {"adapted": PairScore(harness_id=best.harness_id, checkpoint_id=checkpoint, val=after.mean_reward,
                                  timr=after.timr), "stage": stage, "train_trajectories": [t.id for t in trajectories]}
@@ -155,7 +155,7 @@ async def promote(state: CoevoRsiState, runtime: Runtime[MetaContext]) -> dict:
     decision = decide_promotion(rnd, incumbent, best, state.get("adapted"), ctx.config.rsi.promotion_margin)
     kept = decision.promoted
     ctx.record_promotion(decision)
-    ctx.reporter.log(f"promote round {rnd}: {'PROMOTED' if decision.accepted else 'kept'} "
+    ctx.log("promote", f"round {rnd}: {'PROMOTED' if decision.accepted else 'kept'} "
                      f"({kept.harness_id[:12]}, {kept.checkpoint_id}): {decision.reason}")
     final = result if not decision.accepted else await ctx.evaluate(kept.harness_id, kept.checkpoint_id, "val")
     return {"promotion": decision, "incumbent": kept.harness_id, "checkpoint": kept.checkpoint_id,

@@ -50,7 +50,7 @@ async def sample_parents(state: HarnessSState, runtime: Runtime[MetaContext]) ->
         mine = [i for o in result.per_task.values() for i in o.trajectory_ids]
         ids += mine
         briefs.append(Brief(id=f"sample-{parent[:12]}", parent=parent, direction="", causes=[], trajectories=mine))
-        ctx.reporter.log(f"evolve round {g}: parent {parent[:12]} solves {result.pass_at_k:.0%} of "
+        ctx.log("evolve", f"round {g}: parent {parent[:12]} solves {result.pass_at_k:.0%} of "
                          f"{len(tasks)} train tasks")
     return {"train_trajectories": ids, "briefs": briefs}
 
@@ -108,7 +108,7 @@ def curate_briefs(state: HarnessSState, runtime: Runtime[MetaContext]) -> dict:
         d = merge(grp, f"g{g}-{parent[:8]}-b{i}", [c for j, c in enumerate(causes) if j != i])
         directions.append(d)
         briefs.append(Brief(id=d.id, parent=parent, direction=d.id, causes=[x.cause for x in grp], trajectories=trajs))
-    ctx.reporter.log(f"curate evolution round {g}: {len(briefs)} brief(s) within a budget of {budget}: "
+    ctx.log("curate", f"evolution round {g}: {len(briefs)} brief(s) within a budget of {budget}: "
                      + "; ".join(causes))
     return {"directions": directions, "briefs": briefs, "candidates": RESET}
 
@@ -207,7 +207,7 @@ async def select_parents(state: HarnessSState, runtime: Runtime[MetaContext]) ->
         m.selected = m.harness_id in parents and m.round == g
     ctx.record_pool(added)
     cover = len(set().union(*(solved.get(p, set()) for p in parents)))
-    ctx.reporter.log(f"select evolution round {g}: {len(valid)} valid child(ren), pool {len(known) + len(added)}; "
+    ctx.log("select", f"evolution round {g}: {len(valid)} valid child(ren), pool {len(known) + len(added)}; "
                      f"parents {[p[:12] for p in parents]} cover {cover} val task(s) (Eq. 3)")
     train = ctx.tasks("train")
     carried = [t for m in added if m.round == g for t in carried_tasks(ctx.spec(m.harness_id), train)]

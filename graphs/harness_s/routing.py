@@ -43,10 +43,10 @@ async def profile(state: HarnessSState, runtime: Runtime[MetaContext]) -> dict:
         out = ctx.profiler.profile(summary, evals[h0], val_tasks, trajectories)
         ctx.store_calls(out.calls)
         if out.profile.reason:
-            ctx.reporter.log(f"profile {h[:12]}: profiler reply ignored: {out.profile.reason[:200]}")
+            ctx.log("profile", f"{h[:12]}: profiler reply ignored: {out.profile.reason[:200]}")
         profiles[h] = out.profile
     ctx.record_profiles(state.get("round", 0), checkpoint, profiles)
-    ctx.reporter.log(f"profile at {checkpoint}: " + ", ".join(
+    ctx.log("profile", f"at {checkpoint}: " + ", ".join(
         f"{h[:8]} val {p.val_success:.2f} (+{len(p.prefer)}/-{len(p.avoid)})" for h, p in profiles.items()))
     return {"profiles": profiles, "validation": evals}
 
@@ -118,8 +118,8 @@ async def routed_test(state: HarnessSState, runtime: Runtime[MetaContext]) -> di
         parts = [EvalSummary.of(await ctx.evaluate(h, checkpoint, "test", ts)) for h, ts in chosen.items()]
         test[f"rank{r}"] = merge_summaries(parts, f"router:rank{r}")
         h0_share = len(chosen.get(h0, [])) / len(tasks)
-        ctx.reporter.log(f"test   rank-{r} routing {test[f'rank{r}'].score:.3f} over {len(chosen)} harness(es), "
+        ctx.log("test", f"rank-{r} routing {test[f'rank{r}'].score:.3f} over {len(chosen)} harness(es), "
                          f"H0 chosen for {h0_share:.0%} of tasks")
-    ctx.reporter.log(f"test   start {start.score:.3f} -> final under H0 {final.score:.3f} "
+    ctx.log("test", f"start {start.score:.3f} -> final under H0 {final.score:.3f} "
                      f"(trivial {start.trivial_baseline})")
     return {"test": test}

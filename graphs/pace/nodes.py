@@ -21,7 +21,7 @@ def pace_plan(state: PaceState, runtime: Runtime[MetaContext]) -> dict:
     ctx = runtime.context
     plan = Plan(strategy=ctx.config.strategy, cycles=1, weight_epochs=0.0, search_iterations=ctx.config.rounds,
                 adaptive=False, fields=list(PROMPT_FIELDS))
-    ctx.reporter.log(f"plan   {plan.model_dump_json()}")
+    ctx.log("plan", f"{plan.model_dump_json()}")
     return {"plan": plan, "fields": plan.fields, "phase_kind": "prompt"}
 
 
@@ -55,7 +55,7 @@ def pace_step(state: PaceState, runtime: Runtime[MetaContext]) -> dict:
                    harness_id=incumbent, checkpoint=state["checkpoint"], signal=[s.score for s in mine],
                    stop_reason=reason, fields=state.get("fields"))
     record = close_phase(ctx, record, state.get("phase_started"))
-    ctx.reporter.log(f"phase  {phase} {kind}: {len(mine)} iterations; {reason}")
+    ctx.log("phase", f"{phase} {kind}: {len(mine)} iterations; {reason}")
     if kind == "prompt":
         return {**out, "phases": [record], "phase": phase + 1, "phase_kind": "control", "fields": list(CONTROL_FIELDS),
                 "phase_started": record.ended_at}

@@ -23,7 +23,7 @@ async def stage_effect(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     stage = state["stage"]
     before, after = await asyncio.gather(ctx.evaluate(stage.harness_id, stage.checkpoint_before, "val"),
                                          ctx.evaluate(stage.harness_id, stage.checkpoint_after, "val"))
-    ctx.reporter.log(f"stage  round {stage.round}: val of {stage.harness_id[:12]} {before.mean_reward:.3f} under "
+    ctx.log("stage", f"round {stage.round}: val of {stage.harness_id[:12]} {before.mean_reward:.3f} under "
                      f"{stage.checkpoint_before} -> {after.mean_reward:.3f} under {stage.checkpoint_after} "
                      f"(n={after.n_tasks}, trivial {after.trivial_baseline})")
     effect = stage.model_copy(update={"before": EvalSummary.of(before), "after": EvalSummary.of(after)})
@@ -35,6 +35,6 @@ def adopt(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     round then holds no validation (nothing validated the adopted candidate)."""
     checked = [c for c in state.get("checked", []) if c.status == "checked" and c.spec_id]
     if checked:
-        runtime.context.reporter.log(f"adopt  round {state.get('round', 0)}: {checked[0].spec_id[:12]} (ungated)")
+        runtime.context.log("adopt", f"round {state.get('round', 0)}: {checked[0].spec_id[:12]} (ungated)")
         return {"incumbent": checked[0].spec_id, "validation": {}}
     return {}

@@ -31,7 +31,7 @@ def _plan(**overrides: Any) -> Callable[[WhaleState, Runtime[MetaContext]], dict
         for key, value in overrides.items():
             values[key] = value(config) if callable(value) else value
         plan = Plan(**values)
-        ctx.reporter.log(f"plan   {plan.model_dump_json()}")
+        ctx.log("plan", f"{plan.model_dump_json()}")
         return {"plan": plan, "fields": plan.fields, "sampler_position": state.get("sampler_position", 0),
                 "rounds": plan.cycles}
 
@@ -80,7 +80,7 @@ def weight_phase_end(ctx: MetaContext, state: WhaleState, options: WeightPhase, 
                    unit="epochs", steps=len(rewards), harness_id=state["incumbent"], checkpoint=checkpoint,
                    signal=rewards, stop_reason=reason)
     record = close_phase(ctx, record, started)
-    ctx.reporter.log(f"phase  {phase} weights: {record.length:.2f} epochs in {record.steps} steps; {reason}")
+    ctx.log("phase", f"{phase} weights: {record.length:.2f} epochs in {record.steps} steps; {reason}")
     position = metrics.get("sampler_position", options.position + len(rewards) * ctx.config.train.tasks_per_step)
     return {"phases": [record], "phase": phase, "sampler_position": position}
 
@@ -130,7 +130,7 @@ def accept(state: WhaleState, runtime: Runtime[MetaContext]) -> dict:
     seed = rescored(entries[:1], excluded)[0].score
     signal = [seed] + [s.score for s in state.get("search_iterations", []) if s.phase == phase] + [best.score]
     reason = search_stop(state, runtime, signal)
-    ctx.reporter.log(f"accept {it}: {best.harness_id[:12]} (iteration {best.iteration}) train score {best.score:.3f}"
+    ctx.log("accept", f"{it}: {best.harness_id[:12]} (iteration {best.iteration}) train score {best.score:.3f}"
                      + (f"; phase ends: {reason}" if reason else ""))
     out: dict = {"incumbent": best.harness_id, "search_iterations": [record], "phase_done": bool(reason)}
     if reason:

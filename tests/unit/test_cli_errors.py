@@ -22,6 +22,7 @@ from typer.testing import CliRunner
 from coevo.app.run import anchored, run_meta, run_snapshot
 from coevo.cli.app import app
 from coevo.config import RunConfig
+from coevo.observe.log import ChannelHandler, attach, loop
 from coevo.observe.progress import RichReporter
 from coevo.storage import Archive, CheckpointRecord
 from coevo.training.checkpoint import new_checkpoint_id
@@ -130,10 +131,12 @@ def test_unknown_runs_missing_archives_and_non_databases_are_one_paragraph_error
 
 
 class Lines:
-    """A reporter that keeps the log lines (what the run prints)."""
+    """A reporter that keeps what the run prints: its bars' labels and the logging channel's lines
+    (``coevo.observe.log``, formatted as the CLI prints them) until ``close``."""
 
     def __init__(self):
         self.lines = []
+        self.close = attach(ChannelHandler(self.lines.append))
 
     def start(self, label, total):
         self.lines.append(label)
@@ -144,9 +147,6 @@ class Lines:
     def stop(self, handle):
         pass
 
-    def log(self, message):
-        self.lines.append(message)
-
 
 def test_archive_show_accepts_every_id_a_run_prints(tmp_path):
     import dataclasses
@@ -155,16 +155,17 @@ def test_archive_show_accepts_every_id_a_run_prints(tmp_path):
     lines = Lines()
     ctx = dataclasses.replace(ctx, reporter=lines)
     asyncio.run(run_meta(config, run_id="run-1", context=ctx, archive=archive))
+    lines.close()
     ckpt = new_checkpoint_id()  # the id form train_grpo/train_rsft/merge give ("ckpt-<12 hex>")
     archive.add_checkpoint(CheckpointRecord(id=ckpt, base_model="fake", run_id="run-1"))
     text = "\n".join(lines.lines)
     printed = {
         "run": "run-1",
         "W0": re.search(r"W0=(\S+)", text).group(1),
-        "trained": re.search(r"train  round 0: \S+ -> (\S+)", text).group(1),
+        "trained": re.search(r"\] train +round 0: \S+ -> (\S+)", text).group(1),
         "H0 prefix": re.search(r"H0=(\w+)", text).group(1),
-        "candidate": re.search(r"check  (\S+):", text).group(1),
-        "gate prefix": re.search(r"gate   round 0: (\w+) ACCEPTED", text).group(1),
+        "candidate": re.search(r"\] check +(\S+):", text).group(1),
+        "gate prefix": re.search(r"\] gate +round 0: (\w+) ACCEPTED", text).group(1),
         "ckpt": ckpt,
         "ckpt prefix": ckpt[:9],
     }
@@ -208,11 +209,11 @@ def test_run_paths_are_stored_absolute_and_adapters_land_under_them(tmp_path, mo
 
 def test_piped_log_lines_have_no_source_suffix_and_do_not_wrap():
     out = io.StringIO()
-    message = "validate round 0: " + ", ".join(f"{i:012x}=0.500" for i in range(12))
-    with RichReporter(console=Console(file=out, width=80, force_terminal=False)) as reporter:
-        reporter.log(message)
+    message = "round 0: " + ", ".join(f"{i:012x}=0.500" for i in range(12))
+    with RichReporter(console=Console(file=out, width=80, force_terminal=False)):
+        loop.info(message, extra={"topic": "validate"})
     lines = [line for line in out.getvalue().splitlines() if line.strip()]
-    assert len(lines) == 1 and re.fullmatch(r"\[\d\d:\d\d:\d\d\] " + re.escape(message), lines[0]), lines
+    assert len(lines) == 1 and re.fullmatch(r"\[\d\d:\d\d:\d\d\] validate " + re.escape(message), lines[0]), lines
     assert ".py:" not in out.getvalue()
 
 

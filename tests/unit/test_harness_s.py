@@ -344,22 +344,14 @@ def test_candidates_target_two_or_three_related_causes_and_see_the_other_briefs(
     assert "wrong_answer" in brief.description
 
 
-def test_malformed_profiler_and_voter_replies_in_a_run_are_logged_and_ignored_not_crashes(tmp_path):
-    from coevo.observe.progress import NullReporter
-
-    class Lines(NullReporter):
-        def __init__(self):
-            self.lines = []
-
-        def log(self, message):
-            self.lines.append(message)
-
-    reporter = Lines()
+def test_malformed_profiler_and_voter_replies_in_a_run_are_logged_and_ignored_not_crashes(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="coevo")
     state, archive, _ = _run_harness_s(tmp_path, "harness_s_he_only",
                                        profiler=LLMProfiler("openai/gpt-4o-mini", mock_response="{oops"),
-                                       voter=[LLMVoter("openai/gpt-4o-mini", mock_response="nope"), RuleVoter()],
-                                       reporter=reporter)
-    assert any("profiler reply ignored" in line and "invalid reply" in line for line in reporter.lines)
+                                       voter=[LLMVoter("openai/gpt-4o-mini", mock_response="nope"), RuleVoter()])
+    logged = [(getattr(r, "topic", ""), r.getMessage()) for r in caplog.records]
+    assert any(topic == "profile" and "profiler reply ignored" in line and "invalid reply" in line
+               for topic, line in logged)
     child = state["parents"][0]
     assert state["profiles"][child].reason and state["profiles"][child].val_success == 1.0
     votes = archive.list_votes("run-1")
