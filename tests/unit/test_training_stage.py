@@ -12,6 +12,7 @@ from coevo.models.trajectory import Trajectory
 from coevo.storage import Archive
 from coevo.training import grpo, rsft
 from coevo.training.checkpoint import Checkpoint
+from coevo.training.schedule import PersistentSampler, WeightPhase
 from coevo.training.stage import StageOptions, StageTrainer
 
 
@@ -205,13 +206,14 @@ def test_one_stage_keeps_the_runs_executor_with_a_router_or_a_whale_phase(tmp_pa
     with Archive(tmp_path / "a.db") as archive:
         archive.add_checkpoint(Checkpoint(id="ck0", base_model="base"))
         grpo_run = RunConfig(out_dir=str(tmp_path), train={"rescue": False})
-        asyncio.run(StageTrainer(grpo_run, env, archive, "r1", runner)("ck0", spec, env.tasks(), 0, [sibling],
-                                                                        route=route))
+        asyncio.run(StageTrainer(grpo_run, env, archive, "r1", runner)("ck0", spec, env.tasks(), 0,
+                                                                        StageOptions([sibling], route=route)))
         assert seen["executor"] is runner and seen["rescue"] == ("rescue", True, placed)  # routed, on the executor
         seen.clear()
         rsft_run = RunConfig(out_dir=str(tmp_path), report_to="tensorboard", train={"algorithm": "rsft"})
         stop = lambda rewards: None  # noqa: E731
-        asyncio.run(StageTrainer(rsft_run, env, archive, "r1", runner)("ck0", spec, env.tasks(), 1, position=5,
-                                                                        max_steps=2, stop=stop))
+        phase = WeightPhase(PersistentSampler(0), env.tasks(), position=5, max_steps=2, stop=stop)
+        asyncio.run(StageTrainer(rsft_run, env, archive, "r1", runner)("ck0", spec, env.tasks(), 1,
+                                                                        StageOptions(phase=phase)))
     assert seen["executor"] is runner and (seen["position"], seen["max_steps"], seen["stop"]) == (5, 2, stop)
     assert seen["config"].report_to == "tensorboard" and seen["config"].run_name == "r1/round1"
