@@ -217,15 +217,15 @@ async def run_meta(config: RunConfig, run_id: str | None = None, resume: bool = 
         archive = Archive(config.db)  # an unreadable --db is reported before any model is loaded
     if not resume:
         require_tracker(config.report_to)  # a missing tracker package is reported before anything is stored
+        strategy = get_strategy(config.strategy)
         config = approving(config) if approve else config
         if context is None:
             config = anchored(config)
-            # before a new database is made: a bad reference leaves nothing behind
-            env, executor = preflight(config, get_strategy(config.strategy))
+            env, executor = preflight(config, strategy)  # before a new database is made: nothing left behind
     archive = archive or Archive(config.db)
     if resume:
         config = _open_run(archive, config, run_id, approve)
-    strategy = get_strategy(config.strategy)
+        strategy = get_strategy(config.strategy)
     run_id = run_id or new_run_id(config)
     if context is not None:
         gate = context.config.gate.model_copy(update={"approve": config.gate.approve})

@@ -174,7 +174,7 @@ def test_cli_pause_prints_a_resume_hint_that_works_as_printed(tmp_path, monkeypa
                          terminal_width=300)
     assert done.exit_code == 0, done.output
     assert "summary" in done.output
-    assert re.search(r"gate   round 0: \w+ ACCEPTED: c=1.0000 beats b=0.0000; c − b = \+1.00 \[1.00, 1.00\] over 4 "
+    assert re.search(r"gate +round 0: \w+ ACCEPTED: c=1.0000 beats b=0.0000; c − b = \+1.00 \[1.00, 1.00\] over 4 "
                      r"tasks; person accepted", done.output), done.output
     with Archive(db) as archive:
         fates = sorted((d.accepted, d.reason.rsplit("; ", 1)[-1]) for d in archive.list_gate_decisions(run_id))
