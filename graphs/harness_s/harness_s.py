@@ -59,11 +59,12 @@ def build() -> StateGraph:
     builder.add_node("train", rescue_train)
     builder.add_node("next_round", next_round)
     builder.add_node("reanchor", profile)
-    # re-anchor profiles, then one weight stage with complementary rescue, for t in rounds
+    # P^(s) = Profile(E_i^(s), E_0^(s)), then W[t+1] = GRPO(W[t], H0, rescue under the router's top-K)
     builder.add_edge("profile", "train")
     builder.add_edge("train", "next_round")
+    # for t in rounds; then P^(*) = Profile(...) with the final policy
     builder.add_conditional_edges("next_round", more_rounds, {"continue": "profile", "done": "reanchor"})
-    # profiles of the final policy, then test under H0 and Rank-1/2/3
+    # test H0 and Rank-1/2/3 routing with W[T]
     builder.add_edge("reanchor", "final_test")
     return builder
 

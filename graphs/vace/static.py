@@ -11,6 +11,7 @@ from coevo.graphs.wiring import meta_graph
 def build() -> StateGraph:
     """setup -> final_test (uncompiled)."""
     builder = meta_graph()
+    # test (H0, W0) as they are
     builder.add_edge("setup", "final_test")
     return builder
 
