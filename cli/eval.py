@@ -16,7 +16,7 @@ from coevo.evaluation.executors import EXECUTORS, make_executor
 from coevo.evaluation.results import EvalResult, Metric, outcome_estimate
 from coevo.harnesses import HarnessSpec, load_harness
 from coevo.models.refs import load_model
-from coevo.report.progress import RichReporter
+from coevo.observe.progress import RichReporter
 from coevo.storage import Archive, ArchiveError, CheckpointRecord, RunRecord
 
 _HEX = re.compile(r"^[0-9a-f]{6,64}$")

@@ -32,9 +32,9 @@ from langchain_core.language_models import BaseChatModel
 from coevo.envs.base import Env, Task
 from coevo.evaluation.executors import Executor
 from coevo.evaluation.results import EvalResult, PairedResult, TaskOutcome, TaskPair
-from coevo.graphs.harness import arun_rollout
+from coevo.harnesses.runtime import arun_rollout
 from coevo.models.trajectory import Trajectory
-from coevo.report.progress import NullReporter, Reporter
+from coevo.observe.progress import NullReporter, Reporter
 from coevo.storage import Archive, EvaluationRecord
 
 

@@ -106,7 +106,7 @@ def _g(x: float | None) -> str:
 
 def write_report(run_id: str, db: str, out_dir: Path, state: dict[str, Any] | None = None) -> Path:
     """Write ``out_dir/index.html`` (+ PNGs) for run ``run_id`` from the archive at ``db``; with the
-    run's final ``state`` (``run_meta``'s result, or ``coevo.meta.run.read_state``) the test table
+    run's final ``state`` (``run_meta``'s result, or ``coevo.app.run.read_state``) the test table
     names the start and final pairs and prints their paired difference.
 
     Raises ``ValueError`` when the run is not in the archive.

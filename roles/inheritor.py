@@ -16,34 +16,16 @@ that never validates falls back to the offline choice and says so in the reason.
 from __future__ import annotations
 
 import json
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from coevo.config import RunConfig
 from coevo.envs.base import Env
 from coevo.meta.inheritance import ArchiveSummary, BaseChoice, ModelProposal
+from coevo.meta.roles import Inheritance, Inheritor
 from coevo.meta.state import Direction
 from coevo.roles.llm import JsonRole
-from coevo.storage.tables import LLMCallRecord
-
-
-class Inheritance(BaseModel):
-    """An inheritor's answer: the base choice or the model proposals, and the LLM calls made."""
-
-    choice: BaseChoice | None = None
-    proposals: list[ModelProposal] = Field(default_factory=list)
-    calls: list[LLMCallRecord] = Field(default_factory=list)
-
-
-class Inheritor(Protocol):
-    """Chooses a base harness per brief and model initialisations per offspring harness."""
-
-    def choose_base(self, direction: Direction, summary: ArchiveSummary) -> Inheritance:
-        """The archived harness the editor of ``direction`` builds on (``Inheritance.choice``)."""
-
-    def propose_models(self, harness_id: str, base_id: str, summary: ArchiveSummary, prefix: str) -> Inheritance:
-        """Model initialisations for offspring ``harness_id`` (edited from ``base_id``), ids ``<prefix>-<n>``."""
 
 
 def _select(prefix: str, n: int, harness_id: str, checkpoint: str, why: str) -> ModelProposal:

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Any, Mapping, Sequence
 
 from pydantic import BaseModel
 
 from coevo.config import RunConfig
 from coevo.envs.base import Env, Task
 from coevo.meta.pool import Ballot, Profile
+from coevo.meta.roles import Voter
 from coevo.roles.llm import JsonRole
 from coevo.storage.tables import LLMCallRecord
 
@@ -58,17 +59,6 @@ def similar(task: Task, val_tasks: Mapping[str, Task], m: int = 5) -> list[str]:
         return len(words & other) / len(words | other) if words | other else 0.0
 
     return sorted(val_tasks, key=lambda i: (-overlap(val_tasks[i]), i))[:m]
-
-
-class Voter(Protocol):
-    """One voter of the router: a ranked ballot for ``task`` over ``candidates`` (in the shuffled
-    order it is shown them), given the profiles by harness id and the val tasks by id."""
-
-    name: str
-
-    def vote(self, task: Task, candidates: Sequence[str], profiles: Mapping[str, Profile],
-             val_tasks: Mapping[str, Task], ballot: int) -> tuple[Ballot, list[LLMCallRecord]]:
-        """The ballot (at most ``ballot`` ids) and the LLM calls made."""
 
 
 class RuleVoter:

@@ -80,7 +80,7 @@ def test_gold_never_in_task_and_val_detail_redacted(env):
 
 
 def test_policy_prompt_never_contains_the_gold_answer(env):
-    from coevo.graphs.harness import arun_rollout
+    from coevo.harnesses.runtime import arun_rollout
     from coevo.harnesses.spec import HarnessSpec
     from coevo.models.fake import ScriptedChatModel
 
