@@ -29,6 +29,7 @@ from coevo.harnesses.spec import HarnessSpec
 from coevo.meta.state import Candidate, Direction
 from coevo.models.trajectory import Trajectory
 from coevo.roles.llm import JsonRole
+from coevo.roles.patch_schema import patch_schema
 from coevo.storage.tables import LLMCallRecord
 
 
@@ -210,7 +211,7 @@ class LLMEditor(JsonRole):
                   f"actions: {sorted(ACTIONS)}. "
                   "Reply with JSON {\"rationale\": str, \"patch\": [ops]}.")
         user = f"Harness:\n{spec.model_dump_json(indent=1)}\n\nDirection:\n{direction.model_dump_json(indent=1)}{extra}"
-        reply = self.ask(system, user, EditReply, lambda r: apply_patch(spec, r.patch))
+        reply = self.ask(system, user, EditReply, lambda r: apply_patch(spec, r.patch), patch_schema(spec))
         cand = Candidate(id=cand_id, direction=direction.id, parent_id=spec.id, revision=revision)
         if reply.value is None:
             cand.status, cand.reason = "rejected", f"editor reply rejected: {reply.reason}"
