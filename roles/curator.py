@@ -22,7 +22,7 @@ from coevo.harnesses.spec import HarnessSpec
 from coevo.meta.roles import Curation, Curator
 from coevo.meta.state import Direction, Evidence
 from coevo.models.trajectory import Trajectory
-from coevo.roles.llm import JsonRole
+from coevo.roles.llm import JsonRole, narrowed
 
 
 def failure_cause(t: Trajectory) -> str:
@@ -128,7 +128,10 @@ class LLMCurator(JsonRole):
                   f"{self.min_failed} distinct failed tasks.")
         user = (f"Current harness:\n{spec.model_dump_json(indent=1)}\n\n"
                 f"Failures (train split):\n{json.dumps(evidence, indent=1)}")
-        reply = self.ask(system, user, CuratorReply, check)
+        fmt = narrowed(CuratorReply, directions={"maxItems": max(1, min(8, len(failed_ids) // self.min_failed))},
+                       DirectionReply__cause={"maxLength": 80},
+                       DirectionReply__task_ids={"items": {"enum": sorted(failed_ids)}, "minItems": self.min_failed})
+        reply = self.ask(system, user, CuratorReply, check, fmt)
         if reply.value is None:
             return Curation(reason=reply.reason, calls=reply.calls)
         by_id = {t.task_id: t for t in failed}

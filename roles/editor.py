@@ -30,6 +30,7 @@ from coevo.meta.roles import Editor, Proposal
 from coevo.meta.state import Candidate, Direction
 from coevo.models.trajectory import Trajectory
 from coevo.roles.llm import JsonRole
+from coevo.roles.patch_schema import patch_schema
 
 # Verifier error types → an instruction that addresses them (matched as regexes on the cause).
 RULE_HINTS: list[tuple[str, str]] = [
@@ -189,7 +190,7 @@ class LLMEditor(JsonRole):
                   f"actions: {sorted(ACTIONS)}. "
                   "Reply with JSON {\"rationale\": str, \"patch\": [ops]}.")
         user = f"Harness:\n{spec.model_dump_json(indent=1)}\n\nDirection:\n{direction.model_dump_json(indent=1)}{extra}"
-        reply = self.ask(system, user, EditReply, lambda r: apply_patch(spec, r.patch))
+        reply = self.ask(system, user, EditReply, lambda r: apply_patch(spec, r.patch), patch_schema(spec))
         cand = Candidate(id=cand_id, direction=direction.id, parent_id=spec.id, revision=revision)
         if reply.value is None:
             cand.status, cand.reason = "rejected", f"editor reply rejected: {reply.reason}"

@@ -25,7 +25,7 @@ from coevo.envs.base import Env
 from coevo.meta.inheritance import ArchiveSummary, BaseChoice, ModelProposal
 from coevo.meta.roles import Inheritance, Inheritor
 from coevo.meta.state import Direction
-from coevo.roles.llm import JsonRole
+from coevo.roles.llm import JsonRole, narrowed
 
 
 def _select(prefix: str, n: int, harness_id: str, checkpoint: str, why: str) -> ModelProposal:
@@ -112,7 +112,8 @@ class LLMInheritor(JsonRole):
                   "is most compatible. Reply with JSON {\"index\": int, \"reason\": str}.")
         user = (f"Current checkpoint: {summary.checkpoint}\nArchive:\n{json.dumps(summary.for_prompt(), indent=1)}\n\n"
                 f"Direction:\n{direction.model_dump_json(indent=1)}")
-        reply = self.ask(system, user, BaseReply, check)
+        fmt = narrowed(BaseReply, index={"minimum": 0, "maximum": max(len(summary.entries) - 1, 0)})
+        reply = self.ask(system, user, BaseReply, check, fmt)
         if reply.value is None:
             fallback = self.offline.choose_base(direction, summary)
             fallback.choice.reason = f"LLM reply rejected ({reply.reason[:200]}); offline: {fallback.choice.reason}"
@@ -144,7 +145,8 @@ class LLMInheritor(JsonRole):
         user = (f"Offspring harness {harness_id[:12]} (edited from {base_id[:12]}).\nCheckpoints: "
                 f"{summary.checkpoints}\nAdapters (mergeable): {summary.adapters}\n"
                 f"Archive:\n{json.dumps(summary.for_prompt(), indent=1)}")
-        reply = self.ask(system, user, ProposalsReply, check)
+        fmt = narrowed(ProposalsReply, ProposalReply__checkpoints={"items": {"enum": list(summary.checkpoints)}})
+        reply = self.ask(system, user, ProposalsReply, check, fmt if summary.checkpoints else None)
         if reply.value is None:
             fallback = self.offline.propose_models(harness_id, base_id, summary, prefix)
             for p in fallback.proposals:

@@ -31,7 +31,7 @@ from coevo.meta.search import SearchEntry
 from coevo.meta.state import Candidate
 from coevo.roles.curator import Curator, OfflineCurator, excerpt
 from coevo.roles.editor import Editor, OfflineEditor
-from coevo.roles.llm import JsonRole
+from coevo.roles.llm import JsonRole, narrowed
 
 COMPONENTS = ("/prompt/rules", "/skills", "/hooks")
 """Named components a recombination carries over from one harness to another."""
@@ -221,12 +221,15 @@ class LLMProposer(JsonRole):
             for i in reply.inspect:
                 self._find(view, i)
 
-        first = self.ask(system, user, ProposerReply, check)
+        ids = [e.harness_id[:12] for e in ranked(view.entries)]
+        fmt = narrowed(ProposerReply, inspect={"items": {"enum": ids}, "maxItems": 3},
+                       ProposedEdit__parent={"enum": ids}, candidates={"maxItems": m})
+        first = self.ask(system, user, ProposerReply, check, fmt)
         calls = list(first.calls)
         reply = first.value
         if reply is not None and reply.inspect and not reply.candidates:
             user += f"\n\nDetails you asked for:\n{self._details(view, reply.inspect)}\n\nNow give the candidates."
-            second = self.ask(system, user, ProposerReply, check)
+            second = self.ask(system, user, ProposerReply, check, fmt)
             calls += second.calls
             reply = second.value if second.value is not None else None
             first = second

@@ -21,7 +21,7 @@ from coevo.config import RunConfig
 from coevo.envs.base import Env, Task
 from coevo.meta.pool import Ballot, Profile
 from coevo.meta.roles import Voter
-from coevo.roles.llm import JsonRole
+from coevo.roles.llm import JsonRole, narrowed
 from coevo.storage.tables import LLMCallRecord
 
 
@@ -118,7 +118,8 @@ class LLMVoter(JsonRole):
         system = (f"You route a task to the agent harness most likely to solve it. Rank at most {ballot} candidate "
                   "ids, best first, using their profiles, validation success and outcomes on similar tasks.")
         user = json.dumps({"task": task.prompt[:800], "candidates": shown}, indent=1)
-        reply = self.ask(system, user, BallotReply, check)
+        fmt = narrowed(BallotReply, ranking={"items": {"enum": list(candidates)}, "maxItems": ballot})
+        reply = self.ask(system, user, BallotReply, check, fmt if candidates else None)
         if reply.value is None:
             return Ballot(voter=self.name, task_id=task.id, reason=reply.reason, kind="llm"), reply.calls
         return Ballot(voter=self.name, task_id=task.id, ranking=reply.value.ranking, kind="llm"), reply.calls
