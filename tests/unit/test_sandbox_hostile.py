@@ -7,6 +7,7 @@ These need the filesystem view (bubblewrap, installed by scripts/setup.sh): with
 the reason, except under ``COEVO_REQUIRE_SANDBOX=1`` (what ``.ci/run`` sets), where they fail.
 """
 
+import ast
 import importlib.util
 import os
 import socket
@@ -93,7 +94,7 @@ def test_home_shows_only_the_path_to_the_interpreter():
     listed = run_python(f"import os\ntry:\n    print(sorted(os.listdir({home!r})))\nexcept OSError as exc:\n"
                         "    print([], type(exc).__name__)\n")
     assert listed.exit_code == 0, listed.observation()
-    assert set(eval(listed.stdout.split("]")[0] + "]")) <= on_path  # e.g. ['.pyenv'] when Python lives in $HOME
+    assert set(ast.literal_eval(listed.stdout.split("]")[0] + "]")) <= on_path  # e.g. ['.pyenv']: Python in $HOME
     entries = [os.path.join(home, e) for e in sorted(os.listdir(home)) if e not in on_path][:20]
     entries += [os.path.join(home, ".ssh", "id_ed25519"), os.path.join(home, ".bash_history")]
     obs = read_each(entries)
@@ -106,7 +107,8 @@ def test_the_parents_proc_entries_are_out_of_reach(monkeypatch):
     obs = read_each([f"/proc/{pid}/environ", f"/proc/{pid}/mem", f"/proc/{pid}/cmdline", "/proc/1/environ"])
     assert "hunter2" not in obs and "READ" not in obs, obs
     ps = run_python("import os\nprint(sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))")
-    assert pid not in eval(ps.stdout) and max(eval(ps.stdout)) < 10  # only the sandbox's own PID namespace
+    pids = ast.literal_eval(ps.stdout)
+    assert pid not in pids and max(pids) < 10  # only the sandbox's own PID namespace
 
 
 def test_writes_outside_the_scratch_directory_fail_and_reach_nothing(tmp_path):
