@@ -89,3 +89,10 @@ def test_without_bubblewrap_the_fallback_is_stated(monkeypatch, caplog):
     finally:
         sandbox._view_for.cache_clear()
         sandbox.isolation.cache_clear()
+
+
+def test_ci_requires_the_filesystem_view():
+    from pathlib import Path
+
+    run = (Path(__file__).resolve().parents[2] / ".ci" / "run").read_text()
+    assert "COEVO_REQUIRE_SANDBOX=1" in run  # tests/unit/test_sandbox_hostile.py fails there instead of skipping
