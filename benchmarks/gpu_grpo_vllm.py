@@ -42,7 +42,7 @@ def main() -> None:
 
     from coevo.envs.registry import get_env
     from coevo.evaluation.executors import make_executor
-    from coevo.graphs.harness import arun_rollout
+    from coevo.harnesses.runtime import arun_rollout
     from coevo.models.litellm_model import LiteLLMChatModel
     from coevo.training.checkpoint import Checkpoint
     from coevo.training.grpo import train_grpo

@@ -16,7 +16,10 @@ What ``model.generate`` does for a left-padded batch, with each row's own sample
 
 The model is called through its public forward (``input_ids``, ``attention_mask``,
 ``position_ids``, a ``DynamicCache``, ``logits_to_keep``); PEFT's ``adapter_names`` route each row to
-its LoRA adapter (mixed-adapter batches share no prefix).
+its LoRA adapter (mixed-adapter batches share no prefix). Logits processors (a JSON-schema mask,
+``coevo.models.constrained``) run before the row sampler and see the batch as ``generate`` shows it:
+every row in its original place, the left-padded prompts plus the tokens so far, a finished row
+extended with padding.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from __future__ import annotations
 import inspect
 import random
 from functools import lru_cache
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 from transformers import DynamicCache
@@ -72,13 +75,18 @@ class _Forward:
         return out.logits[:, -1, :]
 
 
+Processor = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+"""A ``transformers`` logits processor: ``(input_ids (B, T), scores (B, V)) -> scores (B, V)``."""
+
+
 def decode(model: Any, requests: Sequence[GenerationRequest], *, pad_id: int, eos_ids: set[int], tokenizer: Any,
-           rng: random.Random, adapter_names: list[str] | None = None,
-           share_prefix: bool = True) -> tuple[RowSampler, RowStop]:
+           rng: random.Random, adapter_names: list[str] | None = None, share_prefix: bool = True,
+           processors: Sequence[Processor] = ()) -> tuple[RowSampler, RowStop]:
     """Decode ``requests`` together on ``model`` (eval mode, without autograd; see module docstring).
 
     ``adapter_names`` (one PEFT adapter name per row, ``"__base__"`` for the base weights) routes rows of a
-    mixed-adapter batch; ``share_prefix`` prefills a common prompt prefix once. Returns the
+    mixed-adapter batch; ``share_prefix`` prefills a common prompt prefix once; ``processors`` change each
+    step's scores before the row sampler picks (in order, over the whole batch). Returns the
     ``RowSampler`` (each row's ``tokens`` and ``logprobs``, its final EOS or stop-string tokens
     included) and the ``RowStop`` (each row's ``reasons``: ``"stop"`` or ``"length"``).
     """
@@ -104,8 +112,15 @@ def decode(model: Any, requests: Sequence[GenerationRequest], *, pad_id: int, eo
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
     logits = forward(ids, mask, positions[:, p:], rows)
     last = positions[:, -1]
+    history = _left_padded(prompts, pad_id).to(device) if processors else None
     while True:
+        if history is not None:
+            logits = _processed(processors, history, logits, rows)
         chosen = sampler.pick(logits, rows)
+        if history is not None:
+            step = torch.full((len(requests), 1), pad_id, dtype=torch.long, device=device)
+            step[rows, 0] = chosen
+            history = torch.cat([history, step], dim=1)
         keep = [i for i, r in enumerate(rows) if not stop.check(r, sampler.tokens[r])]
         if not keep:
             return sampler, stop
@@ -116,3 +131,23 @@ def decode(model: Any, requests: Sequence[GenerationRequest], *, pad_id: int, eo
         mask = torch.cat([mask, mask.new_ones((len(rows), 1))], dim=1)
         last = last + 1
         logits = forward(chosen[:, None], mask, last[:, None], rows)
+
+
+def _left_padded(prompts: Sequence[Sequence[int]], pad_id: int) -> torch.Tensor:
+    """``prompts`` as one ``(B, T)`` tensor, left-padded with ``pad_id`` (how ``generate`` holds them)."""
+    width = max(len(q) for q in prompts)
+    out = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+    for row, q in enumerate(prompts):
+        out[row, width - len(q):] = torch.tensor(q, dtype=torch.long)
+    return out
+
+
+def _processed(processors: Sequence[Processor], history: torch.Tensor, logits: torch.Tensor,
+               rows: Sequence[int]) -> torch.Tensor:
+    """``logits`` ``(b, V)`` of the live ``rows`` after ``processors``, which see the whole batch:
+    ``history`` ``(B, T)`` and scores ``(B, V)`` (0 for rows that have ended)."""
+    index = torch.tensor(list(rows), device=logits.device)
+    scores = logits.new_zeros((history.size(0), logits.size(1))).index_copy(0, index, logits)
+    for processor in processors:
+        scores = processor(history, scores)
+    return scores[index]

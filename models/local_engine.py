@@ -7,7 +7,8 @@ callers run as ``client()``, once every client has one queued; up to ``max_batch
 together (``coevo.models.decode``: a shared prompt prefix prefilled once, finished rows leaving
 the batch), even when they ask for different adapters (PEFT mixed-adapter batches). Each row
 keeps its own decoding settings (``coevo.models.sampling``), so a row's output does not depend on
-what it was batched with.
+what it was batched with. A row may decode under a JSON schema (``coevo.models.constrained``): its
+mask runs before the sampler.
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ class LocalEngine:
         self.pad_token_id = self._pad_id()
         self.eos_ids = self._eos_ids()
         self.batch_sizes: list[int] = []  # rows of each generate call, for tests and benchmarks
+        self._constraints: Any = None  # SchemaConstraints, built on the first JSON-schema request
         if adapter:
             self.load_adapter(adapter)
 
@@ -184,6 +186,18 @@ class LocalEngine:
                 self.model.delete_adapter(old)
                 del self.adapters[old]
 
+    @property
+    def constraints(self) -> Any:
+        """This engine's ``coevo.models.constrained.SchemaConstraints`` (built on first use): compiles
+        and checks a request's ``json_schema`` (``constraints.grammar(schema)``, ``ValueError`` when
+        it cannot) and masks the constrained rows of a batch."""
+        if self._constraints is None:
+            from coevo.models.constrained import SchemaConstraints
+
+            vocab = getattr(getattr(self.model, "config", None), "vocab_size", None) or len(self.tokenizer)
+            self._constraints = SchemaConstraints(self.tokenizer, vocab, self.eos_ids)
+        return self._constraints
+
     # -- batching ----------------------------------------------------------------------------
 
     @contextlib.contextmanager
@@ -280,9 +294,11 @@ class LocalEngine:
             model.eval()
             try:
                 with torch.inference_mode(), routing:  # no autograd state: faster small ops, same values
+                    schema_mask = self.constraints.processor(requests)  # None when no row asks for a JSON schema
                     sampler, stopper = decode(model, requests, pad_id=self.pad_token_id, eos_ids=self.eos_ids,
                                               tokenizer=self.tokenizer, rng=self._rng, adapter_names=names,
-                                              share_prefix=self.share_prefix)
+                                              share_prefix=self.share_prefix,
+                                              processors=[schema_mask] if schema_mask is not None else ())
             finally:
                 if was_training:
                     model.train()

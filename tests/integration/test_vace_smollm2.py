@@ -5,8 +5,8 @@ import asyncio
 
 import pytest
 
+from coevo.app.run import run_meta
 from coevo.config import RunConfig
-from coevo.meta.run import run_meta
 from coevo.storage import Archive
 
 pytestmark = pytest.mark.integration

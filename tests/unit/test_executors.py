@@ -138,8 +138,8 @@ def test_rsft_rounds_of_a_shippable_sampler_run_on_the_executor(tmp_path):
 def test_a_runs_executor_reaches_its_weight_stage(tmp_path, monkeypatch):
     from training_kit import LookupEnv
 
+    from coevo.app.services import make_context
     from coevo.harnesses.spec import HarnessSpec
-    from coevo.meta.services import make_context
     from coevo.training import rsft
     from coevo.training.checkpoint import Checkpoint
     from coevo.training.stage import StageTrainer
