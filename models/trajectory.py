@@ -73,7 +73,10 @@ class Trajectory(BaseModel):
     ``budget:<name>``, ``hook:stop`` or ``error:<type>``. ``interface_violations`` counts interface
     violations (unparseable reply, unexposed tool, missing required argument; one turn can make
     several); ``violation_turns`` counts the model turns with at least one: divided by
-    ``model_turns`` it is TIMR (CoEvo-RSI, Harness-S).
+    ``model_turns`` it is TIMR (CoEvo-RSI, Harness-S). ``harness_actions`` are the BPE harness
+    actions made (EvoHarness-RL; ``coevo.harnesses.bpe.action_record``: action, kind read|write,
+    declared cost, turn, error) and ``harness_state`` the episode's final BPE state; both empty
+    without BPE. ``reward`` is always the task reward: the action cost is apart (``harness_cost``).
     """
 
     id: str = Field(default_factory=lambda: uuid.uuid4().hex)
@@ -92,6 +95,8 @@ class Trajectory(BaseModel):
     violation_turns: int = 0
     model_turns: int = 0
     env_actions: int = 0
+    harness_actions: list[dict[str, Any]] = Field(default_factory=list)
+    harness_state: dict[str, Any] = Field(default_factory=dict)
     reward: float = 0.0
     passed: bool = False
     score_detail: dict[str, Any] = Field(default_factory=dict)
@@ -111,6 +116,21 @@ class Trajectory(BaseModel):
     def cost_usd(self) -> float:
         """Cost in US dollars summed over model calls (0 for local models)."""
         return sum(c.cost_usd for c in self.calls)
+
+    @property
+    def harness_cost(self) -> float:
+        """The declared cost of the BPE harness actions summed (0 without them)."""
+        return sum(float(a.get("cost", 0.0)) for a in self.harness_actions)
+
+    @property
+    def harness_reads(self) -> int:
+        """BPE harness actions that read the state."""
+        return sum(a.get("kind") == "read" for a in self.harness_actions)
+
+    @property
+    def harness_writes(self) -> int:
+        """BPE harness actions that wrote the state (belief, progress, experience)."""
+        return sum(a.get("kind") == "write" for a in self.harness_actions)
 
     @property
     def timr(self) -> float:

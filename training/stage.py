@@ -25,11 +25,15 @@ Route = Callable[[Task, int], Awaitable[list[str]]]
 class StageOptions:
     """What a weight stage is given beyond its checkpoint, harness, tasks and round: ``siblings`` the
     Eq. 5 rescue pool (best first), ``route`` the router's per-task choice among them (Harness-S
-    Eq. 10), ``phase`` a weight phase's place in the run's task stream and its length (WHALE §3.1)."""
+    Eq. 10), ``phase`` a weight phase's place in the run's task stream and its length (WHALE §3.1),
+    ``experience`` the BPE harness lineage's lessons every rollout starts with (EvoHarness-RL;
+    ``coevo.training.rollout.with_experience``; in-process rollouts only: an executor's workers get
+    none)."""
 
     siblings: Sequence[HarnessSpec] = ()
     route: Route | None = None
     phase: WeightPhase | None = None
+    experience: Sequence[str] = ()
 
 
 def training_spec(spec: HarnessSpec, train: TrainConfig) -> HarnessSpec:
@@ -107,6 +111,10 @@ class StageTrainer:
         options: dict[str, Any] = stage_options.phase.options() if stage_options.phase else {}
         if self.executor is not None:
             options["executor"] = self.executor
+        if stage_options.experience:
+            from coevo.training.rollout import with_experience
+
+            options["rollout_fn"] = with_experience(stage_options.experience)
         if train.algorithm == "rsft":
             from coevo.training.rsft import train_rsft as stage
         else:
