@@ -10,7 +10,7 @@ excluded from the token loss).
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, Collection
 
 from pydantic import BaseModel, Field
 
@@ -155,7 +155,7 @@ class Trajectory(BaseModel):
                 "(litellm:hosted_vllm/NAME asks for logprobs and token ids); servers such as `transformers serve` "
                 "are for evaluation only")
 
-    def segments(self) -> list[Segment]:
+    def segments(self, turns: Collection[int] | None = None) -> list[Segment]:
         """Training sequences with a policy-token loss mask.
 
         Consecutive calls are merged while each call's prompt extends the previous call's
@@ -163,6 +163,8 @@ class Trajectory(BaseModel):
         hook injections, the next turn's template) get mask 0. When the harness rewrote the
         context (history window, truncation) the chain breaks and a new segment starts; every
         segment keeps the trajectory's advantage downstream. Calls without token ids are skipped.
+        ``turns`` (1-based model-call numbers; None: every call) limits the loss mask to those calls'
+        completions: the others' tokens stay in the sequence as context with mask 0.
 
         Returns: list of ``Segment``; empty when no call carries token ids.
         """
@@ -170,7 +172,7 @@ class Trajectory(BaseModel):
         ids: list[int] = []
         mask: list[int] = []
         lps: list[float] = []
-        for call in self.calls:
+        for number, call in enumerate(self.calls, 1):
             if call.prompt_token_ids is None or call.completion_token_ids is None:
                 continue
             prompt, completion = call.prompt_token_ids, call.completion_token_ids
@@ -182,7 +184,8 @@ class Trajectory(BaseModel):
                     segments.append(Segment(input_ids=ids, loss_mask=mask, logprobs=lps))
                 ids, mask, lps, extra = [], [], [], prompt
             ids = ids + list(extra) + list(completion)
-            mask = mask + [0] * len(extra) + [1] * len(completion)
+            on = 1 if turns is None or number in turns else 0
+            mask = mask + [0] * len(extra) + [on] * len(completion)
             lps = lps + [0.0] * len(extra) + list(logprobs)
         if ids:
             segments.append(Segment(input_ids=ids, loss_mask=mask, logprobs=lps))

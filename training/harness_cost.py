@@ -1,4 +1,5 @@
-"""Cost-aware GRPO's reward and the harness-use numbers of a batch (EvoHarness-RL).
+"""Cost-aware GRPO's reward, the harness-use numbers of a batch and the rows of supervised harness
+fine-tuning (EvoHarness-RL).
 
 Source: EvoHarness-RL, first abstract of ``shared/papers/harness_learning_abstracts.txt``:
 cost-aware GRPO trains the policy to access its BPE harness state *selectively*. Here the reward
@@ -19,6 +20,7 @@ from typing import Sequence
 
 from coevo.harnesses.bpe import state_chars
 from coevo.models.trajectory import Trajectory
+from coevo.training.samples import Row, trajectory_rows
 
 HARNESS_KEYS = ("task_reward", "harness_cost", "shaped_reward", "action_rate", "harness_reads", "harness_writes",
                 "state_chars")
@@ -52,3 +54,18 @@ def harness_metrics(trajectories: Sequence[Trajectory], action_cost: float = 0.0
         "harness_writes": statistics.fmean(t.harness_writes for t in trajectories),
         "state_chars": statistics.fmean(state_chars(t.harness_state) for t in trajectories),
     }
+
+
+def bpe_turns(trajectory: Trajectory) -> set[int]:
+    """The model turns (1-based call numbers) in which the policy made a BPE harness action that
+    applied (``harness_actions`` entries without an error)."""
+    return {int(a["turn"]) for a in trajectory.harness_actions if not a.get("error")}
+
+
+def harness_sft_rows(trajectory: Trajectory, max_len: int | None = None) -> list[Row]:
+    """Supervised harness fine-tuning's rows of one (accepted) rollout (EvoHarness-RL: SFT teaches
+    the harness action space before RL): the policy tokens of its BPE-using turns only
+    (``bpe_turns``); every other token is context with mask 0. Empty when it made no BPE action
+    that applied. Raises ``MissingTokensError`` like ``trajectory_rows``."""
+    turns = bpe_turns(trajectory)
+    return trajectory_rows(trajectory, 1.0, 0, max_len, turns=turns) if turns else []

@@ -1,8 +1,9 @@
 """The nodes only EvoHarness-RL's family uses (first abstract of
 ``shared/papers/harness_learning_abstracts.txt``): ``equip`` (give the incumbent its BPE state),
-``train_bpe`` (the weight stage with the lineage's experience in every rollout) and ``consolidate``
-(experience consolidation between stages: the lessons successful rollouts saved, merged into the
-lineage's store, deduplicated and capped).
+``harness_sft`` (supervised harness fine-tuning on BPE-using turns), ``train_bpe`` (the weight
+stage with the lineage's experience in every rollout) and ``consolidate`` (experience consolidation
+between stages: the lessons successful rollouts saved, merged into the lineage's store,
+deduplicated and capped).
 
 A harness lineage is keyed by the run's start harness (``state["start_harness"]``): every BPE
 harness the run derives from H0 shares its experience. The store is the run context's
@@ -38,6 +39,21 @@ def equip(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     ctx.log("bpe", f"{spec.short_id} -> {child.short_id}: belief, progress and experience as harness actions "
                    f"(render {child.bpe.render})")
     return {"incumbent": harness_id}
+
+
+async def harness_sft(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
+    """Supervised harness fine-tuning before RL: ``evoharness.sft_steps`` RSFT rounds under the BPE
+    incumbent whose rows are the BPE-using turns of accepted rollouts only (``StageOptions.harness_sft``;
+    rollouts start from the lineage's experience). Returns the new checkpoint; nothing when
+    ``sft_steps`` is 0."""
+    ctx = runtime.context
+    steps = ctx.config.evoharness.sft_steps
+    if not steps:
+        return {}
+    spec = ctx.spec(state["incumbent"])
+    checkpoint, _, _ = await run_stage(ctx, state, spec, state["checkpoint"], harness_sft=steps,
+                                       experience=ctx.experience.lessons(lineage(state)))
+    return {"checkpoint": checkpoint}
 
 
 async def train_bpe(state: MetaState, runtime: Runtime[MetaContext]) -> dict:

@@ -199,3 +199,72 @@ def test_a_cost_aware_grpo_stage_learns_from_the_cost_alone_and_records_both_par
     assert m["shaped_reward"] == pytest.approx(1.0 - spec.bpe.costs.update_belief / 2)
     assert m["nonzero_std_rate"] == 1.0 and m["effective_token_share"] > 0 and m["loss"] is not None
     assert m["history"][0]["harness_writes"] == 0.5 and new.config["action_cost"] == 1.0
+
+
+def test_the_editors_patch_schema_adds_bpe_whole_when_absent_and_edits_its_fields_when_set():
+    import jsonschema
+
+    from coevo.roles.patch_schema import patch_schema
+
+    def reply(patch):
+        return {"rationale": "r", "patch": patch}
+
+    plain = HarnessSpec()
+    schema = patch_schema(plain)
+    add = [{"op": "add", "path": "/bpe", "value": {"render": "always", "costs": {"read": 0.2}}}]
+    jsonschema.validate(reply(add), schema)
+    with pytest.raises(jsonschema.ValidationError):  # /bpe does not exist yet: no replace is offered
+        jsonschema.validate(reply([{"op": "replace", "path": "/bpe/max_belief", "value": 3}]), schema)
+    child = apply_patch(plain, add)
+    edit = [{"op": "replace", "path": "/bpe/max_belief", "value": 3}]
+    jsonschema.validate(reply(edit), patch_schema(child))
+    assert apply_patch(child, edit).bpe.max_belief == 3
+
+
+# --- supervised harness fine-tuning -------------------------------------------------------------------
+
+
+def test_the_harness_sft_rows_hold_only_the_policy_tokens_of_bpe_using_turns():
+    from coevo.training.harness_cost import bpe_turns, harness_sft_rows
+
+    spec, env = validate_spec(BPE_SPEC), ToyEnv()
+    model = ScriptedChatModel(script=[call("lookup", key="x"), call("bpe_update_belief", hypothesis="it is 42"),
+                                      call("bpe_read", part="nothing"), FINAL], with_tokens=True)
+    traj = asyncio.run(arun_rollout(spec, model, env, make_task()))
+    assert bpe_turns(traj) == {2}  # turn 3's read failed (bad part): not a correct use of the action
+    rows = harness_sft_rows(traj)
+    trained = [tok for r in rows for tok, m in zip(r.completion_ids, r.env_mask) if m]
+    assert trained == traj.calls[1].completion_token_ids
+    assert sum(r.policy_tokens for r in rows) < sum(len(c.completion_token_ids) for c in traj.calls)
+    plain = asyncio.run(arun_rollout(spec, ScriptedChatModel(script=[FINAL], with_tokens=True), env, make_task()))
+    assert harness_sft_rows(plain) == []
+
+
+def test_a_harness_sft_stage_runs_rsft_on_bpe_turns_whatever_the_algorithm(tmp_path, monkeypatch):
+    from training_kit import LookupEnv
+
+    from coevo.config import RunConfig
+    from coevo.storage import Archive
+    from coevo.training import rsft
+    from coevo.training.checkpoint import Checkpoint
+    from coevo.training.harness_cost import harness_sft_rows
+    from coevo.training.stage import StageOptions, StageTrainer
+
+    calls = []
+
+    def stage(checkpoint, spec, env, tasks, config, archive=None, *, run_id=None, rows_fn=None, rollout_fn=None):
+        calls.append((config.steps, rows_fn, rollout_fn))
+        new = Checkpoint(id="ck-sft", base_model="base", parents=[checkpoint.id], run_id=run_id)
+        archive.add_checkpoint(new)
+        return new, []
+
+    monkeypatch.setattr(rsft, "train_rsft", stage)
+    config = RunConfig(out_dir=str(tmp_path), train={"algorithm": "grpo", "steps": 5})
+    env = LookupEnv()
+    with Archive(tmp_path / "a.db") as archive:
+        archive.add_checkpoint(Checkpoint(id="ck0", base_model="base"))
+        trainer = StageTrainer(config, env, archive, "r1")
+        new_id, _ = asyncio.run(trainer("ck0", HarnessSpec(bpe={}), env.tasks(), 0,
+                                        StageOptions(harness_sft=2, experience=("a lesson",))))
+    ((steps, rows_fn, rollout_fn),) = calls
+    assert new_id == "ck-sft" and steps == 2 and rows_fn is harness_sft_rows and rollout_fn is not None

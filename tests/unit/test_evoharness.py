@@ -4,6 +4,7 @@ rollouts saved are consolidated between stages."""
 
 import asyncio
 
+import pytest
 from harness_kit import call
 from langchain_core.messages import AIMessage, ToolMessage
 
@@ -60,7 +61,7 @@ class ExperienceTrainer:
         self.env, self.model, self.archive, self.given = env, model, archive, []
 
     async def __call__(self, checkpoint_id, spec, tasks, round, options=StageOptions()):
-        self.given.append(list(options.experience))
+        self.given.append((options.harness_sft, list(options.experience)))
         new = f"{checkpoint_id}+r{round}"
         trajs = [await arun_rollout(spec, self.model, self.env, t, checkpoint_id=new, experience=options.experience)
                  for t in tasks]
@@ -70,13 +71,14 @@ class ExperienceTrainer:
         return new, [t.model_copy(update={"id": f"{new}-{t.task_id}"}) for t in trajs]
 
 
-def test_evoharness_rl_equips_bpe_trains_with_experience_and_consolidates_it(tmp_path):
+@pytest.mark.parametrize("sft_steps", [0, 2])
+def test_evoharness_rl_equips_bpe_trains_with_experience_and_consolidates_it(tmp_path, sft_steps):
     h0 = HarnessSpec(name="h0", prompt=Prompt(system="Answer the task.", output_format="Reply 'Final answer: X'."))
     (tmp_path / "h0.json").write_text(h0.model_dump_json())
     config = RunConfig(strategy="evoharness_rl", rounds=2, db=str(tmp_path / "run.db"),
                        harness=str(tmp_path / "h0.json"), policy="fake:words",
                        env={"ref": "words", "n_train": 4, "n_val": 4, "n_test": 4},
-                       train={"action_cost": 0.5})
+                       train={"action_cost": 0.5}, evoharness={"sft_steps": sft_steps})
     archive, env, model = Archive(config.db), WordEnv(), policy()
     trainer = ExperienceTrainer(env, model, archive)
     ctx = MetaContext(config=config, env=env, archive=archive, policy=lambda ckpt: model, trainer=trainer)
@@ -84,8 +86,10 @@ def test_evoharness_rl_equips_bpe_trains_with_experience_and_consolidates_it(tmp
 
     final = ctx.spec(state["incumbent"])
     assert state["start_harness"] == h0.id and final.bpe is not None and final.parents == [h0.id]
-    assert [h.round for h in state["history"]] == [0, 1] and state["checkpoint"] == f"{state['start_checkpoint']}+r0+r1"
-    assert trainer.given == [[], [LESSON]]  # round 1's rollouts start from round 0's consolidated lesson
+    sft = [(sft_steps, [])] if sft_steps else []  # the SFT stage first, then one cost-aware GRPO stage a round
+    assert trainer.given == [*sft, (0, []), (0, [LESSON])]  # round 1 starts from round 0's consolidated lesson
+    assert [h.round for h in state["history"]] == [0, 1]
+    assert state["checkpoint"] == state["start_checkpoint"] + "+r0" * (1 + bool(sft_steps)) + "+r1"
     assert ctx.experience.lessons(h0.id) == [LESSON]  # deduplicated; the failed rollout's lesson is not kept
     round1 = [t for t in archive.trajectories(run_id="run-1", split="train") if "+r1" in t.checkpoint_id]
     assert round1 and all(t.harness_state["experience"][0] == LESSON for t in round1)
