@@ -40,6 +40,7 @@ from coevo.evaluation.engine import evaluate  # noqa: E402
 from coevo.graphs.harness import build_harness_graph  # noqa: E402
 from coevo.harnesses import HarnessSpec  # noqa: E402
 from coevo.models.fake import ScriptedChatModel  # noqa: E402
+from coevo.records import Trajectory
 from coevo.storage import Archive  # noqa: E402
 
 LOOKUP = {"type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]}
@@ -173,7 +174,7 @@ async def archive_cost(tasks: int, turns: int, concurrency: int, latency: float,
     for traj in trajs:
         archive.add_trajectories([traj], evaluation_id="bench")
     persist_s = time.perf_counter() - started
-    assert archive.count_trajectories("bench") == tasks
+    assert archive.count(Trajectory, evaluation_id="bench") == tasks
     grouped = Archive(workdir / "bench_c_group.db")
     started = time.perf_counter()
     for i in range(0, len(trajs), concurrency):

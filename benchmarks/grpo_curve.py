@@ -120,7 +120,7 @@ def main() -> None:
     import torch
 
     from coevo.envs.registry import get_env
-    from coevo.training.checkpoint import Checkpoint
+    from coevo.models.checkpoint import Checkpoint
     from coevo.training.config import StageConfig
     from coevo.training.grpo import train_grpo
 

@@ -1,31 +1,29 @@
 """``Router``: the Harness-S adaptive router as a service (Eq. 9, 10, 12) over the router graph
 (``coevo.graphs.router``): rescue asks it for the top-K siblings without H0 (Eq. 10), Rank-r
 inference for the whole pool's order including H0 (Eq. 12). Each ballot is handed to ``on_votes``
-as a ``VoteRecord`` (the meta loop archives them)."""
+with the routing's purpose and checkpoint (the meta loop archives them)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
-import uuid
 from typing import Any, Callable, Mapping, Sequence
 
 from coevo.envs.base import Task
-from coevo.meta.pool import Profile
 from coevo.nodes.vote import RouterContext
+from coevo.records import Ballot, Profile
 from coevo.roles.voter import Voter
-from coevo.storage.tables import VoteRecord
 
 
 class Router:
     """Routes tasks over the pool ``profiles`` (harness id -> its profile at ``checkpoint_id``; the
     pool is their keys, H0 = ``h0`` among them) with ``voters``; ``val_tasks`` the val tasks by id;
-    ``ballot`` the ballot length; ``seed`` the shuffles' seed; ``on_votes(records)`` and
+    ``ballot`` the ballot length; ``seed`` the shuffles' seed; ``on_votes(ballots)`` and
     ``on_calls(llm_calls)`` receive every ballot and voter LLM call (default: dropped)."""
 
     def __init__(self, voters: Sequence[Voter], profiles: Mapping[str, Profile], val_tasks: Mapping[str, Task],
                  h0: str, ballot: int = 4, seed: int = 0, checkpoint_id: str = "",
-                 on_votes: Callable[[list[VoteRecord]], None] | None = None,
+                 on_votes: Callable[[list[Ballot]], None] | None = None,
                  on_calls: Callable[[list[Any]], None] | None = None) -> None:
         if h0 not in profiles:
             raise ValueError(f"the router's pool must hold H0 ({h0[:12]}); it has {[h[:12] for h in profiles]}")
@@ -51,8 +49,7 @@ class Router:
         # asks (its ballots are archived below): run it outside the caller's runnable context
         call = graph.ainvoke({"task": task, "candidates": candidates, "purpose": purpose}, context=self.context)
         out = await asyncio.get_running_loop().create_task(call, context=contextvars.Context())
-        self.on_votes([VoteRecord(id=uuid.uuid4().hex, checkpoint_id=self.checkpoint_id, task_id=task.id,
-                                  voter=b.voter, purpose=purpose, ranking=b.ranking, reason=b.reason)
+        self.on_votes([b.model_copy(update={"checkpoint_id": self.checkpoint_id, "purpose": purpose})
                        for b in out.get("ballots", [])])
         return out["ranking"]
 

@@ -33,10 +33,10 @@ from coevo.meta.checkpointer import open_checkpointer
 from coevo.meta.context import MetaContext
 from coevo.meta.services import make_context
 from coevo.meta.state import STATE_MODELS
+from coevo.records import RunRecord
 from coevo.report.progress import Reporter
 from coevo.report.tracking import open_tracker, require_tracker
 from coevo.storage import Archive
-from coevo.storage.tables import RunRecord
 
 ANSWERS = {"yes": "yes", "y": "yes", "accept": "yes", "no": "no", "n": "no", "reject": "no"}
 """What a person may answer a gate question with -> the answer the gate receives."""
@@ -151,7 +151,7 @@ def resolve_answers(answers: Mapping[str, str], pending: tuple[Interrupt, ...], 
 def _open_run(archive: Archive, config: RunConfig, run_id: str | None, approve: bool, context: Any) -> RunConfig:
     """The config a resumed run continues with: the stored one (with the database it was found
     in), its approval mode switched on when asked now (and stored so)."""
-    run = archive.get_run(run_id or "")
+    run = archive.get(RunRecord, run_id or "")
     if run is None:
         raise RunError(f"no run {run_id!r} in {config.db}: `coevo archive list runs --db {config.db}` shows the "
                        "runs it holds, or pass the --db the run printed")
@@ -221,10 +221,10 @@ async def run_meta(config: RunConfig, run_id: str | None = None, resume: bool = 
             if saved.interrupts and not answers:
                 return {**saved.values, "__interrupt__": list(saved.interrupts), "run_id": run_id}
             payload = Command(resume=resolve_answers(answers, saved.interrupts, run_id)) if answers else None
-        if resume or archive.get_run(run_id) is not None:
+        if resume or archive.get(RunRecord, run_id) is not None:
             archive.update_run(run_id, status="running")
         else:
-            archive.add_run(RunRecord(id=run_id, strategy=config.strategy, config=config.model_dump(mode="json")))
+            archive.put(RunRecord(id=run_id, strategy=config.strategy, config=config.model_dump(mode="json")))
         opened = config.report_to != "none"
         if opened:
             ctx = dataclasses.replace(ctx, tracker=open_tracker(config.report_to, config.out_dir, run_id,

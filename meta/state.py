@@ -13,22 +13,27 @@ models back (``STATE_MODELS`` is the serialiser's allow-list).
 from __future__ import annotations
 
 import operator
+from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 from typing_extensions import TypedDict  # pydantic (Studio's state schemas) needs it on Python < 3.12
 
 from coevo.evaluation.results import EvalResult, TaskOutcome, outcome_estimate
-from coevo.meta.inheritance import (
-    ArchiveEntry,
-    ArchiveSummary,
+from coevo.meta.inheritance import ArchiveEntry, ArchiveSummary, PairStats
+from coevo.meta.pool import Brief
+from coevo.records import (
     BaseChoice,
+    GateDecision,
+    GatePair,
     ModelProposal,
     PairScore,
-    PairStats,
+    Phase,
+    PoolMember,
+    Profile,
+    ProfileEntry,
     Promotion,
 )
-from coevo.meta.pool import Brief, PoolMember, Profile, ProfileEntry
 
 if TYPE_CHECKING:
     from coevo.evaluation.stats import Estimate
@@ -140,44 +145,6 @@ class EvalSummary(BaseModel):
                    per_task=result.per_task)
 
 
-class GatePair(BaseModel):
-    """One val task under the incumbent (b) and the candidate (c), same seeds: mean reward and
-    whether any rollout passed."""
-
-    task_id: str
-    b: float
-    c: float
-    b_passed: bool
-    c_passed: bool
-
-    @classmethod
-    def pairs(cls, incumbent: EvalSummary, candidate: EvalSummary) -> list[GatePair]:
-        """The per-task pairs of two evaluations on the same tasks (the incumbent's task order)."""
-        missing = TaskOutcome(task_id="", seeds=[], rewards=[], passed=[])
-        pairs = []
-        for task_id, b in incumbent.per_task.items():
-            c = candidate.per_task.get(task_id, missing)
-            pairs.append(cls(task_id=task_id, b=b.mean_reward, c=c.mean_reward, b_passed=any(b.passed),
-                             c_passed=any(c.passed)))
-        return pairs
-
-
-class GateDecision(BaseModel):
-    """VACE's gate verdict on one candidate in ``round``: incumbent score ``b`` vs candidate score
-    ``c``, ``accepted`` and why, with the per-task ``pairs`` (stored as a ``GateDecisionRecord``)."""
-
-    id: str
-    run_id: str
-    round: int
-    incumbent_id: str
-    candidate_id: str
-    b: float
-    c: float
-    accepted: bool
-    reason: str
-    pairs: list[GatePair] = Field(default_factory=list)
-
-
 class CandidateOutcome(BaseModel):
     """One candidate in a round summary: its child spec id, val score (None when not validated) and
     ``fate``: ``accepted`` (gate), ``adopted`` (no gate), ``rejected (check)``, ``rejected (gate)``
@@ -261,29 +228,6 @@ class Plan(BaseModel):
     search_iterations: int
     adaptive: bool = False
     fields: list[str] | None = None
-
-
-class Phase(BaseModel):
-    """One finished phase of a run (WHALE §4; PACE's two timescales): its ``index`` in the run (the
-    key budgets are attributed by), ``cycle``, ``kind`` (``weights``, ``harness``, or PACE's
-    ``prompt``/``control``), ``length`` in ``unit`` (epochs, iterations), the harness and checkpoint
-    it ended with, its training signal per step/iteration (``signal``: RSFT reward per step, or the
-    best train score after each iteration), ``stop_reason`` (why it ended) and when it ran
-    (``started_at``/``ended_at``, UNIX seconds; stored as a ``PhaseRecord``)."""
-
-    index: int
-    cycle: int
-    kind: Literal["weights", "harness", "prompt", "control"]
-    length: float
-    unit: Literal["epochs", "iterations"]
-    steps: int = 0
-    harness_id: str
-    checkpoint: str
-    signal: list[float] = Field(default_factory=list)
-    stop_reason: str = ""
-    fields: list[str] | None = None
-    started_at: float | None = None
-    ended_at: float | None = None
 
 
 class SearchEntry(BaseModel):
@@ -391,8 +335,8 @@ class MetaState(TypedDict, total=False):
     """Replaced: index of the phase running now (0-based; each phase start advances it)."""
     phase_kind: str
     """Replaced: the kind of the phase running now (``Phase.kind``)."""
-    phase_started: float
-    """Replaced by the node that starts a phase: when it started (UNIX seconds)."""
+    phase_started: datetime
+    """Replaced by the node that starts a phase: when it started (UTC)."""
     fields: list[str] | None
     """Replaced: the fields harness edits may touch in this phase (None: any)."""
     phase_done: bool

@@ -11,8 +11,8 @@ from coevo.harnesses.errors import HarnessError
 from coevo.harnesses.patch import apply_patch
 from coevo.meta.context import MetaContext, services
 from coevo.meta.state import Candidate, EditRequest, MetaState
+from coevo.records import EditRecord, Trajectory
 from coevo.roles.editor import Proposal
-from coevo.storage.tables import EditRecord
 
 
 def fan_out(state: MetaState, runtime: Runtime[MetaContext]) -> list[Send] | str:
@@ -27,10 +27,10 @@ def fan_out(state: MetaState, runtime: Runtime[MetaContext]) -> list[Send] | str
 
 def record_edit(ctx: MetaContext, candidate: Candidate, round: int) -> None:
     """Store (or update, by id) the edit record of ``candidate`` with its current status."""
-    ctx.archive.add_edits([EditRecord(
+    ctx.record(EditRecord(
         id=f"{ctx.run_id}-r{round}-{candidate.id}-v{candidate.revision}", run_id=ctx.run_id, round=round,
         parent_id=candidate.parent_id, child_id=candidate.spec_id, patch=candidate.patch, rationale=candidate.rationale,
-        direction=candidate.direction, status=candidate.status, reason=candidate.reason)])
+        direction=candidate.direction, status=candidate.status, reason=candidate.reason))
 
 
 def realise(proposal: Proposal, ctx: MetaContext, round: int, allowed: Sequence[str] | None = None) -> Candidate:
@@ -61,7 +61,7 @@ def edit(request: EditRequest, runtime: Runtime[MetaContext]) -> dict:
     """
     ctx = services(runtime)
     direction = request["direction"]
-    trajectories = [t for i in request["train_trajectories"] for t in ctx.archive.trajectories(id=i)]
+    trajectories = [t for i in request["train_trajectories"] for t in ctx.archive.list(Trajectory, id=i)]
     solved = [t for t in trajectories if t.passed and t.split == "train"]
     tasks = {t.id: t for t in ctx.tasks("train")}
     proposal = ctx.editor.propose(direction, ctx.spec(request["incumbent"]), tasks, solved)

@@ -19,6 +19,7 @@ from coevo.meta.context import MetaContext, services
 from coevo.meta.pool import Brief
 from coevo.meta.state import RESET, Direction, EditRequest, MetaState
 from coevo.nodes.train import stage_tasks
+from coevo.records import Trajectory
 
 
 async def sample_parents(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
@@ -82,7 +83,7 @@ def curate_briefs(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     train = {t.id: t for t in ctx.tasks("train")}
     per_parent: list[list[tuple[str, list[Direction], list[str]]]] = []
     for sample in state.get("briefs", []):
-        trajectories = [t for i in sample.trajectories for t in ctx.archive.trajectories(id=i)]
+        trajectories = [t for i in sample.trajectories for t in ctx.archive.list(Trajectory, id=i)]
         curation = ctx.curator.curate([t for t in trajectories if t.split == "train"], ctx.spec(sample.parent), train)
         ctx.store_calls(curation.calls)
         groups = related_groups(curation.directions, hs.causes_per_candidate)

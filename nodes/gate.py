@@ -21,7 +21,6 @@ from coevo.config import GateConfig
 from coevo.evaluation.stats import difference_estimate
 from coevo.meta.context import MetaContext, services
 from coevo.meta.state import GateDecision, GatePair, MetaState
-from coevo.storage.tables import GateDecisionRecord
 
 
 def bootstrap_p(diffs: list[float], n: int = 2000, seed: int = 0) -> float:
@@ -79,7 +78,7 @@ def _rule(b: float, c: float, pairs: list[GatePair], cfg: GateConfig, seed: int)
 
 def gate(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """Decide each validated candidate against the incumbent; the best accepted one becomes H[t+1].
-    Every decision is stored as a ``GateDecisionRecord``; the round's accepted and rejected counts
+    Every decision is stored as a ``GateDecision``; the round's accepted and rejected counts
     and best c − b go to the tracker (``gate/...``)."""
     ctx = services(runtime)
     val, inc_id, rnd = state.get("validation", {}), state["incumbent"], state.get("round", 0)
@@ -103,8 +102,7 @@ def gate(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
         decisions.append(decision)
         if accepted and (best is None or c > best.c):
             best = decision
-    for d in decisions:
-        ctx.archive.add_gate_decision(GateDecisionRecord(**d.model_dump()))
+    ctx.record(*decisions)
     if decisions:
         ctx.track({"gate/accepted": sum(d.accepted for d in decisions),
                    "gate/rejected": sum(not d.accepted for d in decisions),

@@ -5,7 +5,7 @@ the round's briefs from the archive's train evidence (this round's train rollout
 train rollout with an interface violation: the past mismatches); ``fan_out_briefs`` sends one
 ``edit_from_base`` branch per brief, whose editor picks a base harness by index from A<t (any
 archived harness) and edits it. The chosen base and the evidence are stored with the edit
-(``BaseChoiceRecord``); the child's parent is the chosen base.
+(``BaseChoice``); the child's parent is the chosen base.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from coevo.meta.context import MetaContext, services
 from coevo.meta.inheritance import PairStats
 from coevo.meta.state import RESET, BriefRequest, MetaState
 from coevo.nodes.edit import realise
-from coevo.storage.tables import BaseChoiceRecord
+from coevo.records import Trajectory
 
 
 async def _survey(state: MetaState, runtime: Runtime[MetaContext], latest_only: bool) -> dict:
@@ -62,9 +62,9 @@ def curate_archive(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     candidates and base choices."""
     ctx = services(runtime)
     summary = state["archive_view"]
-    current = [t for i in state.get("train_trajectories", []) for t in ctx.archive.trajectories(id=i)]
+    current = [t for i in state.get("train_trajectories", []) for t in ctx.archive.list(Trajectory, id=i)]
     alias, kept = harness_aliases(ctx.archive, ctx.run_id), {e.harness_id for e in summary.entries}
-    past = [t for t in ctx.archive.trajectories(run_id=ctx.run_id, split="train")
+    past = [t for t in ctx.archive.list(Trajectory, run_id=ctx.run_id, split="train")
             if t.violation_turns and alias.get(t.harness_id, t.harness_id) in kept
             and t.checkpoint_id in summary.checkpoints]
     evidence = list({t.id: t for t in current + past if t.split == "train"}.values())
@@ -91,21 +91,20 @@ def fan_out_briefs(state: MetaState, runtime: Runtime[MetaContext]) -> list[Send
 def edit_from_base(request: BriefRequest, runtime: Runtime[MetaContext]) -> dict:
     """Editor k of the round: the inheritor picks base index ``i_{t,k}`` from A<t, the editor edits
     that base for the brief (successful train rollouts as demonstration sources), and the base
-    choice is stored with its evidence (``BaseChoiceRecord``: the brief and the summary rows)."""
+    choice is stored with its evidence (``BaseChoice``: the brief and the summary rows)."""
     ctx = services(runtime)
     direction, summary, rnd = request["direction"], request["summary"], request["round"]
     inheritance = ctx.inheritor.choose_base(direction, summary)
     ctx.store_calls(inheritance.calls)
     choice = inheritance.choice
-    trajectories = [t for i in request["train_trajectories"] for t in ctx.archive.trajectories(id=i)]
+    trajectories = [t for i in request["train_trajectories"] for t in ctx.archive.list(Trajectory, id=i)]
     solved = [t for t in trajectories if t.passed and t.split == "train"]
     proposal = ctx.editor.propose(direction, ctx.spec(choice.base_id), {t.id: t for t in ctx.tasks("train")}, solved)
     candidate = realise(proposal, ctx, rnd)
-    ctx.archive.add_inheritance([BaseChoiceRecord(
-        id=f"{ctx.run_id}-r{rnd}-{candidate.id}", run_id=ctx.run_id, round=rnd, direction=direction.id,
-        index=choice.index, base_id=choice.base_id, incumbent_id=request["incumbent"], candidate_id=candidate.id,
-        child_id=candidate.spec_id, reason=choice.reason,
-        evidence={"direction": direction.model_dump(mode="json"), "archive": summary.for_prompt()})])
+    ctx.record(choice.model_copy(update=dict(
+        id=f"{ctx.run_id}-r{rnd}-{candidate.id}", round=rnd, direction=direction.id, incumbent_id=request["incumbent"],
+        candidate_id=candidate.id, child_id=candidate.spec_id,
+        evidence={"direction": direction.model_dump(mode="json"), "archive": summary.for_prompt()})))
     older = " (not the incumbent)" if choice.base_id != request["incumbent"] else ""
     ctx.reporter.log(f"edit   {direction.id}: base #{choice.index} {choice.base_id[:12]}{older} -> {candidate.status} "
                      f"{candidate.spec_id and candidate.spec_id[:12] or ''} "

@@ -7,7 +7,7 @@ PACE abstract puts on held-out validation gains.
 
 from __future__ import annotations
 
-import time
+from datetime import datetime
 from typing import Any, Callable
 
 from langgraph.runtime import Runtime
@@ -15,7 +15,7 @@ from langgraph.runtime import Runtime
 from coevo.harnesses.patch import CONTROL_FIELDS, PROMPT_FIELDS
 from coevo.meta.context import MetaContext, services
 from coevo.meta.state import MetaState, Phase, Plan, SearchIteration
-from coevo.storage.tables import PhaseRecord
+from coevo.timestamps import utcnow
 from coevo.training.schedule import Patience, PersistentSampler, epochs_to_steps
 
 
@@ -49,12 +49,12 @@ pace_plan = _plan("pace", cycles=1, adaptive=False, weight_epochs=0.0, fields=li
 """PACE: frozen weights, prompt phase first; each PACE phase runs at most ``rounds`` iterations."""
 
 
-def close_phase(ctx: MetaContext, phase: Phase, started: float | None) -> Phase:
-    """``phase`` with its start and end times (now), stored in the archive as a ``PhaseRecord``
-    (``<run id>-phase<index>``) so budgets can be attributed per phase."""
-    phase = phase.model_copy(update={"started_at": started, "ended_at": time.time()})
-    ctx.archive.add_phases([PhaseRecord(id=f"{ctx.run_id}-phase{phase.index}", run_id=ctx.run_id,
-                                        **phase.model_dump())])
+def close_phase(ctx: MetaContext, phase: Phase, started: datetime | None) -> Phase:
+    """``phase`` with its start (``started``, UTC) and end (now) times, recorded under the run as
+    ``<run id>-phase<index>`` so budgets can be attributed per phase."""
+    phase = Phase.model_validate({**phase.model_dump(), "id": f"{ctx.run_id}-phase{phase.index}", "run_id": ctx.run_id,
+                                  "started_at": started, "ended_at": utcnow()})
+    ctx.record(phase)
     return phase
 
 
@@ -79,7 +79,7 @@ def weight_phase(ctx: MetaContext, state: MetaState, n_tasks: int) -> dict[str, 
 
 
 def weight_phase_end(ctx: MetaContext, state: MetaState, options: dict[str, Any], metrics: dict[str, Any],
-                     checkpoint: str, started: float) -> dict:
+                     checkpoint: str, started: datetime) -> dict:
     """The state update closing a weight phase: its ``Phase`` (length in epochs, reward per step,
     why it stopped), the advanced ``phase`` and the sampler position the next phase starts from."""
     plan, phase = state["plan"], state.get("phase", -1) + 1

@@ -3,7 +3,7 @@
 With the policy of checkpoint s frozen, every pool member runs the val tasks with the same seeds and
 limits as H0 (paired executions), and the profiler turns each sibling's outcomes against H0's into
 P_i^(s). Only val evaluations are read: test outcomes never enter a profile. Profiles are archived
-per checkpoint (``ProfileRecord``) and replace the state's ``profiles``.
+per checkpoint (``Profile``) and replace the state's ``profiles``.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from langgraph.runtime import Runtime
 
 from coevo.meta.context import MetaContext, services
 from coevo.meta.state import EvalSummary, MetaState
-from coevo.storage.tables import ProfileRecord
+from coevo.records import Trajectory
 
 
 def pool_ids(state: MetaState) -> list[str]:
@@ -28,7 +28,8 @@ async def profile(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     checkpoint, h0 = state["checkpoint"], state["start_harness"]
     evals = {h: EvalSummary.of(await ctx.evaluate(h, checkpoint, "val")) for h in pool_ids(state)}
     val_tasks = {t.id: t for t in ctx.tasks("val")}
-    trajectories = {t.id: t for e in evals.values() for t in ctx.archive.trajectories(evaluation_id=e.evaluation_id)}
+    trajectories = {t.id: t for e in evals.values()
+                    for t in ctx.archive.list(Trajectory, evaluation_id=e.evaluation_id)}
     profiles, records = {}, []
     for h, summary in evals.items():
         out = ctx.profiler.profile(summary, evals[h0], val_tasks, trajectories)
@@ -36,10 +37,9 @@ async def profile(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
         if out.profile.reason:
             ctx.reporter.log(f"profile {h[:12]}: profiler reply ignored: {out.profile.reason[:200]}")
         profiles[h] = out.profile
-        records.append(ProfileRecord(id=f"{ctx.run_id}-{checkpoint}-{h[:16]}", run_id=ctx.run_id,
-                                     round=state.get("round", 0), harness_id=h, checkpoint_id=checkpoint,
-                                     profile=out.profile.model_dump(mode="json")))
-    ctx.archive.add_profiles(records)
+        records.append(out.profile.model_copy(update={"id": f"{ctx.run_id}-{checkpoint}-{h[:16]}",
+                                                      "round": state.get("round", 0)}))
+    ctx.record(*records)
     ctx.reporter.log(f"profile at {checkpoint}: " + ", ".join(
         f"{h[:8]} val {p.val_success:.2f} (+{len(p.prefer)}/-{len(p.avoid)})" for h, p in profiles.items()))
     return {"profiles": profiles, "validation": evals}

@@ -23,7 +23,7 @@ from coevo.meta.context import MetaContext, services
 from coevo.meta.inheritance import ModelProposal, PairScore, Promotion
 from coevo.meta.state import EvalSummary, MetaState
 from coevo.nodes.train import run_stage
-from coevo.storage.tables import ModelProposalRecord, PromotionRecord
+from coevo.records import Checkpoint
 
 
 def _offspring(state: MetaState) -> list[tuple[str, str]]:
@@ -43,14 +43,14 @@ def materialise(ctx: MetaContext, proposal: ModelProposal, merged: dict[tuple, s
     kept = [(c, a) for c, a in zip(proposal.sources, proposal.alpha) if a > 0]
     if proposal.kind == "select" or len(kept) == 1:
         source = kept[0][0] if kept else proposal.sources[0]
-        if ctx.archive.get_checkpoint(source) is None:
+        if ctx.archive.get(Checkpoint, source) is None:
             return proposal.model_copy(update={"status": "refused", "reason": f"checkpoint {source} is not archived"})
         one_hot = f"one-hot alpha: the selection of {source}" if proposal.kind == "merge" else proposal.reason
         return proposal.model_copy(update={"checkpoint_id": source, "reason": one_hot})
     key = (tuple(proposal.sources), tuple(round(a, 6) for a in proposal.alpha))
     if key not in merged:
         rsi = ctx.config.rsi
-        records = [ctx.archive.get_checkpoint(c) for c in proposal.sources]
+        records = [ctx.archive.get(Checkpoint, c) for c in proposal.sources]
         if missing := [c for c, r in zip(proposal.sources, records) if r is None]:
             reason = f"checkpoints {missing} are not archived"
             return proposal.model_copy(update={"status": "refused", "reason": reason})
@@ -65,14 +65,10 @@ def materialise(ctx: MetaContext, proposal: ModelProposal, merged: dict[tuple, s
     return proposal.model_copy(update={"checkpoint_id": merged[key]})
 
 
-def _record(ctx: MetaContext, rnd: int, p: ModelProposal) -> ModelProposalRecord:
-    return ModelProposalRecord(run_id=ctx.run_id, round=rnd, **p.model_dump())
-
-
 async def inherit(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """Model inheritance for every offspring harness: propose, materialise (select or TIES merge),
     score each on val (same tasks and seeds as the incumbent pair). Stores every proposal
-    (``ModelProposalRecord``); returns them in ``proposals``."""
+    (``ModelProposal``); returns them in ``proposals``."""
     ctx = services(runtime)
     rnd, summary = state.get("round", 0), state["archive_view"]
     proposals: list[ModelProposal] = []
@@ -87,7 +83,8 @@ async def inherit(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     proposals = [p.model_copy(update={"status": "scored", "val": scores[p.id].mean_reward, "timr": scores[p.id].timr,
                                       "evaluation_id": scores[p.id].evaluation_id}) if p.id in scores else p
                  for p in proposals]
-    ctx.archive.add_inheritance([_record(ctx, rnd, p) for p in proposals])
+    proposals = [p.model_copy(update={"round": rnd}) for p in proposals]
+    ctx.record(*proposals)
     for p in proposals:
         what = p.sources[0] if p.kind == "select" else " + ".join(f"{a:.2f}·{c}" for c, a in zip(p.sources, p.alpha))
         ctx.reporter.log(f"inherit round {rnd}: {p.harness_id[:12]} {p.kind} {what}: {p.status} "
@@ -128,18 +125,19 @@ def decide_promotion(rnd: int, incumbent: PairScore, best: PairScore | None, ada
     or a tie, keeps p_t). Scores are mean rewards in [0, 1]."""
     challengers = [p for p in (adapted, best) if p is not None and p.val is not None]
     base = dict(round=rnd, incumbent=incumbent, best=best, adapted=adapted, margin=margin)
+    kept = dict(harness_id=incumbent.harness_id, checkpoint_id=incumbent.checkpoint_id)
     if not challengers or incumbent.val is None:
-        return Promotion(**base, promoted=incumbent, reason="no scored challenger: the incumbent pair is kept")
+        return Promotion(**base, **kept, reason="no scored challenger: the incumbent pair is kept")
     top = max(challengers, key=lambda p: (p.val, -(p.timr or 0.0)))
     gain = top.val - incumbent.val  # type: ignore[operator]
     which = "adapted proposal p⁺" if top is adapted else "best proposal p̄"
     # compared as the gate compares: c > b + margin (a float difference would let b + margin through)
     same = (top.harness_id, top.checkpoint_id) == (incumbent.harness_id, incumbent.checkpoint_id)
     if top.val > incumbent.val + margin and not same:  # type: ignore[operator]
-        return Promotion(**base, promoted=top, accepted=True,
+        return Promotion(**base, harness_id=top.harness_id, checkpoint_id=top.checkpoint_id, accepted=True,
                          reason=f"{which} {top.val:.4f} beats the incumbent's {incumbent.val:.4f} by {gain:+.4f} > "
                                 f"δ_prom={margin}")
-    return Promotion(**base, promoted=incumbent,
+    return Promotion(**base, **kept,
                      reason=f"{which} {top.val:.4f} vs the incumbent's {incumbent.val:.4f}: {gain:+.4f} is not more "
                             f"than δ_prom={margin}; the incumbent pair is kept")
 
@@ -147,7 +145,7 @@ def decide_promotion(rnd: int, incumbent: PairScore, best: PairScore | None, ada
 async def promote(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """Promotion of round t: the incumbent pair p_t scored on val (same tasks and seeds as the
     proposals), ``decide_promotion`` against p̄_t and p⁺_t with ``rsi.promotion_margin``; the kept pair
-    becomes (``incumbent``, ``checkpoint``). Stores a ``PromotionRecord``."""
+    becomes (``incumbent``, ``checkpoint``). Stores a ``Promotion``."""
     ctx = services(runtime)
     rnd = state.get("round", 0)
     result = await ctx.evaluate(state["incumbent"], state["checkpoint"], "val")
@@ -158,10 +156,7 @@ async def promote(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
                      timr=top.timr) if top else None
     decision = decide_promotion(rnd, incumbent, best, state.get("adapted"), ctx.config.rsi.promotion_margin)
     kept = decision.promoted
-    ctx.archive.add_inheritance([PromotionRecord(
-        id=f"{ctx.run_id}-r{rnd}-promotion", run_id=ctx.run_id, round=rnd, harness_id=kept.harness_id,
-        checkpoint_id=kept.checkpoint_id, accepted=decision.accepted, margin=decision.margin, reason=decision.reason,
-        pairs=decision.model_dump(mode="json", include={"incumbent", "best", "adapted"}))])
+    ctx.record(decision.model_copy(update={"id": f"{ctx.run_id}-r{rnd}-promotion"}))
     ctx.reporter.log(f"promote round {rnd}: {'PROMOTED' if decision.accepted else 'kept'} "
                      f"({kept.harness_id[:12]}, {kept.checkpoint_id}): {decision.reason}")
     final = result if not decision.accepted else await ctx.evaluate(kept.harness_id, kept.checkpoint_id, "val")

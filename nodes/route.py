@@ -19,13 +19,10 @@ def make_router(ctx: MetaContext, state: MetaState) -> Router:
     """The run's router over the pool's current profiles (``state["profiles"]``, H0 = the start
     harness) with the context's voters; ballots and voter LLM calls are archived under the run."""
 
-    def on_votes(records: list) -> None:
-        ctx.archive.add_votes([r.model_copy(update={"run_id": ctx.run_id}) for r in records])
-
     hs = ctx.config.harness_s
     return Router(ctx.voter, state.get("profiles", {}), {t.id: t for t in ctx.tasks("val")}, state["start_harness"],
-                  ballot=hs.ballot, seed=ctx.config.seed, checkpoint_id=state["checkpoint"], on_votes=on_votes,
-                  on_calls=ctx.store_calls)
+                  ballot=hs.ballot, seed=ctx.config.seed, checkpoint_id=state["checkpoint"],
+                  on_votes=lambda ballots: ctx.record(*ballots), on_calls=ctx.store_calls)
 
 
 async def rescue_train(state: MetaState, runtime: Runtime[MetaContext]) -> dict:

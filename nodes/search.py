@@ -15,7 +15,6 @@ are read: no node here touches val or test.
 from __future__ import annotations
 
 import asyncio
-import time
 
 from langgraph.runtime import Runtime
 
@@ -27,6 +26,7 @@ from coevo.nodes.edit import realise, record_edit
 from coevo.nodes.phases import close_phase, iteration_record
 from coevo.nodes.train import stage_tasks
 from coevo.roles.proposer import SearchView, ranked
+from coevo.timestamps import utcnow
 from coevo.training.schedule import Patience
 
 
@@ -58,14 +58,14 @@ def best_of_archive(entries: list[SearchEntry], excluded: set[str] = frozenset()
 
 def _trajectories(ctx: MetaContext, entries: list[SearchEntry], harness_id: str) -> list[Trajectory]:
     entry = next(e for e in entries if e.harness_id == harness_id)
-    return [t for o in entry.per_task.values() for i in o.trajectory_ids for t in ctx.archive.trajectories(id=i)]
+    return [t for o in entry.per_task.values() for i in o.trajectory_ids for t in ctx.archive.list(Trajectory, id=i)]
 
 
 async def search_start(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """Start a harness-search phase: the archive A_0 = {incumbent}, evaluated under the current
     checkpoint on the search split (train, one rollout per task). Advances ``phase``."""
     ctx = services(runtime)
-    started = time.time()
+    started = utcnow()
     result = await ctx.evaluate(state["incumbent"], state["checkpoint"], "train", stage_tasks(ctx, state), k=1)
     phase = state.get("phase", -1) + 1
     ctx.reporter.log(f"search phase {phase}: seed {state['incumbent'][:12]} train score {result.mean_reward:.3f}")

@@ -21,7 +21,6 @@ from coevo.harnesses.spec import HarnessSpec
 from coevo.meta.context import MetaContext, services
 from coevo.meta.pool import PoolMember
 from coevo.meta.state import Candidate, EvalSummary, MetaState
-from coevo.storage.tables import PoolMemberRecord
 
 
 def coverage_parents(solved: Mapping[str, set[str]], budget: int, exact_limit: int = 20_000) -> list[str]:
@@ -78,7 +77,7 @@ def is_valid(cand: Candidate) -> bool:
 async def select_parents(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """Validate every valid child of round g under the frozen checkpoint (``config.eval.k`` rollouts
     per val task, the run's seed: paired with each other), add them to the pool with their lineage
-    and direction (Eq. 4; archived as ``PoolMemberRecord``), and choose the next parents by Eq. 3
+    and direction (Eq. 4; archived as ``PoolMember``), and choose the next parents by Eq. 3
     (``harness_s.parents`` slots). Without a valid child the parents stay. On the first round the
     pool starts with H0 (``round`` -1). Train tasks a new member's spec carries (``carried_tasks``)
     join ``demo_tasks``."""
@@ -104,8 +103,8 @@ async def select_parents(state: MetaState, runtime: Runtime[MetaContext]) -> dic
     parents = coverage_parents(solved, hs.parents, hs.exact_limit) or state.get("parents") or [state["start_harness"]]
     for m in added:
         m.selected = m.harness_id in parents and m.round == g
-    ctx.archive.add_pool_members([PoolMemberRecord(id=f"{ctx.run_id}-{m.harness_id[:16]}", run_id=ctx.run_id,
-                                                   **m.model_dump()) for m in added])
+    added = [m.model_copy(update={"id": f"{ctx.run_id}-{m.harness_id[:16]}", "run_id": ctx.run_id}) for m in added]
+    ctx.record(*added)
     cover = len(set().union(*(solved.get(p, set()) for p in parents)))
     ctx.reporter.log(f"select evolution round {g}: {len(valid)} valid child(ren), pool {len(known) + len(added)}; "
                      f"parents {[p[:12] for p in parents]} cover {cover} val task(s) (Eq. 3)")

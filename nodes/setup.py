@@ -10,10 +10,10 @@ from coevo.config import RunConfig
 from coevo.harnesses.spec import load_harness
 from coevo.meta.context import MetaContext, services
 from coevo.meta.state import MetaState
-from coevo.storage.tables import CheckpointRecord
+from coevo.records import Checkpoint
 
 
-def base_checkpoint(config: RunConfig) -> CheckpointRecord:
+def base_checkpoint(config: RunConfig) -> Checkpoint:
     """W0: the configured policy without an adapter (id derived from the policy ref), evaluated
     through the vLLM servers that serve it when ``train.vllm`` names them (``served_ref``)."""
     ref = config.policy
@@ -24,7 +24,7 @@ def base_checkpoint(config: RunConfig) -> CheckpointRecord:
     key = config.policy if ref == config.policy else f"{config.policy}@{ref}"
     digest = hashlib.sha256(key.encode()).hexdigest()[:12]
     base = config.policy.split(":", 1)[1] if config.policy.startswith("local:") else config.policy
-    return CheckpointRecord(id=f"base-{digest}", base_model=base, config={"model_ref": ref})
+    return Checkpoint(id=f"base-{digest}", base_model=base, model_ref=ref)
 
 
 def setup(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
@@ -39,12 +39,12 @@ def setup(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     checkpoint = state.get("checkpoint")
     if not checkpoint:
         w0 = base_checkpoint(ctx.config)
-        if ctx.archive.get_checkpoint(w0.id) is None:
-            ctx.archive.add_checkpoint(w0)
+        if ctx.archive.get(Checkpoint, w0.id) is None:
+            ctx.archive.put(w0)
         checkpoint = w0.id
     for split in ("train", "val", "test"):
         if getattr(ctx.config.env, f"n_{split}"):
-            ctx.archive.add_tasks(ctx.tasks(split))
+            ctx.archive.put(*ctx.tasks(split))
     ctx.reporter.log(f"setup  run {run_id}: H0={incumbent[:12]} W0={checkpoint} env={ctx.env.name} "
                      f"train/val/test={ctx.config.env.n_train}/{ctx.config.env.n_val}/{ctx.config.env.n_test}")
     return {"run_id": run_id, "round": 0, "incumbent": incumbent, "checkpoint": checkpoint,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any, Sequence
 
 from langgraph.runtime import Runtime
@@ -13,7 +12,9 @@ from coevo.meta.context import MetaContext, services
 from coevo.meta.state import MetaState, WeightStage
 from coevo.models.trajectory import Trajectory
 from coevo.nodes.phases import weight_phase, weight_phase_end
+from coevo.records import Checkpoint
 from coevo.report.numbers import percent
+from coevo.timestamps import utcnow
 from coevo.training.stage import Route, training_spec
 
 
@@ -41,12 +42,12 @@ async def train(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     siblings = [ctx.spec(c.spec_id) for c in state.get("checked", [])
                 if c.status == "checked" and c.spec_id and c.spec_id != spec.id]
     phase = weight_phase(ctx, state, len(stage_tasks(ctx, state))) if state.get("plan") else {}
-    started = time.time()
+    started = utcnow()
     checkpoint, trajectories, stage = await run_stage(ctx, state, spec, state["checkpoint"], siblings, phase=phase)
     update = {"checkpoint": checkpoint, "train_trajectories": [t.id for t in trajectories], "stage": stage}
     if not phase:
         return update
-    record = ctx.archive.get_checkpoint(checkpoint)
+    record = ctx.archive.get(Checkpoint, checkpoint)
     metrics = record.metrics if record is not None else {}
     return {**update, **weight_phase_end(ctx, state, phase, metrics, checkpoint, started)}
 
@@ -73,7 +74,7 @@ async def run_stage(ctx: MetaContext, state: MetaState, spec: HarnessSpec, befor
     trajectories = [t.model_copy(update={"split": "train", "harness_id": names.get(t.harness_id, spec.id)})
                     for t in trajectories]
     ctx.archive.add_trajectories(trajectories, None, ctx.run_id)
-    record = ctx.archive.get_checkpoint(checkpoint)
+    record = ctx.archive.get(Checkpoint, checkpoint)
     m = record.metrics if record is not None else {}
     stage = WeightStage(round=rnd, harness_id=spec.id, checkpoint_before=before, checkpoint_after=checkpoint,
                         steps=m.get("steps"), train_reward=m.get("reward_mean"),

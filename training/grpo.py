@@ -39,8 +39,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from coevo.envs.base import Env, Task
+from coevo.models.checkpoint import Checkpoint, new_checkpoint_id
 from coevo.models.trajectory import Trajectory
-from coevo.training.checkpoint import Checkpoint, load_policy, new_checkpoint_id, record_checkpoint
+from coevo.training.checkpoint import load_policy, record_checkpoint
 from coevo.training.config import StageConfig
 from coevo.training.rollout import HarnessRollout, PolicyFactory, Rescue, RolloutFn, close_policy
 

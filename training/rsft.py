@@ -26,8 +26,9 @@ from typing import Any, Callable, Sequence
 import torch
 
 from coevo.envs.base import Env, Task
+from coevo.models.checkpoint import Checkpoint, new_checkpoint_id
 from coevo.models.trajectory import Trajectory
-from coevo.training.checkpoint import Checkpoint, load_policy, new_checkpoint_id, record_checkpoint
+from coevo.training.checkpoint import load_policy, record_checkpoint
 from coevo.training.config import StageConfig
 from coevo.training.rollout import RolloutFn, default_rollout_fn, eval_mode, guarded, is_failed, run_sync
 from coevo.training.samples import Row, trajectory_rows

@@ -140,8 +140,8 @@ def test_a_runs_executor_reaches_its_weight_stage(tmp_path, monkeypatch):
 
     from coevo.harnesses.spec import HarnessSpec
     from coevo.meta.services import make_context
+    from coevo.models.checkpoint import Checkpoint
     from coevo.training import rsft
-    from coevo.training.checkpoint import Checkpoint
     from coevo.training.stage import StageTrainer
 
     seen = {}
@@ -156,7 +156,7 @@ def test_a_runs_executor_reaches_its_weight_stage(tmp_path, monkeypatch):
     with Archive(config.db) as archive:
         ctx = make_context(config, archive, "r", env=LookupEnv())
         assert isinstance(ctx.executor, RayExecutor) and ctx.trainer.executor is ctx.executor  # Ray not started yet
-        archive.add_checkpoint(Checkpoint(id="ck0", base_model="base"))
+        archive.put(Checkpoint(id="ck0", base_model="base"))
         runner = CountingExecutor()
         trainer = StageTrainer(config, LookupEnv(), archive, "r", runner)
         new_id, _ = asyncio.run(trainer("ck0", HarnessSpec(), LookupEnv().tasks(), 0))

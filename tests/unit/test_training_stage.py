@@ -8,10 +8,10 @@ from training_kit import LookupEnv
 
 from coevo.config import RunConfig
 from coevo.harnesses.spec import HarnessSpec
+from coevo.models.checkpoint import Checkpoint
 from coevo.models.trajectory import Trajectory
 from coevo.storage import Archive
 from coevo.training import grpo, rsft
-from coevo.training.checkpoint import Checkpoint
 from coevo.training.stage import StageTrainer
 
 
@@ -23,7 +23,7 @@ def test_stage_trainer_runs_the_configured_algorithm_with_the_rounds_stage_confi
     def stage(checkpoint, spec, env, tasks, config, archive=None, *, run_id=None):
         calls.append((checkpoint, spec, tasks, config))
         new = Checkpoint(id="ck-new", base_model=checkpoint.base_model, parents=[checkpoint.id], run_id=run_id)
-        archive.add_checkpoint(new)
+        archive.put(new)
         return new, [Trajectory(task_id=tasks[0].id)]
 
     monkeypatch.setattr(module, name, stage)
@@ -32,10 +32,10 @@ def test_stage_trainer_runs_the_configured_algorithm_with_the_rounds_stage_confi
     env, spec = LookupEnv(), HarnessSpec()
     with Archive(tmp_path / "a.db") as archive:
         base = Checkpoint(id="ck0", base_model="base", metrics={"loss": 1.0})
-        archive.add_checkpoint(base)
+        archive.put(base)
         trainer = StageTrainer(config, env, archive, "r1")
         new_id, trajs = asyncio.run(trainer("ck0", spec, env.tasks(), 2))
-        assert archive.get_checkpoint(new_id).run_id == "r1" and archive.get_checkpoint(new_id).parents == ["ck0"]
+        assert archive.get(Checkpoint, new_id).run_id == "r1" and archive.get(Checkpoint, new_id).parents == ["ck0"]
         with pytest.raises(KeyError, match="ck-missing"):
             asyncio.run(trainer("ck-missing", spec, env.tasks(), 2))
     ((checkpoint, used, tasks, stage_config),) = calls
@@ -57,7 +57,7 @@ def test_stage_trainer_rescues_under_the_siblings_and_records_the_size_of_the_ch
     def stage(checkpoint, spec, env, tasks, config, archive=None, *, run_id=None, rescue=None):
         seen["rescue"] = rescue
         new = trained.model_copy(update={"id": "ck-new", "parents": [checkpoint.id], "config": {"harness_id": spec.id}})
-        archive.add_checkpoint(new)
+        archive.put(new)
         return new, []
 
     monkeypatch.setattr(grpo, "train_grpo", stage)
@@ -65,9 +65,9 @@ def test_stage_trainer_rescues_under_the_siblings_and_records_the_size_of_the_ch
     env, spec = LookupEnv(), HarnessSpec()
     sibling = HarnessSpec(prompt={"system": "another harness"})
     with Archive(tmp_path / "a.db") as archive:
-        archive.add_checkpoint(base)
+        archive.put(base)
         new_id, _ = asyncio.run(StageTrainer(config, env, archive, "r1")(base.id, spec, env.tasks(), 0, [sibling]))
-        record = archive.get_checkpoint(new_id)
+        record = archive.get(Checkpoint, new_id)
     assert callable(seen["rescue"]) == rescue
     if rescue:  # one fresh attempt per failed rollout, under the sibling sampled like the incumbent
         from coevo.models.fake import ScriptedChatModel
@@ -105,9 +105,9 @@ def test_a_stage_on_vllm_servers_samples_there_and_publishes_its_checkpoint(tmp_
     config = RunConfig(out_dir=str(tmp_path), policy=f"local:{base.base_model}", train={"vllm": roots})
     env = LookupEnv()
     with Archive(tmp_path / "a.db") as archive:
-        archive.add_checkpoint(base)
+        archive.put(base)
         new_id, _ = asyncio.run(StageTrainer(config, env, archive, "r1")(base.id, HarnessSpec(), env.tasks(), 2))
-        record = archive.get_checkpoint(new_id)
+        record = archive.get(Checkpoint, new_id)
         name = vllm_sync.adapter_name(record)
         assert isinstance(seen["sampler"], vllm_sync.VLLMStepSync) and seen["sampler"].roots == roots
         assert seen["sampler"].adapter_dir == tmp_path.resolve() / "adapters" / "vllm-sync" / "round-2"
@@ -158,10 +158,10 @@ def test_a_run_stage_on_a_fake_vllm_samples_the_synced_adapter_and_publishes_the
         config = RunConfig(out_dir=str(tmp_path), policy=f"local:{base.base_model}",
                            train={"vllm": [server.root], "steps": 1, "tasks_per_step": 2, "num_generations": 2,
                                   "max_new_tokens": 8, "lora_r": 4, "resample": 0})
-        archive.add_checkpoint(base)
+        archive.put(base)
         new_id, trajs = asyncio.run(StageTrainer(config, env, archive, "r1", runner)(base.id, HarnessSpec(),
                                                                                      env.tasks(), 0))
-        record = archive.get_checkpoint(new_id)
+        record = archive.get(Checkpoint, new_id)
         name = adapter_name(record)
         step = next(n for action, n in server.events if action == "load")
         assert step.startswith("coevo-r0-step0-") and step != name
@@ -191,7 +191,7 @@ def test_one_stage_keeps_the_runs_executor_with_a_router_or_a_whale_phase(tmp_pa
     def stage(checkpoint, spec, env, tasks, config, archive=None, *, run_id=None, **options):
         seen.update(options, config=config)
         new = Checkpoint(id=f"ck-{len(seen)}", base_model=checkpoint.base_model, parents=[checkpoint.id])
-        archive.add_checkpoint(new)
+        archive.put(new)
         return new, []
 
     monkeypatch.setattr(grpo, "train_grpo", stage)
@@ -202,7 +202,7 @@ def test_one_stage_keeps_the_runs_executor_with_a_router_or_a_whale_phase(tmp_pa
         return [sibling.id]
 
     with Archive(tmp_path / "a.db") as archive:
-        archive.add_checkpoint(Checkpoint(id="ck0", base_model="base"))
+        archive.put(Checkpoint(id="ck0", base_model="base"))
         grpo_run = RunConfig(out_dir=str(tmp_path), train={"rescue": False})
         asyncio.run(StageTrainer(grpo_run, env, archive, "r1", runner)("ck0", spec, env.tasks(), 0, [sibling],
                                                                         route=route))
