@@ -113,14 +113,14 @@ def test_a_stage_on_vllm_servers_samples_there_and_publishes_its_checkpoint(tmp_
         assert seen["sampler"].adapter_dir == tmp_path.resolve() / "adapters" / "vllm-sync" / "round-2"
         assert loads == [(root, name) for root in roots]  # published on every server
         assert unloads == [(root, "coevo-r2-step7-abc") for root in roots]  # the last step's adapter dropped
-        assert record.config["vllm"] == roots and record.config["model_ref"] == vllm_sync.served_ref(roots, name)
+        assert record.vllm == roots and record.model_ref == vllm_sync.served_ref(roots, name)
         policy = PolicyCache(config, archive)(new_id)  # evaluated through the servers, loaded there again first
         assert isinstance(policy, RouterChatModel) and {s.model for s in policy.servers} == {f"hosted_vllm/{name}"}
         assert len(loads) == 4
     w0 = base_checkpoint(config)
-    assert w0.config["model_ref"] == "litellm:hosted_vllm/policy?api_base=http://gpu0:8000/v1,http://gpu1:8000/v1"
+    assert w0.model_ref == "litellm:hosted_vllm/policy?api_base=http://gpu0:8000/v1,http://gpu1:8000/v1"
     local = config.model_copy(update={"train": config.train.model_copy(update={"vllm": []})})
-    assert w0.id != base_checkpoint(local).id and base_checkpoint(local).config["model_ref"] == config.policy
+    assert w0.id != base_checkpoint(local).id and base_checkpoint(local).model_ref == config.policy
     assert RunConfig(train={"vllm": ",".join(roots)}).train.vllm == roots  # --set train.vllm=URL1,URL2
     with pytest.raises(ValueError, match="train.vllm samples GRPO"):
         RunConfig(train={"algorithm": "rsft", "vllm": roots})
@@ -169,7 +169,7 @@ def test_a_run_stage_on_a_fake_vllm_samples_the_synced_adapter_and_publishes_the
         assert runner.ran == 4 and sorted(t.reward for t in trajs) == [0.0, 0.0, 1.0, 1.0]
         assert all(t.calls[0].logprobs == [-0.5] * len(t.calls[0].completion_token_ids) for t in trajs)
         assert record.config["importance_correction"] is True and "is_weight_mean" in record.metrics["history"][0]
-        assert record.config["model_ref"] == served_ref([server.root], name) and server.adapters == {
+        assert record.model_ref == served_ref([server.root], name) and server.adapters == {
             name: record.adapter_path}
         reply = PolicyCache(config, archive)(new_id).invoke("Name three fruits.")  # through the server, as published
         assert reply.content.startswith("Final answer:") and server.events[-1] == ("chat", name)
