@@ -185,7 +185,8 @@ def test_a_run_killed_in_the_weight_stage_resumes_to_the_same_end(tiny_model, re
 
 
 def _val_rollouts_on_disk(archive, run_id) -> int:
-    return sum(archive.count(Trajectory, evaluation_id=e.id) for e in archive.list(EvaluationRecord, run_id=run_id) if e.split == "val")
+    return sum(archive.count(Trajectory, evaluation_id=e.id)
+               for e in archive.list(EvaluationRecord, run_id=run_id, split="val"))
 
 
 def test_a_run_killed_in_validation_resumes_to_the_same_end(tiny_model, reference, tmp_path):

@@ -78,7 +78,7 @@ def test_llm_curator_and_editor_over_http_reject_malformed_json_with_reasons(ser
     assert run.status == "done" and run.config["meta"]["model"] == meta
     curator_calls = archive.list(LLMCallRecord, run_id=run.id, role="curator")
     assert curator_calls and all(c.model == f"openai/{server.name}" and c.output_tokens > 0 for c in curator_calls)
-    for edit in archive.list(EditRecord, run_id=run.id):  # a direction the 135M curator managed to name: its edit was judged
+    for edit in archive.list(EditRecord, run_id=run.id):  # a direction the 135M curator named: its edit was judged
         assert edit.status != "rejected" or edit.reason
 
     env = get_env("bfcl:categories=simple_python")

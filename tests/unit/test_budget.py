@@ -93,7 +93,8 @@ def test_compare_matches_budgets_and_draws_score_vs_rollouts(tmp_path):
     assert [(p.round, p.rollouts, p.val) for p in rl.curve] == [(0, 12, 0.0), (1, 20, 0.0)]
     assert (vace.rollouts, rl.rollouts, static.rollouts) == (26, 20, 0) and static.curve == []
     for row, run in zip(result.rows, result.runs):
-        assert row.rollouts == sum(b.rollouts for b in archive.list(BudgetRecord, run_id=run.run_id) if b.split != "test")
+        spent = archive.list(BudgetRecord, run_id=run.run_id)
+        assert row.rollouts == sum(b.rollouts for b in spent if b.split != "test")
     # the matched budget is rl_only's total; vace had reached val 1.0 by then (its round 0 cost 20)
     assert result.matched_budget == 20
     assert (vace.val_at_budget, rl.val_at_budget, static.val_at_budget) == (1.0, 0.0, None)

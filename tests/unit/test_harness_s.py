@@ -92,7 +92,8 @@ def test_malformed_voter_replies_are_ignored_with_a_reason_and_the_votes_archive
     unknown = LLMVoter("openai/gpt-4o-mini", name="unknown", mock_response=json.dumps({"ranking": ["zzz"]}))
     good = LLMVoter("openai/gpt-4o-mini", name="good", mock_response=json.dumps({"ranking": ["a"]}))
     archive = Archive(str(tmp_path / "v.db"))
-    router = Router([bad, unknown, good], _profiles(ids, {"b": 0.5}), {}, "h0", on_votes=lambda ballots: archive.put(*ballots))
+    router = Router([bad, unknown, good], _profiles(ids, {"b": 0.5}), {}, "h0",
+                    on_votes=lambda ballots: archive.put(*ballots))
     ranking = asyncio.run(router.rank(Task(id="x", env="e", split="test", prompt="p")))
     assert ranking == ["a", "b", "h0"]  # only the good ballot counts; then val success
     votes = {v.voter: v for v in archive.list(Ballot, task_id="x")}

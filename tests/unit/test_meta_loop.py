@@ -212,7 +212,7 @@ def test_a_run_killed_mid_round_resumes_to_the_same_final_state(tmp_path, db_url
     n_decisions = len(archive2.list(GateDecision, run_id="run-1"))
     resumed = asyncio.run(_run(config2, ctx2, archive2, resume=True))
     assert _summary(resumed) == _summary(reference)
-    assert len(archive2.list(GateDecision, run_id="run-1")) == len(archive.list(GateDecision, run_id="run-1")) >= n_decisions
+    assert archive2.count(GateDecision, run_id="run-1") == archive.count(GateDecision, run_id="run-1") >= n_decisions
     ids = [t.id for t in archive2.list(Trajectory, run_id="run-1")]
     assert len(ids) == len(set(ids))
     assert len(ids) == len(archive.list(Trajectory, run_id="run-1"))
@@ -309,8 +309,8 @@ def test_each_round_reports_the_weight_stages_own_val_effect_on_the_same_tasks_a
     for w in (w0, w1):
         assert w.before.per_task.keys() == w.after.per_task.keys() and w.before.split == w.after.split == "val"
         assert [o.seeds for o in w.before.per_task.values()] == [o.seeds for o in w.after.per_task.values()]
-        assert (w.train_reward, w.delta_norm) == (ctx.archive.get(Checkpoint, w.checkpoint_after).metrics["reward_mean"],
-                                                  0.25 * (w.round + 1))
+        after = ctx.archive.get(Checkpoint, w.checkpoint_after)
+        assert (w.train_reward, w.delta_norm) == (after.metrics["reward_mean"], 0.25 * (w.round + 1))
     # validate's b is the stage's "after" evaluation, reused by id: no val rollout is made twice
     assert state["decisions"][0].b == w0.val_after
     val = [e for e in archive.list(EvaluationRecord, run_id="run-1") if e.split == "val"]

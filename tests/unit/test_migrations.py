@@ -77,7 +77,8 @@ def test_an_archive_written_by_the_release_before_alembic_opens_after_upgrade(db
         assert run.config == {"rounds": 2, "db": "x.db"} and run.status == "done"
         assert run.created_at.timestamp() == 1764547200.25 and run.updated_at.timestamp() == 1764547260.5
         assert archive.get(HarnessRecord, H0).spec["name"] == "h0"
-        assert archive.list(EditRecord, run_id="vace-0001")[0].patch == [{"op": "replace", "path": "/name", "value": "h1"}]
+        (edit,) = archive.list(EditRecord, run_id="vace-0001")
+        assert edit.patch == [{"op": "replace", "path": "/name", "value": "h1"}]
         assert archive.get(Checkpoint, "ck1").metrics == {"loss": 0.5}
         assert archive.get(Task, "q1").metadata == {"family": "add"}
         assert archive.get(EvaluationRecord, "ev1").aggregates == {"pass_at_k": 1.0}

@@ -114,7 +114,8 @@ def test_run_report_to_mlflow_logs_the_loop_into_a_store_under_the_run_folder(tm
     delta = [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, "train/delta_norm")]
     assert delta == [(0, 0.25), (1, 0.5)]
     rollouts = client.get_metric_history(run.info.run_id, "budget/rollouts")
-    assert max(m.value for m in rollouts) == sum(b.rollouts for b in archive.list(BudgetRecord, run_id="run-1") if b.split != "test")
+    spent = archive.list(BudgetRecord, run_id="run-1")
+    assert max(m.value for m in rollouts) == sum(b.rollouts for b in spent if b.split != "test")
 
 
 def test_grpo_stage_reports_through_trl_into_the_runs_mlflow_store(tmp_path, monkeypatch):
