@@ -21,8 +21,8 @@ from coevo.envs.base import Env, Task
 from coevo.harnesses.spec import HarnessSpec
 from coevo.meta.state import Direction, Evidence
 from coevo.models.trajectory import Trajectory
+from coevo.records import LLMCallRecord
 from coevo.roles.llm import JsonRole
-from coevo.storage.tables import LLMCallRecord
 
 
 class Curation(BaseModel):

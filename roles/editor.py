@@ -28,8 +28,8 @@ from coevo.harnesses.registry import ACTIONS, CONDITIONS, EVENTS
 from coevo.harnesses.spec import HarnessSpec
 from coevo.meta.state import Candidate, Direction
 from coevo.models.trajectory import Trajectory
+from coevo.records import LLMCallRecord
 from coevo.roles.llm import JsonRole
-from coevo.storage.tables import LLMCallRecord
 
 
 class Proposal(BaseModel):

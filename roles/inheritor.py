@@ -24,8 +24,8 @@ from coevo.config import RunConfig
 from coevo.envs.base import Env
 from coevo.meta.inheritance import ArchiveSummary, BaseChoice, ModelProposal
 from coevo.meta.state import Direction
+from coevo.records import LLMCallRecord
 from coevo.roles.llm import JsonRole
-from coevo.storage.tables import LLMCallRecord
 
 
 class Inheritance(BaseModel):

@@ -17,7 +17,7 @@ from typing import Any, Callable, Generic, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from coevo.harnesses.errors import HarnessError
-from coevo.storage.tables import LLMCallRecord
+from coevo.records import LLMCallRecord
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -20,8 +20,8 @@ from coevo.envs.base import Env, Task
 from coevo.meta.pool import Profile, ProfileEntry
 from coevo.meta.state import EvalSummary
 from coevo.models.trajectory import Trajectory
+from coevo.records import LLMCallRecord
 from coevo.roles.llm import JsonRole
-from coevo.storage.tables import LLMCallRecord
 
 
 def task_category(task: Task) -> str:

@@ -20,8 +20,8 @@ from pydantic import BaseModel
 from coevo.config import RunConfig
 from coevo.envs.base import Env, Task
 from coevo.meta.pool import Ballot, Profile
+from coevo.records import LLMCallRecord
 from coevo.roles.llm import JsonRole
-from coevo.storage.tables import LLMCallRecord
 
 
 def weight(rank: int, ballot: int) -> float:
