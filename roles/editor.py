@@ -5,7 +5,7 @@ Two implementations side by side. ``OfflineEditor`` (deterministic, no key, the 
 baseline) maps each cause to a mechanism: output rules and parser tolerance for interface
 violations, a budget hook for runs that end without an answer, and demonstrations mined from
 solved train tasks or built from train tasks' scoring diagnostics (never val/test).
-``LLMEditor`` asks a LiteLLM model for the patch with a JSON-schema reply; the patch must apply
+``LLMEditor`` asks an LLM for the patch with a JSON-schema reply; the patch must apply
 and the child must validate (checked before acceptance, with one repair call).
 
 Both name in ``Candidate.demo_tasks`` the train tasks whose answers their patch carries (the
@@ -197,7 +197,7 @@ class EditReply(BaseModel):
 
 
 class LLMEditor(JsonRole):
-    """The editor as a LiteLLM model: one JSON-Patch edit of the incumbent per direction; a patch
+    """The editor as an LLM: one JSON-Patch edit of the incumbent per direction; a patch
     that does not apply or yields an invalid spec is a validation error (repaired once), then a
     rejected candidate carrying the reason."""
 

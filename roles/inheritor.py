@@ -8,7 +8,7 @@ Two implementations side by side. ``OfflineInheritor`` (deterministic, no key): 
 best score, then lowest TIMR, under the current checkpoint (``ArchiveSummary.best_base``: the
 survey's probe of every harness on the same train tasks, else the pooled train outcomes); the best archived checkpoint
 under the offspring (else its base) as a selection, plus an equal-weight TIES merge of the two best
-archived adapters. ``LLMInheritor`` asks a LiteLLM model with the structured archive summary
+archived adapters. ``LLMInheritor`` asks an LLM with the structured archive summary
 (``ArchiveSummary.for_prompt``: train outcomes only) and a JSON-schema reply, repaired once; a reply
 that never validates falls back to the offline choice and says so in the reason.
 """
@@ -109,7 +109,7 @@ class ProposalsReply(BaseModel):
 
 
 class LLMInheritor(JsonRole):
-    """The inheritance role as a LiteLLM model (module doc)."""
+    """The inheritance role as an LLM (module doc)."""
 
     role = "inheritor"
 
