@@ -37,8 +37,8 @@ from langchain_core.tools import StructuredTool  # noqa: E402
 
 from coevo.envs.base import Episode, Score, Task, Tool  # noqa: E402
 from coevo.evaluation.engine import evaluate  # noqa: E402
-from coevo.graphs.harness import build_harness_graph  # noqa: E402
 from coevo.harnesses import HarnessSpec  # noqa: E402
+from coevo.harnesses.runtime import build_harness_graph  # noqa: E402
 from coevo.models.fake import ScriptedChatModel  # noqa: E402
 from coevo.records import Trajectory  # noqa: E402
 from coevo.storage import Archive  # noqa: E402

@@ -32,13 +32,13 @@ for _key, _value in {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "LITELL
 
 def main() -> None:
     """Run both arms and print (and write ``--out``) their stage metrics as JSON."""
+    from coevo.app.bundle import router_bundle
     from coevo.config import RunConfig
     from coevo.envs.registry import get_env
+    from coevo.graphs.harness_s.evolution import carried_tasks
+    from coevo.graphs.harness_s.router import Router
     from coevo.harnesses.spec import load_harness
-    from coevo.meta.bundle import router_bundle
     from coevo.meta.pool import Profile
-    from coevo.meta.router import Router
-    from coevo.nodes.select_parents import carried_tasks
     from coevo.roles.voter import RuleVoter
     from coevo.storage import Archive
     from coevo.training.stage import StageTrainer

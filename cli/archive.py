@@ -121,7 +121,7 @@ def _find(archive: Archive, id: str) -> tuple[str, Any]:
 def _graph_state(db: str, run: Any) -> dict[str, Any]:
     """Where the run's checkpointed graph stands: the nodes still to run, a failed node's error,
     the pending gate questions (ids to answer with ``coevo run --resume RUN --answer ID=yes|no``)."""
-    from coevo.meta.run import run_snapshot
+    from coevo.app.run import run_snapshot
 
     if run.strategy not in STRATEGIES:
         return {}
@@ -204,8 +204,8 @@ def export_router(run_id: str = typer.Argument(..., help="A harness_s / harness_
                   out: Path = typer.Option(Path("router.json"), "-o", "--out", help="Output JSON file."),
                   db: str = typer.Option(DEFAULT_DB, "--db", envvar="COEVO_DB", help=DB_HELP)) -> None:
     """Write a Harness-S run's sibling pool, profiles and router settings to a JSON file: load it with
-    ``coevo.meta.bundle.load_router`` and embed ``coevo.build_routed_graph`` (Rank-1 routing)."""
-    from coevo.meta.bundle import write_router
+    ``coevo.app.bundle.load_router`` and embed ``coevo.build_routed_graph`` (Rank-1 routing)."""
+    from coevo.app.bundle import write_router
 
     with user_errors():
         archive = open_archive(db)

@@ -16,8 +16,8 @@ from coevo.evaluation.executors import EXECUTORS, make_executor
 from coevo.evaluation.results import EvalResult, Metric, outcome_estimate
 from coevo.harnesses import HarnessSpec, load_harness
 from coevo.models.refs import load_model
+from coevo.observe.progress import RichReporter
 from coevo.records import Checkpoint, HarnessRecord, RunRecord
-from coevo.report.progress import RichReporter
 from coevo.storage import Archive, ArchiveError
 
 _HEX = re.compile(r"^[0-9a-f]{6,64}$")
@@ -37,7 +37,8 @@ def resolve_harness(source: str, archive: Archive) -> HarnessSpec:
 def result_table(result: EvalResult) -> Table:
     """The evaluation's numbers as a rich table: each score (pass@k, avg@k, mean credit) with its 95 %
     interval over the n tasks (``outcome_estimate``: Wilson for 0/1 values, else bootstrap), the
-    trivial-policy baseline beside the mean credit."""
+    trivial-policy baseline beside the mean credit, and below it, for a harness that transforms
+    replies before scoring, what it does and the suite's own score of the raw replies."""
     table = Table(title=f"{result.env}/{result.split}: harness {result.harness_id[:12]} × "
                         f"{result.checkpoint_id or '-'}")
     table.add_column("metric")
@@ -56,6 +57,8 @@ def result_table(result: EvalResult) -> Table:
         (f"avg@{result.k}", f"{result.avg_at_k:.3f}", interval("avg_at_k"), ""),
         ("reward", REWARD_TEXT.get(result.reward_mode, "as the env defines it"), "", ""),
         ("mean credit", f"{result.mean_reward:.3f}", interval("reward"), baseline),
+        *([("  suite's own, raw replies", "-" if result.suite_reward is None else f"{result.suite_reward:.3f}",
+            f"harness: {'; '.join(result.reply_transforms)}", "")] if result.reply_transforms else []),
         ("TIMR", f"{result.timr:.4f} ({result.interface_violations}/{result.model_turns} turns)", "", ""),
         ("tokens in / out", f"{result.input_tokens:,} / {result.output_tokens:,}", "", ""),
         ("cost (USD)", f"{result.cost_usd:.4f}", "", ""),

@@ -26,7 +26,7 @@ def report_cmd(run_id: str = typer.Argument(..., help="The run id (see `coevo ar
         out_dir = (run.config.get("out_dir") if run else None) or "coevo_runs"
         state = None
         if run is not None and run.strategy in STRATEGIES:  # its final state is checkpointed (SQLite or Postgres)
-            from coevo.meta.run import read_state
+            from coevo.app.run import read_state
 
             state = asyncio.run(read_state(db, run_id, run.strategy))
         path = write_report(run_id, db, out or Path(out_dir) / "reports" / run_id, state)

@@ -12,7 +12,9 @@ the same evaluation again and it resumes, reusing finished tasks instead of dupl
 
 Metrics: pass@k (a task counts when any of its k rollouts passed), avg@k (mean pass rate over the
 k rollouts, averaged over tasks), mean partial credit (mean reward), TIMR (CoEvo-RSI: interface
-violations per model turn, summed over rollouts), tokens, cost (USD), latency (s).
+violations per model turn, summed over rollouts), tokens, cost (USD), latency (s); for a harness
+that transforms replies before scoring, the suite's own score of the raw replies
+(``coevo.evaluation.parity``).
 """
 
 from __future__ import annotations
@@ -31,11 +33,12 @@ from langchain_core.language_models import BaseChatModel
 
 from coevo.envs.base import Env, Task
 from coevo.evaluation.executors import Executor
+from coevo.evaluation.parity import reply_transforms, suite_reward
 from coevo.evaluation.results import EvalResult, PairedResult, TaskOutcome, TaskPair
-from coevo.graphs.harness import arun_rollout
+from coevo.harnesses.runtime import arun_rollout
 from coevo.models.trajectory import Trajectory
+from coevo.observe.progress import NullReporter, Reporter
 from coevo.records import EvaluationRecord, HarnessRecord
-from coevo.report.progress import NullReporter, Reporter
 from coevo.storage import Archive
 
 
@@ -252,11 +255,13 @@ async def _evaluate(spec: Any, checkpoint: Any, env: Env, split: str, k: int, se
         ordered += trajs
         outcomes[task.id] = TaskOutcome(task_id=task.id, seeds=seed_list, rewards=[t.reward for t in trajs],
                                         passed=[t.passed for t in trajs], trajectory_ids=[t.id for t in trajs])
+    transforms = reply_transforms(spec)
+    raw = (await asyncio.to_thread(suite_reward, env, {t.id: t for t in task_list}, ordered)) if transforms else None
     result = EvalResult(
         evaluation_id=eval_id, harness_id=harness_id, checkpoint_id=ckpt, env=env.name, split=split, k=k,
         seeds=seed_list, wall_s=time.perf_counter() - started, trivial_baseline=trivial,
         trivial_detail=trivial_detail, resumed_tasks=resumed, reward_mode=getattr(env, "reward_mode", ""),
-        per_task=outcomes, **_aggregate(outcomes, ordered),
+        reply_transforms=transforms, suite_reward=raw, per_task=outcomes, **_aggregate(outcomes, ordered),
     )
     if archive is not None:
         aggregates = result.model_dump(mode="json")

@@ -1,7 +1,7 @@
 """What CoEvo-RSI's inheritance steps pass along (``coevo_rsi.txt``, §Harness Inheritance, §Model
-Inheritance and Selection): the archive A<t as the meta roles see it here; each editor's chosen base,
-each model proposal and the round's promotion are the persisted ``coevo.records.inheritance`` models
-(re-exported). Pure pydantic; ``coevo.meta.archive_view`` builds ``ArchiveSummary`` from the archive.
+Inheritance and Selection): the archive A<t as the meta roles see it, each editor's chosen base,
+each model proposal and the round's promotion. Pure pydantic (the meta state and the archive tables
+mirror them); ``coevo.graphs.coevo_rsi.archive_view`` builds ``ArchiveSummary`` from the archive.
 """
 
 from __future__ import annotations

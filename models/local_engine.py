@@ -5,7 +5,8 @@ such as the PEFT model under training), any number of named LoRA adapters sharin
 weights, and a worker thread. Requests that arrive together (within ``batch_window_s``, up to
 ``max_batch``) are decoded together in one left-padded ``generate`` call, even when they ask for
 different adapters (PEFT mixed-adapter batches). Each row keeps its own decoding settings
-(``coevo.models.sampling``), so a row's output does not depend on what it was batched with.
+(``coevo.models.sampling``), so a row's output does not depend on what it was batched with. A row
+may decode under a JSON schema (``coevo.models.constrained``): its mask runs before the sampler.
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ class LocalEngine:
         self.pad_token_id = self._pad_id()
         self.eos_ids = self._eos_ids()
         self.batch_sizes: list[int] = []  # rows of each generate call, for tests and benchmarks
+        self._constraints: Any = None  # SchemaConstraints, built on the first JSON-schema request
         if adapter:
             self.load_adapter(adapter)
 
@@ -176,6 +178,18 @@ class LocalEngine:
                 self.model.delete_adapter(old)
                 del self.adapters[old]
 
+    @property
+    def constraints(self) -> Any:
+        """This engine's ``coevo.models.constrained.SchemaConstraints`` (built on first use): compiles
+        and checks a request's ``json_schema`` (``constraints.grammar(schema)``, ``ValueError`` when
+        it cannot) and masks the constrained rows of a batch."""
+        if self._constraints is None:
+            from coevo.models.constrained import SchemaConstraints
+
+            vocab = getattr(getattr(self.model, "config", None), "vocab_size", None) or len(self.tokenizer)
+            self._constraints = SchemaConstraints(self.tokenizer, vocab, self.eos_ids)
+        return self._constraints
+
     # -- batching ----------------------------------------------------------------------------
 
     def submit(self, request: GenerationRequest) -> concurrent.futures.Future:
@@ -248,6 +262,8 @@ class LocalEngine:
                 ids[row, width - len(req.prompt_ids):] = torch.tensor(req.prompt_ids, dtype=torch.long)
                 mask[row, width - len(req.prompt_ids):] = 1
             sampler = RowSampler(requests, device, self._rng)
+            schema_mask = self.constraints.processor(requests)  # None when no row asks for a JSON schema
+            processors = LogitsProcessorList([p for p in (schema_mask, sampler) if p is not None])
             stopper = RowStop(requests, width, self.eos_ids, self.tokenizer)
             config = GenerationConfig(
                 do_sample=False, max_new_tokens=max(r.max_tokens for r in requests),
@@ -259,7 +275,7 @@ class LocalEngine:
             try:
                 with torch.no_grad(), routing:
                     model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), generation_config=config,
-                                   logits_processor=LogitsProcessorList([sampler]),
+                                   logits_processor=processors,
                                    stopping_criteria=StoppingCriteriaList([stopper]), **extra)
             finally:
                 if was_training:

@@ -24,7 +24,8 @@ class GenerationRequest:
     """One completion to decode. ``prompt_ids``: the templated prompt's token ids (unpadded);
     ``temperature == 0`` means greedy; ``seed`` ``None`` means a fresh random seed; ``stop``:
     strings that end the completion (excluded from the text, kept in the token ids); ``adapter`` a
-    name from ``LocalEngine.add_adapter`` (``None``: the engine's active adapter)."""
+    name from ``LocalEngine.add_adapter`` (``None``: the engine's active adapter); ``json_schema`` a
+    JSON schema the completion is decoded under (``coevo.models.constrained``; ``None``: free)."""
 
     prompt_ids: list[int]
     max_tokens: int = 256
@@ -33,6 +34,7 @@ class GenerationRequest:
     seed: int | None = None
     stop: list[str] = field(default_factory=list)
     adapter: str | None = None
+    json_schema: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if not self.prompt_ids:

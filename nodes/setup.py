@@ -8,9 +8,9 @@ from langgraph.runtime import Runtime
 
 from coevo.config import RunConfig
 from coevo.harnesses.spec import load_harness
-from coevo.meta.context import MetaContext, services
+from coevo.meta.context import MetaContext
 from coevo.meta.state import MetaState
-from coevo.records import Checkpoint
+from coevo.models.checkpoint import Checkpoint
 
 
 def base_checkpoint(config: RunConfig) -> Checkpoint:
@@ -30,22 +30,19 @@ def base_checkpoint(config: RunConfig) -> Checkpoint:
 def setup(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """Store H0 (``config.harness`` or the env's base harness) and W0 unless the input names them
     (``incumbent``, ``checkpoint``), and the run's train/val/test tasks; record the context's run id
-    in the state. Idempotent."""
-    ctx = services(runtime)
+    and the rounds to run (``config.rounds``) in the state. Idempotent."""
+    ctx = runtime.context
     run_id = ctx.run_id
     incumbent = state.get("incumbent")
     if not incumbent:
         incumbent = ctx.archive.add_harness(load_harness(ctx.config.harness or ctx.env.name), [], "base", run_id)
     checkpoint = state.get("checkpoint")
     if not checkpoint:
-        w0 = base_checkpoint(ctx.config)
-        if ctx.archive.get(Checkpoint, w0.id) is None:
-            ctx.archive.put(w0)
-        checkpoint = w0.id
+        checkpoint = ctx.record_base_checkpoint(base_checkpoint(ctx.config))
     for split in ("train", "val", "test"):
         if getattr(ctx.config.env, f"n_{split}"):
             ctx.archive.put(*ctx.tasks(split))
-    ctx.reporter.log(f"setup  run {run_id}: H0={incumbent[:12]} W0={checkpoint} env={ctx.env.name} "
+    ctx.log("setup", f"run {run_id}: H0={incumbent[:12]} W0={checkpoint} env={ctx.env.name} "
                      f"train/val/test={ctx.config.env.n_train}/{ctx.config.env.n_val}/{ctx.config.env.n_test}")
     return {"run_id": run_id, "round": 0, "incumbent": incumbent, "checkpoint": checkpoint,
-            "start_harness": incumbent, "start_checkpoint": checkpoint}
+            "start_harness": incumbent, "start_checkpoint": checkpoint, "rounds": ctx.config.rounds}

@@ -7,6 +7,7 @@ import html
 from pathlib import Path
 from typing import Any
 
+from coevo.evaluation.parity import parity_note
 from coevo.evaluation.results import paired_difference
 from coevo.evaluation.stats import score_estimate
 from coevo.harnesses import diff, load_harness
@@ -29,13 +30,21 @@ def _gate_row(d: Any) -> str:
             f"<td>{html.escape(d.reason)}</td></tr>")
 
 
+def _with_parity(score: str, aggregates: dict[str, Any]) -> str:
+    """``score`` followed by the parity note of an evaluation's ``aggregates`` (``EvalResult``
+    fields; ``coevo.evaluation.parity.parity_note``) when its harness transformed replies."""
+    note = parity_note(aggregates.get("reply_transforms") or [], aggregates.get("suite_reward"))
+    return f"{score} ({note})" if note else score
+
+
 def _test_rows(state: dict[str, Any] | None, evals: list[Any]) -> str:
     """The test table's rows: the start and final pairs and their paired difference when the run's
     final ``state`` is given, else every stored test evaluation of the run."""
     test = (state or {}).get("test") or {}
     if test:
         start, final = test["start"], test["final"]
-        rows = [(name, e.harness_id, e.checkpoint_id, score_text(e.estimate), plain(e.pass_at_k),
+        rows = [(name, e.harness_id, e.checkpoint_id, _with_parity(score_text(e.estimate), vars(e)),
+                 plain(e.pass_at_k),
                  plain(e.trivial_baseline)) for name, e in (("start pair (H0, W0)", start), ("final pair", final))]
         difference = paired_difference(start.per_task, final.per_task)
         rows.append(("final − start (paired)", "", "", difference_text(difference), "", ""))
@@ -46,7 +55,8 @@ def _test_rows(state: dict[str, Any] | None, evals: list[Any]) -> str:
             rows.append((f"{r[:4].title()}-{r[4:]} − final pair (paired)", "", "",
                          difference_text(paired_difference(final.per_task, e.per_task)), "", ""))
     else:
-        rows = [("", e.harness_id, e.checkpoint_id, score_text(stored_estimate(e.aggregates)),
+        rows = [("", e.harness_id, e.checkpoint_id,
+                 _with_parity(score_text(stored_estimate(e.aggregates)), e.aggregates),
                  plain(e.aggregates.get("pass_at_k")), plain(e.aggregates.get("trivial_baseline")))
                 for e in evals if e.split == "test"]
     rows = [(name, harness[:12], checkpoint[:24], *rest) for name, harness, checkpoint, *rest in rows]
@@ -107,7 +117,7 @@ def _g(x: float | None) -> str:
 
 def write_report(run_id: str, db: str, out_dir: Path, state: dict[str, Any] | None = None) -> Path:
     """Write ``out_dir/index.html`` (+ PNGs) for run ``run_id`` from the archive at ``db``; with the
-    run's final ``state`` (``run_meta``'s result, or ``coevo.meta.run.read_state``) the test table
+    run's final ``state`` (``run_meta``'s result, or ``coevo.app.run.read_state``) the test table
     names the start and final pairs and prints their paired difference.
 
     Raises ``ValueError`` when the run is not in the archive.

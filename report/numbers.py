@@ -6,7 +6,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from coevo.observe.text import percent, plain
 from coevo.records import EvaluationRecord
+
+__all__ = ["difference_text", "percent", "plain", "score_text", "significance", "stored_estimate", "stored_estimates"]
 
 if TYPE_CHECKING:  # SciPy (~1 s) loads only when an interval is computed
     from coevo.evaluation.stats import Estimate
@@ -30,16 +33,6 @@ def difference_text(est: Estimate | None) -> str:
     if est is None:
         return "–"
     return f"{est.mean:+.3f} [{est.low:+.2f}, {est.high:+.2f}] n={est.n}, {significance(est)}"
-
-
-def plain(x: Any) -> str:
-    """A score with three decimals, ``–`` for None."""
-    return "–" if x is None else f"{x:.3f}"
-
-
-def percent(x: float | None) -> str:
-    """A rate in [0, 1] as a whole percentage (``0.38`` -> ``38%``), ``–`` for None."""
-    return "–" if x is None else f"{x:.0%}"
 
 
 def stored_estimates(archive: Any, run_id: str, split: str) -> dict[tuple[str, str], Estimate]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from coevo.meta.archive_view import pair_stats
+from coevo.graphs.coevo_rsi.archive_view import pair_stats
 from coevo.records import BaseChoice, HarnessRecord, ModelProposal, Promotion
 from coevo.report.markup import html_row
 from coevo.report.numbers import plain, score_text, stored_estimates

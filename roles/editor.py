@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Callable, Iterator, Protocol, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from pydantic import BaseModel, Field
 
@@ -26,31 +26,11 @@ from coevo.envs.base import Env, Task
 from coevo.harnesses.patch import apply_patch
 from coevo.harnesses.registry import ACTIONS, CONDITIONS, EVENTS
 from coevo.harnesses.spec import HarnessSpec
+from coevo.meta.roles import Editor, Proposal
 from coevo.meta.state import Candidate, Direction
 from coevo.models.trajectory import Trajectory
-from coevo.records import LLMCallRecord
 from coevo.roles.llm import JsonRole
-
-
-class Proposal(BaseModel):
-    """An editor's answer: the candidate (status ``proposed``, or ``rejected`` with the reason) and
-    the LLM calls it made (for the archive)."""
-
-    candidate: Candidate
-    calls: list[LLMCallRecord] = Field(default_factory=list)
-
-
-class Editor(Protocol):
-    """Proposes a JSON-Patch edit of ``spec`` for a direction (and at most one revision)."""
-
-    def propose(self, direction: Direction, spec: HarnessSpec, tasks: dict[str, Task],
-                solved: Sequence[Trajectory] = ()) -> Proposal:
-        """A candidate edit of ``spec`` for ``direction``; ``solved``: solved train trajectories (demonstrations)."""
-
-    def revise(self, direction: Direction, spec: HarnessSpec, candidate: Candidate, feedback: str,
-               tasks: dict[str, Task]) -> Proposal:
-        """The one revision of ``candidate`` after its check failed with ``feedback``."""
-
+from coevo.roles.patch_schema import patch_schema
 
 # Verifier error types → an instruction that addresses them (matched as regexes on the cause).
 RULE_HINTS: list[tuple[str, str]] = [
@@ -210,7 +190,7 @@ class LLMEditor(JsonRole):
                   f"actions: {sorted(ACTIONS)}. "
                   "Reply with JSON {\"rationale\": str, \"patch\": [ops]}.")
         user = f"Harness:\n{spec.model_dump_json(indent=1)}\n\nDirection:\n{direction.model_dump_json(indent=1)}{extra}"
-        reply = self.ask(system, user, EditReply, lambda r: apply_patch(spec, r.patch))
+        reply = self.ask(system, user, EditReply, lambda r: apply_patch(spec, r.patch), patch_schema(spec))
         cand = Candidate(id=cand_id, direction=direction.id, parent_id=spec.id, revision=revision)
         if reply.value is None:
             cand.status, cand.reason = "rejected", f"editor reply rejected: {reply.reason}"

@@ -23,7 +23,7 @@ import pytest
 from training_kit import char_tokenizer, tiny_llama_checkpoint
 
 import coevo
-from coevo.meta.run import run_snapshot
+from coevo.app.run import run_snapshot
 from coevo.records import Checkpoint, EditRecord, EvaluationRecord, GateDecision, HarnessRecord, RunRecord, Trajectory
 from coevo.storage import Archive
 
@@ -101,7 +101,7 @@ def poll(proc: subprocess.Popen, folder: Path, what: str, ready) -> str:
     while time.monotonic() < deadline:
         assert proc.poll() is None, f"coevo run ended ({proc.returncode}) before {what}"
         if run_id is None:
-            started = re.search(r"setup  run (\S+):", (folder / "run.out").read_text())
+            started = re.search(r"setup +run (\S+):", (folder / "run.out").read_text())
             run_id = started and started.group(1)
         if run_id is not None:
             db = folder / "runs" / "coevo.db"

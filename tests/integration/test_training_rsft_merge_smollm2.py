@@ -7,7 +7,7 @@ import pytest
 import torch
 from training_kit import NamingEnv
 
-from coevo.graphs.harness import arun_rollout
+from coevo.harnesses.runtime import arun_rollout
 from coevo.harnesses.spec import HarnessSpec
 from coevo.models.checkpoint import Checkpoint
 from coevo.models.refs import resolve_base

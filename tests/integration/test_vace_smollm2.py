@@ -5,8 +5,8 @@ import asyncio
 
 import pytest
 
+from coevo.app.run import run_meta
 from coevo.config import RunConfig
-from coevo.meta.run import run_meta
 from coevo.records import Checkpoint, GateDecision, RunRecord, Trajectory
 from coevo.storage import Archive
 

@@ -11,7 +11,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 
 from coevo.envs.base import Task
 from coevo.harnesses import HarnessSpec
-from coevo.meta.state import Plan
+from coevo.meta.search import Plan
 from coevo.models.base import TOKENS_KEY, record_call
 from coevo.models.checkpoint import Checkpoint
 from coevo.models.fake import char_tokens, fake_template

@@ -78,8 +78,8 @@ def test_compare_matches_budgets_and_draws_score_vs_rollouts(tmp_path):
     from rich.console import Console
     from test_compare import services
 
+    from coevo.app.compare import compare
     from coevo.cli.compare import budget_table
-    from coevo.meta.compare import compare
     from coevo.report.compare import write_compare_report
 
     config, _, archive = setup_run(tmp_path)

@@ -19,12 +19,13 @@ from test_gate_approval import patch_services, write_config
 from test_meta_loop import setup_run
 from typer.testing import CliRunner
 
+from coevo.app.run import anchored, run_meta, run_snapshot
 from coevo.cli.app import app
 from coevo.config import RunConfig
-from coevo.meta.run import anchored, run_meta, run_snapshot
 from coevo.models.checkpoint import new_checkpoint_id
+from coevo.observe.log import ChannelHandler, attach, loop
+from coevo.observe.progress import RichReporter
 from coevo.records import Checkpoint, RunRecord
-from coevo.report.progress import RichReporter
 from coevo.storage import Archive
 
 runner = CliRunner()
@@ -131,10 +132,12 @@ def test_unknown_runs_missing_archives_and_non_databases_are_one_paragraph_error
 
 
 class Lines:
-    """A reporter that keeps the log lines (what the run prints)."""
+    """A reporter that keeps what the run prints: its bars' labels and the logging channel's lines
+    (``coevo.observe.log``, formatted as the CLI prints them) until ``close``."""
 
     def __init__(self):
         self.lines = []
+        self.close = attach(ChannelHandler(self.lines.append))
 
     def start(self, label, total):
         self.lines.append(label)
@@ -145,9 +148,6 @@ class Lines:
     def stop(self, handle):
         pass
 
-    def log(self, message):
-        self.lines.append(message)
-
 
 def test_archive_show_accepts_every_id_a_run_prints(tmp_path):
     import dataclasses
@@ -156,16 +156,17 @@ def test_archive_show_accepts_every_id_a_run_prints(tmp_path):
     lines = Lines()
     ctx = dataclasses.replace(ctx, reporter=lines)
     asyncio.run(run_meta(config, run_id="run-1", context=ctx, archive=archive))
+    lines.close()
     ckpt = new_checkpoint_id()  # the id form train_grpo/train_rsft/merge give ("ckpt-<12 hex>")
     archive.put(Checkpoint(id=ckpt, base_model="fake", run_id="run-1"))
     text = "\n".join(lines.lines)
     printed = {
         "run": "run-1",
         "W0": re.search(r"W0=(\S+)", text).group(1),
-        "trained": re.search(r"train  round 0: \S+ -> (\S+)", text).group(1),
+        "trained": re.search(r"\] train +round 0: \S+ -> (\S+)", text).group(1),
         "H0 prefix": re.search(r"H0=(\w+)", text).group(1),
-        "candidate": re.search(r"check  (\S+):", text).group(1),
-        "gate prefix": re.search(r"gate   round 0: (\w+) ACCEPTED", text).group(1),
+        "candidate": re.search(r"\] check +(\S+):", text).group(1),
+        "gate prefix": re.search(r"\] gate +round 0: (\w+) ACCEPTED", text).group(1),
         "ckpt": ckpt,
         "ckpt prefix": ckpt[:9],
     }
@@ -209,11 +210,11 @@ def test_run_paths_are_stored_absolute_and_adapters_land_under_them(tmp_path, mo
 
 def test_piped_log_lines_have_no_source_suffix_and_do_not_wrap():
     out = io.StringIO()
-    message = "validate round 0: " + ", ".join(f"{i:012x}=0.500" for i in range(12))
-    with RichReporter(console=Console(file=out, width=80, force_terminal=False)) as reporter:
-        reporter.log(message)
+    message = "round 0: " + ", ".join(f"{i:012x}=0.500" for i in range(12))
+    with RichReporter(console=Console(file=out, width=80, force_terminal=False)):
+        loop.info(message, extra={"topic": "validate"})
     lines = [line for line in out.getvalue().splitlines() if line.strip()]
-    assert len(lines) == 1 and re.fullmatch(r"\[\d\d:\d\d:\d\d\] " + re.escape(message), lines[0]), lines
+    assert len(lines) == 1 and re.fullmatch(r"\[\d\d:\d\d:\d\d\] validate " + re.escape(message), lines[0]), lines
     assert ".py:" not in out.getvalue()
 
 
@@ -235,3 +236,39 @@ def test_grpo_stage_prints_no_metric_dicts_and_keeps_its_metrics(tmp_path, capfd
     history = new.metrics["history"]
     assert len(history) == 1 and history[0]["reward"] == 0.5 and "loss" in history[0]
     json.dumps(new.metrics)  # what the archive stores
+
+
+def test_every_user_mistake_is_a_coevo_error_and_keeps_its_old_base():
+    from coevo.app.run import RunError
+    from coevo.config import ConfigError, StageConfigError
+    from coevo.errors import CoevoError, MissingExtraError
+    from coevo.harnesses.errors import HarnessError
+    from coevo.models.refs import ModelRefError
+    from coevo.models.smollm2 import SmolLM2NotInstalledError
+    from coevo.models.trajectory import MissingTokensError
+    from coevo.storage.errors import ArchiveError, SchemaVersionError
+
+    old = {ConfigError: ValueError, StageConfigError: ValueError, RunError: ValueError, HarnessError: ValueError,
+           ModelRefError: ValueError, MissingTokensError: ValueError, SmolLM2NotInstalledError: RuntimeError,
+           ArchiveError: RuntimeError, SchemaVersionError: ArchiveError, MissingExtraError: ImportError}
+    for cls, base in old.items():
+        assert issubclass(cls, CoevoError) and issubclass(cls, base), cls
+
+
+def test_the_cli_prints_any_coevo_error_as_one_paragraph_and_exits_1():
+    import typer
+
+    from coevo.cli.common import user_errors
+    from coevo.errors import CoevoError
+
+    class NewMistake(CoevoError):
+        """A user mistake no CLI command names."""
+
+    probe = typer.Typer()
+
+    @probe.command()
+    def go() -> None:
+        with user_errors():
+            raise NewMistake("the input [x] is wrong; write y instead")
+
+    one_paragraph_error(CliRunner().invoke(probe, [], terminal_width=300), "the input [x] is wrong; write y instead")

@@ -12,14 +12,15 @@ import torch
 from test_meta_loop import setup_run
 from training_kit import random_adapter, tiny_llama_checkpoint
 
+from coevo.app.run import run_meta
+from coevo.graphs.coevo_rsi.archive_view import pair_stats, summarize
+from coevo.graphs.coevo_rsi.harness_inheritance import edit_from_base
+from coevo.graphs.coevo_rsi.model_inheritance import decide_promotion, materialise
+from coevo.graphs.coevo_rsi.state import BaseRequest
 from coevo.harnesses.patch import apply_patch
 from coevo.harnesses.spec import load_harness
-from coevo.meta.archive_view import pair_stats, summarize
 from coevo.meta.inheritance import ArchiveEntry, ArchiveSummary, ModelProposal, PairScore, PairStats
-from coevo.meta.run import run_meta
-from coevo.meta.state import BriefRequest, Direction, Evidence
-from coevo.nodes.inherit import edit_from_base
-from coevo.nodes.promote import decide_promotion, materialise
+from coevo.meta.state import Direction, Evidence
 from coevo.records import BaseChoice, Checkpoint, EvaluationRecord, HarnessRecord, LLMCallRecord, Promotion, RunRecord
 from coevo.roles.inheritor import LLMInheritor, OfflineInheritor
 from coevo.training.checkpoint import load_policy
@@ -54,12 +55,12 @@ def test_an_editor_can_choose_a_harness_older_than_the_incumbent_and_the_child_d
     ctx, archive, h0, h1 = two_harness_archive(tmp_path)
     summary = summarize(archive, "run-1", h1.id, "w0", "w0")
     assert [e.harness_id for e in summary.entries] == [h0.id, h1.id]
-    request = BriefRequest(direction=WRONG_NAME, incumbent=h1.id, round=1, train_trajectories=[], summary=summary)
+    request = BaseRequest(direction=WRONG_NAME, incumbent=h1.id, round=1, train_trajectories=[], summary=summary)
     out = edit_from_base(request, SimpleNamespace(context=ctx))
-    (cand,), (choice,) = out["candidates"], out["choices"]
-    assert choice.index == 0 and choice.base_id == h0.id and "0.750" in choice.reason
+    (cand,) = out["candidates"]
     assert cand.parent_id == h0.id and cand.spec_id and archive.get(HarnessRecord, cand.spec_id).parents == [h0.id]
-    (record,) = archive.list(BaseChoice, run_id="run-1")
+    (record,) = archive.list(BaseChoice, run_id="run-1")  # the choice is stored, not kept in the state
+    assert record.index == 0 and "0.750" in record.reason and set(out) == {"candidates"}
     assert (record.base_id, record.incumbent_id, record.child_id) == (h0.id, h1.id, cand.spec_id)
     assert record.evidence["direction"]["cause"] == "wrong_func_name" and len(record.evidence["archive"]) == 2
 
@@ -68,9 +69,10 @@ def test_an_llm_editor_picks_its_base_by_index_from_the_archive_summary(tmp_path
     ctx, archive, h0, h1 = two_harness_archive(tmp_path)
     summary = summarize(archive, "run-1", h1.id, "w0", "w0")
     ctx.inheritor = LLMInheritor("openai/fake", mock_response=json.dumps({"index": 0, "reason": "fewer mismatches"}))
-    out = edit_from_base(BriefRequest(direction=WRONG_NAME, incumbent=h1.id, round=1, train_trajectories=[],
+    out = edit_from_base(BaseRequest(direction=WRONG_NAME, incumbent=h1.id, round=1, train_trajectories=[],
                                       summary=summary), SimpleNamespace(context=ctx))
-    assert out["choices"][0].base_id == h0.id and out["candidates"][0].parent_id == h0.id
+    assert archive.list(BaseChoice, run_id="run-1")[0].base_id == h0.id
+    assert out["candidates"][0].parent_id == h0.id
     assert archive.list(LLMCallRecord, run_id="run-1", role="inheritor")
     bad = LLMInheritor("openai/fake", mock_response=json.dumps({"index": 7, "reason": "?"}))
     fallback = bad.choose_base(WRONG_NAME, summary)

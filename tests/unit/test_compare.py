@@ -9,23 +9,24 @@ import pytest
 from rich.console import Console
 from test_meta_loop import FakeTrainer, WordEnv, policy, setup_run  # noqa: E402  (tests/unit is on sys.path)
 
+from coevo.app.compare import compare, compare_run_id, run_config
 from coevo.cli.compare import compare_table
 from coevo.graphs.registry import get_strategy
-from coevo.meta.compare import compare, compare_run_id, run_config
 from coevo.meta.context import MetaContext
 from coevo.records import Checkpoint, RunRecord, Trajectory
 from coevo.report.compare import write_compare_report
 from coevo.roles.curator import OfflineCurator
 from coevo.roles.editor import OfflineEditor
 from coevo.storage import Archive
+from coevo.training.stage import StageOptions
 
 
 class RatedTrainer(FakeTrainer):
     """``FakeTrainer`` whose checkpoints belong to one run (id suffixed with it) and carry an
     effective-group rate metric (0.25 in round 0, 0.75 in round 1) and two steps' reward-spread rates."""
 
-    async def __call__(self, checkpoint_id, spec, tasks, round):
-        new, trajs = await super().__call__(checkpoint_id, spec, tasks, round)
+    async def __call__(self, checkpoint_id, spec, tasks, round, options=StageOptions()):
+        new, trajs = await super().__call__(checkpoint_id, spec, tasks, round, options)
         rate = {"effective_group_rate": 0.25 + 0.5 * round,
                 "history": [{"nonzero_std_rate": 1.0}, {"nonzero_std_rate": 0.5}]}
         mine = self.archive.get(Checkpoint, new).model_copy(update={"id": f"{new}@{self.run_id}", "metrics": rate,

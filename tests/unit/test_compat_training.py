@@ -17,8 +17,8 @@ import pytest
 import torch
 from training_kit import tiny_llama_checkpoint
 
+from coevo.config.train import StageConfig
 from coevo.training.advantages import group_advantages
-from coevo.training.config import StageConfig
 
 # two tasks x K=4 rollouts; every completion has 3 policy tokens (env_mask [1, 1, 0, 1]), so each task
 # has 12 and Eq. 15's per-task factor N / (|B| N_x) is 1; rewards in {0, 2} with two of each per group

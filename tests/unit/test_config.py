@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from coevo.config import ConfigError, RunConfig, TrainConfig, load_config
-from coevo.training.config import StageConfig, StageConfigError
+from coevo.config.train import StageConfig, StageConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 

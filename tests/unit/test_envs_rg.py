@@ -81,7 +81,7 @@ def test_gold_never_in_task_and_val_detail_redacted(env):
 
 
 def test_policy_prompt_never_contains_the_gold_answer(env):
-    from coevo.graphs.harness import arun_rollout
+    from coevo.harnesses.runtime import arun_rollout
     from coevo.harnesses.spec import HarnessSpec
     from coevo.models.fake import ScriptedChatModel
 
@@ -120,8 +120,8 @@ def test_tools_are_fresh_per_episode_and_cannot_see_the_answer():
         "    except Exception as e:\n"
         "        print(f, type(e).__name__)\n")
     obs = tools["python"].fn(code=probe)
-    if isolation()["parent"] != "none":  # the kernel refuses the parent's memory and environment
-        assert "PermissionError" in obs
+    if isolation()["parent"] in ("no-capabilities", "user-namespace"):  # the kernel refuses the parent's memory
+        assert "PermissionError" in obs  # (in a PID namespace the parent is not in the child's /proc at all)
     assert gold not in obs
 
 

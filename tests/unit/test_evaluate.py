@@ -17,8 +17,8 @@ from coevo.evaluation.engine import evaluate, paired_evaluate, trajectory_id
 from coevo.harnesses import HarnessSpec
 from coevo.models.fake import ScriptedChatModel
 from coevo.models.trajectory import Trajectory
+from coevo.observe.progress import RichReporter
 from coevo.records import Checkpoint, EvaluationRecord, HarnessRecord, RunRecord
-from coevo.report.progress import RichReporter
 from coevo.storage import Archive
 
 ADD = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}

@@ -14,6 +14,7 @@ from coevo.evaluation.engine import evaluate
 from coevo.evaluation.executors import InProcessExecutor, RayExecutor, is_live_local, make_executor, sampling_on
 from coevo.meta.context import MetaContext
 from coevo.models.refs import REF_KEY, load_model
+from coevo.records import Checkpoint
 from coevo.storage import Archive
 from coevo.training.rollout import failed_trajectory
 
@@ -138,9 +139,8 @@ def test_rsft_rounds_of_a_shippable_sampler_run_on_the_executor(tmp_path):
 def test_a_runs_executor_reaches_its_weight_stage(tmp_path, monkeypatch):
     from training_kit import LookupEnv
 
+    from coevo.app.services import make_context
     from coevo.harnesses.spec import HarnessSpec
-    from coevo.meta.services import make_context
-    from coevo.models.checkpoint import Checkpoint
     from coevo.training import rsft
     from coevo.training.stage import StageTrainer
 

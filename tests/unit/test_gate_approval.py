@@ -13,12 +13,12 @@ import pytest
 from test_meta_loop import setup_run
 from typer.testing import CliRunner
 
+from coevo.app.run import RunError, resolve_answers, run_meta
 from coevo.cli.app import app
 from coevo.config import RunConfig
-from coevo.meta.run import RunError, resolve_answers, run_meta
-from coevo.meta.state import Candidate, Direction, GatePair
+from coevo.meta.state import Candidate, Direction
 from coevo.nodes.gate import decide, difference_text
-from coevo.records import GateDecision, RunRecord
+from coevo.records import GateDecision, GatePair, RunRecord
 from coevo.roles.curator import Curation
 from coevo.roles.editor import Proposal
 from coevo.storage import Archive
@@ -59,11 +59,11 @@ def two_candidate_run(tmp_path, db=None):
 def patch_services(monkeypatch, ctx):
     """Make the CLI's runs use ``ctx``'s fakes (env, policy, trainer, roles) with the run's own config,
     archive, id, approval mode and the CLI's reporter; no reference is loaded."""
-    import coevo.meta.run as meta_run
+    import coevo.app.run as meta_run
 
-    monkeypatch.setattr(meta_run, "preflight", lambda cfg: ctx.env)
-    monkeypatch.setattr(meta_run, "make_context", lambda cfg, archive, run_id, reporter, approve, env=None: (
-        dataclasses.replace(ctx, config=cfg, archive=archive, run_id=run_id, approve=approve, reporter=reporter)))
+    monkeypatch.setattr(meta_run, "preflight", lambda cfg, strategy: (ctx.env, None))
+    monkeypatch.setattr(meta_run, "make_context", lambda cfg, archive, run_id, reporter=None, **built: (
+        dataclasses.replace(ctx, config=cfg, archive=archive, run_id=run_id, reporter=reporter)))
 
 
 def write_config(folder, config, **paths):
@@ -175,7 +175,7 @@ def test_cli_pause_prints_a_resume_hint_that_works_as_printed(tmp_path, monkeypa
                          terminal_width=300)
     assert done.exit_code == 0, done.output
     assert "summary" in done.output
-    assert re.search(r"gate   round 0: \w+ ACCEPTED: c=1.0000 beats b=0.0000; c − b = \+1.00 \[1.00, 1.00\] over 4 "
+    assert re.search(r"gate +round 0: \w+ ACCEPTED: c=1.0000 beats b=0.0000; c − b = \+1.00 \[1.00, 1.00\] over 4 "
                      r"tasks; person accepted", done.output), done.output
     with Archive(db) as archive:
         fates = sorted((d.accepted, d.reason.rsplit("; ", 1)[-1]) for d in archive.list(GateDecision, run_id=run_id))

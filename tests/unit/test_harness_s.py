@@ -10,19 +10,18 @@ from types import SimpleNamespace
 import pytest
 from test_meta_loop import WordEnv, policy
 
+from coevo.app.run import run_meta
 from coevo.config import RunConfig
 from coevo.envs.base import Task
 from coevo.evaluation.results import TaskOutcome
-from coevo.graphs.harness import arun_rollout
+from coevo.graphs.harness_s.evolution import coverage_parents
+from coevo.graphs.harness_s.router import Router, shuffled
+from coevo.harnesses.runtime import arun_rollout
 from coevo.harnesses.spec import HarnessSpec, Prompt
 from coevo.meta.context import MetaContext
 from coevo.meta.pool import Ballot, Profile
-from coevo.meta.router import Router
-from coevo.meta.run import run_meta
 from coevo.meta.state import EvalSummary
 from coevo.models.trajectory import Trajectory
-from coevo.nodes.select_parents import coverage_parents
-from coevo.nodes.vote import shuffled
 from coevo.records import Checkpoint, LLMCallRecord, PoolMember, RunRecord
 from coevo.roles.curator import OfflineCurator
 from coevo.roles.editor import OfflineEditor
@@ -30,6 +29,7 @@ from coevo.roles.profiler import LLMProfiler, OfflineProfiler
 from coevo.roles.voter import LLMVoter, RuleVoter, combine, weight
 from coevo.storage import Archive
 from coevo.training.rollout import HarnessRollout, sibling_rescue
+from coevo.training.stage import StageOptions
 
 # -- Eq. 3 -------------------------------------------------------------------------------------
 
@@ -191,7 +191,8 @@ class RescueTrainer:
     def __init__(self, env, model, archive):
         self.env, self.model, self.archive, self.routed = env, model, archive, []
 
-    async def __call__(self, checkpoint_id, spec, tasks, round, siblings=(), route=None):
+    async def __call__(self, checkpoint_id, spec, tasks, round, options=StageOptions()):
+        route = options.route
         new = f"{checkpoint_id}+r{round}"
         trajs = [await arun_rollout(spec, self.model, self.env, t, checkpoint_id=new) for t in tasks]
         for t, traj in zip(tasks, trajs):
@@ -256,7 +257,7 @@ def test_the_routed_graph_sends_a_task_to_the_sibling_the_router_chose(tmp_path)
 
     from coevo import build_routed_graph, load_router
     from coevo.envs.base import Episode
-    from coevo.graphs.routed import branch
+    from coevo.graphs.harness_s.routed import branch
     from coevo.models.fake import ScriptedChatModel
 
     h0 = HarnessSpec(name="h0", prompt=Prompt(system="Plain."))
@@ -285,7 +286,7 @@ def test_the_routed_graph_sends_a_task_to_the_sibling_the_router_chose(tmp_path)
         assert asyncio.run(graph.ainvoke({}))["harness"] == pick
 
     state, archive, _ = _run_harness_s(tmp_path, "harness_s_he_only")
-    from coevo.meta.bundle import write_router
+    from coevo.app.bundle import write_router
 
     path = write_router(archive, "run-1", tmp_path / "router.json")
     specs, router = load_router(path)
@@ -300,8 +301,8 @@ def test_the_routed_graph_sends_a_task_to_the_sibling_the_router_chose(tmp_path)
 def test_export_router_cli_writes_a_loadable_file_and_refuses_a_run_without_a_pool(tmp_path):
     from typer.testing import CliRunner
 
+    from coevo.app.bundle import load_router
     from coevo.cli.app import app
-    from coevo.meta.bundle import load_router
 
     state, archive, _ = _run_harness_s(tmp_path, "harness_s_he_only")
     archive.put(RunRecord(id="vace-run", strategy="vace"))
@@ -327,8 +328,8 @@ def test_the_report_shows_the_pool_profiles_rescue_rates_and_rank_r_test_rows(tm
 
 
 def test_candidates_target_two_or_three_related_causes_and_see_the_other_briefs():
+    from coevo.graphs.harness_s.evolution import merge, related_groups
     from coevo.meta.state import Direction
-    from coevo.nodes.evolve import merge, related_groups
 
     causes = ["no_answer:budget", "no_answer:parse", "no_answer:hook", "no_answer:stop", "wrong_answer"]
     directions = [Direction(id=f"d{i}", cause=c, description=c, task_ids=[f"t{i}", f"t{i + 1}"])
@@ -342,22 +343,14 @@ def test_candidates_target_two_or_three_related_causes_and_see_the_other_briefs(
     assert "wrong_answer" in brief.description
 
 
-def test_malformed_profiler_and_voter_replies_in_a_run_are_logged_and_ignored_not_crashes(tmp_path):
-    from coevo.report.progress import NullReporter
-
-    class Lines(NullReporter):
-        def __init__(self):
-            self.lines = []
-
-        def log(self, message):
-            self.lines.append(message)
-
-    reporter = Lines()
+def test_malformed_profiler_and_voter_replies_in_a_run_are_logged_and_ignored_not_crashes(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="coevo")
     state, archive, _ = _run_harness_s(tmp_path, "harness_s_he_only",
                                        profiler=LLMProfiler("openai/gpt-4o-mini", mock_response="{oops"),
-                                       voter=[LLMVoter("openai/gpt-4o-mini", mock_response="nope"), RuleVoter()],
-                                       reporter=reporter)
-    assert any("profiler reply ignored" in line and "invalid reply" in line for line in reporter.lines)
+                                       voter=[LLMVoter("openai/gpt-4o-mini", mock_response="nope"), RuleVoter()])
+    logged = [(getattr(r, "topic", ""), r.getMessage()) for r in caplog.records]
+    assert any(topic == "profile" and "profiler reply ignored" in line and "invalid reply" in line
+               for topic, line in logged)
     child = state["parents"][0]
     assert state["profiles"][child].reason and state["profiles"][child].val_success == 1.0
     votes = archive.list(Ballot, run_id="run-1")
@@ -367,7 +360,7 @@ def test_malformed_profiler_and_voter_replies_in_a_run_are_logged_and_ignored_no
 
 
 def test_a_pool_members_demonstrated_train_tasks_leave_later_stages_even_after_a_failed_revision():
-    from coevo.nodes.select_parents import carried_tasks
+    from coevo.graphs.harness_s.evolution import carried_tasks
 
     tasks = [Task(id=f"t{i}", env="e", split="train", prompt=f'What is {i} + {i}?\nAnswer "now".') for i in range(3)]
     spec = HarnessSpec(skills={"demo_t1": {"kind": "demonstration", "input": tasks[1].prompt, "output": "2"}})

@@ -7,13 +7,13 @@ import json
 import pytest
 from langchain_core.messages import AIMessage
 
+from coevo.app.run import read_state, run_meta
 from coevo.config import RunConfig
 from coevo.envs.base import Episode, Score, Task
-from coevo.graphs.harness import arun_rollout
+from coevo.harnesses.runtime import arun_rollout
 from coevo.harnesses.spec import HarnessSpec, Prompt
 from coevo.meta.context import MetaContext
-from coevo.meta.run import read_state, run_meta
-from coevo.meta.state import Direction, GatePair
+from coevo.meta.state import Direction
 from coevo.models.fake import ScriptedChatModel
 from coevo.models.trajectory import Trajectory
 from coevo.nodes.gate import decide, mcnemar_p
@@ -22,6 +22,7 @@ from coevo.records import (
     EditRecord,
     EvaluationRecord,
     GateDecision,
+    GatePair,
     HarnessRecord,
     LLMCallRecord,
     RunRecord,
@@ -29,6 +30,7 @@ from coevo.records import (
 from coevo.roles.curator import LLMCurator, OfflineCurator
 from coevo.roles.editor import LLMEditor, OfflineEditor
 from coevo.storage import Archive
+from coevo.training.stage import StageOptions
 
 WORDS = ["apple", "pear", "plum", "fig", "kiwi", "lime", "date", "sloe", "yuzu", "quince", "lemon", "grape"]
 
@@ -75,8 +77,8 @@ class FakeTrainer:
         self.env, self.model, self.archive, self.fail_once_at = env, model, archive, fail_once_at
         self.stages = []  # (round, task ids, sibling ids) of every stage
 
-    async def __call__(self, checkpoint_id, spec, tasks, round, siblings=()):
-        self.stages.append((round, [t.id for t in tasks], [s.id for s in siblings]))
+    async def __call__(self, checkpoint_id, spec, tasks, round, options=StageOptions()):
+        self.stages.append((round, [t.id for t in tasks], [s.id for s in options.siblings]))
         if self.fail_once_at == round:
             self.fail_once_at = None
             raise RuntimeError("simulated crash in the train node")

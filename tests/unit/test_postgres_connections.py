@@ -11,7 +11,7 @@ import psycopg
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.graph import END, START, StateGraph
 
-from coevo.meta.checkpointer import is_postgres, libpq_url, open_checkpointer
+from coevo.app.checkpointer import is_postgres, libpq_url, open_checkpointer
 from coevo.records import RunRecord
 from coevo.storage import Archive
 

@@ -13,8 +13,8 @@ from test_gate_approval import patch_services, write_config
 from test_meta_loop import setup_run
 
 from coevo.cli.app import app
+from coevo.observe.events import read_scalars
 from coevo.records import BudgetRecord, GateDecision, RunRecord
-from coevo.report.events import read_scalars
 from coevo.storage import Archive
 
 
@@ -100,7 +100,7 @@ def test_run_report_to_mlflow_logs_the_loop_into_a_store_under_the_run_folder(tm
     pytest.importorskip("mlflow.tracking", reason="mlflow-skinny (coevo[tracking]) is not installed")
     from mlflow.tracking import MlflowClient
 
-    from coevo.meta.run import run_meta
+    from coevo.app.run import run_meta
 
     config, ctx, archive = setup_run(tmp_path, "help")
     config = config.model_copy(update={"report_to": "mlflow", "out_dir": str(tmp_path / "out")})
@@ -127,7 +127,7 @@ def test_grpo_stage_reports_through_trl_into_the_runs_mlflow_store(tmp_path, mon
 
     from coevo.config import RunConfig
     from coevo.harnesses.spec import HarnessSpec
-    from coevo.report.tracking import open_tracker
+    from coevo.observe.tracking import open_tracker
     from coevo.training.grpo import train_grpo
     from coevo.training.stage import tracked
 
@@ -155,7 +155,7 @@ def test_wandb_runs_offline_under_the_run_folder(tmp_path, monkeypatch):
     import sys
     import types
 
-    from coevo.report.tracking import open_tracker
+    from coevo.observe.tracking import open_tracker
 
     calls = {}
 

@@ -16,13 +16,13 @@ import pytest
 import torch
 from training_kit import LookupEnv, lookup_policy, tiny_llama_checkpoint
 
-from coevo.graphs.harness import arun_rollout
+from coevo.config.train import StageConfig
+from coevo.harnesses.runtime import arun_rollout
 from coevo.harnesses.spec import HarnessSpec
 from coevo.models.fake import ScriptedChatModel
 from coevo.models.trajectory import ModelCall, Trajectory
 from coevo.records import Checkpoint
 from coevo.training.advantages import group_advantages, task_token_weights, truncated_is_weight
-from coevo.training.config import StageConfig
 from coevo.training.grpo import train_grpo
 from coevo.training.rollout import HarnessRollout, sibling_rescue
 from coevo.training.samples import trajectory_rows

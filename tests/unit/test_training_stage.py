@@ -12,7 +12,8 @@ from coevo.models.checkpoint import Checkpoint
 from coevo.models.trajectory import Trajectory
 from coevo.storage import Archive
 from coevo.training import grpo, rsft
-from coevo.training.stage import StageTrainer
+from coevo.training.schedule import PersistentSampler, WeightPhase
+from coevo.training.stage import StageOptions, StageTrainer
 
 
 @pytest.mark.parametrize("algorithm, module, name", [("grpo", grpo, "train_grpo"), ("rsft", rsft, "train_rsft")])
@@ -66,7 +67,8 @@ def test_stage_trainer_rescues_under_the_siblings_and_records_the_size_of_the_ch
     sibling = HarnessSpec(prompt={"system": "another harness"})
     with Archive(tmp_path / "a.db") as archive:
         archive.put(base)
-        new_id, _ = asyncio.run(StageTrainer(config, env, archive, "r1")(base.id, spec, env.tasks(), 0, [sibling]))
+        new_id, _ = asyncio.run(StageTrainer(config, env, archive, "r1")(base.id, spec, env.tasks(), 0,
+                                                                     StageOptions(siblings=[sibling])))
         record = archive.get(Checkpoint, new_id)
     assert callable(seen["rescue"]) == rescue
     if rescue:  # one fresh attempt per failed rollout, under the sibling sampled like the incumbent
@@ -84,7 +86,7 @@ def test_stage_trainer_rescues_under_the_siblings_and_records_the_size_of_the_ch
 def test_a_stage_on_vllm_servers_samples_there_and_publishes_its_checkpoint(tmp_path, monkeypatch):
     from training_kit import random_adapter, tiny_llama_checkpoint
 
-    from coevo.meta.services import PolicyCache
+    from coevo.app.services import PolicyCache
     from coevo.models.router import RouterChatModel
     from coevo.nodes.setup import base_checkpoint
     from coevo.training import vllm_sync
@@ -135,8 +137,8 @@ def test_a_run_stage_on_a_fake_vllm_samples_the_synced_adapter_and_publishes_the
     from server_kit import FakeVLLM
     from training_kit import NAMING_WORDS, NamingEnv, tiny_llama_checkpoint
 
+    from coevo.app.services import PolicyCache
     from coevo.evaluation.executors import InProcessExecutor
-    from coevo.meta.services import PolicyCache
     from coevo.training.vllm_sync import adapter_name, served_ref
 
     class Counting(InProcessExecutor):
@@ -204,13 +206,14 @@ def test_one_stage_keeps_the_runs_executor_with_a_router_or_a_whale_phase(tmp_pa
     with Archive(tmp_path / "a.db") as archive:
         archive.put(Checkpoint(id="ck0", base_model="base"))
         grpo_run = RunConfig(out_dir=str(tmp_path), train={"rescue": False})
-        asyncio.run(StageTrainer(grpo_run, env, archive, "r1", runner)("ck0", spec, env.tasks(), 0, [sibling],
-                                                                        route=route))
+        asyncio.run(StageTrainer(grpo_run, env, archive, "r1", runner)("ck0", spec, env.tasks(), 0,
+                                                                        StageOptions([sibling], route=route)))
         assert seen["executor"] is runner and seen["rescue"] == ("rescue", True, placed)  # routed, on the executor
         seen.clear()
         rsft_run = RunConfig(out_dir=str(tmp_path), report_to="tensorboard", train={"algorithm": "rsft"})
         stop = lambda rewards: None  # noqa: E731
-        asyncio.run(StageTrainer(rsft_run, env, archive, "r1", runner)("ck0", spec, env.tasks(), 1, position=5,
-                                                                        max_steps=2, stop=stop))
+        phase = WeightPhase(PersistentSampler(0), env.tasks(), position=5, max_steps=2, stop=stop)
+        asyncio.run(StageTrainer(rsft_run, env, archive, "r1", runner)("ck0", spec, env.tasks(), 1,
+                                                                        StageOptions(phase=phase)))
     assert seen["executor"] is runner and (seen["position"], seen["max_steps"], seen["stop"]) == (5, 2, stop)
     assert seen["config"].report_to == "tensorboard" and seen["config"].run_name == "r1/round1"

@@ -8,14 +8,15 @@ import json
 import pytest
 from test_meta_loop import WordEnv, policy
 
+from coevo.app.run import run_meta
 from coevo.config import ConfigError, RunConfig, parse_config
 from coevo.evaluation.engine import evaluate
 from coevo.evaluation.results import TaskOutcome
 from coevo.harnesses.patch import CONTROL_FIELDS, PROMPT_FIELDS
 from coevo.harnesses.spec import HarnessSpec, Prompt
 from coevo.meta.context import MetaContext
-from coevo.meta.run import run_meta
-from coevo.meta.state import Candidate, SearchEntry
+from coevo.meta.search import SearchEntry
+from coevo.meta.state import Candidate
 from coevo.models.fake import ScriptedChatModel
 from coevo.nodes.edit import realise
 from coevo.nodes.search import best_of_archive
@@ -24,6 +25,7 @@ from coevo.roles.editor import OfflineEditor, Proposal
 from coevo.roles.proposer import LLMProposer, OfflineProposer, SearchView, ranked
 from coevo.storage import Archive
 from coevo.training.schedule import Patience, PersistentSampler, epochs_to_steps, run_phase
+from coevo.training.stage import StageOptions
 
 
 def test_patience_stops_exactly_when_window_and_patience_say_so_and_never_before_the_minimum():
@@ -71,7 +73,7 @@ class PhaseTrainer:
         self.batches: list[list[str]] = []
         self.phases: list[list[str]] = []
 
-    async def __call__(self, checkpoint_id, spec, tasks, round, siblings=(), **phase):
+    async def __call__(self, checkpoint_id, spec, tasks, round, options=StageOptions()):
         if self.fail_once_at == round:
             self.fail_once_at = None
             raise RuntimeError("simulated crash in a weight phase")
@@ -82,13 +84,14 @@ class PhaseTrainer:
             self.batches.append([t.id for t in batch])
             return self.rewards[i % len(self.rewards)]
 
-        ids, stream = {t.id for t in tasks}, phase["stream"]
-        run = run_phase(step, stream, self.tps, phase["max_steps"], phase["sampler"], phase["position"],
-                        phase.get("stop"), keep=lambda t: t.id in ids)
+        phase = options.phase
+        ids, stream = {t.id for t in tasks}, phase.stream
+        run = run_phase(step, stream, self.tps, phase.max_steps, phase.sampler, phase.position, phase.stop,
+                        keep=lambda t: t.id in ids)
         self.phases.append(drawn)
         new = f"{checkpoint_id}+c{round}"
         metrics = {"history": [{"reward": r} for r in run.rewards], "stop_reason": run.stop_reason,
-                   "sampler_position": run.position, "epochs": (run.position - phase["position"]) / len(stream),
+                   "sampler_position": run.position, "epochs": (run.position - phase.position) / len(stream),
                    "reward_mean": sum(run.rewards) / len(run.rewards)}
         self.archive.put(Checkpoint(id=new, base_model="fake", parents=[checkpoint_id],
                                                      metrics=metrics, run_id="run-1"))
