@@ -21,8 +21,6 @@ import sys
 import time
 from pathlib import Path
 
-from coevo.records import Checkpoint
-
 for _key, _value in {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True",
                      "HF_HUB_DISABLE_TELEMETRY": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}.items():
     os.environ.setdefault(_key, _value)
@@ -45,6 +43,7 @@ def main() -> None:
     from coevo.envs.registry import get_env
     from coevo.evaluation.executors import make_executor
     from coevo.harnesses.runtime import arun_rollout
+    from coevo.models.checkpoint import Checkpoint
     from coevo.models.litellm_model import LiteLLMChatModel
     from coevo.training.grpo import train_grpo
     from coevo.training.vllm_sync import VLLMStepSync, publish_checkpoint

@@ -22,8 +22,6 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from coevo.records import Checkpoint, HarnessRecord, PoolMember, RunRecord
-
 for _key, _value in {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True",
                      "HF_HUB_DISABLE_TELEMETRY": "1", "TOKENIZERS_PARALLELISM": "false",
                      "TRL_EXPERIMENTAL_SILENCE": "1"}.items():
@@ -38,7 +36,7 @@ def main() -> None:
     from coevo.graphs.harness_s.evolution import carried_tasks
     from coevo.graphs.harness_s.router import Router
     from coevo.harnesses.spec import load_harness
-    from coevo.meta.pool import Profile
+    from coevo.records import Checkpoint, HarnessRecord, PoolMember, Profile, RunRecord
     from coevo.roles.voter import RuleVoter
     from coevo.storage import Archive
     from coevo.training.stage import StageTrainer
