@@ -12,8 +12,8 @@ import json
 
 import pytest
 
+from coevo.app.run import run_meta
 from coevo.config import RunConfig
-from coevo.meta.run import run_meta
 from coevo.records import EditRecord, GateDecision, LLMCallRecord, RunRecord
 from coevo.roles.curator import CuratorReply
 from coevo.roles.editor import EditReply
