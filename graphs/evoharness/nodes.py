@@ -17,6 +17,7 @@ from langgraph.runtime import Runtime
 from coevo.harnesses.spec import BPE, validate_spec
 from coevo.meta.context import MetaContext
 from coevo.meta.state import MetaState
+from coevo.models.trajectory import Trajectory
 from coevo.nodes.train import rescue_pool, run_stage
 
 
@@ -79,7 +80,7 @@ def consolidate(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     spec = ctx.spec(state["incumbent"])
     if spec.bpe is None:
         return {}
-    rollouts = [t for i in state.get("train_trajectories", []) if (t := ctx.archive.get_trajectory(i)) is not None]
+    rollouts = [t for i in state.get("train_trajectories", []) if (t := ctx.archive.get(Trajectory, i)) is not None]
     offered = [lesson for t in rollouts if t.passed for lesson in t.harness_state.get("consolidated", [])]
     kept = ctx.experience.consolidate(lineage(state), offered, spec.bpe.max_experience)
     rnd = state.get("round", 0)

@@ -244,9 +244,9 @@ def test_a_harness_sft_stage_runs_rsft_on_bpe_turns_whatever_the_algorithm(tmp_p
     from training_kit import LookupEnv
 
     from coevo.config import RunConfig
+    from coevo.models.checkpoint import Checkpoint
     from coevo.storage import Archive
     from coevo.training import rsft
-    from coevo.training.checkpoint import Checkpoint
     from coevo.training.harness_cost import harness_sft_rows
     from coevo.training.stage import StageOptions, StageTrainer
 
@@ -255,14 +255,14 @@ def test_a_harness_sft_stage_runs_rsft_on_bpe_turns_whatever_the_algorithm(tmp_p
     def stage(checkpoint, spec, env, tasks, config, archive=None, *, run_id=None, rows_fn=None, rollout_fn=None):
         calls.append((config.steps, rows_fn, rollout_fn))
         new = Checkpoint(id="ck-sft", base_model="base", parents=[checkpoint.id], run_id=run_id)
-        archive.add_checkpoint(new)
+        archive.put(new)
         return new, []
 
     monkeypatch.setattr(rsft, "train_rsft", stage)
     config = RunConfig(out_dir=str(tmp_path), train={"algorithm": "grpo", "steps": 5})
     env = LookupEnv()
     with Archive(tmp_path / "a.db") as archive:
-        archive.add_checkpoint(Checkpoint(id="ck0", base_model="base"))
+        archive.put(Checkpoint(id="ck0", base_model="base"))
         trainer = StageTrainer(config, env, archive, "r1")
         new_id, _ = asyncio.run(trainer("ck0", HarnessSpec(bpe={}), env.tasks(), 0,
                                         StageOptions(harness_sft=2, experience=("a lesson",))))

@@ -14,9 +14,10 @@ from coevo.envs.base import Episode, Score, Task
 from coevo.harnesses.runtime import arun_rollout
 from coevo.harnesses.spec import HarnessSpec, Prompt
 from coevo.meta.context import MetaContext
+from coevo.models.checkpoint import Checkpoint
 from coevo.models.fake import ScriptedChatModel
+from coevo.models.trajectory import Trajectory
 from coevo.storage import Archive
-from coevo.storage.tables import CheckpointRecord
 from coevo.training.harness_cost import harness_metrics
 from coevo.training.stage import StageOptions
 
@@ -66,8 +67,8 @@ class ExperienceTrainer:
         trajs = [await arun_rollout(spec, self.model, self.env, t, checkpoint_id=new, experience=options.experience)
                  for t in tasks]
         metrics = {"reward_mean": sum(t.reward for t in trajs) / len(trajs), **harness_metrics(trajs, 0.5)}
-        self.archive.add_checkpoint(CheckpointRecord(id=new, base_model="fake", parents=[checkpoint_id],
-                                                     config={}, metrics=metrics, run_id="run-1"))
+        self.archive.put(Checkpoint(id=new, base_model="fake", parents=[checkpoint_id], metrics=metrics,
+                                    run_id="run-1"))
         return new, [t.model_copy(update={"id": f"{new}-{t.task_id}"}) for t in trajs]
 
 
@@ -91,7 +92,7 @@ def test_evoharness_rl_equips_bpe_trains_with_experience_and_consolidates_it(tmp
     assert [h.round for h in state["history"]] == [0, 1]
     assert state["checkpoint"] == state["start_checkpoint"] + "+r0" * (1 + bool(sft_steps)) + "+r1"
     assert ctx.experience.lessons(h0.id) == [LESSON]  # deduplicated; the failed rollout's lesson is not kept
-    round1 = [t for t in archive.trajectories(run_id="run-1", split="train") if "+r1" in t.checkpoint_id]
+    round1 = [t for t in archive.list(Trajectory, run_id="run-1", split="train") if "+r1" in t.checkpoint_id]
     assert round1 and all(t.harness_state["experience"][0] == LESSON for t in round1)
     assert all(t.harness_actions[0]["action"] == "consolidate" for t in round1)
     test = state["test"]["final"]
