@@ -29,6 +29,8 @@ from coevo.harnesses.spec import BPE
 ACTIONS = {"bpe_read": "read", "bpe_update_belief": "update_belief",
            "bpe_update_progress": "update_progress", "bpe_consolidate": "consolidate"}
 """Tool name -> the ``ActionCosts`` field (and the action's name in ``Trajectory.harness_actions``)."""
+TEXT_ARGUMENT = {"bpe_update_belief": "hypothesis", "bpe_update_progress": "subgoal", "bpe_consolidate": "lesson"}
+"""The argument holding the entry each writing action records."""
 READS = frozenset({"bpe_read"})
 """The actions that read the state; the others write it."""
 PARTS = ("all", "belief", "progress", "experience")
@@ -94,8 +96,9 @@ def apply_action(settings: BPE, state: dict[str, Any], name: str, args: dict[str
         if part not in PARTS:
             raise ValueError(f"part must be one of {list(PARTS)}, got {part!r}")
         return new, render_state(new, part)
-    entry = str(next(iter(args.values()), "") if name != "bpe_update_progress" else args.get("subgoal", ""))
-    entry = re.sub(r"\s+", " ", entry).strip()[:settings.max_chars]
+    if name not in TEXT_ARGUMENT:
+        raise ValueError(f"unknown harness action {name!r}; one of {sorted(ACTIONS)}")
+    entry = re.sub(r"\s+", " ", str(args.get(TEXT_ARGUMENT[name]) or "")).strip()[:settings.max_chars]
     if not entry:
         raise ValueError(f"{name} needs a non-empty text")
     if name == "bpe_update_belief":
@@ -109,11 +112,9 @@ def apply_action(settings: BPE, state: dict[str, Any], name: str, args: dict[str
         new["progress"][other] = [s for s in new["progress"][other] if _key(s) != _key(entry)]
         new["progress"][status] = merge_lessons(new["progress"][status], [entry], settings.max_progress)
         return new, f"subgoal marked {status}"
-    if name == "bpe_consolidate":
-        new["experience"] = merge_lessons(new["experience"], [entry], settings.max_experience)
-        new["consolidated"] = merge_lessons(new["consolidated"], [entry], settings.max_experience)
-        return new, "lesson saved"
-    raise ValueError(f"unknown harness action {name!r}; one of {sorted(ACTIONS)}")
+    new["experience"] = merge_lessons(new["experience"], [entry], settings.max_experience)
+    new["consolidated"] = merge_lessons(new["consolidated"], [entry], settings.max_experience)
+    return new, "lesson saved"
 
 
 def render_state(state: dict[str, Any], part: str = "all") -> str:

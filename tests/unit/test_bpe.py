@@ -76,8 +76,10 @@ def test_the_actions_update_belief_progress_and_experience_and_read_renders_them
     assert "- the lamp is off" in text and "[done] Open door" in text and "- check the mat first" in text
     _, belief_only = apply_action(settings, state, "bpe_read", {"part": "belief"})
     assert "Belief:" in belief_only and "Experience:" not in belief_only
+    state, _ = apply_action(settings, state, "bpe_update_belief", {"why": "a guess", "hypothesis": "it is 42"})
+    assert state["belief"][-1] == "it is 42"  # the entry is the named argument, whatever else comes first
     for name, args in (("bpe_update_belief", {"hypothesis": "  "}), ("bpe_read", {"part": "everything"}),
-                       ("bpe_update_progress", {"subgoal": "x", "status": "maybe"})):
+                       ("bpe_update_progress", {"subgoal": "x", "status": "maybe"}), ("bpe_forget", {"x": "y"})):
         with pytest.raises(ValueError):
             apply_action(settings, state, name, args)
 
