@@ -76,7 +76,8 @@ class Trajectory(BaseModel):
     ``model_turns`` it is TIMR (CoEvo-RSI, Harness-S). ``harness_actions`` are the BPE harness
     actions made (EvoHarness-RL; ``coevo.harnesses.bpe.action_record``: action, kind read|write,
     declared cost, turn, error) and ``harness_state`` the episode's final BPE state; both empty
-    without BPE. ``reward`` is always the task reward: the action cost is apart (``harness_cost``).
+    without BPE, and then left out of the JSON (a trajectory without BPE dumps as before).
+    ``reward`` is always the task reward: the action cost is apart (``harness_cost``).
     """
 
     id: str = Field(default_factory=lambda: uuid.uuid4().hex)
@@ -95,8 +96,8 @@ class Trajectory(BaseModel):
     violation_turns: int = 0
     model_turns: int = 0
     env_actions: int = 0
-    harness_actions: list[dict[str, Any]] = Field(default_factory=list)
-    harness_state: dict[str, Any] = Field(default_factory=dict)
+    harness_actions: list[dict[str, Any]] = Field(default_factory=list, exclude_if=lambda v: not v)
+    harness_state: dict[str, Any] = Field(default_factory=dict, exclude_if=lambda v: not v)
     reward: float = 0.0
     passed: bool = False
     score_detail: dict[str, Any] = Field(default_factory=dict)
