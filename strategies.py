@@ -87,6 +87,9 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
              "router voters, rescue GRPO under H0, Rank-1 routing", True, HARNESS_S),
     Strategy("harness_s_he_only", "harness_s", "Harness-S's harness evolution with the frozen "
              "policy, then Rank-1 routing", False, HARNESS_S),
+    Strategy("evoharness_rl", "evoharness", "EvoHarness-RL: belief, progress and experience as costed harness "
+             "actions; cost-aware GRPO (train.action_cost), experience consolidated between stages", True,
+             algorithm="grpo"),
 )}
 
 def strategy_names() -> str:

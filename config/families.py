@@ -1,5 +1,6 @@
 """The run config's section of each paper family: ``[whale]`` (WHALE, FST, stagewise), ``[pace]``,
-``[search]`` (the Meta-Harness search WHALE and PACE share), ``[harness_s]`` and ``[rsi]`` (CoEvo-RSI).
+``[search]`` (the Meta-Harness search WHALE and PACE share), ``[harness_s]``, ``[rsi]`` (CoEvo-RSI) and
+``[evoharness]`` (EvoHarness-RL; its cost-aware GRPO's lambda is ``train.action_cost``).
 VACE's family reads the shared ``[meta]`` and ``[gate]`` sections (``coevo.config.run``)."""
 
 from __future__ import annotations
@@ -84,3 +85,13 @@ class RsiConfig(Section):
     combination_type: Literal["ties", "dare_ties", "linear", "ties_svd", "dare_ties_svd", "svd"] = "ties"
     density: float | None = Field(default=None, gt=0, le=1)
     adapt: bool = True
+
+
+class EvoHarnessConfig(Section):
+    """EvoHarness-RL (strategy evoharness_rl; first abstract of
+    ``shared/papers/harness_learning_abstracts.txt``): ``sft_steps``, the RSFT rounds of supervised
+    harness fine-tuning before the first cost-aware GRPO stage, trained on the BPE-using turns of
+    accepted rollouts only (``coevo.training.harness_cost.harness_sft_rows``; batch, threshold and
+    learning rate from ``[train]``); 0: no SFT stage."""
+
+    sft_steps: int = Field(default=1, ge=0)

@@ -16,7 +16,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from coevo.config.base import RewardMode, Section
-from coevo.config.families import HarnessSConfig, PaceConfig, RsiConfig, SearchConfig, WhaleConfig
+from coevo.config.families import EvoHarnessConfig, HarnessSConfig, PaceConfig, RsiConfig, SearchConfig, WhaleConfig
 from coevo.config.train import TrainConfig
 from coevo.errors import CoevoError
 from coevo.strategies import get_strategy
@@ -129,6 +129,7 @@ class RunConfig(Section):
         default="none", description="experiment tracker for the loop's numbers and TRL's weight-stage logs, offline: "
         "files under <out_dir>/tracking/<run id> (coevo.observe.tracking); none: the archive and report only")
     rsi: RsiConfig = Field(default_factory=RsiConfig)
+    evoharness: EvoHarnessConfig = Field(default_factory=EvoHarnessConfig)
     executor: Literal["inprocess", "ray"] = Field(
         default="inprocess", description="where rollouts run: this process, or Ray workers ($RAY_ADDRESS or a local "
                                          "instance; coevo.evaluation.executors)")

@@ -68,6 +68,9 @@ class StageSettings(BaseModel):
     importance_correction: bool | None = Field(
         default=None, description="Eq. 16 truncated importance weight; None: on when the sampler is not the trainer")
     is_clip: tuple[float, float] = Field(default=(0.0, 2.0), description="Eq. 16 clip range of pi_old / q")
+    action_cost: float = Field(
+        default=0.0, ge=0, description="cost-aware GRPO's lambda (EvoHarness-RL): the reward of Eq. 6 is the task "
+        "reward - lambda x the rollout's declared BPE harness-action cost (coevo.training.harness_cost); 0: off")
     resample: int = Field(
         default=1, ge=0, description="rounds of dynamic sampling per step (DAPO §3.2): a group whose rewards are all "
         "equal is replaced by the group of another stage task when that one has a contrast; 0: off")

@@ -27,6 +27,8 @@ from langgraph.runtime import Runtime
 from coevo.compat import areply, bind_tools_within, unbind
 from coevo.envs.base import Episode, Tool
 from coevo.envs.interaction import next_user_turn
+from coevo.harnesses.bpe import ACTIONS as BPE_ACTIONS
+from coevo.harnesses.bpe import action_record, apply_action, bpe_tools, initial_state, render_state
 from coevo.harnesses.hooks import fire
 from coevo.harnesses.parse import parse_reply as parse
 from coevo.harnesses.spec import HarnessSpec
@@ -55,10 +57,12 @@ class EngineContext:
     ``spec`` the harness, ``model`` the policy (a chat model, possibly wrapped with ``bind``,
     ``with_config`` or ``with_retry``), ``episode`` the task's fresh episode (its tools and state),
     ``seed`` the rollout's sampling seed (used when ``spec.decoding.seed`` is ``None``; each call
-    samples with ``call_seed(seed, call index)``).
+    samples with ``call_seed(seed, call index)``), ``experience`` the harness lineage's lessons a
+    BPE harness starts the episode with (``coevo.harnesses.bpe``; ignored without ``spec.bpe``).
 
     Derived once (``bind_tools``): ``tools`` the model-visible tools by shown name (the episode's
-    tools filtered and renamed by ``spec.tool_view``, plus ``note`` when the scratchpad is on),
+    tools filtered and renamed by ``spec.tool_view``, plus ``note`` when the scratchpad is on and the
+    four BPE harness actions with ``spec.bpe``),
     ``schemas`` their function schemas, and ``target``/``kwargs``, what ``call_model`` calls:
     ``target.invoke(messages, **call_kwargs(i))`` for call ``i``.
     """
@@ -67,6 +71,7 @@ class EngineContext:
     model: Runnable
     episode: Episode
     seed: int = 0
+    experience: tuple[str, ...] = ()
     tools: dict[str, Tool] = field(init=False, repr=False)
     schemas: list[dict] = field(init=False, repr=False)
     target: Runnable = field(init=False, repr=False)
@@ -92,6 +97,8 @@ class EngineContext:
                 "note", "Write a note to your scratchpad; notes stay visible for the rest of the episode.",
                 {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
                 lambda text: "noted")
+        if spec.bpe is not None:
+            self.tools.update({t.name: t for t in bpe_tools()})
         self.schemas = [t.schema() for t in self.tools.values()]
         d = spec.decoding
         decoding = {"temperature": d.temperature, "top_p": d.top_p, "max_tokens": spec.budget.max_output_tokens}
@@ -139,6 +146,8 @@ def assemble_context(state: HarnessState, runtime: Runtime[EngineContext]) -> di
         kinds = {"system": SystemMessage, "user": HumanMessage, "assistant": AIMessage}
         update["messages"] = [kinds[role](text, additional_kwargs={ROLE: "prompt"})
                               for role, text in render_messages(ctx.spec, task, ctx.schemas)]
+        if ctx.spec.bpe is not None:
+            update["bpe"] = initial_state(ctx.experience)
     if state.get("model_calls", 0) >= ctx.spec.budget.max_model_calls:
         return {**update, "stop_reason": "budget:model_calls"}
     effect, events, stopped = fire(ctx.spec, "before_model", state)
@@ -150,7 +159,8 @@ def assemble_context(state: HarnessState, runtime: Runtime[EngineContext]) -> di
 
 
 def visible(ctx: EngineContext, state: HarnessState) -> list[BaseMessage] | None:
-    """What the model sees: prompt + the last ``history_turns`` turns (+ scratchpad), cut to the
+    """What the model sees: prompt + the last ``history_turns`` turns (+ scratchpad, + the BPE state
+    when ``spec.bpe.render`` is ``always``; with ``on_read`` only ``bpe_read`` shows it), cut to the
     context-token budget (4 characters a token) by dropping the oldest turns; ``None`` if even the
     prompt is too long."""
     msgs = list(state["messages"])
@@ -164,6 +174,8 @@ def visible(ctx: EngineContext, state: HarnessState) -> list[BaseMessage] | None
         turns = turns[-keep:]
     notes = ([_harness("Scratchpad:\n" + "\n".join(f"- {n}" for n in state["scratchpad"]))]
              if state.get("scratchpad") else [])
+    if ctx.spec.bpe is not None and ctx.spec.bpe.render == "always" and state.get("bpe"):
+        notes.append(_harness("Harness state:\n" + render_state(state["bpe"])))
     budget = ctx.spec.budget.max_context_tokens * 4
     while True:
         seq = head + [m for t in turns for m in t] + notes
@@ -278,6 +290,7 @@ def _run_one(ctx: EngineContext, action: dict, state: dict) -> tuple[dict, list[
     tool = ctx.tools.get(name)
     delta: dict[str, Any] = {}
     error = ""
+    bpe = ctx.spec.bpe is not None and name in BPE_ACTIONS
     if tool is None:
         delta.update(_violation(state))
         error = f"unknown tool {name!r}; available tools: {sorted(ctx.tools)}"
@@ -288,12 +301,19 @@ def _run_one(ctx: EngineContext, action: dict, state: dict) -> tuple[dict, list[
             if missing:
                 delta.update(_violation(state))
                 raise TypeError(f"missing required argument(s) {missing}")
-            text = _format(ctx, tool.fn(**args))
+            if bpe:
+                delta["bpe"], text = apply_action(ctx.spec.bpe, state.get("bpe") or initial_state(ctx.experience),
+                                                  name, args)
+            else:
+                text = _format(ctx, tool.fn(**args))
         except Exception as err:  # a tool that raises is an observation, not a crash
             error = f"{type(err).__name__}: {err}"
             text = f"Error: {error}"
         if name == "note" and ctx.spec.memory.scratchpad and not error:
             delta["scratchpad"] = list(state.get("scratchpad", [])) + [str(args.get("text", ""))]
+        elif bpe:
+            delta["harness_actions"] = [*state.get("harness_actions", []),
+                                        action_record(ctx.spec.bpe, name, state.get("model_calls", 0), error)]
         else:
             delta["env_actions"] = state.get("env_actions", 0) + 1
     delta["last"] = {**state.get("last", {}), "observation": text, "tool": name, "error": error}
@@ -306,7 +326,8 @@ def _run_one(ctx: EngineContext, action: dict, state: dict) -> tuple[dict, list[
     return delta, [_observe(ctx, action, text)] + [_harness(m) for m in effect.messages]
 
 
-_TOOL_KEYS = ("env_actions", "violations", "violated_turns", "scratchpad", "last", "stop_reason")
+_TOOL_KEYS = ("env_actions", "violations", "violated_turns", "scratchpad", "bpe", "harness_actions", "last",
+              "stop_reason")
 
 
 def run_tools(state: HarnessState, runtime: Runtime[EngineContext]) -> dict:
@@ -320,7 +341,8 @@ def run_tools(state: HarnessState, runtime: Runtime[EngineContext]) -> dict:
         if cur.get("stop_reason"):
             msgs.append(_observe(ctx, action, "Not executed: the episode has ended."))
             continue
-        if cur.get("env_actions", 0) >= ctx.spec.budget.max_env_actions and action["name"] != "note":
+        harness_action = action["name"] == "note" or (ctx.spec.bpe is not None and action["name"] in BPE_ACTIONS)
+        if cur.get("env_actions", 0) >= ctx.spec.budget.max_env_actions and not harness_action:
             cur["stop_reason"] = "budget:env_actions"
             msgs.append(_observe(ctx, action, "Not executed: the env-action budget is spent."))
             continue

@@ -13,6 +13,7 @@ that never stops ends at its budget with the reason recorded. The nodes and rout
 from __future__ import annotations
 
 import time
+from typing import Sequence
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import messages_to_dict
@@ -71,22 +72,26 @@ def to_trajectory(state: HarnessState, task: Task, spec: HarnessSpec, seed: int 
         final_answer=state.get("answer"), stop_reason=state.get("stop_reason") or "",
         hook_events=state.get("hook_events", []), interface_violations=state.get("violations", 0),
         violation_turns=len(state.get("violated_turns", [])),
-        model_turns=state.get("model_calls", 0), env_actions=state.get("env_actions", 0))
+        model_turns=state.get("model_calls", 0), env_actions=state.get("env_actions", 0),
+        harness_actions=state.get("harness_actions", []), harness_state=state.get("bpe", {}))
 
 
 async def arun_rollout(spec: HarnessSpec, model: BaseChatModel, env: Env, task: Task, seed: int = 0,
-                       checkpoint_id: str = "", split: str | None = None) -> Trajectory:
+                       checkpoint_id: str = "", split: str | None = None,
+                       experience: Sequence[str] = ()) -> Trajectory:
     """One rollout: a fresh episode of ``task``, the harness graph run to the end, the verifier's score.
 
     The loop runs through ``coevo.compat.arun_state`` (the graph's nodes, routers and reducers without
     Pregel's per-step cost), or through the compiled graph when LangSmith tracing is on, so traces show
-    every node. Returns a scored ``Trajectory`` (reward, passed, score_detail). The episode is always
-    closed. Raises whatever the model raises (e.g. a network error); tool errors never propagate.
+    every node. ``experience``: the harness lineage's lessons a BPE harness starts with
+    (``EngineContext.experience``). Returns a scored ``Trajectory`` (reward, passed, score_detail).
+    The episode is always closed. Raises whatever the model raises (e.g. a network error); tool errors never propagate.
     """
     episode = env.episode(task, seed)
     started = time.perf_counter()
     try:
-        context, inputs, limit = EngineContext(spec, model, episode, seed), {"task": task.prompt}, recursion_limit(spec)
+        context = EngineContext(spec, model, episode, seed, tuple(experience))
+        inputs, limit = {"task": task.prompt}, recursion_limit(spec)
         if tracing_is_enabled():  # LangSmith on: run the compiled graph so the rollout is traced node by node
             state = await graph.ainvoke(inputs, {"recursion_limit": limit, "run_name": f"harness:{spec.name}"},
                                         context=context)

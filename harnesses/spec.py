@@ -1,7 +1,8 @@
 """``HarnessSpec``: the harness as a versioned, content-addressed JSON document.
 
 Components follow DESIGN.md and Harness-S Table 8 (prompt, skills, context, memory, hooks,
-tool view, parser, budget, decoding). A spec is pure data: code components (hook conditions and
+tool view, parser, budget, decoding), plus EvoHarness-RL's optional BPE state (``bpe``; left out
+of the JSON, and so of the id, when unset). A spec is pure data: code components (hook conditions and
 actions) are named from ``coevo.harnesses.registry`` and checked when the spec validates.
 """
 
@@ -172,13 +173,47 @@ class Decoding(Strict):
     seed: int | None = None
 
 
+class ActionCosts(Strict):
+    """The declared cost of each BPE harness action (EvoHarness-RL, cost-aware GRPO: reward = task
+    reward - lambda x the episode's summed action cost). Unitless, >= 0; defaults are coevo's choice,
+    not the paper's (the abstract gives none)."""
+
+    read: float = Field(default=0.05, ge=0.0)
+    update_belief: float = Field(default=0.1, ge=0.0)
+    update_progress: float = Field(default=0.1, ge=0.0)
+    consolidate: float = Field(default=0.1, ge=0.0)
+
+
+class BPE(Strict):
+    """EvoHarness-RL's policy-facing harness state (first abstract of
+    ``shared/papers/harness_learning_abstracts.txt``): Belief (hypotheses about the world state),
+    Progress (subgoals done and pending) and Experience (lessons that persist across episodes of a
+    harness lineage), read and written through the harness actions ``bpe_read``,
+    ``bpe_update_belief``, ``bpe_update_progress`` and ``bpe_consolidate`` (``coevo.harnesses.bpe``),
+    each costing ``costs``.
+
+    ``render``: ``on_read`` puts the state into context only as the output of ``bpe_read``
+    (selective access); ``always`` shows it after every turn, as the scratchpad is. Caps:
+    ``max_belief`` hypotheses (the oldest dropped), ``max_progress`` subgoals, ``max_experience``
+    lessons (consolidation keeps the newest distinct ones), ``max_chars`` characters per entry.
+    """
+
+    render: Literal["on_read", "always"] = "on_read"
+    costs: ActionCosts = Field(default_factory=ActionCosts)
+    max_belief: int = Field(default=8, ge=1)
+    max_progress: int = Field(default=16, ge=1)
+    max_experience: int = Field(default=16, ge=1)
+    max_chars: int = Field(default=200, ge=8)
+
+
 class HarnessSpec(Strict):
     """A harness: everything around the model that decides what it sees and how its output
     becomes actions (DESIGN.md, HarnessSpec).
 
     ``id`` is the sha256 of the canonical JSON of the spec without ``parents`` (same content,
-    same id). Raises pydantic ``ValidationError`` on bad fields; hooks naming unregistered
-    conditions/actions or wrong parameters fail validation.
+    same id; ``bpe`` unset is left out, so specs without it keep their ids). Raises pydantic
+    ``ValidationError`` on bad fields; hooks naming unregistered conditions/actions or wrong
+    parameters fail validation.
     """
 
     schema_version: int = SCHEMA_VERSION
@@ -194,6 +229,7 @@ class HarnessSpec(Strict):
     parser: Parser = Field(default_factory=Parser)
     budget: Budget = Field(default_factory=Budget)
     decoding: Decoding = Field(default_factory=Decoding)
+    bpe: BPE | None = Field(default=None, exclude_if=lambda v: v is None)
 
     @model_validator(mode="after")
     def _registered_hooks(self) -> "HarnessSpec":

@@ -41,6 +41,11 @@ class HarnessState(TypedDict, total=False):
     """The model turns (1-based call numbers) with at least one violation: TIMR's numerator."""
     scratchpad: list[str]
     """Notes the model wrote with the ``note`` tool (when ``spec.memory.scratchpad``)."""
+    bpe: dict
+    """The episode's BPE state (``coevo.harnesses.bpe``; when ``spec.bpe``): belief, progress,
+    experience and the lessons consolidated this episode."""
+    harness_actions: list[dict]
+    """The BPE harness actions made so far (``coevo.harnesses.bpe.action_record``), in order."""
     pending: list[dict]
     """Actions parsed from the last reply, awaiting ``run_tools``."""
     last: dict

@@ -14,7 +14,7 @@ from typing import Any, Iterable
 from coevo.envs.base import Tool
 from coevo.harnesses.spec import HarnessSpec, Skill
 
-COMPONENTS = ("prompt", "skills", "context", "memory", "hooks", "tool_view", "parser", "budget", "decoding")
+COMPONENTS = ("prompt", "skills", "context", "memory", "hooks", "tool_view", "parser", "budget", "decoding", "bpe")
 
 
 def _words(text: str) -> set[str]:
@@ -98,7 +98,7 @@ def diff(a: HarnessSpec, b: HarnessSpec) -> str:
     da, db = a.model_dump(mode="json"), b.model_dump(mode="json")
     out = []
     for comp in COMPONENTS:
-        ja, jb = (json.dumps(d[comp], indent=2, sort_keys=True).splitlines() for d in (da, db))
+        ja, jb = (json.dumps(d.get(comp), indent=2, sort_keys=True).splitlines() for d in (da, db))
         if ja != jb:
             lines = difflib.unified_diff(ja, jb, f"{a.short_id}/{comp}", f"{b.short_id}/{comp}", lineterm="", n=2)
             out.append(f"== {comp} ==\n" + "\n".join(lines))

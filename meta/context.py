@@ -17,6 +17,7 @@ from coevo.envs.base import Env, Task
 from coevo.evaluation.engine import evaluate
 from coevo.evaluation.executors import Executor
 from coevo.evaluation.results import EvalResult
+from coevo.harnesses.bpe import ExperienceStore, InMemoryExperience
 from coevo.harnesses.spec import HarnessSpec, load_harness
 from coevo.meta.budget import calls_budget, current_phase, eval_budget, stage_budget, totals
 from coevo.meta.recording import Recording
@@ -56,7 +57,9 @@ class MetaContext(Recording):
     ``evaluator`` is ``coevo.evaluation.engine.evaluate`` (replaceable in tests); ``executor`` where
     its rollouts run (``coevo.evaluation.executors``; None: in this process); ``run_id`` names the run
     whose evaluations, edits and LLM calls are stored; ``tracker`` receives the loop's numbers per
-    round (``coevo.observe.tracking``; ``run_meta`` opens the one ``config.report_to`` names).
+    round (``coevo.observe.tracking``; ``run_meta`` opens the one ``config.report_to`` names);
+    ``experience`` keeps BPE harness lineages' lessons across episodes and rounds (EvoHarness-RL;
+    ``coevo.harnesses.bpe.ExperienceStore``; in memory by default: one run's process).
 
     What ``evaluate``, ``train`` and ``store_calls`` spend is stored per phase (``account``;
     ``coevo.meta.budget``) and tracked: ``score/<split>/<harness>`` per evaluation,
@@ -81,6 +84,7 @@ class MetaContext(Recording):
     executor: Executor | None = None
     run_id: str = "studio"
     tracker: Tracker = field(default_factory=NullTracker)
+    experience: ExperienceStore = field(default_factory=InMemoryExperience)
 
     def tasks(self, split: Split, ids: Sequence[str] | None = None) -> list[Task]:
         """The run's tasks of ``split`` (sizes from ``config.env``), in the env's order; only those in

@@ -10,7 +10,7 @@ excluded from the token loss).
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, Collection
 
 from pydantic import BaseModel, Field
 
@@ -73,7 +73,11 @@ class Trajectory(BaseModel):
     ``budget:<name>``, ``hook:stop`` or ``error:<type>``. ``interface_violations`` counts interface
     violations (unparseable reply, unexposed tool, missing required argument; one turn can make
     several); ``violation_turns`` counts the model turns with at least one: divided by
-    ``model_turns`` it is TIMR (CoEvo-RSI, Harness-S).
+    ``model_turns`` it is TIMR (CoEvo-RSI, Harness-S). ``harness_actions`` are the BPE harness
+    actions made (EvoHarness-RL; ``coevo.harnesses.bpe.action_record``: action, kind read|write,
+    declared cost, turn, error) and ``harness_state`` the episode's final BPE state; both empty
+    without BPE, and then left out of the JSON (a trajectory without BPE dumps as before).
+    ``reward`` is always the task reward: the action cost is apart (``harness_cost``).
     """
 
     id: str = Field(default_factory=lambda: uuid.uuid4().hex)
@@ -92,6 +96,8 @@ class Trajectory(BaseModel):
     violation_turns: int = 0
     model_turns: int = 0
     env_actions: int = 0
+    harness_actions: list[dict[str, Any]] = Field(default_factory=list, exclude_if=lambda v: not v)
+    harness_state: dict[str, Any] = Field(default_factory=dict, exclude_if=lambda v: not v)
     reward: float = 0.0
     passed: bool = False
     score_detail: dict[str, Any] = Field(default_factory=dict)
@@ -111,6 +117,21 @@ class Trajectory(BaseModel):
     def cost_usd(self) -> float:
         """Cost in US dollars summed over model calls (0 for local models)."""
         return sum(c.cost_usd for c in self.calls)
+
+    @property
+    def harness_cost(self) -> float:
+        """The declared cost of the BPE harness actions summed (0 without them)."""
+        return sum(float(a.get("cost", 0.0)) for a in self.harness_actions)
+
+    @property
+    def harness_reads(self) -> int:
+        """BPE harness actions that read the state."""
+        return sum(a.get("kind") == "read" for a in self.harness_actions)
+
+    @property
+    def harness_writes(self) -> int:
+        """BPE harness actions that wrote the state (belief, progress, experience)."""
+        return sum(a.get("kind") == "write" for a in self.harness_actions)
 
     @property
     def timr(self) -> float:
@@ -135,7 +156,7 @@ class Trajectory(BaseModel):
                 "(litellm:hosted_vllm/NAME asks for logprobs and token ids); servers such as `transformers serve` "
                 "are for evaluation only")
 
-    def segments(self) -> list[Segment]:
+    def segments(self, turns: Collection[int] | None = None) -> list[Segment]:
         """Training sequences with a policy-token loss mask.
 
         Consecutive calls are merged while each call's prompt extends the previous call's
@@ -143,6 +164,8 @@ class Trajectory(BaseModel):
         hook injections, the next turn's template) get mask 0. When the harness rewrote the
         context (history window, truncation) the chain breaks and a new segment starts; every
         segment keeps the trajectory's advantage downstream. Calls without token ids are skipped.
+        ``turns`` (1-based model-call numbers; None: every call) limits the loss mask to those calls'
+        completions: the others' tokens stay in the sequence as context with mask 0.
 
         Returns: list of ``Segment``; empty when no call carries token ids.
         """
@@ -150,7 +173,7 @@ class Trajectory(BaseModel):
         ids: list[int] = []
         mask: list[int] = []
         lps: list[float] = []
-        for call in self.calls:
+        for number, call in enumerate(self.calls, 1):
             if call.prompt_token_ids is None or call.completion_token_ids is None:
                 continue
             prompt, completion = call.prompt_token_ids, call.completion_token_ids
@@ -162,7 +185,8 @@ class Trajectory(BaseModel):
                     segments.append(Segment(input_ids=ids, loss_mask=mask, logprobs=lps))
                 ids, mask, lps, extra = [], [], [], prompt
             ids = ids + list(extra) + list(completion)
-            mask = mask + [0] * len(extra) + [1] * len(completion)
+            on = 1 if turns is None or number in turns else 0
+            mask = mask + [0] * len(extra) + [on] * len(completion)
             lps = lps + [0.0] * len(extra) + list(logprobs)
         if ids:
             segments.append(Segment(input_ids=ids, loss_mask=mask, logprobs=lps))

@@ -11,7 +11,9 @@ writes a patch whose paths exist and whose values have the field's type:
 - ``add`` a new named entry to a map (``/prompt/rules/<key>``, ``/skills/<key>``,
   ``/hooks/<key>``, ...), the key a short identifier, the value the entry's schema (hook conditions
   and actions named from the registries);
-- ``remove`` an existing map entry.
+- ``remove`` an existing map entry;
+- ``add`` an optional component the spec lacks (``/bpe``) whole; once set, its fields are replaced
+  like any other.
 
 The reply is still validated after decoding (``EditReply`` and ``apply_patch``): the schema guides
 the model, it is not the check (e.g. a hook's ``parameters`` depend on its condition).
@@ -102,8 +104,24 @@ def _walk(schema: dict[str, Any], value: Any, pointer: str, defs: dict[str, Any]
                                         "path": {"type": "string", "pattern": f"^{pointer}/{KEY_PATTERN}$"},
                                         "value": _value_schema(entry)}}
         removes.extend(f"{pointer}/{_escape(k)}" for k in sorted(value or {}))
+    elif (part := _optional_component(resolved, defs)) is not None:  # bpe: walked when set, else added whole
+        if value is None:
+            adds[pointer] = {"type": "object", "additionalProperties": False, "required": ["op", "path", "value"],
+                             "properties": {"op": {"const": "add"}, "path": {"const": pointer},
+                                            "value": _value_schema(defs[part])}}
+        else:
+            _walk({"$ref": f"#/$defs/{part}"}, value, pointer, defs, replace, adds, removes)
     else:  # a value
         replace.setdefault(json.dumps(_value_schema(schema), sort_keys=True), []).append(pointer)
+
+
+def _optional_component(schema: dict[str, Any], defs: dict[str, Any]) -> str | None:
+    """The ``$defs`` name of an optional struct component (``X | None``, e.g. ``bpe``), else None."""
+    options = schema.get("anyOf") or []
+    refs = [o["$ref"].rsplit("/", 1)[1] for o in options if isinstance(o.get("$ref"), str)]
+    if len(options) == 2 and len(refs) == 1 and {"type": "null"} in options and "properties" in defs[refs[0]]:
+        return refs[0]
+    return None
 
 
 def _under(pointer: str, allowed: Sequence[str]) -> bool:

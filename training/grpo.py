@@ -49,6 +49,7 @@ from coevo.envs.base import Env, Task
 from coevo.models.checkpoint import Checkpoint, new_checkpoint_id
 from coevo.models.trajectory import Trajectory
 from coevo.training.checkpoint import load_policy, record_checkpoint
+from coevo.training.harness_cost import HARNESS_KEYS
 from coevo.training.rollout import HarnessRollout, PolicyFactory, Rescue, RolloutFn
 
 log = logging.getLogger(__name__)
@@ -122,7 +123,9 @@ def stage_metrics(log_history: list[dict], rollouts: list[dict[str, float]], wal
     dict per step: step, loss, reward, pass_rate, effective_group_rate, nonzero_std_rate,
     effective_token_share, policy_tokens, rescue_rate (Harness-S rescue trigger rate), rescue_success,
     rescued_groups, resampled_groups, resampled_retained,
-    failed_rollouts, the sampler's rollout_s,
+    failed_rollouts, the sampler's rollout_s, the harness-use numbers of
+    ``coevo.training.harness_cost.harness_metrics`` (task_reward, harness_cost, shaped_reward,
+    action_rate, harness_reads, harness_writes, state_chars; also as means over steps),
     sampled_tokens, sampled_tokens_per_s, and the trainer's grad_norm, entropy and, with Eq. 16,
     is_weight_mean and sampler_logp_diff_mean; needs ``logging_steps=1``)."""
     logs = [h for h in log_history if "loss" in h]
@@ -133,7 +136,8 @@ def stage_metrics(log_history: list[dict], rollouts: list[dict[str, float]], wal
 
     keys = ("reward", "pass_rate", "effective_group_rate", "nonzero_std_rate", "effective_token_share",
             "policy_tokens", "rescue_rate", "rescue_success", "rescued_groups", "resampled_groups",
-            "resampled_retained", "failed_rollouts", "rollout_s", "sampled_tokens", "sampled_tokens_per_s")
+            "resampled_retained", "failed_rollouts", "rollout_s", "sampled_tokens", "sampled_tokens_per_s",
+            *HARNESS_KEYS)
     trainer_keys = ("loss", "grad_norm", "entropy", "is_weight_mean", "sampler_logp_diff_mean")
     history = [{"step": i + 1, **{k: r[k] for k in keys if k in r},
                 **({k: logs[i][k] for k in trainer_keys if k in logs[i]} if i < len(logs) else {})}
@@ -152,6 +156,7 @@ def stage_metrics(log_history: list[dict], rollouts: list[dict[str, float]], wal
         "resampled_groups": int(sum(r.get("resampled_groups", 0.0) for r in rollouts)),
         "sampled_tokens_per_s": (sum(r.get("sampled_tokens", 0.0) for r in rollouts)
                                  / max(1e-9, sum(r.get("rollout_s", 0.0) for r in rollouts))),
+        **{k: mean(k) for k in HARNESS_KEYS},
         "steps": len(rollouts),
         "wall_time_s": wall_s,
         "history": history,
@@ -205,7 +210,8 @@ def train_grpo(
         rollout_fn = sampling_on(executor, rollout_fn)
     rollout = HarnessRollout(spec, env, tasks, rescue=rescue, policy_factory=policy_factory, rollout_fn=rollout_fn,
                              max_len=cfg.max_len, seed=cfg.seed, checkpoint_id=checkpoint.id,
-                             max_concurrency=cfg.max_concurrency, resample=cfg.resample)
+                             max_concurrency=cfg.max_concurrency, resample=cfg.resample,
+                             action_cost=cfg.action_cost)
     correction = cfg.importance_correction if cfg.importance_correction is not None else policy_factory is not None
     trainer = HarnessGRPOTrainer(
         model=model, reward_funcs=[_env_reward], args=grpo_args(cfg, out_dir, spec.decoding.temperature),

@@ -38,6 +38,7 @@ from coevo.envs.base import Env, Task
 from coevo.models.base import batched
 from coevo.models.trajectory import Trajectory
 from coevo.training.advantages import effective_group_rate, effective_token_share, group_advantages
+from coevo.training.harness_cost import harness_metrics, shaped_reward
 from coevo.training.samples import Row, rollout_output, trajectory_rows
 
 log = logging.getLogger(__name__)
@@ -159,6 +160,17 @@ def default_rollout_fn() -> RolloutFn:
     return arun_rollout
 
 
+def with_experience(lessons: Sequence[str], run: RolloutFn | None = None) -> RolloutFn:
+    """``run`` (default ``arun_rollout``; same signature) with a BPE harness lineage's experience
+    ``lessons`` given to every rollout (``arun_rollout(..., experience=lessons)``, EvoHarness-RL)."""
+    base, given = run or default_rollout_fn(), tuple(lessons)
+
+    async def run_with_experience(*args: Any, **kwargs: Any) -> Trajectory:
+        return await base(*args, **{**kwargs, "experience": given})
+
+    return run_with_experience
+
+
 def failed_trajectory(spec: Any, task: Task, seed: int, checkpoint_id: str, error: Exception) -> Trajectory:
     """The trajectory of a rollout that raised ``error``: reward 0, not passed, no model calls
     (so it yields no training row), ``stop_reason`` ``error:<type>`` and ``score_detail["error"]``."""
@@ -189,9 +201,10 @@ def guarded(run: RolloutFn) -> RolloutFn:
     return guarded_run
 
 
-def has_contrast(group: Group) -> bool:
-    """Whether ``group``'s rewards differ (Eq. 6 then gives some rollout a non-zero advantage)."""
-    return len({t.reward for t in group}) > 1
+def has_contrast(group: Group, action_cost: float = 0.0) -> bool:
+    """Whether ``group``'s rewards (cost-aware at ``action_cost``, ``shaped_reward``) differ (Eq. 6
+    then gives some rollout a non-zero advantage)."""
+    return len({shaped_reward(t, action_cost) for t in group}) > 1
 
 
 @dataclass
@@ -224,7 +237,8 @@ class HarnessRollout:
     written on the trajectories (``<id>+step<s>`` after s updates); ``max_concurrency`` caps
     concurrent rollouts (None: all at once, which lets a batching backend fill its batch);
     ``resample`` rounds of dynamic sampling per call (0: off; see module docstring), drawing from
-    ``tasks`` not in the call's batch.
+    ``tasks`` not in the call's batch; ``action_cost`` cost-aware GRPO's lambda: advantages come from
+    ``task reward - lambda x harness cost`` (``coevo.training.harness_cost``; 0: the task reward).
 
     After each call: ``trajectories`` holds every rollout so far (initial groups, including
     all-fail groups that rescue replaced, then rescue groups, then groups drawn by dynamic
@@ -235,13 +249,13 @@ class HarnessRollout:
     def __init__(self, spec: Any, env: Env, tasks: Sequence[Task], rescue: Rescue | None = None,
                  policy_factory: PolicyFactory | None = None, rollout_fn: RolloutFn | None = None,
                  max_len: int | None = None, seed: int = 0, checkpoint_id: str = "",
-                 max_concurrency: int | None = None, resample: int = 0) -> None:
+                 max_concurrency: int | None = None, resample: int = 0, action_cost: float = 0.0) -> None:
         self.spec, self.env, self.rescue = spec, env, rescue
         self.tasks = {t.id: t for t in tasks}
         self.policy_factory: PolicyFactory = policy_factory or LivePolicy()
         self.rollout_fn = rollout_fn
         self.max_len, self.seed, self.checkpoint_id = max_len, seed, checkpoint_id
-        self.max_concurrency, self.resample = max_concurrency, resample
+        self.max_concurrency, self.resample, self.action_cost = max_concurrency, resample, action_cost
         self.trajectories: list[Trajectory] = []
         self.history: list[dict[str, float]] = []
 
@@ -314,14 +328,14 @@ class HarnessRollout:
                       rescued={i: g for i, (g, g0) in enumerate(zip(retained, initial)) if g is not g0})
         reserve = self._reserve(tasks, step)
         for r in range(self.resample):
-            flat = [i for i, g in enumerate(batch.retained) if not has_contrast(g)]
+            flat = [i for i, g in enumerate(batch.retained) if not has_contrast(g, self.action_cost)]
             picks = list(zip(flat, itertools.islice(reserve, len(flat))))
             if not picks:
                 break
             drawn = await asyncio.gather(*(group(t, seed + 101 * (r + 1)) for _, t in picks))
             batch.drawn += drawn
             for (i, _), g in zip(picks, drawn):
-                if has_contrast(g):
+                if has_contrast(g, self.action_cost):
                     batch.retained[i] = g
         return batch
 
@@ -344,7 +358,7 @@ class HarnessRollout:
         rows: list[Row] = []
         advantages, tokens = [], []
         for x, group in enumerate(groups):
-            adv = group_advantages([t.reward for t in group])
+            adv = group_advantages([shaped_reward(t, self.action_cost) for t in group])
             per_traj = [trajectory_rows(t, a, x, self.max_len) for t, a in zip(group, adv)]
             rows += [r for rs in per_traj for r in rs]
             advantages.append(adv)
@@ -368,6 +382,7 @@ class HarnessRollout:
             "resampled_retained": float(sum(id(g) in drawn for g in groups)),
             "failed_rollouts": float(sum(map(is_failed, batch.made))),
             "rows": float(len(rows)),
+            **harness_metrics(under_spec, self.action_cost),
         }
         self.history.append(metrics)
         return {**rollout_output(rows), "num_tasks": len(groups), "metrics": metrics}

@@ -71,6 +71,7 @@ def train_rsft(
     executor: Any = None,
     sampler: PersistentSampler | None = None, position: int = 0, max_steps: int | None = None,
     stop: Callable[[list[float]], str | None] | None = None, stream: Sequence[Task] | None = None,
+    rows_fn: Callable[[Trajectory, int], list[Row]] | None = None,
 ) -> tuple[Checkpoint, list[Trajectory]]:
     """Run one online RSFT stage from ``checkpoint`` under harness ``spec`` on ``tasks``.
 
@@ -87,7 +88,10 @@ def train_rsft(
     over ``stream`` (all the run's train tasks, default ``tasks``; those not in ``tasks`` are passed
     over), ``max_steps`` replaces ``steps`` (a phase length counted in epochs, ``epochs_to_steps``),
     and ``stop(rewards so far, one per round)`` returning a reason ends the phase early
-    (``Patience.stop``). Returns ``(new checkpoint, every rollout sampled)``; metrics hold ``loss``
+    (``Patience.stop``). ``rows_fn(trajectory, max_len)`` the training rows of an accepted rollout
+    (default: all its policy tokens, ``trajectory_rows``; EvoHarness-RL's harness SFT passes
+    ``coevo.training.harness_cost.harness_sft_rows``: its BPE-using turns only). Returns
+    ``(new checkpoint, every rollout sampled)``; metrics hold ``loss``
     (mean over SFT steps), ``reward_mean`` (of the samples), ``kept_rate``, ``tokens`` (policy tokens
     trained on), ``wall_time_s``, a per-round ``history``, ``sampler_position`` (where the next phase
     starts), ``epochs`` (stream positions walked / stream size, or tasks drawn / tasks) and
@@ -135,7 +139,8 @@ def train_rsft(
                 sampled = run_sync(sample())
             trajectories.extend(sampled)
             keep = accepted(sampled, cfg.rsft_threshold)
-            rows = [r for t in keep for r in trajectory_rows(t, 1.0, 0, cfg.max_len)]
+            rows = [r for t in keep for r in (rows_fn(t, cfg.max_len) if rows_fn
+                                              else trajectory_rows(t, 1.0, 0, cfg.max_len))]
             losses = _sft_epochs(model, optimizer, rows, cfg, rng)
             stats = {"round": rnd + 1, "reward": statistics.fmean(t.reward for t in sampled),
                      "kept": len(keep), "kept_rate": len(keep) / len(sampled),

@@ -12,6 +12,7 @@ advantage and its task index (Harness-S §7: each token keeps its generating con
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Collection
 
 from coevo.models.trajectory import Segment, Trajectory
 
@@ -59,14 +60,17 @@ def segment_row(segment: Segment, advantage: float, task_index: int, max_len: in
 
 
 def trajectory_rows(
-    trajectory: Trajectory, advantage: float, task_index: int, max_len: int | None = None
+    trajectory: Trajectory, advantage: float, task_index: int, max_len: int | None = None,
+    turns: Collection[int] | None = None,
 ) -> list[Row]:
-    """All rows of one trajectory (one per segment with policy tokens), each with ``advantage``.
+    """All rows of one trajectory (one per segment with policy tokens), each with ``advantage``;
+    with ``turns`` (1-based model-call numbers) only those calls' tokens carry loss
+    (``Trajectory.segments``).
 
     Raises ``MissingTokensError`` (``Trajectory.require_tokens``) when its model calls came from a
     server that could not return the sampled token ids: such a trajectory cannot be trained on."""
     trajectory.require_tokens()
-    rows = (segment_row(s, advantage, task_index, max_len) for s in trajectory.segments())
+    rows = (segment_row(s, advantage, task_index, max_len) for s in trajectory.segments(turns))
     return [r for r in rows if r is not None]
 
 

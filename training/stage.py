@@ -26,11 +26,18 @@ Route = Callable[[Task, int], Awaitable[list[str]]]
 class StageOptions:
     """What a weight stage is given beyond its checkpoint, harness, tasks and round: ``siblings`` the
     Eq. 5 rescue pool (best first), ``route`` the router's per-task choice among them (Harness-S
-    Eq. 10), ``phase`` a weight phase's place in the run's task stream and its length (WHALE §3.1)."""
+    Eq. 10), ``phase`` a weight phase's place in the run's task stream and its length (WHALE §3.1),
+    ``experience`` the BPE harness lineage's lessons every rollout starts with (EvoHarness-RL;
+    ``coevo.training.rollout.with_experience``; in-process rollouts only: an executor's workers get
+    none), ``harness_sft`` > 0 makes the stage EvoHarness-RL's supervised harness fine-tuning
+    instead: that many RSFT rounds whatever ``train.algorithm`` says, trained on the BPE-using turns
+    of accepted rollouts only (``coevo.training.harness_cost.harness_sft_rows``)."""
 
     siblings: Sequence[HarnessSpec] = ()
     route: Route | None = None
     phase: WeightPhase | None = None
+    experience: Sequence[str] = ()
+    harness_sft: int = 0
 
 
 def training_spec(spec: HarnessSpec, train: TrainConfig) -> HarnessSpec:
@@ -108,7 +115,17 @@ class StageTrainer:
         options: dict[str, Any] = stage_options.phase.options() if stage_options.phase else {}
         if self.executor is not None:
             options["executor"] = self.executor
-        if train.algorithm == "rsft":
+        if stage_options.experience:
+            from coevo.training.rollout import with_experience
+
+            options["rollout_fn"] = with_experience(stage_options.experience)
+        if stage_options.harness_sft:
+            from coevo.training.harness_cost import harness_sft_rows
+            from coevo.training.rsft import train_rsft as stage
+
+            config = config.model_copy(update={"steps": stage_options.harness_sft})
+            options["rows_fn"] = harness_sft_rows
+        elif train.algorithm == "rsft":
             from coevo.training.rsft import train_rsft as stage
         else:
             from coevo.training.grpo import train_grpo as stage

@@ -1,0 +1,44 @@
+"""EvoHarness-RL (first abstract of ``shared/papers/harness_learning_abstracts.txt``): the policy
+learns to build and use Belief-Progress-Experience harness state through costed harness actions,
+trained with cost-aware GRPO; experience is consolidated between stages::
+
+    H_BPE = H0 + BPE state (read / update belief / update progress / consolidate, each with a cost)
+    W[0] = SFT(W[0], H_BPE, BPE-using turns of accepted rollouts)   # evoharness.sft_steps rounds
+    for t in rounds:
+        W[t+1], T[t] = GRPO(W[t], H_BPE, D_train, E)   # r = task reward - lambda x action cost
+        E = consolidate(E, lessons of the successful T[t])   # dedup, cap
+
+lambda is ``train.action_cost``; the stage's metrics log task reward, harness cost, shaped reward,
+harness-action rate per turn, reads, writes and state size (``coevo.training.harness_cost``).
+The SFT stage samples online under H_BPE (RSFT) and trains only on turns that made a BPE action;
+a scripted teacher for policies that never call the actions is not here yet (issue 26, item 2).
+"""
+
+from __future__ import annotations
+
+from langgraph.graph import StateGraph
+
+from coevo.graphs.evoharness.nodes import consolidate, equip, harness_sft, train_bpe
+from coevo.graphs.wiring import add_rounds, meta_graph
+
+
+def build() -> StateGraph:
+    """The EvoHarness-RL wiring (uncompiled)."""
+    builder = meta_graph()
+    builder.add_node("equip", equip)
+    builder.add_node("harness_sft", harness_sft)
+    builder.add_node("train", train_bpe)
+    builder.add_node("consolidate", consolidate)
+    # H_BPE = H0 + BPE state
+    builder.add_edge("setup", "equip")
+    builder.add_edge("equip", "harness_sft")
+    # W[0] = SFT(W[0], H_BPE, BPE-using turns)
+    builder.add_edge("harness_sft", "train")
+    # W[t+1], T[t] = GRPO(W[t], H_BPE, D_train, E); E = consolidate(E, T[t])
+    builder.add_edge("train", "consolidate")
+    # for t in rounds
+    add_rounds(builder, first="train", last="consolidate")
+    return builder
+
+
+graph = build().compile(name="evoharness_rl")

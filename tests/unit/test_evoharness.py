@@ -1,0 +1,99 @@
+"""The evoharness_rl family end to end on fakes (issue 26): the start harness is equipped with BPE
+state, each weight stage's rollouts start from the lineage's experience, and the lessons successful
+rollouts saved are consolidated between stages."""
+
+import asyncio
+
+import pytest
+from harness_kit import call
+from langchain_core.messages import AIMessage, ToolMessage
+
+from coevo.app.run import run_meta
+from coevo.config import RunConfig
+from coevo.envs.base import Episode, Score, Task
+from coevo.harnesses.runtime import arun_rollout
+from coevo.harnesses.spec import HarnessSpec, Prompt
+from coevo.meta.context import MetaContext
+from coevo.models.checkpoint import Checkpoint
+from coevo.models.fake import ScriptedChatModel
+from coevo.models.trajectory import Trajectory
+from coevo.storage import Archive
+from coevo.training.harness_cost import harness_metrics
+from coevo.training.stage import StageOptions
+
+WORDS = ["apple", "pear", "plum", "fig", "kiwi", "lime", "date", "sloe", "yuzu", "quince", "lemon", "grape"]
+LESSON = "repeat the last word of the task"
+
+
+class WordEnv:
+    """Repeat-the-word tasks; train task ``w-pear`` is never solved (its lesson must not be kept)."""
+
+    name = "words"
+
+    def tasks(self, split, n=None):
+        start = {"train": 0, "val": 4, "test": 8}[split]
+        return [Task(id=f"w-{w}", env="words", split=split, prompt=f"Repeat the word: {w}")
+                for w in WORDS[start:start + 4][: n or 4]]
+
+    def episode(self, task, seed=0):
+        return Episode(task=task)
+
+    def score(self, task, answer, episode):
+        ok = (answer or "").strip() == task.prompt.rsplit(" ", 1)[1]
+        return Score(reward=float(ok), passed=ok)
+
+
+def policy():
+    """Consolidates a lesson (the word itself for ``pear``, which it then fails), then answers."""
+
+    def reply(messages):
+        word = next(str(m.content) for m in messages if "Repeat the word" in str(m.content)).rsplit(" ", 1)[1]
+        if not any(isinstance(m, ToolMessage) for m in messages):
+            return call("bpe_consolidate", lesson=word if word == "pear" else LESSON)
+        return AIMessage(content=f"Final answer: {'banana' if word == 'pear' else word}")
+
+    return ScriptedChatModel(script=[reply])
+
+
+class ExperienceTrainer:
+    """Checkpoint ``<parent>+r<round>`` and real rollouts of the incumbent, each given the stage's experience."""
+
+    def __init__(self, env, model, archive):
+        self.env, self.model, self.archive, self.given = env, model, archive, []
+
+    async def __call__(self, checkpoint_id, spec, tasks, round, options=StageOptions()):
+        self.given.append((options.harness_sft, list(options.experience)))
+        new = f"{checkpoint_id}+r{round}"
+        trajs = [await arun_rollout(spec, self.model, self.env, t, checkpoint_id=new, experience=options.experience)
+                 for t in tasks]
+        metrics = {"reward_mean": sum(t.reward for t in trajs) / len(trajs), **harness_metrics(trajs, 0.5)}
+        self.archive.put(Checkpoint(id=new, base_model="fake", parents=[checkpoint_id], metrics=metrics,
+                                    run_id="run-1"))
+        return new, [t.model_copy(update={"id": f"{new}-{t.task_id}"}) for t in trajs]
+
+
+@pytest.mark.parametrize("sft_steps", [0, 2])
+def test_evoharness_rl_equips_bpe_trains_with_experience_and_consolidates_it(tmp_path, sft_steps):
+    h0 = HarnessSpec(name="h0", prompt=Prompt(system="Answer the task.", output_format="Reply 'Final answer: X'."))
+    (tmp_path / "h0.json").write_text(h0.model_dump_json())
+    config = RunConfig(strategy="evoharness_rl", rounds=2, db=str(tmp_path / "run.db"),
+                       harness=str(tmp_path / "h0.json"), policy="fake:words",
+                       env={"ref": "words", "n_train": 4, "n_val": 4, "n_test": 4},
+                       train={"action_cost": 0.5}, evoharness={"sft_steps": sft_steps})
+    archive, env, model = Archive(config.db), WordEnv(), policy()
+    trainer = ExperienceTrainer(env, model, archive)
+    ctx = MetaContext(config=config, env=env, archive=archive, policy=lambda ckpt: model, trainer=trainer)
+    state = asyncio.run(run_meta(config, run_id="run-1", context=ctx, archive=archive))
+
+    final = ctx.spec(state["incumbent"])
+    assert state["start_harness"] == h0.id and final.bpe is not None and final.parents == [h0.id]
+    sft = [(sft_steps, [])] if sft_steps else []  # the SFT stage first, then one cost-aware GRPO stage a round
+    assert trainer.given == [*sft, (0, []), (0, [LESSON])]  # round 1 starts from round 0's consolidated lesson
+    assert [h.round for h in state["history"]] == [0, 1]
+    assert state["checkpoint"] == state["start_checkpoint"] + "+r0" * (1 + bool(sft_steps)) + "+r1"
+    assert ctx.experience.lessons(h0.id) == [LESSON]  # deduplicated; the failed rollout's lesson is not kept
+    round1 = [t for t in archive.list(Trajectory, run_id="run-1", split="train") if "+r1" in t.checkpoint_id]
+    assert round1 and all(t.harness_state["experience"][0] == LESSON for t in round1)
+    assert all(t.harness_actions[0]["action"] == "consolidate" for t in round1)
+    test = state["test"]["final"]
+    assert test.harness_id == final.id and len(test.per_task) == 4 and test.score == 1.0
