@@ -25,11 +25,14 @@ Route = Callable[[Task, int], Awaitable[list[str]]]
 class StageOptions:
     """What a weight stage is given beyond its checkpoint, harness, tasks and round: ``siblings`` the
     Eq. 5 rescue pool (best first), ``route`` the router's per-task choice among them (Harness-S
-    Eq. 10), ``phase`` a weight phase's place in the run's task stream and its length (WHALE §3.1)."""
+    Eq. 10), ``phase`` a weight phase's place in the run's task stream and its length (WHALE §3.1),
+    ``mixture`` the harness of each GRPO group position, cycled to the group size (Harness-S App. 8's
+    fixed mixed-harness control; empty: every rollout under the stage's harness)."""
 
     siblings: Sequence[HarnessSpec] = ()
     route: Route | None = None
     phase: WeightPhase | None = None
+    mixture: Sequence[HarnessSpec] = ()
 
 
 def training_spec(spec: HarnessSpec, train: TrainConfig) -> HarnessSpec:
@@ -74,10 +77,11 @@ class StageTrainer:
     ``coevo.training.rollout.sibling_rescue``; siblings cycled to the group size, sampled like
     the incumbent). With a ``route(task, k) -> harness ids`` (Harness-S Eq. 10: the router's top-K
     siblings of that task, H0 excluded) rescue is on whatever ``train.rescue`` says, and each task's
-    rescue group runs under the siblings the router chose for it. Adapters are saved under the
-    absolute ``<out_dir>/adapters`` and stored with
-    that path. The new checkpoint's metrics get the size of its change (``measured``). With a run
-    tracker, TRL logs the stage's steps to it (``tracked``).
+    rescue group runs under the siblings the router chose for it. With a ``mixture`` every GRPO group
+    runs position j under ``mixture[j % len]`` (Harness-S App. 8; RSFT refuses it). Adapters are saved
+    under the absolute ``<out_dir>/adapters`` and stored with that path. The new checkpoint's metrics
+    get the size of its change (``measured``). With a run tracker, TRL logs the stage's steps to it
+    (``tracked``).
 
     ``executor`` (the run's, ``coevo.evaluation.executors``; None: in process) is handed to the
     stage and its rescue: a server-backed sampler's groups run on its workers, while the default
@@ -108,6 +112,9 @@ class StageTrainer:
         if self.executor is not None:
             options["executor"] = self.executor
         if train.algorithm == "rsft":
+            if stage_options.mixture:
+                raise ValueError("a mixed-harness stage mixes harnesses within GRPO groups (Harness-S App. 8), which "
+                                 "RSFT does not form; set train.algorithm = \"grpo\"")
             from coevo.training.rsft import train_rsft as stage
         else:
             from coevo.training.grpo import train_grpo as stage
@@ -125,6 +132,8 @@ class StageTrainer:
                 from coevo.evaluation.executors import sampling_on
 
                 placed = sampling_on(self.executor)
+            if stage_options.mixture:
+                options["mixture"] = [training_spec(s, train) for s in stage_options.mixture]
             if route is not None and variants:
                 async def choose(task: Task, k: int) -> list[HarnessSpec]:
                     return [variants[h] for h in await route(task, k) if h in variants]
