@@ -35,6 +35,19 @@ class StageOptions:
     mixture: Sequence[HarnessSpec] = ()
 
 
+def stage_rollouts(train: TrainConfig, options: StageOptions = StageOptions()) -> int:
+    """The most rollouts a weight stage with these settings can make — its declared size under a
+    rollout cap (``coevo.meta.budget``): steps (a weight phase's ``max_steps``) x ``tasks_per_step`` x
+    ``num_generations``, times, for GRPO, 1 + one Eq. 5 rescue group per task when the stage can
+    rescue (siblings with a route or ``train.rescue``) + ``resample`` rounds of dynamic sampling."""
+    steps = options.phase.max_steps if options.phase is not None else train.steps
+    groups = 1
+    if train.algorithm == "grpo":
+        rescue = bool(options.siblings) and (options.route is not None or train.rescue)
+        groups += int(rescue) + train.resample
+    return steps * train.tasks_per_step * train.num_generations * groups
+
+
 def training_spec(spec: HarnessSpec, train: TrainConfig) -> HarnessSpec:
     """``spec`` as training rollouts run it: sampled at ``train.temperature`` with
     ``train.max_new_tokens`` output tokens per model call, whatever its own decoding and budget say

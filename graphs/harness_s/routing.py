@@ -21,6 +21,7 @@ from coevo.graphs.harness_s.router import Router
 from coevo.graphs.harness_s.state import HarnessSState
 from coevo.meta.context import MetaContext
 from coevo.meta.state import EvalSummary
+from coevo.nodes.schedule import val_at_budget
 from coevo.nodes.train import run_stage
 
 
@@ -97,10 +98,12 @@ async def routed_test(state: HarnessSState, runtime: Runtime[MetaContext]) -> di
     (``final``), and under Rank-r routing for r = 1..``harness_s.ranks`` (``rank1``, ...): each
     test task runs under the r-th harness of the router's ranking of the whole pool, H0 included
     (Eq. 12), with the profiles of the last re-anchoring (val evidence only; the router sees the
-    test task's prompt, never its outcome)."""
+    test task's prompt, never its outcome). Under a rollout cap also the final pair (H0, W[T]) on val
+    (``val_at_budget``)."""
     ctx = runtime.context
+    measured = await val_at_budget(state, ctx)
     if not ctx.config.env.n_test:
-        return {"test": {}}
+        return {"test": {}, **measured}
     h0, checkpoint = state["start_harness"], state["checkpoint"]
     tasks = ctx.tasks("test")
     router = make_router(ctx, state)
@@ -122,4 +125,4 @@ async def routed_test(state: HarnessSState, runtime: Runtime[MetaContext]) -> di
                          f"H0 chosen for {h0_share:.0%} of tasks")
     ctx.log("test", f"start {start.score:.3f} -> final under H0 {final.score:.3f} "
                      f"(trivial {start.trivial_baseline})")
-    return {"test": test}
+    return {"test": test, **measured}
