@@ -44,7 +44,7 @@ evaluated on val (``final_val``, measurement outside the cap). Each row then rep
 with its interval at that spend, ``val_at_budget`` (that final val score, for every strategy) with its
 interval, the spend by phase (``spent_by_phase``) and how each seed's run ended (``ended``: at the cap,
 or its schedule ended first — a strategy that cannot reach N says so); ``warnings`` lists what keeps the
-table from comparing at equal spend.
+table from comparing at equal spend (``coevo.app.caveats``).
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ from typing import Any, Callable, Sequence
 
 from pydantic import BaseModel, Field
 
+from coevo.app.caveats import comparison_warnings, ended
 from coevo.app.run import anchored, read_state, run_meta
 from coevo.config import RunConfig
 from coevo.evaluation.stats import Estimate, difference_estimate, score_estimate
@@ -140,7 +141,7 @@ class Comparison(BaseModel):
     """The whole comparison: its id, the ``reference`` strategy, one row per strategy (the order
     asked for), every run, the number of test tasks, and the ``matched_budget`` (rollouts) at which
     the rows' ``val_at_budget`` are read (None: no strategy has a curve); ``budget``: the rollout cap
-    every run had (0: none; then ``matched_budget`` is N); ``warnings`` (``comparison_warnings``)."""
+    every run had (0: none; then ``matched_budget`` is N); ``warnings`` (``coevo.app.caveats``)."""
 
     id: str
     reference: str
@@ -263,15 +264,6 @@ def _paired(runs: Sequence[StrategyRun], reference: Sequence[StrategyRun]) -> Es
     return difference_estimate(reference_means, [sum(m) / len(m) for m, _ in sides.values()])
 
 
-def ended(run: StrategyRun, budget: int) -> str:
-    """How a run ended at a ``budget``: ``"at the cap: ..."`` (the phase that would have overrun),
-    or ``"its schedule ended at S rollouts, short of N"``."""
-    spent = run.budget.get("rollouts", 0.0)
-    if run.budget_stop:
-        return f"seed {run.seed}: at the cap after {spent:.0f} rollouts ({run.budget_stop.removeprefix('budget: ')})"
-    return f"seed {run.seed}: its schedule ended at {spent:.0f} rollouts, short of the budget {budget}"
-
-
 def _phase_means(runs: Sequence[StrategyRun]) -> dict[str, float]:
     """Rollouts per phase, means over ``runs`` (a phase a run lacks counts 0 there)."""
     names = list(dict.fromkeys(p for r in runs for p in r.spent_by_phase))
@@ -320,21 +312,6 @@ def summarise(comparison_id: str, runs: Sequence[StrategyRun], strategies: Seque
                             config=config or {}, matched_budget=matched, budget=budget)
     comparison.warnings = comparison_warnings(comparison)
     return comparison
-
-
-def comparison_warnings(comparison: Comparison) -> list[str]:
-    """What keeps ``comparison`` from comparing its strategies at equal spend, one sentence each
-    (printed under the table, listed in the report): at a budget, every strategy that cannot reach it
-    (a seed whose schedule ended short of N, and by how much)."""
-    out = []
-    for row in comparison.rows if comparison.budget else []:
-        short = [r for r in comparison.runs if r.strategy == row.strategy and not r.budget_stop]
-        if short:
-            spent = ", ".join(f"{r.budget.get('rollouts', 0.0):.0f}" for r in short)
-            out.append(f"{row.strategy} cannot reach the budget of {comparison.budget} rollouts: its schedule ended "
-                       f"first in {len(short)} of {len(row.seeds)} seed(s) (spent {spent}); raise rounds or the "
-                       "phase lengths of a planned strategy, or compare at a smaller budget")
-    return out
 
 
 def comparison_id(config: RunConfig, strategies: Sequence[str], seeds: Sequence[int]) -> str:

@@ -137,3 +137,38 @@ def test_compare_at_a_budget_tables_equal_spend_by_phase_and_says_who_cannot_rea
     assert "24 / 24" in text and "train 12, stage_effect 12" in text and "at the cap" in text
     page = write_compare_report(result, tmp_path / "cmp").read_text()
     assert "At equal spend: 24 rollouts" in page and "static cannot reach the budget" in page
+
+
+def family_context(tmp_path, strategy, budget):
+    """A capped run of ``strategy`` on the word env: setup_run's fakes plus the roles its row names."""
+    from coevo.graphs.registry import get_strategy
+    from coevo.roles.inheritor import OfflineInheritor
+    from coevo.roles.profiler import OfflineProfiler
+    from coevo.roles.proposer import OfflineProposer
+    from coevo.roles.voter import RuleVoter
+
+    config, ctx, archive = budgeted(tmp_path, budget, strategy)
+    config = config.model_copy(update={"harness_s": config.harness_s.model_copy(update={"proposals": [2, 2]}),
+                                       "train": config.train.model_copy(update={"algorithm": "grpo"})})
+    config = RunConfig.model_validate(config.model_dump())  # the strategy's algorithm (WHALE: RSFT)
+    row = get_strategy(strategy)
+    ctx.config, ctx.trainer = config, ctx.trainer if row.trains else None
+    ctx.proposer, ctx.inheritor = OfflineProposer(), OfflineInheritor()
+    ctx.profiler, ctx.voter = OfflineProfiler(), [RuleVoter()]
+    return config, ctx, archive
+
+
+@pytest.mark.parametrize("strategy", ["sia", "whale", "whale_harness_only", "pace", "harness_s", "mixed_harness",
+                                      "coevo_rsi"])
+def test_every_family_ends_at_half_its_spend_within_the_cap_with_its_final_test(tmp_path, strategy):
+    (tmp_path / "free").mkdir()
+    (tmp_path / "half").mkdir()
+    config, ctx, archive = family_context(tmp_path / "free", strategy, 0)
+    asyncio.run(_run(config, ctx, archive))
+    whole = totals(archive.list_budgets("run-1"))["rollouts"]
+    config, ctx, archive = family_context(tmp_path / "half", strategy, int(whole // 2))
+    state = asyncio.run(_run(config, ctx, archive))
+    spent = totals(archive.list_budgets("run-1"))["rollouts"]
+    assert 0 < spent <= whole // 2 < whole and state["budget_stop"].startswith("budget: ")
+    assert len(state["test"]["final"].per_task) == 4 and state["final_val"].split == "val"
+    assert archive.get_run("run-1").status == "done"
