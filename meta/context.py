@@ -113,16 +113,12 @@ class MetaContext(Recording):
         tasks) with the run's settings: ``k`` rollouts per task (default ``config.eval.k``), base seed
         ``seed`` (default ``config.seed``, so two harnesses are paired), the checkpoint's policy,
         ``eval.concurrency``, the reporter, stored in the archive under ``run_id`` (resumable by id),
-        on the ``executor``."""
+        on the ``executor``; under a rollout cap it first reserves its declared size (``_declared``).
+        Raises ``BudgetExhausted`` when that would overrun the cap."""
         placed = {} if self.executor is None else {"executor": self.executor}
         k, seed, spec = k or self.config.eval.k, self.config.seed if seed is None else seed, self.spec(harness_id)
         tasks = self.tasks(split) if tasks is None else list(tasks)
-        size = 0
-        if split != "test":
-            eid = evaluation_id(self.run_id, spec.id, checkpoint, self.env.name, split, [seed + j for j in range(k)],
-                                [t.id for t in tasks])
-            paid = f"{self.run_id}:eval:{eid}" in {r.id for r in self.archive.list_budgets(self.run_id)}
-            size = 0 if paid else len(tasks) * k
+        size = self._declared(spec, checkpoint, split, tasks, k, seed) if self.config.budget else 0
         async with self.reserved(size, f"{split} evaluation of {harness_id[:12]} ({len(tasks)} tasks x k={k})"):
             result = await self.evaluator(spec, checkpoint, self.env, split, k=k, seeds=seed,
                                           model=self.policy(checkpoint), archive=self.archive,
@@ -137,8 +133,9 @@ class MetaContext(Recording):
         """The weight stage: ``trainer(checkpoint_id, spec, tasks, round, options)``, its rollouts and
         policy tokens accounted (``stage_budget``), the new checkpoint's numeric metrics tracked as
         ``train/<metric>`` at ``round`` and its per-step ``history`` as ``train_step/<key>`` at step
-        ``round * train.steps + i``. Nodes call this, not ``trainer``. Raises ``ValueError`` when
-        the run has no trainer."""
+        ``round * train.steps + i``. Nodes call this, not ``trainer``. Under a rollout cap it first
+        reserves the stage's most rollouts (``stage_rollouts``). Raises ``ValueError`` when the run has
+        no trainer, ``BudgetExhausted`` when the stage would overrun the cap."""
         if self.trainer is None:
             raise ValueError("this strategy trains weights but the run has no trainer; use strategy harness_only or "
                              "static")
@@ -152,6 +149,17 @@ class MetaContext(Recording):
             self.track({f"train_step/{k}": v for k, v in step.items() if k not in ("step", "round")},
                        round * self.config.train.steps + i)
         return checkpoint, trajectories
+
+    def _declared(self, spec: HarnessSpec, checkpoint: str, split: str, tasks: Sequence[Task], k: int,
+                  seed: int) -> int:
+        """An evaluation's declared size: ``len(tasks) x k`` rollouts, 0 on test (measurement) or when
+        the same evaluation (same id, ``coevo.evaluation.engine.evaluation_id``) was paid for before."""
+        if split == "test":
+            return 0
+        eid = evaluation_id(self.run_id, spec.id, checkpoint, self.env.name, split, [seed + j for j in range(k)],
+                            [t.id for t in tasks])
+        paid = f"{self.run_id}:eval:{eid}" in {r.id for r in self.archive.list_budgets(self.run_id)}
+        return 0 if paid else len(tasks) * k
 
     def reserved(self, rollouts: int, what: str) -> "_Reservation":
         """``async with ctx.reserved(n, what):`` around a spending call of declared size ``n``
