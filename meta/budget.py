@@ -106,12 +106,15 @@ def stopped(args: tuple, kwargs: dict) -> str:
     return str(getattr(context, "__dict__", {}).get("budget_stop") or "")
 
 
-async def _settle(kwargs: dict) -> None:
-    """Wait for the spending calls still running in the node that hit the cap (a gather's siblings)."""
+async def _stop(kwargs: dict, name: str, reason: BudgetExhausted) -> dict:
+    """End the node that hit the cap: wait for its spending calls still running (a gather's siblings),
+    say so on the run's log, and return the state update ``{"budget_stop": reason}``."""
     context = getattr(kwargs.get("runtime"), "context", None)
     settle = getattr(type(context), "settle", None)
     if settle is not None:
         await settle(context)
+        context.log(name, f"{reason}; the run ends here, then its final test")
+    return {"budget_stop": str(reason)}
 
 
 def phased(name: str, action: Any) -> Any:
@@ -134,8 +137,7 @@ def phased(name: str, action: Any) -> Any:
             try:
                 return await action(*args, **kwargs)
             except BudgetExhausted as reason:
-                await _settle(kwargs)
-                return {"budget_stop": str(reason)}
+                return await _stop(kwargs, name, reason)
             finally:
                 _PHASE.reset(token)
 

@@ -35,10 +35,13 @@ def budgeted(tmp_path, budget, strategy="vace"):
     return config, ctx, archive
 
 
-def test_a_capped_run_stops_before_the_phase_that_would_overrun_and_still_tests_its_pair(tmp_path):
+def test_a_capped_run_stops_before_the_phase_that_would_overrun_and_still_tests_its_pair(tmp_path, caplog):
     # uncapped, round 0 spends train 4, stage_effect 4 + 4, check 2 + 2, validate 4 (test_budget.py)
     config, ctx, archive = budgeted(tmp_path, 18)
-    state = asyncio.run(_run(config, ctx, archive))
+    with caplog.at_level("INFO", logger="coevo.loop"):
+        state = asyncio.run(_run(config, ctx, archive))
+    said = [r for r in caplog.records if getattr(r, "topic", "") == "validate"]
+    assert said and said[-1].getMessage() == f"{state['budget_stop']}; the run ends here, then its final test"
     budgets = archive.list_budgets("run-1")
     assert totals(budgets)["rollouts"] == 16 <= config.budget
     assert by_phase(budgets) == {"train": 4, "stage_effect": 8, "check": 4}  # validate's 4 would make 20
