@@ -9,14 +9,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from coevo.meta.budget import cut_call
+
 
 def ended(run: Any, budget: int) -> str:
-    """How a run (a ``StrategyRun``) ended at a ``budget``: ``"seed s: at the cap after S rollouts
-    (the call that would have overrun)"``, or ``"seed s: its schedule ended at S rollouts, short of the
-    budget N"``."""
+    """How a run (a ``StrategyRun``) ended at a ``budget``: ``"seed s: at the cap after S rollouts,
+    before <the call that would have overrun> (n rollouts)"``, or ``"seed s: its schedule ended at S
+    rollouts, short of the budget N"``."""
     spent = run.budget.get("rollouts", 0.0)
     if run.budget_stop:
-        return f"seed {run.seed}: at the cap after {spent:.0f} rollouts ({run.budget_stop.removeprefix('budget: ')})"
+        return f"seed {run.seed}: at the cap after {spent:.0f} rollouts, before {cut_call(run.budget_stop)}"
     return f"seed {run.seed}: its schedule ended at {spent:.0f} rollouts, short of the budget {budget}"
 
 

@@ -55,7 +55,24 @@ ALWAYS = ("setup", "final_test")
 
 class BudgetExhausted(Exception):
     """A spending call whose declared size would take the run past its rollout cap; the message says
-    what, how much, and what was spent (``MetaContext.reserve``)."""
+    what, how much, and what was spent (``over_cap``; ``MetaContext.reserved``)."""
+
+
+_PAST = " would take the run past budget = "
+
+
+def over_cap(what: str, rollouts: int, cap: int, spent: float, running: int = 0) -> str:
+    """Why a run stopped at its cap (its state's ``budget_stop``): ``"budget: <what> (<n> rollouts) would
+    take the run past budget = <cap> (spent <s>[, running <r>])"``; ``running``: rollouts that calls
+    still running had reserved."""
+    held = f", running {running}" if running else ""
+    return f"budget: {what} ({rollouts} rollouts){_PAST}{cap} (spent {spent:.0f}{held})"
+
+
+def cut_call(stop: str) -> str:
+    """The call an ``over_cap`` message says did not fit, with its size (``"round 2's weight stage
+    (8 rollouts)"``); the message itself when it is not one."""
+    return stop.removeprefix("budget: ").split(_PAST)[0]
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from coevo.meta.budget import (
     calls_budget,
     current_phase,
     eval_budget,
+    over_cap,
     stage_budget,
     totals,
 )
@@ -119,7 +120,7 @@ class MetaContext(Recording):
         k, seed, spec = k or self.config.eval.k, self.config.seed if seed is None else seed, self.spec(harness_id)
         tasks = self.tasks(split) if tasks is None else list(tasks)
         size = self._declared(spec, checkpoint, split, tasks, k, seed) if self.config.budget else 0
-        async with self.reserved(size, f"{split} evaluation of {harness_id[:12]} ({len(tasks)} tasks x k={k})"):
+        async with self.reserved(size, f"{split} evaluation of {harness_id[:8]}, {len(tasks)} tasks x k={k}"):
             result = await self.evaluator(spec, checkpoint, self.env, split, k=k, seeds=seed,
                                           model=self.policy(checkpoint), archive=self.archive,
                                           concurrency=self.config.eval.concurrency, progress=self.reporter,
@@ -221,8 +222,7 @@ class _Reservation:
             if ctx.budget_stop:
                 raise BudgetExhausted(ctx.budget_stop)
             if spent + ctx._reserved + self.rollouts > cap:
-                ctx.budget_stop = (f"budget: {self.what} declares {self.rollouts} rollouts, which would take the run "
-                                   f"past budget = {cap} (spent {spent:.0f}, running {ctx._reserved})")
+                ctx.budget_stop = over_cap(self.what, self.rollouts, cap, spent, ctx._reserved)
                 raise BudgetExhausted(ctx.budget_stop)
             self.held = self.rollouts
             ctx._reserved += self.held

@@ -129,6 +129,8 @@ def test_compare_at_a_budget_tables_equal_spend_by_phase_and_says_who_cannot_rea
     assert vace.rollouts <= 24 and 24 - vace.rollouts < 8
     assert all(r.budget_stop for r in result.runs if r.strategy != "static")
     assert all("at the cap after" in e for e in vace.ended + rl.ended)
+    assert rl.ended[0].startswith("seed 0: at the cap after 24 rollouts, before val evaluation of ")
+    assert rl.ended[0].endswith(", 4 tasks x k=1 (4 rollouts)")  # the call cut, its size; no repeat of the cap
     assert vace.val_estimate is not None and vace.val_at_budget == vace.val_estimate.mean
     assert rl.val_estimate.n == 4 and rl.val_at_budget == 0.0
     assert static.rollouts == 0 and "short of the budget 24" in static.ended[0]
