@@ -62,17 +62,27 @@ def test_sia_trains_every_stage_under_h0_then_gates_refinements_under_the_final_
 
 
 def test_whale_weight_only_runs_one_rsft_phase_of_whales_cumulative_weight_budget(tmp_path):
-    state, trainer, calls = whale_run(tmp_path, "whale_weight_only", weight_epochs=1.5, search_iterations=2)
-    assert [p.kind for p in state["phases"]] == ["weights"]  # WHALE: weights, harness, weights, harness
+    (tmp_path / "only").mkdir()
+    (tmp_path / "whale").mkdir()
+    state, trainer, calls = whale_run(tmp_path / "only", "whale_weight_only", weight_epochs=1.5, search_iterations=2)
+    parent, whale_trainer, _ = whale_run(tmp_path / "whale", "whale", weight_epochs=1.5, search_iterations=2)
+    assert [p.kind for p in parent["phases"]] == ["weights", "harness"] * 2
+    assert [p.kind for p in state["phases"]] == ["weights"]
     assert state["phases"][0].length == 3.0 and len(trainer.phases[0]) == 12  # 2 cycles x 1.5 epochs of 4 tasks
+    assert sum(map(len, whale_trainer.phases)) == 12  # the same cumulative weight budget, in one phase
+    assert trainer.phases[0] == [t for phase in whale_trainer.phases for t in phase]  # the same tasks, in order
     assert state["incumbent"] == state["start_harness"] and "search" not in state
     assert "val" not in calls
 
 
 def test_whale_harness_only_runs_one_search_phase_of_whales_cumulative_search_budget_under_w0(tmp_path):
-    state, trainer, calls = whale_run(tmp_path, "whale_harness_only", weight_epochs=1.5, search_iterations=2)
+    (tmp_path / "only").mkdir()
+    (tmp_path / "whale").mkdir()
+    state, trainer, calls = whale_run(tmp_path / "only", "whale_harness_only", weight_epochs=1.5, search_iterations=2)
+    parent, _, _ = whale_run(tmp_path / "whale", "whale", weight_epochs=1.5, search_iterations=2)
     assert [p.kind for p in state["phases"]] == ["harness"] and state["phases"][0].length == 4
     assert [s.iteration for s in state["search_iterations"]] == [1, 2, 3, 4]
+    assert sum(p.length for p in parent["phases"] if p.kind == "harness") == 4  # WHALE's 2 searches of 2
     assert trainer.phases == [] and state["checkpoint"] == state["start_checkpoint"]  # W0 frozen
     assert state["incumbent"] != state["start_harness"]  # the search found the rule the fake policy needs
     assert state["test"]["final"].score == 1.0 and "val" not in calls
@@ -97,8 +107,12 @@ def pace_run(tmp_path, strategy):
 @pytest.mark.parametrize("strategy, kind, fields", [("pace_prompt_only", "prompt", list(PROMPT_FIELDS)),
                                                     ("pace_control_only", "control", list(CONTROL_FIELDS))])
 def test_pace_single_mode_baselines_run_one_timescale_through_the_val_gate(tmp_path, strategy, kind, fields):
-    state, archive = pace_run(tmp_path, strategy)
-    assert [p.kind for p in state["phases"]] == [kind]  # PACE runs ["prompt", "control"]
+    (tmp_path / "only").mkdir()
+    (tmp_path / "pace").mkdir()
+    state, archive = pace_run(tmp_path / "only", strategy)
+    parent, _ = pace_run(tmp_path / "pace", "pace")
+    assert [p.kind for p in parent["phases"]] == ["prompt", "control"]
+    assert [p.kind for p in state["phases"]] == [kind]
     assert state["phases"][0].fields == fields and state["phases"][0].stop_reason
     assert state["decisions"], "every proposal goes through the val gate"
     for edit in archive.list_edits("run-1"):
