@@ -15,6 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from coevo.cli.app import app
+from coevo.records import BudgetRecord, Checkpoint, RunRecord
 from coevo.storage import Archive
 
 pytestmark = pytest.mark.integration
@@ -63,7 +64,7 @@ k = 1
         assert all(f"at the cap after {BUDGET} rollouts" in e and "weight stage" in e for e in row["ended"])
     archive = Archive(db)
     for run in data["runs"]:
-        spent = sum(b.rollouts for b in archive.list_budgets(run["run_id"]) if b.split != "test"
+        spent = sum(b.rollouts for b in archive.list(BudgetRecord, run_id=run["run_id"]) if b.split != "test"
                     and b.phase != "final_test")
-        assert spent == BUDGET and archive.get_run(run["run_id"]).config["rounds"] == BUDGET
-        assert len([c for c in archive.list_checkpoints(run["run_id"]) if c.adapter_path]) == 1
+        assert spent == BUDGET and archive.get(RunRecord, run["run_id"]).config["rounds"] == BUDGET
+        assert len([c for c in archive.list(Checkpoint, run_id=run["run_id"]) if c.adapter_path]) == 1

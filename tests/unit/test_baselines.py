@@ -21,10 +21,10 @@ from coevo.harnesses.runtime import arun_rollout
 from coevo.harnesses.spec import HarnessSpec, Prompt
 from coevo.meta.context import MetaContext
 from coevo.models.trajectory import Trajectory
+from coevo.records import Ballot, Checkpoint, EditRecord, PoolMember
 from coevo.roles.editor import OfflineEditor
 from coevo.roles.proposer import OfflineProposer
 from coevo.storage import Archive
-from coevo.storage.tables import CheckpointRecord
 from coevo.training.rollout import HarnessRollout
 from coevo.training.stage import StageOptions
 
@@ -33,7 +33,7 @@ from coevo.training.stage import StageOptions
 
 def _stage_harnesses(archive):
     """The incumbent each weight stage trained under, in round order (FakeTrainer records it)."""
-    return [c.config["incumbent_id"] for c in archive.list_checkpoints() if c.parents]
+    return [c.config["incumbent_id"] for c in archive.list(Checkpoint) if c.parents]
 
 
 def test_sia_trains_every_stage_under_h0_then_gates_refinements_under_the_final_weights(tmp_path):
@@ -115,7 +115,7 @@ def test_pace_single_mode_baselines_run_one_timescale_through_the_val_gate(tmp_p
     assert [p.kind for p in state["phases"]] == [kind]
     assert state["phases"][0].fields == fields and state["phases"][0].stop_reason
     assert state["decisions"], "every proposal goes through the val gate"
-    for edit in archive.list_edits("run-1"):
+    for edit in archive.list(EditRecord, run_id="run-1"):
         if edit.status != "rejected":
             assert all(any(op["path"].startswith(f + "/") or op["path"] == f for f in fields) for op in edit.patch)
     if kind == "prompt":  # the offline rule lives in the prompt: the prompt timescale alone finds it
@@ -141,7 +141,7 @@ class OptionsTrainer:
         for t, traj in zip(tasks, trajs):
             if not traj.passed and options.route is not None:
                 self.routed.append(await options.route(t, 4))
-        self.archive.add_checkpoint(CheckpointRecord(id=new, base_model="fake", parents=[checkpoint_id],
+        self.archive.put(Checkpoint(id=new, base_model="fake", parents=[checkpoint_id],
                                                      metrics={"reward_mean": 0.0}, run_id="run-1"))
         return new, [t.model_copy(update={"id": f"{new}-{t.task_id}"}) for t in trajs]
 
@@ -154,7 +154,7 @@ def test_grpo_h0_rescue_rerolls_an_all_failure_group_under_h0_itself_with_no_poo
     h0 = state["start_harness"]
     assert trainer.siblings == [[h0], [h0]]  # Harness-S's stage gets the pool's siblings
     assert trainer.routed and all(r == [h0] for r in trainer.routed)  # Harness-S routes to a sibling
-    assert not archive.list_pool_members("run-1") and not archive.list_votes("run-1")
+    assert not archive.list(PoolMember, run_id="run-1") and not archive.list(Ballot, run_id="run-1")
     assert state["incumbent"] == h0 and state["test"]["final"].score == 0.0
 
 
@@ -172,23 +172,23 @@ def test_random_rescue_draws_pool_members_without_asking_the_router(tmp_path):
     (tmp_path / "h").mkdir()
     state, archive, trainer = _run_harness_s(tmp_path / "r", "random_rescue", trainer_cls=OptionsTrainer)
     h0 = state["start_harness"]
-    siblings = [m.harness_id for m in archive.list_pool_members("run-1") if m.harness_id != h0]
+    siblings = [m.harness_id for m in archive.list(PoolMember, run_id="run-1") if m.harness_id != h0]
     assert trainer.siblings == [siblings] and trainer.routed
     assert all(set(r) <= set(siblings) and h0 not in r for r in trainer.routed)
-    assert "rescue" not in {v.purpose for v in archive.list_votes("run-1")}  # no ballot decided a rescue
+    assert "rescue" not in {v.purpose for v in archive.list(Ballot, run_id="run-1")}  # no ballot decided a rescue
     assert "rank1" in state["test"]  # the routed test is Harness-S's
     hstate, harchive, _ = _run_harness_s(tmp_path / "h", "harness_s")
-    assert "rescue" in {v.purpose for v in harchive.list_votes("run-1")}  # Harness-S: the router's top-K
+    assert "rescue" in {v.purpose for v in harchive.list(Ballot, run_id="run-1")}  # Harness-S: the router's top-K
 
 
 def test_mixed_harness_mixes_h0_with_the_selected_siblings_in_every_group_and_never_rescues(tmp_path):
     state, archive, trainer = _run_harness_s(tmp_path, "mixed_harness", trainer_cls=OptionsTrainer)
     h0 = state["start_harness"]
-    child = [m.harness_id for m in archive.list_pool_members("run-1") if m.harness_id != h0]
+    child = [m.harness_id for m in archive.list(PoolMember, run_id="run-1") if m.harness_id != h0]
     k = RunConfig().train.num_generations
     assert trainer.mixtures == [[h0] * (k // 2) + child * (k - k // 2)] and state["mixture"] == child
     assert trainer.siblings == [[]] and trainer.routed == []  # no rescue pool, no route
-    assert "rescue" not in {v.purpose for v in archive.list_votes("run-1")}
+    assert "rescue" not in {v.purpose for v in archive.list(Ballot, run_id="run-1")}
 
 
 def test_mixture_positions_put_half_the_group_under_h0_and_one_rollout_under_each_sibling():

@@ -19,6 +19,7 @@ from coevo.cli.compare import spend_table
 from coevo.config import RunConfig
 from coevo.harnesses.spec import load_harness
 from coevo.meta.budget import BudgetExhausted, by_phase, ending, phased, totals
+from coevo.records import BudgetRecord, RunRecord
 from coevo.report.compare import write_compare_report
 from coevo.strategies import STRATEGIES
 from coevo.training.schedule import PersistentSampler, WeightPhase
@@ -42,7 +43,7 @@ def test_a_capped_run_stops_before_the_phase_that_would_overrun_and_still_tests_
         state = asyncio.run(_run(config, ctx, archive))
     said = [r for r in caplog.records if getattr(r, "topic", "") == "validate"]
     assert said and said[-1].getMessage() == f"{state['budget_stop']}; the run ends here, then its final test"
-    budgets = archive.list_budgets("run-1")
+    budgets = archive.list(BudgetRecord, run_id="run-1")
     assert totals(budgets)["rollouts"] == 16 <= config.budget
     assert by_phase(budgets) == {"train": 4, "stage_effect": 8, "check": 4}  # validate's 4 would make 20
     assert "val evaluation" in state["budget_stop"] and "past budget = 18 (spent 16" in state["budget_stop"]
@@ -80,7 +81,7 @@ def test_a_node_that_hits_the_cap_waits_for_its_running_calls_and_counts_only_wh
     node = phased("validate", both)
     out = asyncio.run(node({"round": 0}, runtime=SimpleNamespace(context=ctx)))
     assert "past budget = 6 (spent 0, running 4)" in out["budget_stop"] and "incumbent" not in out
-    assert [b.rollouts for b in archive.list_budgets("capped")] == [4]  # the first call finished and counted
+    assert [b.rollouts for b in archive.list(BudgetRecord, run_id="capped")] == [4]  # the first call finished, counted
     assert ctx.budget_stop and asyncio.run(node({"round": 0}, runtime=SimpleNamespace(context=ctx))) == {}
     with pytest.raises(BudgetExhausted):  # stopped: nothing more is spent
         asyncio.run(ctx.evaluate(h0, ckpt, "train"))
@@ -122,7 +123,7 @@ def test_compare_at_a_budget_tables_equal_spend_by_phase_and_says_who_cannot_rea
                                  budget=24))
     vace, rl, static = result.rows
     assert result.budget == 24 and result.matched_budget == 24.0
-    assert [archive.get_run(r.run_id).config["rounds"] for r in result.runs[:2]] == [24, 24]
+    assert [archive.get(RunRecord, r.run_id).config["rounds"] for r in result.runs[:2]] == [24, 24]
     # rl_only: round 0 train 4 + stage_effect 8, then train 4 + stage_effect 4 a round: 12, 20, 24 after
     # round 2's stage; its stage_effect (4 more) would overrun, so its final pair (H0, W3) is measured on val
     assert rl.rollouts == 24 and rl.spent_by_phase == {"train": 12.0, "stage_effect": 12.0}
@@ -169,12 +170,12 @@ def test_every_strategy_ends_cleanly_at_a_cap_within_it_with_its_final_pair_meas
     (tmp_path / "free").mkdir()
     config, ctx, archive = family_context(tmp_path / "free", strategy, 0)
     asyncio.run(_run(config, ctx, archive))
-    whole = totals(archive.list_budgets("run-1"))["rollouts"]
+    whole = totals(archive.list(BudgetRecord, run_id="run-1"))["rollouts"]
     for cap in (int(whole // 2), int(whole - 1)):  # mid-schedule, and short of only the last phase
         (tmp_path / str(cap)).mkdir(exist_ok=True)
         config, ctx, archive = family_context(tmp_path / str(cap), strategy, cap)
         state = asyncio.run(_run(config, ctx, archive))  # no exception escapes the run
-        spent = totals(archive.list_budgets("run-1"))["rollouts"]
+        spent = totals(archive.list(BudgetRecord, run_id="run-1"))["rollouts"]
         assert spent <= cap < whole and state["budget_stop"].startswith("budget: ")
         assert f"past budget = {cap} " in state["budget_stop"]
         if spent == 0:  # nothing fit: the strategy's first phase is one weight stage larger than the cap
@@ -182,4 +183,4 @@ def test_every_strategy_ends_cleanly_at_a_cap_within_it_with_its_final_pair_meas
         assert len(state["test"]["final"].per_task) == 4 and len(state["test"]["start"].per_task) == 4
         assert state["final_val"].split == "val" and state["final_val"].harness_id == state["incumbent"]
         assert state["final_val"].checkpoint_id == state["checkpoint"]
-        assert archive.get_run("run-1").status == "done"
+        assert archive.get(RunRecord, "run-1").status == "done"

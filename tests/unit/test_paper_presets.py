@@ -16,6 +16,7 @@ from coevo.config import load_config
 from coevo.graphs.registry import get_strategy
 from coevo.harnesses.spec import HarnessSpec, Prompt
 from coevo.meta.context import MetaContext
+from coevo.records import RunRecord
 from coevo.roles.curator import OfflineCurator
 from coevo.roles.editor import OfflineEditor
 from coevo.roles.inheritor import OfflineInheritor
@@ -75,7 +76,7 @@ def test_each_preset_runs_end_to_end_offline_at_a_tiny_size(tmp_path, name):
     config, ctx, archive = preset_context(tmp_path, name)
     state = asyncio.run(run_meta(config, run_id="run-1", context=ctx, archive=archive))
     final = state["test"]["final"]
-    assert len(final.per_task) == 4 and archive.get_run("run-1").status == "done"
+    assert len(final.per_task) == 4 and archive.get(RunRecord, "run-1").status == "done"
     assert all(len(o.rewards) == config.eval.k for o in final.per_task.values())  # the paper's k per test task
     # on the fake suite every preset's loop finds the rule the policy needs; Harness-S keeps H0 and reaches it
     # through Rank-1 routing (the fake stage does not change the policy)
