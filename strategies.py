@@ -7,7 +7,8 @@ Everything else derives from ``STRATEGIES``: ``RunConfig.strategy``'s valid valu
 ``langgraph.json`` (``coevo.graphs.registry`` rewrites it; a unit test fails when the two disagree).
 Importing this module is cheap: a strategy's module (and LangGraph) is imported by its dotted path
 only when ``Strategy.build`` or ``Strategy.graph`` is called. A new strategy is one more row
-(DESIGN.md strategy table) plus its module in its family's package.
+(DESIGN.md strategy table; the README lists the rows DESIGN.md does not) plus its module in its
+family's package.
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ class Strategy:
     ``trains``: the strategy updates weights (the run gets a ``StageTrainer``). ``roles``: the
     meta roles it calls (``curator``, ``editor``, ``proposer``; later ``profiler``, ``voter``).
     ``algorithm``: the weight-update algorithm it requires (``train.algorithm`` defaults to it).
+    ``open_ended``: its ``rounds`` repeats one loop, so a comparison at a rollout budget
+    (``coevo compare --budget``) raises ``rounds`` and lets the budget end the run; False: ``rounds``
+    sizes a planned schedule (stagewise's cumulative phases), which such a comparison keeps as configured.
     """
 
     name: str
@@ -39,6 +43,7 @@ class Strategy:
     trains: bool
     roles: tuple[str, ...] = ()
     algorithm: str | None = None
+    open_ended: bool = True
 
     @property
     def module(self) -> str:
@@ -70,14 +75,24 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
     Strategy("rl_only", "vace", "the weight stage only, harness frozen at H0", True),
     Strategy("ungated", "vace", "VACE's ablation: train and refine, the candidate adopted ungated",
              True, REFINE),
+    Strategy("sia", "vace", "VACE Table 5's SIA-style row: every weight stage first, then every refinement "
+             "under the final weights, gated", True, REFINE, open_ended=False),
     Strategy("whale", "whale", "WHALE: cycles of an RSFT weight phase, then a Meta-Harness search "
              "phase (whale.schedule fixed|adaptive)", True, SEARCH, "rsft"),
     Strategy("fst", "whale", "WHALE's schedule with harness search confined to the system and user "
              "prompts (FST control)", True, SEARCH, "rsft"),
     Strategy("stagewise", "whale", "the whole weight budget, then the whole harness-search "
-             "budget once (matched to WHALE's)", True, SEARCH, "rsft"),
+             "budget once (matched to WHALE's)", True, SEARCH, "rsft", open_ended=False),
+    Strategy("whale_weight_only", "whale", "WHALE's weight-only baseline: RSFT under H0 for the cumulative "
+             "weight budget of rounds WHALE cycles", True, (), "rsft", open_ended=False),
+    Strategy("whale_harness_only", "whale", "WHALE's harness-only baseline: Meta-Harness search under W0 for "
+             "the cumulative search budget of rounds WHALE cycles", False, SEARCH, open_ended=False),
     Strategy("pace", "pace", "PACE: frozen weights; prompt edits until no validated gain, then "
              "control-logic edits, each through the val gate", False, SEARCH),
+    Strategy("pace_prompt_only", "pace", "PACE's prompt-only single-mode baseline: the prompt phase alone",
+             False, SEARCH),
+    Strategy("pace_control_only", "pace", "PACE's control-only single-mode baseline: the control-logic "
+             "phase alone", False, SEARCH),
     Strategy("coevo_rsi", "coevo_rsi", "CoEvo-RSI: editors inherit archived bases, models select or "
              "TIES-merge archived checkpoints, adapt, promote with margin", True, (*REFINE, "inheritor")),
     Strategy("coevo_rsi_latest_only", "coevo_rsi",
@@ -87,6 +102,12 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
              "router voters, rescue GRPO under H0, Rank-1 routing", True, HARNESS_S),
     Strategy("harness_s_he_only", "harness_s", "Harness-S's harness evolution with the frozen "
              "policy, then Rank-1 routing", False, HARNESS_S),
+    Strategy("grpo_h0_rescue", "harness_s", "Harness-S's GRPO (H0 rescue) control: all-failure groups re-rolled "
+             "under H0 itself; no pool", True, (), "grpo"),
+    Strategy("random_rescue", "harness_s", "Harness-S with the rescue group under random pool members instead "
+             "of the router's top-K", True, HARNESS_S, "grpo"),
+    Strategy("mixed_harness", "harness_s", "Harness-S's fixed mixed-harness GRPO: every group half H0, half "
+             "selected siblings; no rescue", True, HARNESS_S, "grpo"),
     Strategy("evoharness_rl", "evoharness", "EvoHarness-RL: belief, progress and experience as costed harness "
              "actions; cost-aware GRPO (train.action_cost), experience consolidated between stages", True,
              algorithm="grpo"),

@@ -30,6 +30,21 @@ The numbers (``summarise``), per strategy, on the test split's final pair (H[T],
   **score-vs-rollouts curve** (cumulative rollouts at the end of each round against the incumbent's
   val score, averaged over seeds round by round); and the val score each strategy had reached at
   the **matched budget**, the smallest final rollout count among the strategies with a curve.
+
+**At equal spend** (``compare(..., budget=N)``, ``coevo compare --budget N``): N rollouts on train +
+val + search is what every strategy spends. Every run gets the cap (``RunConfig.budget``), and a
+strategy whose ``rounds`` repeats one loop (``Strategy.open_ended``) gets ``rounds = N`` (a round
+that spends anything spends a rollout, so the cap, not the rounds, ends it); a planned strategy
+(stagewise, sia, WHALE's single-component baselines) keeps its configured schedule. A phase is cut
+*before it starts*: each spending call declares its size (an evaluation tasks x k, a weight stage its
+most rollouts) and the first one that would take the run past N ends the run there, before any of its
+rollouts (``coevo.meta.budget``); so no run spends more than N, and one spends less by at most the
+phase it could not afford. The strategy's own final test then runs, and the final pair is also
+evaluated on val (``final_val``, measurement outside the cap). Each row then reports the test mean@k
+with its interval at that spend, ``val_at_budget`` (that final val score, for every strategy) with its
+interval, the spend by phase (``spent_by_phase``) and how each seed's run ended (``ended``: at the cap,
+or its schedule ended first — a strategy that cannot reach N says so); ``warnings`` lists what keeps the
+table from comparing at equal spend (``coevo.app.caveats``).
 """
 
 from __future__ import annotations
@@ -42,11 +57,12 @@ from typing import Any, Callable, Sequence
 
 from pydantic import BaseModel, Field
 
+from coevo.app.caveats import comparison_warnings, ended
 from coevo.app.run import anchored, read_state, run_meta
 from coevo.config import RunConfig
 from coevo.evaluation.stats import Estimate, difference_estimate, score_estimate
 from coevo.graphs.registry import get_strategy
-from coevo.meta.budget import CurvePoint, matched_budget, mean_curve, score_at, score_curve, totals
+from coevo.meta.budget import CurvePoint, by_phase, matched_budget, mean_curve, score_at, score_curve, totals
 from coevo.meta.context import MetaContext
 from coevo.meta.state import EvalSummary
 from coevo.observe.progress import NullReporter, Reporter
@@ -63,7 +79,8 @@ class StrategyRun(BaseModel):
     (H0, W0) and the final pair, gate counts, the weight stages' effective-group rate (None: no
     stage reported one) and reward-spread rate, its spend (``budget``: ``coevo.meta.budget.totals``, test
     rollouts excluded) and score-vs-rollouts ``curve``, and how it was obtained: ``ran`` now (``wall_s`` its
-    wall seconds), ``resumed`` or ``reused`` (finished before; nothing ran)."""
+    wall seconds), ``resumed`` or ``reused`` (finished before; nothing ran); at a budget, its rollouts per
+    phase, why the cap stopped it ("" when its schedule ended first) and the final pair's val score."""
 
     strategy: str
     seed: int
@@ -79,6 +96,9 @@ class StrategyRun(BaseModel):
     curve: list[CurvePoint] = Field(default_factory=list)
     source: str = "ran"
     wall_s: float | None = None
+    spent_by_phase: dict[str, float] = Field(default_factory=dict)
+    budget_stop: str = ""
+    final_val: EvalSummary | None = None
 
 
 class StrategyRow(BaseModel):
@@ -88,7 +108,9 @@ class StrategyRow(BaseModel):
     and reward-spread rates over the seeds that trained, the trivial-policy baseline on test, and the
     budget: mean ``rollouts`` (train + val), ``policy_tokens``, ``policy_cost_usd``, ``meta_tokens``
     and ``meta_cost_usd`` over seeds, the seed-mean ``curve`` and ``val_at_budget`` (its val score at the comparison's
-    matched budget)."""
+    matched budget). At a budget (module doc): ``val_at_budget`` is the final pair's val score at the
+    cap (``val_estimate`` with its interval over val tasks), ``spent_by_phase`` the mean rollouts per
+    phase and ``ended`` how each seed's run ended."""
 
     strategy: str
     seeds: list[int]
@@ -110,12 +132,16 @@ class StrategyRow(BaseModel):
     meta_cost_usd: float = 0.0
     curve: list[CurvePoint] = Field(default_factory=list)
     val_at_budget: float | None = None
+    val_estimate: Estimate | None = None
+    spent_by_phase: dict[str, float] = Field(default_factory=dict)
+    ended: list[str] = Field(default_factory=list)
 
 
 class Comparison(BaseModel):
     """The whole comparison: its id, the ``reference`` strategy, one row per strategy (the order
     asked for), every run, the number of test tasks, and the ``matched_budget`` (rollouts) at which
-    the rows' ``val_at_budget`` are read (None: no strategy has a curve)."""
+    the rows' ``val_at_budget`` are read (None: no strategy has a curve); ``budget``: the rollout cap
+    every run had (0: none; then ``matched_budget`` is N); ``warnings`` (``coevo.app.caveats``)."""
 
     id: str
     reference: str
@@ -124,11 +150,17 @@ class Comparison(BaseModel):
     n_test: int
     config: dict[str, Any] = Field(default_factory=dict)
     matched_budget: float | None = None
+    budget: int = 0
+    warnings: list[str] = Field(default_factory=list)
 
 
 def run_config(config: RunConfig, strategy: str, seed: int) -> RunConfig:
-    """``config`` with ``strategy`` and ``seed`` replaced (validated like any config)."""
-    return RunConfig.model_validate({**config.model_dump(mode="json"), "strategy": strategy, "seed": seed})
+    """``config`` with ``strategy`` and ``seed`` replaced (validated like any config); under a rollout
+    cap (``config.budget``) an open-ended strategy's ``rounds`` is raised to the cap (module doc)."""
+    data = {**config.model_dump(mode="json"), "strategy": strategy, "seed": seed}
+    if config.budget and get_strategy(strategy).open_ended:
+        data["rounds"] = max(config.rounds, config.budget)
+    return RunConfig.model_validate(data)
 
 
 def _digest(config: RunConfig) -> str:
@@ -174,7 +206,9 @@ def read_run(archive: Archive, state: dict[str, Any], strategy: str, seed: int, 
     return StrategyRun(strategy=strategy, seed=seed, run_id=state["run_id"], start=test.get("start"),
                        final=test.get("final"), accepted=accepted, rejected=rejected, adopted=adopted,
                        effective_group_rate=effective, spread_rate=spread, budget=totals(budgets),
-                       curve=score_curve(budgets, state.get("history", [])), source=source, wall_s=wall_s)
+                       curve=score_curve(budgets, state.get("history", [])), source=source, wall_s=wall_s,
+                       spent_by_phase=by_phase(budgets), budget_stop=state.get("budget_stop", ""),
+                       final_val=state.get("final_val"))
 
 
 async def run_one(config: RunConfig, strategy: str, seed: int, archive: Archive, reporter: Reporter,
@@ -230,9 +264,16 @@ def _paired(runs: Sequence[StrategyRun], reference: Sequence[StrategyRun]) -> Es
     return difference_estimate(reference_means, [sum(m) / len(m) for m, _ in sides.values()])
 
 
+def _phase_means(runs: Sequence[StrategyRun]) -> dict[str, float]:
+    """Rollouts per phase, means over ``runs`` (a phase a run lacks counts 0 there)."""
+    names = list(dict.fromkeys(p for r in runs for p in r.spent_by_phase))
+    return {p: sum(r.spent_by_phase.get(p, 0.0) for r in runs) / len(runs) for p in names} if runs else {}
+
+
 def summarise(comparison_id: str, runs: Sequence[StrategyRun], strategies: Sequence[str],
-              reference: str = REFERENCE, config: dict[str, Any] | None = None) -> Comparison:
-    """The comparison table from the runs (module docstring for each number)."""
+              reference: str = REFERENCE, config: dict[str, Any] | None = None, budget: int = 0) -> Comparison:
+    """The comparison table from the runs (module docstring for each number); ``budget``: the
+    rollout cap every run had (0: none)."""
     ref_runs = [r for r in runs if r.strategy == reference]
     rows = []
     for name in strategies:
@@ -256,13 +297,21 @@ def summarise(comparison_id: str, runs: Sequence[StrategyRun], strategies: Seque
             rollouts=spent("rollouts"), policy_tokens=spent("policy_input_tokens", "policy_output_tokens"),
             policy_cost_usd=spent("policy_cost_usd"),
             meta_tokens=spent("meta_input_tokens", "meta_output_tokens"), meta_cost_usd=spent("meta_cost_usd"),
-            curve=mean_curve([r.curve for r in mine])))
-    budget = matched_budget([r.curve for r in rows])
-    for row in rows:
-        row.val_at_budget = score_at(row.curve, budget) if budget is not None else None
+            curve=mean_curve([r.curve for r in mine]), spent_by_phase=_phase_means(mine),
+            ended=[ended(r, budget) for r in mine] if budget else []))
+        if budget:
+            vals = _seed_means(mine, "final_val")
+            rows[-1].val_estimate = score_estimate(list(vals.values())) if vals else None
+            rows[-1].val_at_budget = rows[-1].val_estimate.mean if vals else None
+    matched = float(budget) if budget else matched_budget([r.curve for r in rows])
+    if not budget:
+        for row in rows:
+            row.val_at_budget = score_at(row.curve, matched) if matched is not None else None
     n_test = max((len(r.final.per_task) for r in runs if r.final is not None), default=0)
-    return Comparison(id=comparison_id, reference=reference, rows=rows, runs=list(runs), n_test=n_test,
-                      config=config or {}, matched_budget=budget)
+    comparison = Comparison(id=comparison_id, reference=reference, rows=rows, runs=list(runs), n_test=n_test,
+                            config=config or {}, matched_budget=matched, budget=budget)
+    comparison.warnings = comparison_warnings(comparison)
+    return comparison
 
 
 def comparison_id(config: RunConfig, strategies: Sequence[str], seeds: Sequence[int]) -> str:
@@ -274,9 +323,11 @@ def comparison_id(config: RunConfig, strategies: Sequence[str], seeds: Sequence[
 async def compare(config: RunConfig, strategies: Sequence[str], seeds: int | Sequence[int] = 3,
                   reporter: Reporter | None = None, archive: Archive | None = None,
                   context_for: Callable[[RunConfig], MetaContext] | None = None,
-                  reference: str = REFERENCE) -> Comparison:
+                  reference: str = REFERENCE, budget: int | None = None) -> Comparison:
     """Run (or read back) every strategy × seed under ``config`` and summarise them.
 
+    ``budget``: N rollouts on train + val + search every run spends (module doc, "At equal spend";
+    it sets ``config.budget``; None keeps the config's, 0 none).
     ``seeds``: a count n (seeds ``config.seed .. config.seed + n - 1``) or explicit seeds. Paths in
     ``config`` are made absolute first (``anchored``), so the run ids name the same files from any
     working directory. Runs go
@@ -292,6 +343,10 @@ async def compare(config: RunConfig, strategies: Sequence[str], seeds: int | Seq
     seed_list = [config.seed + i for i in range(seeds)] if isinstance(seeds, int) else list(seeds)
     if not seed_list:
         raise ValueError("--seeds must be at least 1")
+    if budget is not None:
+        if budget < 0:
+            raise ValueError(f"--budget {budget}: a rollout budget is a count of rollouts >= 1 (0: no budget)")
+        config = config.model_copy(update={"budget": budget})
     config = anchored(config)
     archive = archive or Archive(config.db)
     reporter = reporter or NullReporter()
@@ -305,4 +360,4 @@ async def compare(config: RunConfig, strategies: Sequence[str], seeds: int | Seq
         for name in names:
             runs.append(await run_one(config, name, seed, archive, reporter, context_for))
     archive.update_run(record.id, status="done")
-    return summarise(cid, runs, names, reference, record.config)
+    return summarise(cid, runs, names, reference, record.config, budget=config.budget)

@@ -1,5 +1,6 @@
-"""``coevo compare CONFIG --strategies vace,rl_only,... --seeds 3``: run strategies with matched
-budgets, splits and seeds (``coevo.app.compare``), print the table, write HTML + PNG."""
+"""``coevo compare CONFIG --strategies vace,rl_only,... --seeds 3 [--budget N]``: run strategies with
+matched budgets, splits and seeds (``coevo.app.compare``; at N rollouts each with ``--budget``), print
+the tables, write HTML + PNG."""
 
 from __future__ import annotations
 
@@ -43,12 +44,29 @@ def budget_table(comparison) -> Table:
     return table
 
 
+def spend_table(comparison) -> Table:
+    """The equal-spend table of a comparison at a budget (``coevo.report.compare.spend_rows``)."""
+    from coevo.report.compare import SPEND_HEADERS, spend_rows
+
+    table = Table(title=f"at equal spend: {comparison.budget} rollouts on train + val + search per run "
+                        "(a phase that would overrun ends the run before it starts)")
+    for header in SPEND_HEADERS:
+        table.add_column(header)
+    for row in spend_rows(comparison):
+        table.add_row(*row)
+    return table
+
+
 def compare_cmd(
     config: Optional[Path] = typer.Argument(
         None, help="TOML/YAML run config shared by every run (default: the built-in defaults)."),
     strategies: str = typer.Option(DEFAULT_STRATEGIES, "--strategies",
                                    help=f"Comma-separated, from: {strategy_names()}."),
     seeds: int = typer.Option(3, "--seeds", min=1, help="Seeds per strategy: config.seed, config.seed + 1, ..."),
+    budget: Optional[int] = typer.Option(
+        None, "--budget", min=0, help="N rollouts on train + val + search every strategy spends: each runs until the "
+        "next phase would take it past N (that phase is cut before it starts), then its final test; the tables add "
+        "the spend by phase, val at the budget and how each run ended. Default: the config's budget (0: none)."),
     db: Optional[str] = typer.Option(None, "--db", envvar="COEVO_DB", help=RUN_DB_HELP),
     set_: list[str] = typer.Option([], "--set",
                                    help="Override a config key for every run: --set rounds=1 (repeatable)."),
@@ -58,7 +76,8 @@ def compare_cmd(
     """Run each strategy with the same config, splits and seeds (finished runs are read back, stopped
     ones resumed), then print and write test scores with 95 % intervals, paired differences to VACE,
     gate counts and the weight stages' effective-group rate; then each strategy's budget (rollouts, tokens,
-    meta-LLM cost) and its val score at the matched rollout budget, with a score-vs-rollouts plot."""
+    meta-LLM cost) and its val score at the matched rollout budget, with a score-vs-rollouts plot. With
+    --budget N every strategy spends N rollouts (or says why it could not) and is compared there."""
     from coevo.app.compare import compare
     from coevo.observe.progress import RichReporter
     from coevo.report.compare import write_compare_report
@@ -71,13 +90,17 @@ def compare_cmd(
         names = [s.strip() for s in strategies.split(",") if s.strip()]
         with RichReporter(console=console) as reporter:
             try:
-                comparison = asyncio.run(compare(cfg, names, seeds, reporter=reporter))
+                comparison = asyncio.run(compare(cfg, names, seeds, reporter=reporter, budget=budget))
             except KeyboardInterrupt:
                 console.print("[yellow]interrupted: finished runs are kept and read back; run the same command "
                               "to continue[/yellow]")
                 raise typer.Exit(130) from None
         console.print(compare_table(comparison))
         console.print(budget_table(comparison))
+        if comparison.budget:
+            console.print(spend_table(comparison))
+        for warning in comparison.warnings:
+            console.print(f"[yellow]warning:[/yellow] {warning}")
         path = write_compare_report(comparison, out or Path(cfg.out_dir) / "compare" / comparison.id)
     console.print(f"report: {path}")
     console.print(f"archive: {cfg.db}  comparison: {comparison.id}")

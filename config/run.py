@@ -110,6 +110,9 @@ class RunConfig(Section):
 
     strategy: str = Field(default="vace", description="a name from the strategy table (coevo.graphs.registry)")
     rounds: int = Field(default=2, ge=1)
+    budget: int = Field(default=0, ge=0, description="rollouts on train + val + search the run may spend; a phase "
+                        "whose declared size would overrun ends the run before it starts, then the final test runs "
+                        "(coevo.meta.budget); 0: no cap")
     seed: int = 0
     db: str = "coevo_runs/coevo.db"
     out_dir: str = "coevo_runs"

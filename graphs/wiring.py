@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 from langgraph.graph import END, START, StateGraph
 
-from coevo.meta.budget import phased
+from coevo.meta.budget import ending, phased
 from coevo.meta.context import MetaContext
 from coevo.meta.state import MetaState
 from coevo.nodes.check import check
@@ -21,13 +21,21 @@ from coevo.nodes.setup import setup
 class PhasedGraph(StateGraph):
     """A ``StateGraph`` whose node functions run as budget phases (``coevo.meta.budget.phased``:
     the state's round and the node's name), so every strategy's spending is attributed per phase
-    without a line in its nodes."""
+    without a line in its nodes, and whose loops end once a rollout cap stopped the run (a router
+    with a ``"done"`` branch goes there: ``coevo.meta.budget.ending``)."""
 
     def add_node(self, node: Any, action: Any = None, **kwargs: Any) -> Any:  # type: ignore[override]
         """``StateGraph.add_node`` with the node function ``phased`` under its node name."""
         if action is None and not isinstance(node, str):
             return super().add_node(phased(getattr(node, "__name__", ""), node), **kwargs)
         return super().add_node(node, phased(node, action) if action is not None else None, **kwargs)
+
+    def add_conditional_edges(self, source: str, path: Any, path_map: Any = None) -> Any:  # type: ignore[override]
+        """``StateGraph.add_conditional_edges``; a router whose ``path_map`` has a ``"done"`` branch
+        takes it once the budget stopped the run."""
+        if isinstance(path_map, dict) and "done" in path_map and callable(path):
+            path = ending(path)
+        return super().add_conditional_edges(source, path, path_map)
 
 
 def meta_graph(test: Callable[..., Any] = final_test, state: type = MetaState) -> StateGraph:

@@ -16,6 +16,17 @@ phase, or redone by a resume, is counted once, where it first ran.
 round's incumbent val score; ``mean_curve``, ``matched_budget`` and ``score_at`` average such
 curves over seeds and read each strategy's score at a matched budget (``coevo compare``'s "score
 vs rollouts").
+
+**A rollout cap** (``RunConfig.budget`` = N rollouts on train + val + search; ``coevo compare
+--budget``): every spending call declares its size before it starts — an evaluation ``tasks x k``
+(0 when the same evaluation was paid for before), a weight stage its most rollouts
+(``coevo.training.stage.stage_rollouts``) — and ``MetaContext.reserve`` raises ``BudgetExhausted``
+when that would take the run past N. The phase (the node) that made the call ends there, having
+spent only what fit (an earlier call of the same node stays counted), and so does the run: ``phased``
+turns the exception into the state's ``budget_stop``, every later node but ``final_test`` is passed
+over, and every loop's router (``ending``) goes to ``done``, so the strategy's own final test
+measures the pair it holds. A run therefore never spends more than N. Measurement is outside the
+cap: test rollouts, and whatever ``final_test`` evaluates (``MEASURE``).
 """
 
 from __future__ import annotations
@@ -33,6 +44,35 @@ from coevo.records import BudgetRecord, LLMCallRecord
 
 OUTSIDE = "outside"
 """The phase name of spending outside any meta-graph node (a service called directly)."""
+
+MEASURE = ("final_test",)
+"""Phases whose evaluations measure the run rather than search (the final test, and the final pair's val
+score a budgeted run records there): outside the rollout cap and left out of ``totals``."""
+
+ALWAYS = ("setup", "final_test")
+"""Nodes that run even after the budget stopped a run (``phased``)."""
+
+
+class BudgetExhausted(Exception):
+    """A spending call whose declared size would take the run past its rollout cap; the message says
+    what, how much, and what was spent (``over_cap``; ``MetaContext.reserved``)."""
+
+
+_PAST = " would take the run past budget = "
+
+
+def over_cap(what: str, rollouts: int, cap: int, spent: float, running: int = 0) -> str:
+    """Why a run stopped at its cap (its state's ``budget_stop``): ``"budget: <what> (<n> rollouts) would
+    take the run past budget = <cap> (spent <s>[, running <r>])"``; ``running``: rollouts that calls
+    still running had reserved."""
+    held = f", running {running}" if running else ""
+    return f"budget: {what} ({rollouts} rollouts){_PAST}{cap} (spent {spent:.0f}{held})"
+
+
+def cut_call(stop: str) -> str:
+    """The call an ``over_cap`` message says did not fit, with its size (``"round 2's weight stage
+    (8 rollouts)"``); the message itself when it is not one."""
+    return stop.removeprefix("budget: ").split(_PAST)[0]
 
 
 @dataclass(frozen=True)
@@ -71,19 +111,50 @@ def _round(args: tuple) -> int:
     return int(value or 0)
 
 
+def stopped(args: tuple, kwargs: dict) -> str:
+    """Why the budget stopped this run ("" while it runs): the state's ``budget_stop`` (a node's first
+    argument), else the context's (a ``Send`` payload's node; read from the context's own attributes,
+    so a lazily built context is not built for it)."""
+    state = args[0] if args else None
+    if isinstance(state, Mapping) and state.get("budget_stop"):
+        return str(state["budget_stop"])
+    runtime = kwargs.get("runtime")
+    context = getattr(runtime, "context", None)
+    return str(getattr(context, "__dict__", {}).get("budget_stop") or "")
+
+
+async def _stop(kwargs: dict, name: str, reason: BudgetExhausted) -> dict:
+    """End the node that hit the cap: wait for its spending calls still running (a gather's siblings),
+    say so on the run's log, and return the state update ``{"budget_stop": reason}``."""
+    context = getattr(kwargs.get("runtime"), "context", None)
+    settle = getattr(type(context), "settle", None)
+    if settle is not None:
+        await settle(context)
+        context.log(name, f"{reason}; the run ends here, then its final test")
+    return {"budget_stop": str(reason)}
+
+
 def phased(name: str, action: Any) -> Any:
     """``action`` (a node function, sync or async) wrapped so that it runs with
     ``PhaseKey(state round, name)`` as the current phase; anything else (a runnable, a class) is
     returned unchanged. The wrapper keeps the function's signature and annotations
-    (``functools.wraps``), which LangGraph reads to pass ``runtime`` and infer input schemas."""
+    (``functools.wraps``), which LangGraph reads to pass ``runtime`` and infer input schemas.
+
+    Under a rollout cap (module doc): once the run is ``stopped`` the node is passed over (no update)
+    unless it is one of ``ALWAYS``; a ``BudgetExhausted`` raised in it ends the node with the state
+    update ``{"budget_stop": reason}`` after its other spending calls have settled."""
     if not (inspect.isfunction(action) or inspect.ismethod(action)):
         return action
     if inspect.iscoroutinefunction(action):
         @functools.wraps(action)
         async def run_async(*args: Any, **kwargs: Any) -> Any:
+            if name not in ALWAYS and stopped(args, kwargs):
+                return {}
             token = _PHASE.set(PhaseKey(_round(args), name))
             try:
                 return await action(*args, **kwargs)
+            except BudgetExhausted as reason:
+                return await _stop(kwargs, name, reason)
             finally:
                 _PHASE.reset(token)
 
@@ -91,6 +162,8 @@ def phased(name: str, action: Any) -> Any:
 
     @functools.wraps(action)
     def run(*args: Any, **kwargs: Any) -> Any:
+        if name not in ALWAYS and stopped(args, kwargs):
+            return {}
         token = _PHASE.set(PhaseKey(_round(args), name))
         try:
             return action(*args, **kwargs)
@@ -98,6 +171,19 @@ def phased(name: str, action: Any) -> Any:
             _PHASE.reset(token)
 
     return run
+
+
+def ending(path: Any) -> Any:
+    """A loop's router (``path``, returning ``"continue"``/``"done"``-style keys) that returns
+    ``"done"`` once the budget stopped the run (``stopped``), so every loop ends at the cap."""
+
+    @functools.wraps(path)
+    def route(*args: Any, **kwargs: Any) -> Any:
+        if stopped(args, kwargs):
+            return "done"
+        return path(*args, **kwargs)
+
+    return route
 
 
 def _record(run_id: str, key: str, **spent: Any) -> BudgetRecord:
@@ -136,11 +222,26 @@ SPEND = ("rollouts", "policy_input_tokens", "policy_output_tokens", "policy_cost
 """The summed fields of a ``BudgetRecord``."""
 
 
+def measures(record: BudgetRecord) -> bool:
+    """Whether ``record`` measures the run (a test evaluation, or one made in a ``MEASURE`` phase)."""
+    return record.split == "test" or record.phase in MEASURE
+
+
 def totals(records: Sequence[BudgetRecord], include_test: bool = False) -> dict[str, float]:
-    """Each ``SPEND`` field summed over ``records``; test-split rollouts (measurement, not search)
-    are left out unless ``include_test``."""
-    kept = [r for r in records if include_test or r.split != "test"]
+    """Each ``SPEND`` field summed over ``records``; measurement (``measures``: test rollouts and the
+    final test's evaluations, not search) is left out unless ``include_test``."""
+    kept = [r for r in records if include_test or not measures(r)]
     return {name: sum(getattr(r, name) for r in kept) for name in SPEND}
+
+
+def by_phase(records: Sequence[BudgetRecord]) -> dict[str, float]:
+    """Rollouts per phase name (``train``, ``validate``, ``search_evaluate``, ...) summed over rounds,
+    measurement left out, in the order each phase first spent."""
+    out: dict[str, float] = {}
+    for r in records:
+        if not measures(r) and r.rollouts:
+            out[r.phase] = out.get(r.phase, 0.0) + r.rollouts
+    return out
 
 
 class CurvePoint(BaseModel):

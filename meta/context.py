@@ -7,6 +7,7 @@ trainer and the meta roles only through it, so a test hands them fakes. Nothing 
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Protocol, Sequence
 
@@ -14,12 +15,21 @@ from langchain_core.language_models import BaseChatModel
 
 from coevo.config import RunConfig
 from coevo.envs.base import Env, Task
-from coevo.evaluation.engine import evaluate
+from coevo.evaluation.engine import evaluate, evaluation_id
 from coevo.evaluation.executors import Executor
 from coevo.evaluation.results import EvalResult
 from coevo.harnesses.bpe import ExperienceStore, InMemoryExperience
 from coevo.harnesses.spec import HarnessSpec, load_harness
-from coevo.meta.budget import calls_budget, current_phase, eval_budget, stage_budget, totals
+from coevo.meta.budget import (
+    MEASURE,
+    BudgetExhausted,
+    calls_budget,
+    current_phase,
+    eval_budget,
+    over_cap,
+    stage_budget,
+    totals,
+)
 from coevo.meta.recording import Recording
 from coevo.meta.roles import Curator, Editor, Inheritor, Profiler, Proposer, Voter
 from coevo.models.trajectory import Trajectory
@@ -28,7 +38,7 @@ from coevo.observe.progress import NullReporter, Reporter
 from coevo.observe.tracking import NullTracker, Tracker
 from coevo.records import BudgetRecord, Checkpoint, HarnessRecord, LLMCallRecord
 from coevo.storage import Archive
-from coevo.training.stage import StageOptions
+from coevo.training.stage import StageOptions, stage_rollouts
 
 Split = Literal["train", "val", "test"]
 
@@ -85,6 +95,9 @@ class MetaContext(Recording):
     run_id: str = "studio"
     tracker: Tracker = field(default_factory=NullTracker)
     experience: ExperienceStore = field(default_factory=InMemoryExperience)
+    budget_stop: str = field(default="", init=False)
+    _reserved: int = field(default=0, init=False, repr=False)
+    _running: set = field(default_factory=set, init=False, repr=False)
 
     def tasks(self, split: Split, ids: Sequence[str] | None = None) -> list[Task]:
         """The run's tasks of ``split`` (sizes from ``config.env``), in the env's order; only those in
@@ -106,14 +119,17 @@ class MetaContext(Recording):
         tasks) with the run's settings: ``k`` rollouts per task (default ``config.eval.k``), base seed
         ``seed`` (default ``config.seed``, so two harnesses are paired), the checkpoint's policy,
         ``eval.concurrency``, the reporter, stored in the archive under ``run_id`` (resumable by id),
-        on the ``executor``."""
+        on the ``executor``; under a rollout cap it first reserves its declared size (``_declared``).
+        Raises ``BudgetExhausted`` when that would overrun the cap."""
         placed = {} if self.executor is None else {"executor": self.executor}
-        result = await self.evaluator(self.spec(harness_id), checkpoint, self.env, split, k=k or self.config.eval.k,
-                                    seeds=self.config.seed if seed is None else seed, model=self.policy(checkpoint),
-                                    archive=self.archive,
-                                    concurrency=self.config.eval.concurrency, progress=self.reporter,
-                                    run_id=self.run_id, tasks=self.tasks(split) if tasks is None else list(tasks),
-                                    **placed)
+        k, seed, spec = k or self.config.eval.k, self.config.seed if seed is None else seed, self.spec(harness_id)
+        tasks = self.tasks(split) if tasks is None else list(tasks)
+        size = self._declared(spec, checkpoint, split, tasks, k, seed) if self.config.budget else 0
+        async with self.reserved(size, f"{split} evaluation of {harness_id[:8]}, {len(tasks)} tasks x k={k}"):
+            result = await self.evaluator(spec, checkpoint, self.env, split, k=k, seeds=seed,
+                                          model=self.policy(checkpoint), archive=self.archive,
+                                          concurrency=self.config.eval.concurrency, progress=self.reporter,
+                                          run_id=self.run_id, tasks=tasks, **placed)
         self.account(eval_budget(self.run_id, result))
         self.track({f"score/{split}/{harness_id[:12]}": result.mean_reward})
         return result
@@ -123,12 +139,14 @@ class MetaContext(Recording):
         """The weight stage: ``trainer(checkpoint_id, spec, tasks, round, options)``, its rollouts and
         policy tokens accounted (``stage_budget``), the new checkpoint's numeric metrics tracked as
         ``train/<metric>`` at ``round`` and its per-step ``history`` as ``train_step/<key>`` at step
-        ``round * train.steps + i``. Nodes call this, not ``trainer``. Raises ``ValueError`` when
-        the run has no trainer."""
+        ``round * train.steps + i``. Nodes call this, not ``trainer``. Under a rollout cap it first
+        reserves the stage's most rollouts (``stage_rollouts``). Raises ``ValueError`` when the run has
+        no trainer, ``BudgetExhausted`` when the stage would overrun the cap."""
         if self.trainer is None:
             raise ValueError("this strategy trains weights but the run has no trainer; use strategy harness_only or "
                              "static")
-        checkpoint, trajectories = await self.trainer(checkpoint_id, spec, tasks, round, options)
+        async with self.reserved(stage_rollouts(self.config.train, options), f"round {round}'s weight stage"):
+            checkpoint, trajectories = await self.trainer(checkpoint_id, spec, tasks, round, options)
         self.account(stage_budget(self.run_id, checkpoint, trajectories))
         record = self.archive.get(Checkpoint, checkpoint)
         metrics = record.metrics if record is not None else {}
@@ -137,6 +155,32 @@ class MetaContext(Recording):
             self.track({f"train_step/{k}": v for k, v in step.items() if k not in ("step", "round")},
                        round * self.config.train.steps + i)
         return checkpoint, trajectories
+
+    def _declared(self, spec: HarnessSpec, checkpoint: str, split: str, tasks: Sequence[Task], k: int,
+                  seed: int) -> int:
+        """An evaluation's declared size: ``len(tasks) x k`` rollouts, 0 on test (measurement) or when
+        the same evaluation (same id, ``coevo.evaluation.engine.evaluation_id``) was paid for before."""
+        if split == "test":
+            return 0
+        eid = evaluation_id(self.run_id, spec.id, checkpoint, self.env.name, split, [seed + j for j in range(k)],
+                            [t.id for t in tasks])
+        paid = self.archive.get(BudgetRecord, f"{self.run_id}:eval:{eid}") is not None
+        return 0 if paid else len(tasks) * k
+
+    def reserved(self, rollouts: int, what: str) -> "_Reservation":
+        """``async with ctx.reserved(n, what):`` around a spending call of declared size ``n``
+        rollouts (``what`` names it): under the run's cap (``config.budget``, 0: none) it raises
+        ``BudgetExhausted`` — and sets ``budget_stop`` — when the run's spend so far (the archive's
+        ``totals``), plus what calls running now reserved, plus ``n`` would exceed the cap, or once the
+        run is stopped. Measurement (``MEASURE`` phases) and 0-rollout calls are never refused."""
+        return _Reservation(self, rollouts, what)
+
+    async def settle(self) -> None:
+        """Wait for the spending calls still running (other than the caller's): the node that hit the
+        cap ends only when its siblings in a ``gather`` have finished and been accounted."""
+        others = [t for t in self._running if t is not asyncio.current_task()]
+        if others:
+            await asyncio.gather(*others, return_exceptions=True)
 
     def store_calls(self, calls: Sequence[LLMCallRecord]) -> None:
         """Store meta-role LLM calls (what a role returned) in the archive under the run's id, and
@@ -168,3 +212,29 @@ class MetaContext(Recording):
         """Send ``scalars`` (tag -> number; others skipped) to the tracker at ``step`` (default: the
         current phase's round, 0 when unknown)."""
         self.tracker.log(scalars, max(0, current_phase().round if step is None else step))
+
+
+class _Reservation:
+    """One spending call's place under the run's rollout cap (``MetaContext.reserved``)."""
+
+    def __init__(self, ctx: MetaContext, rollouts: int, what: str) -> None:
+        self.ctx, self.rollouts, self.what, self.held = ctx, rollouts, what, 0
+
+    async def __aenter__(self) -> None:
+        ctx, cap = self.ctx, self.ctx.config.budget
+        if cap and self.rollouts and current_phase().name not in MEASURE:
+            spent = totals(ctx.archive.list(BudgetRecord, run_id=ctx.run_id))["rollouts"]
+            if ctx.budget_stop:
+                raise BudgetExhausted(ctx.budget_stop)
+            if spent + ctx._reserved + self.rollouts > cap:
+                ctx.budget_stop = over_cap(self.what, self.rollouts, cap, spent, ctx._reserved)
+                raise BudgetExhausted(ctx.budget_stop)
+            self.held = self.rollouts
+            ctx._reserved += self.held
+        task = asyncio.current_task()
+        if task is not None:
+            ctx._running.add(task)
+
+    async def __aexit__(self, *exc: Any) -> None:
+        self.ctx._reserved -= self.held
+        self.ctx._running.discard(asyncio.current_task())

@@ -257,6 +257,12 @@ class MetaState(TypedDict, total=False):
     rounds: int
     """Replaced once by ``setup`` (``config.rounds``): the rounds the loop runs; an alternating
     strategy's plan node replaces it by its plan's cycles."""
+    budget_stop: str
+    """Replaced once, under a rollout cap (``config.budget``), by the node whose spending call would
+    have overrun it: why the run ended there (``coevo.meta.budget``); absent while the run is within it."""
+    final_val: EvalSummary
+    """Replaced by the final test of a budgeted run: the final pair's val evaluation, measured at the
+    budget (outside the cap; reused when the run had validated that pair)."""
 
 
 def state_models(schemas: Iterable[Any]) -> tuple[type[BaseModel], ...]:

@@ -1,4 +1,5 @@
-"""``next_round`` / ``more_rounds`` (the loop over t) and ``final_test`` (test of the start and final pairs)."""
+"""``next_round`` / ``more_rounds`` (the loop over t) and ``final_test`` (test of the start and final
+pairs; under a rollout cap also the final pair's val score, ``val_at_budget``)."""
 
 from __future__ import annotations
 
@@ -45,13 +46,25 @@ def more_rounds(state: MetaState, runtime: Runtime[MetaContext]) -> str:
     return "continue" if state.get("round", 0) < rounds else "done"
 
 
+async def val_at_budget(state: MetaState, ctx: MetaContext) -> dict:
+    """Under a rollout cap (``config.budget``): ``final_val``, the final pair (H[T], W[T]) on the val
+    split, measured at the budget — every strategy's val score at equal spend, the WHALE family's
+    included, whose loop never validates (``coevo compare --budget``). Reused, not rerun, when the run
+    validated that pair; a final-test phase, so outside the cap. Without a cap: nothing."""
+    if not ctx.config.budget:
+        return {}
+    return {"final_val": EvalSummary.of(await ctx.evaluate(state["incumbent"], state["checkpoint"], "val"))}
+
+
 async def final_test(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
-    """Evaluate the start pair (H0, W0) and the final pair (H[T], W[T]) on the test split."""
+    """Evaluate the start pair (H0, W0) and the final pair (H[T], W[T]) on the test split (and, under
+    a rollout cap, the final pair on val: ``val_at_budget``)."""
     ctx = runtime.context
+    measured = await val_at_budget(state, ctx)
     if not ctx.config.env.n_test:
-        return {"test": {}}
+        return {"test": {}, **measured}
     start, final = await asyncio.gather(ctx.evaluate(state["start_harness"], state["start_checkpoint"], "test"),
                                         ctx.evaluate(state["incumbent"], state["checkpoint"], "test"))
     ctx.log("test", f"start {start.mean_reward:.3f} -> final {final.mean_reward:.3f} "
                      f"(trivial {start.trivial_baseline})")
-    return {"test": {"start": EvalSummary.of(start), "final": EvalSummary.of(final)}}
+    return {"test": {"start": EvalSummary.of(start), "final": EvalSummary.of(final)}, **measured}

@@ -51,10 +51,12 @@ async def train(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
 async def run_stage(ctx: MetaContext, state: MetaState, spec: HarnessSpec, before: str,
                     siblings: Sequence[HarnessSpec] = (), *, route: Route | None = None,
                     phase: WeightPhase | None = None,
-                    experience: Sequence[str] = (), harness_sft: int = 0) -> tuple[str, list[Trajectory], WeightStage]:
+                    mixture: Sequence[HarnessSpec] = (), experience: Sequence[str] = (),
+                    harness_sft: int = 0) -> tuple[str, list[Trajectory], WeightStage]:
     """One weight stage from checkpoint ``before`` under ``spec`` on ``stage_tasks`` (``siblings``: the
     Eq. 5 rescue pool; ``route``: the router's per-task top-K among them, Harness-S Alg. 1;
-    ``phase``: a weight phase's trainer options, e.g. WHALE's; ``experience``: the BPE lessons every
+    ``phase``: a weight phase's trainer options, e.g. WHALE's; ``mixture``: the harness of each GRPO
+    group position, Harness-S App. 8's fixed mixed-harness control; ``experience``: the BPE lessons every
     rollout starts with, and ``harness_sft``: that many rounds of supervised harness fine-tuning in place
     of the configured algorithm, EvoHarness-RL's; ``StageOptions``): the new
     checkpoint id, its trajectories (stored, split ``train``, under the harnesses themselves rather
@@ -63,10 +65,10 @@ async def run_stage(ctx: MetaContext, state: MetaState, spec: HarnessSpec, befor
     rnd = state.get("round", 0)
     tasks = stage_tasks(ctx, state)
     options = StageOptions(siblings=list(siblings), route=route if siblings else None, phase=phase,
-                           experience=tuple(experience), harness_sft=harness_sft)
+                           mixture=list(mixture), experience=tuple(experience), harness_sft=harness_sft)
     checkpoint, trajectories = await ctx.train(before, spec, tasks, rnd, options)  # accounted
     # rollouts ran the training variants (``training_spec``); they are stored under the harnesses themselves
-    names = {training_spec(s, ctx.config.train).id: s.id for s in [spec, *siblings]}
+    names = {training_spec(s, ctx.config.train).id: s.id for s in [spec, *siblings, *mixture]}
     trajectories = [t.model_copy(update={"split": "train", "harness_id": names.get(t.harness_id, spec.id)})
                     for t in trajectories]
     ctx.archive.add_trajectories(trajectories, None, ctx.run_id)

@@ -33,7 +33,7 @@ def table_rows(comparison: Any) -> list[tuple[str, ...]]:
     return out
 
 
-HEADERS = ("strategy", "seeds", "test score [95 %] n=tasks", "per seed", "start pair (H0, W0)",
+HEADERS = ("strategy", "seeds", "test mean@k [95 %] n=tasks", "per seed", "start pair (H0, W0)",
            "− reference, paired [95 %]", "gate accepted / rejected", "effective-group rate",
            "reward-spread rate", "trivial")
 
@@ -52,6 +52,24 @@ BUDGET_HEADERS = ("strategy", "rollouts (train + val)", "policy tokens", "policy
                   "meta-LLM cost ($)", "rounds", "val @ matched budget")
 
 
+def phases_text(spent: dict[str, float]) -> str:
+    """Rollouts per phase as ``train 32, stage_effect 12, validate 8`` (``–`` when nothing was spent)."""
+    return ", ".join(f"{name} {n:.0f}" for name, n in spent.items()) or "–"
+
+
+def spend_rows(comparison: Any) -> list[tuple[str, ...]]:
+    """The equal-spend table's rows (a comparison at a budget N, ``coevo.app.compare``): strategy,
+    rollouts spent (mean over seeds) of N, the spend by phase, the final pair's val score at the
+    budget [95 %], the test mean@k [95 %] (the first table's), and how each seed's run ended."""
+    n = comparison.budget
+    return [(r.strategy, f"{r.rollouts:.0f} / {n}", phases_text(r.spent_by_phase), score_text(r.val_estimate),
+             score_text(r.score), "; ".join(r.ended) or "–") for r in comparison.rows]
+
+
+SPEND_HEADERS = ("strategy", "rollouts spent / budget", "spent by phase (rollouts)", "val at the budget [95 %]",
+                 "test mean@k [95 %]", "how each seed ended")
+
+
 def write_compare_report(comparison: Any, out_dir: Path) -> Path:
     """Write ``out_dir/index.html``, ``out_dir/compare.png`` (test scores), ``out_dir/rollouts.png``
     (score vs rollouts) and ``out_dir/comparison.json`` for a ``coevo.app.compare.Comparison``;
@@ -67,6 +85,14 @@ def write_compare_report(comparison: Any, out_dir: Path) -> Path:
     (out_dir / "comparison.json").write_text(comparison.model_dump_json(indent=1))
     table = html_table(HEADERS, table_rows(comparison))
     budget_table = html_table(BUDGET_HEADERS, budget_rows(comparison))
+    spend = "" if not comparison.budget else (
+        f"<h2>At equal spend: {comparison.budget} rollouts</h2><p>Every run could spend {comparison.budget} "
+        "rollouts on train + val + search; a phase whose declared size would take it past that ended the run "
+        "before it started, then its final test ran. Val at the budget is the final pair's val score "
+        "(measured outside the budget).</p>"
+        + html_table(SPEND_HEADERS, spend_rows(comparison)))
+    warned = "".join(f"<li>{html.escape(w)}</li>" for w in comparison.warnings)
+    warned = f"<h2>Warnings</h2><ul>{warned}</ul>" if warned else ""
     runs = "".join(f"<tr><td>{html.escape(r.strategy)}</td><td>{r.seed}</td><td><code>{html.escape(r.run_id)}</code>"
                    f"</td><td>{plain(r.final.score if r.final else None)}</td><td>{r.source}</td>"
                    f"<td>{'–' if r.wall_s is None else f'{r.wall_s:.0f}'}</td></tr>" for r in comparison.runs)
@@ -77,10 +103,11 @@ def write_compare_report(comparison: Any, out_dir: Path) -> Path:
 td,th{{padding:4px 8px;border-bottom:1px solid #ddd}}</style>
 </head><body><h1>coevo compare <code>{comparison.id}</code></h1>
 <p>env <code>{env}</code>, policy <code>{policy}</code>, {cfg.get('rounds')} round(s), {comparison.n_test} test tasks,
-reference <b>{comparison.reference}</b>. Test scores are the final pair's mean reward over seeds with a 95 % interval
-over test tasks (each task averaged over seeds); the difference to the reference is paired per (seed, task) and
+reference <b>{comparison.reference}</b>. Test scores (mean@k) are the final pair's mean reward over seeds with a 95 %
+interval over test tasks (each task averaged over seeds); the difference to the reference is paired per (seed, task) and
 significant at 95 % when its interval excludes 0.</p>
 {table}<img src="{png.name}" alt="test score per strategy">
+{spend}{warned}
 <h2>Score vs rollouts</h2><p>Cumulative rollouts on train and val (test rollouts only measure) at the end of each
 round against the incumbent's val score, means over seeds; the final pair's test score at its total. {budget}.</p>
 {budget_table}

@@ -167,7 +167,7 @@ def train_grpo(
     checkpoint: Checkpoint, spec: Any, env: Env, tasks: Sequence[Task], config: StageConfig | dict | None = None,
     rescue: Rescue | None = None, archive: Any = None, *, policy_factory: PolicyFactory | None = None,
     rollout_fn: RolloutFn | None = None, callbacks: list | None = None, run_id: str | None = None,
-    executor: Any = None,
+    executor: Any = None, mixture: Sequence[Any] = (),
 ) -> tuple[Checkpoint, list[Trajectory]]:
     """Run one GRPO stage from ``checkpoint`` under harness ``spec`` on ``tasks`` (train split).
 
@@ -180,7 +180,8 @@ def train_grpo(
     factory from ``coevo.training.vllm_sync``); ``rollout_fn`` replaces ``arun_rollout`` (tests);
     ``executor`` (``coevo.evaluation.executors``, e.g. a ``RayExecutor``) runs the groups of a
     server-backed sampler on its workers, while the default live-weights sampler stays in this
-    process (``coevo.evaluation.executors.sampling_on``).
+    process (``coevo.evaluation.executors.sampling_on``); ``mixture`` the harness of each group
+    position, cycled to K (``HarnessRollout``; Harness-S's fixed mixed-harness control).
 
     Returns ``(new checkpoint, trajectories)``: the new checkpoint has the trained LoRA adapter under
     ``<output_dir>/<new id>/adapter``, ``parents=[checkpoint.id]``, the config and
@@ -210,7 +211,7 @@ def train_grpo(
         rollout_fn = sampling_on(executor, rollout_fn)
     rollout = HarnessRollout(spec, env, tasks, rescue=rescue, policy_factory=policy_factory, rollout_fn=rollout_fn,
                              max_len=cfg.max_len, seed=cfg.seed, checkpoint_id=checkpoint.id,
-                             max_concurrency=cfg.max_concurrency, resample=cfg.resample,
+                             max_concurrency=cfg.max_concurrency, resample=cfg.resample, mixture=mixture,
                              action_cost=cfg.action_cost)
     correction = cfg.importance_correction if cfg.importance_correction is not None else policy_factory is not None
     trainer = HarnessGRPOTrainer(

@@ -237,7 +237,9 @@ class HarnessRollout:
     written on the trajectories (``<id>+step<s>`` after s updates); ``max_concurrency`` caps
     concurrent rollouts (None: all at once, which lets a batching backend fill its batch);
     ``resample`` rounds of dynamic sampling per call (0: off; see module docstring), drawing from
-    ``tasks`` not in the call's batch; ``action_cost`` cost-aware GRPO's lambda: advantages come from
+    ``tasks`` not in the call's batch; ``mixture`` the harness of each group position, cycled to K
+    (Harness-S App. 8's fixed mixed-harness GRPO: every group, rescue or not, mixes them; empty: all
+    K under ``spec``); ``action_cost`` cost-aware GRPO's lambda: advantages come from
     ``task reward - lambda x harness cost`` (``coevo.training.harness_cost``; 0: the task reward).
 
     After each call: ``trajectories`` holds every rollout so far (initial groups, including
@@ -249,8 +251,9 @@ class HarnessRollout:
     def __init__(self, spec: Any, env: Env, tasks: Sequence[Task], rescue: Rescue | None = None,
                  policy_factory: PolicyFactory | None = None, rollout_fn: RolloutFn | None = None,
                  max_len: int | None = None, seed: int = 0, checkpoint_id: str = "",
-                 max_concurrency: int | None = None, resample: int = 0, action_cost: float = 0.0) -> None:
-        self.spec, self.env, self.rescue = spec, env, rescue
+                 max_concurrency: int | None = None, resample: int = 0, mixture: Sequence[Any] = (),
+                 action_cost: float = 0.0) -> None:
+        self.spec, self.env, self.rescue, self.mixture = spec, env, rescue, list(mixture)
         self.tasks = {t.id: t for t in tasks}
         self.policy_factory: PolicyFactory = policy_factory or LivePolicy()
         self.rollout_fn = rollout_fn
@@ -312,8 +315,9 @@ class HarnessRollout:
         async def group(task: Task, base: int) -> Group:
             async def one(j: int) -> Trajectory:
                 async with limit:
+                    spec = self.mixture[j % len(self.mixture)] if self.mixture else self.spec
                     with batched(policy):
-                        return await run(self.spec, policy, self.env, task, seed=base + j, checkpoint_id=ckpt)
+                        return await run(spec, policy, self.env, task, seed=base + j, checkpoint_id=ckpt)
 
             return list(await asyncio.gather(*(one(j) for j in range(k))))
 

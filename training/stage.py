@@ -27,7 +27,9 @@ class StageOptions:
     """What a weight stage is given beyond its checkpoint, harness, tasks and round: ``siblings`` the
     Eq. 5 rescue pool (best first), ``route`` the router's per-task choice among them (Harness-S
     Eq. 10), ``phase`` a weight phase's place in the run's task stream and its length (WHALE §3.1),
-    ``experience`` the BPE harness lineage's lessons every rollout starts with (EvoHarness-RL;
+    ``mixture`` the harness of each GRPO group position, cycled to the group size (Harness-S App. 8's
+    fixed mixed-harness control; empty: every rollout under the stage's harness), ``experience`` the
+    BPE harness lineage's lessons every rollout starts with (EvoHarness-RL;
     ``coevo.training.rollout.with_experience``; in-process rollouts only: an executor's workers get
     none), ``harness_sft`` > 0 makes the stage EvoHarness-RL's supervised harness fine-tuning
     instead: that many RSFT rounds whatever ``train.algorithm`` says, trained on the BPE-using turns
@@ -36,8 +38,25 @@ class StageOptions:
     siblings: Sequence[HarnessSpec] = ()
     route: Route | None = None
     phase: WeightPhase | None = None
+    mixture: Sequence[HarnessSpec] = ()
     experience: Sequence[str] = ()
     harness_sft: int = 0
+
+
+def stage_rollouts(train: TrainConfig, options: StageOptions = StageOptions()) -> int:
+    """The most rollouts a weight stage with these settings can make — its declared size under a
+    rollout cap (``coevo.meta.budget``): steps (a weight phase's ``max_steps``; a supervised harness
+    fine-tuning stage's ``harness_sft`` rounds) x ``tasks_per_step`` x ``num_generations``, times, for
+    GRPO, 1 + one Eq. 5 rescue group per task when the stage can rescue (siblings with a route or
+    ``train.rescue``) + ``resample`` rounds of dynamic sampling."""
+    if options.harness_sft:
+        return options.harness_sft * train.tasks_per_step * train.num_generations
+    steps = options.phase.max_steps if options.phase is not None else train.steps
+    groups = 1
+    if train.algorithm == "grpo":
+        rescue = bool(options.siblings) and (options.route is not None or train.rescue)
+        groups += int(rescue) + train.resample
+    return steps * train.tasks_per_step * train.num_generations * groups
 
 
 def training_spec(spec: HarnessSpec, train: TrainConfig) -> HarnessSpec:
@@ -82,10 +101,11 @@ class StageTrainer:
     ``coevo.training.rollout.sibling_rescue``; siblings cycled to the group size, sampled like
     the incumbent). With a ``route(task, k) -> harness ids`` (Harness-S Eq. 10: the router's top-K
     siblings of that task, H0 excluded) rescue is on whatever ``train.rescue`` says, and each task's
-    rescue group runs under the siblings the router chose for it. Adapters are saved under the
-    absolute ``<out_dir>/adapters`` and stored with
-    that path. The new checkpoint's metrics get the size of its change (``measured``). With a run
-    tracker, TRL logs the stage's steps to it (``tracked``).
+    rescue group runs under the siblings the router chose for it. With a ``mixture`` every GRPO group
+    runs position j under ``mixture[j % len]`` (Harness-S App. 8; RSFT refuses it). Adapters are saved
+    under the absolute ``<out_dir>/adapters`` and stored with that path. The new checkpoint's metrics
+    get the size of its change (``measured``). With a run tracker, TRL logs the stage's steps to it
+    (``tracked``).
 
     ``executor`` (the run's, ``coevo.evaluation.executors``; None: in process) is handed to the
     stage and its rescue: a server-backed sampler's groups run on its workers, while the default
@@ -126,6 +146,9 @@ class StageTrainer:
             config = config.model_copy(update={"steps": stage_options.harness_sft})
             options["rows_fn"] = harness_sft_rows
         elif train.algorithm == "rsft":
+            if stage_options.mixture:
+                raise ValueError("a mixed-harness stage mixes harnesses within GRPO groups (Harness-S App. 8), which "
+                                 "RSFT does not form; set train.algorithm = \"grpo\"")
             from coevo.training.rsft import train_rsft as stage
         else:
             from coevo.training.grpo import train_grpo as stage
@@ -143,6 +166,8 @@ class StageTrainer:
                 from coevo.evaluation.executors import sampling_on
 
                 placed = sampling_on(self.executor)
+            if stage_options.mixture:
+                options["mixture"] = [training_spec(s, train) for s in stage_options.mixture]
             if route is not None and variants:
                 async def choose(task: Task, k: int) -> list[HarnessSpec]:
                     return [variants[h] for h in await route(task, k) if h in variants]

@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+from typing import Awaitable, Callable
+
 from langgraph.graph import StateGraph
 
 from coevo.graphs.harness_s.evolution import (
@@ -50,13 +52,14 @@ def add_evolution(builder: StateGraph, after: str, then: str) -> None:
     builder.add_conditional_edges("select_parents", more_evolution, {"continue": "sample_parents", "done": then})
 
 
-def build() -> StateGraph:
-    """Harness-S's wiring (uncompiled)."""
+def wire(train: Callable[..., Awaitable[dict]]) -> StateGraph:
+    """Harness-S's wiring with ``train`` as its weight stage (``rescue_train``; the comparison
+    variants' stages in ``coevo.graphs.harness_s.baselines``), uncompiled."""
     builder = meta_graph(test=routed_test, state=HarnessSState)
     # P_1 = {H0}; directional evolution with frozen weights
     add_evolution(builder, after="setup", then="profile")
     builder.add_node("profile", profile)
-    builder.add_node("train", rescue_train)
+    builder.add_node("train", train)
     builder.add_node("next_round", next_round)
     builder.add_node("reanchor", profile)
     # P^(s) = Profile(E_i^(s), E_0^(s)), then W[t+1] = GRPO(W[t], H0, rescue under the router's top-K)
@@ -67,6 +70,11 @@ def build() -> StateGraph:
     # test H0 and Rank-1/2/3 routing with W[T]
     builder.add_edge("reanchor", "final_test")
     return builder
+
+
+def build() -> StateGraph:
+    """Harness-S's wiring (uncompiled)."""
+    return wire(rescue_train)
 
 
 graph = build().compile(name="harness_s")

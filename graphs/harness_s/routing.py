@@ -21,6 +21,7 @@ from coevo.graphs.harness_s.router import Router
 from coevo.graphs.harness_s.state import HarnessSState
 from coevo.meta.context import MetaContext
 from coevo.meta.state import EvalSummary
+from coevo.nodes.schedule import val_at_budget
 from coevo.nodes.train import run_stage
 from coevo.records import Trajectory
 
@@ -99,17 +100,26 @@ async def routed_test(state: HarnessSState, runtime: Runtime[MetaContext]) -> di
     (``final``), and under Rank-r routing for r = 1..``harness_s.ranks`` (``rank1``, ...): each
     test task runs under the r-th harness of the router's ranking of the whole pool, H0 included
     (Eq. 12), with the profiles of the last re-anchoring (val evidence only; the router sees the
-    test task's prompt, never its outcome)."""
+    test task's prompt, never its outcome). Under a rollout cap also the final pair (H0, W[T]) on val
+    (``val_at_budget``); a run the cap ended before the pool was ever profiled has no router, so it
+    tests H0 only (said in the log), and one it ended mid-training routes with the profiles of the
+    last re-anchoring it paid for, taken at an earlier checkpoint."""
     ctx = runtime.context
+    measured = await val_at_budget(state, ctx)
     if not ctx.config.env.n_test:
-        return {"test": {}}
+        return {"test": {}, **measured}
     h0, checkpoint = state["start_harness"], state["checkpoint"]
     tasks = ctx.tasks("test")
-    router = make_router(ctx, state)
-    rankings = await asyncio.gather(*(router.rank(t, include_h0=True, purpose="rank") for t in tasks))
     start, final = (EvalSummary.of(await ctx.evaluate(h0, state["start_checkpoint"], "test")),
                     EvalSummary.of(await ctx.evaluate(h0, checkpoint, "test")))
     test = {"start": start, "final": final}
+    ctx.log("test", f"start {start.score:.3f} -> final under H0 {final.score:.3f} (trivial {start.trivial_baseline})")
+    if h0 not in state.get("profiles", {}):
+        why = state.get("budget_stop") or "no profile node ran"
+        ctx.log("test", f"no Rank-r routing: the run ended before the pool was profiled ({why})")
+        return {"test": test, **measured}
+    router = make_router(ctx, state)
+    rankings = await asyncio.gather(*(router.rank(t, include_h0=True, purpose="rank") for t in tasks))
     for r in range(1, ctx.config.harness_s.ranks + 1):
         chosen: dict[str, list[Task]] = {}
         for task, ranking in zip(tasks, rankings):
@@ -122,6 +132,4 @@ async def routed_test(state: HarnessSState, runtime: Runtime[MetaContext]) -> di
         h0_share = len(chosen.get(h0, [])) / len(tasks)
         ctx.log("test", f"rank-{r} routing {test[f'rank{r}'].score:.3f} over {len(chosen)} harness(es), "
                          f"H0 chosen for {h0_share:.0%} of tasks")
-    ctx.log("test", f"start {start.score:.3f} -> final under H0 {final.score:.3f} "
-                     f"(trivial {start.trivial_baseline})")
-    return {"test": test}
+    return {"test": test, **measured}

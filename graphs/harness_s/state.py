@@ -23,3 +23,5 @@ class HarnessSState(MetaState, total=False):
     """Replaced at each re-anchoring by ``profile``: the pool's profiles by harness id (Eq. 11)."""
     evolution_round: int
     """Replaced: the directional-evolution round g being run (0-based)."""
+    mixture: list[str]
+    """Replaced once by ``mixed_train`` (the mixed-harness control): the siblings every group mixes with H0."""

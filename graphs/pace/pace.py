@@ -15,6 +15,8 @@ Each phase's edits are checked to stay inside its fields by the patch checker (`
 
 from __future__ import annotations
 
+from typing import Callable
+
 from langgraph.graph import StateGraph
 
 from coevo.graphs.pace.nodes import pace_plan, pace_step
@@ -26,10 +28,11 @@ from coevo.nodes.search import more_search, propose, search_evaluate, search_sta
 from coevo.nodes.validate import validate
 
 
-def build() -> StateGraph:
-    """PACE's wiring (uncompiled)."""
+def wire(plan: Callable[..., dict]) -> StateGraph:
+    """PACE's wiring with ``plan`` (a plan node of ``coevo.graphs.pace.nodes``: which timescales run),
+    uncompiled."""
     builder = meta_graph(state=PaceState)
-    for name, node in (("plan", pace_plan), ("search_start", search_start), ("propose", propose),
+    for name, node in (("plan", plan), ("search_start", search_start), ("propose", propose),
                        ("search_evaluate", search_evaluate), ("validate", validate), ("gate", gate),
                        ("next_round", next_round), ("pace_step", pace_step)):
         builder.add_node(name, node)
@@ -49,6 +52,11 @@ def build() -> StateGraph:
     builder.add_edge("next_round", "pace_step")
     builder.add_conditional_edges("pace_step", more_search, {"continue": "propose", "done": "final_test"})
     return builder
+
+
+def build() -> StateGraph:
+    """PACE's wiring (uncompiled): the prompt phase, then the control-logic phase."""
+    return wire(pace_plan)
 
 
 graph = build().compile(name="pace")

@@ -16,3 +16,6 @@ class PaceState(SearchState, total=False):
     phase_kind: Literal["prompt", "control"]
     """Replaced: the timescale running now (``pace_plan`` starts with ``prompt``, ``pace_step``
     switches to ``control``)."""
+    timescales: list[Literal["prompt", "control"]]
+    """Replaced: the timescales still to run after this one (PACE: ``["control"]`` during the
+    prompt phase; its single-mode baselines: none)."""

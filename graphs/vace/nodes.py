@@ -1,5 +1,6 @@
 """The nodes only VACE's family uses: ``stage_effect`` (what the weight stage alone changed — val
-of H[t] under W[t] and under W[t+1]) and ``adopt`` (the ``ungated`` ablation's step in place of the gate)."""
+of H[t] under W[t] and under W[t+1]), ``adopt`` (the ``ungated`` ablation's step in place of the gate)
+and ``stagewise_rounds`` (the SIA-style baseline's router between its weight and harness stages)."""
 
 from __future__ import annotations
 
@@ -38,3 +39,11 @@ def adopt(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
         runtime.context.log("adopt", f"round {state.get('round', 0)}: {checked[0].spec_id[:12]} (ungated)")
         return {"incumbent": checked[0].spec_id, "validation": {}}
     return {}
+
+
+def stagewise_rounds(state: MetaState, runtime: Runtime[MetaContext]) -> str:
+    """The SIA-style baseline's two stages over one round counter (VACE Table 5: caps B_W, then B_H):
+    ``"weights"`` while ``round < rounds`` (the weight stages), ``"harness"`` while
+    ``round < 2 * rounds`` (the gated refinements under the final weights), else ``"done"``."""
+    rounds, rnd = state.get("rounds", runtime.context.config.rounds), state.get("round", 0)
+    return "weights" if rnd < rounds else "harness" if rnd < 2 * rounds else "done"

@@ -1,8 +1,8 @@
 """WHALE's own nodes (§3-4): each strategy's ``plan`` (WHALE's fixed or adaptive phases, FST's
-prompt-only search, stagewise's one long phase each), the weight phase (``weight_phase``: §3.1's
-persistent sampler, a length in epochs or the patience rule, RSFT) and ``accept`` (after each
-search iteration the best of the whole archive, and whether the harness phase ends). Every
-stopping decision here reads training signals only.
+prompt-only search, stagewise's one long phase each, the single-component baselines' one phase),
+the weight phase (``weight_phase``: §3.1's persistent sampler, a length in epochs or the patience
+rule, RSFT) and ``accept`` (after each search iteration the best of the whole archive, and whether
+the harness phase ends). Every stopping decision here reads training signals only.
 """
 
 from __future__ import annotations
@@ -48,6 +48,13 @@ fst_plan = _plan(fields=list(PROMPT_FIELDS))
 stagewise_plan = _plan(cycles=1, adaptive=False, weight_epochs=lambda c: c.rounds * c.whale.weight_epochs,
                        search_iterations=lambda c: c.rounds * c.whale.search_iterations)
 """Stagewise (WHALE §6): one weight phase and one search phase holding WHALE's cumulative fixed budgets."""
+weight_only_plan = _plan(cycles=1, adaptive=False, weight_epochs=lambda c: c.rounds * c.whale.weight_epochs,
+                         search_iterations=0)
+"""Weight-only (WHALE §5): one RSFT phase holding the cumulative fixed weight budget of ``rounds`` WHALE cycles."""
+harness_only_plan = _plan(cycles=1, adaptive=False, weight_epochs=0.0,
+                          search_iterations=lambda c: c.rounds * c.whale.search_iterations)
+"""Harness-only (WHALE §5): one Meta-Harness phase under W0 holding the cumulative fixed search budget of
+``rounds`` WHALE cycles."""
 
 
 def phase_options(ctx: MetaContext, state: WhaleState, n_tasks: int) -> WeightPhase:

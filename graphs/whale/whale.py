@@ -42,19 +42,23 @@ def add_search(builder: StateGraph, after: str, done: str) -> None:
     builder.add_conditional_edges("accept", more_search, {"continue": "propose", "done": done})
 
 
-def alternating(plan: Callable) -> StateGraph:
+def alternating(plan: Callable, weights: bool = True, search: bool = True) -> StateGraph:
     """Cycles of a weight phase then a harness-search phase under ``plan`` (a plan node of
-    ``coevo.graphs.whale.nodes``)."""
+    ``coevo.graphs.whale.nodes``); ``weights=False`` or ``search=False`` drops that phase (WHALE §5's
+    single-component baselines)."""
     builder = meta_graph(state=WhaleState)
     builder.add_node("plan", plan)
-    builder.add_node("train", weight_phase)
     builder.add_edge("setup", "plan")
-    # W[c+1] = RSFT(W[c], H[c])
-    builder.add_edge("plan", "train")
-    # H[c+1] = MH(W[c+1], H[c])
-    add_search(builder, after="train", done="next_round")
+    first = "train" if weights else "search_start"
+    if weights:
+        builder.add_node("train", weight_phase)
+        # W[c+1] = RSFT(W[c], H[c])
+        builder.add_edge("plan", "train")
+    if search:
+        # H[c+1] = MH(W[c+1], H[c])
+        add_search(builder, after="train" if weights else "plan", done="next_round")
     # for c in cycles
-    add_rounds(builder, first="train", last=None)
+    add_rounds(builder, first=first, last=None if search else "train")
     return builder
 
 

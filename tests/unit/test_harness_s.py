@@ -204,7 +204,7 @@ class RescueTrainer:
         return new, [t.model_copy(update={"id": f"{new}-{t.task_id}"}) for t in trajs]
 
 
-def _run_harness_s(tmp_path, strategy, profiler=None, voter=None, reporter=None):
+def _run_harness_s(tmp_path, strategy, profiler=None, voter=None, reporter=None, trainer_cls=None):
     h0 = HarnessSpec(name="h0", prompt=Prompt(system="Answer the task.", output_format="Reply 'Final answer: X'."))
     (tmp_path / "h0.json").write_text(h0.model_dump_json())
     config = RunConfig(strategy=strategy, rounds=1, db=str(tmp_path / "run.db"), harness=str(tmp_path / "h0.json"),
@@ -212,9 +212,9 @@ def _run_harness_s(tmp_path, strategy, profiler=None, voter=None, reporter=None)
                        meta={"smoke_tasks": 2, "local_check": True, "local_tasks": 4, "local_controls": 0},
                        harness_s={"proposals": [2, 2]})
     archive, env, model = Archive(config.db), WordEnv(), policy("help")
-    trainer = RescueTrainer(env, model, archive)
+    trainer = (trainer_cls or RescueTrainer)(env, model, archive)
     ctx = MetaContext(config=config, env=env, archive=archive, policy=lambda ckpt: model,
-                      trainer=trainer if strategy == "harness_s" else None, curator=OfflineCurator(2),
+                      trainer=trainer if strategy != "harness_s_he_only" else None, curator=OfflineCurator(2),
                       editor=OfflineEditor(), profiler=profiler or OfflineProfiler(), voter=voter or [RuleVoter()],
                       **({"reporter": reporter} if reporter else {}))
     state = asyncio.run(run_meta(config, run_id="run-1", context=ctx, archive=archive))

@@ -1,0 +1,70 @@
+"""``coevo compare --budget N`` end to end through the CLI with the real SmolLM2-135M (GRPO stages,
+offline curator/editor, reasoning-gym chain_sum): 2 strategies x 2 seeds at N = 8 rollouts.
+
+Sizes make the spend predictable whatever the model answers: a stage declares and spends
+1 step x 2 tasks x 2 rollouts = 4, a val evaluation 2 tasks x k=1 = 2, and no check spends (no
+smoke or local check). Both strategies spend 4 + 4 in round 0 (the stage, then stage_effect's W0 and
+W1 evaluations; ungated then refines and adopts, which spends no rollout), and round 1's stage (4)
+would overrun: 8 each, the table shows equal spend. (At N = 14 both spend 14 as well — rl_only's
+round 1 adds 4 + 2; ungated's stage_effect evaluates its adopted harness under W1, 2, and is cut
+before W2's — with twice the weight stages.)"""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from coevo.cli.app import app
+from coevo.records import BudgetRecord, Checkpoint, RunRecord
+from coevo.storage import Archive
+
+pytestmark = pytest.mark.integration
+
+BUDGET = 8
+
+
+def test_compare_at_a_budget_spends_n_rollouts_per_run_on_the_real_small_model(tmp_path):
+    db, out = tmp_path / "cmp.db", tmp_path / "report"
+    config = tmp_path / "tiny.toml"
+    config.write_text(f"""
+rounds = 1
+out_dir = "{tmp_path}"
+[env]
+ref = "reasoning_gym:families=chain_sum,size=40,seed=0,chain_sum.max_terms=2,chain_sum.max_digits=1,reward=partial"
+n_train = 4
+n_val = 2
+n_test = 3
+[train]
+steps = 1
+tasks_per_step = 2
+num_generations = 2
+resample = 0
+max_new_tokens = 8
+[meta]
+candidates = 1
+smoke_tasks = 0
+local_check = false
+[eval]
+k = 1
+""")
+    args = ["compare", str(config), "--strategies", "rl_only,ungated", "--seeds", "2", "--budget", str(BUDGET),
+            "--db", str(db), "-o", str(out)]
+    done = CliRunner().invoke(app, args, terminal_width=400)
+    assert done.exit_code == 0, done.output
+    assert f"at equal spend: {BUDGET} rollouts" in done.output and done.output.count(f"{BUDGET} / {BUDGET}") == 2
+
+    data = json.loads((out / "comparison.json").read_text())
+    assert data["budget"] == BUDGET and data["warnings"] == []
+    rows = {r["strategy"]: r for r in data["rows"]}
+    for name in ("rl_only", "ungated"):
+        row = rows[name]
+        assert row["seeds"] == [0, 1] and row["rollouts"] == BUDGET  # equal spend: N for every run
+        assert row["spent_by_phase"] == {"train": 4, "stage_effect": 4}
+        assert row["score"]["n"] == 3 and row["val_estimate"]["n"] == 2
+        assert all(f"at the cap after {BUDGET} rollouts" in e and "weight stage" in e for e in row["ended"])
+    archive = Archive(db)
+    for run in data["runs"]:
+        spent = sum(b.rollouts for b in archive.list(BudgetRecord, run_id=run["run_id"]) if b.split != "test"
+                    and b.phase != "final_test")
+        assert spent == BUDGET and archive.get(RunRecord, run["run_id"]).config["rounds"] == BUDGET
+        assert len([c for c in archive.list(Checkpoint, run_id=run["run_id"]) if c.adapter_path]) == 1
