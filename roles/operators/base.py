@@ -11,6 +11,7 @@ stages, checks and search scoring (DESIGN.md, Principles).
 from __future__ import annotations
 
 import hashlib
+import json
 import random
 from dataclasses import dataclass, field
 from typing import Any, Callable, Collection, Mapping, Sequence
@@ -19,7 +20,7 @@ from coevo.envs.base import Task
 from coevo.harnesses.spec import HarnessSpec
 from coevo.meta.state import Direction
 from coevo.models.trajectory import Trajectory
-from coevo.roles.diagnosis import addresses, split_cause
+from coevo.roles.diagnosis import addresses, split_cause, task_category
 
 COMPONENTS = ("prompt", "skills", "context", "memory", "hooks", "tool_view", "parser", "budget", "decoding")
 """The harness components (``coevo.harnesses.spec.HarnessSpec``) an operator may edit."""
@@ -27,8 +28,6 @@ COMPONENTS = ("prompt", "skills", "context", "memory", "hooks", "tool_view", "pa
 
 def expected_answer(task: Task | None, detail: Mapping[str, Any]) -> str | None:
     """The expected answer stated in a train task's scoring diagnostics (``expected`` or ``gold``), if any."""
-    import json
-
     for key in ("expected", "gold"):
         value = detail.get(key)
         if value not in (None, ""):
@@ -57,8 +56,6 @@ class Material:
 
     def category_tasks(self) -> list[Task]:
         """The train tasks of the direction's category (all train tasks when it has none), by id."""
-        from coevo.roles.diagnosis import task_category
-
         tasks = [t for _, t in sorted(self.tasks.items()) if t.split == "train"]
         return [t for t in tasks if not self.category or task_category(t) == self.category]
 
