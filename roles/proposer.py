@@ -156,11 +156,13 @@ class OfflineProposer:
         solved = [t for t in trajectories if t.passed]
         directions = self.curator.curate(trajectories, spec, view.tasks).directions
         seen = {json.dumps(p.candidate.patch, sort_keys=True) for p in out}
+        # a demonstration becomes a prompt example where only the prompt may change (``within``)
+        aim = view.allowed + ["/skills"] if view.allowed and _under("/prompt/rules", view.allowed) else view.allowed
         for direction, sample in assignments(directions, m + 2):
             if len(out) >= m:
                 break
             cand = self.editor.propose(direction, spec, view.tasks, solved, round=iteration, sample=sample,
-                                       allowed=view.allowed).candidate
+                                       allowed=aim).candidate
             ops = within(cand.patch, view.allowed)
             key = json.dumps(ops, sort_keys=True)
             if ops and cand.status != "rejected" and key not in seen:

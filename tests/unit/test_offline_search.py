@@ -10,6 +10,7 @@ from coevo.config import RunConfig
 from coevo.envs.base import Episode, Score, Task
 from coevo.evaluation.results import TaskOutcome
 from coevo.harnesses import load_harness
+from coevo.harnesses.patch import CONTROL_FIELDS, PROMPT_FIELDS
 from coevo.meta.context import MetaContext
 from coevo.meta.inheritance import ArchiveEntry, ArchiveSummary
 from coevo.meta.pool import Profile, ProfileEntry
@@ -171,3 +172,9 @@ def test_the_offline_proposer_mutates_one_direction_in_several_distinct_ways():
     out = [p.candidate for p in OfflineProposer().propose(view, 4, 1)]
     assert len(out) == 4 and all(c.direction == "mutate" for c in out)
     assert len({str(c.patch) for c in out}) == 4
+    for fields in (PROMPT_FIELDS, CONTROL_FIELDS):  # PACE's phases: the same operators, inside the phase's fields
+        phase = SearchView(entries=entries, spec=lambda h: H0, trajectories=lambda h: trajs, tasks=tasks,
+                           allowed=list(fields))
+        out = [p.candidate for p in OfflineProposer().propose(phase, 3, 1)]
+        assert len(out) >= 2 and len({str(c.patch) for c in out}) == len(out)
+        assert all(op["path"].startswith(fields) for c in out for op in c.patch)
