@@ -1,9 +1,10 @@
-"""Every reach under LangGraph's and LangChain's public APIs, in one place, each with its reason.
+"""Every reach under a framework's public API, in one place, each with its reason.
 
-coevo's hot path (thousands of concurrent rollouts, ``benchmarks/README.md``) needs four things the
-public APIs do not give at that cost; each lives here and nowhere else in the package, and
-``tests/unit/test_compat.py`` checks that each behaves like the public path it replaces. They were
-tested on the framework versions ``pyproject.toml`` bounds (langgraph 1.2, langchain-core 1.8):
+Each lives here and nowhere else in the package; ``tests/unit/test_compat.py`` (LangGraph,
+LangChain) and ``tests/unit/test_compat_training.py`` (TRL, transformers) check that each behaves
+like the public path it replaces, on the versions ``pyproject.toml`` bounds (langgraph 1.2,
+langchain-core 1.8, trl 1.16, transformers 5.24): widen a bound only after those tests pass on
+the new release.
 
 - ``node`` / ``route``: LangGraph's own node wrapper ``RunnableCallable`` with an async twin and no
   tracing per step (``langgraph._internal``).
@@ -11,6 +12,10 @@ tested on the framework versions ``pyproject.toml`` bounds (langgraph 1.2, langc
 - ``areply``: an unobserved chat model's ``_agenerate`` called directly (``BaseChatModel`` private).
 - ``arun_state``: a compiled graph's nodes, routers and reducers run in a plain loop (reads the
   builder's ``nodes``/``branches``/``edges``, which LangGraph does not document).
+- ``bind_tools_within`` / ``unbind``: a ``RunnableBinding``'s ``bound``/``kwargs``/``config`` fields.
+- ``GRPOBatchHook``: TRL's ``GRPOTrainer._generate_and_score_completions`` answered by coevo's
+  own batch, with TRL's private per-token log-probs and metric store.
+- ``route_tensorboard``: the ``logging_dir`` attribute of transformers' ``TensorBoardCallback``.
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ from langchain_core.callbacks import AsyncCallbackManager
 from langchain_core.globals import get_llm_cache
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
+from langchain_core.runnables import Runnable, RunnableBinding, RunnableConfig, ensure_config
+from langchain_core.runnables.base import RunnableBindingBase
 from langchain_core.utils.uuid import uuid7
 from langgraph._internal._runnable import RunnableCallable
 from langgraph.errors import GraphRecursionError
@@ -216,3 +222,86 @@ async def arun_state(graph: CompiledStateGraph, context: Any, inputs: dict[str, 
     raise GraphRecursionError(f"Recursion limit of {recursion_limit} reached without hitting a stop condition "
                               f"(graph {graph.name!r}): the budgets should end every episode first; this is a bug")
 
+
+
+# --- runnable bindings --------------------------------------------------------------------------
+
+
+def bind_tools_within(model: Runnable, schemas: list[dict]) -> Runnable:
+    """``model.bind_tools(schemas)``, keeping the wrappers around the chat model (``.bind(stop=...)``,
+    ``with_config``, ``with_retry``). Why: a ``RunnableBinding`` forwards ``bind_tools`` to the model
+    it wraps and drops its own kwargs and config (or fails, for ``with_retry``); this rebuilds each
+    wrapper around the tool-bound model (``RunnableBindingBase.bound``, a pydantic field)."""
+    if isinstance(model, RunnableBindingBase):  # RunnableBinding, RunnableRetry
+        return model.model_copy(update={"bound": bind_tools_within(model.bound, schemas)})
+    return model.bind_tools(schemas)  # type: ignore[attr-defined]
+
+
+def unbind(model: Runnable) -> tuple[Runnable, dict[str, Any]]:
+    """``(target, kwargs)`` such that ``target.invoke(x, **kwargs)`` is ``model.invoke(x)``: a plain
+    kwargs binding (``model.bind(**kwargs)``, no config) is opened to the model it wraps, anything
+    else is ``(model, {})``. Why: calling the bound model directly skips the binding's config merge
+    on every model call of every rollout (``harnesses.engine.EngineContext``)."""
+    plain = isinstance(model, RunnableBinding) and not model.config and not model.config_factories
+    return (model.bound, dict(model.kwargs)) if plain else (model, {})
+
+
+# --- TRL's GRPOTrainer: batches from coevo's rollouts -----------------------------------------
+
+
+class GRPOBatchHook:
+    """A mixin for ``trl.GRPOTrainer`` (first base: ``class T(GRPOBatchHook, GRPOTrainer)``) whose
+    generation batch is built by the subclass's ``generation_batch(inputs) -> dict`` instead of
+    TRL's own generation; TRL keeps the loss, optimiser, accumulation, logging and saving.
+
+    Why: TRL's public ``rollout_func`` must return one completion per prompt, and a harness
+    trajectory is several training rows (``coevo.training.trainer``). The override point is
+    ``_generate_and_score_completions`` (private; ``_prepare_inputs`` calls it once per generation
+    batch and splits what it returns into micro-batches): its output keys are what ``_compute_loss``
+    reads (``prompt_ids``/``prompt_mask``, ``completion_ids``/``completion_mask``, ``tool_mask``,
+    ``advantages`` of shape ``(B,)`` or ``(B, T)``, ``num_items_in_batch``, optionally
+    ``old_per_token_logps`` and ``sampling_per_token_logps``). ``policy_logps`` and ``log_metric``
+    reach TRL's per-token log-probs and metric store, so the batch is scored and logged exactly as
+    TRL's own. Equivalence test: ``test_compat_training.py`` (loss and gradients equal TRL's own
+    ``rollout_func`` batch for the same tokens and advantages).
+    """
+
+    def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        return self.generation_batch(inputs)  # type: ignore[attr-defined]
+
+    def policy_logps(self, input_ids: Any, attention_mask: Any, completion_length: int) -> Any:
+        """Per-token log-probs ``(B, completion_length)`` of the last ``completion_length`` tokens of
+        ``input_ids`` ``(B, T)`` under the trainer's current model, computed as TRL's loss computes
+        them (temperature-scaled, in micro-batches of ``per_device_train_batch_size``), without grad."""
+        import torch
+
+        trainer: Any = self
+        with torch.no_grad():
+            logps, _, _ = trainer._get_per_token_logps_and_entropies(
+                trainer.model, input_ids, attention_mask, completion_length,
+                batch_size=trainer.args.per_device_train_batch_size)
+        return logps
+
+    def log_metric(self, name: str, value: float) -> None:
+        """Add ``value`` to metric ``name`` of the current mode (train/eval): TRL logs each metric's
+        mean over the values added since its last log (``trainer.state.log_history``)."""
+        trainer: Any = self
+        trainer._metrics["train" if trainer.model.training else "eval"][name].append(float(value))
+
+
+# --- transformers' TensorBoard callback ---------------------------------------------------------
+
+
+def route_tensorboard(trainer: Any, logging_dir: str | None) -> None:
+    """Point the ``TensorBoardCallback`` that ``report_to="tensorboard"`` added to ``trainer`` at
+    ``logging_dir`` (nothing without that callback or a directory). Why: transformers 5 dropped
+    ``TrainingArguments.logging_dir``; its callback reads its own ``logging_dir`` attribute when
+    training begins (set from ``$TENSORBOARD_LOGGING_DIR`` at construction, which would be a
+    process-wide side channel for a per-stage folder)."""
+    if logging_dir is None:
+        return
+    from transformers.integrations import TensorBoardCallback
+
+    for callback in trainer.callback_handler.callbacks:
+        if isinstance(callback, TensorBoardCallback):
+            callback.logging_dir = logging_dir

@@ -112,10 +112,12 @@ class TrainConfig(StageSettings):
 
 
 class MetaConfig(Section):
-    """Meta roles: ``model`` is ``offline`` (deterministic rules, no key) or a LiteLLM model name;
-    ``candidates`` the best-supported directions edited per round, ``samples`` the candidates asked
-    for each (the offline editor draws a different operator for each, seeded by run, round and
-    direction)."""
+    """Meta roles: ``model`` is ``offline`` (deterministic rules, no key) or a model reference for the
+    LLM roles (``local:smollm2-135m``, ``litellm:openai/gpt-4o-mini``, ``router:FILE``; a bare LiteLLM
+    string such as ``openai/NAME?api_base=URL`` reads as ``litellm:...``): the policy's chat-model layer
+    (``coevo.models.refs.load_model``). ``candidates``: the best-supported directions edited per round;
+    ``samples``: the candidates asked for each (the offline editor draws a different operator for
+    each, seeded by run, round and direction)."""
 
     model: str = "offline"
     candidates: int = Field(default=2, ge=1)

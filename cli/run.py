@@ -134,7 +134,8 @@ def run_cmd(
         "printed, or a unique prefix); a bare yes|no answers the only pending question. Repeatable. Without it, "
         "--resume shows the pending questions again."),
     meta_model: Optional[str] = typer.Option(
-        None, "--meta-model", help="'offline' (default) or a LiteLLM model for curator and editor."),
+        None, "--meta-model", help="'offline' (default) or a model reference for the meta roles (local:smollm2-135m, "
+                                  "litellm:openai/gpt-4o-mini, or a bare LiteLLM string)."),
     strategy: Optional[str] = typer.Option(None, "--strategy", help=f"The meta-loop strategy: {strategy_names()}."),
     db: Optional[str] = typer.Option(None, "--db", envvar="COEVO_DB", help=RUN_DB_HELP),
     set_: list[str] = typer.Option([], "--set", help="Override a config key: --set train.steps=4 (repeatable)."),

@@ -21,11 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage, SystemMessage, ToolMessage
-from langchain_core.runnables import Runnable, RunnableBinding
-from langchain_core.runnables.base import RunnableBindingBase
+from langchain_core.runnables import Runnable
 from langgraph.runtime import Runtime
 
-from coevo.compat import areply
+from coevo.compat import areply, bind_tools_within, unbind
 from coevo.envs.base import Episode, Tool
 from coevo.envs.interaction import next_user_turn
 from coevo.harnesses.hooks import fire
@@ -47,15 +46,6 @@ def call_seed(seed: int, index: int) -> int:
     """
     digest = hashlib.blake2b(f"{seed}:{index}".encode(), digest_size=4).digest()
     return int.from_bytes(digest, "big") >> 1
-
-
-def _with_tools(model: Runnable, schemas: list[dict]) -> Runnable:
-    """``model.bind_tools(schemas)``, keeping the wrappers around the chat model (``.bind(stop=...)``,
-    ``with_config``, ``with_retry``): a ``RunnableBinding`` forwards ``bind_tools`` to the model it
-    wraps and drops its own kwargs and config (or fails, for ``with_retry``)."""
-    if isinstance(model, RunnableBindingBase):  # RunnableBinding, RunnableRetry
-        return model.model_copy(update={"bound": _with_tools(model.bound, schemas)})
-    return model.bind_tools(schemas)  # type: ignore[attr-defined]
 
 
 @dataclass
@@ -106,11 +96,10 @@ class EngineContext:
         d = spec.decoding
         decoding = {"temperature": d.temperature, "top_p": d.top_p, "max_tokens": spec.budget.max_output_tokens,
                     **({"stop": list(d.stop)} if d.stop else {})}
-        model = (_with_tools(self.model, self.schemas) if spec.parser.mode == "native" and self.schemas
+        model = (bind_tools_within(self.model, self.schemas) if spec.parser.mode == "native" and self.schemas
                  else self.model).bind(**decoding)
         # a plain kwargs binding is called as bound(**kwargs): same call, without a config merge per model call
-        plain = isinstance(model, RunnableBinding) and not model.config and not model.config_factories
-        self.target, self.kwargs = (model.bound, model.kwargs) if plain else (model, {})
+        self.target, self.kwargs = unbind(model)
 
     def call_kwargs(self, index: int) -> dict[str, Any]:
         """The keyword arguments of model call ``index`` (0-based): the decoding settings and its seed."""

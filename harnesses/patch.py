@@ -40,12 +40,12 @@ def apply_patch(parent: HarnessSpec, patch: list[dict[str, Any]] | str,
                            "patch") from None
     doc = parent.model_dump(mode="json")
     problems: list[Problem] = []
-    for i, op in enumerate(ops._ops):
+    for i, op in enumerate(ops):  # one at a time, so that every operation that does not apply is reported
         try:
-            doc = op.apply(doc)
+            doc = jsonpatch.JsonPatch([op]).apply(doc, in_place=True)
         except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException, KeyError, IndexError, TypeError) as err:
-            problems.append(Problem(op.location,
-                                    f"operation {i} ({op.operation.get('op')}) does not apply: {_short(err)}"))
+            problems.append(Problem(op.get("path", ""),
+                                    f"operation {i} ({op.get('op')}) does not apply: {_short(err)}"))
     if problems:
         raise HarnessError(problems, "patch")
     doc["parents"] = [parent.id]

@@ -52,7 +52,7 @@ class PolicyCache:
 ROLES: dict[str, Callable[[RunConfig, Env], Any]] = {"curator": curator_for, "editor": editor_for,
                                                      "proposer": proposer_for, "inheritor": inheritor_for,
                                                      "profiler": profiler_for, "voter": voters_for}
-"""Meta role name -> the factory of the run's role (offline or LiteLLM per ``meta.model``)."""
+"""Meta role name -> the factory of the run's role (offline or an LLM per ``meta.model``)."""
 
 
 def meta_roles(config: RunConfig, env: Env, names: Iterable[str]) -> dict[str, Any]:

@@ -32,7 +32,8 @@ class LocalChatModel(BaseChatModel):
 
     Fields are the default decoding settings; ``invoke``/``bind`` keyword arguments
     (``temperature``, ``top_p``, ``seed``, ``max_tokens``, ``stop``, ``tools``) override them per
-    call. ``temperature == 0`` is greedy. ``adapter`` is an adapter name on the engine (from
+    call; ``response_format`` (``coevo.models.structured``) is accepted and the reply decoded freely
+    (the caller validates it). ``temperature == 0`` is greedy. ``adapter`` is an adapter name on the engine (from
     ``engine.add_adapter(path)``; ``None``: the engine's active adapter). Several
     ``LocalChatModel`` may share one engine (``bind_tools`` returns a copy that does), with
     different adapters; their concurrent requests batch together.
@@ -108,7 +109,8 @@ class LocalChatModel(BaseChatModel):
 
     def _request(self, messages: list[BaseMessage], stop: list[str] | None,
                  kwargs: dict[str, Any]) -> GenerationRequest:
-        unknown = set(kwargs) - {"temperature", "top_p", "seed", "max_tokens", "stop", "tools", "tool_choice"}
+        unknown = set(kwargs) - {"temperature", "top_p", "seed", "max_tokens", "stop", "tools", "tool_choice",
+                                 "response_format"}
         if unknown:
             raise TypeError(f"LocalChatModel got unsupported call arguments {sorted(unknown)}")
         tools = kwargs.get("tools")

@@ -14,7 +14,8 @@ Forms (``load_model`` docstring has the details)::
 
 Settings ride in the reference after ``?`` (``key=value`` joined by ``&``; numbers and booleans are
 parsed, ``api_base`` may list several URLs separated by commas), so a reference in a run config, in
-``--meta-model`` or on a Ray worker is complete by itself; keyword arguments to ``load_model``
+``--meta-model`` or on a Ray worker is complete by itself (a meta role's bare LiteLLM string,
+``openai/NAME?api_base=URL``, reads as ``litellm:...``: ``as_reference``); keyword arguments to ``load_model``
 (``coevo eval --set KEY=VALUE``) override them. Every model ``load_model`` builds remembers its
 reference in ``metadata["coevo_ref"]`` (and its settings in ``metadata["coevo_settings"]``): a Ray
 worker rebuilds the same model from them (``coevo.evaluation.executors``).
@@ -48,6 +49,7 @@ VALID_FORMS = (
     "litellm:openai/NAME?api_base=http://host:port/v1[,http://host2:port/v1]",
     "router:/path/to/model_list.yaml",
 )
+SCHEMES = ("local", "litellm", "router")
 REF_KEY, SETTINGS_KEY = "coevo_ref", "coevo_settings"
 VLLM_API_BASE_ENV = "COEVO_VLLM_API_BASE"
 ENGINE_KWARGS = ("device", "dtype", "max_batch", "batch_window_s")
@@ -145,18 +147,26 @@ def split_settings(ref: str) -> tuple[str, dict[str, Any]]:
     return head, settings
 
 
-def litellm_kwargs(model: str) -> tuple[str, dict[str, Any]]:
-    """A LiteLLM model string with optional ``?settings`` (as a meta role's ``--meta-model`` takes it)
-    -> ``(model, keyword arguments for litellm.completion)``, with a placeholder key for an
-    ``openai/`` model on a self-hosted ``api_base`` (``server_api_key``). Raises ``ModelRefError``
-    for a malformed settings part or several ``api_base`` s (meta roles call one server)."""
-    from coevo.models.litellm_model import server_api_key
+def as_reference(model: str) -> str:
+    """The model reference of a meta role's ``model`` (``meta.model``, ``--meta-model``): as is when it
+    starts with a scheme (``local:``, ``litellm:``, ``router:``), else a bare LiteLLM model string
+    (``openai/gpt-4o-mini``, ``openai/NAME?api_base=URL``: what ``meta.model`` has always taken)
+    prefixed with ``litellm:``."""
+    scheme, colon, _ = model.partition(":")
+    return model if colon and scheme in SCHEMES else f"litellm:{model}"
 
-    name, settings = split_settings(model)
-    if isinstance(settings.get("api_base"), list):
-        raise ModelRefError(f"{model!r} names several servers; a meta role calls one: keep one api_base")
-    key = server_api_key(name, settings.get("api_base"), settings.pop("api_key", None))
-    return name, {**settings, **({"api_key": key} if key else {})}
+
+def litellm_fields(params: dict[str, Any]) -> dict[str, Any]:
+    """``LiteLLMChatModel`` keyword arguments from LiteLLM-style settings: ``timeout`` ->
+    ``timeout_s``, ``num_retries`` -> ``max_retries``, and any key that is not a field (``rpm``,
+    ``mock_response``, ...) into ``model_kwargs``, which go to LiteLLM with every call."""
+    from coevo.models.litellm_model import LiteLLMChatModel
+
+    renamed = {"timeout": "timeout_s", "num_retries": "max_retries"}
+    params = {renamed.get(k, k): v for k, v in params.items()}
+    fields = set(LiteLLMChatModel.model_fields)
+    extra = {**params.pop("model_kwargs", {}), **{k: params.pop(k) for k in list(params) if k not in fields}}
+    return {**params, "model_kwargs": extra} if extra else params
 
 
 def _litellm(rest: str, ref: str, decoding: dict[str, Any], metadata: dict[str, Any]) -> BaseChatModel:
@@ -174,13 +184,14 @@ def _litellm(rest: str, ref: str, decoding: dict[str, Any], metadata: dict[str, 
     if isinstance(bases, str) and "," in bases:
         bases = bases.split(",")
     if not isinstance(bases, (list, tuple)):
-        return LiteLLMChatModel(model=rest, **decoding)
+        return LiteLLMChatModel(**litellm_fields({"model": rest, **decoding}))
     from coevo.models.router import RouterChatModel
 
     router_keys = {k: decoding.pop(k) for k in ("cooldown_s", "max_attempts", "wait_max_s") if k in decoding}
     decoding.pop("api_base")
     decoding.setdefault("max_retries", 0)
-    return RouterChatModel(servers=[LiteLLMChatModel(model=rest, api_base=b, **decoding) for b in bases], **router_keys)
+    servers = [LiteLLMChatModel(**litellm_fields({"model": rest, **decoding, "api_base": b})) for b in bases]
+    return RouterChatModel(servers=servers, **router_keys)
 
 
 def router_from_file(path: str, model_name: str | None = None, **overrides: Any) -> BaseChatModel:
@@ -209,13 +220,7 @@ def router_from_file(path: str, model_name: str | None = None, **overrides: Any)
     chosen = [e.get("litellm_params") or {} for e in entries if e.get("model_name") == model_name]
     if not chosen:
         raise ModelRefError(f"router file {path!r} has no model group {model_name!r}; groups: {groups}")
-    fields = set(LiteLLMChatModel.model_fields)
-    servers = []
-    for params in chosen:
-        params = {"timeout_s" if k == "timeout" else k: v for k, v in params.items()}
-        known = {k: v for k, v in params.items() if k in fields}
-        extra = {k: v for k, v in params.items() if k not in fields}
-        servers.append(LiteLLMChatModel(**{"max_retries": 0, **known, **overrides, "model_kwargs": extra}))
+    servers = [LiteLLMChatModel(**litellm_fields({"max_retries": 0, **params, **overrides})) for params in chosen]
     settings = data.get("router_settings") or {}
     router_keys = {"cooldown_s": float(settings["cooldown_time"])} if "cooldown_time" in settings else {}
     return RouterChatModel(servers=servers, **router_keys)
@@ -229,7 +234,7 @@ def load_model(ref: str, **decoding: Any) -> BaseChatModel:
         **decoding: chat-model fields — ``temperature``, ``top_p``, ``seed``, ``max_tokens``,
             ``stop``; for ``local:`` also the engine options ``device``, ``dtype``, ``max_batch``,
             ``batch_window_s``; for ``litellm:`` any ``LiteLLMChatModel`` field (``api_base``,
-            ``timeout_s``, ``max_retries``, ...).
+            ``timeout_s``, ``max_retries``, ...), other keys passed to LiteLLM (``litellm_fields``).
 
     Returns: a ``LocalChatModel`` (sharing a cached engine; with ``+adapter`` its ``adapter`` names
     the adapter loaded into that engine), a ``LiteLLMChatModel``, or a ``RouterChatModel`` over

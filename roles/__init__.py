@@ -1,1 +1,1 @@
-"""coevo.roles: the meta roles (curator, editor, ...), LLM (LiteLLM) and offline side by side."""
+"""coevo.roles: the meta roles (curator, editor, ...), LLM (any chat model) and offline side by side."""

@@ -3,8 +3,9 @@ directions, each supported by ≥ ``min_failed`` distinct failed tasks.
 
 Two implementations side by side: ``OfflineCurator`` (deterministic, no key: reads each trajectory
 for its root cause with ``coevo.roles.diagnosis`` and groups by cause and task category) and
-``LLMCurator`` (a LiteLLM model with a JSON-schema reply and one repair retry). Only
-``split == "train"`` trajectories are read, so validation and test answers never reach a curator.
+``LLMCurator`` (any chat model through ``coevo.roles.llm``: a JSON-schema reply and one repair
+retry). Only ``split == "train"`` trajectories are read, so validation and test answers never reach a
+curator.
 """
 
 from __future__ import annotations
@@ -116,7 +117,7 @@ class CuratorReply(BaseModel):
 
 
 class LLMCurator(JsonRole):
-    """The curator as a LiteLLM model: every failed train trajectory (up to 40, with the task and
+    """The curator as an LLM: every failed train trajectory (up to 40, with the task and
     the verifier's error) goes to the model, which groups them by root cause; a group naming a task
     that did not fail is a validation error (repaired once). A reply that never validates gives no
     directions and says why in ``Curation.reason``."""

@@ -6,7 +6,7 @@ one operator of ``coevo.roles.operators`` per candidate among those that address
 causes (prompt rules, demonstrations mined from solved train tasks or built from train tasks'
 scoring diagnostics, never val/test; parser variants, hooks, budgets, decoding, context, tool view),
 seeded by run, round and direction, so several candidates of one round differ.
-``LLMEditor`` asks a LiteLLM model for the patch with a JSON-schema reply; the patch must apply
+``LLMEditor`` asks an LLM for the patch with a JSON-schema reply; the patch must apply
 and the child must validate (checked before acceptance, with one repair call).
 
 Both name in ``Candidate.demo_tasks`` the train tasks whose answers their patch carries (the
@@ -145,7 +145,7 @@ class EditReply(BaseModel):
 
 
 class LLMEditor(JsonRole):
-    """The editor as a LiteLLM model: one JSON-Patch edit of the incumbent per direction; a patch
+    """The editor as an LLM: one JSON-Patch edit of the incumbent per direction; a patch
     that does not apply or yields an invalid spec is a validation error (repaired once), then a
     rejected candidate carrying the reason."""
 

@@ -10,7 +10,7 @@ brief's causes least, ties to the best score, then lowest TIMR, under the curren
 (``ArchiveSummary.best_base``: the survey's probe of every harness on the same train tasks, else the
 pooled train outcomes); the best archived checkpoint
 under the offspring (else its base) as a selection, plus an equal-weight TIES merge of the two best
-archived adapters. ``LLMInheritor`` asks a LiteLLM model with the structured archive summary
+archived adapters. ``LLMInheritor`` asks an LLM with the structured archive summary
 (``ArchiveSummary.for_prompt``: train outcomes only) and a JSON-schema reply, repaired once; a reply
 that never validates falls back to the offline choice and says so in the reason.
 """
@@ -148,7 +148,7 @@ class ProposalsReply(BaseModel):
 
 
 class LLMInheritor(JsonRole):
-    """The inheritance role as a LiteLLM model (module doc)."""
+    """The inheritance role as an LLM (module doc)."""
 
     role = "inheritor"
 

@@ -1,25 +1,34 @@
-"""The LiteLLM call every LLM meta role makes: JSON matching a pydantic schema, one repair retry.
+"""What every LLM meta role shares: a chat model from the policy's layer, asked for structured JSON.
 
-Each call asks for JSON matching a pydantic model, validates the reply (and the caller's semantic
-``check``), and on failure makes one repair call quoting the validation error (Harness-S Table 8:
-one revision). A reply that still does not validate comes back as ``value=None`` with the reason,
-never a crash. Every call made is returned as an ``LLMCallRecord`` (role, model, tokens, cost,
-latency): the node that invoked the role stores them; roles never touch the archive.
+A role's model is a model reference (``local:smollm2-135m``, ``litellm:openai/gpt-4o-mini``,
+``router:FILE``, or a bare LiteLLM string such as ``openai/NAME?api_base=URL``, read as
+``litellm:...``; ``coevo.models.refs``) or a chat model already built. Each call asks for JSON
+matching the role's pydantic reply model through ``coevo.models.structured.ask_structured`` (the
+schema as ``response_format``, parse and validate, the caller's semantic ``check``, one repair
+turn; retries, costs and tracing in the chat-model layer). A reply that still does not validate
+comes back as ``value=None`` with the reason, never a crash. Every call made is returned as an
+``LLMCallRecord`` (role, model, tokens, cost, latency): the node that invoked the role stores them;
+roles never touch the archive.
 """
 
 from __future__ import annotations
 
-import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from langchain_core.language_models import BaseChatModel
+from pydantic import BaseModel
 
-from coevo.harnesses.errors import HarnessError
+from coevo.models.refs import REF_KEY, as_reference, load_model, split_settings
+from coevo.models.structured import ask_structured
+from coevo.models.trajectory import ModelCall
 from coevo.storage.tables import LLMCallRecord
 
 M = TypeVar("M", bound=BaseModel)
+
+DEFAULT_SETTINGS: dict[str, Any] = {"temperature": 0.6}
+"""Decoding settings a role built from a reference starts from (``meta.temperature`` overrides)."""
 
 
 @dataclass
@@ -32,67 +41,40 @@ class JsonReply(Generic[M]):
     calls: list[LLMCallRecord] = field(default_factory=list)
 
 
+def call_record(call: ModelCall, role: str, model: str, schema: str) -> LLMCallRecord:
+    """The archive record of one meta-role model call: ``call``'s tokens, cost (USD) and latency
+    (s) under ``role`` and ``model`` (the reference without its settings), the request (schema
+    name, messages as LangChain dicts) and the reply text."""
+    content = (call.output.get("data") or {}).get("content", "")
+    return LLMCallRecord(id=uuid.uuid4().hex, role=role, model=model, latency_s=call.latency_s, cost_usd=call.cost_usd,
+                         input_tokens=call.input_tokens, output_tokens=call.output_tokens,
+                         request={"schema": schema, "messages": call.input}, response={"content": content})
+
+
 class JsonRole:
-    """A LiteLLM-backed meta role. ``model`` is a LiteLLM model string, optionally with settings
-    (``openai/NAME?api_base=http://host:8000/v1&max_tokens=512``: a self-hosted server, as
-    ``coevo.models.refs.litellm_kwargs`` reads it); ``completion_kwargs`` go to ``litellm.completion``
-    too (e.g. ``mock_response`` in tests, ``temperature``). Stateless: concurrent branches may share
-    one role."""
+    """An LLM meta role (module doc). ``model``: a reference string, built with ``load_model`` and
+    ``settings`` as its decoding settings (``temperature``, ``max_tokens``, a LiteLLM setting such as
+    ``api_base`` or, in tests, ``mock_response``), or a chat model (then ``settings`` go to every
+    call). ``self.model`` is the label stored with each call: the reference without its ``?settings``
+    (which may hold keys), or a built model's reference, model name or type. Stateless: concurrent
+    branches may share one role. Raises ``ModelRefError`` for a malformed reference."""
 
     role = "meta"
 
-    def __init__(self, model: str, **completion_kwargs: Any) -> None:
-        from coevo.models.refs import litellm_kwargs
-
-        self.model, settings = litellm_kwargs(model)
-        self.kwargs = {"temperature": 0.6, "num_retries": 2, "timeout": 120, **settings, **completion_kwargs}
-
-    def _complete(self, messages: list[dict[str, str]], schema: type[BaseModel]) -> tuple[str, LLMCallRecord]:
-        import litellm  # imported on first use: offline runs never load it
-
-        fmt = {"type": "json_schema", "json_schema": {"name": schema.__name__, "schema": schema.model_json_schema()}}
-        started = time.perf_counter()
-        resp = litellm.completion(model=self.model, messages=messages, response_format=fmt, **self.kwargs)
-        latency = time.perf_counter() - started
-        usage = getattr(resp, "usage", None)
-        try:
-            cost = float(litellm.completion_cost(completion_response=resp) or 0.0)
-        except Exception:  # unpriced model
-            cost = 0.0
-        text = resp.choices[0].message.content or ""
-        call = LLMCallRecord(id=uuid.uuid4().hex, role=self.role, model=self.model, latency_s=latency, cost_usd=cost,
-                             input_tokens=getattr(usage, "prompt_tokens", 0) or 0,
-                             output_tokens=getattr(usage, "completion_tokens", 0) or 0,
-                             request={"schema": schema.__name__, "messages": messages}, response={"content": text})
-        return text, call
+    def __init__(self, model: str | BaseChatModel, **settings: Any) -> None:
+        if isinstance(model, str):
+            self.model = split_settings(model)[0]
+            self.chat: BaseChatModel = load_model(as_reference(model), **{**DEFAULT_SETTINGS, **settings})
+            self.call_kwargs: dict[str, Any] = {}
+        else:
+            params = model._identifying_params
+            self.model = str((model.metadata or {}).get(REF_KEY) or params.get("model_name") or params.get("model")
+                             or model._llm_type)
+            self.chat, self.call_kwargs = model, settings
 
     def ask(self, system: str, user: str, schema: type[M], check: Callable[[M], Any] | None = None) -> JsonReply[M]:
         """Ask for JSON matching ``schema``; ``check(reply)`` may raise ``ValueError`` or
         ``HarnessError`` for semantic problems. One repair call on failure."""
-        messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
-        calls: list[LLMCallRecord] = []
-        reason = ""
-        for attempt in range(2):
-            try:
-                text, call = self._complete(messages, schema)
-            except Exception as err:  # network/provider failure: a rejected proposal, not a crash
-                return JsonReply(None, f"{type(err).__name__}: {err}", calls)
-            calls.append(call)
-            try:
-                reply = schema.model_validate_json(_strip_fence(text))
-                if check is not None:
-                    check(reply)
-                return JsonReply(reply, "", calls)
-            except (ValidationError, ValueError, HarnessError) as err:
-                reason = f"attempt {attempt + 1}: {str(err)[:800]}"
-                repair = f"Your reply was invalid: {err}\nReply again with JSON only, fixing this."
-                messages = messages + [{"role": "assistant", "content": text}, {"role": "user", "content": repair}]
-        return JsonReply(None, f"invalid reply after one repair: {reason}", calls)
-
-
-def _strip_fence(text: str) -> str:
-    text = text.strip()
-    if text.startswith("```"):
-        text = text.split("\n", 1)[1] if "\n" in text else ""
-        text = text.rsplit("```", 1)[0]
-    return text
+        reply = ask_structured(self.chat, system, user, schema, check, role=self.role, **self.call_kwargs)
+        calls = [call_record(c, self.role, self.model, schema.__name__) for c in reply.calls]
+        return JsonReply(reply.value, reply.reason, calls)

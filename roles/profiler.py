@@ -3,8 +3,8 @@ runs, as prefer/avoid entries {When, Behavior}.
 
 Two implementations side by side. ``OfflineProfiler`` (deterministic, no key): per task category,
 the paired outcome counts of sibling and H0 (a category where the sibling solves more is a prefer
-entry, fewer an avoid entry) and the failure causes it removes or adds there. ``LLMProfiler``: a
-LiteLLM model groups the paired differences into entries (JSON schema, one repair); a reply that
+entry, fewer an avoid entry) and the failure causes it removes or adds there. ``LLMProfiler``: an
+LLM groups the paired differences into entries (JSON schema, one repair); a reply that
 never validates is ignored with its reason and the profile keeps only the measured statistics. Both
 see val outcomes only: test outcomes never enter.
 """
@@ -111,7 +111,7 @@ class EntriesReply(BaseModel):
 
 
 class LLMProfiler(JsonRole):
-    """The profiler as a LiteLLM model: the paired val outcomes (task, both answers, both outcomes;
+    """The profiler as an LLM: the paired val outcomes (task, both answers, both outcomes;
     at most ``max_pairs``) go to the model, which returns prefer/avoid entries relative to H0; an
     entry with an empty condition or behaviour is a validation error (repaired once). A reply that
     never validates leaves the entries empty and says why in ``Profile.reason``."""

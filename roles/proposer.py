@@ -7,8 +7,8 @@ Two implementations side by side. ``OfflineProposer`` (deterministic, no key): r
 edits (the best harness plus the rules, demonstrations and hooks of the runner-up), drops an edit
 that regressed tasks against its parent, and mutates the best harness with the offline
 curator/editor on its failed train trajectories (several sampled operator edits per direction,
-``coevo.roles.operators``, each inside the phase's allowed fields). ``LLMProposer`` asks a LiteLLM
-model with a JSON-schema reply that may first name harnesses whose details it wants (full spec and
+``coevo.roles.operators``, each inside the phase's allowed fields). ``LLMProposer`` asks an
+LLM with a JSON-schema reply that may first name harnesses whose details it wants (full spec and
 failed trajectory excerpts), then proposes; a malformed reply after one repair is a rejected
 candidate.
 
@@ -204,7 +204,7 @@ class ProposerReply(BaseModel):
 
 
 class LLMProposer(JsonRole):
-    """The proposer as a LiteLLM model (module doc): a summary of the archive, at most one request
+    """The proposer as an LLM (module doc): a summary of the archive, at most one request
     for details of up to three harnesses, then candidates whose patches must apply inside the
     allowed fields (checked, repaired once)."""
 

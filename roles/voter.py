@@ -5,8 +5,8 @@ outcomes on similar validation tasks.
 ``RuleVoter`` is the paper's offline Rule Router (success on similar validation tasks, then overall
 validation success, then id); ``CategoryVoter`` (gain over H0 in the task's category) and
 ``ProfileVoter`` (prefer/avoid entries naming the task's category) are rule voters with other
-criteria, so the offline router has several voters as Eq. 9 intends. ``LLMVoter`` asks a LiteLLM
-model (JSON schema, one repair); a reply that never validates is an empty ballot with its reason
+criteria, so the offline router has several voters as Eq. 9 intends. ``LLMVoter`` asks an
+LLM (JSON schema, one repair); a reply that never validates is an empty ballot with its reason
 (ignored by the tally, never a crash).
 ``combine`` is Eq. 9: q(H|x) = Σ_v ω(rank_v(H|x)), ω = 1, 3/4, 1/2, 1/4 for a ballot of 4 (ω(r) =
 1 - (r - 1)/ballot, 0 when unlisted), ties broken by validation success, then by id.
@@ -146,7 +146,7 @@ class BallotReply(BaseModel):
 
 
 class LLMVoter(JsonRole):
-    """A voter as a LiteLLM model (see module doc). The reply must list distinct candidate ids, at
+    """A voter as an LLM (see module doc). The reply must list distinct candidate ids, at
     most ``ballot`` of them; otherwise it is repaired once, then ignored with its reason."""
 
     role = "voter"

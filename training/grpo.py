@@ -38,11 +38,12 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+from coevo.compat import route_tensorboard
 from coevo.envs.base import Env, Task
 from coevo.models.trajectory import Trajectory
 from coevo.training.checkpoint import Checkpoint, load_policy, new_checkpoint_id, record_checkpoint
 from coevo.training.config import StageConfig
-from coevo.training.rollout import HarnessRollout, PolicyFactory, Rescue, RolloutFn, close_policy
+from coevo.training.rollout import HarnessRollout, PolicyFactory, Rescue, RolloutFn
 
 log = logging.getLogger(__name__)
 
@@ -78,42 +79,19 @@ def quiet_console(trainer: Any) -> None:
     """Replace TRL's console output in ``trainer`` (a tqdm bar, and each step's metric dict written
     to stdout between the meta-loop's lines) by a bar on a terminal only and the metrics at DEBUG on
     the ``coevo.training.grpo`` logger. The metrics stay in ``trainer.state.log_history`` (the
-    checkpoint's ``stage_metrics``)."""
-    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+    checkpoint's ``stage_metrics``). Uses transformers' public callback hooks only."""
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback, TrainerCallback
 
-    class QuietProgress(ProgressCallback):
-        def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            self.current_step = 0
-            if sys.stderr.isatty():
-                super().on_train_begin(args, state, control, **kwargs)
-
-        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            if self.training_bar is not None:
-                super().on_step_end(args, state, control, **kwargs)
-
+    class DebugLog(TrainerCallback):
         def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
             log.debug("GRPO step %d: %s", state.global_step, logs)
 
-        def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            if self.training_bar is not None:
-                super().on_train_end(args, state, control, **kwargs)
+    class QuietProgress(ProgressCallback):  # the bar, with the metrics on the logger instead of the bar
+        on_log = DebugLog.on_log
 
     trainer.remove_callback(PrinterCallback)
     trainer.remove_callback(ProgressCallback)
-    trainer.add_callback(QuietProgress())
-
-
-def route_tensorboard(trainer: Any, logging_dir: str | None) -> None:
-    """Point the TensorBoard callback that TRL's ``report_to="tensorboard"`` added to ``trainer`` at
-    ``logging_dir`` (transformers 5 has no ``logging_dir`` argument; its callback reads this
-    attribute when training begins). Nothing without that callback or a directory."""
-    if logging_dir is None:
-        return
-    from transformers.integrations import TensorBoardCallback
-
-    for callback in trainer.callback_handler.callbacks:
-        if isinstance(callback, TensorBoardCallback):
-            callback.logging_dir = logging_dir
+    trainer.add_callback(QuietProgress() if sys.stderr.isatty() else DebugLog())
 
 
 def lora_config(cfg: StageConfig) -> Any:
@@ -235,7 +213,7 @@ def train_grpo(
     try:
         trainer.train()
     finally:
-        close_policy(trainer)
+        rollout.close()
     wall = time.perf_counter() - started
     adapter_dir = out_dir / "adapter"
     trainer.accelerator.unwrap_model(trainer.model).save_pretrained(str(adapter_dir))

@@ -59,27 +59,33 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         return pool.submit(asyncio.run, coro).result()
 
 
-def local_policy(trainer: Any) -> BaseChatModel:
-    """The trainer's own weights as a chat model (``coevo.models.local.LocalChatModel`` over the
-    live PEFT model): rollouts sample from the current LoRA policy, so the sampler is the trainer
-    (no Eq. 16 correction needed). One engine per trainer, batching a whole generation batch;
-    ``close_policy`` stops its worker thread."""
-    policy = getattr(trainer, "_coevo_policy", None)
-    if policy is None:
-        from coevo.models.local import LocalChatModel
+class LivePolicy:
+    """The default ``policy_factory``: the trainer's own current weights as a chat model
+    (``coevo.models.local.LocalChatModel`` over the live PEFT model), so rollouts sample from the
+    current LoRA policy and the sampler is the trainer (no Eq. 16 correction needed). One engine
+    per stage, made at the first call and kept in ``policy``, batching a whole generation batch
+    (``max_batch`` rows per ``generate`` call; ``None``: the trainer's ``generation_batch_size``);
+    ``close`` stops its worker thread."""
 
-        model = trainer.accelerator.unwrap_model(trainer.model)
-        policy = LocalChatModel.from_model(model, trainer.processing_class, name="grpo-policy",
-                                           max_batch=max(1, int(trainer.args.generation_batch_size)))
-        trainer._coevo_policy = policy
-    return policy
+    def __init__(self, max_batch: int | None = None) -> None:
+        self.max_batch = max_batch
+        self.policy: Any = None
 
+    def __call__(self, trainer: Any) -> BaseChatModel:
+        """The chat model over ``trainer.model`` (the same one at every step: it reads the live weights)."""
+        if self.policy is None:
+            from coevo.models.local import LocalChatModel
 
-def close_policy(trainer: Any) -> None:
-    """Stop the worker of the engine ``local_policy`` made for ``trainer`` (no-op without one)."""
-    policy = getattr(trainer, "_coevo_policy", None)
-    if policy is not None:
-        policy.engine.close()
+            model = trainer.accelerator.unwrap_model(trainer.model)
+            batch = self.max_batch or max(1, int(trainer.args.generation_batch_size))
+            self.policy = LocalChatModel.from_model(model, trainer.processing_class, name="grpo-policy",
+                                                    max_batch=batch)
+        return self.policy
+
+    def close(self) -> None:
+        """Stop the engine's worker thread (no-op before the first call; idempotent)."""
+        if self.policy is not None:
+            self.policy.engine.close()
 
 
 def fill_prompt_ids(trajectory: Trajectory, tokenizer: Any) -> None:
@@ -207,7 +213,8 @@ class HarnessRollout:
     Args: ``spec`` the harness (H0); ``env`` the task suite; ``tasks`` the training tasks (their ids
     are the dataset's prompts); ``rescue`` optional Eq. 5 hook ``rescue(task, failed_group[, policy=])
     -> group`` (sync or async; ``None``/empty keeps the failed group); ``policy_factory(trainer) ->
-    chat model`` (default ``local_policy``: the trainer's current weights); ``rollout_fn`` (default
+    chat model`` (default ``LivePolicy()``: the trainer's current weights; ``close`` stops it);
+    ``rollout_fn`` (default
     ``arun_rollout``); ``max_len`` row length cap in tokens; ``seed`` base seed; ``checkpoint_id``
     written on the trajectories (``<id>+step<s>`` after s updates); ``max_concurrency`` caps
     concurrent rollouts (None: all at once, which lets a batching backend fill its batch);
@@ -226,12 +233,18 @@ class HarnessRollout:
                  max_concurrency: int | None = None, resample: int = 0) -> None:
         self.spec, self.env, self.rescue = spec, env, rescue
         self.tasks = {t.id: t for t in tasks}
-        self.policy_factory = policy_factory or local_policy
+        self.policy_factory: PolicyFactory = policy_factory or LivePolicy()
         self.rollout_fn = rollout_fn
         self.max_len, self.seed, self.checkpoint_id = max_len, seed, checkpoint_id
         self.max_concurrency, self.resample = max_concurrency, resample
         self.trajectories: list[Trajectory] = []
         self.history: list[dict[str, float]] = []
+
+    def close(self) -> None:
+        """Release what the stage's default sampler holds (``LivePolicy.close``); a caller's own
+        ``policy_factory`` is the caller's to close."""
+        if isinstance(self.policy_factory, LivePolicy):
+            self.policy_factory.close()
 
     def __call__(self, prompts: list[str], trainer: Any) -> dict[str, Any]:
         """TRL contract: ``prompts`` (task ids, each repeated K times in a row) -> dict with

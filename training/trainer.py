@@ -1,6 +1,7 @@
 """``HarnessGRPOTrainer``: TRL's ``GRPOTrainer`` with coevo's rollouts, advantages and loss weights.
 
-One method is overridden, ``_generate_and_score_completions``; the loss (``_compute_loss``: the
+TRL's generation step is replaced by ``generation_batch`` (through ``coevo.compat.GRPOBatchHook``,
+which holds the private override and the two private helpers it needs); the loss (``_compute_loss``: the
 clipped ratio with ``epsilon``/``epsilon_high``), optimiser, gradient accumulation, logging and
 saving are TRL's. Why the override (TRL 1.16):
 
@@ -30,6 +31,7 @@ import torch
 from trl import GRPOTrainer
 from trl.trainer.utils import pad
 
+from coevo.compat import GRPOBatchHook
 from coevo.training.advantages import task_token_weights, truncated_is_weight
 from coevo.training.samples import Row
 
@@ -39,7 +41,7 @@ def _rows(out: dict[str, Any]) -> list[Row]:
     return [Row(*vals) for vals in zip(*(out[k] for k in keys), strict=True)]
 
 
-class HarnessGRPOTrainer(GRPOTrainer):
+class HarnessGRPOTrainer(GRPOBatchHook, GRPOTrainer):
     """``GRPOTrainer`` whose batches come from a coevo ``rollout_func`` (see module docstring).
 
     Extra args: ``importance_correction`` apply Eq. 16 (set it when the sampler is another engine
@@ -57,9 +59,14 @@ class HarnessGRPOTrainer(GRPOTrainer):
         self.importance_correction = importance_correction
         self.is_clip = is_clip
 
-    def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+    def generation_batch(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        """One generation batch for TRL's loss (keys: ``coevo.compat.GRPOBatchHook``) from the
+        ``rollout_func``'s rows for ``inputs`` (the dataset rows, task ids repeated K times): rows
+        padded (prompts left, completions right), ``tool_mask`` the policy-token mask, advantages
+        Eq. 6 x Eq. 15 (x Eq. 16 with ``importance_correction``) per token ``(B, T)``. Filler rows
+        without loss pad the batch to a multiple of ``steps_per_generation``. Raises
+        ``RuntimeError`` when no rollout produced policy tokens."""
         device = self.accelerator.device
-        mode = "train" if self.model.training else "eval"
         out = self.rollout_func([x["prompt"] for x in inputs], self)
         rows = _rows(out)
         if not rows:
@@ -70,7 +77,7 @@ class HarnessGRPOTrainer(GRPOTrainer):
             rows.append(Row(rows[0].prompt_ids, rows[0].completion_ids, [0] * len(rows[0].env_mask),
                             rows[0].logprobs, 0.0, rows[0].task_index))
 
-        pad_id = self._tokenizer.pad_token_id
+        pad_id = getattr(self.processing_class, "tokenizer", self.processing_class).pad_token_id
 
         def padded(seqs: list[list], value: float, side: str, dtype: torch.dtype) -> torch.Tensor:
             return pad([torch.tensor(s, dtype=dtype) for s in seqs], padding_value=value,
@@ -94,11 +101,8 @@ class HarnessGRPOTrainer(GRPOTrainer):
         old_logps = None
         generate_every = self.args.steps_per_generation * self.num_iterations
         if self.args.gradient_accumulation_steps % generate_every != 0 or self.importance_correction:
-            with torch.no_grad():
-                old_logps, _, _ = self._get_per_token_logps_and_entropies(
-                    self.model, torch.cat([prompt_ids, completion_ids], 1),
-                    torch.cat([prompt_mask, completion_mask], 1), completion_ids.size(1),
-                    batch_size=self.args.per_device_train_batch_size)
+            old_logps = self.policy_logps(torch.cat([prompt_ids, completion_ids], 1),
+                                          torch.cat([prompt_mask, completion_mask], 1), completion_ids.size(1))
         metrics = dict(out.get("metrics") or {})
         if self.importance_correction:
             weight = truncated_is_weight(old_logps, sampling_logps, *self.is_clip)
@@ -113,10 +117,9 @@ class HarnessGRPOTrainer(GRPOTrainer):
                                                  if on.any() else 0.0)
 
         for name, value in metrics.items():
-            self._metrics[mode][name].append(float(value))
-        n_policy = loss_mask.sum(1).float()
-        self._metrics[mode]["completions/mean_length"].append(n_policy.mean().item())
-        if mode == "train":
+            self.log_metric(name, value)
+        self.log_metric("completions/mean_length", loss_mask.sum(1).float().mean().item())
+        if self.model.training:
             self.state.num_input_tokens_seen += int(prompt_mask.sum() + completion_mask.sum())
 
         output = {

@@ -2,7 +2,9 @@
 replaces. ``areply`` gives the same reply as ``ainvoke`` and takes the direct ``_agenerate`` path only
 when nothing observes the call (callback handlers, cache, streaming), so traces and Studio streaming
 still see every model call; ``arun_state`` ends in the same state as the compiled graph's ``ainvoke``;
-``bind_context`` gives every way of running a graph its context."""
+``bind_context`` gives every way of running a graph its context; ``unbind`` calls the same model with
+the same kwargs as the binding and ``bind_tools_within`` keeps the wrappers ``bind_tools`` would drop.
+The TRL and transformers reaches: ``test_compat_training.py``."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, messag
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import RunnableLambda
 
-from coevo.compat import areply, arun_state, bind_context
+from coevo.compat import areply, arun_state, bind_context, bind_tools_within, unbind
 from coevo.envs.base import Episode, Tool
 from coevo.envs.interaction import NEXT_USER_TURN
 from coevo.graphs.harness import EngineContext, build_harness_graph, graph, recursion_limit
@@ -265,3 +267,40 @@ def test_a_bound_graph_shares_the_compiled_nodes_and_shows_no_context_schema():
     assert bound.name == "copy" and bound.bound_context == "ctx"
     assert bound.get_context_jsonschema() is None, "Studio has nothing to set: the context is bound"
     assert bind_context(bound, "other").bound_context == "other"
+
+
+# --- bind_tools_within / unbind: a RunnableBinding's fields --------------------------------------
+
+SCHEMA = {"type": "function", "function": {"name": "lookup", "description": "Look up a key.",
+                                           "parameters": {"type": "object", "properties": {}}}}
+
+
+class KwargsModel(ScriptedChatModel):
+    """A scripted model whose reply is the sorted call kwargs it got (stop included)."""
+
+    def _generate(self, messages: list, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
+        reply = AIMessage(repr(sorted({**kwargs, "stop": stop}.items())))
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        return self.bind(tools=tools, **kwargs)
+
+
+@pytest.mark.parametrize("wrap", ["bind", "with_config", "bind+with_config"])
+def test_unbind_calls_the_same_model_with_the_same_kwargs(wrap):
+    base = KwargsModel(script=[])
+    model = {"bind": base.bind(temperature=0.5, stop=["\n"]), "with_config": base.with_config(tags=["t"]),
+             "bind+with_config": base.bind(temperature=0.5).with_config(tags=["t"])}[wrap]
+    target, kwargs = unbind(model)
+    assert target.invoke("x", **kwargs).content == model.invoke("x").content
+    assert (target is base) == (wrap == "bind") and (kwargs == {}) == (wrap != "bind")
+
+
+def test_bind_tools_within_keeps_the_wrappers_and_their_kwargs():
+    base = KwargsModel(script=[])
+    public = base.bind(stop=["\n"]).bind_tools([SCHEMA])  # RunnableBinding forwards and drops stop
+    kept = bind_tools_within(base.bind(stop=["\n"]).with_config(tags=["t"]), [SCHEMA])
+    assert "'stop', None" in public.invoke("x").content  # what the reach exists for
+    assert "'stop', ['\\n']" in kept.invoke("x").content and "'tools'" in kept.invoke("x").content
+    assert kept.config["tags"] == ["t"]
+    assert bind_tools_within(base, [SCHEMA]).invoke("x").content == base.bind_tools([SCHEMA]).invoke("x").content

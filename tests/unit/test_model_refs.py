@@ -146,12 +146,22 @@ def test_several_api_bases_make_a_router_and_a_router_file_reads_a_litellm_model
 
 
 def test_meta_role_model_strings_take_server_settings(monkeypatch):
+    """A meta role's bare LiteLLM string reads as a ``litellm:`` reference: the same chat-model layer
+    as the policy, its settings on the model, LiteLLM-style names mapped, others passed to LiteLLM."""
+    from coevo.models.litellm_model import LiteLLMChatModel
+    from coevo.models.router import RouterChatModel
     from coevo.roles.llm import JsonRole
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    role = JsonRole("openai/smollm2-135m?api_base=http://127.0.0.1:8000/v1&max_tokens=64", temperature=0.1)
-    assert role.model == "openai/smollm2-135m"
-    assert {k: role.kwargs[k] for k in ("api_base", "api_key", "max_tokens", "temperature")} == {
-        "api_base": "http://127.0.0.1:8000/v1", "api_key": "EMPTY", "max_tokens": 64, "temperature": 0.1}
-    with pytest.raises(ModelRefError, match="a meta role calls one"):
-        JsonRole("openai/m?api_base=http://a/v1,http://b/v1")
+    role = JsonRole("openai/smollm2-135m?api_base=http://127.0.0.1:8000/v1&max_tokens=64&timeout=30",
+                    temperature=0.1)
+    assert role.model == "openai/smollm2-135m" and isinstance(role.chat, LiteLLMChatModel)
+    chat = role.chat
+    assert (chat.model, chat.api_base, chat.max_tokens, chat.temperature, chat.timeout_s) == (
+        "openai/smollm2-135m", "http://127.0.0.1:8000/v1", 64, 0.1, 30)
+    assert chat._params([], None, {})["api_key"] == "EMPTY"
+    assert JsonRole("openai/m", mock_response="x").chat.model_kwargs == {"mock_response": "x"}
+    assert JsonRole("litellm:openai/m").chat.temperature == 0.6  # the roles' default
+    routed = JsonRole("openai/m?api_base=http://a/v1,http://b/v1").chat
+    assert isinstance(routed, RouterChatModel) and [s.api_base for s in routed.servers] == ["http://a/v1",
+                                                                                          "http://b/v1"]

@@ -16,6 +16,7 @@ from coevo.harnesses.spec import HarnessSpec, Prompt
 from coevo.meta.context import MetaContext
 from coevo.meta.run import run_meta
 from coevo.meta.state import Candidate, SearchEntry
+from coevo.models.fake import ScriptedChatModel
 from coevo.nodes.edit import realise
 from coevo.nodes.search import best_of_archive
 from coevo.roles.editor import OfflineEditor, Proposal
@@ -254,14 +255,11 @@ def test_whale_strategies_train_with_rsft_whatever_the_train_section_says():
 
 class ScriptedProposer(LLMProposer):
     def __init__(self, replies):
-        super().__init__("openai/gpt-4o-mini")
-        self.replies, self.seen = list(replies), []
+        super().__init__(ScriptedChatModel(script=list(replies)))
 
-    def _complete(self, messages, schema):
-        from coevo.storage.tables import LLMCallRecord
-
-        self.seen.append(messages[-1]["content"])
-        return self.replies.pop(0), LLMCallRecord(id=str(len(self.seen)), role="proposer", model="m")
+    @property
+    def seen(self):
+        return [messages[-1].content for messages in self.chat.calls]
 
 
 def test_llm_proposer_may_inspect_a_harness_before_proposing_and_is_held_to_its_fields():
