@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import json
 import os
+import tempfile
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -67,7 +68,7 @@ def main() -> None:
     env = get_env(config.env.ref, **config.env.settings())
     spec = training_spec(load_harness(args.harness or config.harness or env.name), config.train)
     tasks = env.tasks("train", args.n)
-    archive = Archive(f"sqlite:///{Path(args.out).with_suffix('.db')}")
+    archive = Archive(str(Path(tempfile.mkdtemp()) / "testbed_h0.db"))  # the rollouts, read back per category
     started = time.time()
     result = asyncio.run(evaluate(spec, "base", env, "train", k=args.k, seeds=config.seed,
                                   model=load_model(config.policy), tasks=tasks, archive=archive,
