@@ -83,10 +83,11 @@ def parser_strip_fences(m: Material, rng: random.Random) -> Edit | None:
 
 
 @operator("parser_on_no_action", "parser", ("format:no_marker", "format:empty", "no_answer"),
-          ("/parser/on_no_action", "/parser/violation_message"), weight=0.6)
+          ("/parser/on_no_action", "/parser/violation_message", "/budget/max_model_calls"), weight=0.6)
 def parser_on_no_action(m: Material, rng: random.Random) -> Edit | None:
-    """A reply without a marker is an interface violation that asks again (``violation``) instead of
-    being taken whole as the answer, or back to ``finish``."""
+    """A reply without a marker is an interface violation that asks again (``violation``; model
+    calls capped at 2-3 so a model that never writes the marker stops early) instead of being taken
+    whole as the answer, or back to ``finish``."""
     if m.spec.parser.on_no_action == "violation":
         return Edit([{"op": "replace", "path": "/parser/on_no_action", "value": "finish"}],
                     "take a reply without a marker as the answer")
@@ -94,6 +95,8 @@ def parser_on_no_action(m: Material, rng: random.Random) -> Edit | None:
         return None
     message = rng.choice(["Your reply had no final answer line. Give it now.",
                           "Reply again and end with the final answer line."])
+    calls = min(rng.choice([2, 3]), m.spec.budget.max_model_calls)
     return Edit([{"op": "replace", "path": "/parser/on_no_action", "value": "violation"},
-                 {"op": "replace", "path": "/parser/violation_message", "value": message}],
-                "ask again when a reply has no final-answer marker")
+                 {"op": "replace", "path": "/parser/violation_message", "value": message},
+                 {"op": "replace", "path": "/budget/max_model_calls", "value": calls}],
+                f"ask again (at most {calls} calls) when a reply has no final-answer marker")

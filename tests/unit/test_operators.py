@@ -97,6 +97,19 @@ def test_number_parser_only_for_numeric_answers_and_demonstrations_never_use_val
     assert OPERATORS["demonstrations"].make(m, random.Random(0)) is None
 
 
+def test_asking_again_without_a_marker_caps_model_calls_at_three_or_the_specs_lower_cap():
+    op = OPERATORS["parser_on_no_action"]
+    for s in range(6):
+        child = apply_patch(H0, op.make(material("format:no_marker"), random.Random(s)).ops)
+        assert child.parser.on_no_action == "violation" and child.budget.max_model_calls in (2, 3)
+    low = apply_patch(H0, [{"op": "replace", "path": "/budget/max_model_calls", "value": 1}])
+    edit = op.make(material("format:no_marker", spec=low), random.Random(0))
+    assert apply_patch(low, edit.ops).budget.max_model_calls == 1
+    back = apply_patch(H0, edit.ops)
+    assert op.make(material("format:no_marker", spec=back), random.Random(0)).ops == [
+        {"op": "replace", "path": "/parser/on_no_action", "value": "finish"}]
+
+
 def test_sampling_is_deterministic_per_seed_round_direction_and_sample():
     m = material("format:no_marker")
     one = [draw(m, seed_of(0, 1, "d0"), s) for s in range(4)]
