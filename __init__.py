@@ -12,13 +12,13 @@ for _k, _v in {"HF_HUB_OFFLINE": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True", "L
                "LANGGRAPH_CLI_NO_ANALYTICS": "1", "HF_HUB_DISABLE_TELEMETRY": "1"}.items():
     _os.environ.setdefault(_k, _v)
 
-from coevo.graphs.harness import arun_rollout, build_harness_graph  # noqa: E402
 from coevo.harnesses import HarnessError, HarnessSpec, apply_patch, diff, load_harness, render  # noqa: E402
+from coevo.harnesses.runtime import arun_rollout, build_harness_graph  # noqa: E402
 
 __all__ = ["HarnessError", "HarnessSpec", "apply_patch", "arun_rollout", "build_harness_graph", "build_routed_graph",
            "diff", "load_harness", "load_router", "render"]
 
-_LAZY = {"build_routed_graph": "coevo.graphs.routed", "load_router": "coevo.meta.bundle"}
+_LAZY = {"build_routed_graph": "coevo.graphs.harness_s.routed", "load_router": "coevo.app.bundle"}
 
 
 def __getattr__(name: str):

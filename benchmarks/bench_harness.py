@@ -34,7 +34,7 @@ from langchain_core.messages import HumanMessage  # noqa: E402
 from langchain_core.tools import StructuredTool  # noqa: E402
 
 from coevo.envs.base import Task  # noqa: E402
-from coevo.graphs.harness import arun_rollout, build_harness_graph  # noqa: E402
+from coevo.harnesses.runtime import arun_rollout, build_harness_graph  # noqa: E402
 from coevo.models.fake import ScriptedChatModel  # noqa: E402
 
 CALLS, CONCURRENCY, TASKS = 4, 32, 320

@@ -59,7 +59,7 @@ def val_reward(spec, env, tasks, adapter: str | None, k: int = 2, seed: int = 0)
     (``None``: the base model), under ``spec`` (same harness and temperature as training)."""
     import asyncio
 
-    from coevo.graphs.harness import arun_rollout
+    from coevo.harnesses.runtime import arun_rollout
     from coevo.models.local import LocalChatModel
     from coevo.models.refs import resolve_base
 
@@ -119,9 +119,9 @@ def main() -> None:
 
     import torch
 
+    from coevo.config.train import StageConfig
     from coevo.envs.registry import get_env
-    from coevo.training.checkpoint import Checkpoint
-    from coevo.training.config import StageConfig
+    from coevo.models.checkpoint import Checkpoint
     from coevo.training.grpo import train_grpo
 
     torch.set_num_threads(args.threads)
@@ -138,7 +138,7 @@ def main() -> None:
     trivial = env.trivial_baseline("train", args.n_train + 2)
     best_answer, best = trivial["best_constant"]
     # one micro-batch per step without activation checkpointing, as measured before the stage
-    # defaults became the run's (one row per micro-step, checkpointed; coevo.training.config)
+    # defaults became the run's (one row per micro-step, checkpointed; coevo.config.train)
     config = StageConfig(steps=args.steps, tasks_per_step=args.tasks_per_step, num_generations=args.num_generations,
                          learning_rate=args.learning_rate, lora_r=args.lora_r, lora_alpha=2 * args.lora_r,
                          micro_batches=1, activation_checkpointing=False, seed=args.seed,

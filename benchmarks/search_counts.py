@@ -19,26 +19,26 @@ from collections import defaultdict
 
 def counts(db: str, run_id: str) -> dict:
     """The counts of run ``run_id`` in archive ``db`` (see module doc)."""
-    from coevo.meta.run import read_state
+    from coevo.app.run import read_state
+    from coevo.records import BaseChoice, EditRecord, EvaluationRecord, GateDecision, PoolMember, RunRecord
     from coevo.storage import Archive
-    from coevo.storage.tables import BaseChoiceRecord
 
     archive = Archive(db)
-    run = archive.get_run(run_id)
+    run = archive.get(RunRecord, run_id)
     if run is None:
         raise SystemExit(f"no run {run_id!r} in {db}")
     strategy = run.config.get("strategy", "vace")
     state = asyncio.run(read_state(db, run_id, strategy)) or {}
     h0 = state.get("start_harness", "")
     rounds: dict[int, dict] = defaultdict(lambda: {"directions": set(), "applied": set(), "operators": set()})
-    for e in archive.list_edits(run_id):
+    for e in archive.list(EditRecord, run_id=run_id):
         r = rounds[e.round]
         r["directions"].add(e.direction)
         if e.child_id:
             r["applied"].add(e.child_id)
         if "by operator " in e.rationale:
             r["operators"].add(e.rationale.split("by operator ", 1)[1].split(" ", 1)[0])
-    for d in archive.list_gate_decisions(run_id):
+    for d in archive.list(GateDecision, run_id=run_id):
         rounds[d.round].setdefault("gate", []).append(d.accepted)
     out: dict = {"run": run_id, "strategy": strategy, "status": run.status, "rounds": {}}
     for i, r in sorted(rounds.items()):
@@ -46,7 +46,7 @@ def counts(db: str, run_id: str) -> dict:
         out["rounds"][i] = {"directions": len(r["directions"]), "applied_candidates": len(r["applied"]),
                             "operators": sorted(r["operators"]), "accepted": sum(gate),
                             "rejected": len(gate) - sum(gate)}
-    pool = archive.list_pool_members(run_id)
+    pool = archive.list(PoolMember, run_id=run_id)
     if pool:
         children = [m for m in pool if m.round >= 0]
         out["pool"] = {"members": len({m.harness_id for m in pool}), "children": len({m.harness_id for m in children}),
@@ -54,14 +54,14 @@ def counts(db: str, run_id: str) -> dict:
                        "causes": sorted({c for m in children for c in m.causes})}
         rank1 = (state.get("test") or {}).get("rank1")
         if rank1 is not None:
-            harnesses = {archive.get_evaluation(i).harness_id for i in rank1.evaluation_id.split("+")}
+            harnesses = {archive.get(EvaluationRecord, i).harness_id for i in rank1.evaluation_id.split("+")}
             out["pool"]["rank1_routed_to"] = len(harnesses)
             out["pool"]["rank1_routed_to_h0"] = h0 in harnesses
     if state.get("search_iterations"):
         accepted = [s.accepted for s in state["search_iterations"]]
         out["search"] = {"iterations": len(accepted), "accepted_non_h0": sum(a != h0 for a in accepted),
                          "final": state.get("incumbent", "")[:12], "final_is_h0": state.get("incumbent") == h0}
-    choices = archive.list_inheritance(BaseChoiceRecord, run_id)
+    choices = archive.list(BaseChoice, run_id=run_id)
     if choices:
         per = defaultdict(set)
         for c in choices:

@@ -60,6 +60,7 @@ def main() -> None:
     from coevo.evaluation.stats import score_estimate
     from coevo.harnesses import load_harness
     from coevo.models.refs import load_model
+    from coevo.records import Trajectory
     from coevo.roles.diagnosis import diagnose, task_category
     from coevo.storage import Archive
     from coevo.training.stage import training_spec
@@ -76,7 +77,7 @@ def main() -> None:
     by_id = {t.id: t for t in tasks}
     passed: dict[str, list[float]] = defaultdict(list)
     causes: dict[str, Counter] = defaultdict(Counter)
-    for t in archive.trajectories(evaluation_id=result.evaluation_id):
+    for t in archive.list(Trajectory, evaluation_id=result.evaluation_id):
         cat = task_category(by_id[t.task_id])
         passed[cat].append(float(t.passed))
         if not t.passed:

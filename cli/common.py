@@ -4,7 +4,6 @@ coevo errors into readable exits."""
 from __future__ import annotations
 
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any, Iterator
 
 import typer
@@ -12,10 +11,10 @@ from rich.console import Console
 from rich.markup import escape
 
 from coevo.config import RunConfig
-from coevo.envs.common import MissingExtraError
+from coevo.errors import CoevoError
 from coevo.harnesses.errors import HarnessError
-from coevo.models.smollm2 import SmolLM2NotInstalledError
 from coevo.storage import Archive, ArchiveError
+from coevo.storage.connection import exists
 
 console = Console()
 
@@ -31,7 +30,7 @@ def open_archive(db: str, migrate: bool = True) -> Archive:
     """The existing archive at ``db`` for a command that only reads it (``migrate``: see ``Archive``).
     Raises ``ArchiveError`` naming the path and the fix when ``db`` is a file path with no file (no
     empty database is left behind)."""
-    if "://" not in db and db != ":memory:" and not Path(db).expanduser().is_file():
+    if not exists(db):
         raise ArchiveError(f"no archive at {db}: pass --db with the database a run or evaluation printed "
                            f"(coevo run writes {DEFAULT_DB} by default; coevo eval and the archive commands "
                            "also read $COEVO_DB)")
@@ -40,10 +39,10 @@ def open_archive(db: str, migrate: bool = True) -> Archive:
 
 @contextmanager
 def user_errors() -> Iterator[None]:
-    """Print a ``HarnessError`` (every problem with its path), or an ``ArchiveError`` (bad path, not a
-    database, newer schema, unknown id) / ``ValueError`` (bad config, model or env reference,
-    ``RunError``) / ``FileNotFoundError`` / ``KeyError`` / a missing optional package, as a red
-    message and exit 1."""
+    """Print a user's mistake and exit 1: a ``HarnessError`` with every problem and its path, any other
+    ``coevo.errors.CoevoError`` (a bad config key, model or env reference, archive path, run id or
+    answer, a missing optional package) as its one-paragraph message in red, and likewise a
+    ``ValueError`` / ``FileNotFoundError`` / ``KeyError`` raised by a library on bad input."""
     try:
         yield
     except HarnessError as err:
@@ -51,8 +50,7 @@ def user_errors() -> Iterator[None]:
         for p in err.problems:
             console.print(f"  [bold]{p.path or '/'}[/bold]: {p.message}")
         raise typer.Exit(1) from None
-    except (ArchiveError, ValueError, FileNotFoundError, KeyError, MissingExtraError,
-            SmolLM2NotInstalledError) as err:
+    except (CoevoError, ValueError, FileNotFoundError, KeyError) as err:
         message = err.args[0] if isinstance(err, KeyError) and err.args else err
         # an error's own brackets (pip install 'coevo[ray]') are text, not markup
         console.print(f"[red]error:[/red] {escape(str(message))}", highlight=False)

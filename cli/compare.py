@@ -1,5 +1,5 @@
 """``coevo compare CONFIG --strategies vace,rl_only,... --seeds 3``: run strategies with matched
-budgets, splits and seeds (``coevo.meta.compare``), print the table, write HTML + PNG."""
+budgets, splits and seeds (``coevo.app.compare``), print the table, write HTML + PNG."""
 
 from __future__ import annotations
 
@@ -59,9 +59,9 @@ def compare_cmd(
     ones resumed), then print and write test scores with 95 % intervals, paired differences to VACE,
     gate counts and the weight stages' effective-group rate; then each strategy's budget (rollouts, tokens,
     meta-LLM cost) and its val score at the matched rollout budget, with a score-vs-rollouts plot."""
-    from coevo.meta.compare import compare
+    from coevo.app.compare import compare
+    from coevo.observe.progress import RichReporter
     from coevo.report.compare import write_compare_report
-    from coevo.report.progress import RichReporter
 
     with user_errors():
         overrides = key_values(set_, "train.steps=4")

@@ -6,8 +6,8 @@ import typer
 from rich.table import Table
 
 from coevo.cli.common import console, user_errors
-from coevo.envs.common import MissingExtraError
 from coevo.envs.registry import available, get_env
+from coevo.errors import MissingExtraError
 
 app = typer.Typer(help="List task suites and show their tasks.", no_args_is_help=True)
 

@@ -56,7 +56,7 @@ def graph(spec: str = typer.Argument("demo", help="Spec to compile (default: the
     from coevo.envs.base import Episode
     from coevo.graphs.demo import CALCULATOR, DEMO_TASK
     from coevo.graphs.draw import write_graph
-    from coevo.graphs.harness import build_harness_graph
+    from coevo.harnesses.runtime import build_harness_graph
     from coevo.models.fake import ScriptedChatModel
 
     with user_errors():

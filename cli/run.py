@@ -13,12 +13,11 @@ from rich.table import Table
 
 from coevo.cli.common import RUN_DB_HELP, console, key_values, user_errors
 from coevo.config import ConfigError, RunConfig, load_config
-from coevo.evaluation.executors import make_executor
+from coevo.errors import CoevoError
 from coevo.evaluation.results import paired_difference
 from coevo.graphs.registry import strategy_names
-from coevo.harnesses.errors import HarnessError
 from coevo.report.numbers import difference_text, plain, score_text, stored_estimates
-from coevo.report.tracking import require_tracker
+from coevo.storage.connection import location
 
 WEIGHT_COLUMNS = ("val H[t]: W[t] -> W[t+1]", "train reward", "effective groups (contrast)", "||dW||")
 """The weight stage's columns of the summary table (``weight_cells``)."""
@@ -86,10 +85,6 @@ def _answers(pairs: list[str]) -> dict[str, str]:
     return dict(pair.rsplit("=", 1) if "=" in pair else ("", pair) for pair in pairs)
 
 
-def _where(db: str) -> str:
-    return db if "://" in db else str(Path(db).expanduser().resolve())
-
-
 def _show_questions(state: dict[str, Any]) -> None:
     for pending in state["__interrupt__"]:
         q = pending.value
@@ -102,7 +97,7 @@ def _show_questions(state: dict[str, Any]) -> None:
 def _drive(cfg: RunConfig, run_id: str, resume: bool, approve: bool, answers: dict[str, str],
            reporter: Any) -> dict[str, Any] | None:
     """Run or resume to the end (the final state) or to a pause nobody here can answer (None)."""
-    from coevo.meta.run import run_meta
+    from coevo.app.run import run_meta
 
     state = asyncio.run(run_meta(cfg, run_id=run_id, resume=resume, approve=approve, reporter=reporter,
                                  answers=answers or None))
@@ -112,7 +107,7 @@ def _drive(cfg: RunConfig, run_id: str, resume: bool, approve: bool, answers: di
         if not sys.stdin.isatty():
             answer = " ".join(f"--answer {p.id[:8]}=yes|no" for p in pending)
             console.print(f"[yellow]paused for approval (the run keeps --approve-gate); answer with: "
-                          f"coevo run --resume {run_id} --db {_where(cfg.db)} {answer}[/yellow]",
+                          f"coevo run --resume {run_id} --db {location(cfg.db)} {answer}[/yellow]",
                           highlight=False, soft_wrap=True)
             return None
         replies = {p.id: "yes" if typer.confirm(f"accept candidate {p.value['candidate'][:12]}?") else "no"
@@ -148,10 +143,8 @@ def run_cmd(
         "weight-stage steps; needs coevo[tracking] (wandb: pip install wandb)."),
 ) -> None:
     """Run VACE (or a baseline): RL stage -> refine the harness from its trajectories -> paired validation -> gate."""
-    from coevo.envs.common import MissingExtraError
-    from coevo.meta.run import RunError, new_run_id
-    from coevo.report.progress import RichReporter
-    from coevo.storage import ArchiveError
+    from coevo.app.run import new_run_id
+    from coevo.observe.progress import RichReporter
 
     with user_errors():
         if answer and not resume:
@@ -167,26 +160,24 @@ def run_cmd(
             if value is not None:
                 overrides[key] = value
         cfg = load_config(config, overrides)
-        make_executor(cfg.executor).close()  # fail here, readably, when the executor cannot run (Ray missing)
-        require_tracker(cfg.report_to)  # and when the tracker's package is missing
         if resume and db is None and config is None:
             cfg = RunConfig(db=cfg.db)
         run_id = resume or new_run_id(cfg)
     with RichReporter(console=console) as reporter:
         try:
             state = _drive(cfg, run_id, resume is not None, approve_gate, _answers(answer), reporter)
-        except (RunError, ArchiveError, HarnessError, MissingExtraError) as err:  # e.g. coevo[postgres] missing
+        except CoevoError as err:  # a user's mistake, e.g. coevo[postgres] missing: one paragraph
             with user_errors():
                 raise err from None
         except KeyboardInterrupt:
             console.print(f"[yellow]interrupted: completed nodes and rollouts are saved; continue with: "
-                          f"coevo run --resume {run_id} --db {_where(cfg.db)}[/yellow]", highlight=False,
+                          f"coevo run --resume {run_id} --db {location(cfg.db)}[/yellow]", highlight=False,
                           soft_wrap=True)
             raise typer.Exit(130) from None
         except Exception as err:
             console.print_exception(max_frames=8)
             console.print(f"[red]run {run_id} failed[/red] ({type(err).__name__}: {err}); it is stored as failed. Once "
-                          f"the cause is fixed, continue it with: coevo run --resume {run_id} --db {_where(cfg.db)}",
+                          f"the cause is fixed, continue it with: coevo run --resume {run_id} --db {location(cfg.db)}",
                           highlight=False, soft_wrap=True)
             raise typer.Exit(1) from None
     if state is None:
@@ -204,7 +195,7 @@ def run_cmd(
         path = write_report(state["run_id"], cfg.db, Path(cfg.out_dir) / "reports" / state["run_id"], state)
         console.print(f"report: {path}")
     if cfg.report_to != "none":
-        from coevo.report.tracking import tracking_folder
+        from coevo.observe.tracking import tracking_folder
 
         folder = tracking_folder(cfg.out_dir, state["run_id"])
         console.print(f"{cfg.report_to}: {folder}", highlight=False, soft_wrap=True)

@@ -6,9 +6,9 @@ reach meta roles. Suites import their packages lazily.
 """
 
 from coevo.envs.base import SPLITS, Env, Episode, Score, Split, Task, Tool
-from coevo.envs.common import MissingExtraError
 from coevo.envs.redact import redact_detail, redact_for_meta
 from coevo.envs.registry import available, get_env, parse_ref
+from coevo.errors import MissingExtraError
 
 __all__ = ["SPLITS", "Env", "Episode", "MissingExtraError", "Score", "Split", "Task", "Tool", "available", "get_env",
            "parse_ref", "redact_detail", "redact_for_meta"]

@@ -12,9 +12,12 @@ from typing import Any, Callable, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
+from coevo.config.base import RewardMode
+
+__all__ = ["REWARD_MODES", "SPLITS", "Env", "Episode", "RewardMode", "Score", "Split", "Task", "Tool"]
+
 Split = Literal["train", "val", "test"]
 SPLITS: tuple[Split, ...] = ("train", "val", "test")
-RewardMode = Literal["correct", "partial"]
 REWARD_MODES: tuple[RewardMode, ...] = ("correct", "partial")
 
 

@@ -283,6 +283,14 @@ class BfclEnv(Suite):
         detail["error"] = "; ".join(map(str, result.get("error", [])))
         return self.verdict(0.0, False, detail)
 
+    def suite_score(self, task: Task, reply: str) -> Score | None:
+        """bfcl-eval's verdict on the raw ``reply`` (AST categories; None for multi_turn, which needs
+        the episode's recorded calls): ``score`` of the reply as the model wrote it, so a
+        ```json-fenced call list that a fence-stripping harness passes scores 0 here, as in bfcl-eval."""
+        if self._entries[task.id][0] in MULTI_TURN_CATEGORIES:
+            return None
+        return self.score(task, reply, Episode(task=task, tools=[]))
+
     def _score_multi_turn(self, task: Task, cat: str, entry: dict[str, Any], gold: list[list[str]],
                           episode: Episode) -> Score:
         calls = episode.state.get("calls") or [[] for _ in gold]

@@ -16,12 +16,11 @@ from types import ModuleType
 from typing import Any, Callable, Iterable, TypeVar
 
 from coevo.envs.base import SPLITS, Split
+from coevo.errors import MissingExtraError
+
+__all__ = ["MissingExtraError"]  # re-exported: suites raise it through ``require``
 
 T = TypeVar("T")
-
-
-class MissingExtraError(ImportError):
-    """An optional suite's package is not installed; the message names the extra to install."""
 
 
 def require(module: str, extra: str, package: str) -> ModuleType:

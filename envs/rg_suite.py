@@ -110,6 +110,14 @@ class ReasoningGymEnv(Suite):
         self._known(task)
         return self.score_entry(*self._entries[task.id], answer)
 
+    def suite_score(self, task: Task, reply: str) -> Score | None:
+        """reasoning-gym's own reading of a raw ``reply``: ``extract_answer`` (the last
+        ``<answer>...</answer>`` span; no tag: no answer) scored by ``score_entry``."""
+        from reasoning_gym.utils import extract_answer
+
+        self._known(task)
+        return self.score_entry(*self._entries[task.id], extract_answer(reply))
+
     def score_entry(self, fam: str, entry: dict[str, Any], answer: str | None) -> Score:
         """The family's ``score_answer`` on ``answer`` (unchanged) for a reasoning-gym item
         ``entry`` (``question``, ``answer``, ``metadata``): its credit clipped to [0, 1], ``passed``

@@ -1,32 +1,52 @@
-"""A Python tool that runs untrusted code in a child process: a wall timeout, a memory limit, no
-network, and nothing of the parent's to read. A runaway loop, a crash or a memory blow-up comes back
-as an observation, never as a hang or an exception in the caller.
+"""A Python tool that runs untrusted code in a child process: a wall timeout, memory, process and
+disk limits, no network, and a filesystem that holds nothing of the parent's. A runaway loop, a
+crash, a fork bomb or a full disk comes back as an observation, never as a hang or an exception in
+the caller.
 
-What is enforced (each a hard limit, not a convention):
+What is enforced (each a hard limit, not a convention) when bubblewrap is installed (``isolation()``
+says ``files: bwrap``):
 
+- files: the child runs inside bubblewrap in new mount, PID, network, IPC and UTS namespaces and
+  sees only the view of ``coevo.envs.sandbox_view``: the base interpreter, its standard library
+  (site-packages hidden), the shared libraries they load, the ``readable`` paths a tool names, and
+  one writable scratch tmpfs of ``scratch_mb`` MiB at ``/tmp`` (its working directory and ``$HOME``;
+  past the cap writes fail with ``No space left on device``). Not ``$HOME``, the run's archive, the
+  host's temp directory, installed packages (bfcl-eval's gold answers) nor another process's
+  ``/proc`` entry (its ``/proc`` shows only its own PID namespace).
+- processes: as root the child switches to an unprivileged uid of its own (one per call, no
+  capabilities) with RLIMIT_NPROC = ``PROCESS_LIMIT``, so a fork bomb's forks fail with
+  ``BlockingIOError``; when the call ends the PID namespace's init dies and the kernel kills every
+  process left in it (a ``setsid`` cannot escape). Not as another user (RLIMIT_NPROC would count
+  all that user's processes): ``isolation()["processes"]`` says ``none`` then.
 - wall time: the child runs in its own session; at ``timeout_s`` the whole process group gets
-  SIGKILL. RLIMIT_CPU (``timeout_s`` + 1 s) backs it up.
-- memory: RLIMIT_AS = ``memory_mb`` (allocations past it raise ``MemoryError`` in the child).
-- output: stdout/stderr go to files capped by RLIMIT_FSIZE (8 MiB; past it the child dies with
-  SIGXFSZ) and are cut to ``max_output_chars`` in the observation.
-- network: the child calls ``unshare(CLONE_NEWNET)`` before the code runs (a fresh network
-  namespace with no interfaces up, loopback included) when the kernel allows it (root or user
-  namespaces); otherwise it falls back to replacing ``socket.socket`` by a stub that raises — a
-  convention that code using ctypes could bypass. ``network_isolation()`` says which applies here.
-- the parent's secrets: the child starts with ``python -I`` (no PYTHONPATH, no user site, no cwd on
-  sys.path), an environment of only PATH/LANG/HOME plus single-thread BLAS settings, an empty
-  temporary working directory (deleted afterwards; output files live elsewhere), and
-  PR_SET_NO_NEW_PRIVS. As root it drops every capability (bounding set and capset), so the kernel
-  refuses it ``/proc/<parent>/{mem,environ,maps}`` and ptrace of the parent; as another user it
-  enters a new user namespace, with the same effect. Gold answers live only in the parent's memory
-  (never in files, env vars or argv).
+  SIGKILL (and with it the namespace). RLIMIT_CPU (``timeout_s`` + 1 s) backs it up.
+- memory: RLIMIT_AS = ``memory_mb`` (allocations past it raise ``MemoryError`` in the child); the
+  scratch tmpfs is memory too, up to ``scratch_mb``.
+- output: stdout/stderr go to files the parent opened, capped by RLIMIT_FSIZE (8 MiB, as is every
+  file the child writes: past it a write fails with ``File too large``, or SIGXFSZ kills a child
+  that does not ignore it), cut to ``max_output_chars``.
+- network: a network namespace with no interfaces up (loopback and abstract unix sockets included).
+- environment: ``python -I`` (no PYTHONPATH, user site or cwd on sys.path), only PATH/LANG/HOME plus
+  single-thread BLAS settings, PR_SET_NO_NEW_PRIVS.
 
-The limits are set inside the child by a small bootstrap before the untrusted code is compiled (no
-``preexec_fn``, which is unsafe in a threaded parent such as the async harness).
+Fallback (no ``bwrap`` on PATH, or it fails here, e.g. no user namespaces for a non-root user; a
+warning is logged once, ``isolation()["files"] == "none"`` and ``"fallback"`` says why): the child
+runs the caller's interpreter directly with the limits above except files and processes, in an
+empty temporary working directory, with ``unshare(CLONE_NEWNET)`` when the kernel allows it (else a
+``socket.socket`` stub that ctypes could bypass) and, as root, every capability dropped (so the
+kernel refuses it ``/proc/<parent>/{mem,environ,maps}``) or, as another user, a new user namespace.
+It can still read every file the parent's user can. Gold answers live only in the parent's memory
+(never in files the env writes, env vars or argv) in both modes.
+
+A child's exit code above 128 is read as a signal (bubblewrap reports a signal N as 128 + N, as
+shells do). The limits are set inside the child by a small bootstrap before the untrusted code is
+compiled (no ``preexec_fn``, which is unsafe in a threaded parent such as the async harness).
 """
 
 from __future__ import annotations
 
+import itertools
+import logging
 import os
 import shutil
 import signal
@@ -34,23 +54,38 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
 from coevo.envs.base import Tool
+from coevo.envs.sandbox_view import SCRATCH, bwrap_command, find_bwrap, interpreter_view
+
+log = logging.getLogger(__name__)
 
 OUTPUT_FILE_LIMIT = 8 * 1024 * 1024
+PROCESS_LIMIT = 64
+SANDBOX_UID_BASE = 2_000_000_000  # per-call uids above any account's: RLIMIT_NPROC counts per uid
+_calls = itertools.count()
 
 _BOOTSTRAP = r"""
 import ctypes, os, platform, resource, sys
-mem, cpu, fsize = (int(x) for x in sys.argv[1:4])
+mem, cpu, fsize, nproc, uid = (int(x) for x in sys.argv[1:6])
 resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
 resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
 libc = ctypes.CDLL(None, use_errno=True)
 libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
-net = guard = "none"
-if os.geteuid() == 0:
+net = guard = files = procs = "none"
+if sys.argv[6] == "view":  # inside bubblewrap: namespaces made, capabilities dropped but SETUID/SETGID as root
+    net, guard, files = "netns", "pid-namespace", "bwrap"
+    if os.geteuid() == 0 and uid > 0:
+        resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)  # clears every capability
+        procs = "nproc"
+elif os.geteuid() == 0:
     if libc.unshare(0x40000000) == 0:  # CLONE_NEWNET
         net = "netns"
     for cap in range(64):
@@ -74,8 +109,8 @@ if net != "netns":
     socket.socket, socket.create_connection = _NoNet, _no_net
     net = "socket-stub"
 resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
-if sys.argv[4:5] == ["--probe"]:
-    print(net, guard)
+if sys.argv[7:8] == ["--probe"]:
+    print(net, guard, files, procs)
     raise SystemExit(0)
 source = sys.stdin.read()
 del ctypes, os, platform, resource, sys, libc
@@ -102,7 +137,7 @@ class SandboxResult:
         elif self.exit_code < 0:
             sig = -self.exit_code
             name = signal.Signals(sig).name if sig in signal.valid_signals() else str(sig)
-            why = {signal.SIGXCPU: " (CPU time limit)", signal.SIGXFSZ: " (output size limit)",
+            why = {signal.SIGXCPU: " (CPU time limit)", signal.SIGXFSZ: " (file size limit)",
                    signal.SIGKILL: " (killed)"}.get(sig, "")
             status = f"CRASHED: terminated by signal {name}{why}"
         else:
@@ -130,26 +165,33 @@ def _child_env(home: str) -> dict[str, str]:
             "PYTHONDONTWRITEBYTECODE": "1"}
 
 
-def run_python(code: str, *, timeout_s: float = 5.0, memory_mb: int = 512, max_output_chars: int = 4000,
-               python: str | None = None, _probe: bool = False) -> SandboxResult:
-    """Run ``code`` (Python 3 source) in the sandbox described in the module doc.
+def _sandbox_uid() -> int:
+    """A uid no account and no concurrent call of this process uses, so RLIMIT_NPROC counts only
+    this call's processes."""
+    return SANDBOX_UID_BASE + (os.getpid() % 100_000) * 1000 + next(_calls) % 1000
 
-    ``timeout_s`` (> 0) is the wall limit in seconds, ``memory_mb`` (>= 64) the address-space
-    limit in MiB. Never raises for anything the code does; raises ``ValueError`` for bad limits.
-    """
-    if timeout_s <= 0 or memory_mb < 64:
-        raise ValueError(f"timeout_s={timeout_s} must be > 0 and memory_mb={memory_mb} >= 64")
-    workdir = tempfile.mkdtemp(prefix="coevo-sbx-")
+
+def _run(code: str, python: str, bwrap: str | None, *, timeout_s: float, memory_mb: int, max_output_chars: int,
+         scratch_mb: int, readable: Sequence[str], probe: bool) -> SandboxResult:
     outdir = tempfile.mkdtemp(prefix="coevo-sbx-out-")
+    workdir = None
+    if bwrap:
+        root = os.geteuid() == 0
+        view = interpreter_view(python)
+        prefix = [*bwrap_command(bwrap, view, readable=readable, scratch_mb=scratch_mb, as_root=root), view.interpreter]
+        cwd, home, uid, mode = "/", SCRATCH, _sandbox_uid() if root else 0, "view"
+    else:
+        workdir = tempfile.mkdtemp(prefix="coevo-sbx-")
+        prefix, cwd, home, uid, mode = [python], workdir, workdir, 0, "plain"
     out_path, err_path = os.path.join(outdir, "stdout"), os.path.join(outdir, "stderr")
-    args = [python or sys.executable, "-I", "-c", _BOOTSTRAP, str(memory_mb * 1024 * 1024),
-            str(int(timeout_s) + 1), str(OUTPUT_FILE_LIMIT)] + (["--probe"] if _probe else [])
+    args = [*prefix, "-I", "-c", _BOOTSTRAP, str(memory_mb * 1024 * 1024), str(int(timeout_s) + 1),
+            str(OUTPUT_FILE_LIMIT), str(PROCESS_LIMIT), str(uid), mode] + (["--probe"] if probe else [])
     started = time.perf_counter()
     timed_out = False
     try:
         with open(out_path, "wb") as out, open(err_path, "wb") as err:
-            proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=out, stderr=err, cwd=workdir,
-                                    env=_child_env(workdir), start_new_session=True, close_fds=True)
+            proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=out, stderr=err, cwd=cwd,
+                                    env=_child_env(home), start_new_session=True, close_fds=True)
             try:
                 proc.stdin.write(code.encode())  # type: ignore[union-attr]
                 proc.stdin.close()  # type: ignore[union-attr]
@@ -165,32 +207,87 @@ def run_python(code: str, *, timeout_s: float = 5.0, memory_mb: int = 512, max_o
                     pass
                 code_ = proc.wait()
         wall = time.perf_counter() - started
+        if bwrap and code_ > 128 and code_ - 128 in signal.valid_signals():
+            code_ = 128 - code_
         return SandboxResult(code_, _read_cut(out_path, max_output_chars), _read_cut(err_path, max_output_chars),
                              timed_out, wall)
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        if workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
         shutil.rmtree(outdir, ignore_errors=True)
+
+
+@lru_cache(maxsize=8)
+def _view_for(python: str) -> tuple[str | None, str]:
+    """``(bwrap path, "")`` when the filesystem view works here for ``python``, else ``(None, why)``;
+    decided once per interpreter by a probe run (and logged once when it falls back)."""
+    bwrap = find_bwrap()
+    if bwrap is None:
+        why = ("bubblewrap (bwrap) is not on PATH: install the Debian package bubblewrap "
+               "(scripts/setup.sh does as root)")
+    else:
+        try:
+            result = _run("", python, bwrap, timeout_s=30, memory_mb=512, max_output_chars=2000, scratch_mb=1,
+                          readable=(), probe=True)
+            why = "" if result.exit_code == 0 and "bwrap" in result.stdout else \
+                f"{bwrap} could not start the sandbox here ({result.observation()[:500]})"
+        except RuntimeError as exc:
+            why = str(exc)
+    if why:
+        log.warning("python sandbox without a filesystem view (the child can read the parent's files): %s", why)
+        return None, why
+    return bwrap, ""
+
+
+def run_python(code: str, *, timeout_s: float = 5.0, memory_mb: int = 512, max_output_chars: int = 4000,
+               scratch_mb: int = 64, readable: Sequence[str] = (), filesystem_view: bool = True,
+               python: str | None = None, _probe: bool = False) -> SandboxResult:
+    """Run ``code`` (Python 3 source) in the sandbox described in the module doc.
+
+    ``timeout_s`` (> 0) is the wall limit in seconds, ``memory_mb`` (>= 64) the address-space
+    limit in MiB, ``scratch_mb`` (>= 1) the size of the writable scratch directory in MiB,
+    ``readable`` extra absolute paths the child may read (a task's data; never an answer file).
+    ``filesystem_view=False`` runs the fallback on purpose. ``python``: the interpreter (default
+    this one; in the view its base interpreter, without the venv). Never raises for anything the
+    code does; raises ``ValueError`` for bad limits or a ``readable`` path that does not exist.
+    """
+    if timeout_s <= 0 or memory_mb < 64 or scratch_mb < 1:
+        raise ValueError(f"timeout_s={timeout_s} must be > 0, memory_mb={memory_mb} >= 64 and "
+                         f"scratch_mb={scratch_mb} >= 1")
+    python = python or sys.executable
+    bwrap = _view_for(python)[0] if filesystem_view else None
+    return _run(code, python, bwrap, timeout_s=timeout_s, memory_mb=memory_mb, max_output_chars=max_output_chars,
+                scratch_mb=scratch_mb, readable=readable, probe=_probe)
 
 
 @lru_cache(maxsize=1)
 def isolation() -> dict[str, str]:
-    """What this machine's kernel lets the sandbox enforce: ``{"network": "netns" | "socket-stub",
-    "parent": "no-capabilities" | "user-namespace" | "none"}`` (see module doc)."""
-    words = run_python("", timeout_s=10, _probe=True).stdout.split()
-    return {"network": words[0] if words else "socket-stub", "parent": words[1] if len(words) > 1 else "none"}
+    """What this machine lets the sandbox enforce: ``{"network": "netns" | "socket-stub", "parent":
+    "pid-namespace" | "no-capabilities" | "user-namespace" | "none", "files": "bwrap" | "none",
+    "processes": "nproc" | "none"}``, plus ``"fallback"`` (why) when ``files`` is ``none`` (see
+    module doc)."""
+    words = run_python("", timeout_s=30, _probe=True).stdout.split()
+    words += ["none"] * (4 - len(words))
+    found = {"network": words[0] if words[0] != "none" else "socket-stub", "parent": words[1],
+             "files": words[2], "processes": words[3]}
+    why = _view_for(sys.executable)[1]
+    return found | ({"fallback": why} if why else {})
 
 
-def python_tool(timeout_s: float = 5.0, memory_mb: int = 512, max_output_chars: int = 4000) -> Tool:
-    """The ``python`` tool: runs ``code`` through ``run_python`` and returns its observation text."""
+def python_tool(timeout_s: float = 5.0, memory_mb: int = 512, max_output_chars: int = 4000,
+                scratch_mb: int = 64, readable: Sequence[str] = ()) -> Tool:
+    """The ``python`` tool: runs ``code`` through ``run_python`` (same limits; ``readable``: the
+    paths the task's code may read) and returns its observation text."""
 
     def run(code: str) -> str:
-        return run_python(str(code), timeout_s=timeout_s, memory_mb=memory_mb,
-                          max_output_chars=max_output_chars).observation()
+        return run_python(str(code), timeout_s=timeout_s, memory_mb=memory_mb, max_output_chars=max_output_chars,
+                          scratch_mb=scratch_mb, readable=tuple(readable)).observation()
 
     return Tool(
         name="python",
-        description=(f"Run a Python 3 program and see what it prints. Limits: {timeout_s:g}s wall time, "
-                     f"{memory_mb} MB memory, no network, no files kept between calls. Use print()."),
+        description=(f"Run a Python 3 program (standard library only) and see what it prints. Limits: "
+                     f"{timeout_s:g}s wall time, {memory_mb} MB memory, no network, a {scratch_mb} MB scratch "
+                     "directory (the working directory), no files kept between calls. Use print()."),
         parameters={"type": "object", "properties": {"code": {"type": "string", "description": "Python 3 source code"}},
                     "required": ["code"]},
         fn=run, blocking=True)

@@ -103,5 +103,11 @@ class Suite(ABC):
     def score(self, task: Task, answer: str | None, episode: Episode) -> Score:
         """Score a finished rollout (see ``coevo.envs.base.Env``)."""
 
+    def suite_score(self, task: Task, reply: str) -> Score | None:
+        """What the suite's own evaluation gives a model's raw final ``reply`` (no harness parsing or
+        transformation), for stating parity beside coevo's score; None when the suite cannot score
+        a reply on its own (the default; e.g. a multi-turn task needs its episode)."""
+        return None
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.config})"

@@ -12,7 +12,9 @@ the same evaluation again and it resumes, reusing finished tasks instead of dupl
 
 Metrics: pass@k (a task counts when any of its k rollouts passed), avg@k (mean pass rate over the
 k rollouts, averaged over tasks), mean partial credit (mean reward), TIMR (CoEvo-RSI: interface
-violations per model turn, summed over rollouts), tokens, cost (USD), latency (s).
+violations per model turn, summed over rollouts), tokens, cost (USD), latency (s); for a harness
+that transforms replies before scoring, the suite's own score of the raw replies
+(``coevo.evaluation.parity``).
 """
 
 from __future__ import annotations
@@ -31,11 +33,14 @@ from langchain_core.language_models import BaseChatModel
 
 from coevo.envs.base import Env, Task
 from coevo.evaluation.executors import Executor
+from coevo.evaluation.parity import reply_transforms, suite_reward
 from coevo.evaluation.results import EvalResult, PairedResult, TaskOutcome, TaskPair
-from coevo.graphs.harness import arun_rollout
+from coevo.harnesses.runtime import arun_rollout
+from coevo.models.base import batched
 from coevo.models.trajectory import Trajectory
-from coevo.report.progress import NullReporter, Reporter
-from coevo.storage import Archive, EvaluationRecord
+from coevo.observe.progress import NullReporter, Reporter
+from coevo.records import EvaluationRecord, HarnessRecord
+from coevo.storage import Archive
 
 
 def _seeds(seeds: int | Sequence[int] | None, k: int) -> list[int]:
@@ -179,17 +184,17 @@ async def _evaluate(spec: Any, checkpoint: Any, env: Env, split: str, k: int, se
 
     done_trajs: dict[str, list[Trajectory]] = {}
     if archive is not None:
-        if archive.get_harness(harness_id) is None:
+        if archive.get(HarnessRecord, harness_id) is None:
             await asyncio.to_thread(archive.add_harness, spec, None, "evaluated", run_id)
-        await asyncio.to_thread(archive.add_tasks, task_list)
-        previous = archive.get_evaluation(eval_id)
+        await asyncio.to_thread(archive.put, *task_list)
+        previous = archive.get(EvaluationRecord, eval_id)
         if previous is not None and resume:
-            for traj in await asyncio.to_thread(archive.trajectories, evaluation_id=eval_id):
+            for traj in await asyncio.to_thread(archive.list, Trajectory, evaluation_id=eval_id):
                 done_trajs.setdefault(traj.task_id, []).append(traj)
             done_trajs = {tid: ts for tid, ts in done_trajs.items() if {t.seed for t in ts} == set(seed_list)}
         if previous is not None:
             record.created_at = previous.created_at
-        await asyncio.to_thread(archive.add_evaluation, record)
+        await asyncio.to_thread(archive.put, record)
     resumed = len(done_trajs)
 
     handle = progress.start(label or f"eval {harness_id[:12]} on {env.name}/{split}", len(task_list))
@@ -201,7 +206,8 @@ async def _evaluate(spec: Any, checkpoint: Any, env: Env, split: str, k: int, se
 
     async def rollout(task: Task, seed: int) -> Trajectory:
         async with semaphore:
-            traj = await run(spec, model, env, task, seed=seed, checkpoint_id=ckpt, split=split)
+            with batched(model):  # a local engine decodes the rollouts in flight together
+                traj = await run(spec, model, env, task, seed=seed, checkpoint_id=ckpt, split=split)
         return traj.model_copy(update={"id": trajectory_id(eval_id, task.id, seed), "split": split,
                                        "checkpoint_id": ckpt, "harness_id": harness_id})
 
@@ -238,7 +244,7 @@ async def _evaluate(spec: Any, checkpoint: Any, env: Env, split: str, k: int, se
     except BaseException as exc:
         if archive is not None:
             await asyncio.shield(flush())
-            archive.add_evaluation(record.model_copy(update={"status": "interrupted"}))
+            archive.put(record.model_copy(update={"status": "interrupted"}))
         raise _first(exc) from None
     finally:
         progress.stop(handle)
@@ -251,15 +257,17 @@ async def _evaluate(spec: Any, checkpoint: Any, env: Env, split: str, k: int, se
         ordered += trajs
         outcomes[task.id] = TaskOutcome(task_id=task.id, seeds=seed_list, rewards=[t.reward for t in trajs],
                                         passed=[t.passed for t in trajs], trajectory_ids=[t.id for t in trajs])
+    transforms = reply_transforms(spec)
+    raw = (await asyncio.to_thread(suite_reward, env, {t.id: t for t in task_list}, ordered)) if transforms else None
     result = EvalResult(
         evaluation_id=eval_id, harness_id=harness_id, checkpoint_id=ckpt, env=env.name, split=split, k=k,
         seeds=seed_list, wall_s=time.perf_counter() - started, trivial_baseline=trivial,
         trivial_detail=trivial_detail, resumed_tasks=resumed, reward_mode=getattr(env, "reward_mode", ""),
-        per_task=outcomes, **_aggregate(outcomes, ordered),
+        reply_transforms=transforms, suite_reward=raw, per_task=outcomes, **_aggregate(outcomes, ordered),
     )
     if archive is not None:
         aggregates = result.model_dump(mode="json")
-        await asyncio.to_thread(archive.add_evaluation,
+        await asyncio.to_thread(archive.put,
                                 record.model_copy(update={"status": "done", "aggregates": aggregates}))
     return result
 

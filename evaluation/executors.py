@@ -37,7 +37,7 @@ import weakref
 from typing import Any, Awaitable, Callable, Protocol
 
 from coevo.envs.base import Env, Task
-from coevo.graphs.harness import arun_rollout
+from coevo.harnesses.runtime import arun_rollout
 from coevo.models.refs import REF_KEY, SETTINGS_KEY
 from coevo.models.trajectory import Trajectory
 

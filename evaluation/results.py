@@ -77,7 +77,10 @@ class EvalResult(BaseModel):
     evaluation's; ``trivial_baseline`` the env's best trivial-policy mean reward on the split (None
     when the env has no ``trivial_baseline``); ``resumed_tasks`` tasks reused from the archive;
     ``reward_mode`` what the rewards are: ``correct`` (1/0 on the checker's pass) or ``partial``
-    (its partial credit), ``""`` for an env that does not say (``Env``).
+    (its partial credit), ``""`` for an env that does not say (``Env``); ``reply_transforms`` what
+    the harness did to every reply before scoring (``coevo.evaluation.parity``; empty: scored as
+    written) and then ``suite_reward``, the suite's own mean reward on the raw final replies (None:
+    no transformation, or the suite cannot score a reply alone).
     """
 
     evaluation_id: str
@@ -105,6 +108,8 @@ class EvalResult(BaseModel):
     trivial_detail: dict[str, Any] = Field(default_factory=dict)
     resumed_tasks: int = 0
     reward_mode: str = ""
+    reply_transforms: list[str] = Field(default_factory=list)
+    suite_reward: float | None = None
     per_task: dict[str, TaskOutcome] = Field(default_factory=dict)
 
     @property

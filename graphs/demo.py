@@ -14,7 +14,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from coevo.envs.base import Episode, Task
 from coevo.envs.calculator import calculator_tool
-from coevo.graphs.harness import build_harness_graph
+from coevo.harnesses.runtime import build_harness_graph
 from coevo.harnesses.spec import load_harness
 from coevo.models.fake import ScriptedChatModel
 

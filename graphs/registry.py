@@ -1,98 +1,27 @@
-"""The strategy table: every meta-loop strategy's name, wiring, description, whether it trains
-weights, the meta roles it needs, and its ``langgraph.json`` entry — declared once, here.
-
-Everything else derives from ``STRATEGIES``: ``RunConfig.strategy``'s valid values, the CLI's
-``--strategy`` help, ``make_context``'s trainer and roles, ``run_meta``'s graph, and the graphs of
-``langgraph.json`` (``python -m coevo.graphs.registry`` rewrites it; a unit test fails when the two
-disagree). Importing this module is cheap: a strategy's builder module (and LangGraph) is imported
-only when ``Strategy.build`` is called. A new strategy is one more row (DESIGN.md strategy table).
-"""
+"""The strategy table's derived files: ``langgraph.json`` lists every strategy of the table
+(``coevo.strategies``, re-exported here) with the Studio graph ``coevo.app.studio`` binds to a
+default context, and the graphs that are not strategies (the demo agent, Harness-S's routed demo
+and its voting graph). ``python -m coevo.graphs.registry`` rewrites it; a unit test fails when the
+file and the table disagree."""
 
 from __future__ import annotations
 
-import importlib
 import json
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from coevo.strategies import STRATEGIES, STUDIO, Strategy, get_strategy, strategy_names
+
+__all__ = ["OTHER_GRAPHS", "STRATEGIES", "STUDIO", "Strategy", "get_strategy", "langgraph_config", "strategy_names",
+           "write_langgraph_json"]
+
 ROOT = Path(__file__).resolve().parents[1]
 
-
-@dataclass(frozen=True)
-class Strategy:
-    """One row of the strategy table.
-
-    ``module``: the dotted path of the module whose ``build()`` returns the uncompiled
-    ``StateGraph`` and whose module-level ``graph`` is the compiled one Studio serves.
-    ``trains``: the strategy updates weights (the run gets a ``StageTrainer``). ``roles``: the
-    meta roles it calls (``curator``, ``editor``, ``proposer``; later ``profiler``, ``voter``).
-    ``algorithm``: the weight-update algorithm it requires (``train.algorithm`` defaults to it).
-    """
-
-    name: str
-    module: str
-    description: str
-    trains: bool
-    roles: tuple[str, ...] = ()
-    algorithm: str | None = None
-
-    def build(self) -> Any:
-        """The strategy's uncompiled ``StateGraph`` (imports its module now)."""
-        return importlib.import_module(self.module).build()
-
-    @property
-    def langgraph_entry(self) -> str:
-        """Its ``langgraph.json`` value: ``./<module path>.py:graph``."""
-        return "./" + self.module.removeprefix("coevo.").replace(".", "/") + ".py:graph"
-
-
-REFINE = ("curator", "editor")
-SEARCH = ("proposer",)
-HARNESS_S = ("curator", "editor", "profiler", "voter")
-
-STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
-    Strategy("vace", "coevo.graphs.vace", "VACE Algorithm 1: train, refine, validate, gate, every round", True, REFINE),
-    Strategy("static", "coevo.graphs.static", "baseline: H0 and W0 tested as they are", False),
-    Strategy("harness_only", "coevo.graphs.harness_only", "VACE refinement with frozen weights, gated", False, REFINE),
-    Strategy("rl_only", "coevo.graphs.rl_only", "the weight stage only, harness frozen at H0", True),
-    Strategy("ungated", "coevo.graphs.ungated", "VACE's ablation: train and refine, the candidate adopted ungated",
-             True, REFINE),
-    Strategy("whale", "coevo.graphs.whale", "WHALE: cycles of an RSFT weight phase, then a Meta-Harness search "
-             "phase (whale.schedule fixed|adaptive)", True, SEARCH, "rsft"),
-    Strategy("fst", "coevo.graphs.fst", "WHALE's schedule with harness search confined to the system and user "
-             "prompts (FST control)", True, SEARCH, "rsft"),
-    Strategy("stagewise", "coevo.graphs.stagewise", "the whole weight budget, then the whole harness-search "
-             "budget once (matched to WHALE's)", True, SEARCH, "rsft"),
-    Strategy("pace", "coevo.graphs.pace", "PACE: frozen weights; prompt edits until no validated gain, then "
-             "control-logic edits, each through the val gate", False, SEARCH),
-    Strategy("coevo_rsi", "coevo.graphs.coevo_rsi", "CoEvo-RSI: editors inherit archived bases, models select or "
-             "TIES-merge archived checkpoints, adapt, promote with margin", True, (*REFINE, "inheritor")),
-    Strategy("coevo_rsi_latest_only", "coevo.graphs.coevo_rsi_latest_only",
-             "CoEvo-RSI's ablation: inheritance from the latest harness and checkpoint only", True,
-             (*REFINE, "inheritor")),
-    Strategy("harness_s", "coevo.graphs.harness_s", "Harness-S: directional evolution of a sibling pool, profiles, "
-             "router voters, rescue GRPO under H0, Rank-1 routing", True, HARNESS_S),
-    Strategy("harness_s_he_only", "coevo.graphs.harness_s_he_only", "Harness-S's harness evolution with the frozen "
-             "policy, then Rank-1 routing", False, HARNESS_S),
-)}
-
 OTHER_GRAPHS: dict[str, str] = {"harness_demo": "./graphs/demo.py:graph",
-                                 "harness_s_routed": "./graphs/routed.py:graph", "router": "./graphs/router.py:graph"}
+                                 "harness_s_routed": "./graphs/harness_s/routed.py:graph",
+                                 "router": "./graphs/harness_s/router.py:graph"}
 """``langgraph.json`` graphs that are not strategies (the demo agent, Harness-S's routed demo and its voting graph)."""
-
-
-def strategy_names() -> str:
-    """The valid strategy names as one comma-separated string (for help texts and errors)."""
-    return ", ".join(STRATEGIES)
-
-
-def get_strategy(name: str) -> Strategy:
-    """The row of strategy ``name``. Raises ``ValueError`` naming the valid strategies."""
-    if name not in STRATEGIES:
-        raise ValueError(f"unknown strategy {name!r}: use one of {strategy_names()}")
-    return STRATEGIES[name]
 
 
 def langgraph_config(current: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -1,6 +1,6 @@
-"""Sub-wirings several strategies share: the meta graph's start, the refinement chain and the
-round loop. Each is a few ``add_node``/``add_edge`` lines a strategy calls by name; a strategy
-module stays the place where its algorithm is read."""
+"""Sub-wirings several families share: the meta graph's start and end, VACE's refinement chain
+and the round loop. Each is a few ``add_node``/``add_edge`` lines a strategy calls by name; a
+strategy module stays the place where its algorithm is read."""
 
 from __future__ import annotations
 
@@ -14,10 +14,7 @@ from coevo.meta.state import MetaState
 from coevo.nodes.check import check
 from coevo.nodes.curate import curate
 from coevo.nodes.edit import edit, fan_out
-from coevo.nodes.evolve import curate_briefs, fan_out_briefs, sample_parents
 from coevo.nodes.schedule import final_test, more_rounds, next_round
-from coevo.nodes.search import accept, more_search, propose, search_evaluate, search_start
-from coevo.nodes.select_parents import more_evolution, select_parents
 from coevo.nodes.setup import setup
 
 
@@ -33,12 +30,12 @@ class PhasedGraph(StateGraph):
         return super().add_node(node, phased(node, action) if action is not None else None, **kwargs)
 
 
-def meta_graph(test: Callable[..., Any] = final_test) -> StateGraph:
-    """A meta-loop ``StateGraph`` (state ``MetaState``, context ``MetaContext``; a ``PhasedGraph``)
-    that starts with ``setup`` (H0, W0 and the run's tasks) and ends with ``final_test`` (``test``:
-    by default the test of the start and final pairs; Harness-S passes its routed test); the
-    strategy wires what lies between."""
-    builder = PhasedGraph(MetaState, context_schema=MetaContext)
+def meta_graph(test: Callable[..., Any] = final_test, state: type = MetaState) -> StateGraph:
+    """A meta-loop ``StateGraph`` (state ``state``: the core ``MetaState`` or a family's extension
+    of it; context ``MetaContext``; a ``PhasedGraph``) that starts with ``setup`` (H0, W0 and the
+    run's tasks) and ends with ``final_test`` (``test``: by default the test of the start and final
+    pairs; Harness-S passes its routed test); the strategy wires what lies between."""
+    builder = PhasedGraph(state, context_schema=MetaContext)
     builder.add_node("setup", setup)
     builder.add_node("final_test", test)
     builder.add_edge(START, "setup")
@@ -65,34 +62,3 @@ def add_rounds(builder: StateGraph, first: str, last: str | None) -> None:
     if last is not None:
         builder.add_edge(last, "next_round")
     builder.add_conditional_edges("next_round", more_rounds, {"continue": first, "done": "final_test"})
-
-
-def add_search(builder: StateGraph, after: str, done: str) -> None:
-    """A Meta-Harness phase after node ``after`` (WHALE §3.2, ``coevo.nodes.search``):
-    ``search_start`` (archive = {H}) -> ``propose`` -> ``search_evaluate`` -> ``accept`` (best of the
-    archive), back to ``propose`` until the phase ends, then to ``done``."""
-    builder.add_node("search_start", search_start)
-    builder.add_node("propose", propose)
-    builder.add_node("search_evaluate", search_evaluate)
-    builder.add_node("accept", accept)
-    builder.add_edge(after, "search_start")
-    builder.add_edge("search_start", "propose")
-    builder.add_edge("propose", "search_evaluate")
-    builder.add_edge("search_evaluate", "accept")
-    builder.add_conditional_edges("accept", more_search, {"continue": "propose", "done": done})
-
-
-def add_evolution(builder: StateGraph, after: str, then: str) -> None:
-    """Harness-S directional evolution (§3.2, Eq. 2-4) after node ``after``, going to ``then`` when its rounds are done:
-    sample_parents -> curate (``curate_briefs``) -> edit per brief (``Send``) -> check -> select_parents -> loop."""
-    builder.add_node("sample_parents", sample_parents)
-    builder.add_node("curate", curate_briefs)
-    builder.add_node("edit", edit)
-    builder.add_node("check", check)
-    builder.add_node("select_parents", select_parents)
-    builder.add_edge(after, "sample_parents")
-    builder.add_edge("sample_parents", "curate")
-    builder.add_conditional_edges("curate", fan_out_briefs, ["edit", "check"])
-    builder.add_edge("edit", "check")
-    builder.add_edge("check", "select_parents")
-    builder.add_conditional_edges("select_parents", more_evolution, {"continue": "sample_parents", "done": then})

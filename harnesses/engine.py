@@ -7,7 +7,7 @@ every episode. Nodes are flat functions ``node(state, runtime) -> dict`` (a part
 ``coevo.harnesses.state.HarnessState``); the run's spec, model and episode reach them as
 ``runtime.context``, an ``EngineContext``, through LangGraph's ``context_schema`` as in the meta graphs.
 Each node that awaits (the model call, tools) has an ``a``-prefixed async twin so that ``ainvoke``
-never hops to a thread. The wiring is in ``coevo.graphs.harness``.
+never hops to a thread. The wiring is in ``coevo.harnesses.runtime``.
 """
 
 from __future__ import annotations

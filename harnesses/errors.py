@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
+from coevo.errors import CoevoError
+
 
 @dataclass(frozen=True)
 class Problem:
@@ -18,7 +20,7 @@ class Problem:
         return f"{self.path or '/'}: {self.message}"
 
 
-class HarnessError(ValueError):
+class HarnessError(CoevoError, ValueError):
     """A spec, file or patch that does not yield a valid harness.
 
     ``problems`` lists every problem found (not just the first), each with its JSON path.

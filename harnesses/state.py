@@ -2,7 +2,7 @@
 
 Declared apart from the graph module (as react-agent's ``state.py``) because the engine's nodes
 and routers annotate it and LangGraph resolves those annotations when the graph is built;
-``coevo.graphs.harness`` re-exports it.
+``coevo.harnesses.runtime`` re-exports it.
 """
 
 from __future__ import annotations

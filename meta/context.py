@@ -19,13 +19,15 @@ from coevo.evaluation.executors import Executor
 from coevo.evaluation.results import EvalResult
 from coevo.harnesses.spec import HarnessSpec, load_harness
 from coevo.meta.budget import calls_budget, current_phase, eval_budget, stage_budget, totals
+from coevo.meta.recording import Recording
+from coevo.meta.roles import Curator, Editor, Inheritor, Profiler, Proposer, Voter
 from coevo.models.trajectory import Trajectory
-from coevo.report.progress import NullReporter, Reporter
-from coevo.report.tracking import NullTracker, Tracker
-from coevo.roles.curator import Curator
-from coevo.roles.editor import Editor
-from coevo.roles.proposer import Proposer
-from coevo.storage import Archive, BudgetRecord, LLMCallRecord
+from coevo.observe.log import loop
+from coevo.observe.progress import NullReporter, Reporter
+from coevo.observe.tracking import NullTracker, Tracker
+from coevo.records import BudgetRecord, Checkpoint, HarnessRecord, LLMCallRecord
+from coevo.storage import Archive
+from coevo.training.stage import StageOptions
 
 Split = Literal["train", "val", "test"]
 
@@ -34,17 +36,15 @@ class Trainer(Protocol):
     """The weight stage: train ``checkpoint_id`` under ``spec`` on ``tasks``; return the new
     checkpoint id and the stage's trajectories (the tokens the policy really generated)."""
 
-    async def __call__(self, checkpoint_id: str, spec: HarnessSpec, tasks: Sequence[Task],
-                       round: int, siblings: Sequence[HarnessSpec] = (), route: Any = None,
-                       **phase: Any) -> tuple[str, list[Trajectory]]:
-        """Train ``checkpoint_id`` in ``round`` (``siblings``: the Eq. 5 rescue pool, passed only
-        when non-empty; ``route``: Harness-S's per-task router choice among them, passed only by
-        harness_s; ``phase``: a WHALE weight phase's sampler position, length and stopping rule,
-        passed only by the WHALE strategies); returns (new checkpoint id, the stage's trajectories)."""
+    async def __call__(self, checkpoint_id: str, spec: HarnessSpec, tasks: Sequence[Task], round: int,
+                       options: StageOptions = StageOptions()) -> tuple[str, list[Trajectory]]:
+        """Train ``checkpoint_id`` in ``round`` (``options``: the Eq. 5 rescue pool, Harness-S's
+        per-task router choice among it, a WHALE weight phase; ``StageOptions``); returns (new
+        checkpoint id, the stage's trajectories)."""
 
 
 @dataclass
-class MetaContext:
+class MetaContext(Recording):
     """Run-time services of a meta-loop run.
 
     ``policy(checkpoint_id)`` returns the chat model for that checkpoint; ``trainer`` is None for
@@ -52,17 +52,17 @@ class MetaContext:
     refine; ``proposer`` is the Meta-Harness proposer of the search strategies; ``inheritor``
     (``coevo.roles.inheritor``) is None for those without CoEvo-RSI inheritance; Harness-S's
     ``profiler`` (``coevo.roles.profiler``) and ``voter`` (the router's voters, ``coevo.roles.voter``)
-    likewise (``graphs.registry`` says which roles a strategy needs); ``evaluator`` is
-    ``coevo.evaluation.engine.evaluate`` (replaceable in tests); ``executor`` where its rollouts run
-    (``coevo.evaluation.executors``; None: in this process); ``approve`` (``--approve-gate``)
-    pauses before each gate decision with a LangGraph ``interrupt``; ``run_id`` names the run
+    likewise (the strategy table, ``coevo.strategies``, says which roles a strategy needs);
+    ``evaluator`` is ``coevo.evaluation.engine.evaluate`` (replaceable in tests); ``executor`` where
+    its rollouts run (``coevo.evaluation.executors``; None: in this process); ``run_id`` names the run
     whose evaluations, edits and LLM calls are stored; ``tracker`` receives the loop's numbers per
-    round (``coevo.report.tracking``; ``run_meta`` opens the one ``config.report_to`` names).
+    round (``coevo.observe.tracking``; ``run_meta`` opens the one ``config.report_to`` names).
 
     What ``evaluate``, ``train`` and ``store_calls`` spend is stored per phase (``account``;
     ``coevo.meta.budget``) and tracked: ``score/<split>/<harness>`` per evaluation,
     ``train/<metric>`` per weight stage (``train_step/<metric>`` per optimiser step),
-    ``budget/<spend>`` cumulative; nodes add their own numbers with ``track`` (the gate's counts).
+    ``budget/<spend>`` cumulative; nodes add their own numbers with ``track`` (the gate's counts) and
+    store what they decide with the ``record_*`` methods (``coevo.meta.recording``).
     """
 
     config: RunConfig
@@ -73,13 +73,12 @@ class MetaContext:
     curator: Curator | None = None
     editor: Editor | None = None
     proposer: Proposer | None = None
-    inheritor: Any = None
-    profiler: Any = None
-    voter: Sequence[Any] = ()
+    inheritor: Inheritor | None = None
+    profiler: Profiler | None = None
+    voter: Sequence[Voter] = ()
     reporter: Reporter = field(default_factory=NullReporter)
     evaluator: Callable[..., Any] = evaluate
     executor: Executor | None = None
-    approve: bool = False
     run_id: str = "studio"
     tracker: Tracker = field(default_factory=NullTracker)
 
@@ -92,7 +91,7 @@ class MetaContext:
 
     def spec(self, harness_id: str) -> HarnessSpec:
         """The ``HarnessSpec`` stored under ``harness_id``. Raises ``KeyError`` when the archive lacks it."""
-        record = self.archive.get_harness(harness_id)
+        record = self.archive.get(HarnessRecord, harness_id)
         if record is None:
             raise KeyError(f"harness {harness_id} is not in the archive; the run's database is incomplete")
         return load_harness(record.spec)
@@ -116,19 +115,18 @@ class MetaContext:
         return result
 
     async def train(self, checkpoint_id: str, spec: HarnessSpec, tasks: Sequence[Task], round: int,
-                    **options: Any) -> tuple[str, list[Trajectory]]:
-        """The weight stage: ``trainer(checkpoint_id, spec, tasks, round, **options)`` (``options``
-        as the trainer takes them, e.g. ``siblings``), its rollouts and policy tokens accounted
-        (``stage_budget``), the new checkpoint's numeric metrics tracked as ``train/<metric>`` at
-        ``round`` and its per-step ``history`` as ``train_step/<key>`` at step
+                    options: StageOptions = StageOptions()) -> tuple[str, list[Trajectory]]:
+        """The weight stage: ``trainer(checkpoint_id, spec, tasks, round, options)``, its rollouts and
+        policy tokens accounted (``stage_budget``), the new checkpoint's numeric metrics tracked as
+        ``train/<metric>`` at ``round`` and its per-step ``history`` as ``train_step/<key>`` at step
         ``round * train.steps + i``. Nodes call this, not ``trainer``. Raises ``ValueError`` when
         the run has no trainer."""
         if self.trainer is None:
             raise ValueError("this strategy trains weights but the run has no trainer; use strategy harness_only or "
                              "static")
-        checkpoint, trajectories = await self.trainer(checkpoint_id, spec, tasks, round, **options)
+        checkpoint, trajectories = await self.trainer(checkpoint_id, spec, tasks, round, options)
         self.account(stage_budget(self.run_id, checkpoint, trajectories))
-        record = self.archive.get_checkpoint(checkpoint)
+        record = self.archive.get(Checkpoint, checkpoint)
         metrics = record.metrics if record is not None else {}
         self.track({f"train/{k}": v for k, v in metrics.items()}, round)
         for i, step in enumerate(metrics.get("history") or []):
@@ -140,7 +138,7 @@ class MetaContext:
         """Store meta-role LLM calls (what a role returned) in the archive under the run's id, and
         account their tokens and cost (``calls_budget``)."""
         if calls:
-            self.archive.add_llm_calls([c.model_copy(update={"run_id": self.run_id}) for c in calls])
+            self.record(*calls)
             self.account(calls_budget(self.run_id, calls))
 
     def account(self, record: BudgetRecord) -> None:
@@ -148,35 +146,21 @@ class MetaContext:
         counted again) and track the run's cumulative spend without test rollouts
         (``budget/rollouts``, ``budget/policy_tokens``, ``budget/policy_cost_usd``, ``budget/meta_tokens``,
         ``budget/meta_cost_usd``)."""
-        if not self.archive.add_budget(record):
+        if not self.archive.put_new(record):
             return
-        spent = totals(self.archive.list_budgets(self.run_id))
+        spent = totals(self.archive.list(BudgetRecord, run_id=self.run_id))
         self.track({"budget/rollouts": spent["rollouts"],
                     "budget/policy_tokens": spent["policy_input_tokens"] + spent["policy_output_tokens"],
                     "budget/policy_cost_usd": spent["policy_cost_usd"],
                     "budget/meta_tokens": spent["meta_input_tokens"] + spent["meta_output_tokens"],
                     "budget/meta_cost_usd": spent["meta_cost_usd"]}, record.round)
 
+    def log(self, topic: str, message: str) -> None:
+        """One line of the run's log on the logging channel (``coevo.observe.log``: the ``coevo.loop``
+        logger, at INFO): ``topic`` the node speaking (``train``, ``gate``, ...), ``message`` the rest."""
+        loop.info(message, extra={"topic": topic})
+
     def track(self, scalars: dict[str, Any], step: int | None = None) -> None:
         """Send ``scalars`` (tag -> number; others skipped) to the tracker at ``step`` (default: the
         current phase's round, 0 when unknown)."""
         self.tracker.log(scalars, max(0, current_phase().round if step is None else step))
-
-
-_DEFAULTS: dict[str, MetaContext] = {}
-
-
-def services(runtime: Any) -> MetaContext:
-    """The run's ``MetaContext``: the one the caller passed, or — when a graph runs without one
-    (LangGraph Studio, ``langgraph dev``) — default services built once from ``RunConfig`` defaults
-    (or from a dict context holding ``RunConfig`` keys)."""
-    ctx = getattr(runtime, "context", None)
-    if isinstance(ctx, MetaContext):
-        return ctx
-    config = RunConfig.model_validate(ctx or {})
-    key = config.model_dump_json()
-    if key not in _DEFAULTS:
-        from coevo.meta.services import make_context
-
-        _DEFAULTS[key] = make_context(config, Archive(config.db), run_id="studio")
-    return _DEFAULTS[key]

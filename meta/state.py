@@ -1,34 +1,30 @@
 """Typed state of the meta-loop graphs and the domain models that travel in it.
 
-``MetaState`` fields are either *replaced* by the node that writes them (round, incumbent,
-checkpoint, train trajectories, weight stage, directions, checked candidates, validation, test) or
-*accumulated* across the run with a reducer (decisions, history: ``operator.add``; demonstrated
-tasks: ``union``). ``candidates``
-collects the parallel ``edit`` branches of one round (fan-in, reducer ``collect``) and is cleared
-by ``curate`` at the start of each refinement. Every value is a pydantic model or a plain
-scalar/id, so LangGraph's checkpointer serialises the state and a resumed run gets the same
-models back (``STATE_MODELS`` is the serialiser's allow-list).
+``MetaState`` is the core loop state every strategy shares (VACE Algorithm 1's incumbent, round,
+checkpoint, trajectories, candidates, validation and decisions); ``SearchState`` extends it with a
+Meta-Harness search's phases (shared by WHALE and PACE); each paper family extends one of them with
+the keys only it uses (``coevo.graphs.<family>.state``). Fields are either *replaced* by the node
+that writes them (round, incumbent, checkpoint, train trajectories, weight stage, directions,
+checked candidates, validation, test) or *accumulated* across the run with a reducer (decisions,
+history: ``operator.add``; demonstrated tasks: ``union``). ``candidates`` collects the parallel
+``edit`` branches of one round (fan-in, reducer ``collect``) and is cleared by ``curate`` at the
+start of each refinement. Every value is a pydantic model or a plain scalar/id, so LangGraph's
+checkpointer serialises the state and a resumed run gets the same models back (``state_models``
+lists them for the serialiser's allow-list). The persisted ones (``GateDecision``, ``GatePair``) are
+``coevo.records``' (re-exported here).
 """
 
 from __future__ import annotations
 
 import operator
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+import typing
+from typing import TYPE_CHECKING, Annotated, Any, Iterable, Literal
 
 from pydantic import BaseModel, Field
 from typing_extensions import NotRequired, TypedDict  # pydantic (Studio's state schemas) needs it on Python < 3.12
 
 from coevo.evaluation.results import EvalResult, TaskOutcome, outcome_estimate
-from coevo.meta.inheritance import (
-    ArchiveEntry,
-    ArchiveSummary,
-    BaseChoice,
-    ModelProposal,
-    PairScore,
-    PairStats,
-    Promotion,
-)
-from coevo.meta.pool import Brief, PoolMember, Profile, ProfileEntry
+from coevo.records import GateDecision
 
 if TYPE_CHECKING:
     from coevo.evaluation.stats import Estimate
@@ -140,44 +136,6 @@ class EvalSummary(BaseModel):
                    per_task=result.per_task)
 
 
-class GatePair(BaseModel):
-    """One val task under the incumbent (b) and the candidate (c), same seeds: mean reward and
-    whether any rollout passed."""
-
-    task_id: str
-    b: float
-    c: float
-    b_passed: bool
-    c_passed: bool
-
-    @classmethod
-    def pairs(cls, incumbent: EvalSummary, candidate: EvalSummary) -> list[GatePair]:
-        """The per-task pairs of two evaluations on the same tasks (the incumbent's task order)."""
-        missing = TaskOutcome(task_id="", seeds=[], rewards=[], passed=[])
-        pairs = []
-        for task_id, b in incumbent.per_task.items():
-            c = candidate.per_task.get(task_id, missing)
-            pairs.append(cls(task_id=task_id, b=b.mean_reward, c=c.mean_reward, b_passed=any(b.passed),
-                             c_passed=any(c.passed)))
-        return pairs
-
-
-class GateDecision(BaseModel):
-    """VACE's gate verdict on one candidate in ``round``: incumbent score ``b`` vs candidate score
-    ``c``, ``accepted`` and why, with the per-task ``pairs`` (stored as a ``GateDecisionRecord``)."""
-
-    id: str
-    run_id: str
-    round: int
-    incumbent_id: str
-    candidate_id: str
-    b: float
-    c: float
-    accepted: bool
-    reason: str
-    pairs: list[GatePair] = Field(default_factory=list)
-
-
 class CandidateOutcome(BaseModel):
     """One candidate in a round summary: its child spec id, val score (None when not validated) and
     ``fate``: ``accepted`` (gate), ``adopted`` (no gate), ``rejected (check)``, ``rejected (gate)``
@@ -249,77 +207,6 @@ class RoundSummary(BaseModel):
     weights: WeightStage | None = None
 
 
-class Plan(BaseModel):
-    """The phase plan of an alternating strategy, written once by its ``plan`` node (WHALE §4):
-    ``cycles`` of a weight phase of ``weight_epochs`` then a harness phase of ``search_iterations``
-    (``adaptive``: the patience rule ends each phase instead, ``coevo.training.schedule.Patience``);
-    ``fields``: the JSON Pointer prefixes harness edits may touch (None: any; FST: the prompt)."""
-
-    strategy: str
-    cycles: int
-    weight_epochs: float
-    search_iterations: int
-    adaptive: bool = False
-    fields: list[str] | None = None
-
-
-class Phase(BaseModel):
-    """One finished phase of a run (WHALE §4; PACE's two timescales): its ``index`` in the run (the
-    key budgets are attributed by), ``cycle``, ``kind`` (``weights``, ``harness``, or PACE's
-    ``prompt``/``control``), ``length`` in ``unit`` (epochs, iterations), the harness and checkpoint
-    it ended with, its training signal per step/iteration (``signal``: RSFT reward per step, or the
-    best train score after each iteration), ``stop_reason`` (why it ended) and when it ran
-    (``started_at``/``ended_at``, UNIX seconds; stored as a ``PhaseRecord``)."""
-
-    index: int
-    cycle: int
-    kind: Literal["weights", "harness", "prompt", "control"]
-    length: float
-    unit: Literal["epochs", "iterations"]
-    steps: int = 0
-    harness_id: str
-    checkpoint: str
-    signal: list[float] = Field(default_factory=list)
-    stop_reason: str = ""
-    fields: list[str] | None = None
-    started_at: float | None = None
-    ended_at: float | None = None
-
-
-class SearchEntry(BaseModel):
-    """One harness of a Meta-Harness search archive (WHALE §3.2): its train ("search split") outcomes
-    under the phase's weights, one rollout per task (``per_task``), ``score`` their mean,
-    ``model_calls`` (the tie-break: fewer wins), ``order`` of arrival (then older wins), the
-    ``iteration`` that proposed it (0: the seed) and the ``patch`` from its ``parent_id``."""
-
-    harness_id: str
-    parent_id: str | None = None
-    iteration: int = 0
-    order: int = 0
-    score: float = 0.0
-    model_calls: int = 0
-    evaluation_id: str = ""
-    per_task: dict[str, TaskOutcome] = Field(default_factory=dict)
-    patch: list[dict[str, Any]] = Field(default_factory=list)
-    rationale: str = ""
-
-
-class SearchIteration(BaseModel):
-    """The end of one harness-search iteration: the ``accepted`` harness (best of the whole archive)
-    and its ``score`` (train; PACE: val), the candidates proposed (``candidates``: child ids;
-    ``rejected``: why each rejected one was), in ``phase`` (``Phase.index``) of ``cycle``; ``changed``:
-    the iteration changed the accepted harness (PACE: a validated gain)."""
-
-    phase: int
-    cycle: int
-    iteration: int
-    accepted: str
-    score: float
-    changed: bool = False
-    candidates: list[str] = Field(default_factory=list)
-    rejected: list[str] = Field(default_factory=list)
-
-
 class EditRequest(TypedDict):
     """What ``fan_out`` sends each ``edit`` branch (a LangGraph ``Send`` payload): one direction,
     the incumbent it edits, the round, the round's train trajectory ids, and which candidate of the
@@ -330,13 +217,6 @@ class EditRequest(TypedDict):
     round: int
     train_trajectories: list[str]
     sample: NotRequired[int]
-
-
-class BriefRequest(EditRequest):
-    """What CoEvo-RSI's ``fan_out_briefs`` sends each ``edit`` branch: an ``EditRequest`` plus the
-    archive summary A<t the branch's editor picks its base from."""
-
-    summary: ArchiveSummary
 
 
 class MetaState(TypedDict, total=False):
@@ -373,58 +253,34 @@ class MetaState(TypedDict, total=False):
     """Accumulated (``operator.add``): every gate decision of the run."""
     history: Annotated[list[RoundSummary], operator.add]
     """Accumulated (``operator.add``): one summary per round, appended by ``next_round``."""
-    archive_view: ArchiveSummary
-    """Replaced each round by CoEvo-RSI's ``survey``: the archive A<t the editors and the model proposer browse."""
-    choices: Annotated[list[BaseChoice], collect]
-    """Accumulated within a round (fan-in of CoEvo-RSI's ``edit`` branches): each editor's chosen base;
-    ``curate`` resets it."""
-    proposals: list[ModelProposal]
-    """Replaced each round by CoEvo-RSI's ``inherit``: the model proposals with their val scores."""
-    adapted: PairScore | None
-    """Replaced each round by CoEvo-RSI's ``adapt``: the adapted proposal p⁺ (None when not adapted)."""
-    promotion: Promotion
-    """Replaced each round by CoEvo-RSI's ``promote``: the round's promotion decision."""
     test: dict[str, EvalSummary]
     """Replaced by ``final_test``: the test evaluation of ``"start"`` (H0, W0) and ``"final"`` (H[T], W[T]);
     Harness-S's ``routed_test`` adds ``"rank1"``, ``"rank2"``, ... (the final checkpoint under each router rank)."""
-    plan: Plan
-    """Replaced once by an alternating strategy's ``plan`` node (whale, fst, stagewise, pace)."""
-    phase: int
-    """Replaced: index of the phase running now (0-based; each phase start advances it)."""
-    phase_kind: str
-    """Replaced: the kind of the phase running now (``Phase.kind``)."""
-    phase_started: float
-    """Replaced by the node that starts a phase: when it started (UNIX seconds)."""
-    fields: list[str] | None
-    """Replaced: the fields harness edits may touch in this phase (None: any)."""
-    phase_done: bool
-    """Replaced by the node that ends a phase: whether the running phase has just ended."""
-    sampler_position: int
-    """Replaced by ``train`` in WHALE phases: tasks drawn so far from the persistent sampler."""
-    iteration: int
-    """Replaced: the harness-search iteration within the running phase (0: the archive's seed)."""
-    search: list[SearchEntry]
-    """Replaced: the running search's archive (seeded by ``search_start``, grown by ``search_evaluate``)."""
-    search_iterations: Annotated[list[SearchIteration], operator.add]
-    """Accumulated (``operator.add``): every harness-search iteration's accepted harness."""
-    phases: Annotated[list[Phase], operator.add]
-    """Accumulated (``operator.add``): every finished phase, in order."""
-    parents: list[str]
-    """Harness-S, replaced by ``select_parents``: the parents P_g of the next evolution round (Eq. 3)."""
-    briefs: list[Brief]
-    """Harness-S, replaced each evolution round by ``curate_briefs``: the candidates' briefs (Eq. 2)."""
-    pool: Annotated[list[PoolMember], operator.add]
-    """Harness-S, accumulated (``operator.add``): the sibling pool H_g (Eq. 4), H0 first."""
-    profiles: dict[str, Profile]
-    """Harness-S, replaced at each re-anchoring by ``profile``: the pool's profiles by harness id (Eq. 11)."""
-    evolution_round: int
-    """Harness-S, replaced: the directional-evolution round g being run (0-based)."""
+    rounds: int
+    """Replaced once by ``setup`` (``config.rounds``): the rounds the loop runs; an alternating
+    strategy's plan node replaces it by its plan's cycles."""
 
 
-STATE_MODELS: tuple[type[BaseModel], ...] = (Evidence, Direction, CandidateChecks, Candidate, TaskOutcome, EvalSummary,
-                                             GatePair, GateDecision, CandidateOutcome, WeightStage, RoundSummary,
-                                             Plan, Phase, SearchEntry, SearchIteration,
-                                             PairStats, ArchiveEntry, ArchiveSummary, BaseChoice, ModelProposal,
-                                             PairScore, Promotion,
-                                             Brief, PoolMember, ProfileEntry, Profile)
-"""Every pydantic model the meta state holds: the checkpointer's deserialisation allow-list."""
+def state_models(schemas: Iterable[Any]) -> tuple[type[BaseModel], ...]:
+    """Every pydantic model reachable from the state ``schemas`` (TypedDicts: their fields, and
+    list/dict/``Annotated``/union arguments, recursively through model fields): the checkpointer's
+    deserialisation allow-list for a graph with those schemas (``StateGraph.schemas``)."""
+    seen: dict[type[BaseModel], None] = {}
+
+    def visit(tp: Any) -> None:
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            if tp not in seen:
+                seen[tp] = None
+                for field in tp.model_fields.values():
+                    visit(field.annotation)
+            return
+        for arg in typing.get_args(tp):
+            visit(arg)
+
+    for schema in schemas:
+        if isinstance(schema, type) and issubclass(schema, BaseModel):
+            visit(schema)
+        elif isinstance(schema, type):
+            for tp in typing.get_type_hints(schema, include_extras=True).values():
+                visit(tp)
+    return tuple(seen)

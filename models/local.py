@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, ContextManager, Sequence
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
@@ -25,6 +25,7 @@ from coevo.models.base import TOKENS_KEY
 from coevo.models.local_engine import LocalEngine
 from coevo.models.messages import parse_tool_calls, tool_schema
 from coevo.models.sampling import GenerationRequest, GenerationResult
+from coevo.models.structured import schema_of
 
 
 class LocalChatModel(BaseChatModel):
@@ -32,8 +33,10 @@ class LocalChatModel(BaseChatModel):
 
     Fields are the default decoding settings; ``invoke``/``bind`` keyword arguments
     (``temperature``, ``top_p``, ``seed``, ``max_tokens``, ``stop``, ``tools``) override them per
-    call; ``response_format`` (``coevo.models.structured``) is accepted and the reply decoded freely
-    (the caller validates it). ``temperature == 0`` is greedy. ``adapter`` is an adapter name on the engine (from
+    call. ``response_format`` (OpenAI's shape, ``coevo.models.structured``) with a JSON schema makes
+    the engine decode the reply under that schema (``coevo.models.constrained``): it parses unless
+    ``max_tokens`` cut it; a schema the engine cannot decode under raises ``ValueError`` at the call.
+    ``temperature == 0`` is greedy. ``adapter`` is an adapter name on the engine (from
     ``engine.add_adapter(path)``; ``None``: the engine's active adapter). Several
     ``LocalChatModel`` may share one engine (``bind_tools`` returns a copy that does), with
     different adapters; their concurrent requests batch together.
@@ -96,6 +99,12 @@ class LocalChatModel(BaseChatModel):
         sharing the base weights); requests of both batch together."""
         return self.model_copy(update={"adapter": self.engine.add_adapter(path)})
 
+    def client(self) -> ContextManager[None]:
+        """Run a block as one of the engine's clients (``LocalEngine.client``): the engine holds a
+        batch until every client in flight has a request queued, so concurrent callers that each
+        make model calls in turns (a GRPO step's rollouts) share ``generate`` calls."""
+        return self.engine.client()
+
     def bind_tools(self, tools: Sequence[Any], *, tool_choice: Any = None, **kwargs: Any) -> Any:
         """A copy (same engine) that renders ``tools`` into the chat template via ``tools=``.
 
@@ -121,6 +130,9 @@ class LocalChatModel(BaseChatModel):
         if self.adapter is not None and self.adapter not in self.engine.adapters:
             raise KeyError(f"adapter {self.adapter!r} is not loaded in engine {self.engine.name!r}: "
                            "use engine.add_adapter(path) or with_adapter(path)")
+        schema = schema_of(kwargs.get("response_format"))
+        if schema is not None:
+            self.engine.constraints.grammar(schema)  # a schema it cannot decode under fails here, not in a batch
         prompt_ids = self.engine.render(messages, tools)
         limit = self.engine.context_length
         if limit is not None and len(prompt_ids) >= limit:
@@ -133,7 +145,7 @@ class LocalChatModel(BaseChatModel):
             top_p=float(top_p if top_p is not None else self.top_p),
             seed=kwargs.get("seed", self.seed),
             stop=list(stop or kwargs.get("stop") or self.stop or []),
-            adapter=self.adapter)
+            adapter=self.adapter, json_schema=schema)
 
     def _result(self, result: GenerationResult, tools_bound: bool) -> ChatResult:
         tool_calls = parse_tool_calls(result.text) if tools_bound and self.parse_tool_calls else []

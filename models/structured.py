@@ -8,11 +8,11 @@ retries and timeouts (``LiteLLMChatModel``, ``RouterChatModel``), cost (``respon
 
 ``ask_structured`` sends the reply model's JSON schema as OpenAI's ``response_format``
 (``{"type": "json_schema", ...}``) with every call. LiteLLM translates it per provider (and drops it
-where a provider has no such option); the local engine decodes under it when it has a JSON-schema
-constraint (``coevo.models.local``); a scripted fake ignores it. Whatever the backend did, the reply
-is then parsed and validated here (a JSON object, optionally in a Markdown fence, read by
-LangChain's ``parse_json_markdown``; then ``schema.model_validate`` and the caller's semantic
-``check``), and a reply that fails gets one repair turn quoting the error (Harness-S Table 8: one
+where a provider has no such option); the local engine decodes under it (JSON-schema-constrained
+decoding, ``coevo.models.constrained``, so a local model's reply parses); a scripted fake ignores it.
+Whatever the backend did, the reply is then parsed and validated here (a JSON object, optionally in
+a Markdown fence, read by LangChain's ``parse_json_markdown``; then ``schema.model_validate`` and
+the caller's semantic ``check``), and a reply that fails gets one repair turn quoting the error (Harness-S Table 8: one
 revision). A reply that still fails, or a model call that fails for good, comes back as
 ``value=None`` with the reason: never an exception.
 
@@ -55,23 +55,25 @@ class StructuredReply(Generic[M]):
     calls: list[ModelCall] = field(default_factory=list)
 
 
-def response_format(schema: type[BaseModel]) -> dict[str, Any]:
+def response_format(schema: type[BaseModel], json_schema: dict[str, Any] | None = None) -> dict[str, Any]:
     """OpenAI's ``response_format`` for ``schema``: ``{"type": "json_schema", "json_schema":
-    {"name", "schema"}}`` with the pydantic model's JSON schema (``model_json_schema()``)."""
-    return {"type": "json_schema", "json_schema": {"name": schema.__name__, "schema": schema.model_json_schema()}}
+    {"name", "schema"}}`` with ``json_schema`` (default: the pydantic model's own,
+    ``model_json_schema()``)."""
+    body = json_schema if json_schema is not None else schema.model_json_schema()
+    return {"type": "json_schema", "json_schema": {"name": schema.__name__, "schema": body}}
 
 
 def schema_of(fmt: Any) -> dict[str, Any] | None:
-    """The JSON schema inside a ``response_format`` value (``response_format(...)``'s shape), or
-    ``None`` for no format, ``{"type": "text"}`` or ``{"type": "json_object"}`` (no schema).
-    Raises ``ValueError`` for a value of another shape."""
+    """The JSON schema inside a ``response_format`` value (``response_format(...)``'s shape; for
+    ``{"type": "json_object"}`` any object, ``{"type": "object"}``), or ``None`` for no format or
+    ``{"type": "text"}``. Raises ``ValueError`` for a value of another shape."""
     if fmt is None:
         return None
     if not isinstance(fmt, dict) or fmt.get("type") not in ("json_schema", "json_object", "text"):
         raise ValueError(f"response_format {fmt!r} is not OpenAI's shape: pass {{'type': 'json_schema', "
                          "'json_schema': {'name': ..., 'schema': {...}}}} (coevo.models.structured.response_format)")
     if fmt["type"] != "json_schema":
-        return None
+        return {"type": "object"} if fmt["type"] == "json_object" else None
     inner = fmt.get("json_schema") or {}
     return inner.get("schema") if isinstance(inner, dict) else None
 
@@ -87,16 +89,18 @@ def parse_reply(text: str, schema: type[M]) -> M:
 
 
 def ask_structured(model: Runnable, system: str, user: str, schema: type[M],
-                   check: Callable[[M], Any] | None = None, *, repairs: int = 1, role: str = "meta",
-                   **call_kwargs: Any) -> StructuredReply[M]:
+                   check: Callable[[M], Any] | None = None, *, json_schema: dict[str, Any] | None = None,
+                   repairs: int = 1, role: str = "meta", **call_kwargs: Any) -> StructuredReply[M]:
     """Ask ``model`` for JSON matching ``schema`` (see the module docstring).
 
     Args: ``model`` any chat model (or a binding of one); ``system``/``user`` the two prompt
     messages; ``check(reply)`` a semantic test that raises ``ValueError`` (e.g. ``HarnessError``)
-    for a reply that parses but cannot be used; ``repairs`` further turns after a failed reply,
-    each quoting the error (default 1); ``role`` names the calls in traces (run name
-    ``coevo.meta.<role>``, tags ``coevo-meta`` and the role); ``call_kwargs`` go to every call
-    (e.g. ``temperature``).
+    for a reply that parses but cannot be used; ``json_schema`` the schema sent instead of
+    ``schema``'s own: a narrower one (e.g. the task ids that exist as an enum) that guides the model
+    and a local model's constrained decoding, while ``schema`` and ``check`` still validate;
+    ``repairs`` further turns after a failed reply, each quoting the error (default 1); ``role``
+    names the calls in traces (run name ``coevo.meta.<role>``, tags ``coevo-meta`` and the role);
+    ``call_kwargs`` go to every call (e.g. ``temperature``).
 
     Returns a ``StructuredReply``: never raises for a malformed reply or a failed call (a
     ``LiteLLMCallError`` after its retries, a prompt longer than a local model's context): the
@@ -104,7 +108,7 @@ def ask_structured(model: Runnable, system: str, user: str, schema: type[M],
     """
     messages: list[BaseMessage] = [SystemMessage(system), HumanMessage(user)]
     config = {"run_name": f"coevo.meta.{role}", "tags": ["coevo-meta", role], "metadata": {"schema": schema.__name__}}
-    kwargs = {RESPONSE_FORMAT_KEY: response_format(schema), **call_kwargs}
+    kwargs = {RESPONSE_FORMAT_KEY: response_format(schema, json_schema), **call_kwargs}
     calls: list[ModelCall] = []
     reason = ""
     for attempt in range(repairs + 1):

@@ -14,11 +14,13 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from coevo.errors import CoevoError
+
 MISSING_TOKENS_KEY = "coevo_tokens_missing"
 """``response_metadata`` key of a reply whose model could not return token ids/logprobs: the reason."""
 
 
-class MissingTokensError(ValueError):
+class MissingTokensError(CoevoError, ValueError):
     """A trajectory without sampled token ids reached a path that trains on them (GRPO, RSFT)."""
 
 

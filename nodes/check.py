@@ -14,9 +14,10 @@ from __future__ import annotations
 from langgraph.runtime import Runtime
 
 from coevo.evaluation.results import EvalResult
-from coevo.meta.context import MetaContext, services
+from coevo.meta.context import MetaContext
 from coevo.meta.state import Candidate, Direction, MetaState
-from coevo.nodes.edit import realise, record_edit
+from coevo.nodes.edit import realise
+from coevo.records import Trajectory
 
 
 async def _pair(ctx: MetaContext, state: MetaState, cand: Candidate,
@@ -65,10 +66,10 @@ async def check(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """Check every proposed candidate of the round; revise a failing one once. Returns the
     candidates with status ``checked`` or ``rejected`` (and why) in ``checked``, and in
     ``demo_tasks`` the train tasks whose answers went into any of their harnesses."""
-    ctx = services(runtime)
+    ctx = runtime.context
     rnd = state.get("round", 0)
     directions = {d.id: d for d in state.get("directions", [])}
-    trajectories = [t for i in state.get("train_trajectories", []) for t in ctx.archive.trajectories(id=i)]
+    trajectories = [t for i in state.get("train_trajectories", []) for t in ctx.archive.list(Trajectory, id=i)]
     solved = sorted({t.task_id for t in trajectories if t.passed})
     tasks = {t.id: t for t in ctx.tasks("train")}
     out = []
@@ -83,8 +84,8 @@ async def check(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
                 cand = realise(ctx.editor.revise(direction, ctx.spec(cand.parent_id), cand, reason, tasks), ctx, rnd)
             else:
                 cand.status, cand.reason = "rejected", reason
-        record_edit(ctx, cand, rnd)
-        ctx.reporter.log(f"check  {cand.id}: {cand.status} {cand.reason[:120]} "
+        ctx.record_edit(cand, rnd)
+        ctx.log("check", f"{cand.id}: {cand.status} {cand.reason[:120]} "
                          f"{cand.checks.model_dump(exclude_none=True)}")
         out.append(cand)
     return {"checked": out, "demo_tasks": [t for c in out if c.spec_id for t in c.demo_tasks]}

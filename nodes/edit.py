@@ -9,32 +9,24 @@ from langgraph.types import Send
 
 from coevo.harnesses.errors import HarnessError
 from coevo.harnesses.patch import apply_patch
-from coevo.meta.context import MetaContext, services
+from coevo.meta.context import MetaContext
 from coevo.meta.state import Candidate, EditRequest, MetaState
+from coevo.records import Trajectory
 from coevo.roles.editor import Proposal
 from coevo.roles.operators import assignments
-from coevo.storage.tables import EditRecord
 
 
 def fan_out(state: MetaState, runtime: Runtime[MetaContext]) -> list[Send] | str:
     """One ``edit`` branch per candidate: ``meta.samples`` of each of the ``meta.candidates``
     best-supported directions (``coevo.roles.operators.assignments``); straight to ``check`` when
     there is none."""
-    meta = services(runtime).config.meta
+    meta = runtime.context.config.meta
     branches = assignments(state.get("directions", [])[: meta.candidates], meta.samples)
     if not branches:
         return "check"
     return [Send("edit", EditRequest(direction=d, incumbent=state["incumbent"], round=state.get("round", 0),
                                      train_trajectories=state.get("train_trajectories", []), sample=s))
             for d, s in branches]
-
-
-def record_edit(ctx: MetaContext, candidate: Candidate, round: int) -> None:
-    """Store (or update, by id) the edit record of ``candidate`` with its current status."""
-    ctx.archive.add_edits([EditRecord(
-        id=f"{ctx.run_id}-r{round}-{candidate.id}-v{candidate.revision}", run_id=ctx.run_id, round=round,
-        parent_id=candidate.parent_id, child_id=candidate.spec_id, patch=candidate.patch, rationale=candidate.rationale,
-        direction=candidate.direction, status=candidate.status, reason=candidate.reason)])
 
 
 def realise(proposal: Proposal, ctx: MetaContext, round: int, allowed: Sequence[str] | None = None) -> Candidate:
@@ -54,7 +46,7 @@ def realise(proposal: Proposal, ctx: MetaContext, round: int, allowed: Sequence[
             candidate.spec_id = ctx.archive.add_harness(child, [parent.id], "edit", ctx.run_id)
         except HarnessError as err:
             candidate.status, candidate.reason = "rejected", str(err)
-    record_edit(ctx, candidate, round)
+    ctx.record_edit(candidate, round)
     return candidate
 
 
@@ -64,14 +56,14 @@ def edit(request: EditRequest, runtime: Runtime[MetaContext]) -> dict:
 
     Successful train trajectories of the round are offered as demonstration sources.
     """
-    ctx = services(runtime)
+    ctx = runtime.context
     direction = request["direction"]
-    trajectories = [t for i in request["train_trajectories"] for t in ctx.archive.trajectories(id=i)]
+    trajectories = [t for i in request["train_trajectories"] for t in ctx.archive.list(Trajectory, id=i)]
     solved = [t for t in trajectories if t.passed and t.split == "train"]
     tasks = {t.id: t for t in ctx.tasks("train")}
     proposal = ctx.editor.propose(direction, ctx.spec(request["incumbent"]), tasks, solved, round=request["round"],
                                   sample=request.get("sample", 0))
     candidate = realise(proposal, ctx, request["round"])
-    ctx.reporter.log(f"edit   {direction.id}: {candidate.status} {candidate.spec_id and candidate.spec_id[:12] or ''} "
+    ctx.log("edit", f"{direction.id}: {candidate.status} {candidate.spec_id and candidate.spec_id[:12] or ''} "
                      f"{candidate.reason[:120] or candidate.rationale[:120]}")
     return {"candidates": [candidate]}

@@ -5,8 +5,8 @@ Accept iff the candidate's validation score c beats the incumbent's b by more th
 outcomes agrees (one-sided paired bootstrap on reward differences, or exact McNemar on pass/fail
 pairs, at level ``gate.alpha``). Every decision is stored with b, c, the pairs and the reason; the
 reason states the paired difference c − b with its 95 % interval over the val tasks.
-With ``approve`` a person confirms each decision through a LangGraph ``interrupt`` (one question
-per candidate, answered by its interrupt id; ``coevo.meta.run``).
+With ``gate.approve`` (``--approve-gate``) a person confirms each decision through a LangGraph
+``interrupt`` (one question per candidate, answered by its interrupt id; ``coevo.app.run``).
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from langgraph.types import interrupt
 
 from coevo.config import GateConfig
 from coevo.evaluation.stats import difference_estimate
-from coevo.meta.context import MetaContext, services
-from coevo.meta.state import GateDecision, GatePair, MetaState
-from coevo.storage.tables import GateDecisionRecord
+from coevo.meta.context import MetaContext
+from coevo.meta.state import MetaState
+from coevo.records import GateDecision, GatePair
 
 
 def bootstrap_p(diffs: list[float], n: int = 2000, seed: int = 0) -> float:
@@ -79,18 +79,21 @@ def _rule(b: float, c: float, pairs: list[GatePair], cfg: GateConfig, seed: int)
 
 def gate(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """Decide each validated candidate against the incumbent; the best accepted one becomes H[t+1].
-    Every decision is stored as a ``GateDecisionRecord``; the round's accepted and rejected counts
+    Every decision is stored (``MetaContext.record_gate``); the round's accepted and rejected counts
     and best c − b go to the tracker (``gate/...``)."""
-    ctx = services(runtime)
+    ctx = runtime.context
     val, inc_id, rnd = state.get("validation", {}), state["incumbent"], state.get("round", 0)
     decisions: list[GateDecision] = []
     best: GateDecision | None = None
-    for cand in [c for c in state.get("checked", []) if c.status == "checked" and c.spec_id in val]:
-        incumbent, candidate = val[inc_id], val[cand.spec_id or ""]
+    # one decision per distinct child harness: two candidates (samples of directions) that made the
+    # same edit name the same harness, validated once
+    children = dict.fromkeys(c.spec_id for c in state.get("checked", []) if c.status == "checked" and c.spec_id in val)
+    for spec_id in children:
+        incumbent, candidate = val[inc_id], val[spec_id or ""]
         b, c = incumbent.score, candidate.score
         pairs = GatePair.pairs(incumbent, candidate)
         accepted, reason = decide(b, c, pairs, ctx.config.gate, ctx.config.seed)
-        if ctx.approve:
+        if ctx.config.gate.approve:
             # one interrupt per candidate, in order: LangGraph ids each by its place, and a resume
             # answers exactly the ids it names (an unanswered question stays pending)
             answer = interrupt({"round": rnd, "incumbent": inc_id, "candidate": candidate.harness_id, "b": b, "c": c,
@@ -103,24 +106,15 @@ def gate(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
         decisions.append(decision)
         if accepted and (best is None or c > best.c):
             best = decision
-    for d in decisions:
-        ctx.archive.add_gate_decision(GateDecisionRecord(**d.model_dump()))
+    ctx.record_gate(decisions)
     if decisions:
         ctx.track({"gate/accepted": sum(d.accepted for d in decisions),
                    "gate/rejected": sum(not d.accepted for d in decisions),
                    "gate/best_c_minus_b": max(d.c - d.b for d in decisions)}, rnd)
     for d in decisions:
         verdict = "ACCEPTED" if d is best else "rejected"
-        ctx.reporter.log(f"gate   round {rnd}: {d.candidate_id[:12]} {verdict}: {d.reason}")
+        ctx.log("gate", f"round {rnd}: {d.candidate_id[:12]} {verdict}: {d.reason}")
     if not decisions:
-        ctx.reporter.log(f"gate   round {rnd}: no checked candidate; incumbent kept")
+        ctx.log("gate", f"round {rnd}: no checked candidate; incumbent kept")
     return {"decisions": decisions, "incumbent": best.candidate_id if best else inc_id}
 
-
-def adopt(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
-    """No gate (the ``ungated`` ablation): the first checked candidate replaces the incumbent."""
-    checked = [c for c in state.get("checked", []) if c.status == "checked" and c.spec_id]
-    if checked:
-        services(runtime).reporter.log(f"adopt  round {state.get('round', 0)}: {checked[0].spec_id[:12]} (ungated)")
-        return {"incumbent": checked[0].spec_id}
-    return {}

@@ -6,8 +6,9 @@ import asyncio
 
 from langgraph.runtime import Runtime
 
-from coevo.meta.context import MetaContext, services
-from coevo.meta.state import Candidate, CandidateOutcome, EvalSummary, GateDecision, MetaState, RoundSummary
+from coevo.meta.context import MetaContext
+from coevo.meta.state import Candidate, CandidateOutcome, EvalSummary, MetaState, RoundSummary
+from coevo.records import GateDecision
 
 
 def _fate(cand: Candidate, decision: GateDecision | None, incumbent: str) -> str:
@@ -30,8 +31,6 @@ def next_round(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
                   for c in state.get("checked", [])]
     stage = state.get("stage")
     stage = stage if stage is not None and stage.round == rnd else None
-    if stage is not None and stage.after is not None and not val and stage.harness_id == incumbent:
-        val = {incumbent: stage.after}  # no validate (rl_only): the stage measured H[t+1] = H[t] under W[t+1]
     summary = RoundSummary(round=rnd, incumbent=incumbent, checkpoint=state["checkpoint"],
                            incumbent_val=val[incumbent].score if incumbent in val else None,
                            trivial=next((v.trivial_baseline for v in val.values()), None), candidates=candidates,
@@ -40,19 +39,19 @@ def next_round(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
 
 
 def more_rounds(state: MetaState, runtime: Runtime[MetaContext]) -> str:
-    """``"continue"`` while ``round < config.rounds`` (an alternating strategy's ``plan.cycles``), else ``"done"``."""
-    plan = state.get("plan")
-    rounds = plan.cycles if plan is not None else services(runtime).config.rounds
+    """``"continue"`` while ``round < state["rounds"]`` (``setup`` wrote ``config.rounds``; a plan
+    node may replace it), else ``"done"``."""
+    rounds = state.get("rounds", runtime.context.config.rounds)
     return "continue" if state.get("round", 0) < rounds else "done"
 
 
 async def final_test(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """Evaluate the start pair (H0, W0) and the final pair (H[T], W[T]) on the test split."""
-    ctx = services(runtime)
+    ctx = runtime.context
     if not ctx.config.env.n_test:
         return {"test": {}}
     start, final = await asyncio.gather(ctx.evaluate(state["start_harness"], state["start_checkpoint"], "test"),
                                         ctx.evaluate(state["incumbent"], state["checkpoint"], "test"))
-    ctx.reporter.log(f"test   start {start.mean_reward:.3f} -> final {final.mean_reward:.3f} "
+    ctx.log("test", f"start {start.mean_reward:.3f} -> final {final.mean_reward:.3f} "
                      f"(trivial {start.trivial_baseline})")
     return {"test": {"start": EvalSummary.of(start), "final": EvalSummary.of(final)}}

@@ -9,25 +9,28 @@
 The search split is the run's train tasks (less those a demonstration answers, DESIGN.md
 Principles), one rollout per task with the run's seed, so every archived harness is scored on the
 same tasks and seeds. Ties go to fewer model calls, then to the older harness. Only training signals
-are read: no node here touches val or test.
+are read: no node here touches val or test. What ends a phase and what is accepted after an
+iteration are the family's (WHALE's ``accept``, PACE's gate and ``pace_step``); ``close_phase`` and
+``iteration_record`` are the records they share.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
+from datetime import datetime
 
 from langgraph.runtime import Runtime
 
 from coevo.evaluation.results import EvalResult
-from coevo.meta.context import MetaContext, services
-from coevo.meta.state import Candidate, MetaState, Phase, SearchEntry
+from coevo.meta.context import MetaContext
+from coevo.meta.search import SearchEntry, SearchIteration, SearchState
+from coevo.meta.state import Candidate
 from coevo.models.trajectory import Trajectory
-from coevo.nodes.edit import realise, record_edit
-from coevo.nodes.phases import close_phase, iteration_record
+from coevo.nodes.edit import realise
 from coevo.nodes.train import stage_tasks
+from coevo.records import Phase
 from coevo.roles.proposer import SearchView, ranked
-from coevo.training.schedule import Patience
+from coevo.timestamps import utcnow
 
 
 def entry_of(result: EvalResult, order: int, iteration: int, cand: Candidate | None = None) -> SearchEntry:
@@ -58,38 +61,53 @@ def best_of_archive(entries: list[SearchEntry], excluded: set[str] = frozenset()
 
 def _trajectories(ctx: MetaContext, entries: list[SearchEntry], harness_id: str) -> list[Trajectory]:
     entry = next(e for e in entries if e.harness_id == harness_id)
-    return [t for o in entry.per_task.values() for i in o.trajectory_ids for t in ctx.archive.trajectories(id=i)]
+    return [t for o in entry.per_task.values() for i in o.trajectory_ids for t in ctx.archive.list(Trajectory, id=i)]
 
 
-async def search_start(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
+def close_phase(ctx: MetaContext, phase: Phase, started: datetime | None) -> Phase:
+    """``phase`` with its start (``started``, UTC) and end (now) times, recorded under the run as
+    ``<run id>-phase<index>`` so budgets can be attributed per phase."""
+    return ctx.record_phase(Phase.model_validate({**phase.model_dump(), "started_at": started, "ended_at": utcnow()}))
+
+
+def iteration_record(state: SearchState, accepted: str, score: float, changed: bool) -> SearchIteration:
+    """The ``SearchIteration`` of the running phase's latest iteration (its candidates from ``checked``)."""
+    checked = state.get("checked", [])
+    return SearchIteration(phase=state.get("phase", 0), cycle=state.get("round", 0),
+                           iteration=state.get("iteration", 0),
+                           accepted=accepted, score=score, changed=changed,
+                           candidates=[c.spec_id or "" for c in checked if c.status == "checked"],
+                           rejected=[f"{c.id}: {c.reason}" for c in checked if c.status == "rejected"])
+
+
+async def search_start(state: SearchState, runtime: Runtime[MetaContext]) -> dict:
     """Start a harness-search phase: the archive A_0 = {incumbent}, evaluated under the current
     checkpoint on the search split (train, one rollout per task). Advances ``phase``."""
-    ctx = services(runtime)
-    started = time.time()
+    ctx = runtime.context
+    started = utcnow()
     result = await ctx.evaluate(state["incumbent"], state["checkpoint"], "train", stage_tasks(ctx, state), k=1)
     phase = state.get("phase", -1) + 1
-    ctx.reporter.log(f"search phase {phase}: seed {state['incumbent'][:12]} train score {result.mean_reward:.3f}")
-    kind = state.get("phase_kind") if state.get("phase_kind") in ("prompt", "control") else "harness"
+    ctx.log("search", f"phase {phase}: seed {state['incumbent'][:12]} train score {result.mean_reward:.3f}")
     return {"search": [entry_of(result, 0, 0)], "iteration": 0, "phase": phase, "phase_done": False,
-            "phase_kind": kind, "phase_started": started}
+            "phase_started": started}
 
 
-def propose(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
+def propose(state: SearchState, runtime: Runtime[MetaContext]) -> dict:
     """Iteration i: the proposer reads the archive (specs, scores, per-task outcomes, train
-    trajectories) and proposes ``whale.candidates`` patches of archived harnesses; each is applied
+    trajectories) and proposes ``search.candidates`` patches of archived harnesses; each is applied
     and checked inside the phase's ``fields`` (``realise``). Duplicates of archived harnesses are
     rejected. Returns the candidates in ``checked`` and the advanced ``iteration``."""
-    ctx = services(runtime)
+    ctx = runtime.context
     if ctx.proposer is None:
         raise ValueError("this strategy searches harnesses but the run has no proposer; build its context with "
-                         "coevo.meta.services.make_context")
+                         "coevo.app.services.make_context")
     it, rnd, fields = state.get("iteration", 0) + 1, state.get("round", 0), state.get("fields")
     entries = state["search"]
     view = SearchView(entries=entries, spec=ctx.spec, trajectories=lambda h: _trajectories(ctx, entries, h),
                       tasks={t.id: t for t in ctx.tasks("train")}, allowed=fields)
     known = {e.harness_id for e in entries}
     out = []
-    for proposal in ctx.proposer.propose(view, ctx.config.whale.candidates, it):
+    for proposal in ctx.proposer.propose(view, ctx.config.search.candidates, it):
         cand = realise(proposal, ctx, rnd, allowed=fields)
         if cand.status != "rejected":
             if cand.spec_id in known:
@@ -97,16 +115,16 @@ def propose(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
             else:
                 cand.status = "checked"
                 known.add(cand.spec_id or "")
-        record_edit(ctx, cand, rnd)
-        ctx.reporter.log(f"propose {it}: {cand.id} {cand.status} {cand.reason[:120] or cand.rationale[:120]}")
+        ctx.record_edit(cand, rnd)
+        ctx.log("propose", f"{it}: {cand.id} {cand.status} {cand.reason[:120] or cand.rationale[:120]}")
         out.append(cand)
     return {"checked": out, "iteration": it, "demo_tasks": [t for c in out if c.spec_id for t in c.demo_tasks]}
 
 
-async def search_evaluate(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
+async def search_evaluate(state: SearchState, runtime: Runtime[MetaContext]) -> dict:
     """Evaluate each checked candidate on the search split (the seed's tasks and seeds, one rollout
     per task) under the phase's checkpoint and add it to the archive."""
-    ctx = services(runtime)
+    ctx = runtime.context
     entries = list(state["search"])
     cands = [c for c in state.get("checked", []) if c.status == "checked" and c.spec_id]
     tasks = ctx.tasks("train", ids=list(entries[0].per_task))
@@ -117,42 +135,6 @@ async def search_evaluate(state: MetaState, runtime: Runtime[MetaContext]) -> di
     return {"search": entries}
 
 
-def search_stop(state: MetaState, runtime: Runtime[MetaContext], signal: list[float]) -> str:
-    """Why the harness phase ends after this iteration ("" to go on): its fixed length
-    (``plan.search_iterations``), or adaptively (WHALE §4) the patience rule on the best train
-    score so far (``signal``: the seed's, then one per iteration), at least ``whale.min_iterations``
-    and at most ``whale.max_iterations``."""
-    plan, cfg, it = state["plan"], services(runtime).config.whale, state.get("iteration", 0)
-    if not plan.adaptive:
-        return f"fixed length: {plan.search_iterations} iterations" if it >= plan.search_iterations else ""
-    rule = Patience(minimum=cfg.min_iterations + 1, patience=cfg.search_patience, unit="iterations")
-    if reason := rule.stop(signal):
-        return reason
-    return f"reached whale.max_iterations = {cfg.max_iterations}" if it >= cfg.max_iterations else ""
-
-
-def accept(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
-    """After iteration i the best harness of the whole archive is accepted as the incumbent (it may
-    be older than this iteration). Records the iteration and, when the phase ends, the ``Phase``."""
-    ctx = services(runtime)
-    excluded = set(state.get("demo_tasks", []))
-    entries, phase, it = state["search"], state.get("phase", 0), state.get("iteration", 0)
-    best = best_of_archive(entries, excluded)
-    record = iteration_record(state, best.harness_id, best.score, best.harness_id != state["incumbent"])
-    seed = rescored(entries[:1], excluded)[0].score
-    signal = [seed] + [s.score for s in state.get("search_iterations", []) if s.phase == phase] + [best.score]
-    reason = search_stop(state, runtime, signal)
-    ctx.reporter.log(f"accept {it}: {best.harness_id[:12]} (iteration {best.iteration}) train score {best.score:.3f}"
-                     + (f"; phase ends: {reason}" if reason else ""))
-    out: dict = {"incumbent": best.harness_id, "search_iterations": [record], "phase_done": bool(reason)}
-    if reason:
-        record = Phase(index=phase, cycle=state.get("round", 0), kind="harness", length=it, unit="iterations", steps=it,
-                       harness_id=best.harness_id, checkpoint=state["checkpoint"], signal=signal, stop_reason=reason,
-                       fields=state.get("fields"))
-        out["phases"] = [close_phase(ctx, record, state.get("phase_started"))]
-    return out
-
-
-def more_search(state: MetaState) -> str:
+def more_search(state: SearchState) -> str:
     """``"continue"`` while the running phase has not ended, else ``"done"``."""
     return "done" if state.get("phase_done") else "continue"

@@ -8,12 +8,12 @@ from langgraph.runtime import Runtime
 
 from coevo.config import RunConfig
 from coevo.harnesses.spec import load_harness
-from coevo.meta.context import MetaContext, services
+from coevo.meta.context import MetaContext
 from coevo.meta.state import MetaState
-from coevo.storage.tables import CheckpointRecord
+from coevo.models.checkpoint import Checkpoint
 
 
-def base_checkpoint(config: RunConfig) -> CheckpointRecord:
+def base_checkpoint(config: RunConfig) -> Checkpoint:
     """W0: the configured policy without an adapter (id derived from the policy ref), evaluated
     through the vLLM servers that serve it when ``train.vllm`` names them (``served_ref``)."""
     ref = config.policy
@@ -24,28 +24,25 @@ def base_checkpoint(config: RunConfig) -> CheckpointRecord:
     key = config.policy if ref == config.policy else f"{config.policy}@{ref}"
     digest = hashlib.sha256(key.encode()).hexdigest()[:12]
     base = config.policy.split(":", 1)[1] if config.policy.startswith("local:") else config.policy
-    return CheckpointRecord(id=f"base-{digest}", base_model=base, config={"model_ref": ref})
+    return Checkpoint(id=f"base-{digest}", base_model=base, model_ref=ref)
 
 
 def setup(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """Store H0 (``config.harness`` or the env's base harness) and W0 unless the input names them
     (``incumbent``, ``checkpoint``), and the run's train/val/test tasks; record the context's run id
-    in the state. Idempotent."""
-    ctx = services(runtime)
+    and the rounds to run (``config.rounds``) in the state. Idempotent."""
+    ctx = runtime.context
     run_id = ctx.run_id
     incumbent = state.get("incumbent")
     if not incumbent:
         incumbent = ctx.archive.add_harness(load_harness(ctx.config.harness or ctx.env.name), [], "base", run_id)
     checkpoint = state.get("checkpoint")
     if not checkpoint:
-        w0 = base_checkpoint(ctx.config)
-        if ctx.archive.get_checkpoint(w0.id) is None:
-            ctx.archive.add_checkpoint(w0)
-        checkpoint = w0.id
+        checkpoint = ctx.record_base_checkpoint(base_checkpoint(ctx.config))
     for split in ("train", "val", "test"):
         if getattr(ctx.config.env, f"n_{split}"):
-            ctx.archive.add_tasks(ctx.tasks(split))
-    ctx.reporter.log(f"setup  run {run_id}: H0={incumbent[:12]} W0={checkpoint} env={ctx.env.name} "
+            ctx.archive.put(*ctx.tasks(split))
+    ctx.log("setup", f"run {run_id}: H0={incumbent[:12]} W0={checkpoint} env={ctx.env.name} "
                      f"train/val/test={ctx.config.env.n_train}/{ctx.config.env.n_val}/{ctx.config.env.n_test}")
     return {"run_id": run_id, "round": 0, "incumbent": incumbent, "checkpoint": checkpoint,
-            "start_harness": incumbent, "start_checkpoint": checkpoint}
+            "start_harness": incumbent, "start_checkpoint": checkpoint, "rounds": ctx.config.rounds}

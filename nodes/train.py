@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import time
-from typing import Any, Sequence
+from typing import Sequence
 
 from langgraph.runtime import Runtime
 
 from coevo.envs.base import Task
 from coevo.harnesses.spec import HarnessSpec
-from coevo.meta.context import MetaContext, services
+from coevo.meta.context import MetaContext
 from coevo.meta.state import MetaState, WeightStage
 from coevo.models.trajectory import Trajectory
-from coevo.nodes.phases import weight_phase, weight_phase_end
-from coevo.report.numbers import percent
-from coevo.training.stage import Route, training_spec
+from coevo.observe.text import percent
+from coevo.records import Checkpoint
+from coevo.training.schedule import WeightPhase
+from coevo.training.stage import Route, StageOptions, training_spec
 
 
 def stage_tasks(ctx: MetaContext, state: MetaState) -> list[Task]:
@@ -28,52 +28,45 @@ def stage_tasks(ctx: MetaContext, state: MetaState) -> list[Task]:
     return tasks
 
 
+def rescue_pool(ctx: MetaContext, state: MetaState, spec: HarnessSpec) -> list[HarnessSpec]:
+    """The Eq. 5 rescue pool of a weight stage under ``spec``: the previous round's checked
+    candidates (``state["checked"]``) other than ``spec`` itself."""
+    return [ctx.spec(c.spec_id) for c in state.get("checked", [])
+            if c.status == "checked" and c.spec_id and c.spec_id != spec.id]
+
+
 async def train(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """The weight stage under the incumbent harness (VACE Alg. 1, line 2): GRPO or RSFT via the
     context's ``trainer`` on the train tasks no demonstration answers (``stage_tasks``), with the
-    previous round's checked candidates as the Eq. 5 rescue pool. Under a WHALE plan (``state["plan"]``)
-    it is a weight phase: the persistent sampler, a length in epochs, the adaptive stop
-    (``coevo.nodes.phases.weight_phase``), closed by a ``Phase`` record. Returns the new checkpoint id, the
-    ids of the stage's trajectories and the stage's training numbers (``WeightStage``; ``stage_effect``
-    adds its val effect)."""
-    ctx = services(runtime)
+    previous round's checked candidates as the Eq. 5 rescue pool (``rescue_pool``). Returns the new
+    checkpoint id, the ids of the stage's trajectories and the stage's training numbers
+    (``WeightStage``; ``stage_effect`` adds its val effect)."""
+    ctx = runtime.context
     spec = ctx.spec(state["incumbent"])
-    siblings = [ctx.spec(c.spec_id) for c in state.get("checked", [])
-                if c.status == "checked" and c.spec_id and c.spec_id != spec.id]
-    phase = weight_phase(ctx, state, len(stage_tasks(ctx, state))) if state.get("plan") else {}
-    started = time.time()
-    checkpoint, trajectories, stage = await run_stage(ctx, state, spec, state["checkpoint"], siblings, phase=phase)
-    update = {"checkpoint": checkpoint, "train_trajectories": [t.id for t in trajectories], "stage": stage}
-    if not phase:
-        return update
-    record = ctx.archive.get_checkpoint(checkpoint)
-    metrics = record.metrics if record is not None else {}
-    return {**update, **weight_phase_end(ctx, state, phase, metrics, checkpoint, started)}
+    checkpoint, trajectories, stage = await run_stage(ctx, state, spec, state["checkpoint"],
+                                                      rescue_pool(ctx, state, spec))
+    return {"checkpoint": checkpoint, "train_trajectories": [t.id for t in trajectories], "stage": stage}
 
 
 async def run_stage(ctx: MetaContext, state: MetaState, spec: HarnessSpec, before: str,
                     siblings: Sequence[HarnessSpec] = (), *, route: Route | None = None,
-                    phase: dict[str, Any] | None = None) -> tuple[str, list[Trajectory], WeightStage]:
+                    phase: WeightPhase | None = None) -> tuple[str, list[Trajectory], WeightStage]:
     """One weight stage from checkpoint ``before`` under ``spec`` on ``stage_tasks`` (``siblings``: the
     Eq. 5 rescue pool; ``route``: the router's per-task top-K among them, Harness-S Alg. 1;
-    ``phase``: a WHALE weight phase's trainer options, ``weight_phase``): the new
+    ``phase``: a weight phase's trainer options, e.g. WHALE's): the new
     checkpoint id, its trajectories (stored, split ``train``, under the harnesses themselves rather
     than their training variants) and its ``WeightStage`` numbers. Raises ``ValueError`` when the run
     has no trainer or no train task is left."""
-    if ctx.trainer is None:
-        raise ValueError("this strategy trains weights but the run has no trainer; use strategy harness_only or static")
     rnd = state.get("round", 0)
     tasks = stage_tasks(ctx, state)
-    options: dict[str, Any] = {"siblings": list(siblings)} if siblings else {}
-    if route is not None and siblings:
-        options["route"] = route
-    checkpoint, trajectories = await ctx.train(before, spec, tasks, rnd, **options, **(phase or {}))  # accounted
+    options = StageOptions(siblings=list(siblings), route=route if siblings else None, phase=phase)
+    checkpoint, trajectories = await ctx.train(before, spec, tasks, rnd, options)  # accounted
     # rollouts ran the training variants (``training_spec``); they are stored under the harnesses themselves
     names = {training_spec(s, ctx.config.train).id: s.id for s in [spec, *siblings]}
     trajectories = [t.model_copy(update={"split": "train", "harness_id": names.get(t.harness_id, spec.id)})
                     for t in trajectories]
     ctx.archive.add_trajectories(trajectories, None, ctx.run_id)
-    record = ctx.archive.get_checkpoint(checkpoint)
+    record = ctx.archive.get(Checkpoint, checkpoint)
     m = record.metrics if record is not None else {}
     stage = WeightStage(round=rnd, harness_id=spec.id, checkpoint_before=before, checkpoint_after=checkpoint,
                         steps=m.get("steps"), train_reward=m.get("reward_mean"),
@@ -85,7 +78,7 @@ async def run_stage(ctx: MetaContext, state: MetaState, spec: HarnessSpec, befor
     mean = sum(t.reward for t in trajectories) / len(trajectories) if trajectories else 0.0
     rescue = (f", rescue triggered {percent(stage.rescue_rate)} (rescued groups with a success "
               f"{percent(stage.rescue_success)})" if siblings else "")
-    ctx.reporter.log(f"train  round {rnd}: {before} -> {checkpoint}  {len(trajectories)} rollouts on {len(tasks)} "
+    ctx.log("train", f"round {rnd}: {before} -> {checkpoint}  {len(trajectories)} rollouts on {len(tasks)} "
                      f"tasks, mean reward {mean:.3f}, effective groups {percent(stage.effective_group_rate)} "
                      f"(with reward contrast {percent(stage.contrast_rate)}){rescue}, "
                      f"||dW|| {_num(stage.delta_norm)}")
@@ -102,12 +95,12 @@ async def sample(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     (``training_spec``: ``train.temperature``, ``train.max_new_tokens``) with round-dependent
     seeds (``seed + 1000 * round``, like ``TrainConfig.stage``), so a later round refines from
     fresh evidence instead of re-proposing a rejected candidate from the same rollouts."""
-    ctx = services(runtime)
+    ctx = runtime.context
     rnd = state.get("round", 0)
     spec = training_spec(ctx.spec(state["incumbent"]), ctx.config.train)
     sampler = ctx.archive.add_harness(spec, [state["incumbent"]], "sampling", ctx.run_id)
     result = await ctx.evaluate(sampler, state["checkpoint"], "train", stage_tasks(ctx, state),
                                 seed=ctx.config.seed + 1000 * rnd)
     ids = [i for o in result.per_task.values() for i in o.trajectory_ids]
-    ctx.reporter.log(f"sample round {rnd}: {len(ids)} train rollouts, mean reward {result.mean_reward:.3f}")
+    ctx.log("sample", f"round {rnd}: {len(ids)} train rollouts, mean reward {result.mean_reward:.3f}")
     return {"train_trajectories": ids}

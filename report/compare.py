@@ -23,7 +23,7 @@ def gate_text(row: Any) -> str:
 def table_rows(comparison: Any) -> list[tuple[str, ...]]:
     """The comparison's rows as text cells: strategy, seeds, final test score [95 %] n, per-seed
     scores, start pair, difference to the reference, gate accepted / rejected, effective-group and
-    reward-spread rates, trivial baseline (``coevo.meta.compare.Comparison``)."""
+    reward-spread rates, trivial baseline (``coevo.app.compare.Comparison``)."""
     out = []
     for r in comparison.rows:
         vs = "(reference)" if r.strategy == comparison.reference else difference_text(r.vs_reference)
@@ -39,7 +39,7 @@ HEADERS = ("strategy", "seeds", "test score [95 %] n=tasks", "per seed", "start 
 
 
 def budget_rows(comparison: Any) -> list[tuple[str, ...]]:
-    """The budget table's rows (means over seeds, ``coevo.meta.compare.StrategyRow``): strategy,
+    """The budget table's rows (means over seeds, ``coevo.app.compare.StrategyRow``): strategy,
     rollouts on train + val, policy tokens and cost (USD), meta-LLM tokens and cost (USD), rounds
     with a val score, and the val score at the comparison's matched budget."""
     return [(r.strategy, f"{r.rollouts:.0f}", f"{r.policy_tokens:.0f}", f"{r.policy_cost_usd:.4f}",
@@ -54,7 +54,7 @@ BUDGET_HEADERS = ("strategy", "rollouts (train + val)", "policy tokens", "policy
 
 def write_compare_report(comparison: Any, out_dir: Path) -> Path:
     """Write ``out_dir/index.html``, ``out_dir/compare.png`` (test scores), ``out_dir/rollouts.png``
-    (score vs rollouts) and ``out_dir/comparison.json`` for a ``coevo.meta.compare.Comparison``;
+    (score vs rollouts) and ``out_dir/comparison.json`` for a ``coevo.app.compare.Comparison``;
     returns the HTML path."""
     out_dir.mkdir(parents=True, exist_ok=True)
     trivial = next((r.trivial for r in comparison.rows if r.trivial is not None), None)

@@ -7,9 +7,11 @@ import html
 from pathlib import Path
 from typing import Any
 
+from coevo.evaluation.parity import parity_note
 from coevo.evaluation.results import paired_difference
 from coevo.evaluation.stats import score_estimate
 from coevo.harnesses import diff, load_harness
+from coevo.records import BudgetRecord, Checkpoint, EvaluationRecord, GateDecision, HarnessRecord, RunRecord
 from coevo.report.harness_s import harness_s_sections
 from coevo.report.numbers import difference_text, plain, score_text, stored_estimate
 from coevo.report.phases import phases_html
@@ -21,11 +23,18 @@ from coevo.storage import Archive
 
 def _gate_row(d: Any) -> str:
     """One gate decision: b and c each with the interval of its per-task values (the stored pairs)."""
-    b = score_estimate([p["b"] for p in d.pairs]) if d.pairs else None
-    c = score_estimate([p["c"] for p in d.pairs]) if d.pairs else None
+    b = score_estimate([p.b for p in d.pairs]) if d.pairs else None
+    c = score_estimate([p.c for p in d.pairs]) if d.pairs else None
     return (f"<tr><td>{d.round}</td><td>{d.candidate_id[:12]}</td><td>{score_text(b) if b else plain(d.b)}</td>"
             f"<td>{score_text(c) if c else plain(d.c)}</td><td>{'accepted' if d.accepted else 'rejected'}</td>"
             f"<td>{html.escape(d.reason)}</td></tr>")
+
+
+def _with_parity(score: str, aggregates: dict[str, Any]) -> str:
+    """``score`` followed by the parity note of an evaluation's ``aggregates`` (``EvalResult``
+    fields; ``coevo.evaluation.parity.parity_note``) when its harness transformed replies."""
+    note = parity_note(aggregates.get("reply_transforms") or [], aggregates.get("suite_reward"))
+    return f"{score} ({note})" if note else score
 
 
 def _test_rows(state: dict[str, Any] | None, evals: list[Any]) -> str:
@@ -34,7 +43,8 @@ def _test_rows(state: dict[str, Any] | None, evals: list[Any]) -> str:
     test = (state or {}).get("test") or {}
     if test:
         start, final = test["start"], test["final"]
-        rows = [(name, e.harness_id, e.checkpoint_id, score_text(e.estimate), plain(e.pass_at_k),
+        rows = [(name, e.harness_id, e.checkpoint_id, _with_parity(score_text(e.estimate), vars(e)),
+                 plain(e.pass_at_k),
                  plain(e.trivial_baseline)) for name, e in (("start pair (H0, W0)", start), ("final pair", final))]
         difference = paired_difference(start.per_task, final.per_task)
         rows.append(("final − start (paired)", "", "", difference_text(difference), "", ""))
@@ -45,7 +55,8 @@ def _test_rows(state: dict[str, Any] | None, evals: list[Any]) -> str:
             rows.append((f"{r[:4].title()}-{r[4:]} − final pair (paired)", "", "",
                          difference_text(paired_difference(final.per_task, e.per_task)), "", ""))
     else:
-        rows = [("", e.harness_id, e.checkpoint_id, score_text(stored_estimate(e.aggregates)),
+        rows = [("", e.harness_id, e.checkpoint_id,
+                 _with_parity(score_text(stored_estimate(e.aggregates)), e.aggregates),
                  plain(e.aggregates.get("pass_at_k")), plain(e.aggregates.get("trivial_baseline")))
                 for e in evals if e.split == "test"]
     rows = [(name, harness[:12], checkpoint[:24], *rest) for name, harness, checkpoint, *rest in rows]
@@ -77,7 +88,7 @@ def _budget_table(archive: Archive, run_id: str) -> str:
     apart); "" when nothing was recorded."""
     from coevo.meta.budget import SPEND, totals
 
-    records = archive.list_budgets(run_id)
+    records = archive.list(BudgetRecord, run_id=run_id)
     if not records:
         return ""
     groups: dict[tuple[int, str, str], list[Any]] = {}
@@ -106,22 +117,22 @@ def _g(x: float | None) -> str:
 
 def write_report(run_id: str, db: str, out_dir: Path, state: dict[str, Any] | None = None) -> Path:
     """Write ``out_dir/index.html`` (+ PNGs) for run ``run_id`` from the archive at ``db``; with the
-    run's final ``state`` (``run_meta``'s result, or ``coevo.meta.run.read_state``) the test table
+    run's final ``state`` (``run_meta``'s result, or ``coevo.app.run.read_state``) the test table
     names the start and final pairs and prints their paired difference.
 
     Raises ``ValueError`` when the run is not in the archive.
     """
     archive = Archive(db)
-    run = archive.get_run(run_id)
+    run = archive.get(RunRecord, run_id)
     if run is None:
         raise ValueError(f"no run {run_id!r} in {db}; `coevo archive list --db {db}` shows the runs")
     out_dir.mkdir(parents=True, exist_ok=True)
-    decisions = sorted(archive.list_gate_decisions(run_id), key=lambda d: (d.round, d.created_at))
-    harnesses = [h for h in archive.list_harnesses(run_id) if h.origin != "sampling"]  # not sampling variants
-    evals = [e for e in archive.list_evaluations(run_id) if e.aggregates]
+    decisions = sorted(archive.list(GateDecision, run_id=run_id), key=lambda d: (d.round, d.created_at))
+    harnesses = [h for h in archive.list(HarnessRecord, run_id=run_id) if h.origin != "sampling"]  # not their variants
+    evals = [e for e in archive.list(EvaluationRecord, run_id=run_id) if e.aggregates]
     trivial_val = next((e.aggregates.get("trivial_baseline") for e in evals if e.split == "val"), None)
     trivial_train = next((e.aggregates.get("trivial_baseline") for e in evals if e.split == "train"), trivial_val)
-    steps = [s for c in sorted(archive.list_checkpoints(run_id), key=lambda c: c.created_at)
+    steps = [s for c in sorted(archive.list(Checkpoint, run_id=run_id), key=lambda c: c.created_at)
              for s in (c.metrics or {}).get("history", [])]
     accepted = [d.candidate_id for d in decisions if d.accepted]
     base = next((h for h in harnesses if h.origin == "base"), None)
@@ -136,7 +147,7 @@ def write_report(run_id: str, db: str, out_dir: Path, state: dict[str, Any] | No
     final_diff = ""
     if base is not None:
         incumbent = (state or {}).get("incumbent")  # gateless strategies (WHALE) accept without a gate decision
-        final = archive.get_harness(incumbent or (accepted[-1] if accepted else base.id)) or base
+        final = archive.get(HarnessRecord, incumbent or (accepted[-1] if accepted else base.id)) or base
         final_diff = (diff(load_harness(base.spec), load_harness(final.spec))
                       or "(the final harness is H0: no candidate was accepted)")
     rows = "".join(_gate_row(d) for d in decisions)

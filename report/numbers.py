@@ -6,6 +6,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from coevo.observe.text import percent, plain
+from coevo.records import EvaluationRecord
+
+__all__ = ["difference_text", "percent", "plain", "score_text", "significance", "stored_estimate", "stored_estimates"]
+
 if TYPE_CHECKING:  # SciPy (~1 s) loads only when an interval is computed
     from coevo.evaluation.stats import Estimate
 
@@ -30,22 +35,12 @@ def difference_text(est: Estimate | None) -> str:
     return f"{est.mean:+.3f} [{est.low:+.2f}, {est.high:+.2f}] n={est.n}, {significance(est)}"
 
 
-def plain(x: Any) -> str:
-    """A score with three decimals, ``–`` for None."""
-    return "–" if x is None else f"{x:.3f}"
-
-
-def percent(x: float | None) -> str:
-    """A rate in [0, 1] as a whole percentage (``0.38`` -> ``38%``), ``–`` for None."""
-    return "–" if x is None else f"{x:.0%}"
-
-
 def stored_estimates(archive: Any, run_id: str, split: str) -> dict[tuple[str, str], Estimate]:
     """The estimate of every finished ``split`` evaluation of run ``run_id`` in ``archive`` (a
     ``coevo.storage.Archive``; ``EvalResult.estimate`` of its stored per-task outcomes), keyed by
     ``(harness id, checkpoint id)``."""
     return {(e.harness_id, e.checkpoint_id): stored_estimate(e.aggregates)
-            for e in archive.list_evaluations(run_id) if e.split == split and e.aggregates}
+            for e in archive.list(EvaluationRecord, run_id=run_id) if e.split == split and e.aggregates}
 
 
 def stored_estimate(aggregates: dict[str, Any]) -> Estimate:

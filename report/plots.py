@@ -79,7 +79,7 @@ def lineage_plot(harnesses: Sequence[Any], accepted: set[str], path: Path) -> Pa
 
 
 def compare_plot(rows: Sequence[Any], trivial: float | None, path: Path) -> Path:
-    """Test score per strategy (``coevo.meta.compare.StrategyRow``): the final pair's mean over seeds
+    """Test score per strategy (``coevo.app.compare.StrategyRow``): the final pair's mean over seeds
     as a bar with its 95 % interval, each seed's score as a dot, the start pair (H0, W0) as a grey
     tick, and the trivial-policy baseline as a dashed line."""
     fig, ax = plt.subplots(figsize=(max(4.5, 1.3 * len(rows)), 4.4))
@@ -102,7 +102,7 @@ def compare_plot(rows: Sequence[Any], trivial: float | None, path: Path) -> Path
 
 
 def rollout_plot(comparison: Any, path: Path) -> Path:
-    """Score vs rollouts (``coevo.meta.compare.Comparison``): per strategy, the incumbent's val score
+    """Score vs rollouts (``coevo.app.compare.Comparison``): per strategy, the incumbent's val score
     at the end of each round against the cumulative train + val rollouts spent by then (means over
     seeds; a line with dots), its test score at the start (x = 0, hollow marker) and for the final
     pair (x = its total rollouts, filled marker), and the matched budget as a dotted vertical line."""

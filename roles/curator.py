@@ -13,34 +13,18 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict
-from typing import Any, Protocol, Sequence
+from typing import Any, Sequence
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from coevo.config import RunConfig
 from coevo.envs.base import Env, Task
 from coevo.harnesses.spec import HarnessSpec
+from coevo.meta.roles import Curation, Curator
 from coevo.meta.state import Direction, Evidence
 from coevo.models.trajectory import Trajectory
 from coevo.roles.diagnosis import CAUSES, diagnose, task_category, with_category
-from coevo.roles.llm import JsonRole
-from coevo.storage.tables import LLMCallRecord
-
-
-class Curation(BaseModel):
-    """A curator's answer: the directions (largest support first), why there are none when the
-    reply was rejected (``reason``), and the LLM calls it made (for the archive)."""
-
-    directions: list[Direction] = Field(default_factory=list)
-    reason: str = ""
-    calls: list[LLMCallRecord] = Field(default_factory=list)
-
-
-class Curator(Protocol):
-    """Groups failed train trajectories by root cause into repair directions (Harness-S §3.2)."""
-
-    def curate(self, trajectories: Sequence[Trajectory], spec: HarnessSpec, tasks: dict[str, Task]) -> Curation:
-        """The repair directions of the train failures among ``trajectories`` (``tasks``: train tasks by id)."""
+from coevo.roles.llm import JsonRole, narrowed
 
 
 def failure_cause(t: Trajectory) -> str:
@@ -149,7 +133,10 @@ class LLMCurator(JsonRole):
                   f"{self.min_failed} distinct failed tasks.")
         user = (f"Current harness:\n{spec.model_dump_json(indent=1)}\n\n"
                 f"Failures (train split):\n{json.dumps(evidence, indent=1)}")
-        reply = self.ask(system, user, CuratorReply, check)
+        fmt = narrowed(CuratorReply, directions={"maxItems": max(1, min(8, len(failed_ids) // self.min_failed))},
+                       DirectionReply__cause={"maxLength": 80},
+                       DirectionReply__task_ids={"items": {"enum": sorted(failed_ids)}, "minItems": self.min_failed})
+        reply = self.ask(system, user, CuratorReply, check, fmt)
         if reply.value is None:
             return Curation(reason=reply.reason, calls=reply.calls)
         by_id = {t.task_id: t for t in failed}

@@ -17,7 +17,7 @@ evidence showed), so the meta loop keeps those tasks out of later weight stages 
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Iterator, Protocol, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from pydantic import BaseModel, Field
 
@@ -26,35 +26,13 @@ from coevo.envs.base import Env, Task
 from coevo.harnesses.patch import apply_patch
 from coevo.harnesses.registry import ACTIONS, CONDITIONS, EVENTS
 from coevo.harnesses.spec import HarnessSpec
+from coevo.meta.roles import Editor, Proposal
 from coevo.meta.state import Candidate, Direction
 from coevo.models.trajectory import Trajectory
 from coevo.roles.llm import JsonRole
 from coevo.roles.operators import Material, draw, expected_answer, seed_of
 from coevo.roles.operators.prompt import RULE_HINTS  # noqa: F401  (re-exported)
-from coevo.storage.tables import LLMCallRecord
-
-
-class Proposal(BaseModel):
-    """An editor's answer: the candidate (status ``proposed``, or ``rejected`` with the reason) and
-    the LLM calls it made (for the archive)."""
-
-    candidate: Candidate
-    calls: list[LLMCallRecord] = Field(default_factory=list)
-
-
-class Editor(Protocol):
-    """Proposes a JSON-Patch edit of ``spec`` for a direction (and at most one revision)."""
-
-    def propose(self, direction: Direction, spec: HarnessSpec, tasks: dict[str, Task],
-                solved: Sequence[Trajectory] = (), *, round: int = 0, sample: int = 0,
-                allowed: Sequence[str] | None = None) -> Proposal:
-        """Candidate ``sample`` (0, 1, ...) of an edit of ``spec`` for ``direction`` in ``round``, inside
-        the ``allowed`` JSON Pointer prefixes when given; ``solved``: solved train trajectories
-        (demonstrations). Samples of one direction and round should differ."""
-
-    def revise(self, direction: Direction, spec: HarnessSpec, candidate: Candidate, feedback: str,
-               tasks: dict[str, Task]) -> Proposal:
-        """The one revision of ``candidate`` after its check failed with ``feedback``."""
+from coevo.roles.patch_schema import patch_schema
 
 
 class OfflineEditor:
@@ -158,7 +136,7 @@ class LLMEditor(JsonRole):
                   f"actions: {sorted(ACTIONS)}. "
                   "Reply with JSON {\"rationale\": str, \"patch\": [ops]}.")
         user = f"Harness:\n{spec.model_dump_json(indent=1)}\n\nDirection:\n{direction.model_dump_json(indent=1)}{extra}"
-        reply = self.ask(system, user, EditReply, lambda r: apply_patch(spec, r.patch))
+        reply = self.ask(system, user, EditReply, lambda r: apply_patch(spec, r.patch), patch_schema(spec))
         cand = Candidate(id=cand_id, direction=direction.id, parent_id=spec.id, revision=revision)
         if reply.value is None:
             cand.status, cand.reason = "rejected", f"editor reply rejected: {reply.reason}"

@@ -18,7 +18,7 @@ that never validates falls back to the offline choice and says so in the reason.
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Literal, Mapping, Protocol, Sequence
+from typing import Any, Callable, Literal, Mapping, Sequence
 
 from pydantic import BaseModel, Field
 
@@ -26,29 +26,11 @@ from coevo.config import RunConfig
 from coevo.envs.base import Env, Task
 from coevo.harnesses.spec import HarnessSpec
 from coevo.meta.inheritance import ArchiveEntry, ArchiveSummary, BaseChoice, ModelProposal
+from coevo.meta.roles import Inheritance, Inheritor
 from coevo.meta.state import Direction
 from coevo.models.trajectory import Trajectory
 from coevo.roles.diagnosis import addresses, cause_counts, split_cause
-from coevo.roles.llm import JsonRole
-from coevo.storage.tables import LLMCallRecord
-
-
-class Inheritance(BaseModel):
-    """An inheritor's answer: the base choice or the model proposals, and the LLM calls made."""
-
-    choice: BaseChoice | None = None
-    proposals: list[ModelProposal] = Field(default_factory=list)
-    calls: list[LLMCallRecord] = Field(default_factory=list)
-
-
-class Inheritor(Protocol):
-    """Chooses a base harness per brief and model initialisations per offspring harness."""
-
-    def choose_base(self, direction: Direction, summary: ArchiveSummary) -> Inheritance:
-        """The archived harness the editor of ``direction`` builds on (``Inheritance.choice``)."""
-
-    def propose_models(self, harness_id: str, base_id: str, summary: ArchiveSummary, prefix: str) -> Inheritance:
-        """Model initialisations for offspring ``harness_id`` (edited from ``base_id``), ids ``<prefix>-<n>``."""
+from coevo.roles.llm import JsonRole, narrowed
 
 
 def _select(prefix: str, n: int, harness_id: str, checkpoint: str, why: str) -> ModelProposal:
@@ -169,7 +151,8 @@ class LLMInheritor(JsonRole):
                   "is most compatible. Reply with JSON {\"index\": int, \"reason\": str}.")
         user = (f"Current checkpoint: {summary.checkpoint}\nArchive:\n{json.dumps(summary.for_prompt(), indent=1)}\n\n"
                 f"Direction:\n{direction.model_dump_json(indent=1)}")
-        reply = self.ask(system, user, BaseReply, check)
+        fmt = narrowed(BaseReply, index={"minimum": 0, "maximum": max(len(summary.entries) - 1, 0)})
+        reply = self.ask(system, user, BaseReply, check, fmt)
         if reply.value is None:
             fallback = self.offline.choose_base(direction, summary)
             fallback.choice.reason = f"LLM reply rejected ({reply.reason[:200]}); offline: {fallback.choice.reason}"
@@ -201,7 +184,8 @@ class LLMInheritor(JsonRole):
         user = (f"Offspring harness {harness_id[:12]} (edited from {base_id[:12]}).\nCheckpoints: "
                 f"{summary.checkpoints}\nAdapters (mergeable): {summary.adapters}\n"
                 f"Archive:\n{json.dumps(summary.for_prompt(), indent=1)}")
-        reply = self.ask(system, user, ProposalsReply, check)
+        fmt = narrowed(ProposalsReply, ProposalReply__checkpoints={"items": {"enum": list(summary.checkpoints)}})
+        reply = self.ask(system, user, ProposalsReply, check, fmt if summary.checkpoints else None)
         if reply.value is None:
             fallback = self.offline.propose_models(harness_id, base_id, summary, prefix)
             for p in fallback.proposals:

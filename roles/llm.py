@@ -23,12 +23,14 @@ from pydantic import BaseModel
 from coevo.models.refs import REF_KEY, as_reference, load_model, split_settings
 from coevo.models.structured import ask_structured
 from coevo.models.trajectory import ModelCall
-from coevo.storage.tables import LLMCallRecord
+from coevo.records import LLMCallRecord
 
 M = TypeVar("M", bound=BaseModel)
 
 DEFAULT_SETTINGS: dict[str, Any] = {"temperature": 0.6}
 """Decoding settings a role built from a reference starts from (``meta.temperature`` overrides)."""
+LOCAL_SETTINGS: dict[str, Any] = {"max_tokens": 512}
+"""... and for a ``local:`` reference (whose own default of 256 tokens may cut a patch)."""
 
 
 @dataclass
@@ -63,8 +65,9 @@ class JsonRole:
 
     def __init__(self, model: str | BaseChatModel, **settings: Any) -> None:
         if isinstance(model, str):
-            self.model = split_settings(model)[0]
-            self.chat: BaseChatModel = load_model(as_reference(model), **{**DEFAULT_SETTINGS, **settings})
+            self.model, ref = split_settings(model)[0], as_reference(model)
+            defaults = {**DEFAULT_SETTINGS, **(LOCAL_SETTINGS if ref.startswith("local:") else {})}
+            self.chat: BaseChatModel = load_model(ref, **{**defaults, **settings})
             self.call_kwargs: dict[str, Any] = {}
         else:
             params = model._identifying_params
@@ -72,9 +75,26 @@ class JsonRole:
                              or model._llm_type)
             self.chat, self.call_kwargs = model, settings
 
-    def ask(self, system: str, user: str, schema: type[M], check: Callable[[M], Any] | None = None) -> JsonReply[M]:
+    def ask(self, system: str, user: str, schema: type[M], check: Callable[[M], Any] | None = None,
+            json_schema: dict[str, Any] | None = None) -> JsonReply[M]:
         """Ask for JSON matching ``schema``; ``check(reply)`` may raise ``ValueError`` or
-        ``HarnessError`` for semantic problems. One repair call on failure."""
-        reply = ask_structured(self.chat, system, user, schema, check, role=self.role, **self.call_kwargs)
+        ``HarnessError`` for semantic problems; ``json_schema``: a narrower schema to send
+        (``narrowed``). One repair call on failure."""
+        reply = ask_structured(self.chat, system, user, schema, check, json_schema=json_schema, role=self.role,
+                               **self.call_kwargs)
         calls = [call_record(c, self.role, self.model, schema.__name__) for c in reply.calls]
         return JsonReply(reply.value, reply.reason, calls)
+
+
+def narrowed(schema: type[BaseModel], **fields: dict[str, Any]) -> dict[str, Any]:
+    """``schema``'s JSON schema with some field schemas narrowed to what this call accepts, to send
+    as the reply's format (``JsonRole.ask(json_schema=...)``): ``fields`` maps a top-level field
+    name, or ``Model__field`` for a field of a nested model (in ``$defs``), to the keywords to set,
+    e.g. ``narrowed(CuratorReply, DirectionReply__task_ids={"items": {"enum": ids}})``. Raises
+    ``KeyError`` for a field the schema does not have."""
+    out = schema.model_json_schema()
+    for key, keywords in fields.items():
+        model, _, name = key.rpartition("__")
+        props = out["$defs"][model]["properties"] if model else out["properties"]
+        props[name] = {**props[name], **keywords}
+    return out

@@ -12,33 +12,18 @@ see val outcomes only: test outcomes never enter.
 from __future__ import annotations
 
 import json
-from typing import Any, Protocol, Sequence
+from typing import Any, Sequence
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from coevo.config import RunConfig
 from coevo.envs.base import Env, Task
 from coevo.meta.pool import Profile, ProfileEntry
+from coevo.meta.roles import Profiled, Profiler
 from coevo.meta.state import EvalSummary
 from coevo.models.trajectory import Trajectory
 from coevo.roles.diagnosis import diagnose, task_category
 from coevo.roles.llm import JsonRole
-from coevo.storage.tables import LLMCallRecord
-
-
-class Profiled(BaseModel):
-    """A profiler's answer: the profile and the LLM calls it made (for the archive)."""
-
-    profile: Profile
-    calls: list[LLMCallRecord] = Field(default_factory=list)
-
-
-class Profiler(Protocol):
-    """Profile(E_i, E_0): a sibling's val evaluation against H0's on the same tasks and seeds."""
-
-    def profile(self, sibling: EvalSummary, h0: EvalSummary, tasks: dict[str, Task],
-                trajectories: dict[str, Trajectory]) -> Profiled:
-        """The sibling's profile (``tasks``: val tasks by id; ``trajectories``: their val rollouts by id)."""
 
 
 def statistics(sibling: EvalSummary, h0: EvalSummary, tasks: dict[str, Task]) -> Profile:

@@ -19,21 +19,21 @@ checker (``coevo.harnesses.patch.check_fields`` via ``coevo.nodes.edit.realise``
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Sequence
 
 from pydantic import BaseModel, Field
 
 from coevo.config import RunConfig
-from coevo.envs.base import Env, Task
+from coevo.envs.base import Env
 from coevo.harnesses.errors import HarnessError, Problem
 from coevo.harnesses.patch import apply_patch
 from coevo.harnesses.spec import HarnessSpec
-from coevo.meta.state import Candidate, SearchEntry
-from coevo.models.trajectory import Trajectory
+from coevo.meta.roles import Proposal, Proposer, SearchView
+from coevo.meta.search import SearchEntry
+from coevo.meta.state import Candidate
 from coevo.roles.curator import Curator, OfflineCurator, excerpt
-from coevo.roles.editor import Editor, OfflineEditor, Proposal
-from coevo.roles.llm import JsonRole
+from coevo.roles.editor import Editor, OfflineEditor
+from coevo.roles.llm import JsonRole, narrowed
 from coevo.roles.operators import assignments
 
 COMPONENTS = ("/prompt/rules", "/skills", "/hooks")
@@ -76,26 +76,6 @@ def within(ops: list[dict[str, Any]], allowed: Sequence[str] | None) -> list[dic
         if _under(op["path"], allowed):
             out.append(op)
     return out
-
-
-@dataclass
-class SearchView:
-    """What a proposer reads: the search archive's ``entries``, each archived harness's ``spec(id)``
-    and train ``trajectories(id)`` (train split only), the train ``tasks`` by id, and the fields
-    this phase ``allowed`` (None: any)."""
-
-    entries: list[SearchEntry]
-    spec: Callable[[str], HarnessSpec]
-    trajectories: Callable[[str], list[Trajectory]]
-    tasks: dict[str, Task] = field(default_factory=dict)
-    allowed: list[str] | None = None
-
-
-class Proposer(Protocol):
-    """Proposes up to ``m`` candidate edits of archived harnesses."""
-
-    def propose(self, view: SearchView, m: int, iteration: int) -> list[Proposal]:
-        """Up to ``m`` proposals (``Candidate.parent_id``: the archived harness each patch applies to)."""
 
 
 def _candidate(parent: HarnessSpec, kind: str, ops: list[dict[str, Any]], why: str, iteration: int, i: int,
@@ -251,12 +231,15 @@ class LLMProposer(JsonRole):
             for i in reply.inspect:
                 self._find(view, i)
 
-        first = self.ask(system, user, ProposerReply, check)
+        ids = [e.harness_id[:12] for e in ranked(view.entries)]
+        fmt = narrowed(ProposerReply, inspect={"items": {"enum": ids}, "maxItems": 3},
+                       ProposedEdit__parent={"enum": ids}, candidates={"maxItems": m})
+        first = self.ask(system, user, ProposerReply, check, fmt)
         calls = list(first.calls)
         reply = first.value
         if reply is not None and reply.inspect and not reply.candidates:
             user += f"\n\nDetails you asked for:\n{self._details(view, reply.inspect)}\n\nNow give the candidates."
-            second = self.ask(system, user, ProposerReply, check)
+            second = self.ask(system, user, ProposerReply, check, fmt)
             calls += second.calls
             reply = second.value if second.value is not None else None
             first = second

@@ -16,16 +16,17 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Any, Mapping, Sequence
 
 from pydantic import BaseModel
 
 from coevo.config import RunConfig
 from coevo.envs.base import Env, Task
 from coevo.meta.pool import Ballot, Profile
+from coevo.meta.roles import Voter
+from coevo.records import LLMCallRecord
 from coevo.roles.diagnosis import task_category
-from coevo.roles.llm import JsonRole
-from coevo.storage.tables import LLMCallRecord
+from coevo.roles.llm import JsonRole, narrowed
 
 
 def weight(rank: int, ballot: int) -> float:
@@ -62,17 +63,6 @@ def similar(task: Task, val_tasks: Mapping[str, Task], m: int = 5) -> list[str]:
         return len(words & other) / len(words | other) if words | other else 0.0
 
     return sorted(val_tasks, key=lambda i: (-overlap(val_tasks[i]), i))[:m]
-
-
-class Voter(Protocol):
-    """One voter of the router: a ranked ballot for ``task`` over ``candidates`` (in the shuffled
-    order it is shown them), given the profiles by harness id and the val tasks by id."""
-
-    name: str
-
-    def vote(self, task: Task, candidates: Sequence[str], profiles: Mapping[str, Profile],
-             val_tasks: Mapping[str, Task], ballot: int) -> tuple[Ballot, list[LLMCallRecord]]:
-        """The ballot (at most ``ballot`` ids) and the LLM calls made."""
 
 
 class RuleVoter:
@@ -174,7 +164,8 @@ class LLMVoter(JsonRole):
         system = (f"You route a task to the agent harness most likely to solve it. Rank at most {ballot} candidate "
                   "ids, best first, using their profiles, validation success and outcomes on similar tasks.")
         user = json.dumps({"task": task.prompt[:800], "candidates": shown}, indent=1)
-        reply = self.ask(system, user, BallotReply, check)
+        fmt = narrowed(BallotReply, ranking={"items": {"enum": list(candidates)}, "maxItems": ballot})
+        reply = self.ask(system, user, BallotReply, check, fmt if candidates else None)
         if reply.value is None:
             return Ballot(voter=self.name, task_id=task.id, reason=reply.reason, kind="llm"), reply.calls
         return Ballot(voter=self.name, task_id=task.id, ranking=reply.value.ranking, kind="llm"), reply.calls

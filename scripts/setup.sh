@@ -8,17 +8,27 @@
 # except under .ci/run (COEVO_REQUIRE_POSTGRES=1), where they fail.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null; then
+# bubblewrap (bwrap): the python tool's sandbox builds the child's filesystem view with it (envs/sandbox.py);
+# installed here the same way; without it the sandbox falls back to weaker limits and its hostile-code tests
+# skip, except under .ci/run (COEVO_REQUIRE_SANDBOX=1), where they fail.
+apt_updated=
+apt_install() {  # apt_install PACKAGE WHAT: as root with apt-get, else a note
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    [ -n "$apt_updated" ] || { apt-get update -qq; apt_updated=1; }
+    DEBIAN_FRONTEND=noninteractive UCF_FORCE_CONFFOLD=1 apt-get install -y -qq --no-install-recommends "$1" >/dev/null
+  else
+    echo "note: no $1 and no root apt-get: $2" >&2
+  fi
+}
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null; then
+  if [ "$(id -u)" = 0 ]; then
     mkdir -p /etc/postgresql-common  # no default cluster: the tests make their own
     [ -f /etc/postgresql-common/createcluster.conf ] || echo "create_main_cluster = false" \
       > /etc/postgresql-common/createcluster.conf
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive UCF_FORCE_CONFFOLD=1 apt-get install -y -qq --no-install-recommends postgresql >/dev/null
-  else
-    echo "note: no PostgreSQL server binaries and no root apt-get: the PostgreSQL tests will skip" >&2
   fi
+  apt_install postgresql "the PostgreSQL tests will skip"
 fi
+command -v bwrap >/dev/null || apt_install bubblewrap "the python sandbox has no filesystem view (tests skip)"
 PY=${PYTHON:-python3}
 [ -d .venv ] || "$PY" -m venv .venv
 . .venv/bin/activate

@@ -12,11 +12,31 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.pool import StaticPool
 
 
+def is_url(target: str | Path) -> bool:
+    """Whether the archive target ``target`` (``--db``) is a database URL (a server, e.g.
+    ``postgresql+psycopg://...``) rather than a SQLite file path or ``":memory:"``."""
+    return "://" in str(target)
+
+
+def location(target: str | Path) -> str:
+    """Where ``target`` is, independent of the working directory: a URL or ``":memory:"`` as is, a
+    file path made absolute."""
+    text = str(target)
+    return text if is_url(text) or text == ":memory:" else str(Path(text).expanduser().resolve())
+
+
+def exists(target: str | Path) -> bool:
+    """Whether ``target`` names a database that is already there: a URL (a server's), ``":memory:"``,
+    or a SQLite file that exists."""
+    text = str(target)
+    return is_url(text) or text == ":memory:" or Path(text).expanduser().is_file()
+
+
 def database_url(target: str | Path) -> str:
     """The SQLAlchemy URL of ``target``: a URL as is, ``":memory:"``, or a SQLite file path (its
     parent directories are created)."""
     target_text = str(target)
-    if "://" in target_text:
+    if is_url(target_text):
         return target_text
     if target_text == ":memory:":
         return "sqlite://"

@@ -1,7 +1,9 @@
 """The archive's errors: each message says what to do."""
 
+from coevo.errors import CoevoError
 
-class ArchiveError(RuntimeError):
+
+class ArchiveError(CoevoError, RuntimeError):
     """The archive cannot be opened or a lookup failed; the message says what to do."""
 
 

@@ -2,7 +2,7 @@
 
 Each round (a ``StageConfig`` step): the current policy samples ``num_generations`` rollouts for
 each of ``tasks_per_step`` tasks (drawn in turn, or from WHALE's ``PersistentSampler`` so that
-each phase continues where the last stopped) under the fixed harness (``coevo.graphs.harness.arun_rollout``),
+each phase continues where the last stopped) under the fixed harness (``coevo.harnesses.runtime.arun_rollout``),
 the verifier-accepted ones (``reward > rsft_threshold``: R = 1 for a binary verifier; with partial
 credit the threshold is the stated bar, default 0.5) are kept, and the adapter takes minibatch
 gradient steps on the token-normalised log-likelihood of their *policy* tokens only
@@ -25,10 +25,12 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from coevo.config.train import StageConfig
 from coevo.envs.base import Env, Task
+from coevo.models.base import batched
+from coevo.models.checkpoint import Checkpoint, new_checkpoint_id
 from coevo.models.trajectory import Trajectory
-from coevo.training.checkpoint import Checkpoint, load_policy, new_checkpoint_id, record_checkpoint
-from coevo.training.config import StageConfig
+from coevo.training.checkpoint import load_policy, record_checkpoint
 from coevo.training.rollout import RolloutFn, default_rollout_fn, eval_mode, guarded, is_failed, run_sync
 from coevo.training.samples import Row, trajectory_rows
 from coevo.training.schedule import PersistentSampler, run_phase
@@ -122,10 +124,12 @@ def train_rsft(
         def step(rnd: int, batch: list[Task]) -> float:
             ckpt_id = checkpoint.id if rnd == 0 else f"{checkpoint.id}+round{rnd}"
 
+            async def one(task: Task, j: int) -> Trajectory:
+                with batched(policy):  # a round's rollouts share the local engine's generate calls
+                    return await run(spec, policy, env, task, seed=cfg.seed + 10_007 * rnd + j, checkpoint_id=ckpt_id)
+
             async def sample() -> list[Trajectory]:
-                return list(await asyncio.gather(*(
-                    run(spec, policy, env, task, seed=cfg.seed + 10_007 * rnd + j, checkpoint_id=ckpt_id)
-                    for task in batch for j in range(cfg.num_generations))))
+                return list(await asyncio.gather(*(one(task, j) for task in batch for j in range(cfg.num_generations))))
 
             with eval_mode(model):
                 sampled = run_sync(sample())

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
-from typing import Callable, Sequence, TypeVar
+from typing import Any, Callable, Sequence, TypeVar
 
 T = TypeVar("T")
 
@@ -57,6 +57,25 @@ class PersistentSampler:
 def epochs_to_steps(epochs: float, n_tasks: int, tasks_per_step: int) -> int:
     """A length in epochs over ``n_tasks`` as whole RSFT steps of ``tasks_per_step`` tasks (at least 1)."""
     return max(1, math.ceil(epochs * n_tasks / tasks_per_step - 1e-9))
+
+
+@dataclass(frozen=True)
+class WeightPhase:
+    """A weight phase's place in the run's persistent task stream and its length (WHALE §3.1, §4), as
+    a stage trainer takes it: ``sampler`` over ``stream`` (every train task of the run) from
+    ``position`` (tasks drawn so far), at most ``max_steps`` steps, and ``stop(rewards)`` the adaptive
+    rule (None: the fixed length)."""
+
+    sampler: PersistentSampler
+    stream: Sequence[Any]
+    position: int
+    max_steps: int
+    stop: Callable[[list[float]], str | None] | None = None
+
+    def options(self) -> dict[str, Any]:
+        """The phase as ``train_rsft``'s keyword arguments."""
+        return {"sampler": self.sampler, "stream": self.stream, "position": self.position,
+                "max_steps": self.max_steps, "stop": self.stop}
 
 
 @dataclass(frozen=True)

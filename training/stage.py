@@ -4,19 +4,33 @@ train tasks, as ``MetaContext.trainer`` calls it."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Sequence
 
 from coevo.config import RunConfig, TrainConfig
+from coevo.config.train import StageConfig
 from coevo.envs.base import Env, Task
 from coevo.harnesses.spec import HarnessSpec
+from coevo.models.checkpoint import Checkpoint
 from coevo.models.trajectory import Trajectory
-from coevo.report.tracking import tracking_folder
-from coevo.training.checkpoint import Checkpoint, record_checkpoint
-from coevo.training.config import StageConfig
+from coevo.observe.tracking import tracking_folder
+from coevo.training.checkpoint import record_checkpoint
+from coevo.training.schedule import WeightPhase
 
 Route = Callable[[Task, int], Awaitable[list[str]]]
 """A router's rescue choice: ``route(task, k)`` -> at most k distinct sibling harness ids (Harness-S Eq. 10)."""
+
+
+@dataclass(frozen=True)
+class StageOptions:
+    """What a weight stage is given beyond its checkpoint, harness, tasks and round: ``siblings`` the
+    Eq. 5 rescue pool (best first), ``route`` the router's per-task choice among them (Harness-S
+    Eq. 10), ``phase`` a weight phase's place in the run's task stream and its length (WHALE §3.1)."""
+
+    siblings: Sequence[HarnessSpec] = ()
+    route: Route | None = None
+    phase: WeightPhase | None = None
 
 
 def training_spec(spec: HarnessSpec, train: TrainConfig) -> HarnessSpec:
@@ -43,7 +57,7 @@ def tracked(stage: StageConfig, run: RunConfig, run_id: str, round: int) -> Stag
     """``stage`` reporting to the run's tracker (``run.report_to``) unless ``train.report_to`` names
     one itself: TRL's ``report_to`` for GRPO, with TensorBoard steps under
     ``<out_dir>/tracking/<run_id>/trl/round<round>`` and the stage named ``<run_id>/round<round>``
-    in MLflow and wandb (``coevo.report.tracking``)."""
+    in MLflow and wandb (``coevo.observe.tracking``)."""
     if run.report_to == "none" or stage.report_to != "none":
         return stage
     folder = tracking_folder(run.out_dir, run_id) / "trl" / f"round{round}"
@@ -73,8 +87,8 @@ class StageTrainer:
     With ``config.train.vllm`` (server roots; GRPO) the stage samples on those vLLM servers
     (``coevo.training.vllm_sync.VLLMStepSync``: the adapter hot-loaded each step under a
     content-hashed name, Eq. 16 on), on the executor's workers when there is one, and the new
-    checkpoint is published there: its config gets ``vllm`` (the roots) and ``model_ref``
-    (``served_ref``), through which the run's policies evaluate it.
+    checkpoint is published there: its ``vllm`` are the roots and its ``model_ref`` the name it is
+    served under (``served_ref``), through which the run's policies evaluate it.
     """
 
     def __init__(self, config: RunConfig, env: Env, archive: Any, run_id: str, executor: Any = None) -> None:
@@ -82,19 +96,16 @@ class StageTrainer:
         self.executor = executor
 
     def _train(self, checkpoint_id: str, spec: HarnessSpec, tasks: Sequence[Task], round: int,
-               siblings: Sequence[HarnessSpec], phase: dict[str, Any],
-               route: Route | None = None) -> tuple[str, list[Trajectory]]:
+               stage_options: StageOptions) -> tuple[str, list[Trajectory]]:
         train = self.config.train
-        if phase and train.algorithm != "rsft":
-            raise ValueError(f"strategy {self.config.strategy!r} runs WHALE weight phases, which are RSFT (WHALE "
-                             "§3.1); set train.algorithm = \"rsft\" in the run config")
-        checkpoint = self.archive.get_checkpoint(checkpoint_id)
+        siblings, route = stage_options.siblings, stage_options.route
+        checkpoint = self.archive.get(Checkpoint, checkpoint_id)
         if checkpoint is None:
             raise KeyError(f"checkpoint {checkpoint_id!r} is not in the archive")
         # absolute: the checkpoint's stored adapter_path must not depend on where a resume is started from
         config = train.stage(round, self.config.seed, Path(self.config.out_dir).expanduser().resolve())
         config = tracked(config, self.config, self.run_id, round)
-        options: dict[str, Any] = dict(phase)
+        options: dict[str, Any] = stage_options.phase.options() if stage_options.phase else {}
         if self.executor is not None:
             options["executor"] = self.executor
         if train.algorithm == "rsft":
@@ -134,17 +145,15 @@ class StageTrainer:
             if sync.loaded:  # the stage's last step: the checkpoint replaces it on the servers
                 for root in sync.roots:
                     unload_lora_adapter(root, sync.loaded[-1])
-            new = new.model_copy(update={"config": {**new.config, "vllm": list(train.vllm),
-                                                    "model_ref": served_ref(train.vllm, adapter_name(new))}})
+            new = new.model_copy(update={"vllm": list(train.vllm),
+                                         "model_ref": served_ref(train.vllm, adapter_name(new))})
         record_checkpoint(self.archive, new)
         return new.id, trajectories
 
     async def __call__(self, checkpoint_id: str, spec: HarnessSpec, tasks: Sequence[Task], round: int,
-                       siblings: Sequence[HarnessSpec] = (), route: Route | None = None,
-                       **phase: Any) -> tuple[str, list[Trajectory]]:
-        """Train from ``checkpoint_id`` under ``spec`` on ``tasks`` in round ``round`` (``siblings``:
-        the Eq. 5 rescue pool, best first; ``route``: the router's per-task choice among them);
-        returns the new checkpoint's id (recorded in the archive) and every training rollout.
-        ``phase``: a WHALE weight phase's ``train_rsft`` options (``sampler``, ``position``,
-        ``max_steps``, ``stop``); ``ValueError`` under GRPO."""
-        return await asyncio.to_thread(self._train, checkpoint_id, spec, tasks, round, siblings, phase, route)
+                       options: StageOptions = StageOptions()) -> tuple[str, list[Trajectory]]:
+        """Train from ``checkpoint_id`` under ``spec`` on ``tasks`` in round ``round`` (``options``:
+        the rescue pool, the router's choice among it, a weight phase; ``StageOptions``); returns the
+        new checkpoint's id (recorded in the archive) and every training rollout. A weight phase goes
+        to the stage as its sampler, position, length and stopping rule (``train_rsft`` takes them)."""
+        return await asyncio.to_thread(self._train, checkpoint_id, spec, tasks, round, options)

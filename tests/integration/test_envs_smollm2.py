@@ -9,7 +9,7 @@ import asyncio
 import pytest
 
 from coevo.envs.registry import get_env
-from coevo.graphs.harness import arun_rollout
+from coevo.harnesses.runtime import arun_rollout
 from coevo.harnesses.spec import load_harness
 from coevo.models.smollm2 import SmolLM2NotInstalledError, find_gguf
 

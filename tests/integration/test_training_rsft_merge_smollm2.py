@@ -7,10 +7,10 @@ import pytest
 import torch
 from training_kit import NamingEnv
 
-from coevo.graphs.harness import arun_rollout
+from coevo.harnesses.runtime import arun_rollout
 from coevo.harnesses.spec import HarnessSpec
+from coevo.models.checkpoint import Checkpoint
 from coevo.models.refs import resolve_base
-from coevo.training.checkpoint import Checkpoint
 from coevo.training.merge import merge_adapters
 from coevo.training.rsft import train_rsft
 

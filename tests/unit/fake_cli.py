@@ -17,8 +17,8 @@ sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).parent.parent)]
 
 from test_meta_loop import WordEnv, policy, setup_run  # noqa: E402
 
+import coevo.app.run as meta_run  # noqa: E402
 import coevo.cli.eval as eval_cli  # noqa: E402
-import coevo.meta.run as meta_run  # noqa: E402
 from coevo.cli.app import app  # noqa: E402
 
 
@@ -27,12 +27,12 @@ def main(argv: list[str]) -> None:
     eval_cli.get_env = lambda ref, **kw: WordEnv()
     eval_cli.load_model = lambda ref, **kw: policy("help")
 
-    def make_context(cfg, archive, run_id, reporter, approve, env=None):
+    def make_context(cfg, archive, run_id, reporter=None, **built):
         _, ctx, _ = setup_run(Path(tempfile.mkdtemp()), "help", db=cfg.db)
         ctx.trainer.archive = archive
-        return dataclasses.replace(ctx, config=cfg, archive=archive, run_id=run_id, approve=approve, reporter=reporter)
+        return dataclasses.replace(ctx, config=cfg, archive=archive, run_id=run_id, reporter=reporter)
 
-    meta_run.preflight = lambda cfg: WordEnv()
+    meta_run.preflight = lambda cfg, strategy: (WordEnv(), None)
     meta_run.make_context = make_context
     app(argv, prog_name="coevo")
 

@@ -18,8 +18,8 @@ from typing import Any  # noqa: E402
 from langchain_core.messages import AIMessage, BaseMessage  # noqa: E402
 
 from coevo.envs.base import Episode, Score, Task, Tool  # noqa: E402
-from coevo.graphs.harness import build_harness_graph  # noqa: E402
 from coevo.harnesses import HarnessSpec, load_harness  # noqa: E402
+from coevo.harnesses.runtime import build_harness_graph  # noqa: E402
 from coevo.models.fake import ScriptedChatModel  # noqa: E402
 
 PAGE = "page 1 of 3: alpha, beta; next_page=2"

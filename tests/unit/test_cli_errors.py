@@ -19,12 +19,14 @@ from test_gate_approval import patch_services, write_config
 from test_meta_loop import setup_run
 from typer.testing import CliRunner
 
+from coevo.app.run import anchored, run_meta, run_snapshot
 from coevo.cli.app import app
 from coevo.config import RunConfig
-from coevo.meta.run import anchored, run_meta, run_snapshot
-from coevo.report.progress import RichReporter
-from coevo.storage import Archive, CheckpointRecord
-from coevo.training.checkpoint import new_checkpoint_id
+from coevo.models.checkpoint import new_checkpoint_id
+from coevo.observe.log import ChannelHandler, attach, loop
+from coevo.observe.progress import RichReporter
+from coevo.records import Checkpoint, RunRecord
+from coevo.storage import Archive
 
 runner = CliRunner()
 
@@ -67,14 +69,14 @@ def test_a_failed_run_is_stored_failed_with_its_error_and_resume_continues_it(tm
     config, ctx, archive = setup_run(tmp_path, "help", fail_once_at=0)
     with pytest.raises(RuntimeError, match="simulated crash"):
         asyncio.run(run_meta(config, run_id="run-1", context=ctx, archive=archive))
-    assert archive.get_run("run-1").status == "failed"
+    assert archive.get(RunRecord, "run-1").status == "failed"
     snap = asyncio.run(run_snapshot(config.db, "run-1", "vace"))
     assert snap.next == ("train",) and "simulated crash in the train node" in str(snap.tasks[0].error)
     shown = runner.invoke(app, ["archive", "show", "run-1", "--db", config.db], terminal_width=200)
     assert shown.exit_code == 0 and '"status": "failed"' in shown.output
     assert "train: RuntimeError('simulated crash in the train node')" in shown.output
     state = asyncio.run(run_meta(config, run_id="run-1", resume=True, context=ctx, archive=archive))
-    assert archive.get_run("run-1").status == "done" and state["test"]["final"].score == 1.0
+    assert archive.get(RunRecord, "run-1").status == "done" and state["test"]["final"].score == 1.0
     assert asyncio.run(run_snapshot(config.db, "run-1", "vace")).next == ()
 
 
@@ -93,8 +95,8 @@ def test_cli_resume_of_a_failed_run_continues_it_from_another_directory(tmp_path
     run_id, db = hint.group(2), hint.group(3)
     assert db == str(start / "runs" / "coevo.db")
     with Archive(db) as stored:
-        assert stored.get_run(run_id).status == "failed"
-        cfg = stored.get_run(run_id).config
+        assert stored.get(RunRecord, run_id).status == "failed"
+        cfg = stored.get(RunRecord, run_id).config
     assert (cfg["db"], cfg["out_dir"], cfg["harness"]) == (db, str(start / "runs"), str(start / "h0.json"))
 
     monkeypatch.chdir(elsewhere)
@@ -102,7 +104,7 @@ def test_cli_resume_of_a_failed_run_continues_it_from_another_directory(tmp_path
     assert resumed.exit_code == 0, resumed.output
     assert "summary" in resumed.output and list(elsewhere.iterdir()) == []
     with Archive(db) as stored:
-        assert stored.get_run(run_id).status == "done"
+        assert stored.get(RunRecord, run_id).status == "done"
 
 
 def test_unknown_runs_missing_archives_and_non_databases_are_one_paragraph_errors(tmp_path):
@@ -130,10 +132,12 @@ def test_unknown_runs_missing_archives_and_non_databases_are_one_paragraph_error
 
 
 class Lines:
-    """A reporter that keeps the log lines (what the run prints)."""
+    """A reporter that keeps what the run prints: its bars' labels and the logging channel's lines
+    (``coevo.observe.log``, formatted as the CLI prints them) until ``close``."""
 
     def __init__(self):
         self.lines = []
+        self.close = attach(ChannelHandler(self.lines.append))
 
     def start(self, label, total):
         self.lines.append(label)
@@ -144,9 +148,6 @@ class Lines:
     def stop(self, handle):
         pass
 
-    def log(self, message):
-        self.lines.append(message)
-
 
 def test_archive_show_accepts_every_id_a_run_prints(tmp_path):
     import dataclasses
@@ -155,16 +156,17 @@ def test_archive_show_accepts_every_id_a_run_prints(tmp_path):
     lines = Lines()
     ctx = dataclasses.replace(ctx, reporter=lines)
     asyncio.run(run_meta(config, run_id="run-1", context=ctx, archive=archive))
+    lines.close()
     ckpt = new_checkpoint_id()  # the id form train_grpo/train_rsft/merge give ("ckpt-<12 hex>")
-    archive.add_checkpoint(CheckpointRecord(id=ckpt, base_model="fake", run_id="run-1"))
+    archive.put(Checkpoint(id=ckpt, base_model="fake", run_id="run-1"))
     text = "\n".join(lines.lines)
     printed = {
         "run": "run-1",
         "W0": re.search(r"W0=(\S+)", text).group(1),
-        "trained": re.search(r"train  round 0: \S+ -> (\S+)", text).group(1),
+        "trained": re.search(r"\] train +round 0: \S+ -> (\S+)", text).group(1),
         "H0 prefix": re.search(r"H0=(\w+)", text).group(1),
-        "candidate": re.search(r"check  (\S+):", text).group(1),
-        "gate prefix": re.search(r"gate   round 0: (\w+) ACCEPTED", text).group(1),
+        "candidate": re.search(r"\] check +(\S+):", text).group(1),
+        "gate prefix": re.search(r"\] gate +round 0: (\w+) ACCEPTED", text).group(1),
         "ckpt": ckpt,
         "ckpt prefix": ckpt[:9],
     }
@@ -200,7 +202,7 @@ def test_run_paths_are_stored_absolute_and_adapters_land_under_them(tmp_path, mo
 
     monkeypatch.setattr(grpo, "train_grpo", fake_stage)
     archive = Archive(":memory:")
-    archive.add_checkpoint(CheckpointRecord(id="w0", base_model="x"))
+    archive.put(Checkpoint(id="w0", base_model="x"))
     trainer = StageTrainer(RunConfig(out_dir="runs"), env=None, archive=archive, run_id="r")
     asyncio.run(trainer("w0", HarnessSpec(), [], 0))
     assert seen["output_dir"] == str(tmp_path / "runs" / "adapters")
@@ -208,11 +210,11 @@ def test_run_paths_are_stored_absolute_and_adapters_land_under_them(tmp_path, mo
 
 def test_piped_log_lines_have_no_source_suffix_and_do_not_wrap():
     out = io.StringIO()
-    message = "validate round 0: " + ", ".join(f"{i:012x}=0.500" for i in range(12))
-    with RichReporter(console=Console(file=out, width=80, force_terminal=False)) as reporter:
-        reporter.log(message)
+    message = "round 0: " + ", ".join(f"{i:012x}=0.500" for i in range(12))
+    with RichReporter(console=Console(file=out, width=80, force_terminal=False)):
+        loop.info(message, extra={"topic": "validate"})
     lines = [line for line in out.getvalue().splitlines() if line.strip()]
-    assert len(lines) == 1 and re.fullmatch(r"\[\d\d:\d\d:\d\d\] " + re.escape(message), lines[0]), lines
+    assert len(lines) == 1 and re.fullmatch(r"\[\d\d:\d\d:\d\d\] validate " + re.escape(message), lines[0]), lines
     assert ".py:" not in out.getvalue()
 
 
@@ -234,3 +236,39 @@ def test_grpo_stage_prints_no_metric_dicts_and_keeps_its_metrics(tmp_path, capfd
     history = new.metrics["history"]
     assert len(history) == 1 and history[0]["reward"] == 0.5 and "loss" in history[0]
     json.dumps(new.metrics)  # what the archive stores
+
+
+def test_every_user_mistake_is_a_coevo_error_and_keeps_its_old_base():
+    from coevo.app.run import RunError
+    from coevo.config import ConfigError, StageConfigError
+    from coevo.errors import CoevoError, MissingExtraError
+    from coevo.harnesses.errors import HarnessError
+    from coevo.models.refs import ModelRefError
+    from coevo.models.smollm2 import SmolLM2NotInstalledError
+    from coevo.models.trajectory import MissingTokensError
+    from coevo.storage.errors import ArchiveError, SchemaVersionError
+
+    old = {ConfigError: ValueError, StageConfigError: ValueError, RunError: ValueError, HarnessError: ValueError,
+           ModelRefError: ValueError, MissingTokensError: ValueError, SmolLM2NotInstalledError: RuntimeError,
+           ArchiveError: RuntimeError, SchemaVersionError: ArchiveError, MissingExtraError: ImportError}
+    for cls, base in old.items():
+        assert issubclass(cls, CoevoError) and issubclass(cls, base), cls
+
+
+def test_the_cli_prints_any_coevo_error_as_one_paragraph_and_exits_1():
+    import typer
+
+    from coevo.cli.common import user_errors
+    from coevo.errors import CoevoError
+
+    class NewMistake(CoevoError):
+        """A user mistake no CLI command names."""
+
+    probe = typer.Typer()
+
+    @probe.command()
+    def go() -> None:
+        with user_errors():
+            raise NewMistake("the input [x] is wrong; write y instead")
+
+    one_paragraph_error(CliRunner().invoke(probe, [], terminal_width=300), "the input [x] is wrong; write y instead")

@@ -22,8 +22,8 @@ from langchain_core.runnables import RunnableLambda
 from coevo.compat import areply, arun_state, bind_context, bind_tools_within, unbind
 from coevo.envs.base import Episode, Tool
 from coevo.envs.interaction import NEXT_USER_TURN
-from coevo.graphs.harness import EngineContext, build_harness_graph, graph, recursion_limit
 from coevo.harnesses import load_harness
+from coevo.harnesses.runtime import EngineContext, build_harness_graph, graph, recursion_limit
 from coevo.models.base import TOKENS_KEY
 from coevo.models.fake import ScriptedChatModel
 

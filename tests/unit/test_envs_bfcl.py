@@ -138,7 +138,7 @@ def test_import_side_effects_are_contained(ast_env):
 def test_the_score_is_bfcls_verdict_on_the_answer_the_harness_submits():
     import asyncio
 
-    from coevo.graphs.harness import arun_rollout
+    from coevo.harnesses.runtime import arun_rollout
     from coevo.harnesses.spec import load_harness
     from coevo.models.fake import ScriptedChatModel
 

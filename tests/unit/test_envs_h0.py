@@ -8,7 +8,7 @@ import pytest
 from langchain_core.messages import AIMessage
 
 from coevo.envs.registry import get_env
-from coevo.graphs.harness import arun_rollout
+from coevo.harnesses.runtime import arun_rollout
 from coevo.harnesses.spec import load_harness
 from coevo.models.fake import ScriptedChatModel
 

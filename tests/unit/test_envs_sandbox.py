@@ -1,10 +1,12 @@
 """The Python tool's sandbox and the calculator: limits are observations, never hangs or crashes."""
 
+import logging
 import socket
 import time
 
 import pytest
 
+from coevo.envs import sandbox
 from coevo.envs.calculator import calculate, calculator_tool
 from coevo.envs.sandbox import isolation, python_tool, run_python
 
@@ -71,3 +73,26 @@ def test_calculator_evaluates_arithmetic_safely():
             calculate(bad)
     with pytest.raises(ZeroDivisionError):
         calculator_tool().fn(expression="1/0")
+
+
+def test_without_bubblewrap_the_fallback_is_stated(monkeypatch, caplog):
+    monkeypatch.setattr(sandbox, "find_bwrap", lambda: None)
+    sandbox._view_for.cache_clear()
+    sandbox.isolation.cache_clear()
+    try:
+        with caplog.at_level(logging.WARNING, logger="coevo.envs.sandbox"):
+            found = isolation()
+            result = run_python("import os\nprint(os.path.isdir(os.path.expanduser('~')))")
+        assert found["files"] == "none" and found["processes"] == "none"
+        assert "bubblewrap" in found["fallback"] and "without a filesystem view" in caplog.text
+        assert result.exit_code == 0  # the fallback still runs code, with its weaker limits
+    finally:
+        sandbox._view_for.cache_clear()
+        sandbox.isolation.cache_clear()
+
+
+def test_ci_requires_the_filesystem_view():
+    from pathlib import Path
+
+    run = (Path(__file__).resolve().parents[2] / ".ci" / "run").read_text()
+    assert "COEVO_REQUIRE_SANDBOX=1" in run  # tests/unit/test_sandbox_hostile.py fails there instead of skipping

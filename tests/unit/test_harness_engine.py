@@ -15,9 +15,16 @@ from langchain_core.messages import AIMessage
 
 from coevo.compat import arun_state
 from coevo.envs.base import Episode, Tool
-from coevo.graphs.harness import EngineContext, arun_rollout, build_harness_graph, graph, recursion_limit, to_trajectory
 from coevo.harnesses import HarnessSpec, load_harness
 from coevo.harnesses.engine import call_seed
+from coevo.harnesses.runtime import (
+    EngineContext,
+    arun_rollout,
+    build_harness_graph,
+    graph,
+    recursion_limit,
+    to_trajectory,
+)
 from coevo.models.fake import ScriptedChatModel
 from coevo.storage import codec
 
@@ -161,7 +168,7 @@ async def test_timr_counts_a_turn_with_two_violations_once():
 
 
 async def test_with_tracing_on_a_rollout_runs_the_compiled_graph_to_the_same_trajectory(monkeypatch):
-    import coevo.graphs.harness as harness_graph
+    import coevo.harnesses.runtime as harness_graph
 
     spec, script = load_harness({}), [call("lookup", key="k"), "Final answer: 42"]
     plain = await arun_rollout(spec, ScriptedChatModel(script=script), ToyEnv(), make_task(), seed=2)

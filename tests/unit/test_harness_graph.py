@@ -7,8 +7,8 @@ from harness_kit import ToyEnv, call, make_task, run, toy_tools
 from langchain_core.messages import AIMessage
 
 from coevo.envs.base import Episode, Tool
-from coevo.graphs.harness import EngineContext, arun_rollout, build_harness_graph
 from coevo.harnesses import load_harness
+from coevo.harnesses.runtime import EngineContext, arun_rollout, build_harness_graph
 from coevo.models.fake import ScriptedChatModel
 from coevo.models.trajectory import Trajectory
 

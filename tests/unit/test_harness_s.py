@@ -10,26 +10,26 @@ from types import SimpleNamespace
 import pytest
 from test_meta_loop import WordEnv, policy
 
+from coevo.app.run import run_meta
 from coevo.config import RunConfig
 from coevo.envs.base import Task
 from coevo.evaluation.results import TaskOutcome
-from coevo.graphs.harness import arun_rollout
+from coevo.graphs.harness_s.evolution import coverage_parents
+from coevo.graphs.harness_s.router import Router, shuffled
+from coevo.harnesses.runtime import arun_rollout
 from coevo.harnesses.spec import HarnessSpec, Prompt
 from coevo.meta.context import MetaContext
 from coevo.meta.pool import Ballot, Profile
-from coevo.meta.router import Router
-from coevo.meta.run import run_meta
 from coevo.meta.state import EvalSummary
 from coevo.models.trajectory import Trajectory
-from coevo.nodes.select_parents import coverage_parents
-from coevo.nodes.vote import shuffled
+from coevo.records import Checkpoint, LLMCallRecord, PoolMember, RunRecord
 from coevo.roles.curator import OfflineCurator
 from coevo.roles.editor import OfflineEditor
 from coevo.roles.profiler import LLMProfiler, OfflineProfiler
 from coevo.roles.voter import LLMVoter, RuleVoter, combine, weight
 from coevo.storage import Archive
-from coevo.storage.tables import CheckpointRecord
 from coevo.training.rollout import HarnessRollout, sibling_rescue
+from coevo.training.stage import StageOptions
 
 # -- Eq. 3 -------------------------------------------------------------------------------------
 
@@ -92,10 +92,11 @@ def test_malformed_voter_replies_are_ignored_with_a_reason_and_the_votes_archive
     unknown = LLMVoter("openai/gpt-4o-mini", name="unknown", mock_response=json.dumps({"ranking": ["zzz"]}))
     good = LLMVoter("openai/gpt-4o-mini", name="good", mock_response=json.dumps({"ranking": ["a"]}))
     archive = Archive(str(tmp_path / "v.db"))
-    router = Router([bad, unknown, good], _profiles(ids, {"b": 0.5}), {}, "h0", on_votes=archive.add_votes)
+    router = Router([bad, unknown, good], _profiles(ids, {"b": 0.5}), {}, "h0",
+                    on_votes=lambda ballots: archive.put(*ballots))
     ranking = asyncio.run(router.rank(Task(id="x", env="e", split="test", prompt="p")))
     assert ranking == ["a", "b", "h0"]  # only the good ballot counts; then val success
-    votes = {v.voter: v for v in archive.list_votes(task_id="x")}
+    votes = {v.voter: v for v in archive.list(Ballot, task_id="x")}
     assert votes["bad"].ranking == [] and "invalid reply" in votes["bad"].reason
     assert votes["unknown"].ranking == [] and "zzz" in votes["unknown"].reason
     assert votes["good"].ranking == ["a"] and not votes["good"].reason
@@ -190,14 +191,15 @@ class RescueTrainer:
     def __init__(self, env, model, archive):
         self.env, self.model, self.archive, self.routed = env, model, archive, []
 
-    async def __call__(self, checkpoint_id, spec, tasks, round, siblings=(), route=None):
+    async def __call__(self, checkpoint_id, spec, tasks, round, options=StageOptions()):
+        route = options.route
         new = f"{checkpoint_id}+r{round}"
         trajs = [await arun_rollout(spec, self.model, self.env, t, checkpoint_id=new) for t in tasks]
         for t, traj in zip(tasks, trajs):
             if not traj.passed and route is not None:
                 self.routed.append(await route(t, 4))
         metrics = {"reward_mean": 0.0, "rescue_rate": 1.0, "rescue_success": 1.0, "effective_group_rate": 1.0}
-        self.archive.add_checkpoint(CheckpointRecord(id=new, base_model="fake", parents=[checkpoint_id],
+        self.archive.put(Checkpoint(id=new, base_model="fake", parents=[checkpoint_id],
                                                      metrics=metrics, run_id="run-1"))
         return new, [t.model_copy(update={"id": f"{new}-{t.task_id}"}) for t in trajs]
 
@@ -225,14 +227,14 @@ def test_harness_s_builds_a_pool_profiles_it_and_tests_rank_r_routing(tmp_path, 
     caplog.set_level(logging.INFO)
     state, archive, trainer = _run_harness_s(tmp_path, strategy)
     h0 = state["start_harness"]
-    pool = archive.list_pool_members("run-1")
+    pool = archive.list(PoolMember, run_id="run-1")
     children = [m for m in pool if m.round >= 0]
     assert pool[0].harness_id == h0 and pool[0].round == -1 and pool[0].parent is None
     assert len(children) == 1 and children[0].parent == h0 and children[0].selected
     assert "wrong_func_name" in " ".join(children[0].causes) and children[0].val_score == 1.0
     assert state["parents"] == [children[0].harness_id]
     child = children[0].harness_id
-    profiles = archive.list_profiles("run-1")
+    profiles = archive.list(Profile, run_id="run-1")
     assert {p.harness_id for p in profiles} == {h0, child}
     assert {p.checkpoint_id for p in profiles} == {state["checkpoint"]} | (
         {state["start_checkpoint"]} if strategy == "harness_s" else set())
@@ -240,7 +242,7 @@ def test_harness_s_builds_a_pool_profiles_it_and_tests_rank_r_routing(tmp_path, 
     test = state["test"]
     assert test["rank1"].score == 1.0 and test["rank2"].score == 0.0 and "rank3" not in test  # pool of 2
     assert test["final"].score == 0.0  # H0 itself under the final checkpoint
-    votes = archive.list_votes("run-1")
+    votes = archive.list(Ballot, run_id="run-1")
     assert {v.purpose for v in votes} >= {"rank"} and all(v.ranking[0] == child for v in votes)
     if strategy == "harness_s":
         assert trainer.routed and all(r == [child] for r in trainer.routed)  # top-K excludes H0
@@ -256,7 +258,7 @@ def test_the_routed_graph_sends_a_task_to_the_sibling_the_router_chose(tmp_path)
 
     from coevo import build_routed_graph, load_router
     from coevo.envs.base import Episode
-    from coevo.graphs.routed import branch
+    from coevo.graphs.harness_s.routed import branch
     from coevo.models.fake import ScriptedChatModel
 
     h0 = HarnessSpec(name="h0", prompt=Prompt(system="Plain."))
@@ -285,11 +287,11 @@ def test_the_routed_graph_sends_a_task_to_the_sibling_the_router_chose(tmp_path)
         assert asyncio.run(graph.ainvoke({}))["harness"] == pick
 
     state, archive, _ = _run_harness_s(tmp_path, "harness_s_he_only")
-    from coevo.meta.bundle import write_router
+    from coevo.app.bundle import write_router
 
     path = write_router(archive, "run-1", tmp_path / "router.json")
     specs, router = load_router(path)
-    assert set(specs) == {m.harness_id for m in archive.list_pool_members("run-1")}
+    assert set(specs) == {m.harness_id for m in archive.list(PoolMember, run_id="run-1")}
     assert router.h0 == state["start_harness"]
     graph = build_routed_graph(specs, router, policy("help"), Episode(task=WordEnv().tasks("test")[0]))
     assert graph.invoke({})["harness"] == state["parents"][0]  # the evolved child solves the val tasks
@@ -300,12 +302,11 @@ def test_the_routed_graph_sends_a_task_to_the_sibling_the_router_chose(tmp_path)
 def test_export_router_cli_writes_a_loadable_file_and_refuses_a_run_without_a_pool(tmp_path):
     from typer.testing import CliRunner
 
+    from coevo.app.bundle import load_router
     from coevo.cli.app import app
-    from coevo.meta.bundle import load_router
-    from coevo.storage import RunRecord
 
     state, archive, _ = _run_harness_s(tmp_path, "harness_s_he_only")
-    archive.add_run(RunRecord(id="vace-run", strategy="vace"))
+    archive.put(RunRecord(id="vace-run", strategy="vace"))
     db, out = str(tmp_path / "run.db"), tmp_path / "r.json"
     result = CliRunner().invoke(app, ["archive", "export-router", "run-1", "--db", db, "-o", str(out)])
     assert result.exit_code == 0, result.output
@@ -316,11 +317,10 @@ def test_export_router_cli_writes_a_loadable_file_and_refuses_a_run_without_a_po
 
 def test_the_report_shows_the_pool_profiles_rescue_rates_and_rank_r_test_rows(tmp_path):
     from coevo.report.html import write_report
-    from coevo.storage import RunRecord
 
     state, archive, _ = _run_harness_s(tmp_path, "harness_s")
-    if archive.get_run("run-1") is None:
-        archive.add_run(RunRecord(id="run-1", strategy="harness_s"))
+    if archive.get(RunRecord, "run-1") is None:
+        archive.put(RunRecord(id="run-1", strategy="harness_s"))
     page = write_report("run-1", str(tmp_path / "run.db"), tmp_path / "report", state).read_text()
     for text in ("Sibling pool", "wrong_func_name", "Behaviour profiles", "when task category",
                  "Complementary rescue", "rescue triggered", "Router ballots", "Rank-1 routing", "Rank-2 routing",
@@ -329,8 +329,8 @@ def test_the_report_shows_the_pool_profiles_rescue_rates_and_rank_r_test_rows(tm
 
 
 def test_candidates_target_two_or_three_related_causes_and_see_the_other_briefs():
+    from coevo.graphs.harness_s.evolution import merge, related_groups
     from coevo.meta.state import Direction
-    from coevo.nodes.evolve import merge, related_groups
 
     causes = ["no_answer:budget", "no_answer:parse", "no_answer:hook", "no_answer:stop", "wrong_answer"]
     directions = [Direction(id=f"d{i}", cause=c, description=c, task_ids=[f"t{i}", f"t{i + 1}"])
@@ -344,32 +344,24 @@ def test_candidates_target_two_or_three_related_causes_and_see_the_other_briefs(
     assert "wrong_answer" in brief.description
 
 
-def test_malformed_profiler_and_voter_replies_in_a_run_are_logged_and_ignored_not_crashes(tmp_path):
-    from coevo.report.progress import NullReporter
-
-    class Lines(NullReporter):
-        def __init__(self):
-            self.lines = []
-
-        def log(self, message):
-            self.lines.append(message)
-
-    reporter = Lines()
+def test_malformed_profiler_and_voter_replies_in_a_run_are_logged_and_ignored_not_crashes(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="coevo")
     state, archive, _ = _run_harness_s(tmp_path, "harness_s_he_only",
                                        profiler=LLMProfiler("openai/gpt-4o-mini", mock_response="{oops"),
-                                       voter=[LLMVoter("openai/gpt-4o-mini", mock_response="nope"), RuleVoter()],
-                                       reporter=reporter)
-    assert any("profiler reply ignored" in line and "invalid reply" in line for line in reporter.lines)
+                                       voter=[LLMVoter("openai/gpt-4o-mini", mock_response="nope"), RuleVoter()])
+    logged = [(getattr(r, "topic", ""), r.getMessage()) for r in caplog.records]
+    assert any(topic == "profile" and "profiler reply ignored" in line and "invalid reply" in line
+               for topic, line in logged)
     child = state["parents"][0]
     assert state["profiles"][child].reason and state["profiles"][child].val_success == 1.0
-    votes = archive.list_votes("run-1")
+    votes = archive.list(Ballot, run_id="run-1")
     assert any(v.voter == "llm" and not v.ranking and "invalid reply" in v.reason for v in votes)
     assert state["test"]["rank1"].score == 1.0  # the Rule Router's ballot alone decides
-    assert {c.role for c in archive.list_llm_calls("run-1")} == {"profiler", "voter"}
+    assert {c.role for c in archive.list(LLMCallRecord, run_id="run-1")} == {"profiler", "voter"}
 
 
 def test_a_pool_members_demonstrated_train_tasks_leave_later_stages_even_after_a_failed_revision():
-    from coevo.nodes.select_parents import carried_tasks
+    from coevo.graphs.harness_s.evolution import carried_tasks
 
     tasks = [Task(id=f"t{i}", env="e", split="train", prompt=f'What is {i} + {i}?\nAnswer "now".') for i in range(3)]
     spec = HarnessSpec(skills={"demo_t1": {"kind": "demonstration", "input": tasks[1].prompt, "output": "2"}})

@@ -224,7 +224,7 @@ def test_demonstration_pairs_become_few_shot_turns_before_the_task():
     from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
     from coevo.envs.base import Episode, Task
-    from coevo.graphs.harness import build_harness_graph
+    from coevo.harnesses.runtime import build_harness_graph
     from coevo.harnesses.spec import HarnessSpec
     from coevo.harnesses.view import render
     from coevo.models.fake import ScriptedChatModel

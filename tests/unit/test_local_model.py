@@ -287,8 +287,8 @@ async def test_a_retry_after_an_interface_violation_samples_a_fresh_reply(chat):
     saw the same context with the same seed and repeated the reply it replaced. Each call now samples
     with its own seed (``call_seed``), and the rollout still replays exactly."""
     from coevo.envs.base import Episode, Task
-    from coevo.graphs.harness import build_harness_graph
     from coevo.harnesses import load_harness
+    from coevo.harnesses.runtime import build_harness_graph
 
     spec = load_harness({"parser": {"mode": "text", "on_no_action": "violation"}, "decoding": {"temperature": 1.0},
                          "hooks": {"again": {"event": "after_model", "condition": "unparsed_reply", "action": "retry"}},

@@ -1,5 +1,5 @@
-"""The meta state is typed: every domain field holds pydantic models, each listed for the
-checkpointer, and they survive its serialiser unchanged."""
+"""The meta state is typed: every domain field holds pydantic models, each on the checkpointer's
+allow-list (derived from the graph's schemas), and they survive its serialiser unchanged."""
 
 import typing
 
@@ -7,17 +7,19 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from pydantic import BaseModel
 
 from coevo.evaluation.results import TaskOutcome
+from coevo.graphs.registry import STRATEGIES
 from coevo.meta.state import (
-    STATE_MODELS,
     Candidate,
     CandidateChecks,
     Direction,
     EvalSummary,
-    GateDecision,
-    GatePair,
     MetaState,
     RoundSummary,
+    state_models,
 )
+from coevo.records import GateDecision, GatePair
+
+STATE_MODELS = state_models([MetaState])
 
 
 def _models(tp, seen):
@@ -33,19 +35,24 @@ def _models(tp, seen):
     return seen
 
 
-def test_every_model_in_the_state_is_on_the_checkpointer_allow_list():
-    hints = typing.get_type_hints(MetaState, include_extras=True)
-    reachable = set()
-    for tp in hints.values():
-        _models(tp, reachable)
-    assert reachable == set(STATE_MODELS)
+def test_every_model_in_each_strategys_state_is_on_its_checkpointer_allow_list():
+    for name, strategy in STRATEGIES.items():
+        schemas = strategy.build().schemas
+        reachable = set()
+        for schema in schemas:
+            for tp in typing.get_type_hints(schema, include_extras=True).values():
+                _models(tp, reachable)
+        assert reachable == set(state_models(schemas)), name
+    assert GateDecision in STATE_MODELS and TaskOutcome in STATE_MODELS
 
 
 def test_no_state_field_is_an_untyped_dict_or_list_of_dicts():
-    for name, tp in typing.get_type_hints(MetaState).items():
-        for arg in (tp, *typing.get_args(tp)):
-            assert arg is not dict and typing.get_args(arg) != (str, typing.Any), f"MetaState.{name}: {tp}"
-        assert typing.get_origin(tp) is not dict or issubclass(typing.get_args(tp)[1], BaseModel), name
+    for strategy in STRATEGIES.values():
+        for schema in strategy.build().schemas:
+            for name, tp in typing.get_type_hints(schema).items():
+                for arg in (tp, *typing.get_args(tp)):
+                    assert arg is not dict and typing.get_args(arg) != (str, typing.Any), f"{schema}.{name}: {tp}"
+                assert typing.get_origin(tp) is not dict or issubclass(typing.get_args(tp)[1], BaseModel), name
 
 
 def test_state_models_survive_the_checkpoint_serialiser():

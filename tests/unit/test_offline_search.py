@@ -6,6 +6,7 @@ import asyncio
 
 from langchain_core.messages import AIMessage
 
+from coevo.app.run import run_meta
 from coevo.config import RunConfig
 from coevo.envs.base import Episode, Score, Task
 from coevo.evaluation.results import TaskOutcome
@@ -14,15 +15,16 @@ from coevo.harnesses.patch import CONTROL_FIELDS, PROMPT_FIELDS
 from coevo.meta.context import MetaContext
 from coevo.meta.inheritance import ArchiveEntry, ArchiveSummary
 from coevo.meta.pool import Profile, ProfileEntry
-from coevo.meta.run import run_meta
-from coevo.meta.state import Direction, EvalSummary, SearchEntry
+from coevo.meta.roles import SearchView
+from coevo.meta.search import SearchEntry
+from coevo.meta.state import Direction, EvalSummary
 from coevo.models.fake import ScriptedChatModel
 from coevo.models.trajectory import Trajectory
 from coevo.roles.curator import OfflineCurator
 from coevo.roles.editor import OfflineEditor
 from coevo.roles.inheritor import OfflineInheritor, with_cause_evidence
 from coevo.roles.profiler import OfflineProfiler
-from coevo.roles.proposer import OfflineProposer, SearchView
+from coevo.roles.proposer import OfflineProposer
 from coevo.roles.voter import CategoryVoter, ProfileVoter, RuleVoter, voters_for
 from coevo.storage import Archive
 
@@ -164,7 +166,7 @@ def test_rule_voters_with_different_criteria_route_categories_to_different_sibli
 def test_the_offline_proposer_mutates_one_direction_in_several_distinct_ways():
     tasks = {t.id: t for t in TwoFamilies().tasks("train")}
     model, env = fake_policy(), TwoFamilies()
-    from coevo.graphs.harness import arun_rollout
+    from coevo.harnesses.runtime import arun_rollout
 
     trajs = [asyncio.run(arun_rollout(H0, model, env, t)) for t in tasks.values()]
     entries = [SearchEntry(harness_id=H0.id, score=0.0)]

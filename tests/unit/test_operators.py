@@ -9,11 +9,11 @@ import pytest
 from langchain_core.messages import AIMessage
 
 from coevo.envs.base import Episode, Score, Task
-from coevo.graphs.harness import arun_rollout
 from coevo.harnesses import load_harness
 from coevo.harnesses.engine import EngineContext
 from coevo.harnesses.patch import CONTROL_FIELDS, apply_patch
 from coevo.harnesses.registry import CONDITIONS, HookContext, repeats
+from coevo.harnesses.runtime import arun_rollout
 from coevo.harnesses.spec import HarnessSpec
 from coevo.meta.state import Direction, Evidence
 from coevo.models.fake import ScriptedChatModel

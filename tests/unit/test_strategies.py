@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from coevo.app.services import make_context
 from coevo.config import ConfigError, RunConfig, parse_config
 from coevo.graphs.registry import STRATEGIES, get_strategy, langgraph_config, write_langgraph_json
-from coevo.meta.services import make_context
 from coevo.storage import Archive
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,7 +23,17 @@ def test_langgraph_json_lists_every_strategy_of_the_table():
     assert on_disk["graphs"] == langgraph_config(on_disk)["graphs"], "run `python -m coevo.graphs.registry`"
     for name, strategy in STRATEGIES.items():
         path, attr = on_disk["graphs"][name].split(":")
-        assert (ROOT / path).is_file() and attr == "graph"
+        assert (ROOT / path).is_file() and attr == name
+
+
+def test_studio_binds_each_strategy_graph_to_a_lazy_default_context():
+    from coevo.app import studio
+
+    for name in STRATEGIES:
+        graph = getattr(studio, name)
+        assert isinstance(graph.bound_context, studio.DefaultContext) and graph.bound_context.strategy == name
+        assert graph.bound_context._built is None  # nothing loaded until a node reads the context
+        assert set(graph.get_graph().nodes) == set(get_strategy(name).graph().get_graph().nodes)
 
 
 def test_write_langgraph_json_regenerates_the_file(tmp_path):
@@ -31,7 +41,7 @@ def test_write_langgraph_json_regenerates_the_file(tmp_path):
     target.write_text(json.dumps({"dependencies": ["."], "graphs": {"vace": "./old.py:graph"}, "env": {"A": "1"}}))
     assert write_langgraph_json(target)
     written = json.loads(target.read_text())
-    assert written["env"] == {"A": "1"} and written["graphs"]["ungated"] == "./graphs/ungated.py:graph"
+    assert written["env"] == {"A": "1"} and written["graphs"]["ungated"] == "./app/studio.py:ungated"
     assert written["graphs"] == json.loads((ROOT / "langgraph.json").read_text())["graphs"]
     assert not write_langgraph_json(target)  # already up to date
 
@@ -50,7 +60,7 @@ def test_each_strategy_module_compiles_its_graph_under_its_name(name):
     nodes = set(strategy.build().compile().get_graph().nodes)
     assert {"setup", "final_test"} <= nodes
     assert bool({"train", "adapt"} & nodes) == strategy.trains  # adapt: CoEvo-RSI's weight stage
-    assert ("curate" in nodes and "edit" in nodes) == ("editor" in strategy.roles)
+    assert (any(n.startswith("curate") for n in nodes) and "edit" in nodes) == ("editor" in strategy.roles)
 
 
 def test_wirings_differ_as_the_design_table_says():
@@ -61,9 +71,10 @@ def test_wirings_differ_as_the_design_table_says():
     assert "adopt" in nodes["ungated"] and not {"validate", "gate"} & nodes["ungated"]
     assert nodes["rl_only"] == {"setup", "train", "stage_effect", "next_round", "final_test"}
     assert all("stage_effect" in nodes[n] for n in ("vace", "ungated", "rl_only"))
-    rsi = {"sample", "survey", "curate", "edit", "check", "inherit", "adapt", "promote"}
+    rsi = {"sample", "survey", "curate_archive", "edit", "check", "inherit", "adapt", "promote"}
     assert rsi <= nodes["coevo_rsi"] and nodes["coevo_rsi_latest_only"] == nodes["coevo_rsi"]
     assert not {"gate", "train"} & nodes["coevo_rsi"]
+    assert "curate_briefs" in nodes["harness_s"] and "curate" not in nodes["harness_s"] | nodes["coevo_rsi"]
 
 
 def test_an_unknown_strategy_is_an_error_naming_the_valid_ones():

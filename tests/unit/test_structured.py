@@ -108,7 +108,7 @@ def test_calls_are_traced_under_the_role_and_stored_as_llm_call_records():
 def test_parse_reply_and_schema_of_refuse_what_they_cannot_read():
     with pytest.raises(ValueError, match="not JSON"):
         parse_reply("{'index': 1}", Pick)
-    assert schema_of(None) is None and schema_of({"type": "json_object"}) is None
+    assert schema_of(None) is None and schema_of({"type": "json_object"}) == {"type": "object"}
     with pytest.raises(ValueError, match="OpenAI's shape"):
         schema_of({"schema": {}})
 
@@ -127,3 +127,29 @@ def test_a_local_model_takes_the_same_path_and_its_free_text_is_a_reason(tmp_pat
     assert reply.value is None and reply.reason.startswith("invalid reply after one repair")
     assert len(reply.calls) == 2 and all(c.output_tokens == 8 and c.input_tokens > 0 for c in reply.calls)
     assert reply.calls[0].model == "local"
+
+
+def test_roles_send_schemas_narrowed_to_what_their_checks_accept(monkeypatch):
+    from coevo.envs.base import Task
+    from coevo.harnesses.patch import PROMPT_FIELDS
+    from coevo.harnesses.spec import HarnessSpec
+    from coevo.models.trajectory import Trajectory
+    from coevo.roles.curator import LLMCurator
+    from coevo.roles.patch_schema import patch_schema
+    from coevo.roles.voter import LLMVoter
+
+    real, sent = litellm.completion, []
+    monkeypatch.setattr(litellm, "completion", lambda **kw: sent.append(kw) or real(**kw))
+    failed = [Trajectory(task_id=t, split="train", final_answer="x") for t in ("b", "a")]
+    LLMCurator("openai/gpt-4o-mini", 2, mock_response='{"directions": []}').curate(failed, HarnessSpec(), {})
+    direction = sent[-1]["response_format"]["json_schema"]["schema"]["$defs"]["DirectionReply"]["properties"]
+    assert direction["task_ids"]["items"] == {"enum": ["a", "b"]} and direction["task_ids"]["minItems"] == 2
+    LLMVoter("openai/gpt-4o-mini", mock_response='{"ranking": ["h1"]}').vote(
+        Task(id="t", env="e", split="test", prompt="p"), ["h1", "h2"], {}, {}, 1)
+    ranking = sent[-1]["response_format"]["json_schema"]["schema"]["properties"]["ranking"]
+    assert ranking["items"] == {"enum": ["h1", "h2"]} and ranking["maxItems"] == 1
+    ops = patch_schema(HarnessSpec(), allowed=PROMPT_FIELDS)["properties"]["patch"]["items"]["anyOf"]
+    paths = [json.dumps(op["properties"]["path"]) for op in ops]
+    assert paths and all("/prompt/" in p for p in paths) and not any("/budget" in p for p in paths)
+    with pytest.raises(ValueError, match="allowed prefixes"):
+        patch_schema(HarnessSpec(), allowed=["/nothing"])

@@ -7,11 +7,11 @@ import torch
 from training_kit import LookupEnv, lookup_policy, tiny_llama_checkpoint
 
 from coevo.config import TrainConfig
+from coevo.config.train import StageConfigError
 from coevo.harnesses.spec import HarnessSpec
 from coevo.models.trajectory import Trajectory
 from coevo.training import rsft
 from coevo.training.checkpoint import load_policy
-from coevo.training.config import StageConfigError
 from coevo.training.samples import Row
 
 SPEC = HarnessSpec(parser={"mode": "python_call"},

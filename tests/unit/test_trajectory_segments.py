@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from harness_kit import call, make_task, run
 
-from coevo.graphs.harness import to_trajectory
 from coevo.harnesses import load_harness
+from coevo.harnesses.runtime import to_trajectory
 from coevo.models.trajectory import ModelCall, Segment, Trajectory
 
 WARN = {"w": {"event": "after_tool", "condition": "always", "action": "warn", "message": "HOOK-TEXT"}}

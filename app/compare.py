@@ -1,0 +1,308 @@
+"""``coevo compare``: strategies run with matched budgets, splits and seeds, then compared on test
+(VACE Table 2: the co-evolved pair against each lever alone and the ungated ablation).
+
+Each (strategy, seed) is one ordinary ``run_meta`` run of the same config with only ``strategy``
+and ``seed`` changed, so every run is in the archive like any other. Its run id is derived from the
+config, the strategy and the seed (``compare_run_id``): running the comparison again reads a
+finished run's final state back (LangGraph's public ``aget_state`` on the run's checkpointer,
+``coevo.app.run.read_state``) instead of rerunning it, and resumes an interrupted one from its
+last completed node.
+
+The numbers (``summarise``), per strategy, on the test split's final pair (H[T], W[T]):
+
+- **score**: the mean test reward over seeds, with a 95 % interval over test tasks: each task's
+  reward is first averaged over the seeds, then ``score_estimate`` (Wilson when every
+  seed-averaged value is 0 or 1, else a percentile bootstrap over tasks). Tasks are the independent
+  draws; the seeds' spread is listed beside (``per_seed``), not folded into the interval.
+- **vs reference** (VACE): the paired difference strategy − reference, paired per (seed, task) on
+  the seeds both ran, resampled over tasks (``difference_estimate`` of the seed-averaged values);
+  significant at 95 % when its interval excludes 0.
+- **gate**: accepted / rejected gate decisions summed over seeds (VACE reports 17 of 44 proposals
+  rejected), and candidates adopted without a gate (``ungated``).
+- **effective-group rate**: the weight stages' mean fraction of GRPO groups holding both a success
+  and a failure (Harness-S §3), from the stages' checkpoint metrics; None when nothing trained.
+  Beside it the **reward-spread rate**: the mean over training steps of the fraction of groups whose
+  rewards differ at all (``nonzero_std_rate``), which is what gives GRPO a gradient under partial
+  credit even when no rollout fully passes.
+- **budget** (WHALE §6, VACE: methods compared at equal rollout budgets): each run's spend from the
+  archive's budget rows (``coevo.meta.budget``): rollouts on train and val (test rollouts measure,
+  they do not search), policy tokens, meta-LLM tokens and cost, as means over seeds; its
+  **score-vs-rollouts curve** (cumulative rollouts at the end of each round against the incumbent's
+  val score, averaged over seeds round by round); and the val score each strategy had reached at
+  the **matched budget**, the smallest final rollout count among the strategies with a curve.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from typing import Any, Callable, Sequence
+
+from pydantic import BaseModel, Field
+
+from coevo.app.run import anchored, read_state, run_meta
+from coevo.config import RunConfig
+from coevo.evaluation.stats import Estimate, difference_estimate, score_estimate
+from coevo.graphs.registry import get_strategy
+from coevo.meta.budget import CurvePoint, matched_budget, mean_curve, score_at, score_curve, totals
+from coevo.meta.context import MetaContext
+from coevo.meta.state import EvalSummary
+from coevo.observe.progress import NullReporter, Reporter
+from coevo.records import BudgetRecord, Checkpoint, RunRecord
+from coevo.storage import Archive
+
+log = logging.getLogger(__name__)
+
+REFERENCE = "vace"
+
+
+class StrategyRun(BaseModel):
+    """One (strategy, seed) run as the comparison reads it: the test evaluations of the start pair
+    (H0, W0) and the final pair, gate counts, the weight stages' effective-group rate (None: no
+    stage reported one) and reward-spread rate, its spend (``budget``: ``coevo.meta.budget.totals``, test
+    rollouts excluded) and score-vs-rollouts ``curve``, and how it was obtained: ``ran`` now (``wall_s`` its
+    wall seconds), ``resumed`` or ``reused`` (finished before; nothing ran)."""
+
+    strategy: str
+    seed: int
+    run_id: str
+    start: EvalSummary | None = None
+    final: EvalSummary | None = None
+    accepted: int = 0
+    rejected: int = 0
+    adopted: int = 0
+    effective_group_rate: float | None = None
+    spread_rate: float | None = None
+    budget: dict[str, float] = Field(default_factory=dict)
+    curve: list[CurvePoint] = Field(default_factory=list)
+    source: str = "ran"
+    wall_s: float | None = None
+
+
+class StrategyRow(BaseModel):
+    """A strategy's line of the comparison (module docstring): ``score`` of the final pair on test,
+    ``start`` of the start pair, ``per_seed`` final scores in seed order, ``vs_reference`` (None for
+    the reference itself or when it did not run), gate counts summed over seeds, mean effective-group
+    and reward-spread rates over the seeds that trained, the trivial-policy baseline on test, and the
+    budget: mean ``rollouts`` (train + val), ``policy_tokens``, ``policy_cost_usd``, ``meta_tokens``
+    and ``meta_cost_usd`` over seeds, the seed-mean ``curve`` and ``val_at_budget`` (its val score at the comparison's
+    matched budget)."""
+
+    strategy: str
+    seeds: list[int]
+    score: Estimate
+    start: Estimate
+    per_seed: list[float]
+    vs_reference: Estimate | None = None
+    gated: bool = True
+    accepted: int = 0
+    rejected: int = 0
+    adopted: int = 0
+    effective_group_rate: float | None = None
+    spread_rate: float | None = None
+    trivial: float | None = None
+    rollouts: float = 0.0
+    policy_tokens: float = 0.0
+    policy_cost_usd: float = 0.0
+    meta_tokens: float = 0.0
+    meta_cost_usd: float = 0.0
+    curve: list[CurvePoint] = Field(default_factory=list)
+    val_at_budget: float | None = None
+
+
+class Comparison(BaseModel):
+    """The whole comparison: its id, the ``reference`` strategy, one row per strategy (the order
+    asked for), every run, the number of test tasks, and the ``matched_budget`` (rollouts) at which
+    the rows' ``val_at_budget`` are read (None: no strategy has a curve)."""
+
+    id: str
+    reference: str
+    rows: list[StrategyRow]
+    runs: list[StrategyRun]
+    n_test: int
+    config: dict[str, Any] = Field(default_factory=dict)
+    matched_budget: float | None = None
+
+
+def run_config(config: RunConfig, strategy: str, seed: int) -> RunConfig:
+    """``config`` with ``strategy`` and ``seed`` replaced (validated like any config)."""
+    return RunConfig.model_validate({**config.model_dump(mode="json"), "strategy": strategy, "seed": seed})
+
+
+def _digest(config: RunConfig) -> str:
+    """8 hex of the config minus where it is written (``db``, ``out_dir``)."""
+    data = config.model_dump(mode="json", exclude={"db", "out_dir"})
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:8]
+
+
+def compare_run_id(config: RunConfig, strategy: str, seed: int) -> str:
+    """The deterministic run id of ``strategy`` with ``seed`` under ``config``:
+    ``cmp-<config digest>-<strategy>-s<seed>`` (same inputs, same id: the run is found again)."""
+    return f"cmp-{_digest(run_config(config, strategy, seed))}-{strategy}-s{seed}"
+
+
+def _counts(state: dict[str, Any]) -> tuple[int, int, int]:
+    """(accepted, rejected) gate decisions and candidates adopted without a gate, from the final state."""
+    decisions = state.get("decisions", [])
+    adopted = sum(c.fate == "adopted" for h in state.get("history", []) for c in h.candidates)
+    return sum(d.accepted for d in decisions), sum(not d.accepted for d in decisions), adopted
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return sum(present) / len(present) if present else None
+
+
+def stage_rates(archive: Archive, run_id: str) -> tuple[float | None, float | None]:
+    """The run's weight stages from their checkpoint metrics: the mean of each stage's
+    ``effective_group_rate``, and the mean over all their steps of ``nonzero_std_rate`` (groups
+    with any reward spread). None when no stage recorded it."""
+    metrics = [c.metrics or {} for c in archive.list(Checkpoint, run_id=run_id)]
+    spread = [step.get("nonzero_std_rate") for m in metrics for step in m.get("history", [])]
+    return _mean([m.get("effective_group_rate") for m in metrics]), _mean(spread)
+
+
+def read_run(archive: Archive, state: dict[str, Any], strategy: str, seed: int, source: str,
+             wall_s: float | None = None) -> StrategyRun:
+    """A ``StrategyRun`` from a run's final ``state`` (``run_meta``'s result or ``read_state``'s)."""
+    test = state.get("test") or {}
+    accepted, rejected, adopted = _counts(state)
+    effective, spread = stage_rates(archive, state["run_id"])
+    budgets = archive.list(BudgetRecord, run_id=state["run_id"])
+    return StrategyRun(strategy=strategy, seed=seed, run_id=state["run_id"], start=test.get("start"),
+                       final=test.get("final"), accepted=accepted, rejected=rejected, adopted=adopted,
+                       effective_group_rate=effective, spread_rate=spread, budget=totals(budgets),
+                       curve=score_curve(budgets, state.get("history", [])), source=source, wall_s=wall_s)
+
+
+async def run_one(config: RunConfig, strategy: str, seed: int, archive: Archive, reporter: Reporter,
+                  context_for: Callable[[RunConfig], MetaContext] | None = None) -> StrategyRun:
+    """Run ``strategy`` with ``seed`` under ``config`` to the end, or read it back when its run (same
+    id) already finished, or resume it when it started and stopped. ``context_for(run config)``
+    replaces the default services (tests)."""
+    cfg = run_config(config, strategy, seed)
+    run_id = compare_run_id(config, strategy, seed)
+    record = archive.get(RunRecord, run_id)
+    if record is not None and record.status == "done":
+        state = await read_state(cfg.db, run_id, strategy)
+        if state.get("test") is not None:
+            return read_run(archive, state, strategy, seed, "reused")
+    resume = record is not None and len(await read_state(cfg.db, run_id, strategy)) > 1
+    log.info("%s seed %d: %s %s", strategy, seed, "resuming" if resume else "running", run_id)
+    started = time.perf_counter()
+    context = context_for(cfg) if context_for is not None else None
+    state = await run_meta(cfg, run_id=run_id, resume=resume, reporter=reporter, context=context, archive=archive)
+    if "__interrupt__" in state:
+        raise ValueError(f"run {run_id} paused for gate approval; compare runs without approval: "
+                         "set gate.approve = false in the config")
+    return read_run(archive, state, strategy, seed, "resumed" if resume else "ran", time.perf_counter() - started)
+
+
+def _seed_means(run_list: Sequence[StrategyRun], which: str = "final") -> dict[str, float]:
+    """Each test task's reward averaged over the runs (seeds) that have it, in the first run's task order."""
+    values: dict[str, list[float]] = {}
+    for run in run_list:
+        summary: EvalSummary | None = getattr(run, which)
+        for task_id, outcome in (summary.per_task if summary else {}).items():
+            values.setdefault(task_id, []).append(outcome.mean_reward)
+    return {t: sum(v) / len(v) for t, v in values.items()}
+
+
+def _paired(runs: Sequence[StrategyRun], reference: Sequence[StrategyRun]) -> Estimate | None:
+    """Strategy − reference paired per (seed, task) on the seeds both ran; each task's two sides are
+    averaged over those seeds and the paired bootstrap resamples tasks. None when no seed pairs."""
+    by_seed = {r.seed: r.final for r in reference if r.final is not None}
+    sides: dict[str, tuple[list[float], list[float]]] = {}
+    for run in runs:
+        ref = by_seed.get(run.seed)
+        if run.final is None or ref is None:
+            continue
+        for task_id, outcome in run.final.per_task.items():
+            if task_id in ref.per_task:
+                mine, theirs = sides.setdefault(task_id, ([], []))
+                mine.append(outcome.mean_reward)
+                theirs.append(ref.per_task[task_id].mean_reward)
+    if not sides:
+        return None
+    reference_means = [sum(t) / len(t) for _, t in sides.values()]
+    return difference_estimate(reference_means, [sum(m) / len(m) for m, _ in sides.values()])
+
+
+def summarise(comparison_id: str, runs: Sequence[StrategyRun], strategies: Sequence[str],
+              reference: str = REFERENCE, config: dict[str, Any] | None = None) -> Comparison:
+    """The comparison table from the runs (module docstring for each number)."""
+    ref_runs = [r for r in runs if r.strategy == reference]
+    rows = []
+    for name in strategies:
+        mine = sorted((r for r in runs if r.strategy == name), key=lambda r: r.seed)
+        finals = _seed_means(mine)
+
+        def spent(*keys: str) -> float:
+            return sum(r.budget.get(k, 0.0) for r in mine for k in keys) / len(mine) if mine else 0.0
+
+        rows.append(StrategyRow(
+            strategy=name, seeds=[r.seed for r in mine], score=score_estimate(list(finals.values())),
+            start=score_estimate(list(_seed_means(mine, "start").values())),
+            per_seed=[r.final.score for r in mine if r.final is not None],
+            vs_reference=None if name == reference or not ref_runs else _paired(mine, ref_runs),
+            gated="gate" in get_strategy(name).build().nodes,
+            accepted=sum(r.accepted for r in mine), rejected=sum(r.rejected for r in mine),
+            adopted=sum(r.adopted for r in mine),
+            effective_group_rate=_mean([r.effective_group_rate for r in mine]),
+            spread_rate=_mean([r.spread_rate for r in mine]),
+            trivial=next((r.final.trivial_baseline for r in mine if r.final is not None), None),
+            rollouts=spent("rollouts"), policy_tokens=spent("policy_input_tokens", "policy_output_tokens"),
+            policy_cost_usd=spent("policy_cost_usd"),
+            meta_tokens=spent("meta_input_tokens", "meta_output_tokens"), meta_cost_usd=spent("meta_cost_usd"),
+            curve=mean_curve([r.curve for r in mine])))
+    budget = matched_budget([r.curve for r in rows])
+    for row in rows:
+        row.val_at_budget = score_at(row.curve, budget) if budget is not None else None
+    n_test = max((len(r.final.per_task) for r in runs if r.final is not None), default=0)
+    return Comparison(id=comparison_id, reference=reference, rows=rows, runs=list(runs), n_test=n_test,
+                      config=config or {}, matched_budget=budget)
+
+
+def comparison_id(config: RunConfig, strategies: Sequence[str], seeds: Sequence[int]) -> str:
+    """The comparison's own archive id: ``cmp-<config digest>`` plus a digest of strategies and seeds."""
+    tail = hashlib.sha256(json.dumps([list(strategies), list(seeds)]).encode()).hexdigest()[:6]
+    return f"cmp-{_digest(config.model_copy(update={'strategy': REFERENCE, 'seed': 0}))}-{tail}"
+
+
+async def compare(config: RunConfig, strategies: Sequence[str], seeds: int | Sequence[int] = 3,
+                  reporter: Reporter | None = None, archive: Archive | None = None,
+                  context_for: Callable[[RunConfig], MetaContext] | None = None,
+                  reference: str = REFERENCE) -> Comparison:
+    """Run (or read back) every strategy × seed under ``config`` and summarise them.
+
+    ``seeds``: a count n (seeds ``config.seed .. config.seed + n - 1``) or explicit seeds. Paths in
+    ``config`` are made absolute first (``anchored``), so the run ids name the same files from any
+    working directory. Runs go
+    seed by seed, every strategy within a seed, so a comparison stopped early still pairs whole
+    seeds. The comparison itself is stored as a run record (strategy ``compare``) listing its runs.
+    Raises ``ValueError`` for an unknown strategy, an empty strategy list, or no seed.
+    """
+    names = list(dict.fromkeys(strategies))
+    if not names:
+        raise ValueError("--strategies is empty: name at least one strategy, e.g. vace,rl_only")
+    for name in names:
+        get_strategy(name)  # ValueError naming the valid strategies
+    seed_list = [config.seed + i for i in range(seeds)] if isinstance(seeds, int) else list(seeds)
+    if not seed_list:
+        raise ValueError("--seeds must be at least 1")
+    config = anchored(config)
+    archive = archive or Archive(config.db)
+    reporter = reporter or NullReporter()
+    cid = comparison_id(config, names, seed_list)
+    record = RunRecord(id=cid, strategy="compare", config={
+        "run": config.model_dump(mode="json"), "strategies": names, "seeds": seed_list,
+        "runs": {f"{s}/{seed}": compare_run_id(config, s, seed) for seed in seed_list for s in names}})
+    archive.put(record)
+    runs = []
+    for seed in seed_list:
+        for name in names:
+            runs.append(await run_one(config, name, seed, archive, reporter, context_for))
+    archive.update_run(record.id, status="done")
+    return summarise(cid, runs, names, reference, record.config)

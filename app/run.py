@@ -1,0 +1,274 @@
+"""Running a meta-loop strategy durably: the checkpointed graph of a run, started or resumed.
+
+``run_meta`` compiles the strategy's graph with a LangGraph checkpointer on the run's database
+(``coevo.app.checkpointer``: SQLite in the archive's file, or Postgres in the archive's database),
+so ``run_meta(..., resume=True)`` continues a crashed, killed, failed or paused run from its last
+completed node. Evaluations are resumable by id, so finished rollouts are never redone and archive
+rows never duplicated.
+
+What belongs to the run is stored with it when it starts: its config with absolute paths (the
+database, ``out_dir`` and so the adapters under it, a harness file, a local model directory), so a
+resume from another working directory finds them, and its approval mode (``gate.approve``, the one
+place the approval bit lives: the gate reads it from the run's config), so a resume keeps pausing
+at the gate. A paused gate is answered by question id (the LangGraph interrupt id):
+``Command(resume={id: answer})``; a resume without answers changes nothing and returns the pending
+questions again.
+
+The driver builds each thing once per run: the strategy's row (``get_strategy``), the env and the
+executor (``preflight``, for a new run), the tracker check, the services (``make_context``) and the
+compiled graph.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, AsyncIterator, Mapping
+
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.types import Command, Interrupt, StateSnapshot
+from pydantic import ValidationError
+
+from coevo.app.checkpointer import open_checkpointer
+from coevo.app.services import make_context
+from coevo.config import RunConfig
+from coevo.envs.base import Env
+from coevo.errors import CoevoError
+from coevo.evaluation.executors import Executor
+from coevo.meta.context import MetaContext
+from coevo.meta.state import state_models
+from coevo.observe.progress import Reporter
+from coevo.observe.tracking import open_tracker, require_tracker
+from coevo.records import RunRecord
+from coevo.storage import Archive
+from coevo.storage.connection import exists, location
+from coevo.strategies import STRATEGIES, Strategy, get_strategy
+
+ANSWERS = {"yes": "yes", "y": "yes", "accept": "yes", "no": "no", "n": "no", "reject": "no"}
+"""What a person may answer a gate question with -> the answer the gate receives."""
+
+
+class RunError(CoevoError, ValueError):
+    """A run that cannot start or resume as asked (unknown run, bad model or env reference, an
+    answer to no pending question); the message names the input and the fix."""
+
+
+def new_run_id(config: RunConfig) -> str:
+    """A fresh run id ``<strategy>-<8 hex>``."""
+    return f"{config.strategy}-{uuid.uuid4().hex[:8]}"
+
+
+def _absolute(path: str) -> str:
+    return str(Path(path).expanduser().resolve())
+
+
+def approving(config: RunConfig) -> RunConfig:
+    """``config`` with ``gate.approve`` on: the run pauses before each gate decision."""
+    return config.model_copy(update={"gate": config.gate.model_copy(update={"approve": True})})
+
+
+def anchored(config: RunConfig) -> RunConfig:
+    """``config`` with every path made absolute against the current directory: ``db`` (a file, not a
+    URL), ``out_dir`` (adapters and reports live under it), ``harness`` when it names a file, and the
+    directories of a ``local:`` policy (base and adapter) when they exist."""
+    update: dict[str, Any] = {"out_dir": _absolute(config.out_dir), "db": location(config.db)}
+    if config.harness and Path(config.harness).expanduser().is_file():
+        update["harness"] = _absolute(config.harness)
+    if config.policy.startswith("local:"):
+        from coevo.models.refs import split_local
+
+        parts = split_local(config.policy.removeprefix("local:"))
+        parts = tuple(_absolute(p) if p and Path(p).expanduser().exists() else p for p in parts)
+        update["policy"] = "local:" + "+".join(p for p in parts if p)
+    return config.model_copy(update=update)
+
+
+def preflight(config: RunConfig, strategy: Strategy) -> tuple[Env, Executor | None]:
+    """Check the references a run of ``strategy`` depends on before anything is stored: the env, the
+    policy (a ``local:`` model is loaded here, once: the run's policies share its engine; a strategy
+    with a weight stage needs one, since the trainer holds the weights), H0 and the executor. Returns
+    the env and the executor (None: in process; the run's, built here once). Raises ``RunError``
+    naming the reference and the fix, or ``HarnessError`` for a bad H0."""
+    from coevo.envs.registry import get_env
+    from coevo.evaluation.executors import make_executor
+    from coevo.harnesses.spec import load_harness
+    from coevo.models.refs import ModelRefError, load_model
+    from coevo.models.smollm2 import SmolLM2NotInstalledError
+
+    try:
+        env = get_env(config.env.ref, **config.env.settings())
+    except (KeyError, ImportError, TypeError, ValueError) as err:
+        message = err.args[0] if isinstance(err, KeyError) and err.args else err
+        raise RunError(f"env {config.env.ref!r} cannot be built: {message}. Fix env.ref in the config "
+                       f"(`coevo envs list` shows the suites); nothing was started") from None
+    try:
+        load_model(config.policy)
+    except (ModelRefError, SmolLM2NotInstalledError, OSError) as err:
+        raise RunError(f"policy {config.policy!r} cannot be loaded: {err}. Fix it with --set policy=... "
+                       f"or the config's policy key; nothing was started") from None
+    if strategy.trains and not config.policy.startswith("local:"):
+        frozen = ", ".join(s.name for s in STRATEGIES.values() if not s.trains)
+        raise RunError(f"strategy {config.strategy!r} trains the policy's weights, but policy {config.policy!r} is "
+                       "a server, whose weights the run cannot train: use a local: policy (local:smollm2-135m, "
+                       f"local:/path/to/model; train.vllm then samples it on vLLM servers, README GPU recipe), or a "
+                       f"strategy without a weight stage ({frozen}); nothing was started")
+    load_harness(config.harness or env.name)
+    try:
+        executor = None if config.executor == "inprocess" else make_executor(config.executor)
+    except ValueError as err:  # e.g. Ray is not installed
+        raise RunError(f"{err}; nothing was started") from None
+    return env, executor
+
+
+async def _saved(graph: Any, run_id: str) -> StateSnapshot:
+    return await graph.aget_state({"configurable": {"thread_id": run_id}})
+
+
+@asynccontextmanager
+async def _graph(db: str, strategy: Strategy) -> AsyncIterator[Any]:
+    """The strategy's graph compiled with the checkpointer on the archive ``db`` (SQLite or PostgreSQL)."""
+    builder = strategy.build()
+    # the serialiser revives exactly the pydantic models of the graph's state and node inputs (LangGraph
+    # warns on, and will block, others)
+    serde = JsonPlusSerializer(allowed_msgpack_modules=state_models(builder.schemas))
+    async with open_checkpointer(db, serde) as saver:
+        yield builder.compile(checkpointer=saver, name=strategy.name)
+
+
+async def run_snapshot(db: str, run_id: str, strategy: str) -> StateSnapshot:
+    """The run's saved graph state: ``values``, ``next`` (the nodes still to run), ``interrupts``
+    (pending gate questions, each with its ``id``) and ``tasks`` (a failed node's ``error``)."""
+    async with _graph(db, get_strategy(strategy)) as graph:
+        return await _saved(graph, run_id)
+
+
+def resolve_answers(answers: Mapping[str, str], pending: tuple[Interrupt, ...], run_id: str) -> dict[str, str]:
+    """``answers`` (question id or a unique prefix of one -> yes/no; the id ``""`` names the only
+    pending question) as ``{full interrupt id: "yes"|"no"}``. Raises ``RunError`` for an answer
+    that is not yes/no, an id that names no pending question, or answers to nothing pending."""
+    asked = ", ".join(i.id[:8] for i in pending) or "none"
+    if not pending:
+        raise RunError(f"run {run_id} has no pending gate question, so there is nothing to answer: "
+                       "resume it without --answer")
+    resolved: dict[str, str] = {}
+    for key, value in answers.items():
+        answer = ANSWERS.get(str(value).strip().lower())
+        if answer is None:
+            raise RunError(f"answer {value!r} is neither yes nor no: write --answer ID=yes or --answer ID=no")
+        matches = [i.id for i in pending if i.id.startswith(key)]
+        if key == "" and len(pending) > 1:
+            matches = []
+        if len(matches) != 1:
+            raise RunError(f"--answer {key + '=' if key else ''}{value}: names {len(matches)} of run {run_id}'s "
+                           f"pending questions (ids {asked}); write --answer ID=yes|no with one of those ids")
+        resolved[matches[0]] = answer
+    return resolved
+
+
+def _open_run(archive: Archive, config: RunConfig, run_id: str | None, approve: bool) -> RunConfig:
+    """The config a resumed run continues with: the stored one (with the database it was found
+    in), its approval mode switched on when asked now (and stored so)."""
+    run = archive.get(RunRecord, run_id or "")
+    if run is None:
+        raise RunError(f"no run {run_id!r} in {config.db}: `coevo archive list runs --db {config.db}` shows the "
+                       "runs it holds, or pass the --db the run printed")
+    try:
+        stored = RunConfig.model_validate(run.config)
+    except ValidationError as err:
+        raise RunError(f"run {run_id}'s stored config does not validate with this coevo ({err.error_count()} "
+                       f"problem(s), first: {err.errors()[0]['msg']}); resume it with the coevo that started "
+                       "it") from None
+    if approve and not stored.gate.approve:
+        stored = approving(stored)
+        archive.update_run(run.id, config=stored.model_dump(mode="json"))
+    return stored.model_copy(update={"db": config.db})
+
+
+async def run_meta(config: RunConfig, run_id: str | None = None, resume: bool = False, approve: bool = False,
+                   reporter: Reporter | None = None, context: MetaContext | None = None,
+                   answers: Mapping[str, str] | None = None, archive: Archive | None = None) -> dict[str, Any]:
+    """Run (or resume) one strategy to the end, or to a pending gate approval.
+
+    Args: ``run_id`` (required with ``resume``); ``approve`` pauses before each gate decision
+    (stored with the run as ``gate.approve``: a resume keeps it, whatever its own ``approve``);
+    ``answers`` answers pending gate questions by id (see ``resolve_answers``); ``context``
+    replaces the default services (tests; its ``run_id`` is set to the run's, and its config's
+    ``gate.approve`` to the run's approval mode; a resume keeps the context's config otherwise).
+    A new run without ``context`` stores ``anchored(config)`` after ``preflight``. The run's
+    numbers go to the tracker ``config.report_to`` names (``coevo.observe.tracking``; files under
+    ``<out_dir>/tracking/<run_id>``; with ``none``, the context's own tracker is kept).
+
+    Returns the final state (domain objects as the ``coevo.meta.state`` models) with ``run_id``;
+    with a pending approval, ``state["__interrupt__"]`` lists the questions (``Interrupt``: ``id``,
+    ``value``). A resume without answers while questions are pending returns them and runs
+    nothing. A run that raises is stored with status ``failed`` (``interrupted`` when cancelled)
+    and the error stays in its saved graph state (``run_snapshot(...).tasks``); resuming continues it.
+    Raises ``RunError`` for an unknown run or a bad reference or answer, ``MissingExtraError`` for
+    a tracker whose package is missing (nothing changed).
+    """
+    env: Env | None = None
+    executor: Executor | None = None
+    if resume and archive is None and not exists(config.db):
+        raise RunError(f"cannot resume run {run_id!r}: there is no database at {config.db}; pass the --db the run "
+                       "printed (its archive: line)")
+    if archive is None and exists(config.db):
+        archive = Archive(config.db)  # an unreadable --db is reported before any model is loaded
+    if not resume:
+        require_tracker(config.report_to)  # a missing tracker package is reported before anything is stored
+        strategy = get_strategy(config.strategy)
+        config = approving(config) if approve else config
+        if context is None:
+            config = anchored(config)
+            env, executor = preflight(config, strategy)  # before a new database is made: nothing left behind
+    archive = archive or Archive(config.db)
+    if resume:
+        config = _open_run(archive, config, run_id, approve)
+        strategy = get_strategy(config.strategy)
+    run_id = run_id or new_run_id(config)
+    if context is not None:
+        gate = context.config.gate.model_copy(update={"approve": config.gate.approve})
+        ctx = dataclasses.replace(context, run_id=run_id, config=context.config.model_copy(update={"gate": gate}))
+    else:
+        ctx = make_context(config, archive, run_id, reporter=reporter, env=env, executor=executor, strategy=strategy)
+    async with _graph(config.db, strategy) as graph:
+        payload: Any = {"run_id": run_id}
+        if resume:
+            saved = await _saved(graph, run_id)
+            if saved.interrupts and not answers:
+                return {**saved.values, "__interrupt__": list(saved.interrupts), "run_id": run_id}
+            payload = Command(resume=resolve_answers(answers, saved.interrupts, run_id)) if answers else None
+        if resume or archive.get(RunRecord, run_id) is not None:
+            archive.update_run(run_id, status="running")
+        else:
+            archive.put(RunRecord(id=run_id, strategy=config.strategy, config=config.model_dump(mode="json")))
+        opened = config.report_to != "none"
+        if opened:
+            ctx = dataclasses.replace(ctx, tracker=open_tracker(config.report_to, config.out_dir, run_id,
+                                                                config.model_dump(mode="json")))
+        try:
+            # durability="sync": a checkpoint is on disk before the next node runs, so a crash loses at
+            # most the running node and checkpointer writes never overlap the archive's (one SQLite file).
+            state = await graph.ainvoke(payload, {"configurable": {"thread_id": run_id}, "recursion_limit": 1000},
+                                        context=ctx, durability="sync")
+        except BaseException as err:
+            status = "failed" if isinstance(err, Exception) else "interrupted"
+            archive.update_run(run_id, status=status)
+            raise
+        finally:
+            if opened:
+                ctx.tracker.close()
+            if context is None and ctx.executor is not None:
+                ctx.executor.close()  # the run's Ray workers (make_context started them for this run)
+    status = "done" if "__interrupt__" not in state else "paused"
+    archive.update_run(run_id, status=status)
+    return {**state, "run_id": run_id}
+
+
+async def read_state(db: str, run_id: str, strategy: str) -> dict[str, Any]:
+    """The run's last checkpointed state (``run_snapshot(...).values``, read with LangGraph's public
+    ``aget_state``; nothing runs) with ``run_id``: the dict ``run_meta`` returned when the run ended,
+    empty but for ``run_id`` when the run never checkpointed. Raises ``ValueError`` for an unknown
+    strategy."""
+    return {**(await run_snapshot(db, run_id, strategy)).values, "run_id": run_id}

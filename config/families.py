@@ -1,0 +1,86 @@
+"""The run config's section of each paper family: ``[whale]`` (WHALE, FST, stagewise), ``[pace]``,
+``[search]`` (the Meta-Harness search WHALE and PACE share), ``[harness_s]`` and ``[rsi]`` (CoEvo-RSI).
+VACE's family reads the shared ``[meta]`` and ``[gate]`` sections (``coevo.config.run``)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from coevo.config.base import Section
+
+
+class WhaleConfig(Section):
+    """WHALE's phase schedule (WHALE §4, App. A.1/B; strategies whale, fst, stagewise; ``rounds``
+    counts the cycles). Lengths: weight phases in epochs of the train tasks (the persistent
+    sampler's), harness phases in Meta-Harness iterations of ``search.candidates`` proposals.
+
+    ``fixed``: every weight phase runs ``weight_epochs``, every harness phase ``search_iterations``.
+    ``adaptive``: a weight phase stops after ``min_epochs`` once its train reward, averaged over
+    ``window_epochs``, has not improved for ``patience_epochs`` (at most ``max_epochs``); a harness
+    phase runs at least ``min_iterations`` and stops after ``search_patience`` iterations without a
+    new best train score (at most ``max_iterations``). Paper: 0.2 epochs each; 6 and 2.
+    """
+
+    schedule: Literal["fixed", "adaptive"] = "fixed"
+    weight_epochs: float = Field(default=1.0, gt=0)
+    search_iterations: int = Field(default=2, ge=1)
+    min_epochs: float = Field(default=0.2, gt=0)
+    patience_epochs: float = Field(default=0.2, gt=0)
+    window_epochs: float = Field(default=0.2, gt=0)
+    max_epochs: float = Field(default=2.0, gt=0)
+    min_iterations: int = Field(default=6, ge=1)
+    search_patience: int = Field(default=2, ge=1)
+    max_iterations: int = Field(default=12, ge=1)
+
+
+class SearchConfig(Section):
+    """The Meta-Harness search the WHALE and PACE families share (WHALE §3.2): ``candidates``
+    proposals per iteration (M)."""
+
+    candidates: int = Field(default=2, ge=1, description="Meta-Harness proposals per iteration (M)")
+
+
+class PaceConfig(Section):
+    """PACE (strategy pace): ``patience``, the gated iterations in a row without a validated gain
+    that end a PACE phase (the prompt phase, then the control-logic phase)."""
+
+    patience: int = Field(default=2, ge=1)
+
+
+class HarnessSConfig(Section):
+    """Harness-S (``strategies harness_s``, ``harness_s_he_only``; paper §3.2-3.4, Tables 5 and 8).
+
+    ``proposals``: the proposal budget of each directional-evolution round (its length is the number
+    of rounds; paper: 7/8/8), spread over the round's parents; ``parents``: B, the parent slots of
+    Eq. 3; ``causes_per_candidate``: at most this many related root causes per candidate (paper: 2-3);
+    ``voters``: V, LLM voters per routing call (the offline Rule Router is one voter); ``ballot``: the
+    ballot length (weights 1, 3/4, ... down to 1/ballot, Eq. 9); ``ranks``: the router ranks
+    evaluated on test (Table 5: Rank-1/2/3); ``rescue_k``: K distinct siblings per rescue (0: the
+    group size ``train.num_generations``); ``exact_limit``: the largest number of parent subsets
+    Eq. 3 searches exhaustively (above it: greedy, within (1 - 1/e) of the optimum)."""
+
+    proposals: list[int] = Field(default_factory=lambda: [7, 8, 8], min_length=1)
+    parents: int = Field(default=4, ge=1)
+    causes_per_candidate: int = Field(default=3, ge=1)
+    voters: int = Field(default=3, ge=1)
+    ballot: int = Field(default=4, ge=1)
+    ranks: int = Field(default=3, ge=1)
+    rescue_k: int = Field(default=0, ge=0)
+    exact_limit: int = Field(default=20_000, ge=1)
+
+
+class RsiConfig(Section):
+    """CoEvo-RSI (``coevo_rsi`` strategies): ``promotion_margin`` δ_prom (a new pair replaces the
+    incumbent only if its val score beats the incumbent pair's by more than it), ``merge`` (propose
+    TIES merges of archived adapters beside selections), the merge's ``combination_type`` and
+    ``density`` (None: ``coevo.training.merge``'s default), and ``adapt`` (train the best proposal
+    under its harness with the ``[train]`` algorithm: ``rsft`` = SFT on its accepted train
+    rollouts, ``grpo``)."""
+
+    promotion_margin: float = Field(default=0.0, ge=0)
+    merge: bool = True
+    combination_type: Literal["ties", "dare_ties", "linear", "ties_svd", "dare_ties_svd", "svd"] = "ties"
+    density: float | None = Field(default=None, gt=0, le=1)
+    adapt: bool = True

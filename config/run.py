@@ -1,0 +1,211 @@
+"""``RunConfig``: a meta-loop run as a TOML/YAML file, validated by pydantic (every error names the key).
+
+Defaults run fully offline on a laptop CPU: reasoning-gym ``chain_sum`` (two one-digit terms) with
+partial credit, the bundled SmolLM2-135M-Instruct policy, offline meta roles, small splits, two
+rounds (``configs/default.toml``).
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from coevo.config.base import RewardMode, Section
+from coevo.config.families import HarnessSConfig, PaceConfig, RsiConfig, SearchConfig, WhaleConfig
+from coevo.config.train import TrainConfig
+from coevo.errors import CoevoError
+from coevo.strategies import get_strategy
+
+DEFAULT_ENV = ("reasoning_gym:families=chain_sum,size=1000,seed=0,chain_sum.max_terms=2,chain_sum.max_digits=1,"
+               "reward=partial")
+"""The default job's suite: one-digit sums and differences with the family's partial credit, where
+SmolLM2-135M has room at the training temperature (README, "What to expect"); BFCL simple_python,
+where it has none, is ``configs/bfcl.toml``."""
+
+
+class EnvConfig(Section):
+    """Task suite (``coevo envs list``), split sizes (tasks) and the reward training and the gate use.
+
+    ``n_test`` defaults to 40: a pass rate over 40 tasks has a 95 % Wilson interval no wider than
+    ±0.15 whatever the rate (±0.14 at 0.3), so the test score of a run means something on its own.
+
+    ``reward``: ``correct`` (1 when the suite's checker passes the answer, else 0; the default) or
+    ``partial`` (the checker's partial credit, e.g. reasoning-gym's substring credit). It may also
+    be written in the ref (``reasoning_gym:reward=partial``); written in both, they must agree.
+    The env is built with ``get_env(env.ref, **env.settings())``.
+    """
+
+    ref: str = DEFAULT_ENV
+    n_train: int = Field(default=40, ge=1)
+    n_val: int = Field(default=30, ge=1)
+    n_test: int = Field(default=40, ge=0)
+    reward: RewardMode = "correct"
+
+    @model_validator(mode="after")
+    def _one_reward_mode(self) -> "EnvConfig":
+        found = re.search(r"[:,]\s*reward\s*=\s*([^,]*)", self.ref)  # the ref's reward=..., as get_env parses it
+        in_ref = found.group(1).strip() if found else None
+        if in_ref is None:
+            return self
+        if "reward" not in self.model_fields_set:
+            if in_ref not in ("correct", "partial"):
+                raise ValueError(f"the ref's reward={in_ref!r} is not a reward mode; write correct or partial")
+            self.reward = in_ref
+        elif in_ref != self.reward:
+            raise ValueError(f"reward is {self.reward!r} but the ref says reward={in_ref}; keep one of them")
+        return self
+
+    def settings(self) -> dict[str, Any]:
+        """Keyword arguments for ``get_env`` beside the ref: ``reward`` when the config sets it (in
+        the section or the ref); else none, and a suite uses its default (coevo's: ``correct``)."""
+        return {"reward": self.reward} if "reward" in self.model_fields_set else {}
+
+
+class MetaConfig(Section):
+    """Meta roles: ``model`` is ``offline`` (deterministic rules, no key) or a model reference for the
+    LLM roles (``local:smollm2-135m``, ``litellm:openai/gpt-4o-mini``, ``router:FILE``; a bare LiteLLM
+    string such as ``openai/NAME?api_base=URL`` reads as ``litellm:...``): the policy's chat-model layer
+    (``coevo.models.refs.load_model``). ``candidates``: the best-supported directions edited per round;
+    ``samples``: the candidates asked for each (the offline editor draws a different operator for
+    each, seeded by run, round and direction)."""
+
+    model: str = "offline"
+    candidates: int = Field(default=2, ge=1)
+    samples: int = Field(default=1, ge=1, le=8)
+    min_failed_tasks: int = Field(default=2, ge=1)
+    smoke_tasks: int = Field(default=2, ge=0)
+    max_timr_increase: float = Field(default=0.25, ge=0)
+    local_check: bool = False
+    local_tasks: int = Field(default=6, ge=1, le=30)
+    local_controls: int = Field(default=2, ge=0, le=10)
+    revisions: int = Field(default=1, ge=0, le=1)
+    temperature: float = 0.6
+
+
+class GateConfig(Section):
+    """VACE's validation gate: accept iff c > b + ``min_margin`` (and the paired ``test`` agrees)."""
+
+    min_margin: float = Field(default=0.0, ge=0)
+    test: Literal["none", "bootstrap", "mcnemar"] = "none"
+    alpha: float = Field(default=0.05, gt=0, lt=1)
+    approve: bool = False
+
+
+class EvalConfig(Section):
+    """Rollouts: ``k`` per task on val and test, ``concurrency`` requests in flight. Decoding
+    comes from the harness itself (its ``decoding`` component)."""
+
+    k: int = Field(default=1, ge=1)
+    concurrency: int = Field(default=16, ge=1)
+
+
+MOVED = {"pace_patience": ("pace", "patience"), "candidates": ("search", "candidates")}
+"""``[whale]`` keys of older configs -> the (section, key) they are now (``RunConfig`` reads both)."""
+
+
+class RunConfig(Section):
+    """One run of a meta-loop strategy (DESIGN.md, The loop)."""
+
+    strategy: str = Field(default="vace", description="a name from the strategy table (coevo.graphs.registry)")
+    rounds: int = Field(default=2, ge=1)
+    seed: int = 0
+    db: str = "coevo_runs/coevo.db"
+    out_dir: str = "coevo_runs"
+    harness: str = Field(default="",
+                         description="H0: a spec file or shipped base name; default: the env's base harness")
+    policy: str = "local:smollm2-135m"
+    env: EnvConfig = Field(default_factory=EnvConfig)
+    train: TrainConfig = Field(default_factory=TrainConfig)
+    meta: MetaConfig = Field(default_factory=MetaConfig)
+    gate: GateConfig = Field(default_factory=GateConfig)
+    whale: WhaleConfig = Field(default_factory=WhaleConfig)
+    search: SearchConfig = Field(default_factory=SearchConfig)
+    pace: PaceConfig = Field(default_factory=PaceConfig)
+    harness_s: HarnessSConfig = Field(default_factory=HarnessSConfig)
+    eval: EvalConfig = Field(default_factory=EvalConfig)
+    report_to: Literal["none", "tensorboard", "mlflow", "wandb"] = Field(
+        default="none", description="experiment tracker for the loop's numbers and TRL's weight-stage logs, offline: "
+        "files under <out_dir>/tracking/<run id> (coevo.observe.tracking); none: the archive and report only")
+    rsi: RsiConfig = Field(default_factory=RsiConfig)
+    executor: Literal["inprocess", "ray"] = Field(
+        default="inprocess", description="where rollouts run: this process, or Ray workers ($RAY_ADDRESS or a local "
+                                         "instance; coevo.evaluation.executors)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _moved_keys(cls, data: Any) -> Any:
+        """Keys that moved to their family's section are read from where older configs (and the
+        stored configs of older runs) wrote them: ``whale.pace_patience`` is ``pace.patience``,
+        ``whale.candidates`` is ``search.candidates``. Written in both places, it is an error naming
+        the new key."""
+        if not isinstance(data, dict) or not isinstance(data.get("whale"), dict):
+            return data
+        data, whale = dict(data), dict(data["whale"])
+        for old, (section, key) in MOVED.items():
+            if old not in whale:
+                continue
+            target = dict(data.get(section) or {})
+            if key in target:
+                raise ValueError(f"whale.{old} moved to {section}.{key} and the config sets both: keep {section}.{key}")
+            target[key] = whale.pop(old)
+            data[section] = target
+        data["whale"] = whale
+        return data
+
+    @field_validator("strategy")
+    @classmethod
+    def _known_strategy(cls, name: str) -> str:
+        get_strategy(name)  # ValueError naming the valid strategies
+        return name
+
+    @model_validator(mode="after")
+    def _strategy_algorithm(self) -> "RunConfig":
+        """A strategy whose row names a weight-update algorithm (WHALE's, FST's and stagewise's: RSFT,
+        WHALE §3.1) trains with it whatever ``train.algorithm`` says, so one config serves every
+        strategy of a ``coevo compare``; the run's stored config records the algorithm used."""
+        wanted = get_strategy(self.strategy).algorithm
+        if wanted and self.train.algorithm != wanted:
+            self.train.algorithm = wanted  # type: ignore[assignment]
+        return self
+
+
+class ConfigError(CoevoError, ValueError):
+    """A run config that does not validate; the message lists each bad key as ``section.key``."""
+
+
+def parse_config(data: dict[str, Any], source: str = "config") -> RunConfig:
+    """Validate a config mapping. Raises ``ConfigError`` naming every bad key and what it should be."""
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as err:
+        lines = [f"  {'.'.join(str(p) for p in e['loc']) or '(top level)'}: {e['msg']}" for e in err.errors()]
+        raise ConfigError(f"{source} is invalid:\n" + "\n".join(lines)) from None
+
+
+def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> RunConfig:
+    """Load a TOML (``.toml``) or YAML (``.yaml``/``.yml``) run config; ``None`` gives the defaults.
+
+    ``overrides`` maps dotted keys (``"train.steps"``) to values applied on top. Raises
+    ``ConfigError`` for a missing file, a parse error, or invalid keys.
+    """
+    data: dict[str, Any] = {}
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"no config file {str(p)!r}; see configs/default.toml for an example")
+        try:
+            data = tomllib.loads(p.read_text()) if p.suffix == ".toml" else (yaml.safe_load(p.read_text()) or {})
+        except (tomllib.TOMLDecodeError, yaml.YAMLError) as err:
+            raise ConfigError(f"{p} does not parse: {err}") from None
+    for key, value in (overrides or {}).items():
+        node = data
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return parse_config(data, str(path or "defaults"))

@@ -1,0 +1,54 @@
+"""PACE (Prompt And Control Logic Evolution; abstract in ``shared/papers/vace_and_related_abstracts.txt``)
+as a LangGraph graph, weights frozen::
+
+    phase = prompt                                        # plan: edits confined to PROMPT_FIELDS
+    A = {H}                                               # search_start
+    loop:
+        C     = propose(A)                                # propose -> search_evaluate (train evidence)
+        b, c  = validate(W0, H), validate(W0, C)          # held-out val
+        H     = gate(b, c)                                # accepted only through the val gate
+        if no validated gain for pace.patience iterations:
+            phase = control (CONTROL_FIELDS: hooks, parser, budget, tool view, context), or stop
+
+Each phase's edits are checked to stay inside its fields by the patch checker (``realise``).
+"""
+
+from __future__ import annotations
+
+from langgraph.graph import StateGraph
+
+from coevo.graphs.pace.nodes import pace_plan, pace_step
+from coevo.graphs.pace.state import PaceState
+from coevo.graphs.wiring import meta_graph
+from coevo.nodes.gate import gate
+from coevo.nodes.schedule import next_round
+from coevo.nodes.search import more_search, propose, search_evaluate, search_start
+from coevo.nodes.validate import validate
+
+
+def build() -> StateGraph:
+    """PACE's wiring (uncompiled)."""
+    builder = meta_graph(state=PaceState)
+    for name, node in (("plan", pace_plan), ("search_start", search_start), ("propose", propose),
+                       ("search_evaluate", search_evaluate), ("validate", validate), ("gate", gate),
+                       ("next_round", next_round), ("pace_step", pace_step)):
+        builder.add_node(name, node)
+    # phase = prompt
+    builder.add_edge("setup", "plan")
+    # A = {H}
+    builder.add_edge("plan", "search_start")
+    builder.add_edge("search_start", "propose")
+    # C = propose(A), with train evidence for the next proposal
+    builder.add_edge("propose", "search_evaluate")
+    # b, c = validate(W0, H), validate(W0, C)
+    builder.add_edge("search_evaluate", "validate")
+    # H = gate(b, c)
+    builder.add_edge("validate", "gate")
+    builder.add_edge("gate", "next_round")
+    # no validated gain for pace.patience iterations: prompt -> control -> stop
+    builder.add_edge("next_round", "pace_step")
+    builder.add_conditional_edges("pace_step", more_search, {"continue": "propose", "done": "final_test"})
+    return builder
+
+
+graph = build().compile(name="pace")

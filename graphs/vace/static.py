@@ -1,0 +1,19 @@
+"""The static baseline (DESIGN.md strategy table): the start pair (H0, W0) is tested as it is —
+no weight stage, no refinement, no rounds."""
+
+from __future__ import annotations
+
+from langgraph.graph import StateGraph
+
+from coevo.graphs.wiring import meta_graph
+
+
+def build() -> StateGraph:
+    """setup -> final_test (uncompiled)."""
+    builder = meta_graph()
+    # test (H0, W0) as they are
+    builder.add_edge("setup", "final_test")
+    return builder
+
+
+graph = build().compile(name="static")

@@ -1,0 +1,37 @@
+"""One logging channel (``coevo.observe.log``): every writer's lines (the loop's nodes, library modules)
+come out aligned on the topic column, and the progress reporter consumes the channel only while it runs."""
+
+import io
+import logging
+import re
+
+from rich.console import Console
+
+from coevo.observe.log import CHANNEL, TOPIC_WIDTH, ChannelHandler, attach, loop
+from coevo.observe.progress import RichReporter
+
+
+def test_lines_of_every_writer_share_one_aligned_topic_column():
+    lines: list[str] = []
+    detach = attach(ChannelHandler(lines.append))
+    try:
+        loop.info("round 0: kept", extra={"topic": "gate"})
+        loop.info("round 0: 2 candidates", extra={"topic": "validate"})
+        logging.getLogger("coevo.models.router").warning("server %s failed", "http://a")
+        logging.getLogger("coevo.training.grpo").debug("below INFO: not on the channel")
+    finally:
+        detach()
+    assert len(lines) == 3, lines
+    starts = {line.index(text) for line, text in zip(lines, ("round 0: kept", "round 0: 2 ", "warning: server"))}
+    assert starts == {len("[00:00:00] ") + TOPIC_WIDTH + 1}, lines  # the message column is the same in each
+    assert re.match(r"\[\d\d:\d\d:\d\d\] router +warning: server http://a failed$", lines[2])
+
+
+def test_the_rich_reporter_prints_the_channel_above_its_bars_only_while_it_runs():
+    out = io.StringIO()
+    handlers = list(logging.getLogger(CHANNEL).handlers)
+    with RichReporter(console=Console(file=out, width=120, force_terminal=False)):
+        loop.info("round 1: H0=abc", extra={"topic": "setup"})
+    loop.info("after the run: not printed", extra={"topic": "setup"})
+    assert "setup    round 1: H0=abc" in out.getvalue() and "after the run" not in out.getvalue()
+    assert logging.getLogger(CHANNEL).handlers == handlers
