@@ -108,7 +108,8 @@ def _find(archive: Archive, id: str) -> tuple[str, Any]:
                 raise
             continue
         return kind, archive.get(SHOWN[kind], full)
-    candidate = re.compile(rf"-r\d+-{re.escape(id)}")  # edit ids: <run>-r<round>-<candidate>-v<revision>
+    # edit ids: <run>-r<round>-<candidate>-v<revision> (candidate X is not candidate X-s1, its next sample)
+    candidate = re.compile(rf"-r\d+-{re.escape(id)}-v\d+$")
     edits = [e for e in archive.list(EditRecord) if candidate.search(e.id)]
     if len(edits) == 1:
         return "edits", edits[0]

@@ -70,10 +70,13 @@ class MetaConfig(Section):
     """Meta roles: ``model`` is ``offline`` (deterministic rules, no key) or a model reference for the
     LLM roles (``local:smollm2-135m``, ``litellm:openai/gpt-4o-mini``, ``router:FILE``; a bare LiteLLM
     string such as ``openai/NAME?api_base=URL`` reads as ``litellm:...``): the policy's chat-model layer
-    (``coevo.models.refs.load_model``)."""
+    (``coevo.models.refs.load_model``). ``candidates``: the best-supported directions edited per round;
+    ``samples``: the candidates asked for each (the offline editor draws a different operator for
+    each, seeded by run, round and direction)."""
 
     model: str = "offline"
     candidates: int = Field(default=2, ge=1)
+    samples: int = Field(default=1, ge=1, le=8)
     min_failed_tasks: int = Field(default=2, ge=1)
     smoke_tasks: int = Field(default=2, ge=0)
     max_timr_increase: float = Field(default=0.25, ge=0)

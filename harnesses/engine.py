@@ -101,7 +101,8 @@ class EngineContext:
             self.tools.update({t.name: t for t in bpe_tools()})
         self.schemas = [t.schema() for t in self.tools.values()]
         d = spec.decoding
-        decoding = {"temperature": d.temperature, "top_p": d.top_p, "max_tokens": spec.budget.max_output_tokens}
+        decoding = {"temperature": d.temperature, "top_p": d.top_p, "max_tokens": spec.budget.max_output_tokens,
+                    **({"stop": list(d.stop)} if d.stop else {})}
         model = (bind_tools_within(self.model, self.schemas) if spec.parser.mode == "native" and self.schemas
                  else self.model).bind(**decoding)
         # a plain kwargs binding is called as bound(**kwargs): same call, without a config merge per model call

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import inspect
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -177,6 +178,31 @@ def unparsed_reply(ctx: HookContext) -> bool:
     return not ctx.parsed
 
 
+@register_condition("reply_lacks")
+def reply_lacks(ctx: HookContext, *, pattern: str) -> bool:
+    """True when the last model reply has no match of regex ``pattern`` (e.g. the parser's
+    final-answer pattern: a reply the parser cannot read an answer from)."""
+    return re.search(pattern, ctx.reply) is None
+
+
+def repeats(text: str, words: int = 4, times: int = 3) -> bool:
+    """Whether ``text`` repeats itself: a non-empty line occurring ``times`` times, or a run of
+    ``words`` words occurring ``times`` times."""
+    lines = Counter(x.strip() for x in text.splitlines() if x.strip())
+    if lines and lines.most_common(1)[0][1] >= times:
+        return True
+    tokens = text.split()
+    grams = Counter(tuple(tokens[i:i + words]) for i in range(len(tokens) - words + 1))
+    return bool(grams) and grams.most_common(1)[0][1] >= times
+
+
+@register_condition("reply_repeats")
+def reply_repeats(ctx: HookContext, *, words: int = 4, times: int = 3) -> bool:
+    """True when the last model reply repeats itself (``repeats``: a line, or a run of ``words``
+    words, occurring ``times`` times): a model stuck in a loop."""
+    return repeats(ctx.reply, words, times)
+
+
 @register_condition("answer_empty")
 def answer_empty(ctx: HookContext) -> bool:
     """True when the candidate final answer is empty or whitespace."""
@@ -199,6 +225,12 @@ def tool_is(ctx: HookContext, *, name: str) -> bool:
 def model_calls_gte(ctx: HookContext, *, n: int) -> bool:
     """True once at least ``n`` model calls have been made."""
     return ctx.model_calls >= n
+
+
+@register_condition("model_calls_lt")
+def model_calls_lt(ctx: HookContext, *, n: int) -> bool:
+    """True while fewer than ``n`` model calls have been made (e.g. a self-check only on the first answer)."""
+    return ctx.model_calls < n
 
 
 # --- built-in actions ----------------------------------------------------------------------

@@ -14,7 +14,16 @@ import re
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from coevo.harnesses.errors import HarnessError, Problem, problems_from_validation
 from coevo.harnesses.registry import ACTIONS, EVENTS, parameter_problems
@@ -166,11 +175,29 @@ class Budget(Strict):
 
 class Decoding(Strict):
     """Sampling settings passed to the policy: temperature (0 = greedy), top_p, seed (``None`` = the
-    rollout's seed)."""
+    rollout's seed), ``stop`` sequences (a reply ends before the first one it would contain).
+
+    An empty ``stop`` is left out of the serialised spec, so a spec without stop sequences keeps the
+    id it had before the field existed."""
 
     temperature: float = Field(default=1.0, ge=0.0)
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
     seed: int | None = None
+    stop: list[str] = Field(default_factory=list, max_length=4)
+
+    @field_validator("stop")
+    @classmethod
+    def _non_empty(cls, stop: list[str]) -> list[str]:
+        if any(not s for s in stop):
+            raise ValueError("a stop sequence must not be empty; remove it")
+        return stop
+
+    @model_serializer(mode="wrap")
+    def _without_empty_stop(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        if not self.stop:
+            data.pop("stop", None)
+        return data
 
 
 class ActionCosts(Strict):

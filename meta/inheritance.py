@@ -35,7 +35,9 @@ class ArchiveEntry(BaseModel):
     (``base``, ``edit``, ...) and its train-split outcomes under each checkpoint it ran with
     (``train[checkpoint id]``; train only: val and test stay sealed from the meta roles). ``probe``:
     its outcome under the current checkpoint on the round's probe tasks (the same few train tasks
-    and seeds for every harness, so probes compare; None when not probed)."""
+    and seeds for every harness, so probes compare; None when not probed). ``failures``: its
+    per-cause evidence, failed train rollouts per root cause (``coevo.roles.diagnosis``) among its
+    ``rollouts`` train rollouts of the run (any checkpoint)."""
 
     index: int
     harness_id: str
@@ -43,6 +45,8 @@ class ArchiveEntry(BaseModel):
     origin: str = ""
     train: dict[str, PairStats] = Field(default_factory=dict)
     probe: PairStats | None = None
+    failures: dict[str, int] = Field(default_factory=dict)
+    rollouts: int = 0
 
 
 class ArchiveSummary(BaseModel):
@@ -72,6 +76,10 @@ class ArchiveSummary(BaseModel):
         """The entry with the best ``outcome`` under the current checkpoint: highest score, then
         lowest TIMR, then the newest; entries never run under it rank last, the incumbent first
         among them. Raises ``ValueError`` on an empty summary."""
+        return self.ranked()[0]
+
+    def ranked(self) -> list[ArchiveEntry]:
+        """The entries best first, in ``best_base``'s order. Raises ``ValueError`` on an empty summary."""
         if not self.entries:
             raise ValueError("the archive summary holds no harness; run setup first")
 
@@ -80,7 +88,7 @@ class ArchiveSummary(BaseModel):
             return (s is not None, s.score if s else 0.0, -s.timr if s else float(e.harness_id == self.incumbent),
                     e.index)
 
-        return max(self.entries, key=key)
+        return sorted(self.entries, key=key, reverse=True)
 
     def ranked_checkpoints(self, harness_ids: list[str]) -> list[str]:
         """The archived checkpoints ordered by their train outcome under the first of ``harness_ids``
@@ -99,11 +107,12 @@ class ArchiveSummary(BaseModel):
         return scored + rest
 
     def for_prompt(self) -> list[dict[str, Any]]:
-        """The summary as an LLM sees it: per index, the harness id (12 chars), parents, origin and
-        its train score/TIMR per checkpoint."""
+        """The summary as an LLM sees it: per index, the harness id (12 chars), parents, origin, its
+        train score/TIMR per checkpoint and its per-cause evidence (failed train rollouts by cause)."""
         return [{"index": e.index, "harness": e.harness_id[:12], "parents": [p[:12] for p in e.parents],
                  "origin": e.origin, "incumbent": e.harness_id == self.incumbent,
                  "train": {c: _brief(s) for c, s in e.train.items()},
+                 **({"train_failures_by_cause": e.failures, "train_rollouts": e.rollouts} if e.rollouts else {}),
                  **({"probe_under_current_checkpoint": _brief(e.probe)} if e.probe else {})} for e in self.entries]
 
 

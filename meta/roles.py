@@ -48,8 +48,11 @@ class Editor(Protocol):
     """Proposes a JSON-Patch edit of ``spec`` for a direction (and at most one revision)."""
 
     def propose(self, direction: Direction, spec: HarnessSpec, tasks: dict[str, Task],
-                solved: Sequence[Trajectory] = ()) -> Proposal:
-        """A candidate edit of ``spec`` for ``direction``; ``solved``: solved train trajectories (demonstrations)."""
+                solved: Sequence[Trajectory] = (), *, round: int = 0, sample: int = 0,
+                allowed: Sequence[str] | None = None) -> Proposal:
+        """Candidate ``sample`` (0, 1, ...) of an edit of ``spec`` for ``direction`` in ``round``, inside
+        the ``allowed`` JSON Pointer prefixes when given; ``solved``: solved train trajectories
+        (demonstrations). Samples of one direction and round should differ."""
 
     def revise(self, direction: Direction, spec: HarnessSpec, candidate: Candidate, feedback: str,
                tasks: dict[str, Task]) -> Proposal:

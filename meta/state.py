@@ -21,7 +21,7 @@ import typing
 from typing import TYPE_CHECKING, Annotated, Any, Iterable, Literal
 
 from pydantic import BaseModel, Field
-from typing_extensions import TypedDict  # pydantic (Studio's state schemas) needs it on Python < 3.12
+from typing_extensions import NotRequired, TypedDict  # pydantic (Studio's state schemas) needs it on Python < 3.12
 
 from coevo.evaluation.results import EvalResult, TaskOutcome, outcome_estimate
 from coevo.records import GateDecision
@@ -209,12 +209,14 @@ class RoundSummary(BaseModel):
 
 class EditRequest(TypedDict):
     """What ``fan_out`` sends each ``edit`` branch (a LangGraph ``Send`` payload): one direction,
-    the incumbent it edits, the round, and the round's train trajectory ids."""
+    the incumbent it edits, the round, the round's train trajectory ids, and which candidate of the
+    direction this branch asks for (``sample``: 0, 1, ...; absent means 0)."""
 
     direction: Direction
     incumbent: str
     round: int
     train_trajectories: list[str]
+    sample: NotRequired[int]
 
 
 class MetaState(TypedDict, total=False):

@@ -13,16 +13,20 @@ from coevo.meta.context import MetaContext
 from coevo.meta.state import Candidate, EditRequest, MetaState
 from coevo.records import Trajectory
 from coevo.roles.editor import Proposal
+from coevo.roles.operators import assignments
 
 
 def fan_out(state: MetaState, runtime: Runtime[MetaContext]) -> list[Send] | str:
-    """One ``edit`` branch per direction, the ``config.meta.candidates`` best-supported ones;
-    straight to ``check`` when there is none."""
-    directions = state.get("directions", [])[: runtime.context.config.meta.candidates]
-    if not directions:
+    """One ``edit`` branch per candidate: ``meta.samples`` of each of the ``meta.candidates``
+    best-supported directions (``coevo.roles.operators.assignments``); straight to ``check`` when
+    there is none."""
+    meta = runtime.context.config.meta
+    branches = assignments(state.get("directions", [])[: meta.candidates], meta.samples)
+    if not branches:
         return "check"
     return [Send("edit", EditRequest(direction=d, incumbent=state["incumbent"], round=state.get("round", 0),
-                                     train_trajectories=state.get("train_trajectories", []))) for d in directions]
+                                     train_trajectories=state.get("train_trajectories", []), sample=s))
+            for d, s in branches]
 
 
 def realise(proposal: Proposal, ctx: MetaContext, round: int, allowed: Sequence[str] | None = None) -> Candidate:
@@ -47,7 +51,8 @@ def realise(proposal: Proposal, ctx: MetaContext, round: int, allowed: Sequence[
 
 
 def edit(request: EditRequest, runtime: Runtime[MetaContext]) -> dict:
-    """Ask the editor for a patch of the incumbent that repairs ``request["direction"]``.
+    """Ask the editor for candidate ``request["sample"]`` of a patch of the incumbent that repairs
+    ``request["direction"]`` in the round.
 
     Successful train trajectories of the round are offered as demonstration sources.
     """
@@ -56,7 +61,8 @@ def edit(request: EditRequest, runtime: Runtime[MetaContext]) -> dict:
     trajectories = [t for i in request["train_trajectories"] for t in ctx.archive.list(Trajectory, id=i)]
     solved = [t for t in trajectories if t.passed and t.split == "train"]
     tasks = {t.id: t for t in ctx.tasks("train")}
-    proposal = ctx.editor.propose(direction, ctx.spec(request["incumbent"]), tasks, solved)
+    proposal = ctx.editor.propose(direction, ctx.spec(request["incumbent"]), tasks, solved, round=request["round"],
+                                  sample=request.get("sample", 0))
     candidate = realise(proposal, ctx, request["round"])
     ctx.log("edit", f"{direction.id}: {candidate.status} {candidate.spec_id and candidate.spec_id[:12] or ''} "
                      f"{candidate.reason[:120] or candidate.rationale[:120]}")

@@ -85,8 +85,11 @@ def gate(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     val, inc_id, rnd = state.get("validation", {}), state["incumbent"], state.get("round", 0)
     decisions: list[GateDecision] = []
     best: GateDecision | None = None
-    for cand in [c for c in state.get("checked", []) if c.status == "checked" and c.spec_id in val]:
-        incumbent, candidate = val[inc_id], val[cand.spec_id or ""]
+    # one decision per distinct child harness: two candidates (samples of directions) that made the
+    # same edit name the same harness, validated once
+    children = dict.fromkeys(c.spec_id for c in state.get("checked", []) if c.status == "checked" and c.spec_id in val)
+    for spec_id in children:
+        incumbent, candidate = val[inc_id], val[spec_id or ""]
         b, c = incumbent.score, candidate.score
         pairs = GatePair.pairs(incumbent, candidate)
         accepted, reason = decide(b, c, pairs, ctx.config.gate, ctx.config.seed)

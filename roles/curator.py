@@ -1,10 +1,11 @@
 """The curator (Harness-S §3.2): failed *train* trajectories grouped by root cause into repair
 directions, each supported by ≥ ``min_failed`` distinct failed tasks.
 
-Two implementations side by side: ``OfflineCurator`` (deterministic, no key: groups by the
-verifier's own error type or by how the episode ended) and ``LLMCurator`` (any chat model through
-``coevo.roles.llm``: a JSON-schema reply and one repair retry). Only ``split == "train"`` trajectories are read, so
-validation and test answers never reach a curator.
+Two implementations side by side: ``OfflineCurator`` (deterministic, no key: reads each trajectory
+for its root cause with ``coevo.roles.diagnosis`` and groups by cause and task category) and
+``LLMCurator`` (any chat model through ``coevo.roles.llm``: a JSON-schema reply and one repair
+retry). Only ``split == "train"`` trajectories are read, so validation and test answers never reach a
+curator.
 """
 
 from __future__ import annotations
@@ -22,26 +23,15 @@ from coevo.harnesses.spec import HarnessSpec
 from coevo.meta.roles import Curation, Curator
 from coevo.meta.state import Direction, Evidence
 from coevo.models.trajectory import Trajectory
+from coevo.roles.diagnosis import CAUSES, diagnose, task_category, with_category
 from coevo.roles.llm import JsonRole, narrowed
 
 
 def failure_cause(t: Trajectory) -> str:
-    """The root-cause label of a failed trajectory: how it ended, else the verifier's own error type
-    (``detail["public"]["error_type"]``/``["verifier_error"]``, e.g. BFCL's
-    ``simple_function_checker:wrong_func_name``)."""
-    if t.final_answer is None:
-        return f"no_answer:{t.stop_reason or 'unknown'}"
-    detail = t.score_detail or {}
-    public = detail.get("public") if isinstance(detail.get("public"), dict) else {}
-    candidates = (public.get("error_type"), public.get("verifier_error"), detail.get("error_type"), detail.get("error"))
-    for value in candidates:
-        if isinstance(value, list) and value:
-            value = value[0]
-        if isinstance(value, str) and value.strip():
-            return value.strip()[:80]
-    if t.interface_violations:
-        return "interface_violation"
-    return "wrong_answer"
+    """The root-cause label of a failed trajectory read alone (``coevo.roles.diagnosis.diagnose``
+    without the harness or the task): how it ended, the verifier's own error type (e.g. BFCL's
+    ``simple_function_checker:wrong_func_name``), what the trajectory shows, else ``wrong_answer``."""
+    return diagnose(t)
 
 
 def excerpt(t: Trajectory, chars: int = 300) -> Evidence:
@@ -54,10 +44,13 @@ def excerpt(t: Trajectory, chars: int = 300) -> Evidence:
 
 
 class OfflineCurator:
-    """Group failures by ``failure_cause``; keep causes with ≥ ``min_failed`` distinct tasks.
-
-    Directions are ordered by support, largest first; each carries one excerpt per failed task
-    (at most ``max_evidence``).
+    """Read each failed train trajectory for its root cause (``diagnose``: format, truncation,
+    repetition, tool errors, the answer's place, form and value, ...) and group the failures by
+    (cause, task category): a group with >= ``min_failed`` distinct tasks is a direction
+    ``cause@category``; the leftovers of one cause across categories pool into a direction ``cause``
+    when they reach ``min_failed`` together. With one category in the train tasks the category is
+    left out. Directions are ordered by support, largest first; each carries one excerpt per failed
+    task (at most ``max_evidence``). Distinct causes give distinct directions (issue 23, item 1).
     """
 
     def __init__(self, min_failed: int = 2, max_evidence: int = 5) -> None:
@@ -65,19 +58,31 @@ class OfflineCurator:
 
     def curate(self, trajectories: Sequence[Trajectory], spec: HarnessSpec, tasks: dict[str, Task]) -> Curation:
         """The directions of ``trajectories``' train failures (see class doc)."""
-        groups: dict[str, list[Trajectory]] = defaultdict(list)
+        several = len({task_category(t) for t in tasks.values()}) > 1
+        groups: dict[tuple[str, str], list[Trajectory]] = defaultdict(list)
         for t in trajectories:
             if t.split == "train" and not t.passed:
-                groups[failure_cause(t)].append(t)
+                task = tasks.get(t.task_id)
+                groups[(diagnose(t, spec, task), task_category(task) if several else "")].append(t)
+        supported: list[tuple[str, list[Trajectory]]] = []
+        leftovers: dict[str, list[Trajectory]] = defaultdict(list)
+        for (kind, category), ts in groups.items():
+            if len({t.task_id for t in ts}) >= self.min_failed:
+                supported.append((with_category(kind, category), ts))
+            else:
+                leftovers[kind] += ts
+        supported += [(kind, ts) for kind, ts in leftovers.items() if len({t.task_id for t in ts}) >= self.min_failed]
         directions = []
-        for cause, ts in sorted(groups.items(), key=lambda kv: (-len({t.task_id for t in kv[1]}), kv[0])):
+        for cause, ts in sorted(supported, key=lambda kv: (-len({t.task_id for t in kv[1]}), kv[0])):
             task_ids = sorted({t.task_id for t in ts})
-            if len(task_ids) >= self.min_failed:
-                first = {t.task_id: t for t in reversed(ts)}  # one excerpt per distinct task
-                slug = re.sub(r"[^a-z0-9]+", "_", cause.lower())[:40]
-                directions.append(Direction(id=f"d{len(directions)}-{slug}", cause=cause, task_ids=task_ids,
-                                            description=f"{len(task_ids)} train tasks fail with {cause!r}",
-                                            evidence=[excerpt(first[i]) for i in task_ids[:self.max_evidence]]))
+            first = {t.task_id: t for t in reversed(ts)}  # one excerpt per distinct task
+            slug = re.sub(r"[^a-z0-9]+", "_", cause.lower())[:40]
+            kind, _, category = cause.partition("@")
+            meaning = CAUSES.get(kind) or CAUSES.get(kind.split(":")[0]) or f"the verifier reports {kind!r}"
+            where = f" on {category} tasks" if category else ""
+            directions.append(Direction(id=f"d{len(directions)}-{slug}", cause=cause, task_ids=task_ids,
+                                        description=f"{len(task_ids)} train tasks fail{where}: {meaning} ({kind})",
+                                        evidence=[excerpt(first[i]) for i in task_ids[:self.max_evidence]]))
         return Curation(directions=directions)
 
 

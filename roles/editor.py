@@ -1,10 +1,11 @@
 """The editor: one RFC 6902 JSON-Patch edit of the incumbent harness per repair direction, and at
 most one revision after a failed check (Harness-S Table 8).
 
-Two implementations side by side. ``OfflineEditor`` (deterministic, no key, the default and a
-baseline) maps each cause to a mechanism: output rules and parser tolerance for interface
-violations, a budget hook for runs that end without an answer, and demonstrations mined from
-solved train tasks or built from train tasks' scoring diagnostics (never val/test).
+Two implementations side by side. ``OfflineEditor`` (no key, the default and a baseline) samples
+one operator of ``coevo.roles.operators`` per candidate among those that address the direction's
+causes (prompt rules, demonstrations mined from solved train tasks or built from train tasks'
+scoring diagnostics, never val/test; parser variants, hooks, budgets, decoding, context, tool view),
+seeded by run, round and direction, so several candidates of one round differ.
 ``LLMEditor`` asks an LLM for the patch with a JSON-schema reply; the patch must apply
 and the child must validate (checked before acceptance, with one repair call).
 
@@ -16,7 +17,6 @@ evidence showed), so the meta loop keeps those tasks out of later weight stages 
 from __future__ import annotations
 
 import json
-import re
 from typing import Any, Callable, Iterator, Sequence
 
 from pydantic import BaseModel, Field
@@ -30,99 +30,54 @@ from coevo.meta.roles import Editor, Proposal
 from coevo.meta.state import Candidate, Direction
 from coevo.models.trajectory import Trajectory
 from coevo.roles.llm import JsonRole
+from coevo.roles.operators import Material, draw, expected_answer, seed_of
+from coevo.roles.operators.prompt import RULE_HINTS  # noqa: F401  (re-exported)
 from coevo.roles.patch_schema import patch_schema
-
-# Verifier error types → an instruction that addresses them (matched as regexes on the cause).
-RULE_HINTS: list[tuple[str, str]] = [
-    (r"positional|keyword", "Pass every argument by keyword, e.g. [func(a=1, b='x')]; never positionally."),
-    (r"func(tion)?_?name|wrong_func|function name",
-     "Call exactly the function whose name appears in the given list; never invent or copy another name."),
-    (r"missing|required|optional_param",
-     "Include every required parameter of the function; add optional ones only when the task asks."),
-    (r"type|value_error|wrong_value|unexpected",
-     "Use the exact values and types the task states (numbers as numbers, strings in quotes)."),
-    (r"count|parallel|multiple", "Make exactly as many calls as the task needs, all inside one list."),
-    (r"decode|parse|syntax|unparse",
-     "Reply with only the call list, e.g. [func(a=1)], with no code fences, no prose and no definitions."),
-]
 
 
 class OfflineEditor:
-    """Deterministic edits per cause (see module doc), no key needed. Demonstrations come from ``solved``
-    (successful train trajectories) or from ``demo_answer(task, train diagnostics)`` (default: an
-    ``expected`` field); ``max_demos`` caps the demonstrations added per edit."""
+    """Sampled edits from the operator library (``coevo.roles.operators``), no key needed: for
+    candidate ``sample`` of a direction in ``round``, ``draw`` orders the operators addressing the
+    direction's causes by a seed of (run ``seed``, ``round``, direction id) and takes the
+    ``sample``-th with an edit, so one round yields several distinct candidates and some of them
+    hurt (the gate has something to reject). Demonstrations come from ``solved`` (successful train
+    trajectories) or from ``demo_answer(task, train diagnostics)`` (default: an ``expected``
+    field); ``max_demos`` caps the demonstrations added per edit; ``operators`` restricts the
+    library to those names (None: every registered operator)."""
 
-    def __init__(self, max_demos: int = 2,
-                 demo_answer: Callable[[Task, dict[str, Any]], str | None] | None = None) -> None:
-        self.max_demos = max_demos
-        self.demo_answer = demo_answer or _expected
-
-    def _demos(self, direction: Direction, spec: HarnessSpec, tasks: dict[str, Task],
-               solved: Sequence[Trajectory]) -> tuple[list[dict[str, Any]], list[str]]:
-        """The demonstration ops and the ids of the train tasks whose answers they carry."""
-        pairs = [(t.task_id, t.final_answer or "") for t in solved if t.split == "train" and t.passed]
-        for ev in direction.evidence:  # train scoring diagnostics may carry the expected answer
-            task = tasks.get(ev.task_id)
-            expected = self.demo_answer(task, ev.diagnostics) if task and task.split == "train" else None
-            if expected:
-                pairs.append((ev.task_id, expected))
-        ops, used, seen = [], [], set(spec.skills)
-        for task_id, answer in pairs:
-            name = f"demo_{task_id[-8:]}"
-            if task_id in tasks and answer and name not in seen and len(ops) < self.max_demos:
-                seen.add(name)
-                used.append(task_id)
-                ops.append({"op": "add", "path": f"/skills/{name}",
-                            "value": {"kind": "demonstration", "input": tasks[task_id].prompt, "output": answer}})
-        return ops, used
-
-    def _ops(self, direction: Direction, spec: HarnessSpec, tasks: dict[str, Task],
-             solved: Sequence[Trajectory]) -> tuple[list[dict[str, Any]], str, list[str]]:
-        cause = direction.cause.lower()
-        if cause.startswith("no_answer:budget") or cause.startswith("no_answer:hook"):
-            hook = {"event": "after_model", "condition": "remaining_steps_lte", "parameters": {"threshold": 2},
-                    "action": "warn", "message": "Few steps remain: give your final answer now."}
-            why = "runs end at the budget without an answer"
-            return [{"op": "add", "path": "/hooks/finish_before_budget", "value": hook}], why, []
-        ops: list[dict[str, Any]] = []
-        why = []
-        for pattern, text in RULE_HINTS:
-            if re.search(pattern, cause):
-                name = "rule_" + re.sub(r"[^a-z]+", "_", pattern)[:24].strip("_")
-                if name not in spec.prompt.rules:
-                    rule = {"slot": "output_format", "text": text}
-                    ops.append({"op": "add", "path": f"/prompt/rules/{name}", "value": rule})
-                    why.append(text)
-                break
-        if re.search(r"decode|parse|syntax|interface|no_answer", cause) and not spec.parser.strip_code_fences:
-            ops.append({"op": "replace", "path": "/parser/strip_code_fences", "value": True})
-            why.append("tolerate code fences")
-        demos, used = self._demos(direction, spec, tasks, solved)
-        if demos:
-            why.append(f"{len(demos)} demonstration(s) from solved/diagnosed train tasks")
-        return ops + demos, "; ".join(why), used
+    def __init__(self, max_demos: int = 2, demo_answer: Callable[[Task, dict[str, Any]], str | None] | None = None,
+                 seed: int = 0, operators: Sequence[str] | None = None) -> None:
+        self.max_demos, self.seed, self.operators = max_demos, seed, operators
+        self.demo_answer = demo_answer or expected_answer
 
     def propose(self, direction: Direction, spec: HarnessSpec, tasks: dict[str, Task],
-                solved: Sequence[Trajectory] = ()) -> Proposal:
-        """One candidate edit for ``direction``; an empty patch is a rejected candidate. The
+                solved: Sequence[Trajectory] = (), *, round: int = 0, sample: int = 0,
+                allowed: Sequence[str] | None = None) -> Proposal:
+        """Candidate ``sample`` for ``direction`` in ``round`` (inside ``allowed`` JSON Pointer
+        prefixes when given); a direction no operator has an edit for is a rejected candidate. The
         candidate's ``demo_tasks`` name the train tasks its demonstrations answer."""
-        ops, why, used = self._ops(direction, spec, tasks, solved)
-        cand = Candidate(id=f"{spec.short_id}-{direction.id}", direction=direction.id, parent_id=spec.id, patch=ops,
-                         rationale=f"Offline edit for {direction.cause!r}: {why}", demo_tasks=used)
-        if not ops:
+        material = Material(direction, spec, tasks, solved, self.demo_answer, self.max_demos)
+        picked = draw(material, seed_of(self.seed, round, direction.id), sample, allowed, self.operators)
+        cand = Candidate(id=f"{spec.short_id}-{direction.id}" + (f"-s{sample}" if sample else ""),
+                         direction=direction.id, parent_id=spec.id)
+        if picked is None:
             cand.status, cand.reason = "rejected", f"no offline edit known for cause {direction.cause!r}"
+        else:
+            op, edit = picked
+            cand.patch, cand.demo_tasks = edit.ops, edit.demo_tasks
+            cand.rationale = f"Offline edit for {direction.cause!r} by operator {op.name} ({op.component}): {edit.why}"
         return Proposal(candidate=cand)
 
     def revise(self, direction: Direction, spec: HarnessSpec, candidate: Candidate, feedback: str,
                tasks: dict[str, Task]) -> Proposal:
-        """The one revision: keep only the demonstrations or only the rules, whichever the
-        candidate had more of (a smaller change), or give up."""
-        demos = [op for op in candidate.patch if op["path"].startswith("/skills/")]
-        rest = [op for op in candidate.patch if not op["path"].startswith("/skills/")]
-        smaller = rest if demos and rest else []
+        """The one revision: a smaller change (the first half of the candidate's operations, and the
+        demonstrated tasks those still carry), or give up when it has a single operation."""
+        smaller = candidate.patch[: len(candidate.patch) // 2]
+        kept = json.dumps(smaller)
+        demos = [t for t in candidate.demo_tasks if t in tasks and json.dumps(tasks[t].prompt)[1:-1] in kept]
         revised = candidate.model_copy(update={
-            "patch": smaller, "revision": candidate.revision + 1, "status": "proposed", "reason": "", "demo_tasks": [],
-            "rationale": candidate.rationale + f" | revised after: {feedback}"})
+            "patch": smaller, "revision": candidate.revision + 1, "status": "proposed", "reason": "",
+            "demo_tasks": demos, "rationale": candidate.rationale + f" | revised after: {feedback}"})
         if not smaller:
             revised.status, revised.reason = "rejected", f"no smaller revision after: {feedback}"
         return Proposal(candidate=revised)
@@ -154,19 +109,10 @@ def evidence_answers(direction: Direction) -> dict[str, str]:
     shows an editor."""
     answers = {}
     for ev in direction.evidence:
-        expected = _expected(None, ev.diagnostics)  # type: ignore[arg-type]
+        expected = expected_answer(None, ev.diagnostics)
         if expected:
             answers[ev.task_id] = expected
     return answers
-
-
-def _expected(task: Task, detail: dict[str, Any]) -> str | None:
-    """The expected answer stated in a train task's scoring diagnostics, if any."""
-    for key in ("expected", "gold"):
-        value = detail.get(key)
-        if value not in (None, ""):
-            return value if isinstance(value, str) else json.dumps(value)
-    return None
 
 
 class EditReply(BaseModel):
@@ -200,9 +146,11 @@ class LLMEditor(JsonRole):
         return Proposal(candidate=cand, calls=reply.calls)
 
     def propose(self, direction: Direction, spec: HarnessSpec, tasks: dict[str, Task],
-                solved: Sequence[Trajectory] = ()) -> Proposal:
-        """One candidate edit for ``direction``."""
-        return self._ask_edit(direction, spec, "", f"{spec.short_id}-{direction.id}", 0)
+                solved: Sequence[Trajectory] = (), *, round: int = 0, sample: int = 0,
+                allowed: Sequence[str] | None = None) -> Proposal:
+        """One candidate edit for ``direction`` (a later ``sample`` is another reply at the role's temperature)."""
+        suffix = f"-s{sample}" if sample else ""
+        return self._ask_edit(direction, spec, "", f"{spec.short_id}-{direction.id}{suffix}", 0)
 
     def revise(self, direction: Direction, spec: HarnessSpec, candidate: Candidate, feedback: str,
                tasks: dict[str, Task]) -> Proposal:
@@ -216,5 +164,5 @@ def editor_for(config: RunConfig, env: Env) -> Editor:
     """The run's editor: ``OfflineEditor`` (demonstration answers from the env's
     ``demonstration_answer`` when it has one) when ``meta.model == "offline"``, else ``LLMEditor``."""
     if config.meta.model == "offline":
-        return OfflineEditor(demo_answer=getattr(env, "demonstration_answer", None))
+        return OfflineEditor(demo_answer=getattr(env, "demonstration_answer", None), seed=config.seed)
     return LLMEditor(config.meta.model, temperature=config.meta.temperature)

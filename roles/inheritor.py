@@ -4,9 +4,11 @@ any archived harness, not only the incumbent); for each offspring harness, its m
 initialisations (one-hot selection of an archived checkpoint, or a TIES merge with coefficients
 alpha).
 
-Two implementations side by side. ``OfflineInheritor`` (deterministic, no key): the base with the
-best score, then lowest TIMR, under the current checkpoint (``ArchiveSummary.best_base``: the
-survey's probe of every harness on the same train tasks, else the pooled train outcomes); the best archived checkpoint
+Two implementations side by side. ``OfflineInheritor`` (deterministic, no key): the base whose
+per-cause evidence (``with_cause_evidence``: its train rollouts' failures by root cause) shows the
+brief's causes least, ties to the best score, then lowest TIMR, under the current checkpoint
+(``ArchiveSummary.best_base``: the survey's probe of every harness on the same train tasks, else the
+pooled train outcomes); the best archived checkpoint
 under the offspring (else its base) as a selection, plus an equal-weight TIES merge of the two best
 archived adapters. ``LLMInheritor`` asks an LLM with the structured archive summary
 (``ArchiveSummary.for_prompt``: train outcomes only) and a JSON-schema reply, repaired once; a reply
@@ -16,15 +18,18 @@ that never validates falls back to the offline choice and says so in the reason.
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any, Callable, Literal, Mapping, Sequence
 
 from pydantic import BaseModel, Field
 
 from coevo.config import RunConfig
-from coevo.envs.base import Env
-from coevo.meta.inheritance import ArchiveSummary, BaseChoice, ModelProposal
+from coevo.envs.base import Env, Task
+from coevo.harnesses.spec import HarnessSpec
+from coevo.meta.inheritance import ArchiveEntry, ArchiveSummary, BaseChoice, ModelProposal
 from coevo.meta.roles import Inheritance, Inheritor
 from coevo.meta.state import Direction
+from coevo.models.trajectory import Trajectory
+from coevo.roles.diagnosis import addresses, cause_counts, split_cause
 from coevo.roles.llm import JsonRole, narrowed
 
 
@@ -39,6 +44,31 @@ def _merge(prefix: str, n: int, harness_id: str, sources: list[str], alpha: list
                          alpha=[a / total for a in alpha], reason=why)
 
 
+def with_cause_evidence(summary: ArchiveSummary, trajectories: Sequence[Trajectory],
+                        spec: Callable[[str], HarnessSpec], tasks: Mapping[str, Task],
+                        alias: Mapping[str, str] | None = None) -> ArchiveSummary:
+    """``summary`` with each entry's per-cause evidence (``ArchiveEntry.failures`` and ``rollouts``):
+    its train rollouts among ``trajectories`` (a sampling variant counted as the harness ``alias``
+    maps it to; train split only), failures grouped by ``coevo.roles.diagnosis.diagnose`` under the
+    harness's own ``spec``."""
+    alias = alias or {}
+    mine: dict[str, list[Trajectory]] = {}
+    for t in trajectories:
+        if t.split == "train":
+            mine.setdefault(alias.get(t.harness_id, t.harness_id), []).append(t)
+    entries = [e.model_copy(update={"failures": cause_counts(mine.get(e.harness_id, []), spec(e.harness_id), tasks),
+                                    "rollouts": len(mine.get(e.harness_id, []))}) for e in summary.entries]
+    return summary.model_copy(update={"entries": entries})
+
+
+def cause_rate(entry: ArchiveEntry, kinds: Sequence[str]) -> float:
+    """The smoothed rate at which ``entry``'s train rollouts failed with any of the cause ``kinds``:
+    (failures + 1) / (rollouts + 2) (Laplace), so a harness seen on few rollouts is not taken for a
+    cure."""
+    hits = sum(n for k, n in entry.failures.items() if addresses(k, kinds))
+    return (hits + 1) / (entry.rollouts + 2)
+
+
 class OfflineInheritor:
     """Deterministic inheritance (module doc); ``merge`` turns the TIES proposal off."""
 
@@ -46,12 +76,21 @@ class OfflineInheritor:
         self.merge = merge
 
     def choose_base(self, direction: Direction, summary: ArchiveSummary) -> Inheritance:
-        """The best base under the current checkpoint (``ArchiveSummary.best_base``)."""
-        best = summary.best_base()
-        stats = summary.outcome(best)
-        where = "probe" if best.probe is not None and stats is best.probe else "train outcome"
-        why = (f"best {where} under {summary.checkpoint}: score {stats.score:.3f}, TIMR {stats.timr:.3f}"
-               if stats else "no archived harness ran under the current checkpoint; the incumbent")
+        """The base whose per-cause evidence shows the direction's causes least (``cause_rate``), ties
+        to the best under the current checkpoint (``ArchiveSummary.best_base``'s order); without any
+        per-cause evidence in the summary, ``best_base``."""
+        kinds, _ = split_cause(direction.cause)
+        if any(e.rollouts for e in summary.entries):
+            order = {e.harness_id: i for i, e in enumerate(summary.ranked())}
+            best = min(summary.entries, key=lambda e: (cause_rate(e, kinds), order[e.harness_id]))
+            why = (f"fewest failures of {'/'.join(kinds)} in its train rollouts: "
+                   f"{sum(n for k, n in best.failures.items() if addresses(k, kinds))} of {best.rollouts}")
+        else:
+            best = summary.best_base()
+            stats = summary.outcome(best)
+            where = "probe" if best.probe is not None and stats is best.probe else "train outcome"
+            why = (f"best {where} under {summary.checkpoint}: score {stats.score:.3f}, TIMR {stats.timr:.3f}"
+                   if stats else "no archived harness ran under the current checkpoint; the incumbent")
         return Inheritance(choice=BaseChoice(direction=direction.id, index=best.index, base_id=best.harness_id,
                                              reason=why))
 

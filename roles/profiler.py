@@ -3,9 +3,10 @@ runs, as prefer/avoid entries {When, Behavior}.
 
 Two implementations side by side. ``OfflineProfiler`` (deterministic, no key): per task category,
 the paired outcome counts of sibling and H0 (a category where the sibling solves more is a prefer
-entry, fewer an avoid entry). ``LLMProfiler``: an LLM groups the paired differences into
-entries (JSON schema, one repair); a reply that never validates is ignored with its reason and the
-profile keeps only the measured statistics. Both see val outcomes only: test outcomes never enter.
+entry, fewer an avoid entry) and the failure causes it removes or adds there. ``LLMProfiler``: an
+LLM groups the paired differences into entries (JSON schema, one repair); a reply that
+never validates is ignored with its reason and the profile keeps only the measured statistics. Both
+see val outcomes only: test outcomes never enter.
 """
 
 from __future__ import annotations
@@ -21,14 +22,8 @@ from coevo.meta.pool import Profile, ProfileEntry
 from coevo.meta.roles import Profiled, Profiler
 from coevo.meta.state import EvalSummary
 from coevo.models.trajectory import Trajectory
+from coevo.roles.diagnosis import diagnose, task_category
 from coevo.roles.llm import JsonRole
-
-
-def task_category(task: Task) -> str:
-    """A task's category for profiles and the Rule Router: ``metadata["category"]``, else its
-    family (reasoning-gym), challenge (TextWorld) or env name."""
-    meta = task.metadata or {}
-    return str(meta.get("category") or meta.get("family") or meta.get("challenge") or task.env)
 
 
 def statistics(sibling: EvalSummary, h0: EvalSummary, tasks: dict[str, Task]) -> Profile:
@@ -50,8 +45,30 @@ def statistics(sibling: EvalSummary, h0: EvalSummary, tasks: dict[str, Task]) ->
                    per_task=per_task, categories=categories)
 
 
+def failure_shifts(sibling: EvalSummary, h0: EvalSummary, tasks: dict[str, Task],
+                   trajectories: dict[str, Trajectory]) -> dict[str, dict[str, list[int]]]:
+    """Per task category, per failure cause, [sibling's failed val rollouts, H0's] on the paired
+    tasks: the causes a sibling removes or adds. Causes are read without the verifier's details
+    (``score_detail`` is dropped: val diagnostics never reach a meta role), so they are the
+    gold-free ones (format, truncation, repetition, no answer, ...)."""
+    out: dict[str, dict[str, list[int]]] = {}
+    for col, summary in enumerate((sibling, h0)):
+        for task_id, outcome in summary.per_task.items():
+            task = tasks.get(task_id)
+            if task is None or task_id not in sibling.per_task:
+                continue
+            for i in outcome.trajectory_ids:
+                t = trajectories.get(i)
+                if t is not None and not t.passed:
+                    cause = diagnose(t.model_copy(update={"score_detail": {}}))
+                    out.setdefault(task_category(task), {}).setdefault(cause, [0, 0])[col] += 1
+    return out
+
+
 class OfflineProfiler:
-    """Per-category paired outcome statistics as prefer/avoid entries (module doc)."""
+    """Per-category paired outcome statistics as prefer/avoid entries (module doc), plus, where the
+    val rollouts are given, per category the failure causes the sibling removes (prefer) or adds
+    (avoid) against H0 (``failure_shifts``)."""
 
     def profile(self, sibling: EvalSummary, h0: EvalSummary, tasks: dict[str, Task],
                 trajectories: dict[str, Trajectory]) -> Profiled:
@@ -62,6 +79,12 @@ class OfflineProfiler:
                 entry = ProfileEntry(when=f"task category {category}",
                                      behavior=f"solves {a}/{n} val tasks where H0 solves {b}/{n}")
                 (prof.prefer if a > b else prof.avoid if a < b else []).append(entry)
+            for category, causes in sorted(failure_shifts(sibling, h0, tasks, trajectories).items()):
+                for cause, (mine, base) in sorted(causes.items()):
+                    if mine != base:
+                        entry = ProfileEntry(when=f"task category {category}",
+                                             behavior=f"{mine} val failures by {cause} where H0 has {base}")
+                        (prof.prefer if mine < base else prof.avoid).append(entry)
         return Profiled(profile=prof)
 
 

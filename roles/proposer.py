@@ -6,9 +6,11 @@ refine an older design, i.e. revert to it and go on from there).
 Two implementations side by side. ``OfflineProposer`` (deterministic, no key): recombines archived
 edits (the best harness plus the rules, demonstrations and hooks of the runner-up), drops an edit
 that regressed tasks against its parent, and mutates the best harness with the offline
-curator/editor on its failed train trajectories. ``LLMProposer`` asks an LLM with a
-JSON-schema reply that may first name harnesses whose details it wants (full spec and failed
-trajectory excerpts), then proposes; a malformed reply after one repair is a rejected candidate.
+curator/editor on its failed train trajectories (several sampled operator edits per direction,
+``coevo.roles.operators``, each inside the phase's allowed fields). ``LLMProposer`` asks an
+LLM with a JSON-schema reply that may first name harnesses whose details it wants (full spec and
+failed trajectory excerpts), then proposes; a malformed reply after one repair is a rejected
+candidate.
 
 Both may be given the fields a phase allows (FST, PACE); they aim inside them, but the patch
 checker (``coevo.harnesses.patch.check_fields`` via ``coevo.nodes.edit.realise``) enforces it.
@@ -32,6 +34,7 @@ from coevo.meta.state import Candidate
 from coevo.roles.curator import Curator, OfflineCurator, excerpt
 from coevo.roles.editor import Editor, OfflineEditor
 from coevo.roles.llm import JsonRole, narrowed
+from coevo.roles.operators import assignments
 
 COMPONENTS = ("/prompt/rules", "/skills", "/hooks")
 """Named components a recombination carries over from one harness to another."""
@@ -131,12 +134,19 @@ class OfflineProposer:
                 break
         trajectories = view.trajectories(best[0].harness_id)
         solved = [t for t in trajectories if t.passed]
-        for direction in self.curator.curate(trajectories, spec, view.tasks).directions:
+        directions = self.curator.curate(trajectories, spec, view.tasks).directions
+        seen = {json.dumps(p.candidate.patch, sort_keys=True) for p in out}
+        # a demonstration becomes a prompt example where only the prompt may change (``within``)
+        aim = view.allowed + ["/skills"] if view.allowed and _under("/prompt/rules", view.allowed) else view.allowed
+        for direction, sample in assignments(directions, m + 2):
             if len(out) >= m:
                 break
-            cand = self.editor.propose(direction, spec, view.tasks, solved).candidate
+            cand = self.editor.propose(direction, spec, view.tasks, solved, round=iteration, sample=sample,
+                                       allowed=aim).candidate
             ops = within(cand.patch, view.allowed)
-            if ops and cand.status != "rejected":
+            key = json.dumps(ops, sort_keys=True)
+            if ops and cand.status != "rejected" and key not in seen:
+                seen.add(key)
                 out.append(Proposal(candidate=_candidate(spec, "mutate", ops, cand.rationale, iteration, len(out),
                                                          cand.demo_tasks)))
         if view.allowed is not None and not _under("/prompt", view.allowed):

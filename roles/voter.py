@@ -3,8 +3,11 @@ harness ids for one task, from the task, the current profiles, validation succes
 outcomes on similar validation tasks.
 
 ``RuleVoter`` is the paper's offline Rule Router (success on similar validation tasks, then overall
-validation success, then id). ``LLMVoter`` asks an LLM (JSON schema, one repair); a reply
-that never validates is an empty ballot with its reason (ignored by the tally, never a crash).
+validation success, then id); ``CategoryVoter`` (gain over H0 in the task's category) and
+``ProfileVoter`` (prefer/avoid entries naming the task's category) are rule voters with other
+criteria, so the offline router has several voters as Eq. 9 intends. ``LLMVoter`` asks an
+LLM (JSON schema, one repair); a reply that never validates is an empty ballot with its reason
+(ignored by the tally, never a crash).
 ``combine`` is Eq. 9: q(H|x) = Σ_v ω(rank_v(H|x)), ω = 1, 3/4, 1/2, 1/4 for a ballot of 4 (ω(r) =
 1 - (r - 1)/ballot, 0 when unlisted), ties broken by validation success, then by id.
 """
@@ -22,6 +25,7 @@ from coevo.envs.base import Env, Task
 from coevo.meta.pool import Ballot, Profile
 from coevo.meta.roles import Voter
 from coevo.records import LLMCallRecord
+from coevo.roles.diagnosis import task_category
 from coevo.roles.llm import JsonRole, narrowed
 
 
@@ -83,6 +87,48 @@ class RuleVoter:
         return Ballot(voter=self.name, task_id=task.id, ranking=sorted(candidates, key=key)[:ballot]), []
 
 
+class CategoryVoter:
+    """An offline voter with another criterion (Harness-S App. 8's per-category profiles): rank by
+    the sibling's gain over H0 on the val tasks of the task's category (``Profile.categories``:
+    sibling passes - H0 passes, over n), then by overall val success, then by id."""
+
+    name = "category"
+
+    def vote(self, task: Task, candidates: Sequence[str], profiles: Mapping[str, Profile],
+             val_tasks: Mapping[str, Task], ballot: int) -> tuple[Ballot, list[LLMCallRecord]]:
+        """The ballot of ``task`` (see class doc); no LLM calls."""
+        category = task_category(task)
+
+        def key(h: str) -> tuple[float, float, str]:
+            p = profiles.get(h)
+            n, a, b = (p.categories.get(category) if p else None) or [0, 0, 0]
+            return (-((a - b) / n if n else 0.0), -(p.val_success if p else 0.0), h)
+
+        return Ballot(voter=self.name, task_id=task.id, ranking=sorted(candidates, key=key)[:ballot]), []
+
+
+class ProfileVoter:
+    """An offline voter that reads the profile entries (Harness-S Eq. 8): a sibling with a prefer
+    entry whose condition names the task's category ranks first, one with an avoid entry for it
+    last; then fewer avoid entries overall, then val success, then id."""
+
+    name = "profile"
+
+    def vote(self, task: Task, candidates: Sequence[str], profiles: Mapping[str, Profile],
+             val_tasks: Mapping[str, Task], ballot: int) -> tuple[Ballot, list[LLMCallRecord]]:
+        """The ballot of ``task`` (see class doc); no LLM calls."""
+        category = task_category(task)
+
+        def key(h: str) -> tuple[int, int, float, str]:
+            p = profiles.get(h)
+            if p is None:
+                return (0, 0, 0.0, h)
+            here = (sum(category in e.when for e in p.prefer) - sum(category in e.when for e in p.avoid))
+            return (-here, len(p.avoid), -p.val_success, h)
+
+        return Ballot(voter=self.name, task_id=task.id, ranking=sorted(candidates, key=key)[:ballot]), []
+
+
 class BallotReply(BaseModel):
     """An LLM voter's reply: candidate ids, best first."""
 
@@ -126,9 +172,10 @@ class LLMVoter(JsonRole):
 
 
 def voters_for(config: RunConfig, env: Env) -> list[Voter]:
-    """The run's voters: one ``RuleVoter`` when ``meta.model == "offline"``, else
-    ``harness_s.voters`` LLM voters (V in Eq. 9)."""
+    """The run's voters: the offline rule voters with different criteria (``RuleVoter``,
+    ``CategoryVoter``, ``ProfileVoter``) when ``meta.model == "offline"``, else ``harness_s.voters``
+    LLM voters (V in Eq. 9)."""
     if config.meta.model == "offline":
-        return [RuleVoter()]
+        return [RuleVoter(), CategoryVoter(), ProfileVoter()]
     return [LLMVoter(config.meta.model, name=f"llm{v}", temperature=config.meta.temperature)
             for v in range(config.harness_s.voters)]

@@ -22,6 +22,8 @@ from coevo.meta.inheritance import PairStats
 from coevo.meta.state import RESET
 from coevo.nodes.edit import realise
 from coevo.records import Trajectory
+from coevo.roles.inheritor import with_cause_evidence
+from coevo.roles.operators import assignments
 
 
 async def _survey(state: CoevoRsiState, runtime: Runtime[MetaContext], latest_only: bool) -> dict:
@@ -36,6 +38,8 @@ async def _survey(state: CoevoRsiState, runtime: Runtime[MetaContext], latest_on
         summary.entries = [e.model_copy(update={"probe": PairStats(
             harness_id=e.harness_id, checkpoint_id=summary.checkpoint, split="train", score=r.mean_reward,
             timr=r.timr, rollouts=r.n_rollouts, turns=r.model_turns)}) for e, r in zip(summary.entries, results)]
+    summary = with_cause_evidence(summary, ctx.archive.list(Trajectory, run_id=ctx.run_id, split="train"), ctx.spec,
+                                  {t.id: t for t in ctx.tasks("train")}, harness_aliases(ctx.archive, ctx.run_id))
     ctx.log("survey", f"round {state.get('round', 0)}: {len(summary.entries)} harness(es), "
                      f"{len(summary.checkpoints)} checkpoint(s) ({len(summary.adapters)} adapters) in A<t"
                      + (f", probed on {len(probe)} train task(s)" if summary.entries[0].probe else "")
@@ -47,7 +51,8 @@ async def survey(state: CoevoRsiState, runtime: Runtime[MetaContext]) -> dict:
     """A<t: every archived harness and checkpoint of the run with their train outcomes, each harness
     probed under the current checkpoint on the same ``meta.smoke_tasks`` train tasks and seeds
     (those no demonstration answers; one rollout each: TIMR as the cheap compatibility signal,
-    CoEvo-RSI §3.1) so the bases compare (``archive_view``)."""
+    CoEvo-RSI §3.1) so the bases compare, and each harness's per-cause evidence from its train
+    rollouts (``with_cause_evidence``) (``archive_view``)."""
     return await _survey(state, runtime, latest_only=False)
 
 
@@ -79,14 +84,16 @@ def curate_archive(state: CoevoRsiState, runtime: Runtime[MetaContext]) -> dict:
 
 
 def fan_out_with_archive(state: CoevoRsiState, runtime: Runtime[MetaContext]) -> list[Send] | str:
-    """One ``edit`` branch per brief (the ``meta.candidates`` best-supported), each with the archive
-    summary; straight to ``check`` without briefs."""
-    directions = state.get("directions", [])[: runtime.context.config.meta.candidates]
-    if not directions:
+    """``meta.samples`` ``edit`` branches for each of the ``meta.candidates`` best-supported briefs
+    (``coevo.roles.operators.assignments``), each with the archive summary; straight to ``check``
+    without briefs."""
+    meta = runtime.context.config.meta
+    branches = assignments(state.get("directions", [])[: meta.candidates], meta.samples)
+    if not branches:
         return "check"
     return [Send("edit", BaseRequest(direction=d, incumbent=state["incumbent"], round=state.get("round", 0),
-                                      train_trajectories=state.get("train_trajectories", []),
-                                      summary=state["archive_view"])) for d in directions]
+                                      train_trajectories=state.get("train_trajectories", []), sample=s,
+                                      summary=state["archive_view"])) for d, s in branches]
 
 
 def edit_from_base(request: BaseRequest, runtime: Runtime[MetaContext]) -> dict:
@@ -101,7 +108,8 @@ def edit_from_base(request: BaseRequest, runtime: Runtime[MetaContext]) -> dict:
     choice = inheritance.choice
     trajectories = [t for i in request["train_trajectories"] for t in ctx.archive.list(Trajectory, id=i)]
     solved = [t for t in trajectories if t.passed and t.split == "train"]
-    proposal = ctx.editor.propose(direction, ctx.spec(choice.base_id), {t.id: t for t in ctx.tasks("train")}, solved)
+    proposal = ctx.editor.propose(direction, ctx.spec(choice.base_id), {t.id: t for t in ctx.tasks("train")}, solved,
+                                  round=rnd, sample=request.get("sample", 0))
     candidate = realise(proposal, ctx, rnd)
     ctx.record_base_choice(rnd, choice, direction, request["incumbent"], candidate, summary)
     older = " (not the incumbent)" if choice.base_id != request["incumbent"] else ""

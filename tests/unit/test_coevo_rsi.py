@@ -234,6 +234,7 @@ def test_a_coevo_rsi_run_killed_in_adapt_resumes_to_the_same_promotions(tmp_path
     def run(path, **kw):
         path.mkdir()
         config, ctx, archive = setup_run(path, strategy="coevo_rsi", **kw)
+        config.meta.samples = 1  # one edit branch per round: concurrent branches archive children in either order
         ctx.inheritor = OfflineInheritor()
         return config, ctx, archive
 

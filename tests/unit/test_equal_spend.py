@@ -37,16 +37,17 @@ def budgeted(tmp_path, budget, strategy="vace"):
 
 
 def test_a_capped_run_stops_before_the_phase_that_would_overrun_and_still_tests_its_pair(tmp_path, caplog):
-    # uncapped, round 0 spends train 4, stage_effect 4 + 4, check 2 + 2, validate 4 (test_budget.py)
-    config, ctx, archive = budgeted(tmp_path, 18)
+    # uncapped, round 0 spends train 4, stage_effect 4 + 4, checks 22 (two samples per direction), validate 4
+    # (test_budget.py)
+    config, ctx, archive = budgeted(tmp_path, 36)
     with caplog.at_level("INFO", logger="coevo.loop"):
         state = asyncio.run(_run(config, ctx, archive))
     said = [r for r in caplog.records if getattr(r, "topic", "") == "validate"]
     assert said and said[-1].getMessage() == f"{state['budget_stop']}; the run ends here, then its final test"
     budgets = archive.list(BudgetRecord, run_id="run-1")
-    assert totals(budgets)["rollouts"] == 16 <= config.budget
-    assert by_phase(budgets) == {"train": 4, "stage_effect": 8, "check": 4}  # validate's 4 would make 20
-    assert "val evaluation" in state["budget_stop"] and "past budget = 18 (spent 16" in state["budget_stop"]
+    assert totals(budgets)["rollouts"] == 34 <= config.budget
+    assert by_phase(budgets) == {"train": 4, "stage_effect": 8, "check": 22}  # validate's 4 would make 38
+    assert "val evaluation" in state["budget_stop"] and "past budget = 36 (spent 34" in state["budget_stop"]
     assert state["history"] == [] and not state.get("decisions")  # gate and next_round were passed over
     assert state["checkpoint"] != state["start_checkpoint"] and state["test"]["final"].score == 0.0
     # the final pair (H0, W1) on val is stage_effect's evaluation, reused: measured, not paid again

@@ -41,7 +41,7 @@ class TaggedEditor:
     """One candidate per direction: the helpful rule, tagged with the direction (two distinct harnesses
     that both fix every task)."""
 
-    def propose(self, direction, spec, tasks, solved=()):
+    def propose(self, direction, spec, tasks, solved=(), *, round=0, sample=0, allowed=None):
         patch = [{"op": "replace", "path": "/prompt/system", "value": f"{RULE} ({direction.id})"}]
         return Proposal(candidate=Candidate(id=f"{spec.short_id}-{direction.id}", direction=direction.id,
                                             parent_id=spec.id, patch=patch, rationale="tagged rule"))

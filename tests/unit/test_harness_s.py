@@ -215,7 +215,8 @@ def _run_harness_s(tmp_path, strategy, profiler=None, voter=None, reporter=None,
     trainer = (trainer_cls or RescueTrainer)(env, model, archive)
     ctx = MetaContext(config=config, env=env, archive=archive, policy=lambda ckpt: model,
                       trainer=trainer if strategy != "harness_s_he_only" else None, curator=OfflineCurator(2),
-                      editor=OfflineEditor(), profiler=profiler or OfflineProfiler(), voter=voter or [RuleVoter()],
+                      editor=OfflineEditor(operators=("verifier_hint_rule",)), profiler=profiler or OfflineProfiler(),
+                      voter=voter or [RuleVoter()],
                       **({"reporter": reporter} if reporter else {}))
     state = asyncio.run(run_meta(config, run_id="run-1", context=ctx, archive=archive))
     return state, archive, trainer

@@ -91,18 +91,24 @@ class FakeTrainer:
         return new, [t.model_copy(update={"id": f"{new}-{t.task_id}"}) for t in trajs]
 
 
+EDIT_OPERATORS = ("verifier_hint_rule", "demonstrations")
+"""The offline operators these loop tests edit with: two samples per direction give one candidate
+of each (the verifier-error rule the fake policy needs, and demonstrations whose tasks get sealed)."""
+
+
 def setup_run(tmp_path, effect="help", fail_once_at=None, strategy="vace", curator=None, editor=None, db=None):
     h0 = HarnessSpec(name="h0", prompt=Prompt(system="Answer the task.", output_format="Reply 'Final answer: X'."))
     (tmp_path / "h0.json").write_text(h0.model_dump_json())
     config = RunConfig(strategy=strategy, rounds=2, db=db or str(tmp_path / "run.db"),
                        harness=str(tmp_path / "h0.json"), policy="fake:words",
                        env={"ref": "words", "n_train": 4, "n_val": 4, "n_test": 4},
-                       meta={"smoke_tasks": 2, "local_check": True, "local_tasks": 4, "local_controls": 0})
+                       meta={"smoke_tasks": 2, "local_check": True, "local_tasks": 4, "local_controls": 0,
+                             "samples": 1 if editor else len(EDIT_OPERATORS)})
     archive = Archive(config.db)
     env, model = WordEnv(), policy(effect)
     ctx = MetaContext(config=config, env=env, archive=archive, policy=lambda ckpt: model,
                       trainer=FakeTrainer(env, model, archive, fail_once_at), curator=curator or OfflineCurator(2),
-                      editor=editor or OfflineEditor())
+                      editor=editor or OfflineEditor(operators=EDIT_OPERATORS))
     return config, ctx, archive
 
 
@@ -254,22 +260,27 @@ def test_report_and_summary_show_rounds_decisions_and_plots(tmp_path):
 
 def test_a_demonstrations_task_never_appears_in_a_later_weight_stage_or_local_check(tmp_path):
     config, ctx, archive = setup_run(tmp_path, "help")
+    config.meta.local_check = False  # the demonstrations candidate passes its smoke check (and is gated)
     state = asyncio.run(_run(config, ctx, archive))
     edits = archive.list(EditRecord, run_id="run-1")
-    demos = {e.round: {op["value"]["input"].rsplit(" ", 1)[1] for op in e.patch if op["path"].startswith("/skills/")}
-             for e in edits}
+    demos = {r: {op["value"]["input"].rsplit(" ", 1)[1] for e in edits if e.round == r for op in e.patch
+                 if op["path"].startswith("/skills/")} for r in {e.round for e in edits}}
     assert demos[0], "the offline editor should have turned failed train tasks' answers into demonstrations"
     demo_ids = {f"w-{w}" for w in demos[0]}
     assert set(state["demo_tasks"]) == demo_ids
     (r0, tasks0, _), (r1, tasks1, _) = ctx.trainer.stages
     assert demo_ids <= set(tasks0) and not demo_ids & set(tasks1)  # round 1 trains on the others only
-    checks = [e for e in archive.list(EvaluationRecord, run_id="run-1") if e.split == "train"]
-    assert checks and all(not demo_ids & set(e.task_ids) for e in checks)  # smoke and local checks
+    carriers = {h.id for h in archive.list(HarnessRecord, run_id="run-1")
+                if any(f"Repeat the word: {w}" in json.dumps(h.spec) for w in demos[0])}
+    checks = [e for e in archive.list(EvaluationRecord, run_id="run-1")
+              if e.split == "train" and e.harness_id in carriers]
+    assert checks and all(not demo_ids & set(e.task_ids) for e in checks)  # no harness is checked on its own demos
     assert state["history"][1].weights.excluded_tasks == len(demo_ids)
 
 
 def test_harness_only_does_not_repropose_a_rejected_candidate_from_identical_evidence(tmp_path):
-    config, ctx, archive = setup_run(tmp_path, "regress", strategy="harness_only")
+    config, ctx, archive = setup_run(tmp_path, "regress", strategy="harness_only",
+                                     editor=OfflineEditor(operators=("demonstrations",)))
     config.meta.local_check = False  # the regressing candidate reaches the gate and is rejected there
     ctx.trainer = None
     state = asyncio.run(_run(config, ctx, archive))

@@ -34,25 +34,32 @@ def test_failure_cause_prefers_how_the_episode_ended():
     assert failure_cause(traj("a", error=None)) == "wrong_answer"
 
 
-def test_editor_adds_a_rule_and_demonstrations_from_train_diagnostics_only():
+def samples(direction, spec, tasks_by_id, n=8, **kw):
+    """The offline editor's first ``n`` candidates for ``direction`` (samples 0..n-1 of round 0)."""
+    return [OfflineEditor(**kw).propose(direction, spec, tasks_by_id, sample=i).candidate for i in range(n)]
+
+
+def test_editor_samples_a_rule_and_demonstrations_from_train_diagnostics_only():
     spec = HarnessSpec()
     ts = [traj("a", expected="[g(a=1)]"), traj("b", expected="[h(b=2)]")]
     direction = OfflineCurator(2).curate(ts, spec, tasks("a", "b")).directions[0]
     all_tasks = {**tasks("a"), **tasks("b", split="val")}  # b is (wrongly) a val task: its answer must not be used
-    cand = OfflineEditor().propose(direction, spec, all_tasks).candidate
-    child = apply_patch(spec, cand.patch)
-    demos = list(child.skills.values())
-    assert len(demos) == 1 and demos[0].output == "[g(a=1)]" and demos[0].input == "prompt of a"
-    assert any("function" in r.text for r in child.prompt.rules.values())
+    children = [apply_patch(spec, c.patch) for c in samples(direction, spec, all_tasks) if c.status != "rejected"]
+    demos = [s for child in children for s in child.skills.values() if s.kind == "demonstration"]
+    assert demos and all("[h(b=2)]" not in (d.output or d.text) for d in demos)
+    assert any(d.output == "[g(a=1)]" and d.input == "prompt of a" for d in demos)
+    assert any("function" in r.text for child in children for r in child.prompt.rules.values())
 
 
-def test_editor_adds_a_budget_hook_when_runs_end_without_an_answer():
+def test_editor_offers_a_budget_hook_when_runs_end_without_an_answer():
     spec = HarnessSpec()
     ts = [traj("a", answer=None, stop="budget:model_calls"), traj("b", answer=None, stop="budget:model_calls")]
     direction = OfflineCurator(2).curate(ts, spec, tasks("a", "b")).directions[0]
-    child = apply_patch(spec, OfflineEditor().propose(direction, spec, tasks("a", "b")).candidate.patch)
-    hook = child.hooks["finish_before_budget"]
-    assert (hook.condition, hook.action, hook.parameters) == ("remaining_steps_lte", "warn", {"threshold": 2})
+    children = [apply_patch(spec, c.patch) for c in samples(direction, spec, tasks("a", "b"))
+                if c.status != "rejected"]
+    hooks = [child.hooks["finish_before_budget"] for child in children if "finish_before_budget" in child.hooks]
+    assert hooks and all((h.condition, h.action) == ("remaining_steps_lte", "warn") for h in hooks)
+    assert any(child.budget.max_model_calls > spec.budget.max_model_calls for child in children)
 
 
 def test_editor_rejects_a_direction_it_has_no_edit_for():

@@ -56,6 +56,11 @@ def test_the_presets_keep_the_papers_protocols():
         assert config.env.reward == "correct" and config.meta.model == "offline"  # binary verifier, no API key
 
 
+RULE = ("verifier_hint_rule",)
+"""The offline operator the fake suite's policy needs (the operator library's sampling is tested in
+test_operators.py)."""
+
+
 def preset_context(tmp_path, name):
     """The preset at the ``TINY`` size on fakes, with the services its strategy's row names."""
     h0 = HarnessSpec(name="h0", prompt=Prompt(system="Answer the task.", output_format="Reply 'Final answer: X'."))
@@ -66,7 +71,8 @@ def preset_context(tmp_path, name):
     row = get_strategy(config.strategy)
     ctx = MetaContext(config=config, env=env, archive=archive, policy=lambda ckpt: model,
                       trainer=FakeTrainer(env, model, archive) if row.trains else None, curator=OfflineCurator(2),
-                      editor=OfflineEditor(), proposer=OfflineProposer(editor=OfflineEditor()),
+                      editor=OfflineEditor(operators=RULE),
+                      proposer=OfflineProposer(editor=OfflineEditor(operators=RULE)),
                       inheritor=OfflineInheritor(), profiler=OfflineProfiler(), voter=[RuleVoter()])
     return config, ctx, archive
 

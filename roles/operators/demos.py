@@ -1,0 +1,62 @@
+"""Demonstrations from train tasks (``/skills``): a solved train rollout's answer, or a failed train
+task's expected answer from its scoring diagnostics, shown as a prior exchange (or as an example in
+the system prompt, always or retrieved for the category). Every demonstration names its train task
+in ``Edit.demo_tasks``: the task then leaves later weight stages, checks and search scoring
+(DESIGN.md, Principles); a task that is not a train task is never used.
+"""
+
+from __future__ import annotations
+
+import random
+
+from coevo.roles.diagnosis import task_category
+from coevo.roles.operators.base import Edit, Material, operator
+from coevo.roles.operators.prompt import answer_line, category_keywords, fill
+
+
+def sources(m: Material) -> list[tuple[str, str]]:
+    """(train task id, answer) pairs a demonstration may show: solved train rollouts first, then the
+    expected answers in the direction's train evidence; each task once, train tasks only."""
+    pairs = [(t.task_id, t.final_answer or "") for t in m.solved if t.split == "train" and t.passed]
+    for ev in m.direction.evidence:
+        task = m.tasks.get(ev.task_id)
+        expected = m.demo_answer(task, ev.diagnostics) if task and task.split == "train" else None
+        if expected:
+            pairs.append((ev.task_id, expected))
+    seen, out = set(), []
+    for task_id, answer in pairs:
+        task = m.tasks.get(task_id)
+        if task is not None and task.split == "train" and answer and task_id not in seen:
+            seen.add(task_id)
+            out.append((task_id, answer))
+    return out
+
+
+@operator("demonstrations", "skills", ("*",), ("/skills",), weight=1.5)
+def demonstrations(m: Material, rng: random.Random) -> Edit | None:
+    """1..``max_demos`` demonstrations, the direction's category first, in a sampled form: a prior
+    exchange whose reply is the bare answer or the parser's answer line, or an example in the
+    system prompt (always, or retrieved by the category's keywords)."""
+    pool = [(i, a) for i, a in sources(m) if f"demo_{i[-8:]}" not in m.spec.skills]
+    if not pool or m.max_demos < 1:
+        return None
+    rng.shuffle(pool)
+    if m.category:
+        pool.sort(key=lambda p: task_category(m.tasks[p[0]]) != m.category)  # stable: the category first
+    chosen = pool[:rng.randint(1, min(m.max_demos, len(pool)))]
+    line = answer_line(m.spec)
+    form = rng.choice(["bare", "line", "text"] if line else ["bare", "text"])
+    keywords = category_keywords(m)
+    ops = []
+    for task_id, answer in chosen:
+        prompt = m.tasks[task_id].prompt
+        reply = fill(line, answer) if form == "line" and line else answer
+        if form == "text":
+            skill = {"kind": "demonstration", "text": f"Task: {prompt}\nAnswer: {reply}"}
+            if keywords and rng.random() < 0.5:
+                skill.update(mode="retrieved", keywords=keywords)
+        else:
+            skill = {"kind": "demonstration", "input": prompt, "output": reply}
+        ops.append({"op": "add", "path": f"/skills/demo_{task_id[-8:]}", "value": skill})
+    used = [i for i, _ in chosen]
+    return Edit(ops, f"{len(ops)} demonstration(s) ({form}) from train tasks", used)

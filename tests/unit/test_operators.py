@@ -1,0 +1,198 @@
+"""The offline operator library (issue 23, item 2): every operator applies, validates, stays in the
+paths it declares and addresses the causes it declares; candidates are sampled deterministically
+per (seed, round, direction, sample); the hook conditions and stop sequences the operators use."""
+
+import asyncio
+import random
+
+import pytest
+from langchain_core.messages import AIMessage
+
+from coevo.envs.base import Episode, Score, Task
+from coevo.harnesses import load_harness
+from coevo.harnesses.engine import EngineContext
+from coevo.harnesses.patch import CONTROL_FIELDS, apply_patch
+from coevo.harnesses.registry import CONDITIONS, HookContext, repeats
+from coevo.harnesses.runtime import arun_rollout
+from coevo.harnesses.spec import HarnessSpec
+from coevo.meta.state import Direction, Evidence
+from coevo.models.fake import ScriptedChatModel
+from coevo.roles.editor import OfflineEditor
+from coevo.roles.operators import OPERATORS, Material, applicable, assignments, draw, order, seed_of
+from coevo.roles.operators.control import unreadable
+
+KIND_FOR = {
+    "answer_format_rule": "format:no_marker", "budget_model_calls": "no_answer:budget:model_calls",
+    "budget_output_tokens": "truncated:output_tokens", "category_procedure": "value:sign",
+    "concise_system": "truncated:output_tokens", "context_history": "loop:repetition",
+    "context_tool_output": "tool:python", "decoding_stop": "loop:repetition", "decoding_temperature": "value:sign",
+    "demonstrations": "value:wrong", "exact_value_rule": "value:operand",
+    "hook_finish_before_budget": "no_answer:budget:model_calls", "hook_repetition": "loop:repetition",
+    "hook_retry_unparsed": "format:no_marker", "hook_self_check": "value:sign", "hook_tool_error": "tool:python",
+    "lesson": "value:sign", "parser_json_field": "format:no_marker", "parser_marker_variant": "form:extra_text",
+    "parser_number": "format:no_marker", "parser_on_no_action": "format:no_marker",
+    "parser_strip_fences": "format:violation", "tool_describe": "tool:python", "tool_hide": "tool:python",
+    "tool_output_json": "tool:python", "tool_rename": "tool:python",
+    "verifier_hint_rule": "simple_function_checker:wrong_func_name"}
+"""A cause each operator declares it addresses (every registered operator must be listed)."""
+
+H0 = load_harness("reasoning_gym")
+
+
+def train_tasks():
+    fams = {"chain_sum": "State the final answer to the following arithmetic problem: {i} + 2 =",
+            "spell_backward": "Spell this word backward (example: sun -> nus): w{i}rd"}
+    return {f"{f}-{i}": Task(id=f"{f}-{i}", env="rg", split="train", prompt=p.format(i=i), metadata={"family": f})
+            for f, p in fams.items() for i in range(4)}
+
+
+def material(kind, category="chain_sum", spec=H0):
+    tasks = train_tasks()
+    ids = [t for t in tasks if t.startswith(category or "chain_sum")][:2]
+    evidence = [Evidence(task_id=i, answer="9", diagnostics={"expected": str(int(i[-1]) + 2)}) for i in ids]
+    cause = f"{kind}@{category}" if category else kind
+    return Material(Direction(id="d0", cause=cause, description="", task_ids=ids, evidence=evidence), spec, tasks)
+
+
+def test_every_registered_operator_has_a_cause_in_this_test_and_a_known_component():
+    assert set(KIND_FOR) == set(OPERATORS)
+    assert {op.component for op in OPERATORS.values()} >= {"prompt", "skills", "parser", "hooks", "budget",
+                                                           "decoding", "context", "tool_view", "memory"}
+
+
+@pytest.mark.parametrize("name", sorted(KIND_FOR))
+def test_each_operator_applies_validates_and_declares_its_causes(name):
+    op, kind = OPERATORS[name], KIND_FOR[name]
+    assert op.causes and op.addresses([kind]) and op in applicable([kind])
+    m = material(kind)
+    edits = [e for e in (op.make(m, random.Random(s)) for s in range(6)) if e is not None]
+    assert edits, f"{name} made no edit for {kind}"
+    for edit in edits:
+        child = apply_patch(H0, edit.ops)  # applies and validates (hooks name registered conditions)
+        assert child.id != H0.id and edit.why
+        assert all(any(o["path"] == p or o["path"].startswith(p.rstrip("/") + "/") for p in op.paths)
+                   for o in edit.ops), (name, edit.ops)
+        assert set(edit.demo_tasks) <= set(m.tasks) and all(m.tasks[t].split == "train" for t in edit.demo_tasks)
+        carried = [t for t in m.tasks if m.tasks[t].prompt in str(edit.ops)]
+        assert sorted(carried) == sorted(edit.demo_tasks)  # a demonstration names every task it carries
+
+
+def test_operators_not_addressing_a_cause_are_not_drawn():
+    kinds = ["tool:python"]
+    names = {op.name for op in applicable(kinds)}
+    assert "hook_tool_error" in names and "parser_number" not in names and "hook_self_check" not in names
+    assert all(op.inside(list(CONTROL_FIELDS)) for op in applicable(kinds, list(CONTROL_FIELDS)))
+    assert "tool_describe" in {op.name for op in applicable(kinds, list(CONTROL_FIELDS))}
+    assert "lesson" not in {op.name for op in applicable(kinds, list(CONTROL_FIELDS))}
+
+
+def test_number_parser_only_for_numeric_answers_and_demonstrations_never_use_val_tasks():
+    m = material("format:no_marker", "spell_backward")
+    for ev in m.direction.evidence:
+        ev.diagnostics["expected"] = "drow"
+    assert OPERATORS["parser_number"].make(m, random.Random(0)) is None
+    m = material("value:wrong")
+    for t in m.tasks.values():
+        t.split = "val"
+    assert OPERATORS["demonstrations"].make(m, random.Random(0)) is None
+
+
+def test_asking_again_without_a_marker_caps_model_calls_at_three_or_the_specs_lower_cap():
+    op = OPERATORS["parser_on_no_action"]
+    for s in range(6):
+        child = apply_patch(H0, op.make(material("format:no_marker"), random.Random(s)).ops)
+        assert child.parser.on_no_action == "violation" and child.budget.max_model_calls in (2, 3)
+    low = apply_patch(H0, [{"op": "replace", "path": "/budget/max_model_calls", "value": 1}])
+    edit = op.make(material("format:no_marker", spec=low), random.Random(0))
+    assert apply_patch(low, edit.ops).budget.max_model_calls == 1
+    back = apply_patch(H0, edit.ops)
+    assert op.make(material("format:no_marker", spec=back), random.Random(0)).ops == [
+        {"op": "replace", "path": "/parser/on_no_action", "value": "finish"}]
+
+
+def test_sampling_is_deterministic_per_seed_round_direction_and_sample():
+    m = material("format:no_marker")
+    one = [draw(m, seed_of(0, 1, "d0"), s) for s in range(4)]
+    again = [draw(m, seed_of(0, 1, "d0"), s) for s in range(4)]
+    assert [(o.name, e.ops) for o, e in one] == [(o.name, e.ops) for o, e in again]
+    assert len({o.name for o, _ in one}) == 4  # the samples of one direction use distinct operators
+    firsts = {draw(m, seed_of(seed, rnd, "d0"), 0)[0].name for seed in range(3) for rnd in range(4)}
+    assert len(firsts) > 1  # other seeds and rounds order the operators differently
+    editor = OfflineEditor(seed=3)
+    a = editor.propose(m.direction, H0, m.tasks, round=2, sample=1).candidate
+    b = OfflineEditor(seed=3).propose(m.direction, H0, m.tasks, round=2, sample=1).candidate
+    assert a.patch == b.patch and a.id.endswith("-s1") and "by operator" in a.rationale
+
+
+def test_weighted_order_puts_heavy_operators_first_more_often():
+    ops = applicable(["format:no_marker"])
+    heavy = max(ops, key=lambda o: o.weight)
+    light = min(ops, key=lambda o: o.weight)
+    ranks = [(order(ops, random.Random(s)).index(heavy), order(ops, random.Random(s)).index(light))
+             for s in range(200)]
+    assert sum(h < lo for h, lo in ranks) > 120
+
+
+def test_assignments_give_each_direction_its_samples_best_supported_first():
+    d = [Direction(id=i, cause="c", description="", task_ids=[]) for i in "ab"]
+    assert [(x.id, s) for x, s in assignments(d, 2)] == [("a", 0), ("b", 0), ("a", 1), ("b", 1)]
+    assert assignments([], 3) == []
+
+
+def test_editor_restricted_to_named_operators_and_allowed_fields():
+    m = material("format:no_marker")
+    for s in range(3):
+        cand = OfflineEditor(operators=("parser_marker_variant",)).propose(m.direction, H0, m.tasks, sample=s).candidate
+        assert [op["path"] for op in cand.patch] == ["/parser/final_answer_pattern"]
+        cand = OfflineEditor().propose(m.direction, H0, m.tasks, sample=s, allowed=["/hooks", "/budget"]).candidate
+        assert all(op["path"].startswith(("/hooks", "/budget")) for op in cand.patch)
+
+
+def test_new_hook_conditions_read_the_reply_and_the_call_count():
+    lacks, rep, lt = CONDITIONS["reply_lacks"], CONDITIONS["reply_repeats"], CONDITIONS["model_calls_lt"]
+    pattern = unreadable(H0.parser.final_answer_pattern)
+    assert lacks(HookContext("after_model", reply="I think so, but let me check."), pattern=pattern)
+    assert not lacks(HookContext("after_model", reply="Sure. Final answer: 7"), pattern=pattern)
+    assert not lacks(HookContext("after_model", reply=" 7 "), pattern=pattern)  # a bare answer is readable
+    assert rep(HookContext("after_model", reply="a b c d a b c d a b c d")) and not rep(HookContext("after_model",
+                                                                                                     reply="a b c"))
+    assert repeats("x\nx\nx") and lt(HookContext("before_finish", model_calls=1), n=2)
+    assert not lt(HookContext("before_finish", model_calls=2), n=2)
+
+
+def test_an_empty_stop_list_keeps_old_spec_ids_and_stop_sequences_reach_the_model():
+    data = H0.model_dump(mode="json")
+    assert "stop" not in data["decoding"]
+    stopped = apply_patch(H0, [{"op": "add", "path": "/decoding/stop", "value": ["\n\n"]}])
+    assert stopped.id != H0.id and stopped.decoding.stop == ["\n\n"]
+    task = Task(id="t", env="e", split="train", prompt="q")
+    ctx = EngineContext(spec=stopped, model=ScriptedChatModel(script=["Final answer: 1"]), episode=Episode(task=task))
+    assert ctx.call_kwargs(0)["stop"] == ["\n\n"] and "stop" not in EngineContext(
+        spec=H0, model=ScriptedChatModel(script=["x"]), episode=Episode(task=task)).call_kwargs(0)
+    with pytest.raises(ValueError):
+        HarnessSpec.model_validate({**data, "decoding": {**data["decoding"], "stop": [""]}})
+
+
+class OneTaskEnv:
+    name = "one"
+
+    def episode(self, task, seed=0):
+        return Episode(task=task)
+
+    def score(self, task, answer, episode):
+        ok = answer == "7"
+        return Score(reward=float(ok), passed=ok, detail={"expected": "7"})
+
+
+def test_self_check_and_retry_hooks_change_a_rollout_as_declared():
+    task = Task(id="t", env="one", split="train", prompt="What is 3 + 4?")
+    m = material("value:sign")
+    check = apply_patch(H0, OPERATORS["hook_self_check"].make(m, random.Random(0)).ops)
+    model = ScriptedChatModel(script=["Final answer: 8", "Final answer: 7"])
+    traj = asyncio.run(arun_rollout(check, model, OneTaskEnv(), task))
+    assert traj.passed and traj.model_turns == 2  # the first answer was blocked once, then checked
+    retry = apply_patch(H0, OPERATORS["hook_retry_unparsed"].make(material("format:no_marker"),
+                                                                  random.Random(0)).ops)
+    model = ScriptedChatModel(script=[AIMessage("Three plus four makes seven"), "Final answer: 7"])
+    traj = asyncio.run(arun_rollout(retry, model, OneTaskEnv(), task))
+    assert traj.passed and traj.model_turns == 2
