@@ -10,11 +10,12 @@ SmolLM2-135M-Instruct cache), resolved by ``coevo.models.refs.resolve_base``.
 from __future__ import annotations
 
 import uuid
-from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
+from coevo.masking import redact_data
+from coevo.models.adapters import check_adapter
 from coevo.models.refs import resolve_base
 from coevo.timestamps import UTCTime, utcnow
 
@@ -43,14 +44,22 @@ class Checkpoint(BaseModel):
     run_id: str | None = None
     created_at: UTCTime = Field(default_factory=utcnow)
 
+    @field_validator("base_model", "config")
+    @classmethod
+    def _no_secrets(cls, value: Any) -> Any:
+        """A model reference or config with its secrets masked (``coevo.masking``: an inline API key
+        of a server policy is never stored; a masked one is read from the provider's env var)."""
+        return redact_data(value)
+
 
 def load_policy(checkpoint: Checkpoint, trainable: bool = False, dtype: Any = None) -> tuple[Any, Any]:
     """Load ``checkpoint`` as ``(model, tokenizer)`` on CPU (float32 unless ``dtype`` is given).
 
     With an ``adapter_path`` the model is a ``peft.PeftModel`` (``is_trainable=trainable``);
     without one it is the plain base model. Raises ``coevo.models.refs.ModelRefError`` when
-    ``base_model`` is neither ``smollm2-135m`` nor a checkpoint directory, and ``FileNotFoundError``
-    naming the field when the adapter directory is missing.
+    ``base_model`` is neither ``smollm2-135m`` nor a checkpoint directory, and
+    ``coevo.models.adapters.CheckpointError`` naming the checkpoint and the file when the adapter
+    folder is missing or damaged (``MissingAdapterError``, a ``FileNotFoundError``, when missing).
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -61,11 +70,7 @@ def load_policy(checkpoint: Checkpoint, trainable: bool = False, dtype: Any = No
         tokenizer.pad_token = tokenizer.eos_token
     model = AutoModelForCausalLM.from_pretrained(base, dtype=dtype or torch.float32)
     if checkpoint.adapter_path:
-        if not Path(checkpoint.adapter_path, "adapter_config.json").is_file():
-            raise FileNotFoundError(
-                f"checkpoint {checkpoint.id}: adapter_path {checkpoint.adapter_path!r} holds no "
-                "adapter_config.json; point it at a PEFT adapter directory or set it to None"
-            )
+        check_adapter(checkpoint.adapter_path, checkpoint.id)  # names a missing or damaged file
         from peft import PeftModel
 
         model = PeftModel.from_pretrained(model, checkpoint.adapter_path, is_trainable=trainable)
