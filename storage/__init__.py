@@ -1,7 +1,7 @@
 """coevo.storage: the SQLModel archive (DESIGN.md, Storage). The only package that touches SQL."""
 
 from coevo.storage.archive import Archive
-from coevo.storage.errors import ArchiveError, SchemaVersionError
+from coevo.storage.errors import AmbiguousIdError, ArchiveError, ArchiveFullError, SchemaVersionError
 from coevo.storage.tables import (
     SCHEMA_VERSION,
     BudgetRecord,
@@ -16,6 +16,7 @@ from coevo.storage.tables import (
 )
 
 __all__ = [
-    "SCHEMA_VERSION", "Archive", "ArchiveError", "BudgetRecord", "CheckpointRecord", "EditRecord", "EvaluationRecord",
-    "GateDecisionRecord", "HarnessRecord", "LLMCallRecord", "ProfileRecord", "RunRecord", "SchemaVersionError",
+    "SCHEMA_VERSION", "AmbiguousIdError", "Archive", "ArchiveError", "ArchiveFullError", "BudgetRecord",
+    "CheckpointRecord", "EditRecord", "EvaluationRecord", "GateDecisionRecord", "HarnessRecord", "LLMCallRecord",
+    "ProfileRecord", "RunRecord", "SchemaVersionError",
 ]

@@ -6,6 +6,10 @@ upsert by id in one transaction, so a resumed run rewrites rather than duplicate
 passed to one call (a task's rollouts, a batch of edits) is written all-or-nothing. Methods take
 and return pydantic objects (``Trajectory``, ``Task``, the ``*Record`` models), never ORM rows.
 
+A write the database refuses for lack of space (a full disk, a quota, PostgreSQL's ``disk_full``)
+raises ``ArchiveFullError``: nothing of that write is stored, and the run it belongs to can be
+resumed once there is space.
+
 Writes are serialised by a lock, so one ``Archive`` may be shared by threads (the evaluator
 persists from a worker thread while rollouts continue on the event loop); several processes may
 write one archive at once (SQLite: WAL, writers begin ``IMMEDIATE`` and wait up to 30 s; PostgreSQL:
@@ -20,8 +24,9 @@ on every backend (``coevo.timestamps``), stored as Unix seconds.
 from __future__ import annotations
 
 import threading
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Sequence, TypeVar
+from typing import Any, Iterable, Iterator, Sequence, TypeVar
 
 from sqlalchemy import Table, delete, func, select
 from sqlalchemy.engine import Connection
@@ -29,10 +34,11 @@ from sqlalchemy.exc import DatabaseError
 from sqlmodel import SQLModel
 
 from coevo.envs.base import Task
+from coevo.masking import redact
 from coevo.models.trajectory import Trajectory
 from coevo.storage import codec
 from coevo.storage.connection import database_url, make_engine, writing
-from coevo.storage.errors import ArchiveError
+from coevo.storage.errors import AmbiguousIdError, ArchiveError, ArchiveFullError, disk_full
 from coevo.storage.errors import SchemaVersionError as SchemaVersionError  # re-exported
 from coevo.storage.migrate import head, prepare, up_to_date
 from coevo.storage.tables import (
@@ -52,6 +58,8 @@ from coevo.storage.tables import (
     GateDecisionRow,
     HarnessRecord,
     HarnessRow,
+    HeartbeatRecord,
+    HeartbeatRow,
     LLMCallRecord,
     LLMCallRow,
     ModelProposalRecord,
@@ -114,9 +122,10 @@ class Archive:
                 version = SchemaVersionRow.__table__.c.version  # type: ignore[attr-defined]
                 self.schema_version = conn.execute(select(version)).scalar()
         except DatabaseError as exc:  # OperationalError (cannot open) or "file is not a database"
-            raise ArchiveError(f"cannot open archive {target!s}: {exc.orig}; check the path or URL") from exc
+            raise ArchiveError(f"cannot open archive {redact(str(target))}: {redact(str(exc.orig))}; check the path "
+                               "or URL") from exc
         except ImportError as exc:  # the URL's driver (psycopg for postgresql+psycopg://)
-            raise ArchiveError(f"cannot open archive {target!s}: its driver {exc.name} is not installed: "
+            raise ArchiveError(f"cannot open archive {redact(str(target))}: its driver {exc.name} is not installed: "
                                "pip install 'coevo[postgres]' for PostgreSQL") from None
         self._writer = writing(self.engine)
 
@@ -161,8 +170,20 @@ class Archive:
                 conn.execute(delete(table).where(table.c.id.in_(ids[start:start + _CHUNK])))
             conn.execute(table.insert(), list(rows))
 
+    @contextmanager
+    def _transaction(self, what: str) -> Iterator[Connection]:
+        """One write transaction (all or nothing) under the archive's lock. A write the database
+        refuses for lack of space raises ``ArchiveFullError`` naming ``what`` was being written."""
+        try:
+            with self._lock, self._writer.begin() as conn:
+                yield conn
+        except (DatabaseError, OSError) as exc:
+            if disk_full(exc):
+                raise ArchiveFullError(redact(self.url), what) from exc
+            raise
+
     def _write(self, table: Table, rows: Sequence[dict[str, Any]]) -> None:
-        with self._lock, self._writer.begin() as conn:
+        with self._transaction(f"{len(rows)} row(s) of {table.name}") as conn:
             self._upsert(conn, table, rows)
 
     def _put(self, row_cls: type[SQLModel], records: Iterable[SQLModel]) -> None:
@@ -190,18 +211,23 @@ class Archive:
         """The full id of the one ``kind`` row (``runs``, ``harnesses``, ``evaluations``,
         ``checkpoints`` (the ``policy_checkpoints`` table), ``trajectories``...) whose id starts with ``prefix``.
 
-        An exact id is never ambiguous. Raises ``ArchiveError`` when none or several match (give more characters).
+        An exact id is never ambiguous. Raises ``ArchiveError`` when none matches and
+        ``AmbiguousIdError`` (naming up to five of the ids) when several do: give more characters.
         """
         table = {t.name.removeprefix("policy_"): t for t in self._tables()}.get(kind)
         if table is None:
             raise ArchiveError(f"unknown archive table {kind!r}: one of {[t.name for t in self._tables()]}")
         with self.engine.connect() as conn:  # the exact id first: "base-1" beside "base-1+r0"
             query = select(table.c.id).where(table.c.id.startswith(prefix, autoescape=True))
-            ids = conn.execute(query.order_by(table.c.id != prefix).limit(2)).scalars().all()
+            ids = conn.execute(query.order_by(table.c.id != prefix, table.c.id).limit(6)).scalars().all()
         if not ids:
-            raise ArchiveError(f"no {kind} id starts with {prefix!r} in {self.url}: see `coevo archive list {kind}`")
+            one = kind.removesuffix("es" if kind.endswith("sses") else "s")
+            raise ArchiveError(f"no {one} {prefix!r} in {redact(self.url)} (no {one} id starts with it): see "
+                               f"`coevo archive list {kind}`")
         if len(ids) > 1 and ids[0] != prefix:
-            raise ArchiveError(f"several {kind} ids start with {prefix!r}: give more characters")
+            raise AmbiguousIdError(f"{prefix!r} is ambiguous: several {kind} ids start with it ("
+                                   + ", ".join(ids[:5]) + (", ..." if len(ids) > 5 else "")
+                                   + "); give more characters of the one you mean")
         return str(ids[0])
 
     # -- runs, harnesses, edits, checkpoints -----------------------------------------------
@@ -219,10 +245,18 @@ class Archive:
         if set(changes) - settable:
             raise ArchiveError(f"update_run cannot set {sorted(set(changes) - settable)}: one of {sorted(settable)}")
         values = RunRecord.model_validate({"id": id, **changes}).model_dump(include=set(changes))
-        with self._lock, self._writer.begin() as conn:
+        with self._transaction(f"run {id}'s {', '.join(changes)}") as conn:
             done = conn.execute(table.update().where(table.c.id == id).values(**values, updated_at=utcnow()))
         if done.rowcount != 1:
-            raise ArchiveError(f"no run {id!r} in {self.url} to update: see `coevo archive list runs`")
+            raise ArchiveError(f"no run {id!r} in {redact(self.url)} to update: see `coevo archive list runs`")
+
+    def beat(self, run_id: str, host: str, pid: int) -> None:
+        """Record that process ``pid`` on ``host`` runs ``run_id`` and is alive now (``run_heartbeats``)."""
+        self._put(HeartbeatRow, [HeartbeatRecord(id=run_id, host=host, pid=pid)])
+
+    def heartbeats(self) -> dict[str, HeartbeatRecord]:
+        """Every run's last heartbeat, by run id (runs that never beat are absent)."""
+        return {h.id: h for h in self._list(HeartbeatRow, HeartbeatRecord)}
 
     def get_run(self, id: str) -> RunRecord | None:
         """The run ``id``, or None."""
@@ -420,7 +454,7 @@ class Archive:
     def add_inheritance(self, records: Sequence[BaseChoiceRecord | ModelProposalRecord | PromotionRecord]) -> None:
         """Insert or replace CoEvo-RSI records (base choices, model proposals, promotions), each kind
         in its own table, all in one transaction."""
-        with self._lock, self._writer.begin() as conn:
+        with self._transaction(f"{len(records)} inheritance record(s)") as conn:
             for record_cls, row_cls in _INHERITANCE.items():
                 batch = [r.model_dump() for r in records if type(r) is record_cls]
                 self._upsert(conn, row_cls.__table__, batch)  # type: ignore[attr-defined]

@@ -22,11 +22,12 @@ from datetime import UTC, datetime
 from types import UnionType
 from typing import Any, Union, get_args, get_origin
 
-from pydantic import AwareDatetime, BaseModel
+from pydantic import AwareDatetime, BaseModel, field_validator
 from sqlalchemy import JSON, Float, Text
 from sqlalchemy.types import TypeDecorator
 from sqlmodel import Field, SQLModel
 
+from coevo.masking import redact_data
 from coevo.models.trajectory import Trajectory
 from coevo.timestamps import UTCTime, utcnow
 from coevo.training.checkpoint import Checkpoint
@@ -119,11 +120,36 @@ class RunRecord(SQLModel):
     created_at: UTCTime = _created()
     updated_at: UTCTime = _created()
 
+    @field_validator("config")
+    @classmethod
+    def _no_secrets(cls, config: dict[str, Any]) -> dict[str, Any]:
+        """The config with every secret masked (``coevo.masking``): a database password or API key is
+        never stored, and one stored by an older coevo is never read back."""
+        return redact_data(config)
+
 
 class RunRow(RunRecord, table=True):
     """The ``runs`` table: one row per ``RunRecord``."""
 
     __tablename__ = "runs"
+
+
+class HeartbeatRecord(SQLModel):
+    """The process running run ``id`` (a meta-loop run or a ``coevo eval``): its ``host`` and ``pid``,
+    and ``at`` the last time it said it was alive (UTC; rewritten every few seconds while it runs,
+    ``coevo.app.heartbeat``), so a run left ``running`` by a killed process can be told from a live one."""
+
+    id: str = Field(primary_key=True)
+    host: str = ""
+    pid: int = 0
+    at: UTCTime = _created()
+
+
+class HeartbeatRow(HeartbeatRecord, table=True):
+    """The ``run_heartbeats`` table: one row per run that has beaten (a table of its own, so a beat
+    never rewrites the run's row or its ``updated_at``)."""
+
+    __tablename__ = "run_heartbeats"
 
 
 class HarnessRecord(SQLModel):

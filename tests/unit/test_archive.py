@@ -149,7 +149,7 @@ def test_every_table_round_trips_as_pydantic_records(archive):
     assert archive.list_profiles(harness_id="h")[0].profile == {"add": 0.9}
     assert archive.list_llm_calls(role="editor")[0].cost_usd == 0.001
     assert archive.resolve_id("evaluations", "ev") == "ev1"
-    with pytest.raises(ArchiveError, match="no runs id starts with 'zz'"):
+    with pytest.raises(ArchiveError, match=r"no run 'zz' in .* \(no run id starts with it\)"):
         archive.resolve_id("runs", "zz")
 
 
