@@ -29,7 +29,7 @@ from coevo.envs.base import Episode, Tool
 from coevo.envs.interaction import next_user_turn
 from coevo.harnesses.hooks import fire
 from coevo.harnesses.parse import parse_reply as parse
-from coevo.harnesses.spec import HarnessSpec
+from coevo.harnesses.spec import CHARS_PER_TOKEN, HarnessSpec
 from coevo.harnesses.state import HarnessState
 from coevo.harnesses.view import render_messages
 from coevo.models.base import record_call
@@ -164,7 +164,7 @@ def visible(ctx: EngineContext, state: HarnessState) -> list[BaseMessage] | None
         turns = turns[-keep:]
     notes = ([_harness("Scratchpad:\n" + "\n".join(f"- {n}" for n in state["scratchpad"]))]
              if state.get("scratchpad") else [])
-    budget = ctx.spec.budget.max_context_tokens * 4
+    budget = ctx.spec.budget.max_context_tokens * CHARS_PER_TOKEN
     while True:
         seq = head + [m for t in turns for m in t] + notes
         if sum(len(str(m.content)) for m in seq) <= budget:

@@ -101,7 +101,8 @@ class MetaContext(Recording):
         tasks) with the run's settings: ``k`` rollouts per task (default ``config.eval.k``), base seed
         ``seed`` (default ``config.seed``, so two harnesses are paired), the checkpoint's policy,
         ``eval.concurrency``, the reporter, stored in the archive under ``run_id`` (resumable by id),
-        on the ``executor``."""
+        on the ``executor``. Rollouts that ended by a budget before any model call are logged as a
+        warning (``EvalResult.budget_note``)."""
         placed = {} if self.executor is None else {"executor": self.executor}
         result = await self.evaluator(self.spec(harness_id), checkpoint, self.env, split, k=k or self.config.eval.k,
                                     seeds=self.config.seed if seed is None else seed, model=self.policy(checkpoint),
@@ -111,6 +112,9 @@ class MetaContext(Recording):
                                     **placed)
         self.account(eval_budget(self.run_id, result))
         self.track({f"score/{split}/{harness_id[:12]}": result.mean_reward})
+        note = result.budget_note()
+        if note:  # a prompt that cannot fit its budget scores 0 having measured nothing: say so
+            loop.warning(f"harness {harness_id[:12]} on {split}: {note}", extra={"topic": split})
         return result
 
     async def train(self, checkpoint_id: str, spec: HarnessSpec, tasks: Sequence[Task], round: int,
