@@ -19,7 +19,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from coevo.storage.tables import HeartbeatRecord
+from coevo.storage.heartbeats import HeartbeatRecord
 from coevo.timestamps import utcnow
 
 log = logging.getLogger(__name__)

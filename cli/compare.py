@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from coevo.cli.common import RUN_DB_HELP, console, key_values, user_errors
+from coevo.cli.common import RUN_DB_HELP, console, key_values, shown, user_errors
 from coevo.config import ConfigError, load_config
 from coevo.graphs.registry import get_strategy, strategy_names
 
@@ -89,4 +89,4 @@ def compare_cmd(
         console.print(budget_table(comparison))
         path = write_compare_report(comparison, out or Path(cfg.out_dir) / "compare" / comparison.id)
     console.print(f"report: {path}")
-    console.print(f"archive: {cfg.db}  comparison: {comparison.id}")
+    console.print(f"archive: {shown(cfg.db)}  comparison: {comparison.id}")

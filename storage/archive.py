@@ -40,6 +40,7 @@ from coevo.storage import codec
 from coevo.storage.connection import database_url, make_engine, writing
 from coevo.storage.errors import AmbiguousIdError, ArchiveError, ArchiveFullError, disk_full
 from coevo.storage.errors import SchemaVersionError as SchemaVersionError  # re-exported
+from coevo.storage.heartbeats import HeartbeatRecord, HeartbeatRow
 from coevo.storage.migrate import head, prepare, up_to_date
 from coevo.storage.tables import (
     TRAJECTORY_FIELDS,
@@ -58,8 +59,6 @@ from coevo.storage.tables import (
     GateDecisionRow,
     HarnessRecord,
     HarnessRow,
-    HeartbeatRecord,
-    HeartbeatRow,
     LLMCallRecord,
     LLMCallRow,
     ModelProposalRecord,

@@ -134,24 +134,6 @@ class RunRow(RunRecord, table=True):
     __tablename__ = "runs"
 
 
-class HeartbeatRecord(SQLModel):
-    """The process running run ``id`` (a meta-loop run or a ``coevo eval``): its ``host`` and ``pid``,
-    and ``at`` the last time it said it was alive (UTC; rewritten every few seconds while it runs,
-    ``coevo.app.heartbeat``), so a run left ``running`` by a killed process can be told from a live one."""
-
-    id: str = Field(primary_key=True)
-    host: str = ""
-    pid: int = 0
-    at: UTCTime = _created()
-
-
-class HeartbeatRow(HeartbeatRecord, table=True):
-    """The ``run_heartbeats`` table: one row per run that has beaten (a table of its own, so a beat
-    never rewrites the run's row or its ``updated_at``)."""
-
-    __tablename__ = "run_heartbeats"
-
-
 class HarnessRecord(SQLModel):
     """A harness spec: ``id`` = its sha256 spec id, ``spec`` its canonical JSON as a dict,
     ``parents`` the parent spec ids, ``origin`` how it was made (``base``, ``edit``, ``file``...)."""

@@ -27,7 +27,7 @@ from coevo.app.run import run_meta
 from coevo.cli.app import app
 from coevo.models.fake import ScriptedChatModel
 from coevo.storage import Archive, RunRecord
-from coevo.storage.tables import HeartbeatRecord
+from coevo.storage.heartbeats import HeartbeatRecord
 
 runner = CliRunner()
 FAKE_CLI = Path(__file__).parent / "fake_cli.py"
