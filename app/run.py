@@ -285,7 +285,10 @@ async def run_meta(config: RunConfig, run_id: str | None = None, resume: bool = 
             saved = await _saved(graph, run_id)
             if saved.interrupts and not answers:
                 return {**saved.values, "__interrupt__": list(saved.interrupts), "run_id": run_id}
-            payload = Command(resume=resolve_answers(answers, saved.interrupts, run_id)) if answers else None
+            if answers:
+                payload = Command(resume=resolve_answers(answers, saved.interrupts, run_id))
+            elif saved.created_at is not None:  # continue from the last checkpoint; a run killed before its
+                payload = None  # first one (its row and heartbeat written) starts again from its input
         if resume or archive.get_run(run_id) is not None:
             archive.update_run(run_id, status="running")
         else:

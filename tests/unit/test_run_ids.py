@@ -154,6 +154,16 @@ def test_a_heartbeat_beats_while_its_block_runs(tmp_path):
     assert liveness(archive.heartbeats()["r"]).alive is False  # the block ended: nobody beats for it
 
 
+def test_a_run_killed_before_its_first_checkpoint_resumes_from_the_start(tmp_path):
+    """A kill -9 between the run's row and the graph's first checkpoint (the heartbeat is already
+    written): the resume starts the graph from its input rather than failing with nothing to continue."""
+    config, ctx, archive = setup_run(tmp_path, "help")
+    archive.add_run(RunRecord(id="vace-early", strategy="vace", config=config.model_dump(mode="json")))
+    state = asyncio.run(run_meta(config, run_id="vace-early", resume=True, context=ctx, archive=archive))
+    assert state["run_id"] == "vace-early" and state["decisions"]
+    assert archive.get_run("vace-early").status == "done"
+
+
 def test_a_run_killed_with_sigkill_is_listed_dead_and_resumes(tmp_path, monkeypatch):
     db = str(tmp_path / "k.db")
     proc = subprocess.Popen([sys.executable, str(FAKE_CLI), "run", str(run_files(tmp_path, db)), "--no-report"],
