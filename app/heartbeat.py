@@ -3,7 +3,7 @@
 A run killed with ``kill -9`` (or on a machine that lost power) never gets to write ``failed``: its
 status stays ``running``. While a meta-loop run (``coevo.app.run.run_meta``) or a ``coevo eval`` runs,
 a ``Heartbeat`` thread writes the process's host, pid and the time to the archive every
-``INTERVAL_S`` seconds (``Archive.beat``, the ``run_heartbeats`` table); ``liveness`` reads it back:
+``INTERVAL_S`` seconds (a ``coevo.records.RunHeartbeat``, the ``run_heartbeats`` table); ``liveness`` reads it back:
 on the same host a run whose pid is gone is dead; on another host, one that has not beaten for
 ``STALE_S`` seconds is presumed dead. ``coevo archive list`` and ``show`` print the verdict beside a
 ``running`` status.
@@ -19,7 +19,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from coevo.storage.heartbeats import HeartbeatRecord
+from coevo.records import RunHeartbeat
 from coevo.timestamps import utcnow
 
 log = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ class Heartbeat:
 
     def _beat(self) -> None:
         try:
-            self.archive.beat(self.run_id, self.host, self.pid)
+            self.archive.put(RunHeartbeat(id=self.run_id, host=self.host, pid=self.pid))
         except Exception as err:  # a heartbeat never fails the run it reports on
             log.warning("heartbeat of run %s not written: %s", self.run_id, err)
 
@@ -89,7 +89,13 @@ def _pid_exists(pid: int) -> bool:
     return True
 
 
-def liveness(beat: HeartbeatRecord | None, now: dt.datetime | None = None, host: str | None = None) -> Liveness:
+def heartbeats(archive: Any) -> dict[str, RunHeartbeat]:
+    """Every run's last heartbeat in ``archive`` (a ``coevo.storage.Archive``), by run id (runs that never
+    beat are absent)."""
+    return {beat.id: beat for beat in archive.list(RunHeartbeat)}
+
+
+def liveness(beat: RunHeartbeat | None, now: dt.datetime | None = None, host: str | None = None) -> Liveness:
     """The verdict on a ``running`` run from its last heartbeat ``beat`` (None: it never beat, e.g. it
     was started by a coevo without heartbeats), at ``now`` (default: now, UTC) seen from ``host``
     (default: this machine's name). Same host: dead when the pid is gone (or, for this very process,

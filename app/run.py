@@ -45,10 +45,10 @@ from coevo.meta.context import MetaContext
 from coevo.meta.state import state_models
 from coevo.observe.progress import Reporter
 from coevo.observe.tracking import open_tracker, require_tracker
+from coevo.records import RunRecord
 from coevo.storage import AmbiguousIdError, Archive, ArchiveError, ArchiveFullError
 from coevo.storage.connection import exists, location
 from coevo.storage.errors import disk_full
-from coevo.storage.tables import RunRecord
 from coevo.strategies import STRATEGIES, Strategy, get_strategy
 
 log = logging.getLogger(__name__)
@@ -192,7 +192,7 @@ def find_run(archive: Archive, run_id: str | None, db: str) -> RunRecord:
     except ArchiveError:
         raise RunError(f"no run {run_id!r} in {redact(db)}: `coevo archive list runs --db {redact(db)}` shows the "
                        "runs it holds, or pass the --db the run printed") from None
-    return archive.get_run(full)  # type: ignore[return-value]
+    return archive.get(RunRecord, full)  # type: ignore[return-value]
 
 
 def full_run_id(db: str, run_id: str) -> str:
@@ -289,10 +289,10 @@ async def run_meta(config: RunConfig, run_id: str | None = None, resume: bool = 
                 payload = Command(resume=resolve_answers(answers, saved.interrupts, run_id))
             elif saved.created_at is not None:  # continue from the last checkpoint; a run killed before its
                 payload = None  # first one (its row and heartbeat written) starts again from its input
-        if resume or archive.get_run(run_id) is not None:
+        if resume or archive.get(RunRecord, run_id) is not None:
             archive.update_run(run_id, status="running")
         else:
-            archive.add_run(RunRecord(id=run_id, strategy=config.strategy, config=config.model_dump(mode="json")))
+            archive.put(RunRecord(id=run_id, strategy=config.strategy, config=config.model_dump(mode="json")))
         opened = config.report_to != "none"
         if opened:
             ctx = dataclasses.replace(ctx, tracker=open_tracker(config.report_to, config.out_dir, run_id,

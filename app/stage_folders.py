@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from coevo.app.heartbeat import liveness
+from coevo.app.heartbeat import heartbeats, liveness
 from coevo.models.adapters import PARTIAL, read_mark
+from coevo.records import Checkpoint, RunRecord
 from coevo.storage import Archive
 
 ROOTS = ("adapters", "merges")
@@ -44,10 +45,10 @@ def leftovers(archive: Archive, run_id: str | None = None) -> list[Leftover]:
     stage folder whose checkpoint was never stored, and inside a stored checkpoint's folder any
     ``.partial-*`` adapter a killed save left. Folders of a run that is ``running`` and not known
     dead are skipped, and so are unmarked ones (not coevo's, or older than the marker)."""
-    runs = {r.id: r for r in archive.list_runs() if run_id is None or r.id == run_id}
-    beats = archive.heartbeats()
+    runs = {r.id: r for r in archive.list(RunRecord) if run_id is None or r.id == run_id}
+    beats = heartbeats(archive)
     busy = {r.id for r in runs.values() if r.status == "running" and liveness(beats.get(r.id)).alive is not False}
-    stored = {c.id for c in archive.list_checkpoints()}
+    stored = {c.id for c in archive.list(Checkpoint)}
     roots = {Path(str(r.config["out_dir"])).expanduser() / root for r in runs.values() if r.config.get("out_dir")
              for root in ROOTS}
     found = []

@@ -21,7 +21,8 @@ from coevo.harnesses.fit import check_prompt_fits
 from coevo.masking import redact
 from coevo.models.refs import load_model
 from coevo.observe.progress import RichReporter
-from coevo.storage import Archive, ArchiveError, ArchiveFullError, CheckpointRecord, RunRecord
+from coevo.records import Checkpoint, HarnessRecord, RunRecord
+from coevo.storage import Archive, ArchiveError, ArchiveFullError
 
 _HEX = re.compile(r"^[0-9a-f]{6,64}$")
 REWARD_TEXT = {"correct": "correct (1/0)", "partial": "partial credit"}
@@ -31,7 +32,7 @@ def resolve_harness(source: str, archive: Archive) -> HarnessSpec:
     """A spec from a file, JSON text or shipped base name, or (a prefix of) a harness id in the archive."""
     if _HEX.match(source):
         try:
-            return load_harness(archive.get_harness(archive.resolve_id("harnesses", source)).spec)  # type: ignore[union-attr]
+            return load_harness(archive.get(HarnessRecord, archive.resolve_id("harnesses", source)).spec)  # type: ignore[union-attr]
         except ArchiveError:
             pass
     return load_harness(source)
@@ -121,11 +122,11 @@ def eval_cmd(
         fit = check_prompt_fits(spec, [t.prompt for t in suite.tasks(split, n)], source=f"harness {spec.id[:12]}")
         policy = load_model(model, **settings)
         runner = make_executor(executor)
-        if archive.get_checkpoint(ckpt) is None:
-            archive.add_checkpoint(CheckpointRecord(id=ckpt, base_model=model))
-        if archive.get_harness(spec.id) is None:
+        if archive.get(Checkpoint, ckpt) is None:
+            archive.put(Checkpoint(id=ckpt, base_model=model))
+        if archive.get(HarnessRecord, spec.id) is None:
             archive.add_harness(spec, origin="cli")
-        archive.add_run(run)
+        archive.put(run)
     if not fit.fits:
         console.print(f"[yellow bold]warning:[/yellow bold] [yellow]{escape(fit.text())}[/yellow]", highlight=False)
     console.print(f"run {run.id}: {'resuming' if resumed else 'evaluating'} harness {spec.id[:12]} x {escape(ckpt)} "

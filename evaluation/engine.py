@@ -36,9 +36,11 @@ from coevo.evaluation.executors import Executor
 from coevo.evaluation.parity import reply_transforms, suite_reward
 from coevo.evaluation.results import EvalResult, PairedResult, TaskOutcome, TaskPair
 from coevo.harnesses.runtime import arun_rollout
+from coevo.models.base import batched
 from coevo.models.trajectory import Trajectory
 from coevo.observe.progress import NullReporter, Reporter
-from coevo.storage import Archive, EvaluationRecord
+from coevo.records import EvaluationRecord, HarnessRecord
+from coevo.storage import Archive
 
 
 def _seeds(seeds: int | Sequence[int] | None, k: int) -> list[int]:
@@ -183,17 +185,17 @@ async def _evaluate(spec: Any, checkpoint: Any, env: Env, split: str, k: int, se
 
     done_trajs: dict[str, list[Trajectory]] = {}
     if archive is not None:
-        if archive.get_harness(harness_id) is None:
+        if archive.get(HarnessRecord, harness_id) is None:
             await asyncio.to_thread(archive.add_harness, spec, None, "evaluated", run_id)
-        await asyncio.to_thread(archive.add_tasks, task_list)
-        previous = archive.get_evaluation(eval_id)
+        await asyncio.to_thread(archive.put, *task_list)
+        previous = archive.get(EvaluationRecord, eval_id)
         if previous is not None and resume:
-            for traj in await asyncio.to_thread(archive.trajectories, evaluation_id=eval_id):
+            for traj in await asyncio.to_thread(archive.list, Trajectory, evaluation_id=eval_id):
                 done_trajs.setdefault(traj.task_id, []).append(traj)
             done_trajs = {tid: ts for tid, ts in done_trajs.items() if {t.seed for t in ts} == set(seed_list)}
         if previous is not None:
             record.created_at = previous.created_at
-        await asyncio.to_thread(archive.add_evaluation, record)
+        await asyncio.to_thread(archive.put, record)
     resumed = len(done_trajs)
 
     handle = progress.start(label or f"eval {harness_id[:12]} on {env.name}/{split}", len(task_list))
@@ -205,7 +207,8 @@ async def _evaluate(spec: Any, checkpoint: Any, env: Env, split: str, k: int, se
 
     async def rollout(task: Task, seed: int) -> Trajectory:
         async with semaphore:
-            traj = await run(spec, model, env, task, seed=seed, checkpoint_id=ckpt, split=split)
+            with batched(model):  # a local engine decodes the rollouts in flight together
+                traj = await run(spec, model, env, task, seed=seed, checkpoint_id=ckpt, split=split)
         return traj.model_copy(update={"id": trajectory_id(eval_id, task.id, seed), "split": split,
                                        "checkpoint_id": ckpt, "harness_id": harness_id})
 
@@ -242,7 +245,7 @@ async def _evaluate(spec: Any, checkpoint: Any, env: Env, split: str, k: int, se
     except BaseException as exc:
         if archive is not None:
             await asyncio.shield(flush())
-            archive.add_evaluation(record.model_copy(update={"status": "interrupted"}))
+            archive.put(record.model_copy(update={"status": "interrupted"}))
         raise _first(exc) from None
     finally:
         progress.stop(handle)
@@ -265,7 +268,7 @@ async def _evaluate(spec: Any, checkpoint: Any, env: Env, split: str, k: int, se
     )
     if archive is not None:
         aggregates = result.model_dump(mode="json")
-        await asyncio.to_thread(archive.add_evaluation,
+        await asyncio.to_thread(archive.put,
                                 record.model_copy(update={"status": "done", "aggregates": aggregates}))
     return result
 

@@ -21,7 +21,8 @@ from coevo.app.run import run_meta
 from coevo.app.stage_folders import leftovers
 from coevo.cli.app import app
 from coevo.models.adapters import PARTIAL, STAGE_MARK, CheckpointError, check_adapter, stage_folder, writing_adapter
-from coevo.storage import Archive, CheckpointRecord, RunRecord
+from coevo.records import Checkpoint, RunRecord
+from coevo.storage import Archive
 
 runner = CliRunner()
 
@@ -85,7 +86,7 @@ def test_the_policy_of_a_run_names_its_damaged_checkpoint(tmp_path, tiny):
     folder, file = damaged(tmp_path, adapter, "truncated")
     config, _, archive = setup_run(tmp_path, "help")
     config.policy = f"local:{base.base_model}"
-    archive.add_checkpoint(CheckpointRecord(id="ckpt-r0", base_model=base.base_model, adapter_path=str(folder)))
+    archive.put(Checkpoint(id="ckpt-r0", base_model=base.base_model, adapter_path=str(folder)))
     with pytest.raises(CheckpointError, match=rf"checkpoint ckpt-r0: {file} is truncated"):
         PolicyCache(config, archive)("ckpt-r0")
 
@@ -136,15 +137,15 @@ def test_a_stage_killed_while_saving_leaves_a_folder_gc_lists_and_removes(tmp_pa
     _, adapter = tiny
     out = tmp_path / "out"
     archive = Archive(tmp_path / "a.db")
-    archive.add_run(RunRecord(id="run-dead", strategy="vace", status="failed", config={"out_dir": str(out)}))
-    archive.add_run(RunRecord(id="run-live", strategy="vace", status="running", config={"out_dir": str(out)}))
+    archive.put(RunRecord(id="run-dead", strategy="vace", status="failed", config={"out_dir": str(out)}))
+    archive.put(RunRecord(id="run-live", strategy="vace", status="running", config={"out_dir": str(out)}))
     killed = stage_folder(out / "adapters", "ckpt-killed", "run-dead")
     proc = subprocess.run([sys.executable, "-c", KILLED_SAVE, adapter.adapter_path, str(killed / "adapter")])
     assert proc.returncode == -9 and not (killed / "adapter").exists()  # no half adapter where a loader looks
     finished = stage_folder(out / "adapters", "ckpt-done", "run-dead")  # stored, but a killed save left a partial
     (finished / "adapter").mkdir()
     (finished / f"adapter{PARTIAL}4242").mkdir()
-    archive.add_checkpoint(CheckpointRecord(id="ckpt-done", base_model="b", adapter_path=str(finished / "adapter"),
+    archive.put(Checkpoint(id="ckpt-done", base_model="b", adapter_path=str(finished / "adapter"),
                                             run_id="run-dead"))
     live = stage_folder(out / "adapters", "ckpt-live", "run-live")
     mine = tmp_path / "elsewhere" / "ckpt-foreign"  # not coevo's marker: never touched
@@ -168,9 +169,9 @@ def test_a_resumed_run_removes_the_folders_of_its_unfinished_stages(tmp_path):
     config.out_dir = str(tmp_path / "out")
     with pytest.raises(RuntimeError, match="simulated crash"):
         asyncio.run(run_meta(config, run_id="run-1", context=ctx, archive=archive))
-    archive.update_run("run-1", config={**archive.get_run("run-1").config, "out_dir": config.out_dir})
+    archive.update_run("run-1", config={**archive.get(RunRecord, "run-1").config, "out_dir": config.out_dir})
     unfinished = stage_folder(Path(config.out_dir) / "adapters", "ckpt-crashed", "run-1")
-    archive.add_run(RunRecord(id="run-2", status="failed", config={"out_dir": config.out_dir}))
+    archive.put(RunRecord(id="run-2", status="failed", config={"out_dir": config.out_dir}))
     others = stage_folder(Path(config.out_dir) / "adapters", "ckpt-other", "run-2")
     asyncio.run(run_meta(config, run_id="run-1", resume=True, context=ctx, archive=archive))
     assert not unfinished.exists() and others.exists()  # only the resumed run's own

@@ -24,9 +24,9 @@ from coevo.app.run import run_meta
 from coevo.cli.app import app
 from coevo.evaluation.engine import evaluate
 from coevo.observe.progress import RichReporter
+from coevo.records import Checkpoint, PoolMember, RunRecord
 from coevo.report.html import write_report
-from coevo.storage import Archive, CheckpointRecord
-from coevo.storage.tables import PoolMemberRecord
+from coevo.storage import Archive
 
 runner = CliRunner()
 FAKE_CLI = Path(__file__).parent / "fake_cli.py"
@@ -93,12 +93,12 @@ def test_the_report_shows_only_the_mechanisms_a_run_used(tmp_path):
     config, ctx, archive = setup_run(tmp_path, "help")
     asyncio.run(run_meta(config, run_id="run-1", context=ctx, archive=archive))
     # a VACE stage reports rescue numbers of 0: rescue never ran, so no rescue section
-    archive.add_checkpoint(CheckpointRecord(id="ckpt-0", base_model="fake", run_id="run-1", metrics={
+    archive.put(Checkpoint(id="ckpt-0", base_model="fake", run_id="run-1", metrics={
         "rescue_rate": 0.0, "rescue_success": 0.0, "history": [{"step": 1, "rescue_rate": 0.0, "rescued_groups": 0}]}))
     page = write_report("run-1", config.db, tmp_path / "vace").read_text()
     assert "Complementary rescue" not in page
     assert "<h2>Gate decisions</h2>" in page and "<h2>Test</h2>" in page and "<h2>Weight stages</h2>" in page
-    archive.add_pool_members([PoolMemberRecord(id="p", run_id="run-1", harness_id="h", round=-1)])
+    archive.put(PoolMember(id="p", run_id="run-1", harness_id="h", round=-1))
     assert "Complementary rescue" in write_report("run-1", config.db, tmp_path / "pool").read_text()
 
     (tmp_path / "rl").mkdir()
@@ -116,4 +116,4 @@ def test_an_unfinished_run_has_no_empty_test_section(tmp_path):
         pass
     page = write_report("run-1", config.db, tmp_path / "r").read_text()
     assert "<h2>Test</h2>" not in page and "<h2>Gate decisions</h2>" not in page
-    assert Archive(config.db).get_run("run-1").status == "failed"
+    assert Archive(config.db).get(RunRecord, "run-1").status == "failed"

@@ -21,6 +21,7 @@ from coevo.harnesses.fit import prompt_fit, prompt_tokens
 from coevo.meta.state import Candidate, Direction
 from coevo.nodes.check import check_one
 from coevo.observe.log import ChannelHandler, attach
+from coevo.records import RunRecord, Trajectory
 from coevo.storage import Archive
 
 runner = CliRunner()
@@ -79,7 +80,7 @@ def test_coevo_eval_refuses_a_harness_no_task_fits_before_any_rollout(tmp_path, 
     result = runner.invoke(app, ["eval", "--env", "adder", "--harness", str(big), "--model", "fake:x", "--db", db])
     assert result.exit_code == 1 and "all 6 tasks' prompts" in words(result) and "65,532" in words(result)
     assert "Traceback" not in result.output
-    assert Archive(db).count_trajectories() == 0 and Archive(db).list_runs() == []
+    assert Archive(db).count(Trajectory) == 0 and Archive(db).list(RunRecord) == []
 
 
 def test_coevo_eval_names_the_tasks_it_cannot_serve_and_the_rollouts_that_measured_nothing(tmp_path, monkeypatch):
@@ -121,7 +122,7 @@ def test_the_check_node_rejects_a_candidate_whose_prompt_cannot_fit(tmp_path):
     state = {"round": 0, "checkpoint": "ck"}
     reason = asyncio.run(check_one(ctx, state, cand, direction, []))
     assert reason.startswith("context budget: all 4 tasks' prompts") and "65,532" in reason
-    assert archive.count_trajectories() == 0  # refused before any rollout
+    assert archive.count(Trajectory) == 0  # refused before any rollout
     same = Candidate(id="c2", direction="d1", parent_id=parent, spec_id=archive.add_harness(spec("Be brief.")))
     assert not asyncio.run(check_one(ctx, state, same, direction, [])).startswith("context budget")
 

@@ -22,12 +22,12 @@ from test_meta_loop import setup_run
 from typer.testing import CliRunner
 
 from coevo.app import heartbeat
-from coevo.app.heartbeat import Heartbeat, liveness
+from coevo.app.heartbeat import Heartbeat, heartbeats, liveness
 from coevo.app.run import run_meta
 from coevo.cli.app import app
 from coevo.models.fake import ScriptedChatModel
-from coevo.storage import Archive, RunRecord
-from coevo.storage.heartbeats import HeartbeatRecord
+from coevo.records import EvaluationRecord, HarnessRecord, RunHeartbeat, RunRecord, Trajectory
+from coevo.storage import Archive
 
 runner = CliRunner()
 FAKE_CLI = Path(__file__).parent / "fake_cli.py"
@@ -73,7 +73,7 @@ def test_runs_are_listed_whole_and_every_command_takes_a_unique_prefix(done_run,
     assert resumed.exit_code == 0 and "run id: vace-dbdbbc3c" in words(resumed), resumed.output
     gc = runner.invoke(app, ["archive", "gc", "--run", "vace-dbdb", "--db", config.db])
     assert gc.exit_code == 0, gc.output
-    harness = archive.list_harnesses("vace-dbdbbc3c")[0].id
+    harness = archive.list(HarnessRecord, run_id="vace-dbdbbc3c")[0].id
     exported = runner.invoke(app, ["archive", "export", harness[:10], "-o", str(tmp_path / "h.json"),
                                    "--db", config.db])
     assert exported.exit_code == 0 and (tmp_path / "h.json").is_file()
@@ -81,7 +81,7 @@ def test_runs_are_listed_whole_and_every_command_takes_a_unique_prefix(done_run,
 
 def test_a_prefix_two_runs_share_is_refused_by_every_command_naming_both(done_run, tmp_path):
     config, archive = done_run
-    archive.add_run(RunRecord(id="vace-dbdb0000", strategy="vace", status="failed"))
+    archive.put(RunRecord(id="vace-dbdb0000", strategy="vace", status="failed"))
     for command in (["archive", "show", "vace-dbdb"], ["report", "vace-dbdb"], ["run", "--resume", "vace-dbdb"],
                     ["archive", "gc", "--run", "vace-dbdb"],
                     ["eval", "--env", "x", "--harness", "x", "--model", "x", "--run-id", "vace-dbdb"]):
@@ -98,25 +98,25 @@ def test_coevo_eval_prints_its_run_id_when_it_starts_so_a_stopped_run_can_be_res
     first = failed.output.splitlines()[0]
     assert first.startswith("run eval-") and "evaluating" in first, failed.output
     run_id = first.split()[1].rstrip(":")
-    assert Archive(db).get_run(run_id).status == "failed"
+    assert Archive(db).get(RunRecord, run_id).status == "failed"
     harness, db = fake_eval(monkeypatch, tmp_path)
     resumed = runner.invoke(app, eval_args(harness, db, "--run-id", run_id[:9]))
     assert resumed.exit_code == 0 and resumed.output.startswith(f"run {run_id}: resuming"), resumed.output
     archive = Archive(db)
-    (evaluation,) = archive.list_evaluations(run_id=run_id)
-    assert evaluation.status == "done" and archive.count_trajectories(evaluation.id) == 4
+    (evaluation,) = archive.list(EvaluationRecord, run_id=run_id)
+    assert evaluation.status == "done" and archive.count(Trajectory, evaluation_id=evaluation.id) == 4
 
 
 def test_an_unknown_run_id_is_refused_unless_asked_to_create_it(tmp_path, monkeypatch, done_run):
     harness, db = fake_eval(monkeypatch, tmp_path)
     refused = runner.invoke(app, eval_args(harness, db, "--run-id", "eval-nothere"))
     assert refused.exit_code == 1 and "nothing to resume" in words(refused) and "--create" in words(refused)
-    assert Archive(db).list_evaluations() == [] and Archive(db).list_runs() == []
+    assert Archive(db).list(EvaluationRecord) == [] and Archive(db).list(RunRecord) == []
     created = runner.invoke(app, eval_args(harness, db, "--run-id", "eval-mine", "--create"))
     assert created.exit_code == 0 and created.output.startswith("run eval-mine: evaluating"), created.output
     again = runner.invoke(app, eval_args(harness, db, "--run-id", "eval-mine"))  # resumes: nothing re-evaluated
     assert again.exit_code == 0 and "4 tasks resumed" in words(again), again.output
-    assert Archive(db).count_trajectories() == 4
+    assert Archive(db).count(Trajectory) == 4
     other = runner.invoke(app, eval_args(harness, db, "--run-id", "eval-mine", "--split", "test"))
     assert other.exit_code == 1 and "split 'val' -> 'test'" in words(other), other.output
     config, _ = done_run
@@ -132,7 +132,7 @@ def _dead_pid() -> int:
 
 def test_liveness_tells_a_dead_run_from_a_live_one():
     here, now = socket.gethostname(), dt.datetime.now(dt.UTC)
-    beat = lambda **kw: HeartbeatRecord(**{"id": "r", "host": here, "pid": os.getpid(), "at": now, **kw})  # noqa: E731
+    beat = lambda **kw: RunHeartbeat(**{"id": "r", "host": here, "pid": os.getpid(), "at": now, **kw})  # noqa: E731
     assert liveness(None).alive is None
     assert liveness(beat(pid=_dead_pid())).alive is False
     assert liveness(beat()).alive is False  # this process, but it beats for no such run
@@ -147,21 +147,21 @@ def test_liveness_tells_a_dead_run_from_a_live_one():
 def test_a_heartbeat_beats_while_its_block_runs(tmp_path):
     archive = Archive(tmp_path / "a.db")
     with Heartbeat(archive, "r", interval_s=0.05):
-        first = archive.heartbeats()["r"].at
+        first = heartbeats(archive)["r"].at
         time.sleep(0.3)
-        later = archive.heartbeats()["r"]
+        later = heartbeats(archive)["r"]
     assert later.at > first and later.pid == os.getpid() and later.host == socket.gethostname()
-    assert liveness(archive.heartbeats()["r"]).alive is False  # the block ended: nobody beats for it
+    assert liveness(heartbeats(archive)["r"]).alive is False  # the block ended: nobody beats for it
 
 
 def test_a_run_killed_before_its_first_checkpoint_resumes_from_the_start(tmp_path):
     """A kill -9 between the run's row and the graph's first checkpoint (the heartbeat is already
     written): the resume starts the graph from its input rather than failing with nothing to continue."""
     config, ctx, archive = setup_run(tmp_path, "help")
-    archive.add_run(RunRecord(id="vace-early", strategy="vace", config=config.model_dump(mode="json")))
+    archive.put(RunRecord(id="vace-early", strategy="vace", config=config.model_dump(mode="json")))
     state = asyncio.run(run_meta(config, run_id="vace-early", resume=True, context=ctx, archive=archive))
     assert state["run_id"] == "vace-early" and state["decisions"]
-    assert archive.get_run("vace-early").status == "done"
+    assert archive.get(RunRecord, "vace-early").status == "done"
 
 
 def test_a_run_killed_with_sigkill_is_listed_dead_and_resumes(tmp_path, monkeypatch):
@@ -171,12 +171,12 @@ def test_a_run_killed_with_sigkill_is_listed_dead_and_resumes(tmp_path, monkeypa
                             env={**os.environ, "OMP_NUM_THREADS": "1"})
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
-        if Path(db).is_file() and Archive(db).heartbeats():
+        if Path(db).is_file() and heartbeats(Archive(db)):
             break
         time.sleep(0.2)
     proc.kill()
     proc.wait()
-    (run,) = Archive(db).list_runs()
+    (run,) = Archive(db).list(RunRecord)
     if run.status == "done":
         pytest.skip("the run finished before it could be killed")
     assert run.status == "running"
@@ -188,4 +188,4 @@ def test_a_run_killed_with_sigkill_is_listed_dead_and_resumes(tmp_path, monkeypa
     patch_services(monkeypatch, ctx)
     resumed = runner.invoke(app, ["run", "--resume", run.id[:8], "--db", db, "--no-report"])
     assert resumed.exit_code == 0, resumed.output
-    assert Archive(db).get_run(run.id).status == "done"
+    assert Archive(db).get(RunRecord, run.id).status == "done"

@@ -17,7 +17,8 @@ from typer.testing import CliRunner
 from coevo.cli.app import app
 from coevo.masking import MASK, redact, redact_data
 from coevo.observe.log import ChannelHandler, attach, loop
-from coevo.storage import Archive, CheckpointRecord, RunRecord
+from coevo.records import Checkpoint, RunRecord
+from coevo.storage import Archive
 
 runner = CliRunner()
 PASSWORD, KEY = "s3cretPW", "sk-live0123456789abcdefXYZ"
@@ -73,10 +74,10 @@ def test_a_database_password_is_not_printed_by_any_command(command):
 def test_a_runs_config_is_stored_without_its_secrets_and_older_rows_are_masked_on_read(tmp_path):
     db = tmp_path / "a.db"
     archive = Archive(db)
-    archive.add_run(RunRecord(id="r1", config={"db": PG, "policy": f"litellm:openai/m?api_key={KEY}",
+    archive.put(RunRecord(id="r1", config={"db": PG, "policy": f"litellm:openai/m?api_key={KEY}",
                                                "meta": {"model": f"openai/m?api_key={KEY}"}}))
     archive.update_run("r1", config={"db": PG, "model_settings": {"api_key": KEY}})
-    archive.add_checkpoint(CheckpointRecord(id="base", base_model=f"litellm:openai/m?api_key={KEY}",
+    archive.put(Checkpoint(id="base", base_model=f"litellm:openai/m?api_key={KEY}",
                                             config={"model_ref": f"litellm:openai/m?api_key={KEY}"}))
     archive.close()
     stored = raw_text(db)
@@ -86,7 +87,7 @@ def test_a_runs_config_is_stored_without_its_secrets_and_older_rows_are_masked_o
     conn.execute("UPDATE runs SET config = ? WHERE id = 'r1'", (f'{{"db": "{PG}", "policy": "x?api_key={KEY}"}}',))
     conn.commit()
     conn.close()
-    assert Archive(db).get_run("r1").config == {"db": "postgresql+psycopg://alice:***@127.0.0.1:1/x",
+    assert Archive(db).get(RunRecord, "r1").config == {"db": "postgresql+psycopg://alice:***@127.0.0.1:1/x",
                                                 "policy": "x?api_key=***"}
     shown = runner.invoke(app, ["archive", "show", "r1", "--db", str(db)], terminal_width=200)
     assert shown.exit_code == 0 and PASSWORD not in shown.output and KEY not in shown.output
@@ -127,7 +128,7 @@ def test_coevo_eval_prints_and_stores_no_key_of_its_model_reference(tmp_path, mo
                               "--db", str(db)])
     assert out.exit_code == 0, out.output
     assert KEY not in out.output and KEY not in raw_text(db)
-    assert Archive(db).get_checkpoint("litellm:openai/m?api_key=***") is not None  # the reference names it, masked
+    assert Archive(db).get(Checkpoint, "litellm:openai/m?api_key=***") is not None  # the reference names it, masked
 
 
 def test_tracker_parameters_are_masked(tmp_path, monkeypatch):

@@ -23,9 +23,10 @@ from coevo.cli.app import app
 from coevo.config import ConfigError, StageConfig, StageConfigError, load_config
 from coevo.envs.base import Task
 from coevo.evaluation.stats import Estimate
+from coevo.records import RunRecord, Trajectory
 from coevo.report.compare import write_compare_report
 from coevo.report.power import separable_difference, separation_warnings, tasks_needed
-from coevo.storage import Archive, ArchiveFullError, RunRecord
+from coevo.storage import Archive, ArchiveFullError
 from coevo.storage import archive as archive_module
 from coevo.storage.errors import disk_full
 
@@ -145,12 +146,12 @@ def test_a_full_archive_refuses_a_write_whole_with_a_clear_error(tmp_path, monke
     Archive(tmp_path / "a.db").close()
     cap_pages(monkeypatch, 48)
     archive = Archive(tmp_path / "a.db")
-    archive.add_run(RunRecord(id="small"))
+    archive.put(RunRecord(id="small"))
     tasks = [Task(id=f"t{i}", env="adder", split="val", prompt="y" * 2000) for i in range(200)]
     with pytest.raises(ArchiveFullError, match=r"the archive at sqlite:///.*a\.db is full: the disk \(or quota\) "
                                                r"has no room for 200 row\(s\) of tasks, so nothing of that write"):
-        archive.add_tasks(tasks)
-    assert archive.get_task("t0") is None and [r.id for r in archive.list_runs()] == ["small"]  # all or nothing
+        archive.put(*tasks)
+    assert archive.get(Task, "t0") is None and [r.id for r in archive.list(RunRecord)] == ["small"]  # all or nothing
 
 
 def test_disk_full_is_recognised_on_every_backend():
@@ -185,12 +186,12 @@ def test_coevo_eval_on_a_full_disk_fails_in_one_paragraph_and_resumes_once_there
     run_id = full.output.split()[1].rstrip(":")
     assert "is full: the disk (or quota) has no room for" in text and f"--run-id {run_id}" in text
     archive = Archive(db)
-    assert archive.get_run(run_id).status == "failed"
-    kept = archive.count_trajectories()
+    assert archive.get(RunRecord, run_id).status == "failed"
+    kept = archive.count(Trajectory)
     assert 0 < kept < 160 and kept % 4 == 0  # whole tasks only
     resumed = runner.invoke(app, [*args, "--run-id", run_id])
     assert resumed.exit_code == 0 and f"{kept // 4} tasks resumed" in words(resumed), resumed.output
-    assert archive.count_trajectories() == 160 and archive.get_run(run_id).status == "done"
+    assert archive.count(Trajectory) == 160 and archive.get(RunRecord, run_id).status == "done"
 
 
 def test_a_run_that_hits_a_full_disk_is_marked_failed_and_resumes_to_the_same_result(tmp_path, monkeypatch):
@@ -211,8 +212,8 @@ def test_a_run_that_hits_a_full_disk_is_marked_failed_and_resumes_to_the_same_re
     monkeypatch.setattr(archive, "add_trajectories", filling)
     with pytest.raises(ArchiveFullError, match=r"Free space on that disk, then resume: coevo run --resume run-1 "):
         asyncio.run(run_meta(config, run_id="run-1", context=ctx, archive=archive))
-    assert archive.get_run("run-1").status == "failed"
+    assert archive.get(RunRecord, "run-1").status == "failed"
     state = asyncio.run(run_meta(config, run_id="run-1", resume=True, context=ctx, archive=archive))
-    assert archive.get_run("run-1").status == "done"
+    assert archive.get(RunRecord, "run-1").status == "done"
     assert state["incumbent"] == reference["incumbent"]
     assert state["test"]["final"].score == reference["test"]["final"].score

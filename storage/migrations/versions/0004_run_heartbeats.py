@@ -1,7 +1,7 @@
 """run heartbeats: the host, pid and last beat of the process running each run
 
 Revision ID: 0004
-Revises: 0002 (until the records migration 0003 lands on main; then 0003, see down_revision)
+Revises: 0003
 Create Date: 2026-12-01 17:16:40.033782
 """
 
@@ -11,7 +11,7 @@ from alembic import op
 from coevo.storage.migrations import has_table  # noqa: F401  (new tables: see storage/README.md)
 
 revision = '0004'
-down_revision = '0002'  # h2-records' 0003 goes between: when it lands, this becomes '0003' (storage/README.md, 4.)
+down_revision = '0003'
 branch_labels = None
 depends_on = None
 
