@@ -62,8 +62,9 @@ def stored(kind: type[BaseModel]) -> Stored:
 
 class Archive:
     """The coevo archive: runs, harnesses, edits, checkpoints, tasks, evaluations, trajectories,
-    gate decisions, profiles, pool members, ballots, LLM calls, budgets, phases and CoEvo-RSI's
-    base choices, model proposals and promotions (every kind in ``coevo.storage.tables.TABLES``).
+    gate decisions, profiles, pool members, ballots, LLM calls, budgets, phases, CoEvo-RSI's
+    base choices, model proposals and promotions, and the runs' heartbeats (every kind in
+    ``coevo.storage.tables.TABLES``).
 
     Args: ``target`` a file path (SQLite, WAL; parent directories are created), ``":memory:"``,
     or any SQLAlchemy URL (``postgresql+psycopg://user@host/db``); ``migrate`` (default) brings an

@@ -18,7 +18,7 @@ from coevo.cli.app import app
 from coevo.masking import MASK, redact, redact_data
 from coevo.observe.log import ChannelHandler, attach, loop
 from coevo.records import Checkpoint, RunRecord
-from coevo.storage import Archive
+from coevo.storage import Archive, ArchiveError
 
 runner = CliRunner()
 PASSWORD, KEY = "s3cretPW", "sk-live0123456789abcdefXYZ"
@@ -69,6 +69,13 @@ def test_a_database_password_is_not_printed_by_any_command(command):
     assert result.exit_code == 1, result.output
     assert PASSWORD not in result.output
     assert "alice:***@127.0.0.1" in " ".join(result.output.split()), result.output
+
+
+def test_the_archive_names_an_unreachable_database_without_its_password():
+    """Code that opens an archive itself (not through a command, whose output is masked as a whole)."""
+    with pytest.raises(ArchiveError) as err:
+        Archive(PG)
+    assert PASSWORD not in str(err.value) and "alice:***@127.0.0.1" in str(err.value)
 
 
 def test_a_runs_config_is_stored_without_its_secrets_and_older_rows_are_masked_on_read(tmp_path):
