@@ -25,8 +25,9 @@ WIDEST = 100_000
 class PipeConsole(Console):
     """The CLI's rich console. When its output is not a terminal (a pipe, a file) there is no width to
     fit, so a table, JSON block or other renderable is printed at its natural width: every column and
-    value whole, where rich's 80-column fallback would cut scores to ``0.…`` and ids to ``e6c22…``.
-    Text (messages, log lines) is printed as rich prints it; on a terminal everything is."""
+    value whole, where rich's 80-column fallback would cut scores to ``0.…`` and ids to ``e6c22…``;
+    a line of text (a message, a log line) is written as one line, never wrapped, so what a script greps
+    for (``run id: ID``) stays on the line it is on. On a terminal everything is printed as rich prints it."""
 
     def __init__(self, width: int | None = None, **kwargs: Any) -> None:
         super().__init__(width=width, **kwargs)
@@ -35,7 +36,9 @@ class PipeConsole(Console):
     def print(self, *objects: Any, **kwargs: Any) -> None:
         """``Console.print``, at the renderables' natural width when not on a terminal (class docstring)."""
         natural = 0
-        if not self.is_terminal and kwargs.get("width") is None:
+        if not self.is_terminal and all(isinstance(o, str) for o in objects):
+            kwargs.setdefault("soft_wrap", True)  # one line as written, however long
+        elif not self.is_terminal and kwargs.get("width") is None:
             options = self.options.update(max_width=WIDEST)
             natural = max((Measurement.get(self, options, o).maximum for o in objects if not isinstance(o, str)),
                           default=0)

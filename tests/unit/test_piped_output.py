@@ -22,6 +22,7 @@ from typer.testing import CliRunner
 
 from coevo.app.run import run_meta
 from coevo.cli.app import app
+from coevo.cli.common import PipeConsole
 from coevo.evaluation.engine import evaluate
 from coevo.observe.progress import RichReporter
 from coevo.records import Checkpoint, PoolMember, RunRecord
@@ -54,6 +55,19 @@ def test_tables_and_json_keep_every_column_and_value_whole_in_a_pipe(tmp_path, m
     assert listed.exit_code == 0 and "…" not in listed.output and long.id[:12] in listed.output
     shown = runner.invoke(app, ["archive", "show", long.id[:12], "--db", db])
     assert shown.exit_code == 0 and long.prompt.system in shown.output  # the JSON's long line whole
+
+
+def test_a_line_of_text_is_never_wrapped_in_a_pipe():
+    """``coevo run`` ends with ``archive: PATH  run id: ID``: wrapped at 80 columns, a long path put the
+    id on the next line, where a script reading the log for ``run id: (\\S+)`` no longer found it."""
+    out = io.StringIO()
+    pipe = PipeConsole(file=out)
+    line = f"archive: /tmp/{'deep/' * 14}coevo.db  run id: vace-0123abcd"
+    pipe.print(line)
+    pipe.print("[yellow]a styled message[/yellow] " + "word " * 30)
+    assert not pipe.is_terminal and out.getvalue().splitlines()[0] == line
+    assert re.search(r"run id: (\S+)", out.getvalue()).group(1) == "vace-0123abcd"
+    assert len(out.getvalue().splitlines()) == 2
 
 
 def test_a_piped_evaluation_writes_its_progress_line_the_moment_it_finishes():
