@@ -13,6 +13,7 @@ family's package.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 from dataclasses import dataclass
 from typing import Any
@@ -121,5 +122,7 @@ def strategy_names() -> str:
 def get_strategy(name: str) -> Strategy:
     """The row of strategy ``name``. Raises ``ValueError`` naming the valid strategies."""
     if name not in STRATEGIES:
-        raise ValueError(f"unknown strategy {name!r}: use one of {strategy_names()}")
+        close = difflib.get_close_matches(str(name), list(STRATEGIES), n=1, cutoff=0.6)
+        raise ValueError(f"unknown strategy {name!r}{f' (did you mean {close[0]}?)' if close else ''}: use one of "
+                         f"{strategy_names()}")
     return STRATEGIES[name]

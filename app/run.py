@@ -22,6 +22,7 @@ compiled graph.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import uuid
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -32,19 +33,25 @@ from langgraph.types import Command, Interrupt, StateSnapshot
 from pydantic import ValidationError
 
 from coevo.app.checkpointer import open_checkpointer
+from coevo.app.heartbeat import Heartbeat
 from coevo.app.services import make_context
+from coevo.app.stage_folders import leftovers, remove
 from coevo.config import RunConfig
 from coevo.envs.base import Env
 from coevo.errors import CoevoError
 from coevo.evaluation.executors import Executor
+from coevo.masking import redact
 from coevo.meta.context import MetaContext
 from coevo.meta.state import state_models
 from coevo.observe.progress import Reporter
 from coevo.observe.tracking import open_tracker, require_tracker
 from coevo.records import RunRecord
-from coevo.storage import Archive
+from coevo.storage import AmbiguousIdError, Archive, ArchiveError, ArchiveFullError
 from coevo.storage.connection import exists, location
+from coevo.storage.errors import disk_full
 from coevo.strategies import STRATEGIES, Strategy, get_strategy
+
+log = logging.getLogger(__name__)
 
 ANSWERS = {"yes": "yes", "y": "yes", "accept": "yes", "no": "no", "n": "no", "reject": "no"}
 """What a person may answer a gate question with -> the answer the gate receives."""
@@ -90,9 +97,11 @@ def preflight(config: RunConfig, strategy: Strategy) -> tuple[Env, Executor | No
     policy (a ``local:`` model is loaded here, once: the run's policies share its engine; a strategy
     with a weight stage needs one, since the trainer holds the weights), H0 and the executor. Returns
     the env and the executor (None: in process; the run's, built here once). Raises ``RunError``
-    naming the reference and the fix, or ``HarnessError`` for a bad H0."""
+    naming the reference and the fix, or ``HarnessError`` for a bad H0, including one whose prompt
+    fits the context budget on none of the run's tasks (``coevo.harnesses.fit``; on some: a warning)."""
     from coevo.envs.registry import get_env
     from coevo.evaluation.executors import make_executor
+    from coevo.harnesses.fit import check_prompt_fits
     from coevo.harnesses.spec import load_harness
     from coevo.models.refs import ModelRefError, load_model
     from coevo.models.smollm2 import SmolLM2NotInstalledError
@@ -114,7 +123,12 @@ def preflight(config: RunConfig, strategy: Strategy) -> tuple[Env, Executor | No
                        "a server, whose weights the run cannot train: use a local: policy (local:smollm2-135m, "
                        f"local:/path/to/model; train.vllm then samples it on vLLM servers, README GPU recipe), or a "
                        f"strategy without a weight stage ({frozen}); nothing was started")
-    load_harness(config.harness or env.name)
+    h0 = load_harness(config.harness or env.name)
+    sizes = {split: getattr(config.env, f"n_{split}") for split in ("train", "val", "test")}
+    prompts = [t.prompt for split, n in sizes.items() if n for t in env.tasks(split, n)]
+    fit = check_prompt_fits(h0, prompts, source=f"H0 ({config.harness or env.name})")  # before any rollout
+    if not fit.fits:
+        log.warning("H0: %s", fit.text())
     try:
         executor = None if config.executor == "inprocess" else make_executor(config.executor)
     except ValueError as err:  # e.g. Ray is not installed
@@ -167,17 +181,37 @@ def resolve_answers(answers: Mapping[str, str], pending: tuple[Interrupt, ...], 
     return resolved
 
 
-def _open_run(archive: Archive, config: RunConfig, run_id: str | None, approve: bool) -> RunConfig:
+def find_run(archive: Archive, run_id: str | None, db: str) -> RunRecord:
+    """The run whose id is ``run_id`` or starts with it (a unique prefix, as ``coevo archive list`` and
+    every command accept). Raises ``RunError`` when none does, ``AmbiguousIdError`` (naming them)
+    when several do."""
+    try:
+        full = archive.resolve_id("runs", run_id or "")
+    except AmbiguousIdError:
+        raise
+    except ArchiveError:
+        raise RunError(f"no run {run_id!r} in {redact(db)}: `coevo archive list runs --db {redact(db)}` shows the "
+                       "runs it holds, or pass the --db the run printed") from None
+    return archive.get(RunRecord, full)  # type: ignore[return-value]
+
+
+def full_run_id(db: str, run_id: str) -> str:
+    """The full id of the run ``run_id`` names (an id or a unique prefix) in the archive at ``db``;
+    ``run_id`` itself when there is no archive there yet (``run_meta`` then says so). Raises as
+    ``find_run``."""
+    if not exists(db):
+        return run_id
+    with Archive(db) as archive:
+        return find_run(archive, run_id, db).id
+
+
+def _open_run(archive: Archive, config: RunConfig, run: RunRecord, approve: bool) -> RunConfig:
     """The config a resumed run continues with: the stored one (with the database it was found
     in), its approval mode switched on when asked now (and stored so)."""
-    run = archive.get(RunRecord, run_id or "")
-    if run is None:
-        raise RunError(f"no run {run_id!r} in {config.db}: `coevo archive list runs --db {config.db}` shows the "
-                       "runs it holds, or pass the --db the run printed")
     try:
         stored = RunConfig.model_validate(run.config)
     except ValidationError as err:
-        raise RunError(f"run {run_id}'s stored config does not validate with this coevo ({err.error_count()} "
+        raise RunError(f"run {run.id}'s stored config does not validate with this coevo ({err.error_count()} "
                        f"problem(s), first: {err.errors()[0]['msg']}); resume it with the coevo that started "
                        "it") from None
     if approve and not stored.gate.approve:
@@ -191,8 +225,9 @@ async def run_meta(config: RunConfig, run_id: str | None = None, resume: bool = 
                    answers: Mapping[str, str] | None = None, archive: Archive | None = None) -> dict[str, Any]:
     """Run (or resume) one strategy to the end, or to a pending gate approval.
 
-    Args: ``run_id`` (required with ``resume``); ``approve`` pauses before each gate decision
-    (stored with the run as ``gate.approve``: a resume keeps it, whatever its own ``approve``);
+    Args: ``run_id`` (required with ``resume``: the id or a unique prefix of it); ``approve`` pauses
+    before each gate decision (stored with the run as ``gate.approve``: a resume keeps it, whatever its
+    own ``approve``);
     ``answers`` answers pending gate questions by id (see ``resolve_answers``); ``context``
     replaces the default services (tests; its ``run_id`` is set to the run's, and its config's
     ``gate.approve`` to the run's approval mode; a resume keeps the context's config otherwise).
@@ -205,14 +240,20 @@ async def run_meta(config: RunConfig, run_id: str | None = None, resume: bool = 
     ``value``). A resume without answers while questions are pending returns them and runs
     nothing. A run that raises is stored with status ``failed`` (``interrupted`` when cancelled)
     and the error stays in its saved graph state (``run_snapshot(...).tasks``); resuming continues it.
-    Raises ``RunError`` for an unknown run or a bad reference or answer, ``MissingExtraError`` for
+    A resume first removes the folders of the run's stages that never finished
+    (``coevo.app.stage_folders``). A write refused for lack of space (archive or checkpointer) is
+    raised as ``ArchiveFullError``
+    naming the command that resumes the run.
+    While it runs, the process beats for the run (``coevo.app.heartbeat``), so a killed run shows as dead.
+    Raises ``RunError`` for an unknown run or a bad reference or answer, ``AmbiguousIdError`` for a
+    prefix several runs share, ``MissingExtraError`` for
     a tracker whose package is missing (nothing changed).
     """
     env: Env | None = None
     executor: Executor | None = None
     if resume and archive is None and not exists(config.db):
-        raise RunError(f"cannot resume run {run_id!r}: there is no database at {config.db}; pass the --db the run "
-                       "printed (its archive: line)")
+        raise RunError(f"cannot resume run {run_id!r}: there is no database at {redact(config.db)}; pass the --db "
+                       "the run printed (its archive: line)")
     if archive is None and exists(config.db):
         archive = Archive(config.db)  # an unreadable --db is reported before any model is loaded
     if not resume:
@@ -224,8 +265,14 @@ async def run_meta(config: RunConfig, run_id: str | None = None, resume: bool = 
             env, executor = preflight(config, strategy)  # before a new database is made: nothing left behind
     archive = archive or Archive(config.db)
     if resume:
-        config = _open_run(archive, config, run_id, approve)
+        found = find_run(archive, run_id, config.db)
+        run_id = found.id
+        config = _open_run(archive, config, found, approve)
         strategy = get_strategy(config.strategy)
+        dead = leftovers(archive, run_id)  # the folders of stages the stopped run never finished: redone anew
+        if dead:
+            freed = remove(dead)
+            log.info("run %s: removed %d folder(s) of unfinished stages (%.1f MB)", run_id, len(dead), freed / 1e6)
     run_id = run_id or new_run_id(config)
     if context is not None:
         gate = context.config.gate.model_copy(update={"approve": config.gate.approve})
@@ -238,7 +285,10 @@ async def run_meta(config: RunConfig, run_id: str | None = None, resume: bool = 
             saved = await _saved(graph, run_id)
             if saved.interrupts and not answers:
                 return {**saved.values, "__interrupt__": list(saved.interrupts), "run_id": run_id}
-            payload = Command(resume=resolve_answers(answers, saved.interrupts, run_id)) if answers else None
+            if answers:
+                payload = Command(resume=resolve_answers(answers, saved.interrupts, run_id))
+            elif saved.created_at is not None:  # continue from the last checkpoint; a run killed before its
+                payload = None  # first one (its row and heartbeat written) starts again from its input
         if resume or archive.get(RunRecord, run_id) is not None:
             archive.update_run(run_id, status="running")
         else:
@@ -250,11 +300,19 @@ async def run_meta(config: RunConfig, run_id: str | None = None, resume: bool = 
         try:
             # durability="sync": a checkpoint is on disk before the next node runs, so a crash loses at
             # most the running node and checkpointer writes never overlap the archive's (one SQLite file).
-            state = await graph.ainvoke(payload, {"configurable": {"thread_id": run_id}, "recursion_limit": 1000},
-                                        context=ctx, durability="sync")
+            with Heartbeat(archive, run_id):
+                state = await graph.ainvoke(payload, {"configurable": {"thread_id": run_id}, "recursion_limit": 1000},
+                                            context=ctx, durability="sync")
         except BaseException as err:
             status = "failed" if isinstance(err, Exception) else "interrupted"
-            archive.update_run(run_id, status=status)
+            try:
+                archive.update_run(run_id, status=status)
+            except ArchiveError as unmarked:  # e.g. a full disk: its heartbeat still shows the run dead
+                log.warning("run %s could not be marked %s: %s", run_id, status, unmarked)
+            if disk_full(err):  # the archive's write or the checkpointer's: one paragraph saying how to go on
+                full = err if isinstance(err, ArchiveFullError) else ArchiveFullError(redact(config.db),
+                                                                                      "the graph's checkpoint")
+                raise full.resumed_with(f"coevo run --resume {run_id} --db {redact(config.db)}") from err
             raise
         finally:
             if opened:

@@ -10,6 +10,7 @@ from coevo.envs.base import Env
 from coevo.envs.registry import get_env
 from coevo.evaluation.executors import Executor, make_executor
 from coevo.meta.context import MetaContext
+from coevo.models.adapters import check_adapter
 from coevo.observe.progress import NullReporter, Reporter
 from coevo.records import Checkpoint
 from coevo.roles.curator import curator_for
@@ -33,13 +34,16 @@ class PolicyCache:
         self.config, self.archive, self.models = config, archive, {}
 
     def __call__(self, checkpoint_id: str):
-        """The chat model of ``checkpoint_id`` (loaded once). Raises ``KeyError`` for an unknown checkpoint."""
+        """The chat model of ``checkpoint_id`` (loaded once). Raises ``KeyError`` for an unknown checkpoint,
+        ``coevo.models.adapters.CheckpointError`` naming the checkpoint and file for a damaged adapter."""
         if checkpoint_id not in self.models:
             from coevo.models.refs import load_model
 
             rec = self.archive.get(Checkpoint, checkpoint_id)
             if rec is None:
                 raise KeyError(f"checkpoint {checkpoint_id!r} is not in the archive")
+            if rec.adapter_path:
+                check_adapter(rec.adapter_path, rec.id)  # a damaged adapter: CheckpointError naming the file
             adapted = f"{self.config.policy}+{rec.adapter_path}" if rec.adapter_path else self.config.policy
             ref = rec.model_ref or adapted
             if rec.vllm and rec.adapter_path:

@@ -14,10 +14,12 @@ import typer
 from rich.syntax import Syntax
 from rich.table import Table
 
-from coevo.cli.common import DB_HELP, DEFAULT_DB, console, open_archive, user_errors
+from coevo.app.heartbeat import heartbeats, liveness
+from coevo.cli.common import DB_HELP, DEFAULT_DB, console, open_archive, shown, user_errors
 from coevo.graphs.registry import STRATEGIES
+from coevo.masking import redact, redact_data
 from coevo.records import Checkpoint, EditRecord, EvaluationRecord, GateDecision, HarnessRecord, RunRecord, Trajectory
-from coevo.storage import Archive, ArchiveError
+from coevo.storage import AmbiguousIdError, Archive, ArchiveError
 
 app = typer.Typer(help="Read the archive: list runs, harnesses and evaluations; show one; export a harness.",
                   no_args_is_help=True)
@@ -48,7 +50,8 @@ def _num(value: Any) -> str:
 
 
 def _table(title: str, *columns: str) -> Table:
-    """A table whose id-like columns (12-char prefixes) never wrap; the others shrink instead."""
+    """A table whose id-like columns never wrap; the others shrink instead (on a terminal; in a pipe
+    every column is whole, ``coevo.cli.common.PipeConsole``)."""
     table = Table(title=title)
     for name in columns:
         wide = name in ("id", "harness")
@@ -56,12 +59,21 @@ def _table(title: str, *columns: str) -> Table:
     return table
 
 
+def _status(run: Any, beat: Any) -> str:
+    """A run's status; for a ``running`` one, what its heartbeat says (``coevo.app.heartbeat.liveness``):
+    ``running (DEAD: ...)`` for a run whose process is gone, so it can be resumed."""
+    if run.status != "running":
+        return run.status
+    return f"running ({liveness(beat).text})"
+
+
 def _tables(archive: Archive, kind: Kind, limit: int) -> list[Table]:
     tables = []
     if kind in (Kind.all, Kind.runs):
         t = _table("runs", "id", "strategy", "status", "created (UTC)")
+        beats = heartbeats(archive)
         for r in archive.list(RunRecord)[-limit:]:
-            t.add_row(r.id[:12], r.strategy, r.status, _when(r.created_at))
+            t.add_row(r.id, r.strategy, _status(r, beats.get(r.id)), _when(r.created_at))
         tables.append(t)
     if kind in (Kind.all, Kind.harnesses):
         t = _table("harnesses", "id", "name", "origin", "parents", "created (UTC)")
@@ -98,15 +110,32 @@ def list_cmd(kind: Kind = typer.Argument(Kind.all, help="What to list."),
 
 
 def _find(archive: Archive, id: str) -> tuple[str, Any]:
-    """The (kind, pydantic object) whose id starts with ``id``, searching each table in turn; else
-    the edit of the candidate ``id`` (the ``check`` lines of a run print candidate ids)."""
+    """The (kind, pydantic object) whose id is ``id`` or starts with it, in any table; else the edit
+    of the candidate ``id`` (the ``check`` lines of a run print candidate ids). Raises
+    ``AmbiguousIdError`` naming the matches when ``id`` starts several ids (of one kind or several)
+    and is none of them exactly, unless one of them starts all the others (a run's id, which its
+    edits' and gate decisions' ids extend)."""
+    found, several, clashing = [], [], []
     for kind in SHOWN:
         try:
-            full = archive.resolve_id(kind, id)
-        except ArchiveError as err:
-            if "several" in str(err):
-                raise
+            found.append((kind, archive.resolve_id(kind, id)))
+        except AmbiguousIdError as err:
+            several.append(str(err))
+            clashing += err.ids
+        except ArchiveError:
             continue
+    found = [match for match in found if match[1] == id][:1] or found  # an exact id is never ambiguous
+    # ids derived from another (a run's edits and gate decisions: <run id>-r0-...) leave the prefix to it,
+    # even when several of them share the prefix (a run's sampled candidates -s1, -s2 ...)
+    others = [other for _, other in found] + clashing
+    found = [m for m in found if all(other.startswith(m[1]) for other in others)][:1] or found
+    if several and not (found and (found[0][1] == id or all(other.startswith(found[0][1]) for other in clashing))):
+        raise AmbiguousIdError(several[0])
+    if len(found) > 1:
+        raise AmbiguousIdError(f"{id!r} is ambiguous: " + ", ".join(f"{SINGULAR[k]} {f}" for k, f in found)
+                               + " start with it; give more characters of the one you mean")
+    if found:
+        kind, full = found[0]
         return kind, archive.get(SHOWN[kind], full)
     # edit ids: <run>-r<round>-<candidate>-v<revision> (candidate X is not candidate X-s1, its next sample)
     candidate = re.compile(rf"-r\d+-{re.escape(id)}-v\d+$")
@@ -116,7 +145,7 @@ def _find(archive: Archive, id: str) -> tuple[str, Any]:
     if edits:
         raise ArchiveError(f"candidate {id!r} has {len(edits)} edits (rounds, revisions or runs): show one of "
                            + ", ".join(e.id for e in edits[-5:]))
-    raise ArchiveError(f"no row id starts with {id!r} in {archive.url}: see `coevo archive list`")
+    raise ArchiveError(f"no row id starts with {id!r} in {redact(archive.url)}: see `coevo archive list`")
 
 
 def _graph_state(db: str, run: Any) -> dict[str, Any]:
@@ -157,9 +186,13 @@ def show(id: str = typer.Argument(..., help="An id or unique id prefix of any ar
     with user_errors():
         archive = open_archive(db)
         kind, obj = _find(archive, id)
-    data = obj.model_dump(mode="json")
+    data = redact_data(obj.model_dump(mode="json"))  # an archive written before masking may hold secrets
     if kind == "runs":
         data["graph"] = _graph_state(db, obj)
+        beat = heartbeats(archive).get(obj.id)
+        if beat is not None or obj.status == "running":
+            data["heartbeat"] = {**(beat.model_dump(mode="json", exclude={"id"}) if beat else {}),
+                                 "verdict": _status(obj, beat)}
     if kind == "evaluations" and not full:
         data.get("aggregates", {}).pop("per_task", None)
     if not full:
@@ -181,9 +214,9 @@ def migrate(db: str = typer.Option(DEFAULT_DB, "--db", envvar="COEVO_DB", help=D
         open_archive(db).close()
     was = f"migration {found}" if found else f"schema version {version} (before Alembic)"
     if found == head():
-        console.print(f"archive {db} is up to date (migration {found})")
+        console.print(f"archive {shown(db)} is up to date (migration {found})")
     else:
-        console.print(f"archive {db}: {was} -> migration {head()}")
+        console.print(f"archive {shown(db)}: {was} -> migration {head()}")
 
 
 @app.command()
@@ -213,3 +246,27 @@ def export_router(run_id: str = typer.Argument(..., help="A harness_s / harness_
         full = archive.resolve_id("runs", run_id)
         path = write_router(archive, full, out)
     console.print(f"wrote the router of run {full} to {path}")
+
+
+@app.command()
+def gc(run_id: str = typer.Option(None, "--run", help="Only this run's folders (an id or unique prefix)."),
+       delete: bool = typer.Option(False, "--delete", help="Remove the folders listed (default: only list them)."),
+       db: str = typer.Option(DEFAULT_DB, "--db", envvar="COEVO_DB", help=DB_HELP)) -> None:
+    """List the folders of weight stages and merges that never finished (killed before their
+    checkpoint was stored, or a half-written adapter), under the out_dir of each run in the archive;
+    --delete removes them. A running run that is alive is left alone (coevo.app.stage_folders)."""
+    from coevo.app.stage_folders import leftovers, remove
+
+    with user_errors():
+        archive = open_archive(db)
+        found = leftovers(archive, archive.resolve_id("runs", run_id) if run_id else None)
+    if not found:
+        console.print("no folders of unfinished stages")
+        return
+    table = _table(f"folders of unfinished stages ({'removed' if delete else 'kept: --delete removes them'})",
+                   "run", "folder", "why", "MB")
+    for item in found:
+        table.add_row(item.run_id, str(item.path), item.reason, f"{item.size / 1e6:.1f}")
+    freed = remove(found) if delete else sum(item.size for item in found)
+    console.print(table)
+    console.print(f"{len(found)} folder(s), {freed / 1e6:.1f} MB {'freed' if delete else 'to free with --delete'}")

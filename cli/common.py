@@ -9,14 +9,50 @@ from typing import Any, Iterator
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.measure import Measurement
 
 from coevo.config import RunConfig
 from coevo.errors import CoevoError
 from coevo.harnesses.errors import HarnessError
+from coevo.masking import redact
 from coevo.storage import Archive, ArchiveError
-from coevo.storage.connection import exists
+from coevo.storage.connection import exists, location
 
-console = Console()
+WIDEST = 100_000
+"""The widest line a renderable is measured against in a pipe (characters)."""
+
+
+class PipeConsole(Console):
+    """The CLI's rich console. When its output is not a terminal (a pipe, a file) there is no width to
+    fit, so a table, JSON block or other renderable is printed at its natural width: every column and
+    value whole, where rich's 80-column fallback would cut scores to ``0.…`` and ids to ``e6c22…``;
+    a line of text (a message, a log line) is written as one line, never wrapped, so what a script greps
+    for (``run id: ID``) stays on the line it is on. On a terminal everything is printed as rich prints it."""
+
+    def __init__(self, width: int | None = None, **kwargs: Any) -> None:
+        super().__init__(width=width, **kwargs)
+        self._fixed = width
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        """``Console.print``, at the renderables' natural width when not on a terminal (class docstring)."""
+        natural = 0
+        if not self.is_terminal and all(isinstance(o, str) for o in objects):
+            kwargs.setdefault("soft_wrap", True)  # one line as written, however long
+        elif not self.is_terminal and kwargs.get("width") is None:
+            options = self.options.update(max_width=WIDEST)
+            natural = max((Measurement.get(self, options, o).maximum for o in objects if not isinstance(o, str)),
+                          default=0)
+        if natural <= self.width:
+            super().print(*objects, **kwargs)
+            return
+        self.width = natural
+        try:
+            super().print(*objects, **kwargs)
+        finally:
+            self.width = self._fixed  # type: ignore[assignment]  (None: detect again)
+
+
+console = PipeConsole()
 
 DEFAULT_DB = RunConfig.model_fields["db"].default
 """The archive every command reads and writes unless told otherwise: where ``coevo run`` puts it."""
@@ -37,23 +73,30 @@ def open_archive(db: str, migrate: bool = True) -> Archive:
     return Archive(db, migrate=migrate)
 
 
+def shown(db: str) -> str:
+    """The archive ``db`` as a message shows it: absolute (a file) and with its password masked (a URL)."""
+    return redact(location(db))
+
+
 @contextmanager
 def user_errors() -> Iterator[None]:
     """Print a user's mistake and exit 1: a ``HarnessError`` with every problem and its path, any other
     ``coevo.errors.CoevoError`` (a bad config key, model or env reference, archive path, run id or
     answer, a missing optional package) as its one-paragraph message in red, and likewise a
-    ``ValueError`` / ``FileNotFoundError`` / ``KeyError`` raised by a library on bad input."""
+    ``ValueError`` / ``FileNotFoundError`` / ``KeyError`` raised by a library on bad input. Secrets in
+    a message (a database password, an API key) are masked (``coevo.masking.redact``)."""
     try:
         yield
     except HarnessError as err:
         console.print(f"[red]{err.source}: {len(err.problems)} problem(s)[/red]")
         for p in err.problems:
-            console.print(f"  [bold]{p.path or '/'}[/bold]: {p.message}")
+            console.print(f"  [bold]{p.path or '/'}[/bold]: {escape(redact(p.message))}", soft_wrap=True)
         raise typer.Exit(1) from None
     except (CoevoError, ValueError, FileNotFoundError, KeyError) as err:
         message = err.args[0] if isinstance(err, KeyError) and err.args else err
         # an error's own brackets (pip install 'coevo[ray]') are text, not markup
-        console.print(f"[red]error:[/red] {escape(str(message))}", highlight=False)
+        # one paragraph, never folded (a path or id split across lines could not be copied back)
+        console.print(f"[red]error:[/red] {escape(redact(str(message)))}", highlight=False, soft_wrap=True)
         raise typer.Exit(1) from None
 
 
@@ -73,3 +116,14 @@ def key_values(pairs: list[str], example: str) -> dict[str, Any]:
         except Exception:
             out[key] = value
     return out
+
+
+def print_failure(err: BaseException, max_frames: int = 8) -> None:
+    """Print ``err``'s traceback (at most ``max_frames`` frames) with every secret in its messages
+    masked (``coevo.masking.redact``): a failure of coevo or of something it calls, not a user's mistake."""
+    from rich.traceback import Traceback
+
+    trace = Traceback.extract(type(err), err, err.__traceback__)
+    for stack in trace.stacks:
+        stack.exc_value = redact(stack.exc_value)
+    console.print(Traceback(trace, max_frames=max_frames))

@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
-from coevo.cli.common import RUN_DB_HELP, console, key_values, user_errors
-from coevo.config import load_config
-from coevo.graphs.registry import strategy_names
+from coevo.cli.common import RUN_DB_HELP, console, key_values, shown, user_errors
+from coevo.config import ConfigError, load_config
+from coevo.graphs.registry import get_strategy, strategy_names
 
 DEFAULT_STRATEGIES = "vace,ungated,rl_only,harness_only,static"
 
@@ -81,13 +82,19 @@ def compare_cmd(
     from coevo.app.compare import compare
     from coevo.observe.progress import RichReporter
     from coevo.report.compare import write_compare_report
+    from coevo.report.power import separation_warnings
 
     with user_errors():
         overrides = key_values(set_, "train.steps=4")
         if db is not None:
             overrides["db"] = db
-        cfg = load_config(config, overrides)
+        cfg = load_config(config, overrides, flags={"db": "--db"})
         names = [s.strip() for s in strategies.split(",") if s.strip()]
+        for name in names:
+            try:
+                get_strategy(name)
+            except ValueError as err:
+                raise ConfigError(f"--strategies {strategies}: {err}") from None
         with RichReporter(console=console) as reporter:
             try:
                 comparison = asyncio.run(compare(cfg, names, seeds, reporter=reporter, budget=budget))
@@ -95,6 +102,8 @@ def compare_cmd(
                 console.print("[yellow]interrupted: finished runs are kept and read back; run the same command "
                               "to continue[/yellow]")
                 raise typer.Exit(130) from None
+        for warning in separation_warnings(comparison):
+            console.print(f"[yellow bold]warning:[/yellow bold] [yellow]{escape(warning)}[/yellow]", highlight=False)
         console.print(compare_table(comparison))
         console.print(budget_table(comparison))
         if comparison.budget:
@@ -103,4 +112,4 @@ def compare_cmd(
             console.print(f"[yellow]warning:[/yellow] {warning}")
         path = write_compare_report(comparison, out or Path(cfg.out_dir) / "compare" / comparison.id)
     console.print(f"report: {path}")
-    console.print(f"archive: {cfg.db}  comparison: {comparison.id}")
+    console.print(f"archive: {shown(cfg.db)}  comparison: {comparison.id}")

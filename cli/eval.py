@@ -7,18 +7,22 @@ import re
 import uuid
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
-from coevo.cli.common import DB_HELP, DEFAULT_DB, console, key_values, user_errors
+from coevo.app.heartbeat import Heartbeat
+from coevo.cli.common import DB_HELP, DEFAULT_DB, console, key_values, shown, user_errors
 from coevo.envs.registry import get_env
 from coevo.evaluation.engine import evaluate
 from coevo.evaluation.executors import EXECUTORS, make_executor
 from coevo.evaluation.results import EvalResult, Metric, outcome_estimate
 from coevo.harnesses import HarnessSpec, load_harness
+from coevo.harnesses.fit import check_prompt_fits
+from coevo.masking import redact
 from coevo.models.refs import load_model
 from coevo.observe.progress import RichReporter
 from coevo.records import Checkpoint, HarnessRecord, RunRecord
-from coevo.storage import Archive, ArchiveError
+from coevo.storage import Archive, ArchiveError, ArchiveFullError
 
 _HEX = re.compile(r"^[0-9a-f]{6,64}$")
 REWARD_TEXT = {"correct": "correct (1/0)", "partial": "partial credit"}
@@ -85,7 +89,11 @@ def eval_cmd(
     concurrency: int = typer.Option(8, "--concurrency", min=1, help="Rollouts in flight at once."),
     checkpoint: str = typer.Option(None, "--checkpoint",
                                    help="Checkpoint id to record (default: the model reference)."),
-    run_id: str = typer.Option(None, "--run-id", help="Reuse a run id to resume an interrupted evaluation."),
+    run_id: str = typer.Option(None, "--run-id", help="Resume the evaluation run RUN_ID (or a unique prefix; coevo "
+                               "eval prints it when it starts): finished tasks are kept. An unknown id is refused "
+                               "unless --create."),
+    create: bool = typer.Option(False, "--create", help="With --run-id: start a new run under that id when no run "
+                                "has it."),
     db: str = typer.Option(DEFAULT_DB, "--db", envvar="COEVO_DB", help=DB_HELP),
     reward: str = typer.Option(None, "--reward", help="correct (1/0 on the checker's pass; the default) or "
                                "partial (the checker's partial credit); also settable in --env as reward=..."),
@@ -99,39 +107,97 @@ def eval_cmd(
     every trajectory."""
     with user_errors():
         archive = Archive(db)
+        resumed = _resumed_run(archive, run_id, create, db) if run_id else None
         spec = resolve_harness(harness, archive)
         suite = get_env(env) if reward is None else get_env(env, reward=reward)
         settings = key_values(set_, "api_base=http://localhost:8000/v1")
+        ckpt = checkpoint or redact(model)  # the model reference names the checkpoint, never with its key
+        config = {"env": env, "harness": spec.id, "model": model, "split": split, "k": k, "n": n, "seed": seed,
+                  "concurrency": concurrency, "checkpoint": ckpt, "reward": getattr(suite, "reward_mode", ""),
+                  "model_settings": settings, "executor": executor}
+        run = RunRecord(id=resumed.id if resumed else run_id or new_eval_run_id(), strategy="eval", config=config)
+        if resumed is not None:
+            _same_evaluation(resumed, run)
+            run.created_at = resumed.created_at
+        fit = check_prompt_fits(spec, [t.prompt for t in suite.tasks(split, n)], source=f"harness {spec.id[:12]}")
         policy = load_model(model, **settings)
         runner = make_executor(executor)
-        ckpt = checkpoint or model
         if archive.get(Checkpoint, ckpt) is None:
             archive.put(Checkpoint(id=ckpt, base_model=model))
         if archive.get(HarnessRecord, spec.id) is None:
             archive.add_harness(spec, origin="cli")
-        run = RunRecord(id=run_id or uuid.uuid4().hex, strategy="eval",
-                        config={"env": env, "harness": spec.id, "model": model, "split": split, "k": k, "n": n,
-                                "seed": seed, "concurrency": concurrency, "checkpoint": ckpt,
-                                "reward": getattr(suite, "reward_mode", ""), "model_settings": settings,
-                                "executor": executor})
-        if archive.get(RunRecord, run.id) is not None:
-            run.created_at = archive.get(RunRecord, run.id).created_at  # type: ignore[union-attr]
         archive.put(run)
+    if not fit.fits:
+        console.print(f"[yellow bold]warning:[/yellow bold] [yellow]{escape(fit.text())}[/yellow]", highlight=False)
+    console.print(f"run {run.id}: {'resuming' if resumed else 'evaluating'} harness {spec.id[:12]} x {escape(ckpt)} "
+                  f"on {escape(suite.name)}/{split}; if it stops, rerun the same command with --run-id {run.id}",
+                  highlight=False, soft_wrap=True)
+    with user_errors():
         try:
-            with RichReporter(console=console, transient=True) as reporter:
+            with Heartbeat(archive, run.id), RichReporter(console=console, transient=True) as reporter:
                 result = asyncio.run(evaluate(spec, ckpt, suite, split, k=k, seeds=seed, n_tasks=n, model=policy,
                                               archive=archive, concurrency=concurrency, progress=reporter,
                                               run_id=run.id, executor=runner))
         except BaseException as err:
             stopped = not isinstance(err, Exception)
-            archive.update_run(run.id, status="interrupted" if stopped else "failed")
+            try:
+                archive.update_run(run.id, status="interrupted" if stopped else "failed")
+            except ArchiveError:  # e.g. a full disk: the run's heartbeat still shows it dead
+                pass
             console.print(f"[yellow]{'interrupted' if stopped else 'failed'}: finished tasks are kept; resume with "
-                          f"--run-id {run.id} --db {db}[/yellow]", highlight=False)
+                          f"--run-id {run.id} --db {shown(db)}[/yellow]", highlight=False)
             if isinstance(err, KeyboardInterrupt):
                 raise typer.Exit(130) from None
+            if isinstance(err, ArchiveFullError):
+                raise err.resumed_with(f"the same coevo eval command with --run-id {run.id}") from None
             raise
         finally:
             runner.close()
         archive.update_run(run.id, status="done")
     console.print(result_table(result))
-    console.print(f"run {run.id} stored in {archive.url}")
+    note = result.budget_note()
+    if note:
+        console.print(f"[yellow bold]warning:[/yellow bold] [yellow]{escape(note)}[/yellow]", highlight=False)
+    console.print(f"run {run.id} stored in {shown(db)}")
+
+
+def new_eval_run_id() -> str:
+    """A fresh ``coevo eval`` run id: ``eval-<8 hex>``."""
+    return f"eval-{uuid.uuid4().hex[:8]}"
+
+
+def _resumed_run(archive: Archive, run_id: str, create: bool, db: str) -> RunRecord | None:
+    """The ``coevo eval`` run ``--run-id`` names (an id or a unique prefix), or None with ``--create``
+    when no run has that id. Raises ``RunError`` for an unknown id without ``--create`` (it would
+    silently start over) and for a run that is not an evaluation; ``AmbiguousIdError`` for a prefix
+    several runs share."""
+    from coevo.app.run import RunError, find_run
+
+    try:
+        run = find_run(archive, run_id, db)
+    except RunError:
+        if create:
+            return None
+        raise RunError(f"--run-id {run_id}: no run has this id or starts with it in {redact(db)}, so there is "
+                       "nothing to resume (coevo eval prints its run id when it starts; `coevo archive list runs` "
+                       "lists them). To start a new evaluation under this id, add --create") from None
+    if run.strategy != "eval":
+        raise RunError(f"--run-id {run_id}: run {run.id} is a {run.strategy} run, not an evaluation; resume it "
+                       f"with coevo run --resume {run.id}")
+    return run
+
+
+RESUME_KEYS = ("env", "harness", "model", "split", "k", "n", "seed", "checkpoint", "reward")
+"""What an evaluation resumed with ``--run-id`` must ask for as it did (else it would be another evaluation)."""
+
+
+def _same_evaluation(stored: RunRecord, asked: RunRecord) -> None:
+    """Raise ``RunError`` naming every option in which ``asked`` differs from the ``stored`` run."""
+    from coevo.app.run import RunError
+
+    changed = [f"{key} {stored.config.get(key)!r} -> {asked.config.get(key)!r}" for key in RESUME_KEYS
+               if stored.config.get(key) != asked.config.get(key)]
+    if changed:
+        raise RunError(f"--run-id {stored.id} continues the evaluation it started, but this command asks for another "
+                       f"one ({'; '.join(changed)}): give the same options as that run, or drop --run-id to start "
+                       "a new run")

@@ -13,7 +13,7 @@ from coevo.records import RunRecord
 from coevo.report.html import write_report
 
 
-def report_cmd(run_id: str = typer.Argument(..., help="The run id (see `coevo archive list`)."),
+def report_cmd(run_id: str = typer.Argument(..., help="The run id or a unique prefix (see `coevo archive list`)."),
                db: str = typer.Option(DEFAULT_DB, "--db", envvar="COEVO_DB", help=DB_HELP),
                out: Path = typer.Option(None, "-o", "--out",
                                         help="Output folder (default: OUT_DIR/reports/RUN_ID, OUT_DIR the run's "
@@ -22,10 +22,12 @@ def report_cmd(run_id: str = typer.Argument(..., help="The run id (see `coevo ar
     scores with their intervals and paired difference, and the final diff."""
     with user_errors():
         with open_archive(db) as archive:  # a missing file is an error here, never a new empty archive
-            run = archive.get(RunRecord, run_id)
-        out_dir = (run.config.get("out_dir") if run else None) or "coevo_runs"
+            run = archive.get(RunRecord, archive.resolve_id("runs", run_id))  # an id or a unique prefix
+        assert run is not None
+        run_id = run.id
+        out_dir = run.config.get("out_dir") or "coevo_runs"
         state = None
-        if run is not None and run.strategy in STRATEGIES:  # its final state is checkpointed (SQLite or Postgres)
+        if run.strategy in STRATEGIES:  # its final state is checkpointed (SQLite or Postgres)
             from coevo.app.run import read_state
 
             state = asyncio.run(read_state(db, run_id, run.strategy))

@@ -11,13 +11,13 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from coevo.cli.common import RUN_DB_HELP, console, key_values, user_errors
+from coevo.cli.common import RUN_DB_HELP, console, key_values, print_failure, shown, user_errors
 from coevo.config import ConfigError, RunConfig, load_config
 from coevo.errors import CoevoError
 from coevo.evaluation.results import paired_difference
 from coevo.graphs.registry import strategy_names
+from coevo.masking import redact
 from coevo.report.numbers import difference_text, plain, score_text, stored_estimates
-from coevo.storage.connection import location
 
 WEIGHT_COLUMNS = ("val H[t]: W[t] -> W[t+1]", "train reward", "effective groups (contrast)", "||dW||")
 """The weight stage's columns of the summary table (``weight_cells``)."""
@@ -80,6 +80,11 @@ def summary_table(state: dict[str, Any], archive: Any = None) -> Table:
     return table
 
 
+FLAGS = {"meta.model": "--meta-model", "strategy": "--strategy", "db": "--db", "executor": "--executor",
+         "report_to": "--report-to"}
+"""The config key each ``coevo run`` flag sets (a bad value's error names the flag)."""
+
+
 def _answers(pairs: list[str]) -> dict[str, str]:
     """``--answer`` values (``ID=yes``, or a bare ``yes`` for the only pending question) by question id."""
     return dict(pair.rsplit("=", 1) if "=" in pair else ("", pair) for pair in pairs)
@@ -107,7 +112,7 @@ def _drive(cfg: RunConfig, run_id: str, resume: bool, approve: bool, answers: di
         if not sys.stdin.isatty():
             answer = " ".join(f"--answer {p.id[:8]}=yes|no" for p in pending)
             console.print(f"[yellow]paused for approval (the run keeps --approve-gate); answer with: "
-                          f"coevo run --resume {run_id} --db {location(cfg.db)} {answer}[/yellow]",
+                          f"coevo run --resume {run_id} --db {shown(cfg.db)} {answer}[/yellow]",
                           highlight=False, soft_wrap=True)
             return None
         replies = {p.id: "yes" if typer.confirm(f"accept candidate {p.value['candidate'][:12]}?") else "no"
@@ -120,7 +125,8 @@ def run_cmd(
     config: Optional[Path] = typer.Argument(
         None, help="TOML/YAML run config (default: the built-in defaults = configs/default.toml)."),
     resume: Optional[str] = typer.Option(
-        None, "--resume", help="Continue run RUN_ID (stopped, failed or paused) from its last completed node."),
+        None, "--resume", help="Continue run RUN_ID (or a unique prefix of it; stopped, failed or paused) from its "
+        "last completed node."),
     approve_gate: bool = typer.Option(
         False, "--approve-gate", help="Pause before each gate decision for a person to accept or reject; stored "
         "with the run, so every resume keeps pausing."),
@@ -143,7 +149,7 @@ def run_cmd(
         "weight-stage steps; needs coevo[tracking] (wandb: pip install wandb)."),
 ) -> None:
     """Run VACE (or a baseline): RL stage -> refine the harness from its trajectories -> paired validation -> gate."""
-    from coevo.app.run import new_run_id
+    from coevo.app.run import full_run_id, new_run_id
     from coevo.observe.progress import RichReporter
 
     with user_errors():
@@ -159,10 +165,10 @@ def run_cmd(
                            ("report_to", report_to)):
             if value is not None:
                 overrides[key] = value
-        cfg = load_config(config, overrides)
+        cfg = load_config(config, overrides, flags=FLAGS)
         if resume and db is None and config is None:
             cfg = RunConfig(db=cfg.db)
-        run_id = resume or new_run_id(cfg)
+        run_id = full_run_id(cfg.db, resume) if resume else new_run_id(cfg)  # a unique prefix names the run
     with RichReporter(console=console) as reporter:
         try:
             state = _drive(cfg, run_id, resume is not None, approve_gate, _answers(answer), reporter)
@@ -171,13 +177,14 @@ def run_cmd(
                 raise err from None
         except KeyboardInterrupt:
             console.print(f"[yellow]interrupted: completed nodes and rollouts are saved; continue with: "
-                          f"coevo run --resume {run_id} --db {location(cfg.db)}[/yellow]", highlight=False,
+                          f"coevo run --resume {run_id} --db {shown(cfg.db)}[/yellow]", highlight=False,
                           soft_wrap=True)
             raise typer.Exit(130) from None
         except Exception as err:
-            console.print_exception(max_frames=8)
-            console.print(f"[red]run {run_id} failed[/red] ({type(err).__name__}: {err}); it is stored as failed. Once "
-                          f"the cause is fixed, continue it with: coevo run --resume {run_id} --db {location(cfg.db)}",
+            print_failure(err)
+            console.print(f"[red]run {run_id} failed[/red] ({type(err).__name__}: {escape(redact(str(err)))}); it is "
+                          f"stored as failed. Once the cause is fixed, continue it with: coevo run --resume {run_id} "
+                          f"--db {shown(cfg.db)}",
                           highlight=False, soft_wrap=True)
             raise typer.Exit(1) from None
     if state is None:
@@ -199,4 +206,4 @@ def run_cmd(
 
         folder = tracking_folder(cfg.out_dir, state["run_id"])
         console.print(f"{cfg.report_to}: {folder}", highlight=False, soft_wrap=True)
-    console.print(f"archive: {cfg.db}  run id: {state['run_id']}")
+    console.print(f"archive: {shown(cfg.db)}  run id: {state['run_id']}")

@@ -15,7 +15,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from coevo.config.base import RewardMode, Section
+from coevo.config.base import RewardMode, Section, error_lines
 from coevo.config.families import EvoHarnessConfig, HarnessSConfig, PaceConfig, RsiConfig, SearchConfig, WhaleConfig
 from coevo.config.train import TrainConfig
 from coevo.errors import CoevoError
@@ -182,20 +182,34 @@ class ConfigError(CoevoError, ValueError):
     """A run config that does not validate; the message lists each bad key as ``section.key``."""
 
 
-def parse_config(data: dict[str, Any], source: str = "config") -> RunConfig:
-    """Validate a config mapping. Raises ``ConfigError`` naming every bad key and what it should be."""
+def parse_config(data: dict[str, Any], source: str = "config", origins: dict[str, str] | None = None) -> RunConfig:
+    """Validate a config mapping. Raises ``ConfigError`` naming every bad key, what it should be and,
+    for an unknown key, the key likely meant. ``origins`` maps a dotted key to where it was set (a
+    command-line flag such as ``--strategy nope``): the error names that instead of ``source`` for it."""
     try:
         return RunConfig.model_validate(data)
     except ValidationError as err:
-        lines = [f"  {'.'.join(str(p) for p in e['loc']) or '(top level)'}: {e['msg']}" for e in err.errors()]
-        raise ConfigError(f"{source} is invalid:\n" + "\n".join(lines)) from None
+        found = error_lines(err, RunConfig)
+        origins = origins or {}
+
+        def origin(key: str) -> str:
+            return next((origins[k] for k in origins if key == k or key.startswith(k + ".") or k.startswith(key + ".")),
+                        source)
+
+        where = list(dict.fromkeys(origin(key) for key, _ in found))
+        lines = [f"  {key or '(top level)'}: {message}" for key, message in found]
+        raise ConfigError(f"{' and '.join(where)} {'is' if len(where) == 1 else 'are'} invalid:\n"
+                          + "\n".join(lines)) from None
 
 
-def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> RunConfig:
+def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None,
+                flags: dict[str, str] | None = None) -> RunConfig:
     """Load a TOML (``.toml``) or YAML (``.yaml``/``.yml``) run config; ``None`` gives the defaults.
 
-    ``overrides`` maps dotted keys (``"train.steps"``) to values applied on top. Raises
-    ``ConfigError`` for a missing file, a parse error, or invalid keys.
+    ``overrides`` maps dotted keys (``"train.steps"``) to values applied on top; ``flags`` the
+    command-line flag that set a key (``{"strategy": "--strategy"}``; others: ``--set KEY=VALUE``),
+    named in the error when that value is bad. Raises ``ConfigError`` for a missing file, a parse
+    error, or invalid keys.
     """
     data: dict[str, Any] = {}
     if path is not None:
@@ -206,10 +220,12 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
             data = tomllib.loads(p.read_text()) if p.suffix == ".toml" else (yaml.safe_load(p.read_text()) or {})
         except (tomllib.TOMLDecodeError, yaml.YAMLError) as err:
             raise ConfigError(f"{p} does not parse: {err}") from None
+    origins = {}
     for key, value in (overrides or {}).items():
         node = data
         *parents, leaf = key.split(".")
         for part in parents:
             node = node.setdefault(part, {})
         node[leaf] = value
-    return parse_config(data, str(path or "defaults"))
+        origins[key] = f"{flags[key]} {value}" if flags and key in flags else f"--set {key}={value}"
+    return parse_config(data, str(path) if path is not None else "the built-in defaults", origins)

@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from coevo.config.base import error_lines
 from coevo.errors import CoevoError
 
 
@@ -130,7 +131,7 @@ class StageConfig(StageSettings):
         try:
             return cls.model_validate(config or {})
         except ValidationError as err:
-            lines = [f"  {'.'.join(str(p) for p in e['loc']) or '(settings)'}: {e['msg']}" for e in err.errors()]
+            lines = [f"  {key or '(settings)'}: {message}" for key, message in error_lines(err, cls)]
             raise StageConfigError("stage config is invalid (keys: coevo.config.train.StageSettings):\n"
                                    + "\n".join(lines)) from None
 

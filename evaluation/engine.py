@@ -159,6 +159,7 @@ def _aggregate(outcomes: dict[str, TaskOutcome], trajs: list[Trajectory]) -> dic
         "cost_usd": sum(t.cost_usd for t in trajs),
         "latency_s": sum(t.latency_s for t in trajs) / len(trajs) if trajs else 0.0,
         "stop_reasons": reasons,
+        "unanswered": sum(t.model_turns == 0 and t.stop_reason.startswith("budget:") for t in trajs),
     }
 
 
@@ -330,7 +331,8 @@ async def paired_evaluate(spec_a: Any, spec_b: Any, checkpoint: Any, env: Env, s
         with _frozen_heap():
             async with asyncio.TaskGroup() as group:
                 runs = [group.create_task(_evaluate(spec, checkpoint, env, split, k, seeds, n_tasks, model, archive,
-                                                    semaphore, reporter, run_id, task_list, f"{tag} {spec.id[:12]}",
+                                                    semaphore, reporter, run_id, task_list,
+                                                    f"{tag} {spec.id[:12]} on {env.name}/{split}",
                                                     resume, executor))
                         for tag, spec in (("A", spec_a), ("B", spec_b))]
     except BaseExceptionGroup as exc:

@@ -80,7 +80,8 @@ class EvalResult(BaseModel):
     (its partial credit), ``""`` for an env that does not say (``Env``); ``reply_transforms`` what
     the harness did to every reply before scoring (``coevo.evaluation.parity``; empty: scored as
     written) and then ``suite_reward``, the suite's own mean reward on the raw final replies (None:
-    no transformation, or the suite cannot score a reply alone).
+    no transformation, or the suite cannot score a reply alone); ``unanswered`` the rollouts that
+    ended by a budget before any model call (``budget_note``).
     """
 
     evaluation_id: str
@@ -110,12 +111,26 @@ class EvalResult(BaseModel):
     reward_mode: str = ""
     reply_transforms: list[str] = Field(default_factory=list)
     suite_reward: float | None = None
+    unanswered: int = 0
     per_task: dict[str, TaskOutcome] = Field(default_factory=dict)
 
     @property
     def estimate(self) -> Estimate:
         """The mean reward with n tasks and its 95 % interval (``outcome_estimate`` of ``per_task``)."""
         return outcome_estimate(self.per_task)
+
+    def budget_note(self) -> str | None:
+        """What to say when rollouts ended by a budget before the model was ever called (``unanswered``;
+        the harness's prompt did not fit its context budget, ``coevo.harnesses.fit``): those scores
+        measure nothing. None when every rollout made a model call."""
+        if not self.unanswered:
+            return None
+        which = (f"every rollout ({self.unanswered})" if self.unanswered == self.n_rollouts
+                 else f"{self.unanswered} of {self.n_rollouts} rollouts")
+        return (f"{which} ended by a budget before any model call (stop reasons "
+                + ", ".join(f"{r} {n}" for r, n in sorted(self.stop_reasons.items()))
+                + "): their rewards measure nothing. The harness's prompt does not fit its context budget: "
+                "see `coevo harness validate`")
 
 
 class TaskPair(BaseModel):

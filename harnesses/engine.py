@@ -31,7 +31,7 @@ from coevo.harnesses.bpe import ACTIONS as BPE_ACTIONS
 from coevo.harnesses.bpe import action_record, apply_action, bpe_tools, initial_state, render_state
 from coevo.harnesses.hooks import fire
 from coevo.harnesses.parse import parse_reply as parse
-from coevo.harnesses.spec import HarnessSpec
+from coevo.harnesses.spec import CHARS_PER_TOKEN, HarnessSpec
 from coevo.harnesses.state import HarnessState
 from coevo.harnesses.view import render_messages
 from coevo.models.base import record_call
@@ -177,7 +177,7 @@ def visible(ctx: EngineContext, state: HarnessState) -> list[BaseMessage] | None
              if state.get("scratchpad") else [])
     if ctx.spec.bpe is not None and ctx.spec.bpe.render == "always" and state.get("bpe"):
         notes.append(_harness("Harness state:\n" + render_state(state["bpe"])))
-    budget = ctx.spec.budget.max_context_tokens * 4
+    budget = ctx.spec.budget.max_context_tokens * CHARS_PER_TOKEN
     while True:
         seq = head + [m for t in turns for m in t] + notes
         if sum(len(str(m.content)) for m in seq) <= budget:

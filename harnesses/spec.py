@@ -163,6 +163,10 @@ class Parser(Strict):
         return pattern
 
 
+CHARS_PER_TOKEN = 4
+"""How the engine estimates tokens from text (``Budget.max_context_tokens``; ``coevo.harnesses.fit``)."""
+
+
 class Budget(Strict):
     """Per-episode limits (defaults: Harness-S Table 8): model calls, env actions, context tokens
     (estimated as characters / 4), output tokens per model call."""

@@ -120,7 +120,8 @@ class MetaContext(Recording):
         ``seed`` (default ``config.seed``, so two harnesses are paired), the checkpoint's policy,
         ``eval.concurrency``, the reporter, stored in the archive under ``run_id`` (resumable by id),
         on the ``executor``; under a rollout cap it first reserves its declared size (``_declared``).
-        Raises ``BudgetExhausted`` when that would overrun the cap."""
+        Rollouts that ended by a budget before any model call are logged as a warning
+        (``EvalResult.budget_note``). Raises ``BudgetExhausted`` when the evaluation would overrun the cap."""
         placed = {} if self.executor is None else {"executor": self.executor}
         k, seed, spec = k or self.config.eval.k, self.config.seed if seed is None else seed, self.spec(harness_id)
         tasks = self.tasks(split) if tasks is None else list(tasks)
@@ -132,6 +133,9 @@ class MetaContext(Recording):
                                           run_id=self.run_id, tasks=tasks, **placed)
         self.account(eval_budget(self.run_id, result))
         self.track({f"score/{split}/{harness_id[:12]}": result.mean_reward})
+        note = result.budget_note()
+        if note:  # a prompt that cannot fit its budget scores 0 having measured nothing: say so
+            loop.warning(f"harness {harness_id[:12]} on {split}: {note}", extra={"topic": split})
         return result
 
     async def train(self, checkpoint_id: str, spec: HarnessSpec, tasks: Sequence[Task], round: int,

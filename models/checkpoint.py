@@ -12,8 +12,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
+from coevo.masking import redact_data
 from coevo.timestamps import UTCTime, utcnow
 
 
@@ -44,3 +45,10 @@ class Checkpoint(BaseModel):
     created_at: UTCTime = Field(default_factory=utcnow)
     model_ref: str | None = None
     vllm: list[str] = Field(default_factory=list)
+
+    @field_validator("base_model", "model_ref", "config")
+    @classmethod
+    def _no_secrets(cls, value: Any) -> Any:
+        """A model reference or config with its secrets masked (``coevo.masking``: an inline API key
+        of a server policy is never stored; a masked one is read from the provider's env var)."""
+        return redact_data(value)

@@ -26,6 +26,7 @@ from typing import Any, Iterator, Sequence
 import torch
 from langchain_core.messages import BaseMessage
 
+from coevo.models.adapters import check_adapter
 from coevo.models.decode import decode
 from coevo.models.loading import load_pretrained
 from coevo.models.messages import messages_to_chat
@@ -145,9 +146,7 @@ class LocalEngine:
         from peft import PeftModel
 
         path = Path(path).expanduser().resolve()
-        if not (path / "adapter_config.json").is_file():
-            raise FileNotFoundError(f"adapter path {str(path)!r} has no adapter_config.json: pass a PEFT "
-                                    "adapter directory saved with save_pretrained")
+        check_adapter(path)  # a missing or damaged file: CheckpointError naming it, not a library's traceback
         stamp = max(f.stat().st_mtime_ns for f in path.iterdir() if f.is_file())
         name = "coevo_" + hashlib.sha1(f"{path}:{stamp}".encode()).hexdigest()[:10]
         if name in self.adapters:
@@ -163,7 +162,8 @@ class LocalEngine:
     def add_adapter(self, path: str | Path) -> str:
         """Load the PEFT LoRA adapter at ``path`` (once per directory and file contents) and
         return its name, for ``GenerationRequest.adapter`` / ``LocalChatModel.adapter``. The
-        active adapter is unchanged. Raises ``FileNotFoundError`` without ``adapter_config.json``.
+        active adapter is unchanged. Raises ``coevo.models.adapters.CheckpointError`` for a missing or
+        damaged adapter file (``MissingAdapterError``, a ``FileNotFoundError``, when one is missing).
         """
         with self._lock:
             name = self._load(path)
@@ -175,7 +175,8 @@ class LocalEngine:
         adapter get). The adapter made active by the previous ``load_adapter`` is unloaded unless
         ``add_adapter`` handed it out. A directory re-saved since it was loaded is read again.
 
-        Waits for the running batch. Raises ``FileNotFoundError`` without ``adapter_config.json``.
+        Waits for the running batch. Raises ``coevo.models.adapters.CheckpointError`` for a missing or
+        damaged adapter file (``MissingAdapterError``, a ``FileNotFoundError``, when one is missing).
         """
         with self._lock:
             old = self.active_adapter

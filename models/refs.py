@@ -38,6 +38,8 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 
 from coevo.errors import CoevoError
+from coevo.masking import is_masked
+from coevo.models.adapters import check_adapter
 from coevo.models.smollm2 import SMOLLM2_NAME, ensure_smollm2
 
 VALID_FORMS = (
@@ -134,7 +136,8 @@ def split_settings(ref: str) -> tuple[str, dict[str, Any]]:
     {"api_base": "http://h:8000/v1", "timeout_s": 30})``. Values are JSON-parsed when they parse
     (numbers, booleans), else kept as text; ``api_base=A,B`` gives the list ``[A, B]``. A ``local:``
     reference has no settings part (``?`` may be part of a path). Raises ``ModelRefError`` for an
-    item without ``=``."""
+    item without ``=``. A secret masked when the reference was stored (``api_key=***``, ``coevo.masking``)
+    is left out, so the provider's environment variable supplies it."""
     if ref.startswith("local:") or "?" not in ref:
         return ref, {}
     head, _, query = ref.partition("?")
@@ -144,7 +147,8 @@ def split_settings(ref: str) -> tuple[str, dict[str, Any]]:
         if not eq or not key:
             raise ModelRefError(f"setting {item!r} in {ref!r} is not key=value; write e.g. "
                                 f"{head}?api_base=http://localhost:8000/v1")
-        settings[key] = value.split(",") if key == "api_base" and "," in value else _value(value)
+        if not is_masked(value):
+            settings[key] = value.split(",") if key == "api_base" and "," in value else _value(value)
     return head, settings
 
 
@@ -258,6 +262,8 @@ def load_model(ref: str, **decoding: Any) -> BaseChatModel:
         engine_kwargs = {k: decoding.pop(k) for k in ENGINE_KWARGS if k in decoding}
         if adapter and not (Path(adapter).expanduser() / "adapter_config.json").is_file():
             raise ModelRefError(f"adapter {adapter!r} is not a PEFT adapter directory (no adapter_config.json)")
+        if adapter:
+            check_adapter(adapter)  # a damaged file: CheckpointError naming it, before any weight loads
         engine = local_engine(base, **engine_kwargs)
         name = engine.add_adapter(adapter) if adapter else None
         return LocalChatModel(engine=engine, adapter=name, metadata=metadata, **decoding)

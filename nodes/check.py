@@ -1,6 +1,8 @@
 """``check``: static and local checks of each candidate, with at most one revision (Harness-S Table 8).
 
-Static: the child spec validated when its patch applied (``edit``); here its interface-mismatch
+Static: the child spec validated when its patch applied (``edit``), and its rendered prompt fits its
+context budget on at least the train tasks its parent's fits (``coevo.harnesses.fit``: a task whose
+prompt does not fit ends before any model call); here its interface-mismatch
 rate (TIMR, CoEvo-RSI) on a small train smoke run must not exceed the incumbent's by more than
 ``meta.max_timr_increase``. Local (optional): on ≤ 30 train tasks — the direction's failed tasks
 plus ≤ 10 previously solved controls — the candidate must beat the incumbent's mean reward.
@@ -14,6 +16,7 @@ from __future__ import annotations
 from langgraph.runtime import Runtime
 
 from coevo.evaluation.results import EvalResult
+from coevo.harnesses.fit import prompt_fit
 from coevo.meta.context import MetaContext
 from coevo.meta.state import Candidate, Direction, MetaState
 from coevo.nodes.edit import realise
@@ -39,6 +42,10 @@ async def check_one(ctx: MetaContext, state: MetaState, cand: Candidate, directi
     """Run the checks on one candidate; returns ``""`` when it passes, else the failure reason.
     Fills ``cand.checks`` with the measured numbers. Tasks ``demonstrated`` answers are left out."""
     meta = ctx.config.meta
+    prompts = [t.prompt for t in ctx.tasks("train")]
+    fit, parent_fit = prompt_fit(ctx.spec(cand.spec_id or ""), prompts), prompt_fit(ctx.spec(cand.parent_id), prompts)
+    if fit.over > parent_fit.over:  # no rollout needed: such tasks would end before any model call
+        return f"context budget: {fit.text()}"
     excluded = demonstrated(state, cand)
     smoke = [t.id for t in ctx.tasks("train") if t.id not in excluded][: meta.smoke_tasks]
     if smoke:

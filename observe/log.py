@@ -15,6 +15,8 @@ import logging
 import time
 from typing import Callable
 
+from coevo.masking import redact
+
 CHANNEL = "coevo"
 """The root logger of the channel: every coevo module's logger is below it."""
 TOPIC_WIDTH = 8
@@ -31,14 +33,14 @@ def topic_of(record: logging.LogRecord) -> str:
 
 class LineFormatter(logging.Formatter):
     """``[HH:MM:SS] topic    message`` (local time; the topic padded to ``TOPIC_WIDTH``; warnings and
-    errors say so after the topic)."""
+    errors say so after the topic), every secret masked (``coevo.masking.redact``)."""
 
     def format(self, record: logging.LogRecord) -> str:
         """The record as one aligned line (an exception's traceback follows on its own lines)."""
         when = time.strftime("%H:%M:%S", time.localtime(record.created))
         level = "" if record.levelno < logging.WARNING else f"{record.levelname.lower()}: "
         line = f"[{when}] {topic_of(record):<{TOPIC_WIDTH}} {level}{record.getMessage()}"
-        return f"{line}\n{self.formatException(record.exc_info)}" if record.exc_info else line
+        return redact(f"{line}\n{self.formatException(record.exc_info)}" if record.exc_info else line)
 
 
 class ChannelHandler(logging.Handler):

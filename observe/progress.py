@@ -2,12 +2,14 @@
 are given, and lines go to the logging channel (``coevo.observe.log``).
 
 ``NullReporter`` (the default) does nothing; ``RichReporter`` draws rich progress bars with tasks
-done, the mean score so far and an ETA, and prints the channel's lines above them (it is the
-channel's consumer while it runs); a test can pass its own object with the same methods.
+done, the mean score so far and an ETA on a terminal, or one line per finished job in a pipe, and
+prints the channel's lines (it is the channel's consumer while it runs); a test can pass its own
+object with the same methods.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Protocol
 
 from rich.console import Console
@@ -21,7 +23,10 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from coevo.observe.log import ChannelHandler, attach
+from coevo.observe.log import CHANNEL, ChannelHandler, attach
+
+log = logging.getLogger(f"{CHANNEL}.progress")
+"""Where a finished job's line goes when no bars are drawn (topic ``progress``)."""
 
 
 class Reporter(Protocol):
@@ -56,10 +61,14 @@ class NullReporter:
 
 
 class RichReporter:
-    """Rich progress bars: label, bar, done/total, mean score so far, elapsed and ETA; while it runs,
-    the logging channel's lines (``coevo.observe.log``: ``[HH:MM:SS] topic    message``) are printed
-    above them verbatim (no rich markup or highlighting), one line each (never wrapped or suffixed
-    with the source file, so piped output stays greppable).
+    """Progress for a person: on a terminal, rich progress bars (label, bar, done/total, mean score
+    so far, elapsed and ETA); when the output is not a terminal (a pipe, a log file), no bars, but one
+    line per finished job, written (and flushed) the moment it finishes, so a killed run's log holds
+    every job it finished: ``[HH:MM:SS] progress <label>: 30/30 tasks, mean 0.123, 41.2 s`` (on the
+    logging channel, topic ``progress``). While it runs, the logging channel's lines
+    (``coevo.observe.log``: ``[HH:MM:SS] topic    message``) are printed verbatim (no rich markup or
+    highlighting), one line each (never wrapped or suffixed with the source file, so piped output
+    stays greppable), above the bars on a terminal.
 
     Use as a context manager (``with RichReporter() as reporter: ...``) so the live display is
     closed, and the channel released, even on error; ``transient=True`` erases the bars when it closes.
@@ -71,10 +80,13 @@ class RichReporter:
             TextColumn("mean {task.fields[score]}"), TimeElapsedColumn(), TextColumn("ETA"),
             TimeRemainingColumn(), console=console, transient=transient,
         )
+        self.bars = self.progress.console.is_interactive
+        """Whether bars are drawn (a terminal); else each finished job is one line."""
         self._detach: Any = None
 
     def __enter__(self) -> "RichReporter":
-        self.progress.start()
+        if self.bars:
+            self.progress.start()
         self._detach = attach(ChannelHandler(self.line))
         return self
 
@@ -82,7 +94,8 @@ class RichReporter:
         if self._detach is not None:
             self._detach()
             self._detach = None
-        self.progress.stop()
+        if self.bars:
+            self.progress.stop()
 
     def line(self, text: str) -> None:
         """Print ``text`` above the bars, verbatim, on one line (never wrapped)."""
@@ -97,5 +110,11 @@ class RichReporter:
         self.progress.update(handle, completed=done, score="–" if score is None else f"{score:.3f}")
 
     def stop(self, handle: Any) -> None:
-        """Redraw so the bar shows its last state; the bar stays until the reporter closes."""
-        self.progress.refresh()
+        """On a terminal, redraw so the bar shows its last state (it stays until the reporter closes);
+        otherwise write the job's one line now: label, units done of total, mean score, seconds."""
+        if self.bars:
+            self.progress.refresh()
+            return
+        task = self.progress.tasks[self.progress.task_ids.index(handle)]
+        log.info("%s: %d/%d tasks, mean %s, %.1f s", task.description, task.completed, task.total,
+                 task.fields["score"], task.elapsed or 0.0)

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Literal, Mapping, Protocol
 
 from coevo.errors import MissingExtraError
+from coevo.masking import redact_data
 
 ReportTo = Literal["none", "tensorboard", "mlflow", "wandb"]
 """The trackers ``--report-to`` accepts (also the names TRL's ``report_to`` uses)."""
@@ -202,9 +203,11 @@ def require_tracker(report_to: str) -> None:
 
 def open_tracker(report_to: str, out_dir: str | Path, run_id: str, config: Mapping[str, Any] | None = None) -> Any:
     """The tracker ``report_to`` names, writing under ``tracking_folder(out_dir, run_id)``; a resumed
-    run appends to the same files (MLflow, wandb: the same run). Raises as ``require_tracker``."""
+    run appends to the same files (MLflow, wandb: the same run). ``config`` is logged as the run's
+    parameters with its secrets masked (``coevo.masking``). Raises as ``require_tracker``."""
     require_tracker(report_to)
     folder = tracking_folder(out_dir, run_id)
+    config = redact_data(dict(config or {}))  # a tracker's parameters never hold a password or key
     if report_to == "tensorboard":
         return TensorBoardTracker(folder)
     if report_to == "mlflow":

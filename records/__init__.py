@@ -14,8 +14,16 @@ from coevo.records.gate import GateDecision, GatePair
 from coevo.records.harness_s import Ballot, PoolMember, Profile, ProfileEntry
 from coevo.records.inheritance import BaseChoice, ModelProposal, PairScore, Promotion
 from coevo.records.phases import Phase
-from coevo.records.run import BudgetRecord, EditRecord, EvaluationRecord, HarnessRecord, LLMCallRecord, RunRecord
+from coevo.records.run import (
+           BudgetRecord,
+           EditRecord,
+           EvaluationRecord,
+           HarnessRecord,
+           LLMCallRecord,
+           RunHeartbeat,
+           RunRecord,
+)
 
 __all__ = ["Ballot", "BaseChoice", "BudgetRecord", "Checkpoint", "EditRecord", "EvaluationRecord", "GateDecision",
            "GatePair", "HarnessRecord", "LLMCallRecord", "ModelProposal", "PairScore", "Phase", "PoolMember", "Profile",
-           "ProfileEntry", "Promotion", "RunRecord", "Task", "Trajectory"]
+           "ProfileEntry", "Promotion", "RunHeartbeat", "RunRecord", "Task", "Trajectory"]

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
+from coevo.masking import redact_data
 from coevo.records.fields import created
 from coevo.timestamps import UTCTime
 
@@ -23,6 +24,26 @@ class RunRecord(BaseModel):
     status: str = "running"
     created_at: UTCTime = created()
     updated_at: UTCTime = created()
+
+    @field_validator("config")
+    @classmethod
+    def _no_secrets(cls, config: dict[str, Any]) -> dict[str, Any]:
+        """The config with every secret masked (``coevo.masking``): a database password or API key is
+        never stored, and one stored by an older coevo is never read back."""
+        return redact_data(config)
+
+
+class RunHeartbeat(BaseModel):
+    """The process running run ``id`` (a meta-loop run or a ``coevo eval``): its ``host`` and ``pid``,
+    and ``at`` the last time it said it was alive (UTC; rewritten every few seconds while it runs,
+    ``coevo.app.heartbeat``), so a run left ``running`` by a killed process can be told from a live
+    one (``coevo archive list/show``). A record of its own, not fields of ``RunRecord``, so a beat
+    never rewrites the run's row or its ``updated_at``."""
+
+    id: str
+    host: str = ""
+    pid: int = 0
+    at: UTCTime = created()
 
 
 class HarnessRecord(BaseModel):

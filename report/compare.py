@@ -10,6 +10,7 @@ from typing import Any
 from coevo.report.markup import html_table
 from coevo.report.numbers import difference_text, plain, score_text
 from coevo.report.plots import compare_plot, rollout_plot
+from coevo.report.power import separation_warnings
 
 
 def gate_text(row: Any) -> str:
@@ -72,8 +73,9 @@ SPEND_HEADERS = ("strategy", "rollouts spent / budget", "spent by phase (rollout
 
 def write_compare_report(comparison: Any, out_dir: Path) -> Path:
     """Write ``out_dir/index.html``, ``out_dir/compare.png`` (test scores), ``out_dir/rollouts.png``
-    (score vs rollouts) and ``out_dir/comparison.json`` for a ``coevo.app.compare.Comparison``;
-    returns the HTML path."""
+    (score vs rollouts) and ``out_dir/comparison.json`` for a ``coevo.app.compare.Comparison``, with
+    what keeps it from separating its strategies above the table (``coevo.report.power``); returns
+    the HTML path."""
     out_dir.mkdir(parents=True, exist_ok=True)
     trivial = next((r.trivial for r in comparison.rows if r.trivial is not None), None)
     png = compare_plot(comparison.rows, trivial, out_dir / "compare.png")
@@ -84,6 +86,7 @@ def write_compare_report(comparison: Any, out_dir: Path) -> Path:
               "had reached within that budget")
     (out_dir / "comparison.json").write_text(comparison.model_dump_json(indent=1))
     table = html_table(HEADERS, table_rows(comparison))
+    warnings = "".join(f"<p><b>warning:</b> {html.escape(w)}</p>" for w in separation_warnings(comparison))
     budget_table = html_table(BUDGET_HEADERS, budget_rows(comparison))
     spend = "" if not comparison.budget else (
         f"<h2>At equal spend: {comparison.budget} rollouts</h2><p>Every run could spend {comparison.budget} "
@@ -106,7 +109,7 @@ td,th{{padding:4px 8px;border-bottom:1px solid #ddd}}</style>
 reference <b>{comparison.reference}</b>. Test scores (mean@k) are the final pair's mean reward over seeds with a 95 %
 interval over test tasks (each task averaged over seeds); the difference to the reference is paired per (seed, task) and
 significant at 95 % when its interval excludes 0.</p>
-{table}<img src="{png.name}" alt="test score per strategy">
+{warnings}{table}<img src="{png.name}" alt="test score per strategy">
 {spend}{warned}
 <h2>Score vs rollouts</h2><p>Cumulative rollouts on train and val (test rollouts only measure) at the end of each
 round against the incumbent's val score, means over seeds; the final pair's test score at its total. {budget}.</p>

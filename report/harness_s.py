@@ -47,7 +47,12 @@ def profile_section(archive: Any, run_id: str) -> str:
 
 
 def rescue_section(archive: Any, run_id: str) -> str:
-    """Per weight stage and step: rescue trigger rate, rescue success and effective-group rate."""
+    """Per weight stage and step: rescue trigger rate, rescue success and effective-group rate; ""
+    when rescue never ran: the run has no sibling pool and no stage rescued a group (a VACE run's
+    stages report a rescue rate of 0 that says nothing)."""
+    stages = [c.metrics or {} for c in archive.list(Checkpoint, run_id=run_id)]
+    if not archive.list(PoolMember, run_id=run_id) and not any(m.get("rescue_rate") for m in stages):
+        return ""
     rows = []
     for c in sorted(archive.list(Checkpoint, run_id=run_id), key=lambda c: c.created_at):
         m = c.metrics or {}

@@ -118,7 +118,9 @@ def _g(x: float | None) -> str:
 def write_report(run_id: str, db: str, out_dir: Path, state: dict[str, Any] | None = None) -> Path:
     """Write ``out_dir/index.html`` (+ PNGs) for run ``run_id`` from the archive at ``db``; with the
     run's final ``state`` (``run_meta``'s result, or ``coevo.app.run.read_state``) the test table
-    names the start and final pairs and prints their paired difference.
+    names the start and final pairs and prints their paired difference. A section appears only for
+    a mechanism the run used (gate decisions, weight stages, phases, CoEvo-RSI, Harness-S, rescue,
+    test scores): a VACE run without rescue shows no rescue table.
 
     Raises ``ValueError`` when the run is not in the archive.
     """
@@ -151,7 +153,11 @@ def write_report(run_id: str, db: str, out_dir: Path, state: dict[str, Any] | No
         final_diff = (diff(load_harness(base.spec), load_harness(final.spec))
                       or "(the final harness is H0: no candidate was accepted)")
     rows = "".join(_gate_row(d) for d in decisions)
+    gates = ("<h2>Gate decisions</h2><table><tr><th>round</th><th>candidate</th><th>b (incumbent, val)</th>"
+             f"<th>c (candidate, val)</th><th>decision</th><th>reason</th></tr>{rows}</table>" if rows else "")
     test_rows = _test_rows(state, evals)
+    test = ("<h2>Test</h2><table><tr><th>pair</th><th>harness</th><th>checkpoint</th><th>mean reward [95 %] n</th>"
+            f"<th>pass@k</th><th>trivial</th></tr>{test_rows}</table>" if test_rows else "")
     budget = _budget_table(archive, run_id)
     harness_s = harness_s_sections(archive, run_id)
     imgs = "".join(f"<h2>{t}</h2><img src='{p.name}' alt='{t}'>" for t, p in figures)
@@ -165,11 +171,9 @@ policy <code>{html.escape(str(run.config.get('policy', '')))}</code>;
 trivial-policy baseline on val: {trivial_val}</p>
 <p>Scores: mean [95 % interval] n = tasks (Wilson for pass/fail, bootstrap for partial credit; a difference is
 paired per task and significant at 95 % when its interval excludes 0).</p>
-<h2>Gate decisions</h2><table><tr><th>round</th><th>candidate</th><th>b (incumbent, val)</th>\
-<th>c (candidate, val)</th><th>decision</th><th>reason</th></tr>{rows}</table>
+{gates}
 {_stage_table(archive, run_id)}{budget}{phases_html(state)}{rsi_section(archive, run_id, out_dir)}{harness_s}
-<h2>Test</h2><table><tr><th>pair</th><th>harness</th><th>checkpoint</th>\
-<th>mean reward [95 %] n</th><th>pass@k</th><th>trivial</th></tr>{test_rows}</table>
+{test}
 {imgs}<h2>Final harness vs H0</h2><pre>{html.escape(final_diff)}</pre></body></html>"""
     path = out_dir / "index.html"
     path.write_text(page)

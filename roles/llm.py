@@ -20,6 +20,7 @@ from typing import Any, Callable, Generic, TypeVar
 from langchain_core.language_models import BaseChatModel
 from pydantic import BaseModel
 
+from coevo.masking import redact
 from coevo.models.refs import REF_KEY, as_reference, load_model, split_settings
 from coevo.models.structured import ask_structured
 from coevo.models.trajectory import ModelCall
@@ -71,8 +72,9 @@ class JsonRole:
             self.call_kwargs: dict[str, Any] = {}
         else:
             params = model._identifying_params
-            self.model = str((model.metadata or {}).get(REF_KEY) or params.get("model_name") or params.get("model")
-                             or model._llm_type)
+            ref = (model.metadata or {}).get(REF_KEY)
+            self.model = redact(split_settings(ref)[0] if ref else str(params.get("model_name") or params.get("model")
+                                                                       or model._llm_type))
             self.chat, self.call_kwargs = model, settings
 
     def ask(self, system: str, user: str, schema: type[M], check: Callable[[M], Any] | None = None,

@@ -2,7 +2,7 @@
 Storage). The only package that touches SQL."""
 
 from coevo.storage.archive import Archive
-from coevo.storage.errors import ArchiveError, SchemaVersionError
+from coevo.storage.errors import AmbiguousIdError, ArchiveError, ArchiveFullError, SchemaVersionError
 from coevo.storage.tables import SCHEMA_VERSION
 
-__all__ = ["SCHEMA_VERSION", "Archive", "ArchiveError", "SchemaVersionError"]
+__all__ = ["SCHEMA_VERSION", "AmbiguousIdError", "Archive", "ArchiveError", "ArchiveFullError", "SchemaVersionError"]

@@ -12,6 +12,10 @@ persists from a worker thread while rollouts continue on the event loop); severa
 write one archive at once (SQLite: WAL, writers begin ``IMMEDIATE`` and wait up to 30 s; PostgreSQL:
 row-level upserts).
 
+A write the database refuses for lack of space (a full disk, a quota, PostgreSQL's ``disk_full``)
+raises ``ArchiveFullError``: nothing of that write is stored, and the run it belongs to can be
+resumed once there is space.
+
 A record returned here is a plain value: changing it (a JSON dict in place included) changes nothing
 stored until it is ``put`` back whole; ``update_run`` writes only the columns it names. Timestamps
 are UTC-aware ``datetime``s on every backend (``coevo.timestamps``), stored as Unix seconds.
@@ -21,8 +25,9 @@ from __future__ import annotations
 
 import builtins
 import threading
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Sequence, TypeVar
+from typing import Any, Iterator, Sequence, TypeVar
 
 from pydantic import BaseModel
 from sqlalchemy import Table, delete, func, select
@@ -30,9 +35,10 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DatabaseError
 from sqlmodel import SQLModel
 
+from coevo.masking import redact
 from coevo.records import HarnessRecord, RunRecord, Trajectory
 from coevo.storage.connection import database_url, make_engine, writing
-from coevo.storage.errors import ArchiveError
+from coevo.storage.errors import AmbiguousIdError, ArchiveError, ArchiveFullError, disk_full
 from coevo.storage.errors import SchemaVersionError as SchemaVersionError  # re-exported
 from coevo.storage.migrate import head, prepare, up_to_date
 from coevo.storage.tables import TABLES, SchemaVersionRow, Stored
@@ -56,8 +62,9 @@ def stored(kind: type[BaseModel]) -> Stored:
 
 class Archive:
     """The coevo archive: runs, harnesses, edits, checkpoints, tasks, evaluations, trajectories,
-    gate decisions, profiles, pool members, ballots, LLM calls, budgets, phases and CoEvo-RSI's
-    base choices, model proposals and promotions (every kind in ``coevo.storage.tables.TABLES``).
+    gate decisions, profiles, pool members, ballots, LLM calls, budgets, phases, CoEvo-RSI's
+    base choices, model proposals and promotions, and the runs' heartbeats (every kind in
+    ``coevo.storage.tables.TABLES``).
 
     Args: ``target`` a file path (SQLite, WAL; parent directories are created), ``":memory:"``,
     or any SQLAlchemy URL (``postgresql+psycopg://user@host/db``); ``migrate`` (default) brings an
@@ -79,9 +86,10 @@ class Archive:
                 version = SchemaVersionRow.__table__.c.version  # type: ignore[attr-defined]
                 self.schema_version = conn.execute(select(version)).scalar()
         except DatabaseError as exc:  # OperationalError (cannot open) or "file is not a database"
-            raise ArchiveError(f"cannot open archive {target!s}: {exc.orig}; check the path or URL") from exc
+            raise ArchiveError(f"cannot open archive {redact(str(target))}: {redact(str(exc.orig))}; check the path "
+                               "or URL") from exc
         except ImportError as exc:  # the URL's driver (psycopg for postgresql+psycopg://)
-            raise ArchiveError(f"cannot open archive {target!s}: its driver {exc.name} is not installed: "
+            raise ArchiveError(f"cannot open archive {redact(str(target))}: its driver {exc.name} is not installed: "
                                "pip install 'coevo[postgres]' for PostgreSQL") from None
         self._writer = writing(self.engine)
 
@@ -126,8 +134,21 @@ class Archive:
                 conn.execute(delete(table).where(table.c.id.in_(ids[start:start + _CHUNK])))
             conn.execute(table.insert(), builtins.list(rows))
 
+    @contextmanager
+    def _transaction(self, what: str) -> Iterator[Connection]:
+        """One write transaction (all or nothing) under the archive's lock. A write the database
+        refuses for lack of space raises ``ArchiveFullError`` naming ``what`` was being written."""
+        try:
+            with self._lock, self._writer.begin() as conn:
+                yield conn
+        except (DatabaseError, OSError) as exc:
+            if disk_full(exc):
+                raise ArchiveFullError(redact(self.url), what) from exc
+            raise
+
     def _write(self, batches: dict[Table, builtins.list[dict[str, Any]]]) -> None:
-        with self._lock, self._writer.begin() as conn:
+        what = ", ".join(f"{len(rows)} row(s) of {table.name}" for table, rows in batches.items())
+        with self._transaction(what or "nothing") as conn:
             for table, rows in batches.items():
                 self._upsert(conn, table, rows)
 
@@ -147,7 +168,7 @@ class Archive:
         ``INSERT OR IGNORE`` under the write lock, PostgreSQL ``ON CONFLICT DO NOTHING``)."""
         entry = stored(type(record))
         table, row = entry.table, entry.row(record)
-        with self._lock, self._writer.begin() as conn:
+        with self._transaction(f"a row of {table.name}") as conn:
             if conn.dialect.name == "sqlite":
                 return conn.execute(table.insert().prefix_with("OR IGNORE"), row).rowcount == 1
             if conn.dialect.name == "postgresql":
@@ -189,10 +210,10 @@ class Archive:
         if set(changes) - settable:
             raise ArchiveError(f"update_run cannot set {sorted(set(changes) - settable)}: one of {sorted(settable)}")
         values = RunRecord.model_validate({"id": id, **changes}).model_dump(include=set(changes))
-        with self._lock, self._writer.begin() as conn:
+        with self._transaction(f"run {id}'s {', '.join(changes)}") as conn:
             done = conn.execute(table.update().where(table.c.id == id).values(**values, updated_at=utcnow()))
         if done.rowcount != 1:
-            raise ArchiveError(f"no run {id!r} in {self.url} to update: see `coevo archive list runs`")
+            raise ArchiveError(f"no run {id!r} in {redact(self.url)} to update: see `coevo archive list runs`")
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -237,16 +258,21 @@ class Archive:
         """The full id of the one ``kind`` row (``runs``, ``harnesses``, ``evaluations``,
         ``checkpoints`` (the ``policy_checkpoints`` table), ``trajectories``...) whose id starts with ``prefix``.
 
-        An exact id is never ambiguous. Raises ``ArchiveError`` when none or several match (give more characters).
+        An exact id is never ambiguous. Raises ``ArchiveError`` when none matches and
+        ``AmbiguousIdError`` (naming up to five of the ids) when several do: give more characters.
         """
         table = {t.name.removeprefix("policy_"): t for t in self._tables()}.get(kind)
         if table is None:
             raise ArchiveError(f"unknown archive table {kind!r}: one of {[t.name for t in self._tables()]}")
         with self.engine.connect() as conn:  # the exact id first: "base-1" beside "base-1+r0"
             query = select(table.c.id).where(table.c.id.startswith(prefix, autoescape=True))
-            ids = conn.execute(query.order_by(table.c.id != prefix).limit(2)).scalars().all()
+            ids = conn.execute(query.order_by(table.c.id != prefix, table.c.id).limit(6)).scalars().all()
         if not ids:
-            raise ArchiveError(f"no {kind} id starts with {prefix!r} in {self.url}: see `coevo archive list {kind}`")
+            one = kind.removesuffix("es" if kind.endswith("sses") else "s")
+            raise ArchiveError(f"no {one} {prefix!r} in {redact(self.url)} (no {one} id starts with it): see "
+                               f"`coevo archive list {kind}`")
         if len(ids) > 1 and ids[0] != prefix:
-            raise ArchiveError(f"several {kind} ids start with {prefix!r}: give more characters")
+            raise AmbiguousIdError(f"{prefix!r} is ambiguous: several {kind} ids start with it ("
+                                   + ", ".join(ids[:5]) + (", ..." if len(ids) > 5 else "")
+                                   + "); give more characters of the one you mean", [str(i) for i in ids])
         return str(ids[0])

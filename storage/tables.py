@@ -43,6 +43,7 @@ from coevo.records import (
     PoolMember,
     Profile,
     Promotion,
+    RunHeartbeat,
     RunRecord,
     Task,
     Trajectory,
@@ -198,6 +199,7 @@ def register(model: type[BaseModel], name: str, index: tuple[str, ...] = (),
 
 
 register(RunRecord, "runs")
+register(RunHeartbeat, "run_heartbeats")  # a beat never rewrites the run's row
 register(HarnessRecord, "harnesses")
 register(EditRecord, "edits", ("parent_id",))
 register(Checkpoint, "policy_checkpoints")  # "checkpoints" is LangGraph's checkpointer table in the same DB

@@ -8,9 +8,9 @@ pair for training or evaluation. ``base_model`` is a local checkpoint directory 
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
+from coevo.models.adapters import check_adapter
 from coevo.models.checkpoint import Checkpoint
 from coevo.models.refs import resolve_base
 
@@ -20,8 +20,9 @@ def load_policy(checkpoint: Checkpoint, trainable: bool = False, dtype: Any = No
 
     With an ``adapter_path`` the model is a ``peft.PeftModel`` (``is_trainable=trainable``);
     without one it is the plain base model. Raises ``coevo.models.refs.ModelRefError`` when
-    ``base_model`` is neither ``smollm2-135m`` nor a checkpoint directory, and ``FileNotFoundError``
-    naming the field when the adapter directory is missing.
+    ``base_model`` is neither ``smollm2-135m`` nor a checkpoint directory, and
+    ``coevo.models.adapters.CheckpointError`` naming the checkpoint and the file when the adapter
+    folder is missing or damaged (``MissingAdapterError``, a ``FileNotFoundError``, when missing).
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -32,11 +33,7 @@ def load_policy(checkpoint: Checkpoint, trainable: bool = False, dtype: Any = No
         tokenizer.pad_token = tokenizer.eos_token
     model = AutoModelForCausalLM.from_pretrained(base, dtype=dtype or torch.float32)
     if checkpoint.adapter_path:
-        if not Path(checkpoint.adapter_path, "adapter_config.json").is_file():
-            raise FileNotFoundError(
-                f"checkpoint {checkpoint.id}: adapter_path {checkpoint.adapter_path!r} holds no "
-                "adapter_config.json; point it at a PEFT adapter directory or set it to None"
-            )
+        check_adapter(checkpoint.adapter_path, checkpoint.id)  # names a missing or damaged file
         from peft import PeftModel
 
         model = PeftModel.from_pretrained(model, checkpoint.adapter_path, is_trainable=trainable)

@@ -46,6 +46,7 @@ from typing import Any, Sequence
 from coevo.compat import route_tensorboard
 from coevo.config.train import StageConfig
 from coevo.envs.base import Env, Task
+from coevo.models.adapters import stage_folder, writing_adapter
 from coevo.models.checkpoint import Checkpoint, new_checkpoint_id
 from coevo.models.trajectory import Trajectory
 from coevo.training.checkpoint import load_policy, record_checkpoint
@@ -203,7 +204,7 @@ def train_grpo(
         raise ValueError(f"train_grpo got {len(tasks)} tasks but tasks_per_step={cfg.tasks_per_step}; "
                          "pass more tasks or lower tasks_per_step")
     new_id = new_checkpoint_id()
-    out_dir = Path(cfg.output_dir) / new_id
+    out_dir = stage_folder(cfg.output_dir, new_id, run_id)  # marked: an unfinished stage's folder can be found
     model, tokenizer = load_policy(checkpoint, trainable=True)
     if executor is not None:
         from coevo.evaluation.executors import sampling_on
@@ -229,7 +230,8 @@ def train_grpo(
         rollout.close()
     wall = time.perf_counter() - started
     adapter_dir = out_dir / "adapter"
-    trainer.accelerator.unwrap_model(trainer.model).save_pretrained(str(adapter_dir))
+    with writing_adapter(adapter_dir, new_id) as partial:  # the adapter appears whole, or not at all
+        trainer.accelerator.unwrap_model(trainer.model).save_pretrained(str(partial))
     new = Checkpoint(
         id=new_id, base_model=checkpoint.base_model, adapter_path=str(adapter_dir), parents=[checkpoint.id],
         config={"stage": "grpo", "harness_id": getattr(spec, "id", ""), **cfg.model_dump(mode="json"),

@@ -58,6 +58,7 @@ from typing import Any, Literal, Sequence
 
 from pydantic import BaseModel, Field, model_validator
 
+from coevo.models.adapters import CheckpointError, check_adapter, stage_folder, writing_adapter
 from coevo.models.checkpoint import Checkpoint, new_checkpoint_id
 from coevo.training.checkpoint import record_checkpoint
 
@@ -136,9 +137,10 @@ def load_adapter(ckpt: Checkpoint) -> Adapter:
         raise ValueError(f"merge_adapters: checkpoint {ckpt.id} has no adapter_path (nothing to merge)")
     path = Path(ckpt.adapter_path)
     weights_file = path / "adapter_model.safetensors"
-    if not (path / "adapter_config.json").is_file() or not weights_file.is_file():
-        raise ValueError(f"merge_adapters: checkpoint {ckpt.id}: {path} holds no adapter_config.json + "
-                         "adapter_model.safetensors; point adapter_path at a PEFT adapter saved with safetensors")
+    check_adapter(path, ckpt.id)  # CheckpointError (a ValueError) naming the damaged file
+    if not weights_file.is_file():
+        raise CheckpointError(f"merge_adapters: checkpoint {ckpt.id}: {path} holds no adapter_model.safetensors; "
+                              "point adapter_path at a PEFT adapter saved with safetensors")
     raw = json.loads((path / "adapter_config.json").read_text())
     if raw.get("peft_type") != "LORA":
         raise ValueError(f"merge_adapters: checkpoint {ckpt.id} is a {raw.get('peft_type')} adapter; only LoRA "
@@ -298,14 +300,14 @@ def merge_adapters(checkpoints: Sequence[Checkpoint], config: MergeConfig | dict
     layers, rank, residual = merge_layers(adapters, weights, cfg)
 
     new_id = new_checkpoint_id()
-    adapter_dir = Path(cfg.output_dir) / new_id / "adapter"
-    adapter_dir.mkdir(parents=True)
+    adapter_dir = stage_folder(cfg.output_dir, new_id, run_id) / "adapter"
     dtype = adapters[0].dtype
     tensors = {f"{name}.lora_{f}.weight": t.to(dtype).contiguous()
                for name, (a, b) in layers.items() for f, t in (("A", a), ("B", b))}
-    save_file(tensors, str(adapter_dir / "adapter_model.safetensors"), metadata={"format": "pt"})
-    replace(adapters[0].config, r=rank, lora_alpha=rank, use_rslora=False,
-            inference_mode=True).save_pretrained(str(adapter_dir))
+    with writing_adapter(adapter_dir, new_id) as partial:  # the merged adapter appears whole, or not at all
+        save_file(tensors, str(partial / "adapter_model.safetensors"), metadata={"format": "pt"})
+        replace(adapters[0].config, r=rank, lora_alpha=rank, use_rslora=False,
+                inference_mode=True).save_pretrained(str(partial))
     density = (cfg.density or DEFAULT_DENSITY) if cfg.combination_type in PRUNING else None
     new = Checkpoint(id=new_id, base_model=checkpoints[0].base_model, adapter_path=str(adapter_dir),
                      parents=[c.id for c in checkpoints],

@@ -20,13 +20,13 @@ import asyncio
 import random
 import statistics
 import time
-from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import torch
 
 from coevo.config.train import StageConfig
 from coevo.envs.base import Env, Task
+from coevo.models.adapters import stage_folder, writing_adapter
 from coevo.models.base import batched
 from coevo.models.checkpoint import Checkpoint, new_checkpoint_id
 from coevo.models.trajectory import Trajectory
@@ -107,7 +107,7 @@ def train_rsft(
         raise ValueError("train_rsft needs at least one task")
     started = time.perf_counter()
     new_id = new_checkpoint_id()
-    out_dir = Path(cfg.output_dir) / new_id
+    out_dir = stage_folder(cfg.output_dir, new_id, run_id)  # marked: an unfinished stage's folder can be found
     torch.manual_seed(cfg.seed)
     model, tokenizer = load_policy(checkpoint, trainable=True)
     if not checkpoint.adapter_path:
@@ -160,7 +160,8 @@ def train_rsft(
         if engine is not None and policy_factory is None:
             engine.close()
     adapter_dir = out_dir / "adapter"
-    model.save_pretrained(str(adapter_dir))
+    with writing_adapter(adapter_dir, new_id) as partial:  # the adapter appears whole, or not at all
+        model.save_pretrained(str(partial))
     losses = [h["loss"] for h in history if h["loss"] is not None]
     new = Checkpoint(
         id=new_id, base_model=checkpoint.base_model, adapter_path=str(adapter_dir), parents=[checkpoint.id],

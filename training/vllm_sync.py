@@ -27,6 +27,7 @@ from typing import Any, Sequence
 
 import httpx
 
+from coevo.models.adapters import writing_adapter
 from coevo.models.checkpoint import Checkpoint
 
 ENV_FLAG = "VLLM_ALLOW_RUNTIME_LORA_UPDATING"
@@ -159,7 +160,8 @@ class VLLMStepSync:
         """Save the trainer's adapter at ``path`` and swap it into every server (main process only)."""
         accelerator = trainer.accelerator
         if getattr(accelerator, "is_main_process", True):
-            accelerator.unwrap_model(trainer.model).save_pretrained(str(path))
+            with writing_adapter(path) as partial:  # a server never reads a half-written adapter
+                accelerator.unwrap_model(trainer.model).save_pretrained(str(partial))
             name = self._name(path)
             for root in self.roots:
                 load_lora_adapter(root, name, path, client=self.client)

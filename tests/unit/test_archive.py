@@ -33,6 +33,7 @@ from coevo.records import (
     Profile,
     ProfileEntry,
     Promotion,
+    RunHeartbeat,
     RunRecord,
 )
 from coevo.storage import SCHEMA_VERSION, Archive, ArchiveError, SchemaVersionError, codec
@@ -89,6 +90,7 @@ def samples() -> list:
     pair = PairScore(harness_id="h", checkpoint_id="ck1", val=0.5, timr=0.25)
     return [
         RunRecord(id="r1", strategy="vace", config={"rounds": 3}, status="done"),
+        RunHeartbeat(id="r1", host="node0", pid=4242),
         HarnessRecord(id="h", spec={"name": "h"}, parents=["h0"], origin="edit", run_id="r1"),
         EditRecord(id="e1", run_id="r1", round=1, parent_id="p", child_id="c", direction="format",
                    patch=[{"op": "replace", "path": "/name", "value": "y"}], rationale="why", status="checked"),
@@ -200,7 +202,7 @@ def test_put_new_stores_a_record_once_and_says_whether_it_did(archive):
     assert archive.put_new(first) is True
     assert archive.put_new(first.model_copy(update={"rollouts": 8})) is False
     assert [b.rollouts for b in archive.list(BudgetRecord, run_id="r1")] == [4]
-    with pytest.raises(ArchiveError, match="no runs id starts with 'zz'"):
+    with pytest.raises(ArchiveError, match=r"no run 'zz' in .* \(no run id starts with it\)"):
         archive.resolve_id("runs", "zz")
 
 

@@ -30,8 +30,10 @@ from coevo.storage.migrate import _config, head
 from coevo.storage.tables import TABLES
 
 DATA = Path(__file__).resolve().parents[1] / "data"
-KINDS: dict[str, type] = {stored.table.name: kind for kind, stored in TABLES.items()}
-"""Every kind the archive stores, by its table's name."""
+LATER = {"run_heartbeats": "0004"}
+"""Tables added after d0f3406, with the migration that adds them: not in the fixture, empty once it is migrated."""
+KINDS: dict[str, type] = {stored.table.name: kind for kind, stored in TABLES.items() if stored.table.name not in LATER}
+"""Every kind d0f3406 stored (every kind the archive stores but ``LATER``), by its table's name."""
 TIMES = ("created_at", "updated_at", "started_at", "ended_at")
 
 
@@ -103,13 +105,15 @@ def test_the_fixture_covers_every_kind_the_archive_stores():
     for name in ("archive_d0f3406.json", "archive_d0f3406.pg.json"):
         written = json.loads((DATA / name).read_text())
         assert set(written) == set(KINDS) and all(written.values()), name  # every table has rows
+    assert set(KINDS) | set(LATER) == {stored.table.name for stored in TABLES.values()}
 
 
 def test_an_archive_written_by_d0f3406_opens_migrated_and_reads_back_what_it_wrote(db_url, tmp_path):
     target, written = restore(db_url, tmp_path)
     assert revision(target) == "0002"
     with Archive(target) as archive:
-        assert archive.revision == head() == "0003"
+        assert archive.revision == head() == max(LATER.values())
+        assert all(archive.count(kind) == 0 for kind, stored in TABLES.items() if stored.table.name in LATER)
         for table, kind in KINDS.items():
             read = {r.id: as_written(table, r.model_dump(mode="json")) for r in archive.list(kind)}
             expected = {r["id"]: r for r in written[table]}

@@ -67,7 +67,8 @@ def reference(tmp_path_factory):
 def test_two_evals_and_a_run_write_one_archive_at_once_and_lose_nothing(db_url, tmp_path, reference):
     config = run_files(tmp_path, db_url)
     evals = [("eval", "--env", "words", "--harness", str(tmp_path / "h0.json"), "--model", "fake:x", "--k", str(K),
-              "--concurrency", "8", "--seed", str(i), "--db", db_url, "--run-id", f"eval-{i}") for i in (1, 2)]
+              "--concurrency", "8", "--seed", str(i), "--db", db_url, "--run-id", f"eval-{i}", "--create")
+             for i in (1, 2)]
     procs = [start("run", str(config), "--no-report"), *(start(*args) for args in evals)]
     run_out, *_ = [finish(p) for p in procs]
     run_id = run_id_of(run_out)

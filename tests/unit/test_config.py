@@ -58,5 +58,6 @@ def test_bad_train_keys_are_errors_that_name_them():
     with pytest.raises(ConfigError, match="GRPO needs num_generations >= 2"):
         load_config(None, {"train.num_generations": 1})
     assert load_config(None, {"train.algorithm": "rsft", "train.num_generations": 1}).train.num_generations == 1
-    with pytest.raises(StageConfigError, match=r"learning_rate: Input should be greater than 0\n  lora_rr: Extra"):
+    with pytest.raises(StageConfigError, match=r"learning_rate: Input should be greater than 0\n  "
+                                                r"lora_rr: unknown key \(did you mean lora_r\?\)"):
         StageConfig.parse({"lora_rr": 4, "learning_rate": -1})

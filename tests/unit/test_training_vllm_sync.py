@@ -20,10 +20,14 @@ from coevo.training.vllm_sync import (
 
 
 def save_adapter(path: Path, weights: bytes, card: str = "model card") -> Path:
-    """A stand-in PEFT adapter directory: config, weights and PEFT's README model card."""
+    """A stand-in PEFT adapter directory: config, weights (a safetensors file holding ``weights``) and
+    PEFT's README model card."""
+    import torch
+    from safetensors.torch import save_file
+
     path.mkdir(parents=True, exist_ok=True)
     (path / "adapter_config.json").write_text(json.dumps({"r": 8, "peft_type": "LORA"}))
-    (path / "adapter_model.safetensors").write_bytes(weights)
+    save_file({"w": torch.tensor(list(weights), dtype=torch.uint8)}, str(path / "adapter_model.safetensors"))
     (path / "README.md").write_text(card)
     return path
 
@@ -120,7 +124,9 @@ def test_step_sync_loads_each_steps_adapter_once_and_unloads_the_previous(tmp_pa
     names = [f"run1-step{i}-{adapter_digest(tmp_path / f'step-{i}')}" for i in (0, 1)]
     assert first.model == f"hosted_vllm/{names[0]}" and second.model == f"hosted_vllm/{names[1]}"
     assert second.api_base == "http://gpu:8000/v1" and second.request_tokens is True
-    assert saved == [str(tmp_path / "step-0"), str(tmp_path / "step-1")] and sync.loaded == names
+    # each step's adapter is saved beside its folder and renamed into place whole (models.adapters.writing_adapter)
+    assert [Path(p).name.split(".partial-")[0] for p in saved] == ["step-0", "step-1"] and sync.loaded == names
+    assert not any(Path(p).exists() for p in saved) and (tmp_path / "step-1" / "adapter_model.safetensors").is_file()
     assert [(c[1].rsplit("/", 1)[-1], c[2]["lora_name"]) for c in calls] == [
         ("load_lora_adapter", names[0]), ("load_lora_adapter", names[1]), ("unload_lora_adapter", names[0])]
 

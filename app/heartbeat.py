@@ -1,0 +1,121 @@
+"""A run's heartbeat: which process runs it, and whether that process is still alive (issue 29, item 3).
+
+A run killed with ``kill -9`` (or on a machine that lost power) never gets to write ``failed``: its
+status stays ``running``. While a meta-loop run (``coevo.app.run.run_meta``) or a ``coevo eval`` runs,
+a ``Heartbeat`` thread writes the process's host, pid and the time to the archive every
+``INTERVAL_S`` seconds (a ``coevo.records.RunHeartbeat``, the ``run_heartbeats`` table); ``liveness`` reads it back:
+on the same host a run whose pid is gone is dead; on another host, one that has not beaten for
+``STALE_S`` seconds is presumed dead. ``coevo archive list`` and ``show`` print the verdict beside a
+``running`` status.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import socket
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from coevo.records import RunHeartbeat
+from coevo.timestamps import utcnow
+
+log = logging.getLogger(__name__)
+
+INTERVAL_S = 15.0
+"""Seconds between two beats of a running process."""
+STALE_S = 120.0
+"""A heartbeat older than this (seconds) means the process stopped beating: dead (another host) or hung."""
+
+_beating: set[str] = set()
+"""Run ids this process beats for now (tells this process's own finished runs from its live ones)."""
+
+
+class Heartbeat:
+    """``with Heartbeat(archive, run_id): ...`` beats for ``run_id`` once on entry, then every
+    ``interval_s`` seconds from a daemon thread until the block ends (an archive held in memory, which
+    no other process can read, gets the first beat only). A beat that fails (a locked or full
+    database) is logged and retried at the next interval, never raised into the run."""
+
+    def __init__(self, archive: Any, run_id: str, interval_s: float = INTERVAL_S) -> None:
+        self.archive, self.run_id, self.interval_s = archive, run_id, interval_s
+        self.host, self.pid = socket.gethostname(), os.getpid()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _beat(self) -> None:
+        try:
+            self.archive.put(RunHeartbeat(id=self.run_id, host=self.host, pid=self.pid))
+        except Exception as err:  # a heartbeat never fails the run it reports on
+            log.warning("heartbeat of run %s not written: %s", self.run_id, err)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self._beat()
+
+    def __enter__(self) -> "Heartbeat":
+        self._beat()
+        _beating.add(self.run_id)
+        if getattr(self.archive, "url", "") != "sqlite://":  # "sqlite://": in memory (coevo.storage.connection)
+            self._thread = threading.Thread(target=self._loop, name=f"heartbeat-{self.run_id}", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        _beating.discard(self.run_id)
+
+
+@dataclass(frozen=True)
+class Liveness:
+    """What a ``running`` run's heartbeat says: ``alive`` True (beating), False (dead) or None (no
+    heartbeat, or a process that exists but stopped beating), and ``text``, the verdict in words."""
+
+    alive: bool | None
+    text: str
+
+
+def _pid_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: it exists
+        return True
+    return True
+
+
+def heartbeats(archive: Any) -> dict[str, RunHeartbeat]:
+    """Every run's last heartbeat in ``archive`` (a ``coevo.storage.Archive``), by run id (runs that never
+    beat are absent)."""
+    return {beat.id: beat for beat in archive.list(RunHeartbeat)}
+
+
+def liveness(beat: RunHeartbeat | None, now: dt.datetime | None = None, host: str | None = None) -> Liveness:
+    """The verdict on a ``running`` run from its last heartbeat ``beat`` (None: it never beat, e.g. it
+    was started by a coevo without heartbeats), at ``now`` (default: now, UTC) seen from ``host``
+    (default: this machine's name). Same host: dead when the pid is gone (or, for this very process,
+    when it no longer beats for the run), stalled when it exists but has not beaten for ``STALE_S``;
+    another host: presumed dead after ``STALE_S`` without a beat."""
+    if beat is None:
+        return Liveness(None, "no heartbeat recorded (started by an older coevo?)")
+    age = ((now or utcnow()) - beat.at).total_seconds()
+    when = beat.at.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+    ago = f"{age / 60:.0f} min" if age >= 120 else f"{max(age, 0):.0f} s"
+    if beat.host == (host or socket.gethostname()):
+        gone = not _pid_exists(beat.pid) or (beat.pid == os.getpid() and beat.id not in _beating)
+        if gone:
+            return Liveness(False, f"DEAD: its process (pid {beat.pid} on this host) is gone; last heartbeat "
+                                   f"{when} UTC. Resume it")
+        if age > STALE_S:
+            return Liveness(None, f"pid {beat.pid} on this host exists but has not beaten for {ago}: hung, "
+                                  "or the pid was reused")
+        return Liveness(True, f"alive: pid {beat.pid} on this host, last heartbeat {ago} ago")
+    if age > STALE_S:
+        return Liveness(False, f"presumed DEAD: no heartbeat from pid {beat.pid} on {beat.host} for {ago} "
+                               f"(last {when} UTC). Resume it once you know that process is gone")
+    return Liveness(True, f"alive: pid {beat.pid} on {beat.host}, last heartbeat {ago} ago")

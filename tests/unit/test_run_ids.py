@@ -1,0 +1,191 @@
+"""Ids that work (issue 29, item 3): runs are listed with their whole ids; every command that takes
+an id takes a unique prefix and refuses one that several ids share, naming them; ``coevo eval``
+prints its run id when it starts and refuses an unknown ``--run-id`` unless asked to create it;
+runs hold a heartbeat, so ``archive list``/``show`` say when a ``running`` run is dead."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_concurrent_writers import run_files
+from test_evaluate import AdderEnv, dies_after, model, spec
+from test_gate_approval import patch_services
+from test_meta_loop import setup_run
+from typer.testing import CliRunner
+
+from coevo.app import heartbeat
+from coevo.app.heartbeat import Heartbeat, heartbeats, liveness
+from coevo.app.run import run_meta
+from coevo.cli.app import app
+from coevo.models.fake import ScriptedChatModel
+from coevo.records import EvaluationRecord, HarnessRecord, RunHeartbeat, RunRecord, Trajectory
+from coevo.storage import Archive
+
+runner = CliRunner()
+FAKE_CLI = Path(__file__).parent / "fake_cli.py"
+
+
+def words(result) -> str:
+    return " ".join(result.output.split())
+
+
+def fake_eval(monkeypatch, tmp_path, policy=None):
+    """``coevo eval`` on the adder env with a scripted policy; returns (harness file, db)."""
+    from coevo.cli import eval as eval_cli
+
+    monkeypatch.setattr(eval_cli, "get_env", lambda ref: AdderEnv())
+    monkeypatch.setattr(eval_cli, "load_model", lambda ref, **kw: policy or model())
+    harness = tmp_path / "h.json"
+    harness.write_text(spec().model_dump_json())
+    return str(harness), str(tmp_path / "e.db")
+
+
+def eval_args(harness, db, *extra):
+    return ["eval", "--env", "adder", "--harness", harness, "--model", "fake:x", "--n", "4", "--db", db, *extra]
+
+
+@pytest.fixture
+def done_run(tmp_path, monkeypatch):
+    """A finished fake VACE run ``vace-dbdbbc3c`` (13 characters: more than the 12 lists used to show)."""
+    config, ctx, archive = setup_run(tmp_path, "help")
+    asyncio.run(run_meta(config, run_id="vace-dbdbbc3c", context=ctx, archive=archive))
+    patch_services(monkeypatch, ctx)
+    return config, archive
+
+
+def test_runs_are_listed_whole_and_every_command_takes_a_unique_prefix(done_run, tmp_path):
+    config, archive = done_run
+    listed = runner.invoke(app, ["archive", "list", "runs", "--db", config.db])
+    assert listed.exit_code == 0 and "vace-dbdbbc3c" in listed.output and "…" not in listed.output
+    shown = runner.invoke(app, ["archive", "show", "vace-dbdb", "--db", config.db])
+    assert shown.exit_code == 0 and shown.output.startswith("run vace-dbdbbc3c"), shown.output
+    report = runner.invoke(app, ["report", "vace-dbdb", "--db", config.db, "-o", str(tmp_path / "r")])
+    assert report.exit_code == 0 and (tmp_path / "r" / "index.html").is_file(), report.output
+    resumed = runner.invoke(app, ["run", "--resume", "vace-dbdb", "--db", config.db, "--no-report"])
+    assert resumed.exit_code == 0 and "run id: vace-dbdbbc3c" in words(resumed), resumed.output
+    gc = runner.invoke(app, ["archive", "gc", "--run", "vace-dbdb", "--db", config.db])
+    assert gc.exit_code == 0, gc.output
+    harness = archive.list(HarnessRecord, run_id="vace-dbdbbc3c")[0].id
+    exported = runner.invoke(app, ["archive", "export", harness[:10], "-o", str(tmp_path / "h.json"),
+                                   "--db", config.db])
+    assert exported.exit_code == 0 and (tmp_path / "h.json").is_file()
+
+
+def test_a_prefix_two_runs_share_is_refused_by_every_command_naming_both(done_run, tmp_path):
+    config, archive = done_run
+    archive.put(RunRecord(id="vace-dbdb0000", strategy="vace", status="failed"))
+    for command in (["archive", "show", "vace-dbdb"], ["report", "vace-dbdb"], ["run", "--resume", "vace-dbdb"],
+                    ["archive", "gc", "--run", "vace-dbdb"],
+                    ["eval", "--env", "x", "--harness", "x", "--model", "x", "--run-id", "vace-dbdb"]):
+        result = runner.invoke(app, [*command, "--db", config.db])
+        text = words(result)
+        assert result.exit_code == 1 and text.startswith("error:"), (command, result.output)
+        assert "ambiguous" in text and "vace-dbdbbc3c" in text and "vace-dbdb0000" in text, (command, text)
+
+
+def test_coevo_eval_prints_its_run_id_when_it_starts_so_a_stopped_run_can_be_resumed(tmp_path, monkeypatch):
+    harness, db = fake_eval(monkeypatch, tmp_path, ScriptedChatModel(script=[dies_after(3, ConnectionError("gone"))],
+                                                                     with_tokens=True))
+    failed = runner.invoke(app, eval_args(harness, db))
+    first = failed.output.splitlines()[0]
+    assert first.startswith("run eval-") and "evaluating" in first, failed.output
+    run_id = first.split()[1].rstrip(":")
+    assert Archive(db).get(RunRecord, run_id).status == "failed"
+    harness, db = fake_eval(monkeypatch, tmp_path)
+    resumed = runner.invoke(app, eval_args(harness, db, "--run-id", run_id[:9]))
+    assert resumed.exit_code == 0 and resumed.output.startswith(f"run {run_id}: resuming"), resumed.output
+    archive = Archive(db)
+    (evaluation,) = archive.list(EvaluationRecord, run_id=run_id)
+    assert evaluation.status == "done" and archive.count(Trajectory, evaluation_id=evaluation.id) == 4
+
+
+def test_an_unknown_run_id_is_refused_unless_asked_to_create_it(tmp_path, monkeypatch, done_run):
+    harness, db = fake_eval(monkeypatch, tmp_path)
+    refused = runner.invoke(app, eval_args(harness, db, "--run-id", "eval-nothere"))
+    assert refused.exit_code == 1 and "nothing to resume" in words(refused) and "--create" in words(refused)
+    assert Archive(db).list(EvaluationRecord) == [] and Archive(db).list(RunRecord) == []
+    created = runner.invoke(app, eval_args(harness, db, "--run-id", "eval-mine", "--create"))
+    assert created.exit_code == 0 and created.output.startswith("run eval-mine: evaluating"), created.output
+    again = runner.invoke(app, eval_args(harness, db, "--run-id", "eval-mine"))  # resumes: nothing re-evaluated
+    assert again.exit_code == 0 and "4 tasks resumed" in words(again), again.output
+    assert Archive(db).count(Trajectory) == 4
+    other = runner.invoke(app, eval_args(harness, db, "--run-id", "eval-mine", "--split", "test"))
+    assert other.exit_code == 1 and "split 'val' -> 'test'" in words(other), other.output
+    config, _ = done_run
+    meta = runner.invoke(app, eval_args(harness, config.db, "--run-id", "vace-dbdbbc3c"))
+    assert meta.exit_code == 1 and "is a vace run, not an evaluation" in words(meta)
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_liveness_tells_a_dead_run_from_a_live_one():
+    here, now = socket.gethostname(), dt.datetime.now(dt.UTC)
+    beat = lambda **kw: RunHeartbeat(**{"id": "r", "host": here, "pid": os.getpid(), "at": now, **kw})  # noqa: E731
+    assert liveness(None).alive is None
+    assert liveness(beat(pid=_dead_pid())).alive is False
+    assert liveness(beat()).alive is False  # this process, but it beats for no such run
+    with Heartbeat(Archive(":memory:"), "r"):
+        assert liveness(beat()).alive is True
+    stale = now - dt.timedelta(seconds=heartbeat.STALE_S + 60)
+    assert liveness(beat(host="gpu7", pid=1234, at=stale)).alive is False
+    assert "presumed DEAD" in liveness(beat(host="gpu7", pid=1234, at=stale)).text
+    assert liveness(beat(host="gpu7", pid=1234)).alive is True
+
+
+def test_a_heartbeat_beats_while_its_block_runs(tmp_path):
+    archive = Archive(tmp_path / "a.db")
+    with Heartbeat(archive, "r", interval_s=0.05):
+        first = heartbeats(archive)["r"].at
+        time.sleep(0.3)
+        later = heartbeats(archive)["r"]
+    assert later.at > first and later.pid == os.getpid() and later.host == socket.gethostname()
+    assert liveness(heartbeats(archive)["r"]).alive is False  # the block ended: nobody beats for it
+
+
+def test_a_run_killed_before_its_first_checkpoint_resumes_from_the_start(tmp_path):
+    """A kill -9 between the run's row and the graph's first checkpoint (the heartbeat is already
+    written): the resume starts the graph from its input rather than failing with nothing to continue."""
+    config, ctx, archive = setup_run(tmp_path, "help")
+    archive.put(RunRecord(id="vace-early", strategy="vace", config=config.model_dump(mode="json")))
+    state = asyncio.run(run_meta(config, run_id="vace-early", resume=True, context=ctx, archive=archive))
+    assert state["run_id"] == "vace-early" and state["decisions"]
+    assert archive.get(RunRecord, "vace-early").status == "done"
+
+
+def test_a_run_killed_with_sigkill_is_listed_dead_and_resumes(tmp_path, monkeypatch):
+    db = str(tmp_path / "k.db")
+    proc = subprocess.Popen([sys.executable, str(FAKE_CLI), "run", str(run_files(tmp_path, db)), "--no-report"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if Path(db).is_file() and heartbeats(Archive(db)):
+            break
+        time.sleep(0.2)
+    proc.kill()
+    proc.wait()
+    (run,) = Archive(db).list(RunRecord)
+    if run.status == "done":
+        pytest.skip("the run finished before it could be killed")
+    assert run.status == "running"
+    listed = runner.invoke(app, ["archive", "list", "runs", "--db", db])
+    assert listed.exit_code == 0 and f"DEAD: its process (pid {proc.pid} on this host) is gone" in words(listed)
+    shown = runner.invoke(app, ["archive", "show", run.id, "--db", db])
+    assert shown.exit_code == 0 and '"verdict": "running (DEAD' in shown.output
+    _, ctx, _ = setup_run(tmp_path, "help", db=db)
+    patch_services(monkeypatch, ctx)
+    resumed = runner.invoke(app, ["run", "--resume", run.id[:8], "--db", db, "--no-report"])
+    assert resumed.exit_code == 0, resumed.output
+    assert Archive(db).get(RunRecord, run.id).status == "done"
