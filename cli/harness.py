@@ -8,7 +8,7 @@ import typer
 from rich.syntax import Syntax
 
 from coevo.cli.common import console, user_errors
-from coevo.harnesses import check_tools, diff, load_harness, render
+from coevo.harnesses import check_tools, diff, harness_warnings, load_harness, render
 
 app = typer.Typer(help="Read, check, compare and draw harness specs.", no_args_is_help=True)
 
@@ -30,12 +30,15 @@ def show(spec: str = typer.Argument(..., help="Spec file, JSON text, or a shippe
 @app.command()
 def validate(spec: str = typer.Argument(..., help="Spec file to check."),
              tools: str = typer.Option("", help="Comma-separated env tool names the tool view may name.")) -> None:
-    """Validate a spec file; errors name the JSON path of each problem. Exit code 1 when invalid."""
+    """Validate a spec file; errors name the JSON path of each problem, warnings what is valid but
+    works against its use (a fixed decoding seed). Exit code 1 when invalid."""
     with user_errors():
         s = load_harness(spec)
         if tools:
             check_tools(s, [t.strip() for t in tools.split(",") if t.strip()])
     console.print(f"[green]valid[/green] {s.name} id={s.id}")
+    for warning in harness_warnings(s):
+        console.print(f"[yellow]warning[/yellow] {warning}", markup=True, highlight=False)
 
 
 @app.command("diff")

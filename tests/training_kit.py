@@ -16,6 +16,7 @@ from langchain_core.messages import BaseMessage
 
 from coevo.envs.base import Episode, Score, Task, Tool
 from coevo.models.fake import ScriptedChatModel
+from coevo.models.trajectory import ModelCall, Trajectory
 from coevo.training.checkpoint import Checkpoint
 
 VOCAB = 128
@@ -61,6 +62,15 @@ def random_adapter(base: Checkpoint, directory: Path, seed: int, **lora: Any) ->
     peft = get_peft_model(model, LoraConfig(**options))
     peft.save_pretrained(str(directory))
     return Checkpoint(id=f"ckpt-{seed}", base_model=base.base_model, adapter_path=str(directory))
+
+
+def sampled(task: Task, spec: Any, seed: int, ok: bool, checkpoint_id: str = "") -> Trajectory:
+    """A scored trajectory of ``task`` under ``spec`` with one model call that carries sampled
+    tokens (what a rollout function fake returns when the step must train on it)."""
+    call = ModelCall(input=[], output={}, prompt_token_ids=[1, 2], completion_token_ids=[3, 4], logprobs=[-0.5, -0.5],
+                     seed=seed)
+    return Trajectory(task_id=task.id, split="train", harness_id=getattr(spec, "id", ""), seed=seed, calls=[call],
+                      model_turns=1, reward=float(ok), passed=ok, checkpoint_id=checkpoint_id)
 
 
 class LookupEnv:
