@@ -15,9 +15,9 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 
 from coevo.envs.base import Episode, Score, Task, Tool
+from coevo.models.checkpoint import Checkpoint
 from coevo.models.fake import ScriptedChatModel
 from coevo.models.trajectory import ModelCall, Trajectory
-from coevo.training.checkpoint import Checkpoint
 
 VOCAB = 128
 

@@ -30,8 +30,9 @@ import torch
 from coevo.config.train import StageConfig
 from coevo.envs.base import Env, Task
 from coevo.models.base import batched
+from coevo.models.checkpoint import Checkpoint, new_checkpoint_id
 from coevo.models.trajectory import Trajectory
-from coevo.training.checkpoint import Checkpoint, load_policy, new_checkpoint_id, record_checkpoint
+from coevo.training.checkpoint import load_policy, record_checkpoint
 from coevo.training.masking import guarded, mask_counts, members
 from coevo.training.rollout import RolloutFn, default_rollout_fn, eval_mode, run_sync
 from coevo.training.samples import Row, trajectory_rows
