@@ -48,6 +48,17 @@ def tiny_llama_checkpoint(directory: Path | str, seed: int = 0) -> Checkpoint:
     return Checkpoint(id="ckpt-tiny", base_model=str(directory))
 
 
+def tiny_chat_checkpoint(directory: Path | str) -> Checkpoint:
+    """``tiny_llama_checkpoint`` whose char tokenizer has a plain chat template (``role: content``
+    lines, then ``assistant: ``), so the live-weights sampler can render harness messages."""
+    ckpt = tiny_llama_checkpoint(directory)
+    tok = char_tokenizer()
+    tok.chat_template = ("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+                         "{% if add_generation_prompt %}assistant: {% endif %}")
+    tok.save_pretrained(str(directory))
+    return ckpt
+
+
 def random_adapter(base: Checkpoint, directory: Path, seed: int, **lora: Any) -> Checkpoint:
     """A LoRA adapter over ``base`` with random A and B (``init_lora_weights=False``; r 4, alpha 8,
     every linear layer unless ``lora`` says otherwise) saved in ``directory``; id ``ckpt-<seed>``."""

@@ -148,6 +148,8 @@ def sibling_rescue(siblings: Sequence[Any] | Choose, env: Env, rollout_fn: Rollo
     """
     if not callable(siblings) and not siblings:
         raise ValueError("sibling_rescue: pass at least one sibling HarnessSpec")
+    if not callable(siblings):
+        siblings = [without_fixed_seed(s) for s in siblings]  # once, not at every rescue
 
     async def rescue(task: Task, failed_group: Group, policy: BaseChatModel) -> Group:
         run = guarded(rollout_fn or default_rollout_fn())
@@ -156,7 +158,9 @@ def sibling_rescue(siblings: Sequence[Any] | Choose, env: Env, rollout_fn: Rollo
         chosen = list(await chosen if inspect.isawaitable(chosen) else chosen)
         if not chosen:
             return failed_group
-        specs = [without_fixed_seed(chosen[i % len(chosen)]) for i in range(n)]
+        specs = [chosen[i % len(chosen)] for i in range(n)]
+        if callable(siblings):
+            specs = [without_fixed_seed(s) for s in specs]
         ckpt = failed_group[0].checkpoint_id
 
         async def one(i: int, s: Any) -> Trajectory:

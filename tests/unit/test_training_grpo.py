@@ -352,15 +352,11 @@ def test_a_step_s_rollouts_share_one_generate_call_on_the_live_weights(tmp_path)
     """The default sampler is the trainer's own PEFT model (``LivePolicy``): a step's K x tasks
     rollouts run as the engine's clients and go out as one generate call (their shared prompt
     prefix prefilled once), and the step then trains on what was sampled."""
-    from training_kit import NamingEnv, char_tokenizer
+    from training_kit import NamingEnv, tiny_chat_checkpoint
 
     from coevo.training.rollout import LivePolicy
 
-    ckpt = tiny_llama_checkpoint(tmp_path / "base")
-    tok = char_tokenizer()
-    tok.chat_template = ("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
-                         "{% if add_generation_prompt %}assistant: {% endif %}")
-    tok.save_pretrained(str(tmp_path / "base"))
+    ckpt = tiny_chat_checkpoint(tmp_path / "base")
     env = NamingEnv()
     spec = HarnessSpec(budget={"max_output_tokens": 6}, decoding={"temperature": 1.0})
     sampler = LivePolicy()

@@ -109,7 +109,7 @@ def test_an_rsft_round_seeds_every_rollout_apart_across_tasks_and_rounds(tmp_pat
 def test_the_rows_of_a_step_s_one_generate_call_are_each_seeded_with_their_own_rollout_s_seed(tmp_path, monkeypatch):
     """The weight stage decodes a step's rollouts in one batched call (issue 24): the decoding loop
     seeds each row's generator from that row's request, so the rows sample apart."""
-    from training_kit import NamingEnv, char_tokenizer
+    from training_kit import NamingEnv, tiny_chat_checkpoint
 
     import coevo.models.decode as decode
     from coevo.training.grpo import train_grpo
@@ -123,11 +123,7 @@ def test_the_rows_of_a_step_s_one_generate_call_are_each_seeded_with_their_own_r
             super().__init__(requests, device, rng)
 
     monkeypatch.setattr(decode, "RowSampler", Recording)
-    ckpt = tiny_llama_checkpoint(tmp_path / "base")
-    tok = char_tokenizer()
-    tok.chat_template = ("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
-                         "{% if add_generation_prompt %}assistant: {% endif %}")
-    tok.save_pretrained(str(tmp_path / "base"))
+    ckpt = tiny_chat_checkpoint(tmp_path / "base")
     env = NamingEnv()
     spec = HarnessSpec(budget={"max_output_tokens": 6}, decoding={"temperature": 1.0, "seed": 42})
     sampler = LivePolicy()
