@@ -8,7 +8,7 @@ import typer
 from rich.syntax import Syntax
 
 from coevo.cli.common import console, user_errors
-from coevo.harnesses import check_tools, diff, load_harness, render
+from coevo.harnesses import check_tools, diff, harness_warnings, load_harness, render
 from coevo.harnesses.fit import check_prompt_fits
 
 app = typer.Typer(help="Read, check, compare and draw harness specs.", no_args_is_help=True)
@@ -32,7 +32,8 @@ def show(spec: str = typer.Argument(..., help="Spec file, JSON text, or a shippe
 def validate(spec: str = typer.Argument(..., help="Spec file to check."),
              tools: str = typer.Option("", help="Comma-separated env tool names the tool view may name.")) -> None:
     """Validate a spec file; errors name the JSON path of each problem (a rendered prompt that cannot
-    fit the harness's context budget is one). Exit code 1 when invalid."""
+    fit the harness's context budget is one), warnings what is valid but works against its use (a
+    fixed decoding seed). Exit code 1 when invalid."""
     with user_errors():
         s = load_harness(spec)
         if tools:
@@ -40,6 +41,8 @@ def validate(spec: str = typer.Argument(..., help="Spec file to check."),
         fit = check_prompt_fits(s, source=spec)
     console.print(f"[green]valid[/green] {s.name} id={s.id}; prompt without the task: ~{fit.largest:,} of "
                   f"{fit.budget:,} context tokens", highlight=False)
+    for warning in harness_warnings(s):
+        console.print(f"[yellow]warning[/yellow] {warning}", markup=True, highlight=False)
 
 
 @app.command("diff")

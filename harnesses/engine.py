@@ -187,21 +187,21 @@ def visible(ctx: EngineContext, state: HarnessState) -> list[BaseMessage] | None
         turns = turns[1:]
 
 
-def _called(seq: list[BaseMessage], reply: AIMessage, started: float, state: HarnessState) -> dict:
-    call = record_call(seq, reply, time.perf_counter() - started)
+def _called(seq: list[BaseMessage], reply: AIMessage, started: float, state: HarnessState, seed: int) -> dict:
+    call = record_call(seq, reply, time.perf_counter() - started, seed)
     return {"messages": [reply], "calls": [call.model_dump()], "model_calls": state.get("model_calls", 0) + 1}
 
 
 def call_model(state: HarnessState, runtime: Runtime[EngineContext]) -> dict:
-    """Call the policy on the visible context and record the call (tokens, logprobs, latency); call
-    ``i`` samples with ``call_seed(seed, i)``."""
+    """Call the policy on the visible context and record the call (tokens, logprobs, latency and the
+    seed it sampled with); call ``i`` samples with ``call_seed(seed, i)``."""
     ctx = engine(runtime)
     seq = visible(ctx, state)
     if seq is None:
         return {"stop_reason": "budget:context_tokens"}
-    started = time.perf_counter()
-    reply = ctx.target.invoke(seq, **ctx.call_kwargs(state.get("model_calls", 0)))
-    return _called(seq, reply, started, state)
+    started, kwargs = time.perf_counter(), ctx.call_kwargs(state.get("model_calls", 0))
+    reply = ctx.target.invoke(seq, **kwargs)
+    return _called(seq, reply, started, state, kwargs["seed"])
 
 
 async def acall_model(state: HarnessState, runtime: Runtime[EngineContext]) -> dict:
@@ -210,9 +210,9 @@ async def acall_model(state: HarnessState, runtime: Runtime[EngineContext]) -> d
     seq = visible(ctx, state)
     if seq is None:
         return {"stop_reason": "budget:context_tokens"}
-    started = time.perf_counter()
-    reply = await areply(ctx.target, seq, **ctx.call_kwargs(state.get("model_calls", 0)))
-    return _called(seq, reply, started, state)
+    started, kwargs = time.perf_counter(), ctx.call_kwargs(state.get("model_calls", 0))
+    reply = await areply(ctx.target, seq, **kwargs)
+    return _called(seq, reply, started, state, kwargs["seed"])
 
 
 def parse_reply(state: HarnessState, runtime: Runtime[EngineContext]) -> dict:

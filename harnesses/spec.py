@@ -179,7 +179,8 @@ class Budget(Strict):
 
 class Decoding(Strict):
     """Sampling settings passed to the policy: temperature (0 = greedy), top_p, seed (``None`` = the
-    rollout's seed), ``stop`` sequences (a reply ends before the first one it would contain).
+    rollout's seed; a fixed seed makes every rollout sample alike, so ``harness_warnings`` flags it and
+    training ignores it), ``stop`` sequences (a reply ends before the first one it would contain).
 
     An empty ``stop`` is left out of the serialised spec, so a spec without stop sequences keeps the
     id it had before the field existed."""
@@ -284,6 +285,21 @@ class HarnessSpec(Strict):
     def short_id(self) -> str:
         """The first 12 hex characters of ``id``, for display."""
         return self.id[:12]
+
+
+def harness_warnings(spec: HarnessSpec) -> list[Problem]:
+    """What is valid in ``spec`` but works against its use, each with its JSON path and the fix
+    (``coevo harness validate`` prints them, the ``check`` node records them): a fixed
+    ``decoding.seed`` (issue 29, item 6), with which the k rollouts of a task in an evaluation sample
+    one random stream, and which a GRPO group would share (no reward contrast) had training not
+    replaced it by a seed per rollout."""
+    seed = spec.decoding.seed
+    if seed is None:
+        return []
+    return [Problem("/decoding/seed", f"fixed at {seed}: every rollout samples with the same seeds (an "
+                                      "evaluation's k rollouts of a task repeat one another; training ignores it "
+                                      "and seeds each rollout itself); set it to null unless a single replayable "
+                                      "rollout is what you want")]
 
 
 def hook_problems(hooks: Mapping[str, Any]) -> list[Problem]:

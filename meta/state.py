@@ -72,6 +72,8 @@ class CandidateChecks(BaseModel):
 
     Smoke run: TIMR (violations per model turn) of incumbent and candidate on the first
     ``meta.smoke_tasks`` train tasks. Local check: mean reward of both on ``local_tasks`` train tasks.
+    ``warnings``: what the candidate's spec holds that is valid but works against its use
+    (``coevo.harnesses.spec.harness_warnings``: a fixed decoding seed), one line each.
     """
 
     smoke_timr_incumbent: float | None = None
@@ -79,6 +81,7 @@ class CandidateChecks(BaseModel):
     local_tasks: int | None = None
     local_incumbent: float | None = None
     local_candidate: float | None = None
+    warnings: list[str] = Field(default_factory=list)
 
 
 class Candidate(BaseModel):

@@ -24,12 +24,14 @@ __all__ = ["TOKENS_KEY", "MISSING_TOKENS_KEY", "batched", "record_call"]
 TOKENS_KEY = "coevo_tokens"
 
 
-def record_call(inputs: Sequence[BaseMessage], reply: AIMessage, latency_s: float = 0.0) -> ModelCall:
+def record_call(inputs: Sequence[BaseMessage], reply: AIMessage, latency_s: float = 0.0,
+                seed: int | None = None) -> ModelCall:
     """Build the ``ModelCall`` record of one model call.
 
     Args: ``inputs`` the messages sent; ``reply`` the model's ``AIMessage``; ``latency_s`` wall
-    seconds. Token ids and logprobs are copied from ``reply.response_metadata[TOKENS_KEY]`` when
-    present; token counts fall back to their lengths when ``usage_metadata`` is missing.
+    seconds; ``seed`` the sampling seed the call was made with. Token ids and logprobs are copied
+    from ``reply.response_metadata[TOKENS_KEY]`` when present; token counts fall back to their
+    lengths when ``usage_metadata`` is missing.
     """
     meta: dict[str, Any] = reply.response_metadata or {}
     tokens: dict[str, Any] = meta.get(TOKENS_KEY) or {}
@@ -46,6 +48,7 @@ def record_call(inputs: Sequence[BaseMessage], reply: AIMessage, latency_s: floa
         output_tokens=int(usage.get("output_tokens") or len(completion_ids or [])),
         cost_usd=float(meta.get("cost_usd") or 0.0),
         latency_s=latency_s,
+        seed=seed,
     )
 
 

@@ -30,6 +30,7 @@ class ModelCall(BaseModel):
     ``prompt_token_ids`` is the full tokenised input (chat template applied);
     ``completion_token_ids`` the sampled tokens, ``logprobs`` the sampling logprob of each
     (same length, natural log). All three are ``None`` for models that do not expose them.
+    ``seed`` is the sampling seed the call was made with (``None``: not recorded).
     """
 
     input: list[dict[str, Any]]
@@ -41,6 +42,7 @@ class ModelCall(BaseModel):
     output_tokens: int = 0
     cost_usd: float = 0.0
     latency_s: float = 0.0
+    seed: int | None = None
 
     @property
     def missing_tokens(self) -> str | None:

@@ -6,6 +6,8 @@ prompt does not fit ends before any model call); here its interface-mismatch
 rate (TIMR, CoEvo-RSI) on a small train smoke run must not exceed the incumbent's by more than
 ``meta.max_timr_increase``. Local (optional): on ≤ 30 train tasks — the direction's failed tasks
 plus ≤ 10 previously solved controls — the candidate must beat the incumbent's mean reward.
+A spec that is valid but works against its use (a fixed decoding seed: ``harness_warnings``)
+passes with a warning in ``cand.checks.warnings`` and the log.
 Neither check scores a task whose answer went into a demonstration (the candidate's own or an
 earlier candidate's): its score would measure copying, not repair.
 A candidate that fails gets one revision from the editor, checked again.
@@ -17,6 +19,7 @@ from langgraph.runtime import Runtime
 
 from coevo.evaluation.results import EvalResult
 from coevo.harnesses.fit import prompt_fit
+from coevo.harnesses.spec import harness_warnings
 from coevo.meta.context import MetaContext
 from coevo.meta.state import Candidate, Direction, MetaState
 from coevo.nodes.edit import realise
@@ -42,6 +45,9 @@ async def check_one(ctx: MetaContext, state: MetaState, cand: Candidate, directi
     """Run the checks on one candidate; returns ``""`` when it passes, else the failure reason.
     Fills ``cand.checks`` with the measured numbers. Tasks ``demonstrated`` answers are left out."""
     meta = ctx.config.meta
+    cand.checks.warnings = [str(w) for w in harness_warnings(ctx.spec(cand.spec_id or ""))]
+    for warning in cand.checks.warnings:
+        ctx.log("check", f"{cand.id}: warning {warning}")
     prompts = [t.prompt for t in ctx.tasks("train")]
     fit, parent_fit = prompt_fit(ctx.spec(cand.spec_id or ""), prompts), prompt_fit(ctx.spec(cand.parent_id), prompts)
     if fit.over > parent_fit.over:  # no rollout needed: such tasks would end before any model call

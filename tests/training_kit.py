@@ -17,6 +17,7 @@ from langchain_core.messages import BaseMessage
 from coevo.envs.base import Episode, Score, Task, Tool
 from coevo.models.checkpoint import Checkpoint
 from coevo.models.fake import ScriptedChatModel
+from coevo.models.trajectory import ModelCall, Trajectory
 
 VOCAB = 128
 
@@ -47,6 +48,17 @@ def tiny_llama_checkpoint(directory: Path | str, seed: int = 0) -> Checkpoint:
     return Checkpoint(id="ckpt-tiny", base_model=str(directory))
 
 
+def tiny_chat_checkpoint(directory: Path | str) -> Checkpoint:
+    """``tiny_llama_checkpoint`` whose char tokenizer has a plain chat template (``role: content``
+    lines, then ``assistant: ``), so the live-weights sampler can render harness messages."""
+    ckpt = tiny_llama_checkpoint(directory)
+    tok = char_tokenizer()
+    tok.chat_template = ("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+                         "{% if add_generation_prompt %}assistant: {% endif %}")
+    tok.save_pretrained(str(directory))
+    return ckpt
+
+
 def random_adapter(base: Checkpoint, directory: Path, seed: int, **lora: Any) -> Checkpoint:
     """A LoRA adapter over ``base`` with random A and B (``init_lora_weights=False``; r 4, alpha 8,
     every linear layer unless ``lora`` says otherwise) saved in ``directory``; id ``ckpt-<seed>``."""
@@ -61,6 +73,15 @@ def random_adapter(base: Checkpoint, directory: Path, seed: int, **lora: Any) ->
     peft = get_peft_model(model, LoraConfig(**options))
     peft.save_pretrained(str(directory))
     return Checkpoint(id=f"ckpt-{seed}", base_model=base.base_model, adapter_path=str(directory))
+
+
+def sampled(task: Task, spec: Any, seed: int, ok: bool, checkpoint_id: str = "") -> Trajectory:
+    """A scored trajectory of ``task`` under ``spec`` with one model call that carries sampled
+    tokens (what a rollout function fake returns when the step must train on it)."""
+    call = ModelCall(input=[], output={}, prompt_token_ids=[1, 2], completion_token_ids=[3, 4], logprobs=[-0.5, -0.5],
+                     seed=seed)
+    return Trajectory(task_id=task.id, split="train", harness_id=getattr(spec, "id", ""), seed=seed, calls=[call],
+                      model_turns=1, reward=float(ok), passed=ok, checkpoint_id=checkpoint_id)
 
 
 class LookupEnv:

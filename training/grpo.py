@@ -24,6 +24,10 @@ Eq. 16 clip(pi_old / q, 0, 2)               folded into per-token advantages whe
 loss on policy tokens only                  ``env_mask`` from ``Trajectory.segments``
 ==========================================  =================================================
 
+Rollouts that raised or carry no sampled tokens are masked out of their groups, and a group left
+with fewer than two is dropped (``coevo.training.masking``); each rollout samples with its own
+seed (``coevo.training.seeds``).
+
 Differences: one generation batch per optimiser step (``num_iterations=1`` by default), so
 ``pi_old`` is the sampling policy and the ratio starts at 1; ``max_len`` truncates very long
 segments from the tail.
@@ -120,13 +124,16 @@ def _env_reward(prompts: list, completions: list, **kwargs: Any) -> list[float]:
 def stage_metrics(log_history: list[dict], rollouts: list[dict[str, float]], wall_s: float) -> dict[str, Any]:
     """Checkpoint metrics of a stage: means over steps of loss, reward (rollouts under the harness),
     effective-group rate, the rate of groups with any reward contrast and effective-token share;
-    policy tokens and groups drawn by dynamic sampling summed; wall seconds; and ``history`` (one
+    policy tokens, groups drawn by dynamic sampling, rollouts masked out of their groups (raised:
+    ``failed_rollouts``; without sampled tokens: ``tokenless_rollouts``) and groups dropped below two
+    rollouts summed; wall seconds; and ``history`` (one
     dict per step: step, loss, reward, pass_rate, effective_group_rate, nonzero_std_rate,
     effective_token_share, policy_tokens, rescue_rate (Harness-S rescue trigger rate), rescue_success,
     rescued_groups, resampled_groups, resampled_retained,
-    failed_rollouts, the sampler's rollout_s, the harness-use numbers of
-    ``coevo.training.harness_cost.harness_metrics`` (task_reward, harness_cost, shaped_reward,
-    action_rate, harness_reads, harness_writes, state_chars; also as means over steps),
+    failed_rollouts, tokenless_rollouts, dropped_groups (``coevo.training.masking``), the sampler's
+    rollout_s, the harness-use numbers of ``coevo.training.harness_cost.harness_metrics``
+    (task_reward, harness_cost, shaped_reward, action_rate, harness_reads, harness_writes,
+    state_chars; also as means over steps),
     sampled_tokens, sampled_tokens_per_s, and the trainer's grad_norm, entropy and, with Eq. 16,
     is_weight_mean and sampler_logp_diff_mean; needs ``logging_steps=1``)."""
     logs = [h for h in log_history if "loss" in h]
@@ -137,8 +144,8 @@ def stage_metrics(log_history: list[dict], rollouts: list[dict[str, float]], wal
 
     keys = ("reward", "pass_rate", "effective_group_rate", "nonzero_std_rate", "effective_token_share",
             "policy_tokens", "rescue_rate", "rescue_success", "rescued_groups", "resampled_groups",
-            "resampled_retained", "failed_rollouts", "rollout_s", "sampled_tokens", "sampled_tokens_per_s",
-            *HARNESS_KEYS)
+            "resampled_retained", "failed_rollouts", "tokenless_rollouts", "dropped_groups", "rollout_s",
+            "sampled_tokens", "sampled_tokens_per_s", *HARNESS_KEYS)
     trainer_keys = ("loss", "grad_norm", "entropy", "is_weight_mean", "sampler_logp_diff_mean")
     history = [{"step": i + 1, **{k: r[k] for k in keys if k in r},
                 **({k: logs[i][k] for k in trainer_keys if k in logs[i]} if i < len(logs) else {})}
@@ -155,6 +162,8 @@ def stage_metrics(log_history: list[dict], rollouts: list[dict[str, float]], wal
         "rescue_success": (sum(r.get("rescue_success", 0.0) * r.get("rescued_groups", 0.0) for r in rollouts)
                            / max(1.0, sum(r.get("rescued_groups", 0.0) for r in rollouts))),
         "resampled_groups": int(sum(r.get("resampled_groups", 0.0) for r in rollouts)),
+        **{key: int(sum(r.get(key, 0.0) for r in rollouts))
+           for key in ("failed_rollouts", "tokenless_rollouts", "dropped_groups")},
         "sampled_tokens_per_s": (sum(r.get("sampled_tokens", 0.0) for r in rollouts)
                                  / max(1e-9, sum(r.get("rollout_s", 0.0) for r in rollouts))),
         **{k: mean(k) for k in HARNESS_KEYS},

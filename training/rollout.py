@@ -12,10 +12,11 @@ group has contrast; all replacements of a round are sampled together. Advantages
 retained group; every trajectory becomes rows with a policy-token mask (``coevo.training.samples``).
 
 A rollout that raises (the model, the env, the harness) does not abort the step: ``guarded`` turns
-it into a failed trajectory (reward 0, ``stop_reason`` ``error:<type>``, no model calls, so no
-training row: fully masked) that keeps its place in its group, so groups keep their size K and
-their order; the error is logged and counted in the step's ``failed_rollouts`` metric. Its zero
-reward enters the group's Eq. 6 statistics like any failed attempt.
+it into a failed trajectory. It, and a rollout without sampled tokens, is recorded and counted in
+the step's metrics but masked out of its group (``coevo.training.masking``): Eq. 6's statistics and
+the loss use the group's other rollouts, and a group left with fewer than two is dropped
+(``dropped_groups``). Every rollout samples with its own seed from (stage seed, step, group, task,
+rollout), whatever the harness's ``decoding.seed`` says (``coevo.training.seeds``).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Coroutine, Iterator, Sequence, TypeVar
+from typing import Any, Awaitable, Callable, Coroutine, Iterable, Iterator, Sequence, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 
@@ -39,12 +40,24 @@ from coevo.models.base import batched
 from coevo.models.trajectory import Trajectory
 from coevo.training.advantages import effective_group_rate, effective_token_share, group_advantages
 from coevo.training.harness_cost import harness_metrics, shaped_reward
+from coevo.training.masking import (
+    MIN_MEMBERS,
+    RolloutFn,
+    failed_trajectory,
+    guarded,
+    has_contrast,
+    is_failed,
+    mask_counts,
+    members,
+)
 from coevo.training.samples import Row, rollout_output, trajectory_rows
+from coevo.training.seeds import rollout_seed, without_fixed_seed
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 Group = list[Trajectory]
-RolloutFn = Callable[..., Awaitable[Trajectory]]
+__all__ = ["HarnessRollout", "LivePolicy", "sibling_rescue", "failed_trajectory", "guarded", "has_contrast",
+           "is_failed", "run_sync"]
 PolicyFactory = Callable[[Any], BaseChatModel]
 Rescue = Callable[..., "Group | Awaitable[Group] | None"]
 Choose = Callable[[Task, int], "Sequence[Any] | Awaitable[Sequence[Any]]"]
@@ -123,7 +136,10 @@ def sibling_rescue(siblings: Sequence[Any] | Choose, env: Env, rollout_fn: Rollo
     """A rescue hook for Harness-S Eq. 5: one fresh attempt of the same policy under each sibling
     harness, from the task's initial state; the returned group replaces the failed one, and each of
     its trajectories carries its own sibling's context (prompt token ids), so its probability ratio
-    (Eq. 7) is computed in the context that generated it.
+    (Eq. 7) is computed in the context that generated it. Rescue rollout ``i`` samples with its own
+    seed, derived from ``seed`` and the seed of failed rollout ``i`` (so distinct across the step's
+    rollouts and steps; a sibling's fixed ``decoding.seed`` is ignored, ``coevo.training.seeds``);
+    its group is masked like any other (``coevo.training.masking``).
 
     ``siblings``: harness specs in rank order, cycled to the size of the failed group; or a router
     ``choose(task, k) -> specs`` (sync or async; Harness-S Eq. 10, the top-K distinct siblings for
@@ -133,6 +149,8 @@ def sibling_rescue(siblings: Sequence[Any] | Choose, env: Env, rollout_fn: Rollo
     """
     if not callable(siblings) and not siblings:
         raise ValueError("sibling_rescue: pass at least one sibling HarnessSpec")
+    if not callable(siblings):
+        siblings = [without_fixed_seed(s) for s in siblings]  # once, not at every rescue
 
     async def rescue(task: Task, failed_group: Group, policy: BaseChatModel) -> Group:
         run = guarded(rollout_fn or default_rollout_fn())
@@ -142,11 +160,14 @@ def sibling_rescue(siblings: Sequence[Any] | Choose, env: Env, rollout_fn: Rollo
         if not chosen:
             return failed_group
         specs = [chosen[i % len(chosen)] for i in range(n)]
+        if callable(siblings):
+            specs = [without_fixed_seed(s) for s in specs]
         ckpt = failed_group[0].checkpoint_id
 
         async def one(i: int, s: Any) -> Trajectory:
             with batched(policy):  # the group's rollouts share generate calls
-                return await run(s, policy, env, task, seed=seed + 7919 + i, checkpoint_id=ckpt)
+                return await run(s, policy, env, task, seed=rollout_seed(seed, "rescue", failed_group[i].seed, i),
+                                 checkpoint_id=ckpt)
 
         return list(await asyncio.gather(*(one(i, s) for i, s in enumerate(specs))))
 
@@ -169,42 +190,6 @@ def with_experience(lessons: Sequence[str], run: RolloutFn | None = None) -> Rol
         return await base(*args, **{**kwargs, "experience": given})
 
     return run_with_experience
-
-
-def failed_trajectory(spec: Any, task: Task, seed: int, checkpoint_id: str, error: Exception) -> Trajectory:
-    """The trajectory of a rollout that raised ``error``: reward 0, not passed, no model calls
-    (so it yields no training row), ``stop_reason`` ``error:<type>`` and ``score_detail["error"]``."""
-    return Trajectory(task_id=task.id, env=task.env, split=task.split, harness_id=getattr(spec, "id", ""),
-                      checkpoint_id=checkpoint_id, seed=seed, stop_reason=f"error:{type(error).__name__}",
-                      reward=0.0, passed=False, score_detail={"error": f"{type(error).__name__}: {error}"})
-
-
-def is_failed(trajectory: Trajectory) -> bool:
-    """Whether ``trajectory`` stands for a rollout that raised (``failed_trajectory``)."""
-    return trajectory.stop_reason.startswith("error:")
-
-
-def guarded(run: RolloutFn) -> RolloutFn:
-    """``run`` (a rollout function ``(spec, policy, env, task, seed=, checkpoint_id=)``) whose
-    exceptions become ``failed_trajectory`` results, each logged as a warning. Cancellation and
-    other ``BaseException`` s still propagate."""
-
-    async def guarded_run(spec: Any, policy: BaseChatModel, env: Env, task: Task, seed: int = 0,
-                          checkpoint_id: str = "", **kwargs: Any) -> Trajectory:
-        try:
-            return await run(spec, policy, env, task, seed=seed, checkpoint_id=checkpoint_id, **kwargs)
-        except Exception as err:
-            log.warning("rollout of task %s (seed %d) failed and counts as reward 0: %s: %s",
-                        task.id, seed, type(err).__name__, err)
-            return failed_trajectory(spec, task, seed, checkpoint_id, err)
-
-    return guarded_run
-
-
-def has_contrast(group: Group, action_cost: float = 0.0) -> bool:
-    """Whether ``group``'s rewards (cost-aware at ``action_cost``, ``shaped_reward``) differ (Eq. 6
-    then gives some rollout a non-zero advantage)."""
-    return len({shaped_reward(t, action_cost) for t in group}) > 1
 
 
 @dataclass
@@ -233,7 +218,8 @@ class HarnessRollout:
     -> group`` (sync or async; ``None``/empty keeps the failed group); ``policy_factory(trainer) ->
     chat model`` (default ``LivePolicy()``: the trainer's current weights; ``close`` stops it);
     ``rollout_fn`` (default
-    ``arun_rollout``); ``max_len`` row length cap in tokens; ``seed`` base seed; ``checkpoint_id``
+    ``arun_rollout``); ``max_len`` row length cap in tokens; ``seed`` the stage seed every rollout's
+    seed derives from (``coevo.training.seeds``; ``spec``'s own ``decoding.seed`` is cleared); ``checkpoint_id``
     written on the trajectories (``<id>+step<s>`` after s updates); ``max_concurrency`` caps
     concurrent rollouts (None: all at once, which lets a batching backend fill its batch);
     ``resample`` rounds of dynamic sampling per call (0: off; see module docstring), drawing from
@@ -244,8 +230,8 @@ class HarnessRollout:
 
     After each call: ``trajectories`` holds every rollout so far (initial groups, including
     all-fail groups that rescue replaced, then rescue groups, then groups drawn by dynamic
-    sampling; a rollout that raised is there as a ``failed_trajectory``), ``history`` one stats
-    dict per call.
+    sampling; a rollout that raised is there as a ``failed_trajectory``, and masked rollouts are
+    there too), ``history`` one stats dict per call.
     """
 
     def __init__(self, spec: Any, env: Env, tasks: Sequence[Task], rescue: Rescue | None = None,
@@ -253,7 +239,8 @@ class HarnessRollout:
                  max_len: int | None = None, seed: int = 0, checkpoint_id: str = "",
                  max_concurrency: int | None = None, resample: int = 0, mixture: Sequence[Any] = (),
                  action_cost: float = 0.0) -> None:
-        self.spec, self.env, self.rescue, self.mixture = spec, env, rescue, list(mixture)
+        self.spec, self.env, self.rescue = without_fixed_seed(spec), env, rescue
+        self.mixture = [without_fixed_seed(s) for s in mixture]
         self.tasks = {t.id: t for t in tasks}
         self.policy_factory: PolicyFactory = policy_factory or LivePolicy()
         self.rollout_fn = rollout_fn
@@ -285,7 +272,7 @@ class HarnessRollout:
         if tokenizer is not None:
             for t in batch.made:
                 fill_prompt_ids(t, tokenizer)
-        out = self._output(batch)
+        out = self._output(batch, step)
         sampled = sum(t.output_tokens for t in batch.made)
         out["metrics"].update(rollout_s=elapsed, sampled_tokens=float(sampled),
                               sampled_tokens_per_s=sampled / elapsed if elapsed > 0 else 0.0)
@@ -310,21 +297,21 @@ class HarnessRollout:
         run = guarded(self.rollout_fn or default_rollout_fn())
         limit = asyncio.Semaphore(self.max_concurrency or len(tasks) * k)
         ckpt = self.checkpoint_id if step == 0 else f"{self.checkpoint_id}+step{step}"
-        seed = self.seed + 10_007 * step
 
-        async def group(task: Task, base: int) -> Group:
+        async def group(task: Task, *where: object) -> Group:
             async def one(j: int) -> Trajectory:
+                seed = rollout_seed(self.seed, step, *where, task.id, j)
                 async with limit:
                     spec = self.mixture[j % len(self.mixture)] if self.mixture else self.spec
                     with batched(policy):
-                        return await run(spec, policy, self.env, task, seed=base + j, checkpoint_id=ckpt)
+                        return await run(spec, policy, self.env, task, seed=seed, checkpoint_id=ckpt)
 
             return list(await asyncio.gather(*(one(j) for j in range(k))))
 
-        initial = list(await asyncio.gather(*(group(t, seed) for t in tasks)))
+        initial = list(await asyncio.gather(*(group(t, "group", x) for x, t in enumerate(tasks))))
         retained = list(initial)
-        if self.rescue is not None:
-            failed = [i for i, g in enumerate(initial) if not any(t.passed for t in g)]
+        if self.rescue is not None:  # all-fail: rollouts to learn from, none of them passed
+            failed = [i for i, g in enumerate(initial) if members(g) and not any(t.passed for t in g)]
             rescued = await asyncio.gather(*(self._rescue(tasks[i], initial[i], policy) for i in failed))
             for i, g in zip(failed, rescued):
                 retained[i] = g
@@ -336,7 +323,7 @@ class HarnessRollout:
             picks = list(zip(flat, itertools.islice(reserve, len(flat))))
             if not picks:
                 break
-            drawn = await asyncio.gather(*(group(t, seed + 101 * (r + 1)) for _, t in picks))
+            drawn = await asyncio.gather(*(group(t, "draw", r, i) for i, t in picks))
             batch.drawn += drawn
             for (i, _), g in zip(picks, drawn):
                 if has_contrast(g, self.action_cost):
@@ -357,36 +344,52 @@ class HarnessRollout:
             result = await result
         return list(result) if result else group
 
-    def _output(self, batch: Batch) -> dict[str, Any]:
-        groups = batch.retained
+    def _output(self, batch: Batch, step: int) -> dict[str, Any]:
+        """Rows and metrics of ``batch``'s retained groups, each cut to its ``members`` (masked
+        rollouts out; a group with fewer than ``MIN_MEMBERS`` dropped, the rest renumbered)."""
+        kept = [g for g in map(members, batch.retained) if len(g) >= MIN_MEMBERS]
         rows: list[Row] = []
         advantages, tokens = [], []
-        for x, group in enumerate(groups):
+        for x, group in enumerate(kept):
             adv = group_advantages([shaped_reward(t, self.action_cost) for t in group])
             per_traj = [trajectory_rows(t, a, x, self.max_len) for t, a in zip(group, adv)]
             rows += [r for rs in per_traj for r in rs]
             advantages.append(adv)
             tokens.append([sum(r.policy_tokens for r in rs) for rs in per_traj])
         self.trajectories += batch.made
-        under_spec = [t for g in batch.initial + batch.drawn for t in g]
-        drawn = {id(g) for g in batch.drawn}
+        under_spec = [t for g in batch.initial + batch.drawn for t in members(g)]
+        drawn = {id(t) for g in batch.drawn for t in g}
+        masks = mask_counts(batch.made)
+        dropped = len(batch.retained) - len(kept)
+        if dropped or any(masks.values()):
+            log.warning("GRPO step %d: %d rollouts raised and %d carried no sampled tokens: masked out of their "
+                        "groups; %d of %d groups dropped with fewer than %d rollouts left", step,
+                        masks["failed_rollouts"], masks["tokenless_rollouts"], dropped, len(batch.retained),
+                        MIN_MEMBERS)
         metrics = {
-            "reward": statistics.fmean(t.reward for t in under_spec),
-            "pass_rate": statistics.fmean(float(t.passed) for t in under_spec),
-            "reward_retained": statistics.fmean(t.reward for g in groups for t in g),
-            "effective_group_rate": effective_group_rate([[t.passed for t in g] for g in groups]),
-            "nonzero_std_rate": statistics.fmean(float(any(a != 0.0 for a in adv)) for adv in advantages),
+            "reward": _mean(t.reward for t in under_spec),
+            "pass_rate": _mean(float(t.passed) for t in under_spec),
+            "reward_retained": _mean(t.reward for g in kept for t in g),
+            "effective_group_rate": effective_group_rate([[t.passed for t in g] for g in kept]),
+            "nonzero_std_rate": _mean(float(any(a != 0.0 for a in adv)) for adv in advantages),
             "effective_token_share": effective_token_share(advantages, tokens),
             "policy_tokens": float(sum(map(sum, tokens))),
-            "rescue_rate": len(batch.rescued) / len(groups),
+            "rescue_rate": len(batch.rescued) / len(batch.retained),
             "rescue_success": (sum(any(t.passed for t in g) for g in batch.rescued.values()) / len(batch.rescued)
                                if batch.rescued else 0.0),
             "rescued_groups": float(len(batch.rescued)),
             "resampled_groups": float(len(batch.drawn)),
-            "resampled_retained": float(sum(id(g) in drawn for g in groups)),
-            "failed_rollouts": float(sum(map(is_failed, batch.made))),
+            "resampled_retained": float(sum(id(g[0]) in drawn for g in kept)),
+            **masks,
+            "dropped_groups": float(dropped),
             "rows": float(len(rows)),
             **harness_metrics(under_spec, self.action_cost),
         }
         self.history.append(metrics)
-        return {**rollout_output(rows), "num_tasks": len(groups), "metrics": metrics}
+        return {**rollout_output(rows), "num_tasks": len(kept), "metrics": metrics}
+
+
+def _mean(values: Iterable[float]) -> float:
+    """The mean of ``values``; 0.0 when there are none (every rollout masked)."""
+    values = list(values)
+    return statistics.fmean(values) if values else 0.0

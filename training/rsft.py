@@ -8,7 +8,9 @@ credit the threshold is the stated bar, default 0.5) are kept, and the adapter t
 gradient steps on the token-normalised log-likelihood of their *policy* tokens only
 (``Trajectory.segments`` masks: user prompts, tool results and harness injections excluded). The
 next round samples from the updated weights ("synchronise the updated weights to the rollout
-workers").
+workers"). Each rollout samples with its own seed (``coevo.training.seeds``); a rollout that raised
+or carries no sampled tokens is recorded and counted but neither a sample of the round's statistics
+nor accepted (``coevo.training.masking``).
 
 A small loop rather than TRL's ``SFTTrainer``: the data change every round and the optimiser
 state must persist across rounds; the loss is exactly WHALE's masked, token-normalised NLL.
@@ -31,9 +33,11 @@ from coevo.models.base import batched
 from coevo.models.checkpoint import Checkpoint, new_checkpoint_id
 from coevo.models.trajectory import Trajectory
 from coevo.training.checkpoint import load_policy, record_checkpoint
-from coevo.training.rollout import RolloutFn, default_rollout_fn, eval_mode, guarded, is_failed, run_sync
+from coevo.training.masking import guarded, mask_counts, members
+from coevo.training.rollout import RolloutFn, default_rollout_fn, eval_mode, run_sync
 from coevo.training.samples import Row, trajectory_rows
 from coevo.training.schedule import PersistentSampler, run_phase
+from coevo.training.seeds import rollout_seed, without_fixed_seed
 
 
 def accepted(trajectories: Sequence[Trajectory], threshold: float) -> list[Trajectory]:
@@ -93,7 +97,8 @@ def train_rsft(
     ``coevo.training.harness_cost.harness_sft_rows``: its BPE-using turns only). Returns
     ``(new checkpoint, every rollout sampled)``; metrics hold ``loss``
     (mean over SFT steps), ``reward_mean`` (of the samples), ``kept_rate``, ``tokens`` (policy tokens
-    trained on), ``wall_time_s``, a per-round ``history``, ``sampler_position`` (where the next phase
+    trained on), ``wall_time_s``, a per-round ``history`` (with ``failed_rollouts`` and
+    ``tokenless_rollouts``, the rollouts masked out of its samples), ``sampler_position`` (where the next phase
     starts), ``epochs`` (stream positions walked / stream size, or tasks drawn / tasks) and
     ``stop_reason`` ("": it ran its length). Rounds with nothing accepted make no update. Raises
     ``StageConfigError`` naming a bad config key and ``ValueError`` with no tasks.
@@ -120,7 +125,8 @@ def train_rsft(
         from coevo.evaluation.executors import sampling_on
 
         rollout_fn = sampling_on(executor, rollout_fn)
-    run = guarded(rollout_fn or default_rollout_fn())  # a rollout that raises is a reward-0 sample
+    run = guarded(rollout_fn or default_rollout_fn())  # a rollout that raises is masked, not a reward-0 sample
+    spec = without_fixed_seed(spec)
     rng = random.Random(cfg.seed)
     trajectories: list[Trajectory] = []
     history: list[dict[str, Any]] = []
@@ -128,23 +134,27 @@ def train_rsft(
         def step(rnd: int, batch: list[Task]) -> float:
             ckpt_id = checkpoint.id if rnd == 0 else f"{checkpoint.id}+round{rnd}"
 
-            async def one(task: Task, j: int) -> Trajectory:
+            async def one(x: int, task: Task, j: int) -> Trajectory:
+                seed = rollout_seed(cfg.seed, rnd, "rsft", x, task.id, j)
                 with batched(policy):  # a round's rollouts share the local engine's generate calls
-                    return await run(spec, policy, env, task, seed=cfg.seed + 10_007 * rnd + j, checkpoint_id=ckpt_id)
+                    return await run(spec, policy, env, task, seed=seed, checkpoint_id=ckpt_id)
 
             async def sample() -> list[Trajectory]:
-                return list(await asyncio.gather(*(one(task, j) for task in batch for j in range(cfg.num_generations))))
+                return list(await asyncio.gather(*(one(x, task, j) for x, task in enumerate(batch)
+                                                   for j in range(cfg.num_generations))))
 
             with eval_mode(model):
                 sampled = run_sync(sample())
             trajectories.extend(sampled)
-            keep = accepted(sampled, cfg.rsft_threshold)
+            valid = members(sampled)
+            keep = accepted(valid, cfg.rsft_threshold)
             rows = [r for t in keep for r in (rows_fn(t, cfg.max_len) if rows_fn
                                               else trajectory_rows(t, 1.0, 0, cfg.max_len))]
             losses = _sft_epochs(model, optimizer, rows, cfg, rng)
-            stats = {"round": rnd + 1, "reward": statistics.fmean(t.reward for t in sampled),
-                     "kept": len(keep), "kept_rate": len(keep) / len(sampled),
-                     "failed_rollouts": sum(map(is_failed, sampled)),
+            # with every rollout masked the round has no sample: reward and kept rate 0.0 (the counts say why)
+            stats = {"round": rnd + 1, "reward": statistics.fmean(t.reward for t in valid) if valid else 0.0,
+                     "kept": len(keep), "kept_rate": len(keep) / len(valid) if valid else 0.0,
+                     **{k: int(v) for k, v in mask_counts(sampled).items()},
                      "tokens": sum(r.policy_tokens for r in rows), "loss": statistics.fmean(losses) if losses else None,
                      "sft_steps": len(losses)}
             history.append(stats)

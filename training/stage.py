@@ -61,10 +61,11 @@ def stage_rollouts(train: TrainConfig, options: StageOptions = StageOptions()) -
 
 def training_spec(spec: HarnessSpec, train: TrainConfig) -> HarnessSpec:
     """``spec`` as training rollouts run it: sampled at ``train.temperature`` with
-    ``train.max_new_tokens`` output tokens per model call, whatever its own decoding and budget say
-    (a new spec id; everything else unchanged)."""
+    ``train.max_new_tokens`` output tokens per model call and no fixed seed (training seeds each
+    rollout itself, ``coevo.training.seeds``), whatever its own decoding and budget say (a new spec
+    id; everything else unchanged)."""
     return spec.model_copy(update={
-        "decoding": spec.decoding.model_copy(update={"temperature": train.temperature}),
+        "decoding": spec.decoding.model_copy(update={"temperature": train.temperature, "seed": None}),
         "budget": spec.budget.model_copy(update={"max_output_tokens": train.max_new_tokens})})
 
 

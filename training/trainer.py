@@ -76,8 +76,13 @@ class HarnessGRPOTrainer(GRPOBatchHook, GRPOTrainer):
         out = self.rollout_func([x["prompt"] for x in inputs], self)
         rows = _rows(out)
         if not rows:
-            raise RuntimeError("no rollout produced policy tokens: does the chat model put token ids in "
-                               "response_metadata[TOKENS_KEY]? (coevo.models.base)")
+            m = out.get("metrics") or {}
+            raise RuntimeError(
+                "no rollout of this step produced policy tokens to train on ("
+                f"{m.get('failed_rollouts', 0):.0f} raised, {m.get('tokenless_rollouts', 0):.0f} came without sampled "
+                f"tokens, {m.get('dropped_groups', 0):.0f} groups dropped with fewer than 2 rollouts left): check the "
+                "log's rollout errors, and that the chat model puts token ids in response_metadata[TOKENS_KEY] "
+                "(coevo.models.base)")
         chunks = self.args.steps_per_generation
         while len(rows) % chunks:  # TRL splits the batch in equal chunks; fillers carry no loss
             rows.append(Row(rows[0].prompt_ids, rows[0].completion_ids, [0] * len(rows[0].env_mask),

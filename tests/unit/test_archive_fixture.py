@@ -7,7 +7,7 @@ against d0f3406): the SQLite archive as ``sqlite3 .dump``, the PostgreSQL archiv
 for each the rows as that code's ``Archive`` read them back. What migration 0003 changed on purpose
 is undone before comparing (``as_written``): a checkpoint's ``model_ref``/``vllm`` were keys of its
 ``config``, a profile was one ``profile`` JSON, a promotion's pairs one ``pairs`` JSON, a ballot had
-no ``kind``; timestamps stored as floats read back as the same instant (to the microsecond).
+no ``kind``, a model call no ``seed``; timestamps stored as floats read back as the same instant (to the microsecond).
 """
 
 from __future__ import annotations
@@ -76,6 +76,9 @@ def as_written(table: str, row: dict[str, Any]) -> dict[str, Any]:
     elif table == "votes":
         row.pop("kind")
     elif table == "trajectories":
+        # each model call's sampling seed is recorded since issue 29 item 6: absent (None) in d0f3406's rows
+        calls = [{k: v for k, v in call.items() if not (k == "seed" and v is None)} for call in row["calls"]]
+        row = {**row, "calls": calls}
         row = {"id": row["id"], "digest": hashlib.sha256(json.dumps(row, sort_keys=True).encode()).hexdigest()}
     return row
 

@@ -19,7 +19,7 @@ from coevo.harnesses.runtime import arun_rollout
 from coevo.harnesses.spec import BPE, HarnessSpec, validate_spec
 from coevo.harnesses.view import diff
 from coevo.models.fake import ScriptedChatModel
-from coevo.models.trajectory import Trajectory
+from coevo.models.trajectory import ModelCall, Trajectory
 from coevo.training.harness_cost import harness_metrics, shaped_reward
 from coevo.training.rollout import HarnessRollout
 
@@ -138,7 +138,8 @@ def test_experience_persists_across_episodes_of_a_lineage():
 def _traj(reward, actions=()):
     acts = [{"action": a, "kind": "read" if a == "read" else "write", "cost": c, "turn": 1, "error": ""}
             for a, c in actions]
-    return Trajectory(task_id="t", reward=reward, passed=reward > 0, harness_actions=acts, model_turns=2,
+    call = ModelCall(input=[], output={}, prompt_token_ids=[1, 2], completion_token_ids=[3, 4], logprobs=[-0.5, -0.5])
+    return Trajectory(task_id="t", reward=reward, passed=reward > 0, harness_actions=acts, model_turns=2, calls=[call],
                       harness_state={"belief": ["abcd"], "progress": {"done": [], "pending": []},
                                      "experience": [], "consolidated": []})
 
@@ -157,8 +158,10 @@ def test_the_cost_aware_reward_is_the_task_reward_less_lambda_times_the_action_c
 
 @pytest.mark.parametrize("action_cost, contrast", [(0.0, 0.0), (1.0, 1.0)])
 def test_grpo_advantages_see_the_action_cost_only_when_lambda_is_set(action_cost, contrast):
-    async def rollout(spec, policy, env, task, seed=0, checkpoint_id=""):  # all pass; half pay for reads
-        return _traj(1.0, [("read", 0.05)] * (seed % 2))
+    made = itertools.count()
+
+    async def rollout(spec, policy, env, task, seed=0, checkpoint_id=""):  # all pass; every other one pays a read
+        return _traj(1.0, [("read", 0.05)] * (next(made) % 2))
 
     env = ToyEnv()
     trainer = SimpleNamespace(num_generations=4, state=SimpleNamespace(global_step=0), model=torch.nn.Linear(1, 1))

@@ -186,7 +186,7 @@ def test_grpo_groups_get_the_reward_of_the_configured_mode():
         gold = env.reveal(task)
         replies = [f"Final answer: {gold}", f"Final answer: {gold}0"] * 2  # right, and right with a digit too many
         rollout = HarnessRollout(load_harness("reasoning_gym"), env, [task], max_concurrency=1,
-                                 policy_factory=lambda tr: ScriptedChatModel(script=replies))
+                                 policy_factory=lambda tr: ScriptedChatModel(script=replies, with_tokens=True))
         out = rollout([task.id] * 4, trainer)
         rewards = [t.reward for t in rollout.trajectories]
         near_miss = 0.0 if mode == "correct" else pytest.approx(len(gold) / (len(gold) + 1))

@@ -3,7 +3,7 @@
 Pins: the loss mask covers policy tokens only (tool observations, hook injections and template
 glue excluded), a rewritten context splits into rows that keep the advantage, the batch carries
 Eq. 6 x Eq. 15 x Eq. 16 advantages, rescue replaces all-fail groups, a step changes the adapter, and
-a rollout that raises is a zero-reward, fully masked member of its group instead of the step's end.
+a rollout that raises is recorded and masked out of its group instead of the step's end.
 """
 
 import asyncio
@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from training_kit import LookupEnv, lookup_policy, tiny_llama_checkpoint
+from training_kit import LookupEnv, lookup_policy, sampled, tiny_llama_checkpoint
 
 from coevo.config.train import StageConfig
 from coevo.harnesses.runtime import arun_rollout
@@ -230,21 +230,23 @@ def raises_on_call(n: int, error: Exception) -> ScriptedChatModel:
     return ScriptedChatModel(script=[flaky], with_tokens=True)
 
 
-def test_a_rollout_that_raises_is_a_zero_reward_masked_member_of_its_group(spec, env, caplog):
+def test_a_rollout_that_raises_is_recorded_and_masked_out_of_its_group_statistics_and_loss(spec, env, caplog):
     policy = raises_on_call(3, RuntimeError("policy server hung up"))  # one at a time: rollout 1 of task a
     rollout = HarnessRollout(spec, env, env.tasks(), policy_factory=lambda tr: policy, max_concurrency=1)
-    with caplog.at_level(logging.WARNING, logger="coevo.training.rollout"):
+    with caplog.at_level(logging.WARNING, logger="coevo.training"):
         out = rollout([t.id for t in env.tasks() for _ in range(4)], fake_trainer())
     trajs = rollout.trajectories
     assert [t.task_id for t in trajs] == ["lookup-a"] * 4 + ["lookup-b"] * 4 and out["num_tasks"] == 2
     failed = trajs[1]
     assert failed.stop_reason == "error:RuntimeError" and failed.reward == 0.0 and failed.calls == []
     assert "policy server hung up" in failed.score_detail["error"] and [t.passed for t in trajs].count(False) == 1
-    assert len(out["completion_ids"]) == 7 and out["task_index"] == [0, 0, 0, 1, 1, 1, 1]  # no row: fully masked
-    kept = group_advantages([1.0, 0.0, 1.0, 1.0])
-    assert out["advantages"] == pytest.approx([kept[0], kept[2], kept[3], 0.0, 0.0, 0.0, 0.0])
-    assert out["metrics"]["failed_rollouts"] == 1.0 and out["metrics"]["reward"] == 7 / 8
-    assert "lookup-a" in caplog.text and "policy server hung up" in caplog.text
+    assert len(out["completion_ids"]) == 7 and out["task_index"] == [0, 0, 0, 1, 1, 1, 1]  # no row for it
+    # its three siblings all passed: no contrast left, so none of them gains from the failure (was +0.577 each)
+    assert out["advantages"] == [0.0] * 7
+    m = out["metrics"]
+    assert m["failed_rollouts"] == 1.0 and m["reward"] == 1.0 and m["effective_group_rate"] == 0.0
+    assert m["dropped_groups"] == 0.0 and m["nonzero_std_rate"] == 0.0
+    assert "lookup-a" in caplog.text and "policy server hung up" in caplog.text and "masked" in caplog.text
 
 
 def test_an_env_that_raises_fails_only_its_own_group(spec):
@@ -258,8 +260,9 @@ def test_an_env_that_raises_fails_only_its_own_group(spec):
     rollout = HarnessRollout(spec, env, env.tasks(), policy_factory=lambda tr: lookup_policy(right_every=1))
     out = rollout([t.id for t in env.tasks() for _ in range(4)], fake_trainer())
     assert [t.stop_reason for t in rollout.trajectories[4:]] == ["error:OSError"] * 4
-    assert out["task_index"] == [0] * 4 and out["advantages"] == [0.0] * 4
+    assert out["task_index"] == [0] * 4 and out["advantages"] == [0.0] * 4 and out["num_tasks"] == 1
     assert out["metrics"]["failed_rollouts"] == 4.0 and out["metrics"]["effective_group_rate"] == 0.0
+    assert out["metrics"]["dropped_groups"] == 1.0  # nothing left of b's group: dropped, counted
 
 
 def test_failed_sibling_rollouts_during_rescue_keep_the_rescue_group_whole(spec, env):
@@ -287,7 +290,9 @@ def test_train_grpo_step_goes_on_past_a_failed_rollout_and_counts_it(tmp_path, s
                             policy_factory=lambda tr: raises_on_call(2, ValueError("bad reply")))
     assert len(trajs) == 8 and [t.stop_reason for t in trajs].count("error:ValueError") == 1
     assert new.metrics["history"][0]["failed_rollouts"] == 1.0 and new.metrics["steps"] == 1
-    assert new.metrics["reward_mean"] == 7 / 8 and Path(new.adapter_path, "adapter_model.safetensors").is_file()
+    assert new.metrics["failed_rollouts"] == 1 and new.metrics["dropped_groups"] == 0
+    # the raised rollout is no reward-0 sample: the other seven all passed
+    assert new.metrics["reward_mean"] == 1.0 and Path(new.adapter_path, "adapter_model.safetensors").is_file()
 
 
 def test_rsft_sampling_goes_on_past_a_failed_rollout_and_counts_it(tmp_path, spec, env):
@@ -297,18 +302,19 @@ def test_rsft_sampling_goes_on_past_a_failed_rollout_and_counts_it(tmp_path, spe
     new, trajs = train_rsft(tiny_llama_checkpoint(tmp_path / "base"), spec, env, env.tasks(), cfg,
                             policy_factory=lambda model, tok: raises_on_call(2, ValueError("bad reply")))
     assert len(trajs) == 8 and sum(t.passed for t in trajs) == 7
-    assert new.metrics["history"][0]["failed_rollouts"] == 1 and new.metrics["kept_rate"] == 7 / 8
+    assert new.metrics["history"][0]["failed_rollouts"] == 1 and new.metrics["history"][0]["kept"] == 7
+    assert new.metrics["kept_rate"] == 1.0 and new.metrics["reward_mean"] == 1.0  # over the 7 that ran, not 8
 
 
 def scripted_rollout(passes):
-    """A rollout function: task ``lookup-<key>`` passes iff ``passes(key, seed)``; records what ran."""
+    """A rollout function: the ``n``-th rollout (0-based) of task ``lookup-<key>`` passes iff
+    ``passes(key, n)``; records what ran (task id, seed)."""
     ran = []
 
     async def rollout(spec, policy, env, task, seed=0, checkpoint_id=""):
+        n = sum(tid == task.id for tid, _ in ran)
         ran.append((task.id, seed))
-        ok = passes(task.metadata["key"], seed)
-        return Trajectory(task_id=task.id, harness_id=spec.id, seed=seed, reward=float(ok), passed=ok,
-                          checkpoint_id=checkpoint_id)
+        return sampled(task, spec, seed, passes(task.metadata["key"], n), checkpoint_id)
 
     rollout.ran = ran
     return rollout
@@ -316,7 +322,7 @@ def scripted_rollout(passes):
 
 def test_dynamic_sampling_replaces_a_group_without_contrast_by_another_tasks_group(spec):
     env = LookupEnv(keys=("a", "b", "c", "d"))
-    run = scripted_rollout(lambda key, seed: key == "c" and seed % 2 == 0)  # only c has a reward contrast
+    run = scripted_rollout(lambda key, n: key == "c" and n % 2 == 0)  # only c has a reward contrast
     rollout = HarnessRollout(spec, env, env.tasks(), policy_factory=lambda tr: None, rollout_fn=run, resample=3)
     out = rollout(["lookup-a"] * 4, fake_trainer())
     drawn = [tid for tid, _ in run.ran[4:]]
@@ -331,14 +337,14 @@ def test_dynamic_sampling_replaces_a_group_without_contrast_by_another_tasks_gro
 
 def test_dynamic_sampling_is_bounded_and_keeps_the_group_when_no_draw_has_contrast(spec):
     env = LookupEnv(keys=("a", "b", "c"))
-    run = scripted_rollout(lambda key, seed: False)
+    run = scripted_rollout(lambda key, n: False)
     rollout = HarnessRollout(spec, env, env.tasks(), policy_factory=lambda tr: None, rollout_fn=run, resample=5)
     out = rollout(["lookup-a"] * 4, fake_trainer())
     assert sorted({tid for tid, _ in run.ran[4:]}) == ["lookup-b", "lookup-c"]  # each reserve task drawn once
     assert out["metrics"]["resampled_groups"] == 2.0 and out["metrics"]["resampled_retained"] == 0.0
     assert out["metrics"]["effective_group_rate"] == 0.0 and out["metrics"]["nonzero_std_rate"] == 0.0
     off = HarnessRollout(spec, env, env.tasks(), policy_factory=lambda tr: None, rollout_fn=scripted_rollout(
-        lambda key, seed: False))
+        lambda key, n: False))
     assert off(["lookup-a"] * 4, fake_trainer())["metrics"]["resampled_groups"] == 0.0
 
 
@@ -346,15 +352,11 @@ def test_a_step_s_rollouts_share_one_generate_call_on_the_live_weights(tmp_path)
     """The default sampler is the trainer's own PEFT model (``LivePolicy``): a step's K x tasks
     rollouts run as the engine's clients and go out as one generate call (their shared prompt
     prefix prefilled once), and the step then trains on what was sampled."""
-    from training_kit import NamingEnv, char_tokenizer
+    from training_kit import NamingEnv, tiny_chat_checkpoint
 
     from coevo.training.rollout import LivePolicy
 
-    ckpt = tiny_llama_checkpoint(tmp_path / "base")
-    tok = char_tokenizer()
-    tok.chat_template = ("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
-                         "{% if add_generation_prompt %}assistant: {% endif %}")
-    tok.save_pretrained(str(tmp_path / "base"))
+    ckpt = tiny_chat_checkpoint(tmp_path / "base")
     env = NamingEnv()
     spec = HarnessSpec(budget={"max_output_tokens": 6}, decoding={"temperature": 1.0})
     sampler = LivePolicy()
