@@ -37,9 +37,17 @@ class WhaleConfig(Section):
 
 class SearchConfig(Section):
     """The Meta-Harness search the WHALE and PACE families share (WHALE §3.2): ``candidates``
-    proposals per iteration (M)."""
+    proposals per iteration (M), each scored with one rollout per task of the search split.
+
+    ``tasks``: the search split D_search, this many tasks of the env's train split taken after the
+    first ``env.n_train`` (which the weight phases train on), so harness search and weight updates
+    never score the same task (WHALE §5 keeps D_train, D_search and D_test disjoint). 0: score the
+    search on the weight phases' own train tasks (not WHALE's protocol; for a suite without spare
+    train tasks)."""
 
     candidates: int = Field(default=2, ge=1, description="Meta-Harness proposals per iteration (M)")
+    tasks: int = Field(default=16, ge=0, description="search-split tasks, taken from the train split after the first "
+                       "env.n_train (disjoint from the weight phases'); 0: the weight phases' own train tasks")
 
 
 class PaceConfig(Section):

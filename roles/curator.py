@@ -4,7 +4,8 @@ directions, each supported by ≥ ``min_failed`` distinct failed tasks.
 Two implementations side by side: ``OfflineCurator`` (deterministic, no key: groups by the
 verifier's own error type or by how the episode ended) and ``LLMCurator`` (any chat model through
 ``coevo.roles.llm``: a JSON-schema reply and one repair retry). Only ``split == "train"`` trajectories are read, so
-validation and test answers never reach a curator.
+validation and test answers never reach a curator, and their scoring diagnostics are redacted
+(``coevo.envs.redact``): no gold answer reaches a curator, nor the editors it briefs.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pydantic import BaseModel
 
 from coevo.config import RunConfig
 from coevo.envs.base import Env, Task
+from coevo.envs.redact import redact_detail
 from coevo.harnesses.spec import HarnessSpec
 from coevo.meta.roles import Curation, Curator
 from coevo.meta.state import Direction, Evidence
@@ -28,10 +30,11 @@ from coevo.roles.llm import JsonRole, narrowed
 def failure_cause(t: Trajectory) -> str:
     """The root-cause label of a failed trajectory: how it ended, else the verifier's own error type
     (``detail["public"]["error_type"]``/``["verifier_error"]``, e.g. BFCL's
-    ``simple_function_checker:wrong_func_name``)."""
+    ``simple_function_checker:wrong_func_name``), read from the redacted detail (a checker message
+    that may quote the gold answer is never a label)."""
     if t.final_answer is None:
         return f"no_answer:{t.stop_reason or 'unknown'}"
-    detail = t.score_detail or {}
+    detail = redact_detail(t.split, t.score_detail or {})
     public = detail.get("public") if isinstance(detail.get("public"), dict) else {}
     candidates = (public.get("error_type"), public.get("verifier_error"), detail.get("error_type"), detail.get("error"))
     for value in candidates:
@@ -46,11 +49,12 @@ def failure_cause(t: Trajectory) -> str:
 
 def excerpt(t: Trajectory, chars: int = 300) -> Evidence:
     """Evidence from a *train* trajectory: its answer and last reply (cut to ``chars``), why it
-    stopped, and its scoring diagnostics (JSON-safe copy)."""
+    stopped, and its scoring diagnostics redacted for meta roles (no gold answer; JSON-safe copy)."""
     replies = [m for m in t.messages if m.get("type") == "ai"]
     last = str(replies[-1]["data"].get("content", ""))[:chars] if replies else ""
     return Evidence(task_id=t.task_id, answer=(t.final_answer or "")[:chars], last_reply=last,
-                    stop_reason=t.stop_reason, diagnostics=json.loads(json.dumps(t.score_detail, default=str)))
+                    stop_reason=t.stop_reason,
+                    diagnostics=json.loads(json.dumps(redact_detail(t.split, t.score_detail or {}), default=str)))
 
 
 class OfflineCurator:

@@ -4,20 +4,23 @@ most one revision after a failed check (Harness-S Table 8).
 Two implementations side by side. ``OfflineEditor`` (deterministic, no key, the default and a
 baseline) maps each cause to a mechanism: output rules and parser tolerance for interface
 violations, a budget hook for runs that end without an answer, and demonstrations mined from
-solved train tasks or built from train tasks' scoring diagnostics (never val/test).
+solved train tasks or built from train tasks' gold answers (``demonstration_source``: the env's
+``reveal``, train tasks only — the one place a role reads a gold answer, to build a demonstration).
 ``LLMEditor`` asks an LLM for the patch with a JSON-schema reply; the patch must apply
-and the child must validate (checked before acceptance, with one repair call).
+and the child must validate (checked before acceptance, with one repair call). It sees no gold
+answer: its directions' evidence is redacted (``coevo.roles.curator.excerpt``).
 
-Both name in ``Candidate.demo_tasks`` the train tasks whose answers their patch carries (the
-offline editor from its own choice, the LLM editor by ``demonstrated_tasks`` on the answers its
-evidence showed), so the meta loop keeps those tasks out of later weight stages and local checks.
+The offline editor names in ``Candidate.demo_tasks`` the train tasks its demonstrations answer; for
+any editor the loop then finds every train task whose answer the child spec carries
+(``coevo.nodes.edit.realise``, ``coevo.meta.sealing``), so those tasks leave later weight stages,
+checks and search scoring while the candidate is pending or accepted.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 from pydantic import BaseModel, Field
 
@@ -49,21 +52,23 @@ RULE_HINTS: list[tuple[str, str]] = [
 
 class OfflineEditor:
     """Deterministic edits per cause (see module doc), no key needed. Demonstrations come from ``solved``
-    (successful train trajectories) or from ``demo_answer(task, train diagnostics)`` (default: an
-    ``expected`` field); ``max_demos`` caps the demonstrations added per edit."""
+    (successful train trajectories) or from ``demo_answer(task, redacted diagnostics)`` (the gold
+    answer of a failed train task, ``demonstration_source``; None: solved trajectories only);
+    ``max_demos`` caps the demonstrations added per edit."""
 
     def __init__(self, max_demos: int = 2,
                  demo_answer: Callable[[Task, dict[str, Any]], str | None] | None = None) -> None:
         self.max_demos = max_demos
-        self.demo_answer = demo_answer or _expected
+        self.demo_answer = demo_answer
 
     def _demos(self, direction: Direction, spec: HarnessSpec, tasks: dict[str, Task],
                solved: Sequence[Trajectory]) -> tuple[list[dict[str, Any]], list[str]]:
         """The demonstration ops and the ids of the train tasks whose answers they carry."""
         pairs = [(t.task_id, t.final_answer or "") for t in solved if t.split == "train" and t.passed]
-        for ev in direction.evidence:  # train scoring diagnostics may carry the expected answer
+        for ev in direction.evidence:  # a failed train task's gold answer, through demo_answer only
             task = tasks.get(ev.task_id)
-            expected = self.demo_answer(task, ev.diagnostics) if task and task.split == "train" else None
+            expected = (self.demo_answer(task, ev.diagnostics) if self.demo_answer and task and task.split == "train"
+                        else None)
             if expected:
                 pairs.append((ev.task_id, expected))
         ops, used, seen = [], [], set(spec.skills)
@@ -128,45 +133,17 @@ class OfflineEditor:
         return Proposal(candidate=revised)
 
 
-def _strings(value: Any) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from _strings(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _strings(v)
-
-
-def demonstrated_tasks(patch: Sequence[dict[str, Any]], answers: dict[str, str], min_chars: int = 4) -> list[str]:
-    """The ids of the tasks in ``answers`` (task id -> its expected answer) whose answer occurs in a
-    string value of ``patch`` (an RFC 6902 op list): an edit that writes a train task's answer into
-    the harness, as a demonstration or otherwise. Answers shorter than ``min_chars`` are skipped
-    (they would match by accident)."""
-    texts = [t for op in patch for t in _strings(op.get("value"))]
-    return [tid for tid, answer in answers.items()
-            if len(answer) >= min_chars and any(answer in text for text in texts)]
-
-
-def evidence_answers(direction: Direction) -> dict[str, str]:
-    """Task id -> the expected answer that ``direction``'s evidence (train scoring diagnostics)
-    shows an editor."""
-    answers = {}
-    for ev in direction.evidence:
-        expected = _expected(None, ev.diagnostics)  # type: ignore[arg-type]
-        if expected:
-            answers[ev.task_id] = expected
-    return answers
-
-
-def _expected(task: Task, detail: dict[str, Any]) -> str | None:
-    """The expected answer stated in a train task's scoring diagnostics, if any."""
-    for key in ("expected", "gold"):
-        value = detail.get(key)
-        if value not in (None, ""):
-            return value if isinstance(value, str) else json.dumps(value)
-    return None
+def demonstration_source(env: Env) -> Callable[[Task, dict[str, Any]], str | None] | None:
+    """The offline editor's source of demonstration answers for ``env``: its own
+    ``demonstration_answer(task, diagnostics)`` when it has one, else the gold answer of a *train*
+    task from ``env.reveal`` (val/test: None). None when the env offers neither."""
+    own = getattr(env, "demonstration_answer", None)
+    if callable(own):
+        return own
+    reveal = getattr(env, "reveal", None)
+    if not callable(reveal):
+        return None
+    return lambda task, diagnostics: str(reveal(task)) if task.split == "train" else None
 
 
 class EditReply(BaseModel):
@@ -196,7 +173,6 @@ class LLMEditor(JsonRole):
             cand.status, cand.reason = "rejected", f"editor reply rejected: {reply.reason}"
         else:
             cand.patch, cand.rationale = reply.value.patch, reply.value.rationale
-            cand.demo_tasks = demonstrated_tasks(cand.patch, evidence_answers(direction))
         return Proposal(candidate=cand, calls=reply.calls)
 
     def propose(self, direction: Direction, spec: HarnessSpec, tasks: dict[str, Task],
@@ -213,8 +189,8 @@ class LLMEditor(JsonRole):
 
 
 def editor_for(config: RunConfig, env: Env) -> Editor:
-    """The run's editor: ``OfflineEditor`` (demonstration answers from the env's
-    ``demonstration_answer`` when it has one) when ``meta.model == "offline"``, else ``LLMEditor``."""
+    """The run's editor: ``OfflineEditor`` (demonstration answers from ``demonstration_source``)
+    when ``meta.model == "offline"``, else ``LLMEditor``."""
     if config.meta.model == "offline":
-        return OfflineEditor(demo_answer=getattr(env, "demonstration_answer", None))
+        return OfflineEditor(demo_answer=demonstration_source(env))
     return LLMEditor(config.meta.model, temperature=config.meta.temperature)

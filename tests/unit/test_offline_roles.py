@@ -34,12 +34,15 @@ def test_failure_cause_prefers_how_the_episode_ended():
     assert failure_cause(traj("a", error=None)) == "wrong_answer"
 
 
-def test_editor_adds_a_rule_and_demonstrations_from_train_diagnostics_only():
+def test_editor_adds_a_rule_and_demonstrations_from_train_answers_only():
     spec = HarnessSpec()
     ts = [traj("a", expected="[g(a=1)]"), traj("b", expected="[h(b=2)]")]
     direction = OfflineCurator(2).curate(ts, spec, tasks("a", "b")).directions[0]
+    assert "[g(a=1)]" not in direction.model_dump_json()  # the curator's evidence holds no gold answer
+    gold = {"a": "[g(a=1)]", "b": "[h(b=2)]"}
     all_tasks = {**tasks("a"), **tasks("b", split="val")}  # b is (wrongly) a val task: its answer must not be used
-    cand = OfflineEditor().propose(direction, spec, all_tasks).candidate
+    editor = OfflineEditor(demo_answer=lambda task, diagnostics: gold[task.id])
+    cand = editor.propose(direction, spec, all_tasks).candidate
     child = apply_patch(spec, cand.patch)
     demos = list(child.skills.values())
     assert len(demos) == 1 and demos[0].output == "[g(a=1)]" and demos[0].input == "prompt of a"
