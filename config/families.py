@@ -72,7 +72,8 @@ class HarnessSConfig(Section):
     proposals: list[int] = Field(default_factory=lambda: [7, 8, 8], min_length=1)
     parents: int = Field(default=4, ge=1)
     causes_per_candidate: int = Field(default=3, ge=1)
-    voters: int = Field(default=3, ge=1)
+    voters: int = Field(default=3, ge=1, description="V, LLM voters per routing call (Eq. 9); no effect with the "
+                        "offline roles (one Rule Router)")
     ballot: int = Field(default=4, ge=1)
     ranks: int = Field(default=3, ge=1)
     rescue_k: int = Field(default=0, ge=0)

@@ -20,27 +20,45 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Iterator, Mapping
 
+from pydantic import BaseModel, Field
+
 from coevo.harnesses.spec import HarnessSpec
 
 _TOKEN = re.compile(r"(?<![0-9A-Za-z_.])-?\d+(?:\.\d+)?|[^\W\d_]+", re.UNICODE)
 
 
-def seal(current: dict[str, list[str]] | None, update: Mapping[str, list[str] | None]) -> dict[str, list[str]]:
+class Sealed(BaseModel):
+    """A live harness's entry in ``sealed``: the train tasks whose gold answers its spec carries."""
+
+    tasks: list[str] = Field(default_factory=list)
+
+
+Update = Mapping[str, "Sealed | None"]
+"""A ``sealed`` update: harness id -> its entry, or None to remove the harness."""
+
+
+def seal(current: dict[str, Sealed] | None, update: Update) -> dict[str, Sealed]:
     """Reducer for ``sealed``: merge ``update`` into ``current``; a value ``None`` removes that harness."""
     out = dict(current or {})
-    for harness_id, tasks in update.items():
-        if tasks is None:
+    for harness_id, entry in update.items():
+        if entry is None:
             out.pop(harness_id, None)
         else:
-            out[harness_id] = list(tasks)
+            out[harness_id] = entry
     return out
+
+
+def live(tasks: Iterable[str]) -> Sealed:
+    """The ``sealed`` entry of a live harness answering ``tasks`` (each once, in order)."""
+    return Sealed(tasks=list(dict.fromkeys(tasks)))
 
 
 def sealed_tasks(state: Mapping[str, Any]) -> set[str]:
     """The train tasks no weight stage, check or search score may use in ``state``: those a live
     harness answers (``state["sealed"]``) and, for runs stored before ``sealed`` existed, the
     accumulated ``demo_tasks``."""
-    return {t for tasks in (state.get("sealed") or {}).values() for t in tasks} | set(state.get("demo_tasks") or [])
+    entries = (state.get("sealed") or {}).values()
+    return {t for e in entries for t in e.tasks} | set(state.get("demo_tasks") or [])
 
 
 def _number(token: str) -> str:
@@ -99,7 +117,7 @@ def accepted_harnesses(state: Mapping[str, Any]) -> list[str]:
     return [h for h in dict.fromkeys(ids) if h]
 
 
-def unseal(rejected: Iterable[str], state: Mapping[str, Any]) -> dict[str, list[str] | None]:
+def unseal(rejected: Iterable[str], state: Mapping[str, Any]) -> dict[str, Sealed | None]:
     """The ``sealed`` update removing the ``rejected`` harnesses, except any the run has accepted
     (``accepted_harnesses``: a rejected edit can reproduce an accepted spec)."""
     kept = set(accepted_harnesses(state))

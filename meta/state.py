@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field
 from typing_extensions import TypedDict  # pydantic (Studio's state schemas) needs it on Python < 3.12
 
 from coevo.evaluation.results import EvalResult, TaskOutcome, outcome_estimate
-from coevo.meta.sealing import seal
+from coevo.meta.sealing import Sealed, seal
 
 if TYPE_CHECKING:
     from coevo.evaluation.stats import Estimate
@@ -124,9 +124,19 @@ class EvalSummary(BaseModel):
 
     @property
     def estimate(self) -> Estimate:
-        """``score`` with n tasks and its 95 % interval, from ``per_task`` (the same
+        """``score`` (mean@k) with n tasks and its 95 % interval, from ``per_task`` (the same
         ``outcome_estimate`` as ``EvalResult.estimate``)."""
         return outcome_estimate(self.per_task)
+
+    @property
+    def pass_estimate(self) -> Estimate:
+        """pass@k (a task counts when any of its k rollouts passed) with n tasks and its 95 % interval."""
+        return outcome_estimate(self.per_task, "pass_at_k")
+
+    @property
+    def k(self) -> int:
+        """Rollouts per task (1 when there are no tasks)."""
+        return max((len(o.seeds) for o in self.per_task.values()), default=1)
 
     @classmethod
     def of(cls, result: EvalResult) -> EvalSummary:
@@ -275,7 +285,7 @@ class MetaState(TypedDict, total=False):
     """Replaced each round: ids of the trajectories T[t] the weight stage (or ``sample``) produced."""
     stage: WeightStage
     """Replaced each round by ``train`` (training numbers), completed by ``stage_effect`` (val before/after)."""
-    sealed: Annotated[dict[str, list[str]], seal]
+    sealed: Annotated[dict[str, Sealed], seal]
     """Merged (``coevo.meta.sealing.seal``; a value None removes a harness): each live harness —
     pending (``edit``, ``propose``), accepted or pooled — with the train tasks whose answers its spec
     carries (``MetaContext.demonstrated``). Weight stages, ``sample``, checks and search scoring leave

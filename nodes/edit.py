@@ -10,7 +10,7 @@ from langgraph.types import Send
 from coevo.harnesses.errors import HarnessError
 from coevo.harnesses.patch import apply_patch
 from coevo.meta.context import MetaContext
-from coevo.meta.sealing import unseal
+from coevo.meta.sealing import Sealed, live, unseal
 from coevo.meta.state import Candidate, EditRequest, MetaState
 from coevo.roles.editor import Proposal
 
@@ -50,12 +50,12 @@ def realise(proposal: Proposal, ctx: MetaContext, round: int, allowed: Sequence[
     return candidate
 
 
-def sealing(candidates: Sequence[Candidate], state: Mapping[str, Any]) -> dict[str, list[str] | None]:
+def sealing(candidates: Sequence[Candidate], state: Mapping[str, Any]) -> dict[str, Sealed | None]:
     """The ``sealed`` update for ``candidates`` (``coevo.meta.sealing``): a live candidate's child
     with the train tasks it answers; a rejected one's removed (its tasks return to the train set)
     unless the run accepted that spec before (``unseal``)."""
-    live = {c.spec_id: list(c.demo_tasks) for c in candidates if c.spec_id and c.status != "rejected"}
-    return {**unseal([c.spec_id or "" for c in candidates if c.status == "rejected"], state), **live}
+    pending = {c.spec_id: live(c.demo_tasks) for c in candidates if c.spec_id and c.status != "rejected"}
+    return {**unseal([c.spec_id or "" for c in candidates if c.status == "rejected"], state), **pending}
 
 
 def edit(request: EditRequest, runtime: Runtime[MetaContext]) -> dict:

@@ -31,6 +31,7 @@ from coevo.graphs.harness_s.state import HarnessSState
 from coevo.harnesses.spec import HarnessSpec
 from coevo.meta.context import MetaContext
 from coevo.meta.pool import Brief, PoolMember
+from coevo.meta.sealing import live
 from coevo.meta.state import RESET, Candidate, Direction, EditRequest, EvalSummary
 from coevo.nodes.train import stage_tasks
 
@@ -211,7 +212,7 @@ async def select_parents(state: HarnessSState, runtime: Runtime[MetaContext]) ->
     ctx.log("select", f"evolution round {g}: {len(valid)} valid child(ren), pool {len(known) + len(added)}; "
                      f"parents {[p[:12] for p in parents]} cover {cover} val task(s) (Eq. 3)")
     train = ctx.tasks("train")
-    sealed = {m.harness_id: list(dict.fromkeys([*ctx.demonstrated(spec), *carried_tasks(spec, train)]))
+    sealed = {m.harness_id: live([*ctx.demonstrated(spec), *carried_tasks(spec, train)])
               for m in added if m.round == g for spec in [ctx.spec(m.harness_id)]}
     return {"pool": added, "parents": parents, "validation": validation, "evolution_round": g + 1,
             "sealed": sealed}
