@@ -28,13 +28,13 @@ from coevo.models.fake import ScriptedChatModel
 from coevo.storage import Archive
 from coevo.strategies import get_strategy
 
-TRAIN = ["apple", "pear", "plum", "fig", "kiwi", "lime", "date", "sloe"]
+TRAIN = ["apple", "pear", "plum", "fig", "kiwi", "lime", "date", "nut"]
 SEARCH = ["mango", "melon", "olive", "peach"]
 VAL = ["yuzu", "quince", "lemon", "grape"]
 TEST = ["cherry", "guava", "papaya", "lychee"]
-SOLVED = {"plum", "fig", "grape"}
-"""Right under any harness: local-check controls, and one val task where b = c."""
-VALUE = {"kiwi", "lime"}
+SOLVED = {"plum", "fig", "nut", "grape"}
+"""Right under any harness: demonstration sources and local-check controls, and one val task where b = c."""
+VALUE = {"kiwi", "lime", "olive", "peach"}
 """Fail with ``checker:value_error``; every other unsolved word with ``checker:wrong_func_name``."""
 
 
@@ -205,9 +205,9 @@ def grpo(over: dict[str, Any]) -> dict[str, Any]:
             "history": history, "tokens": new.metrics["tokens"], "peak": flight["peak"]}
 
 
-def rsft(over: dict[str, Any], monkeypatch: Any = None) -> dict[str, Any]:
-    """One real RSFT stage (``train_rsft``) on ``LookupEnv``; the live sampler (``_local``) is replaced
-    by the scripted policy, recording the batch size it was built with. Returns the adapter's
+def rsft(over: dict[str, Any]) -> dict[str, Any]:
+    """One real RSFT stage (``train_rsft``, 4 samples per task) on ``LookupEnv``; the live sampler
+    (``_local``) is replaced by the scripted policy, recording the batch size it was built with. Returns the adapter's
     digest, the per-round kept counts and SFT steps, and that batch size."""
     from coevo.training import rsft as module
 
@@ -222,7 +222,7 @@ def rsft(over: dict[str, Any], monkeypatch: Any = None) -> dict[str, Any]:
     try:
         env = LookupEnv()
         spec = HarnessSpec(parser={"mode": "python_call"})
-        config = {**STAGE, **over, "output_dir": tempfile.mkdtemp(prefix="knob-rsft-")}
+        config = {**STAGE, "num_generations": 4, **over, "output_dir": tempfile.mkdtemp(prefix="knob-rsft-")}
         new, _ = module.train_rsft(base_checkpoint(), spec, env, env.tasks(), config)
     finally:
         module._local = original

@@ -70,16 +70,11 @@ def trl_args(over: dict[str, Any]) -> dict[str, Any]:
 
 def training_variant(over: dict[str, Any]) -> tuple:
     """The harness as training rollouts run it (``training_spec``: temperature, output budget)."""
+    from coevo.harnesses.spec import HarnessSpec
     from coevo.training.stage import training_spec
 
-    spec = training_spec(KnobEnv_h0(), load_config(None, over).train)
+    spec = training_spec(HarnessSpec(name="h0"), load_config(None, over).train)
     return spec.decoding.temperature, spec.budget.max_output_tokens
-
-
-def KnobEnv_h0() -> Any:  # noqa: N802 - reads as the harness it builds
-    from coevo.harnesses.spec import HarnessSpec
-
-    return HarnessSpec(name="h0")
 
 
 def eval_call(over: dict[str, Any]) -> dict[str, Any]:
@@ -116,8 +111,8 @@ def timr_check(over: dict[str, Any]) -> str:
     async def evaluate(harness, checkpoint, split, tasks, k=1):
         return SimpleNamespace(timr=timr[harness], mean_reward=0.0)
 
-    ctx = SimpleNamespace(config=config, tasks=lambda split, ids=None: KnobEnv().tasks(split, 8), evaluate=evaluate)
-    ctx.tasks = lambda split, ids=None: [t for t in KnobEnv().tasks(split, 8) if ids is None or t.id in ids]
+    ctx = SimpleNamespace(config=config, evaluate=evaluate,
+                          tasks=lambda split, ids=None: [t for t in KnobEnv().tasks(split, 8) if ids is None or t.id in ids])
     cand = Candidate(id="c", direction="d", parent_id="inc", spec_id="cand")
     direction = Direction(id="d", cause="x", description="", task_ids=[])
     return asyncio.run(check_one(ctx, {"checkpoint": "w0"}, cand, direction, []))
@@ -140,6 +135,9 @@ def role_settings(over: dict[str, Any]) -> tuple:
     return curator_for(config, KnobEnv()).chat.temperature, len(voters_for(config, KnobEnv()))
 
 
+_ADAPTERS: dict[str, Any] = {}
+
+
 def merged(over: dict[str, Any]) -> str:
     """The adapter ``materialise`` writes for a TIES merge proposal of two random adapters under ``rsi``."""
     import tempfile
@@ -152,11 +150,13 @@ def merged(over: dict[str, Any]) -> str:
     from coevo.graphs.coevo_rsi.model_inheritance import materialise
     from coevo.meta.inheritance import ModelProposal
 
-    folder = Path(tempfile.mkdtemp(prefix="knob-merge-"))
-    base = base_checkpoint()
-    a, b = random_adapter(base, folder / "a", seed=1), random_adapter(base, folder / "b", seed=2)
-    rsi = {k.removeprefix("rsi."): v for k, v in over.items()}
-    ctx = merge_context(folder, [a, b], **rsi)
+    if not _ADAPTERS:
+        folder = Path(tempfile.mkdtemp(prefix="knob-adapters-"))
+        _ADAPTERS.update(a=random_adapter(base_checkpoint(), folder / "a", seed=1),
+                         b=random_adapter(base_checkpoint(), folder / "b", seed=2))
+    a, b = _ADAPTERS["a"], _ADAPTERS["b"]
+    ctx, _ = merge_context(Path(tempfile.mkdtemp(prefix="knob-merge-")), [a, b],
+                           **{k.removeprefix("rsi."): v for k, v in over.items()})
     proposal = ModelProposal(id="p", harness_id="h", kind="merge", sources=[a.id, b.id], alpha=[0.5, 0.5])
     done = materialise(ctx, proposal, {})
     return adapter_digest(ctx.archive.get_checkpoint(done.checkpoint_id).adapter_path)
@@ -187,8 +187,9 @@ class Probe:
 ADAPTIVE = {"strategy": "whale", "whale.schedule": "adaptive", "whale.min_epochs": 0.25, "whale.patience_epochs": 0.25,
             "whale.window_epochs": 0.125, "whale.max_epochs": 1.0, "whale.min_iterations": 2,
             "whale.search_patience": 1, "whale.max_iterations": 4}
-WHALE = {"strategy": "whale", "whale.weight_epochs": 0.25, "whale.search_iterations": 1}
-HARNESS_S = {"strategy": "harness_s", "rounds": 1}
+WHALE = {"strategy": "whale", "whale.weight_epochs": 0.25, "whale.search_iterations": 1, "search.tasks": 4}
+HARNESS_S = {"strategy": "harness_s", "rounds": 1, "harness_s.causes_per_candidate": 1}
+"""Harness-S with one cause per candidate: two siblings from the two causes, so the router has a choice."""
 RSI = {"strategy": "coevo_rsi", "meta.candidates": 2}
 CLIP = {"train.num_iterations": 2, "train.steps": 2}
 
@@ -225,13 +226,13 @@ PROBES: dict[str, Probe] = {
     "train.max_grad_norm": Probe(grpo_stage, 1e-4),
     "train.lora_r": Probe(grpo_stage, 4),
     "train.lora_alpha": Probe(grpo_stage, 64),
-    "train.max_len": Probe(grpo_stage, 40),
+    "train.max_len": Probe(grpo_stage, 240),  # the rows' prompts are 226 tokens: their completions are cut
     "train.num_iterations": Probe(grpo_stage, 2, {"train.steps": 2}),
     "train.epsilon": Probe(grpo_stage, 0.0, CLIP, inert={"train.steps": 2}),
     "train.epsilon_high": Probe(grpo_stage, 0.0, CLIP, inert={"train.steps": 2}),
     "train.importance_correction": Probe(grpo_stage, False),
     "train.is_clip": Probe(grpo_stage, (1.0, 2.0)),
-    "train.resample": Probe(grpo_stage, 1),
+    "train.resample": Probe(grpo_stage, 1, {"train.tasks_per_step": 1, "train.steps": 2}),
     "train.max_concurrency": Probe(grpo_stage, 1),
     "train.micro_batches": Probe(trl_args, 2),
     "train.activation_checkpointing": Probe(trl_args, False),
@@ -254,13 +255,13 @@ PROBES: dict[str, Probe] = {
     "whale.search_patience": Probe(run, 3, ADAPTIVE),
     "whale.max_iterations": Probe(run, 1, ADAPTIVE),
     "search.candidates": Probe(run, 1, WHALE),
-    "search.tasks": Probe(run, 4, WHALE),
+    "search.tasks": Probe(run, 2, WHALE),
     "pace.patience": Probe(run, 2, {"strategy": "pace", "pace.patience": 1}),
     # Harness-S
     "harness_s.proposals": Probe(run, [1], HARNESS_S),
     "harness_s.parents": Probe(coverage, 1),
     "harness_s.exact_limit": Probe(coverage, 1, {"harness_s.parents": 2}),
-    "harness_s.causes_per_candidate": Probe(run, 1, HARNESS_S),
+    "harness_s.causes_per_candidate": Probe(run, 3, HARNESS_S),
     "harness_s.voters": Probe(role_settings, 1, inert=HARNESS_S),
     "harness_s.ballot": Probe(run, 1, HARNESS_S),
     "harness_s.ranks": Probe(run, 1, HARNESS_S),
@@ -268,7 +269,7 @@ PROBES: dict[str, Probe] = {
     # CoEvo-RSI
     "rsi.promotion_margin": Probe(run, 1.0, RSI),
     "rsi.merge": Probe(inheritance, False),
-    "rsi.density": Probe(merged, 0.5),
+    "rsi.density": Probe(merged, 0.9),  # None: the merge's default, 0.5
     "rsi.adapt": Probe(run, False, RSI),
 }
 
