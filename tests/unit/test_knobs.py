@@ -111,8 +111,10 @@ def timr_check(over: dict[str, Any]) -> str:
     async def evaluate(harness, checkpoint, split, tasks, k=1):
         return SimpleNamespace(timr=timr[harness], mean_reward=0.0)
 
-    ctx = SimpleNamespace(config=config, evaluate=evaluate,
-                          tasks=lambda split, ids=None: [t for t in KnobEnv().tasks(split, 8) if ids is None or t.id in ids])
+    def tasks(split, ids=None):
+        return [t for t in KnobEnv().tasks(split, 8) if ids is None or t.id in ids]
+
+    ctx = SimpleNamespace(config=config, evaluate=evaluate, tasks=tasks)
     cand = Candidate(id="c", direction="d", parent_id="inc", spec_id="cand")
     direction = Direction(id="d", cause="x", description="", task_ids=[])
     return asyncio.run(check_one(ctx, {"checkpoint": "w0"}, cand, direction, []))
