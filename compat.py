@@ -14,7 +14,8 @@ the new release.
   builder's ``nodes``/``branches``/``edges``, which LangGraph does not document).
 - ``bind_tools_within`` / ``unbind``: a ``RunnableBinding``'s ``bound``/``kwargs``/``config`` fields.
 - ``GRPOBatchHook``: TRL's ``GRPOTrainer._generate_and_score_completions`` answered by coevo's
-  own batch, with TRL's private per-token log-probs and metric store.
+  own batch, with TRL's private per-token log-probs and metric store; its private scoring
+  (``_get_per_token_logps_and_entropies``) optionally served by a packed scorer.
 - ``route_tensorboard``: the ``logging_dir`` attribute of transformers' ``TensorBoardCallback``.
 """
 
@@ -262,12 +263,35 @@ class GRPOBatchHook:
     ``advantages`` of shape ``(B,)`` or ``(B, T)``, ``num_items_in_batch``, optionally
     ``old_per_token_logps`` and ``sampling_per_token_logps``). ``policy_logps`` and ``log_metric``
     reach TRL's per-token log-probs and metric store, so the batch is scored and logged exactly as
-    TRL's own. Equivalence test: ``test_compat_training.py`` (loss and gradients equal TRL's own
-    ``rollout_func`` batch for the same tokens and advantages).
+    TRL's own. TRL's scoring (``_get_per_token_logps_and_entropies``, private, called by its loss)
+    may be served by a ``packed_scorer`` instead. Equivalence tests: ``test_compat_training.py``
+    (loss and gradients equal TRL's own ``rollout_func`` batch for the same tokens and advantages;
+    the packed scorer's log-probs, entropies, loss and gradients equal TRL's row-by-row ones).
     """
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         return self.generation_batch(inputs)  # type: ignore[attr-defined]
+
+    packed_scorer: Any = None
+    """``None``, or ``scorer(model, input_ids, attention_mask, completion_length, compute_entropy) ->
+    (logps, entropies | None)`` that TRL's scoring calls (``_get_per_token_logps_and_entropies``) go
+    to instead of TRL's row-by-row forward (``coevo.training.packing.packed_logps``)."""
+
+    def _get_per_token_logps_and_entropies(self, model: Any, input_ids: Any, attention_mask: Any,
+                                           logits_to_keep: int, batch_size: int | None = None,
+                                           compute_entropy: bool = False, compute_aux_loss: bool = False,
+                                           **multimodal: Any) -> Any:
+        # every log-prob TRL's loss and its old-policy scoring use comes through here; text-only
+        # batches go to the packed scorer when there is one (equivalence: test_compat_training.py)
+        trainer: Any = self
+        if (self.packed_scorer is None or compute_aux_loss
+                or any(value is not None for value in multimodal.values())):
+            return super()._get_per_token_logps_and_entropies(  # type: ignore[misc]
+                model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size,
+                compute_entropy=compute_entropy, compute_aux_loss=compute_aux_loss, **multimodal)
+        with trainer.accelerator.autocast():
+            logps, entropies = self.packed_scorer(model, input_ids, attention_mask, logits_to_keep, compute_entropy)
+        return logps, entropies, None
 
     def policy_logps(self, input_ids: Any, attention_mask: Any, completion_length: int) -> Any:
         """Per-token log-probs ``(B, completion_length)`` of the last ``completion_length`` tokens of

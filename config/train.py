@@ -64,8 +64,12 @@ class StageSettings(BaseModel):
     max_len: int = Field(default=4096, ge=16, description="tokens per training sequence (longer ones lose their tail)")
     # GRPO only (Harness-S §7; coevo.training.grpo)
     micro_batches: int | None = Field(
-        default=None, ge=1, description="gradient-accumulation micro-steps per step; None: one row each, which "
-        "bounds activation memory on long prompts (few-shot turns with function docs)")
+        default=None, ge=1, description="gradient-accumulation micro-steps per step; None: one step of the whole "
+        "batch with pack_prefixes (its shared prompt tokens run once), else one row each (bounds activation memory "
+        "on long prompts: few-shot turns with function docs)")
+    pack_prefixes: bool = Field(
+        default=True, description="score each micro-batch with the prompt tokens its rows share run once "
+        "(coevo.training.packing: the same log-probs, loss and gradients as row by row)")
     activation_checkpointing: bool = Field(default=True, description="recompute activations in the backward pass")
     num_iterations: int = Field(
         default=1, ge=1, description="optimiser passes over each generation batch (TRL's num_iterations; each is an "
@@ -105,8 +109,9 @@ class StageSettings(BaseModel):
 
     @property
     def accumulation_steps(self) -> int:
-        """GRPO micro-steps per optimiser step: ``micro_batches``, or one per row when unset."""
-        return self.micro_batches or self.tasks_per_step * self.num_generations
+        """GRPO micro-steps per optimiser step: ``micro_batches``; when unset, one (the whole batch,
+        packed) with ``pack_prefixes``, else one per row."""
+        return self.micro_batches or (1 if self.pack_prefixes else self.tasks_per_step * self.num_generations)
 
     def check_grpo(self) -> None:
         """Raise ``ValueError`` unless these settings can run GRPO: Eq. 6 normalises rewards within a

@@ -36,6 +36,7 @@ from coevo.evaluation.executors import Executor
 from coevo.evaluation.parity import reply_transforms, suite_reward
 from coevo.evaluation.results import EvalResult, PairedResult, TaskOutcome, TaskPair
 from coevo.harnesses.runtime import arun_rollout
+from coevo.models.base import batched
 from coevo.models.trajectory import Trajectory
 from coevo.observe.progress import NullReporter, Reporter
 from coevo.storage import Archive, EvaluationRecord
@@ -211,7 +212,8 @@ async def _evaluate(spec: Any, checkpoint: Any, env: Env, split: str, k: int, se
 
     async def rollout(task: Task, seed: int) -> Trajectory:
         async with semaphore:
-            traj = await run(decoded, model, env, task, seed=seed, checkpoint_id=ckpt, split=split)
+            with batched(model):  # a local engine decodes the rollouts in flight together
+                traj = await run(decoded, model, env, task, seed=seed, checkpoint_id=ckpt, split=split)
         return traj.model_copy(update={"id": trajectory_id(eval_id, task.id, seed), "split": split,
                                        "checkpoint_id": ckpt, "harness_id": harness_id})
 

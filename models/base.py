@@ -12,13 +12,14 @@ goes in the standard ``usage_metadata``; a LiteLLM cost goes in
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from contextlib import nullcontext
+from typing import Any, ContextManager, Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, messages_to_dict
 
 from coevo.models.trajectory import MISSING_TOKENS_KEY, ModelCall
 
-__all__ = ["TOKENS_KEY", "MISSING_TOKENS_KEY", "record_call"]
+__all__ = ["TOKENS_KEY", "MISSING_TOKENS_KEY", "batched", "record_call"]
 
 TOKENS_KEY = "coevo_tokens"
 
@@ -46,3 +47,12 @@ def record_call(inputs: Sequence[BaseMessage], reply: AIMessage, latency_s: floa
         cost_usd=float(meta.get("cost_usd") or 0.0),
         latency_s=latency_s,
     )
+
+
+def batched(policy: Any) -> ContextManager[Any]:
+    """``policy.client()`` for a policy whose engine batches its clients' calls together
+    (``coevo.models.local.LocalChatModel``), else a null context. A rollout that runs as a client
+    from start to end has its model calls decoded together with those of the other rollouts in
+    flight, turn by turn (a GRPO step's rollouts, an evaluation's concurrent tasks)."""
+    client = getattr(policy, "client", None)
+    return client() if callable(client) else nullcontext()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, ContextManager, Sequence
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
@@ -98,6 +98,12 @@ class LocalChatModel(BaseChatModel):
         """A copy on the same engine whose requests run on the adapter at ``path`` (loaded once,
         sharing the base weights); requests of both batch together."""
         return self.model_copy(update={"adapter": self.engine.add_adapter(path)})
+
+    def client(self) -> ContextManager[None]:
+        """Run a block as one of the engine's clients (``LocalEngine.client``): the engine holds a
+        batch until every client in flight has a request queued, so concurrent callers that each
+        make model calls in turns (a GRPO step's rollouts) share ``generate`` calls."""
+        return self.engine.client()
 
     def bind_tools(self, tools: Sequence[Any], *, tool_choice: Any = None, **kwargs: Any) -> Any:
         """A copy (same engine) that renders ``tools`` into the chat template via ``tools=``.

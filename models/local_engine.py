@@ -2,11 +2,13 @@
 
 ``LocalEngine`` owns one causal LM + tokenizer (a checkpoint path, or objects already in memory
 such as the PEFT model under training), any number of named LoRA adapters sharing its base
-weights, and a worker thread. Requests that arrive together (within ``batch_window_s``, up to
-``max_batch``) are decoded together in one left-padded ``generate`` call, even when they ask for
-different adapters (PEFT mixed-adapter batches). Each row keeps its own decoding settings
-(``coevo.models.sampling``), so a row's output does not depend on what it was batched with. A row
-may decode under a JSON schema (``coevo.models.constrained``): its mask runs before the sampler.
+weights, and a worker thread. Requests that arrive together (within ``batch_window_s``, or, while
+callers run as ``client()``, once every client has one queued; up to ``max_batch``) are decoded
+together (``coevo.models.decode``: a shared prompt prefix prefilled once, finished rows leaving
+the batch), even when they ask for different adapters (PEFT mixed-adapter batches). Each row
+keeps its own decoding settings (``coevo.models.sampling``), so a row's output does not depend on
+what it was batched with. A row may decode under a JSON schema (``coevo.models.constrained``): its
+mask runs before the sampler.
 """
 
 from __future__ import annotations
@@ -19,15 +21,15 @@ import random
 import threading
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import torch
 from langchain_core.messages import BaseMessage
-from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
 
+from coevo.models.decode import decode
 from coevo.models.loading import load_pretrained
 from coevo.models.messages import messages_to_chat
-from coevo.models.sampling import GenerationRequest, GenerationResult, RowSampler, RowStop
+from coevo.models.sampling import GenerationRequest, GenerationResult
 
 
 class LocalEngine:
@@ -43,20 +45,26 @@ class LocalEngine:
     device, whose own active adapter stays the default); ``adapter`` a PEFT adapter directory to
     load on top and make active; ``max_batch`` rows per
     ``generate`` call; ``batch_window_s`` how long the worker waits for more requests after the
-    first one arrives (seconds); ``name`` a label for logs and ``model_name``.
+    first one arrives (seconds); ``hold_s`` the longest it holds a batch for clients that have not
+    submitted yet (``client``); ``share_prefix`` prefill a prompt prefix common to a batch's rows
+    once; ``name`` a label for logs and ``model_name``.
 
     Thread-safe: ``submit`` may be called from any thread; one worker thread runs ``generate``.
     """
 
     def __init__(self, model: Any, tokenizer: Any, *, adapter: str | Path | None = None,
-                 max_batch: int = 16, batch_window_s: float = 0.01, name: str = "local"):
+                 max_batch: int = 16, batch_window_s: float = 0.01, hold_s: float = 0.5, share_prefix: bool = True,
+                 name: str = "local"):
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
         self.model = model
         self.tokenizer = tokenizer
         self.max_batch = max_batch
         self.batch_window_s = batch_window_s
+        self.hold_s = hold_s
+        self.share_prefix = share_prefix
         self.name = name
+        self._clients = 0  # callers inside client(): the worker waits for a request from each
         self.adapters: dict[str, str] = {}  # name -> directory, loaded by this engine
         self.active_adapter: str | None = _peft_active(model)
         self._pinned: set[str] = set()  # names handed out by add_adapter: never deleted by a switch
@@ -192,6 +200,21 @@ class LocalEngine:
 
     # -- batching ----------------------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def client(self) -> Iterator[None]:
+        """Count the caller as a client while the block runs: a batch is started as soon as every
+        client has a request queued (or ``max_batch`` are, or after ``hold_s``), rather than
+        ``batch_window_s`` after its first request. Callers that submit in bursts (a GRPO step's
+        rollouts, each a client from start to end) then share one ``generate`` call per turn even
+        when rendering their prompts takes longer than the window. Thread-safe; nestable."""
+        with self._worker_lock:
+            self._clients += 1
+        try:
+            yield
+        finally:
+            with self._worker_lock:
+                self._clients -= 1
+
     def submit(self, request: GenerationRequest) -> concurrent.futures.Future:
         """Queue ``request``; the returned future resolves to a ``GenerationResult``."""
         future: concurrent.futures.Future = concurrent.futures.Future()
@@ -210,18 +233,7 @@ class LocalEngine:
             item = self._queue.get()
             if item is None:
                 return
-            batch = [item]
-            deadline = _now() + self.batch_window_s
-            while len(batch) < self.max_batch:
-                try:
-                    nxt = self._queue.get(timeout=max(0.0, deadline - _now())) if _now() < deadline \
-                        else self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if nxt is None:
-                    self._queue.put(None)
-                    break
-                batch.append(nxt)
+            batch = self._gather(item)
             live = [(req, fut) for req, fut in batch if fut.set_running_or_notify_cancel()]
             if not live:
                 continue
@@ -234,6 +246,28 @@ class LocalEngine:
             for (_, fut), result in zip(live, results):
                 fut.set_result(result)
 
+    def _gather(self, first: tuple[GenerationRequest, concurrent.futures.Future]) -> list[Any]:
+        """``first`` and the requests that join it: up to ``max_batch``, until every client has one
+        queued (``hold_s`` at most) or, without clients, until ``batch_window_s`` has passed."""
+        batch, started = [first], _now()
+        while len(batch) < self.max_batch:
+            clients = self._clients
+            if clients and len(batch) >= clients:
+                break
+            left = started + (self.hold_s if clients else self.batch_window_s) - _now()
+            try:  # with clients, look again every 5 ms: one may end without another request
+                nxt = self._queue.get(timeout=min(left, 0.005) if clients else left) if left > 0 \
+                    else self._queue.get_nowait()
+            except queue.Empty:
+                if left > 0 and clients:
+                    continue
+                break
+            if nxt is None:
+                self._queue.put(None)
+                break
+            batch.append(nxt)
+        return batch
+
     def close(self) -> None:
         """Stop the worker thread after the queued requests (idempotent)."""
         if self._worker is not None and self._worker.is_alive():
@@ -243,67 +277,48 @@ class LocalEngine:
     # -- decoding ----------------------------------------------------------------------------
 
     def generate_batch(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
-        """Decode ``requests`` together in one left-padded ``generate`` call (blocking).
+        """Decode ``requests`` together (blocking; ``coevo.models.decode``: a shared prompt prefix
+        prefilled once, finished rows leaving the batch).
 
         Returns one ``GenerationResult`` per request, in order. Each row's tokens depend only on
         its own prompt and settings (see ``RowSampler``), so results equal one-at-a-time calls
-        up to floating-point effects of padding.
+        up to floating-point effects of batching.
         """
         if not requests:
             return []
         with self._lock:
             self.batch_sizes.append(len(requests))
             model = self.model
-            device = next(model.parameters()).device
-            width = max(len(r.prompt_ids) for r in requests)
-            ids = torch.full((len(requests), width), self.pad_token_id, dtype=torch.long)
-            mask = torch.zeros((len(requests), width), dtype=torch.long)
-            for row, req in enumerate(requests):
-                ids[row, width - len(req.prompt_ids):] = torch.tensor(req.prompt_ids, dtype=torch.long)
-                mask[row, width - len(req.prompt_ids):] = 1
-            sampler = RowSampler(requests, device, self._rng)
-            schema_mask = self.constraints.processor(requests)  # None when no row asks for a JSON schema
-            processors = LogitsProcessorList([p for p in (schema_mask, sampler) if p is not None])
-            stopper = RowStop(requests, width, self.eos_ids, self.tokenizer)
-            config = GenerationConfig(
-                do_sample=False, max_new_tokens=max(r.max_tokens for r in requests),
-                pad_token_id=self.pad_token_id, eos_token_id=sorted(self.eos_ids) or None,
-                temperature=None, top_p=None, top_k=None, use_cache=True)
-            routing, extra = self._adapter_routing(requests)
+            routing, names = self._adapter_routing(requests)
             was_training = model.training
             model.eval()
             try:
-                with torch.no_grad(), routing:
-                    model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), generation_config=config,
-                                   logits_processor=processors,
-                                   stopping_criteria=StoppingCriteriaList([stopper]), **extra)
+                with torch.inference_mode(), routing:  # no autograd state: faster small ops, same values
+                    schema_mask = self.constraints.processor(requests)  # None when no row asks for a JSON schema
+                    sampler, stopper = decode(model, requests, pad_id=self.pad_token_id, eos_ids=self.eos_ids,
+                                              tokenizer=self.tokenizer, rng=self._rng, adapter_names=names,
+                                              share_prefix=self.share_prefix,
+                                              processors=[schema_mask] if schema_mask is not None else ())
             finally:
                 if was_training:
                     model.train()
-        tokens = torch.stack(sampler.tokens, dim=1).tolist() if sampler.tokens else [[] for _ in requests]
-        logprobs = torch.stack(sampler.logprobs, dim=1).tolist() if sampler.logprobs else [[] for _ in requests]
-        results = []
-        for row, req in enumerate(requests):
-            n = stopper.ends[row] if stopper.ends[row] is not None else min(req.max_tokens, len(tokens[row]))
-            completion = [int(t) for t in tokens[row][:n]]
-            results.append(GenerationResult(
-                prompt_token_ids=list(req.prompt_ids), completion_token_ids=completion,
-                logprobs=[float(x) for x in logprobs[row][:n]],
-                text=self._text(completion, req.stop), finish_reason=stopper.reasons[row]))
-        return results
+        return [GenerationResult(prompt_token_ids=list(req.prompt_ids), completion_token_ids=sampler.tokens[row],
+                                 logprobs=sampler.logprobs[row], text=self._text(sampler.tokens[row], req.stop),
+                                 finish_reason=stopper.reasons[row])
+                for row, req in enumerate(requests)]
 
-    def _adapter_routing(self, requests: Sequence[GenerationRequest]) -> tuple[Any, dict[str, Any]]:
-        """How to run each row on its adapter: ``(context manager, extra generate kwargs)``."""
+    def _adapter_routing(self, requests: Sequence[GenerationRequest]) -> tuple[Any, list[str] | None]:
+        """How to run each row on its adapter: ``(context manager, PEFT adapter_names per row or None)``."""
         names = [r.adapter if r.adapter is not None else self.active_adapter for r in requests]
         loaded = getattr(self.model, "peft_config", {})
         missing = sorted({n for n in names if n is not None and n not in loaded})
         if missing:
             raise KeyError(f"adapters {missing} are not loaded in engine {self.name!r}: use add_adapter(path)")
         if set(names) == {None}:
-            return (self.model.disable_adapter() if loaded else contextlib.nullcontext()), {}
+            return (self.model.disable_adapter() if loaded else contextlib.nullcontext()), None
         if set(names) == {_peft_active(self.model)}:
-            return contextlib.nullcontext(), {}
-        return contextlib.nullcontext(), {"adapter_names": [n or "__base__" for n in names]}
+            return contextlib.nullcontext(), None
+        return contextlib.nullcontext(), [n or "__base__" for n in names]
 
     def _text(self, completion: list[int], stops: list[str]) -> str:
         body = completion[:-1] if completion and completion[-1] in self.eos_ids else completion

@@ -1,12 +1,13 @@
 """Per-row decoding for the local backend's batches (DESIGN.md, Models).
 
 A ``GenerationRequest`` is one completion to decode and a ``GenerationResult`` what came back.
-Rows batched into one left-padded ``generate`` call keep their own settings: ``RowSampler`` (a
-``LogitsProcessor``) picks every row's next token itself (argmax when ``temperature == 0``, else
-temperature + top-p sampling from a per-row ``torch.Generator`` seeded with the request's seed)
-and records the token's logprob under that row's sampling distribution; ``generate`` then follows
-the pick. ``RowStop`` ends each row at EOS, a stop string or its own ``max_tokens``. So a row's
-output does not depend on what it was batched with, and batched greedy equals unbatched greedy.
+Rows decoded together (``coevo.models.decode``) keep their own settings: ``RowSampler`` picks
+every row's next token itself (argmax when ``temperature == 0``, else sampling from
+``softmax(logits / T)``, restricted to the top-p nucleus when ``top_p < 1``, with a per-row
+``torch.Generator`` seeded with the request's seed) and records the token's logprob under that
+row's sampling distribution. ``RowStop`` ends each row at EOS, a stop string or its own
+``max_tokens``. So a row's output does not depend on what it was batched with, and batched greedy
+equals unbatched greedy (up to floating-point summation order).
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import torch
-from transformers import LogitsProcessor, StoppingCriteria
 
 
 @dataclass
@@ -61,23 +61,23 @@ class GenerationResult:
     finish_reason: str
 
 
-class RowSampler(LogitsProcessor):
-    """Choose each row's next token with that row's own settings and record its logprob.
+class RowSampler:
+    """Choose each row's next token with that row's own settings and record it with its logprob.
 
     Greedy rows (temperature 0) take the argmax of the raw logits and record its logprob under
-    ``softmax(logits)``; sampling rows draw from ``softmax(logits / T)`` restricted to the top-p
-    nucleus (renormalised), from their own ``torch.Generator``. Returns scores that are ``-inf``
-    everywhere but the chosen token, so ``generate``'s argmax follows the choice.
+    ``softmax(logits)``; sampling rows draw from ``softmax(logits / T)`` (restricted to the top-p
+    nucleus and renormalised when ``top_p < 1``) with their own ``torch.Generator``. A row with
+    ``top_p == 1`` samples from the full softmax: no sort, and no float-rounding cut of the
+    distribution's tail (a cumulative sum that reaches 1.0 early dropped up to ~1e-4 of its mass).
 
     Args: ``requests`` one per batch row, in row order; ``device`` where the logits live; ``rng``
-    seeds the generator of a sampling row whose request has no ``seed``. After ``generate``,
-    ``tokens`` and ``logprobs`` hold one ``(B,)`` tensor per decoding step.
+    seeds the generator of a sampling row whose request has no ``seed``. ``tokens[r]`` and
+    ``logprobs[r]`` hold row ``r``'s picks so far.
     """
 
     def __init__(self, requests: Sequence[GenerationRequest], device: torch.device, rng: random.Random):
-        self.temps = torch.tensor([r.temperature for r in requests], dtype=torch.float32, device=device)
-        self.top_p = torch.tensor([r.top_p for r in requests], dtype=torch.float32, device=device)
-        self.sampled = [r.temperature > 0 for r in requests]
+        self.temps = [r.temperature for r in requests]
+        self.top_p = [r.top_p for r in requests]
         self.generators: list[torch.Generator | None] = []
         for r in requests:
             if r.temperature > 0:
@@ -86,75 +86,69 @@ class RowSampler(LogitsProcessor):
                 self.generators.append(g)
             else:
                 self.generators.append(None)
-        self.tokens: list[torch.Tensor] = []  # one (B,) tensor per step
-        self.logprobs: list[torch.Tensor] = []
+        self.tokens: list[list[int]] = [[] for _ in requests]
+        self.logprobs: list[list[float]] = [[] for _ in requests]
 
-    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        """One decoding step: ``scores`` ``(B, V)`` next-token logits -> ``(B, V)`` scores that are 0
-        at each row's chosen token and ``-inf`` elsewhere; appends the chosen ids and their logprobs
-        (natural log, under the row's sampling distribution) to ``tokens``/``logprobs``.
-        ``input_ids`` ``(B, T)`` is unused."""
+    def pick(self, scores: torch.Tensor, rows: Sequence[int]) -> torch.Tensor:
+        """One decoding step for batch rows ``rows`` (original row indices, in the order of
+        ``scores``' rows): ``scores`` ``(b, V)`` next-token logits -> ``(b,)`` chosen token ids,
+        also appended with their logprobs (natural log, under the row's sampling distribution)
+        to ``tokens``/``logprobs``."""
         scores = scores.float()
         chosen = scores.argmax(dim=-1)
         logp = torch.log_softmax(scores, dim=-1)
-        if any(self.sampled):
-            temps = torch.where(self.temps > 0, self.temps, torch.ones_like(self.temps))
-            warped = scores / temps[:, None]
-            sorted_logits, order = warped.sort(dim=-1, descending=True)
-            probs = sorted_logits.softmax(dim=-1)
-            outside = (probs.cumsum(dim=-1) - probs) >= self.top_p[:, None]  # keeps >= 1 token
-            sorted_logits = sorted_logits.masked_fill(outside, float("-inf"))
-            warped = torch.full_like(warped, float("-inf")).scatter(-1, order, sorted_logits)
+        sampled = [i for i, r in enumerate(rows) if self.generators[r] is not None]
+        if sampled:
+            index = torch.tensor(sampled, device=scores.device)
+            temps = torch.tensor([self.temps[rows[i]] for i in sampled], dtype=torch.float32, device=scores.device)
+            warped = scores[index] / temps[:, None]
+            top_p = torch.tensor([self.top_p[rows[i]] for i in sampled], dtype=torch.float32, device=scores.device)
+            if bool((top_p < 1).any()):
+                warped = torch.where((top_p < 1)[:, None], _nucleus(warped, top_p), warped)
             warped_logp = torch.log_softmax(warped, dim=-1)
-            for row, generator in enumerate(self.generators):
-                if generator is not None:
-                    probs_row = warped_logp[row].exp()
-                    chosen[row] = torch.multinomial(probs_row, 1, generator=generator)[0]
-                    logp[row] = warped_logp[row]
-        self.tokens.append(chosen.clone())
-        self.logprobs.append(logp.gather(-1, chosen[:, None])[:, 0])
-        out = torch.full_like(scores, float("-inf"))
-        return out.scatter(-1, chosen[:, None], 0.0)
+            for j, i in enumerate(sampled):
+                chosen[i] = torch.multinomial(warped_logp[j].exp(), 1, generator=self.generators[rows[i]])[0]
+                logp[i] = warped_logp[j]
+        picked = logp.gather(-1, chosen[:, None])[:, 0].tolist()
+        for r, token, lp in zip(rows, chosen.tolist(), picked):
+            self.tokens[r].append(token)
+            self.logprobs[r].append(lp)
+        return chosen
 
 
-class RowStop(StoppingCriteria):
+def _nucleus(warped: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
+    """``warped`` ``(b, V)`` with every token outside each row's top-p nucleus set to ``-inf`` (the
+    smallest set of most likely tokens whose probability reaches ``top_p``; always >= 1 token)."""
+    sorted_logits, order = warped.sort(dim=-1, descending=True)
+    probs = sorted_logits.softmax(dim=-1)
+    outside = (probs.cumsum(dim=-1) - probs) >= top_p[:, None]
+    sorted_logits = sorted_logits.masked_fill(outside, float("-inf"))
+    return torch.full_like(warped, float("-inf")).scatter(-1, order, sorted_logits)
+
+
+class RowStop:
     """Per-row end: EOS, a stop string completed in the row's text, or its own ``max_tokens``.
 
-    Records for each row the number of generated tokens it keeps (``ends``, ``None`` while it
-    runs) and why (``reasons``: ``"stop"`` or ``"length"``). ``prompt_width`` is the padded prompt
-    length in tokens; ``eos_ids`` the end-of-sequence token ids; ``tokenizer`` decodes the tail of
-    a row to look for its stop strings.
+    ``check(row, tokens)`` after each step says whether row ``row`` (its generated ``tokens`` so
+    far) has ended and records why in ``reasons`` (``"stop"`` or ``"length"``). ``eos_ids`` the
+    end-of-sequence token ids; ``tokenizer`` decodes the tail of a row to look for its stop strings.
     """
 
-    def __init__(self, requests: Sequence[GenerationRequest], prompt_width: int, eos_ids: set[int], tokenizer: Any):
+    def __init__(self, requests: Sequence[GenerationRequest], eos_ids: set[int], tokenizer: Any):
         self.requests = list(requests)
-        self.width = prompt_width
         self.eos_ids = eos_ids
         self.tokenizer = tokenizer
-        self.ends: list[int | None] = [None] * len(requests)
         self.reasons: list[str] = ["length"] * len(requests)
 
-    def __call__(self, input_ids: torch.LongTensor, scores: Any, **kwargs: Any) -> torch.BoolTensor:
-        """After a decoding step: ``input_ids`` ``(B, T)`` prompt plus generated tokens -> ``(B,)``
-        booleans, True for each row that has ended (EOS, a stop string, or ``max_tokens``); records
-        the row's kept length in ``ends`` and why in ``reasons`` the first time it ends."""
-        n = input_ids.shape[1] - self.width
-        done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
-        last = input_ids[:, -1].tolist()
-        for row, req in enumerate(self.requests):
-            if self.ends[row] is not None:
-                done[row] = True
-                continue
-            if last[row] in self.eos_ids:
-                self.ends[row], self.reasons[row] = n, "stop"
-            elif req.stop and self._hit_stop(input_ids[row, self.width:], req.stop):
-                self.ends[row], self.reasons[row] = n, "stop"
-            elif n >= req.max_tokens:
-                self.ends[row] = n
-            done[row] = self.ends[row] is not None
-        return done
+    def check(self, row: int, tokens: list[int]) -> bool:
+        """True when row ``row`` has ended with ``tokens`` generated (its reason recorded)."""
+        req = self.requests[row]
+        if tokens and tokens[-1] in self.eos_ids or req.stop and self._hit_stop(tokens, req.stop):
+            self.reasons[row] = "stop"
+            return True
+        return len(tokens) >= req.max_tokens
 
-    def _hit_stop(self, generated: torch.Tensor, stops: list[str]) -> bool:
+    def _hit_stop(self, generated: list[int], stops: list[str]) -> bool:
         window = max(len(s) for s in stops) + 2  # every token decodes to >= 1 character
-        tail = self.tokenizer.decode(generated[-window:].tolist(), skip_special_tokens=False)
+        tail = self.tokenizer.decode(generated[-window:], skip_special_tokens=False)
         return any(s in tail for s in stops)

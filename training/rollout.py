@@ -36,6 +36,7 @@ from typing import Any, Awaitable, Callable, Coroutine, Iterator, Sequence, Type
 from langchain_core.language_models import BaseChatModel
 
 from coevo.envs.base import Env, Task
+from coevo.models.base import batched
 from coevo.models.trajectory import Trajectory
 from coevo.training.advantages import (
     effective_group_rate,
@@ -147,9 +148,13 @@ def sibling_rescue(siblings: Sequence[Any] | Choose, env: Env, rollout_fn: Rollo
         if not chosen:
             return failed_group
         specs = [chosen[i % len(chosen)] for i in range(n)]
-        trajs = [run(s, policy, env, task, seed=seed + 7919 + i, checkpoint_id=failed_group[0].checkpoint_id)
-                 for i, s in enumerate(specs)]
-        return list(await asyncio.gather(*trajs))
+        ckpt = failed_group[0].checkpoint_id
+
+        async def one(i: int, s: Any) -> Trajectory:
+            with batched(policy):  # the group's rollouts share generate calls
+                return await run(s, policy, env, task, seed=seed + 7919 + i, checkpoint_id=ckpt)
+
+        return list(await asyncio.gather(*(one(i, s) for i, s in enumerate(specs))))
 
     return rescue
 
@@ -301,7 +306,8 @@ class HarnessRollout:
         async def group(task: Task, base: int) -> Group:
             async def one(j: int) -> Trajectory:
                 async with limit:
-                    return await run(self.spec, policy, self.env, task, seed=base + j, checkpoint_id=ckpt)
+                    with batched(policy):
+                        return await run(self.spec, policy, self.env, task, seed=base + j, checkpoint_id=ckpt)
 
             return list(await asyncio.gather(*(one(j) for j in range(k))))
 

@@ -27,6 +27,7 @@ import torch
 
 from coevo.config.train import StageConfig
 from coevo.envs.base import Env, Task
+from coevo.models.base import batched
 from coevo.models.trajectory import Trajectory
 from coevo.training.checkpoint import Checkpoint, load_policy, new_checkpoint_id, record_checkpoint
 from coevo.training.rollout import RolloutFn, default_rollout_fn, eval_mode, guarded, is_failed, run_sync
@@ -125,10 +126,12 @@ def train_rsft(
         def step(rnd: int, batch: list[Task]) -> float:
             ckpt_id = checkpoint.id if rnd == 0 else f"{checkpoint.id}+round{rnd}"
 
+            async def one(task: Task, j: int) -> Trajectory:
+                with batched(policy):  # a round's rollouts share the local engine's generate calls
+                    return await run(spec, policy, env, task, seed=cfg.seed + 10_007 * rnd + j, checkpoint_id=ckpt_id)
+
             async def sample() -> list[Trajectory]:
-                return list(await asyncio.gather(*(
-                    run(spec, policy, env, task, seed=cfg.seed + 10_007 * rnd + j, checkpoint_id=ckpt_id)
-                    for task in batch for j in range(cfg.num_generations))))
+                return list(await asyncio.gather(*(one(task, j) for task in batch for j in range(cfg.num_generations))))
 
             with eval_mode(model):
                 sampled = run_sync(sample())

@@ -45,13 +45,19 @@ class HarnessGRPOTrainer(GRPOBatchHook, GRPOTrainer):
     """``GRPOTrainer`` whose batches come from a coevo ``rollout_func`` (see module docstring).
 
     Extra args: ``importance_correction`` apply Eq. 16 (set it when the sampler is another engine
-    than the trainer, e.g. vLLM); ``is_clip`` the ``(low, high)`` clip of Eq. 16 (default (0, 2)).
+    than the trainer, e.g. vLLM); ``is_clip`` the ``(low, high)`` clip of Eq. 16 (default (0, 2));
+    ``pack_prefixes`` score each micro-batch with its rows' shared prompt tokens run once
+    (``coevo.training.packing``: the same log-probs, loss and gradients).
     Use with ``loss_type="dapo"`` (``coevo.training.grpo.grpo_args`` sets it).
     """
 
     def __init__(self, *args: Any, importance_correction: bool = False,
-                 is_clip: tuple[float, float] = (0.0, 2.0), **kwargs: Any) -> None:
+                 is_clip: tuple[float, float] = (0.0, 2.0), pack_prefixes: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        if pack_prefixes:
+            from coevo.training.packing import packed_logps
+
+            self.packed_scorer = packed_logps
         if self.rollout_func is None:
             raise ValueError("HarnessGRPOTrainer needs rollout_func=HarnessRollout(...)")
         if self.loss_type != "dapo":

@@ -12,8 +12,8 @@ import json
 
 import pytest
 
+from coevo.app.run import run_meta
 from coevo.config import RunConfig
-from coevo.meta.run import run_meta
 from coevo.roles.curator import CuratorReply
 from coevo.roles.editor import EditReply
 from coevo.storage import Archive

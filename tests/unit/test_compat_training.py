@@ -146,3 +146,111 @@ def test_quiet_console_prints_nothing_and_logs_the_metrics_at_debug(tmp_path, ca
     with caplog.at_level(logging.DEBUG, logger="coevo.training.grpo"):
         t.log({"loss": 0.125})
     assert "0.125" in caplog.text and capsys.readouterr() == ("", "")
+
+
+# --- the packed scorer: TRL's _get_per_token_logps_and_entropies served by coevo.training.packing ---------
+
+
+def shared_prompt_batch():
+    """Two tasks x 3 rows: one system-like prefix, a prompt per task, completions of different lengths."""
+    head = [ord(c) for c in "You are careful. Answer: "]
+    prompts = [head + [ord(c) for c in "2+3="]] * 3 + [head + [ord(c) for c in "19-4="]] * 3
+    completions = [[53, 3], [53, 32, 53, 3], [52], [49, 53, 3], [49, 53], [57, 57, 57, 3]]
+    return prompts, completions
+
+
+def padded_batch(prompts, completions):
+    from trl.trainer.utils import pad
+
+    p = pad([torch.tensor(x) for x in prompts], padding_value=0, padding_side="left")
+    pm = pad([torch.ones(len(x), dtype=torch.long) for x in prompts], padding_value=0, padding_side="left")
+    c = pad([torch.tensor(x) for x in completions], padding_value=0, padding_side="right")
+    cm = pad([torch.ones(len(x), dtype=torch.long) for x in completions], padding_value=0, padding_side="right")
+    return torch.cat([p, c], 1), torch.cat([pm, cm], 1), c.size(1), cm
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+def test_packed_scores_equal_trls_row_by_row_scores_and_gradients(tmp_path, attention):
+    from coevo.training.packing import pack, packed_logps
+    from coevo.training.trainer import HarnessGRPOTrainer
+
+    t = trainer(HarnessGRPOTrainer, tmp_path, coevo_rollout)
+    t.model.get_base_model().config._attn_implementation = attention
+    with torch.no_grad():  # LoRA B starts at 0: give the adapter a real effect
+        for name, p in t.model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.1)
+    ids, mask, width, completion_mask = padded_batch(*shared_prompt_batch())
+    packed = pack(ids, mask, width)
+    assert packed.ids.size(1) < int(mask.sum())  # the shared prompt tokens are in it once
+    weights = torch.randn(completion_mask.shape) * completion_mask
+
+    def scored(scorer):
+        t.model.zero_grad()
+        logps, entropies = scorer()
+        (logps * weights).sum().backward()
+        grads = {n: p.grad.clone() for n, p in t.model.named_parameters() if p.grad is not None}
+        return logps.detach(), entropies.detach(), grads
+
+    theirs = scored(lambda: GRPOTrainer_scores(t, ids, mask, width))
+    ours = scored(lambda: packed_logps(t.model, ids, mask, width, compute_entropy=True))
+    on = completion_mask.bool()
+    assert torch.allclose(theirs[0][on], ours[0][on], atol=1e-5) and (ours[0][~on] == 0).all()
+    assert torch.allclose(theirs[1][on], ours[1][on], atol=1e-4)
+    assert theirs[2].keys() == ours[2].keys() and theirs[2]
+    assert all(torch.allclose(theirs[2][n], ours[2][n], atol=1e-5) for n in theirs[2])
+
+
+def GRPOTrainer_scores(t, ids, mask, width):  # TRL's own row-by-row scoring, bypassing the packed scorer
+    from trl import GRPOTrainer
+
+    logps, entropies, _ = GRPOTrainer._get_per_token_logps_and_entropies(t, t.model, ids, mask, width,
+                                                                         compute_entropy=True)
+    return logps, entropies
+
+
+def fixed_rows(prompts, trainer):  # a step's rows: shared prompts, Eq. 6 advantages of rewards [1,0,0] / [1,1,0]
+    p, c = shared_prompt_batch()
+    return {"prompt_ids": p, "completion_ids": c, "logprobs": [[-1.0] * len(x) for x in c],
+            "env_mask": [[1] * len(x) for x in c],
+            "advantages": group_advantages([1, 0, 0]) + group_advantages([1, 1, 0]),
+            "task_index": [0] * 3 + [1] * 3, "num_tasks": 2, "metrics": {}}
+
+
+def one_sgd_step(tmp_path, pack_prefixes, state=None):
+    from datasets import Dataset
+
+    from coevo.training.checkpoint import load_policy
+    from coevo.training.grpo import grpo_args, lora_config
+    from coevo.training.trainer import HarnessGRPOTrainer
+
+    cfg = StageConfig(steps=1, tasks_per_step=2, num_generations=3, pack_prefixes=pack_prefixes,
+                      learning_rate=0.5, max_grad_norm=1e6, output_dir=str(tmp_path))
+    args = grpo_args(cfg, tmp_path / "out", 0.7)
+    args.optim = "sgd"  # an update proportional to the gradient (Adam's first step is not)
+    model, tok = load_policy(tiny_llama_checkpoint(tmp_path / "base"))
+    t = HarnessGRPOTrainer(model=model, reward_funcs=[first_token_reward], args=args, processing_class=tok,
+                           train_dataset=Dataset.from_list([{"prompt": "p0"}, {"prompt": "p1"}]),
+                           peft_config=lora_config(cfg), rollout_func=fixed_rows, pack_prefixes=pack_prefixes)
+    if state is None:
+        with torch.no_grad():
+            for name, p in t.model.named_parameters():
+                if "lora_B" in name:
+                    p.normal_(0, 0.1)
+    else:
+        t.model.load_state_dict(state, strict=False)
+    before = {n: p.detach().clone() for n, p in t.model.named_parameters() if p.requires_grad}
+    t.train()
+    after = dict(t.model.named_parameters())
+    return before, {n: after[n].detach() - v for n, v in before.items()}, t.state.log_history[0]
+
+
+def test_a_packed_step_makes_the_update_of_row_by_row_micro_steps(tmp_path):
+    """The stage's objective is unchanged by packing and by one micro-step instead of one per row:
+    the same loss, gradient norm and (SGD) update for the same sampled tokens."""
+    before, unpacked, log_a = one_sgd_step(tmp_path / "a", pack_prefixes=False)
+    _, packed, log_b = one_sgd_step(tmp_path / "b", pack_prefixes=True, state=before)
+    assert log_a["loss"] == pytest.approx(log_b["loss"], abs=1e-6)
+    assert log_a["grad_norm"] == pytest.approx(log_b["grad_norm"], rel=1e-4) and log_a["grad_norm"] > 0
+    assert unpacked.keys() == packed.keys() and unpacked
+    assert all(torch.allclose(unpacked[n], packed[n], atol=1e-6) for n in unpacked)

@@ -44,7 +44,9 @@ def test_train_section_builds_each_rounds_stage_config_with_one_set_of_defaults(
     assert (stage.epsilon_high, stage.micro_batches, stage.accumulation_steps) == (0.3, 4, 4)
     per_round = {"seed", "output_dir"}
     assert TrainConfig().stage(0, 0, "o").model_dump(exclude=per_round) == StageConfig().model_dump(exclude=per_round)
-    assert StageConfig().accumulation_steps == StageConfig().tasks_per_step * StageConfig().num_generations
+    assert StageConfig().accumulation_steps == 1  # the whole batch in one packed micro-step
+    unpacked = StageConfig(pack_prefixes=False)
+    assert unpacked.accumulation_steps == unpacked.tasks_per_step * unpacked.num_generations  # one row each
 
 
 def test_bad_train_keys_are_errors_that_name_them():

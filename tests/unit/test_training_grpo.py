@@ -339,3 +339,26 @@ def test_dynamic_sampling_is_bounded_and_keeps_the_group_when_no_draw_has_contra
     off = HarnessRollout(spec, env, env.tasks(), policy_factory=lambda tr: None, rollout_fn=scripted_rollout(
         lambda key, seed: False))
     assert off(["lookup-a"] * 4, fake_trainer())["metrics"]["resampled_groups"] == 0.0
+
+
+def test_a_step_s_rollouts_share_one_generate_call_on_the_live_weights(tmp_path):
+    """The default sampler is the trainer's own PEFT model (``LivePolicy``): a step's K x tasks
+    rollouts run as the engine's clients and go out as one generate call (their shared prompt
+    prefix prefilled once), and the step then trains on what was sampled."""
+    from training_kit import NamingEnv, char_tokenizer
+
+    from coevo.training.rollout import LivePolicy
+
+    ckpt = tiny_llama_checkpoint(tmp_path / "base")
+    tok = char_tokenizer()
+    tok.chat_template = ("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+                         "{% if add_generation_prompt %}assistant: {% endif %}")
+    tok.save_pretrained(str(tmp_path / "base"))
+    env = NamingEnv()
+    spec = HarnessSpec(budget={"max_output_tokens": 6}, decoding={"temperature": 1.0})
+    sampler = LivePolicy()
+    new, trajs = train_grpo(ckpt, spec, env, env.tasks(), {"steps": 1, "resample": 0, "output_dir": str(tmp_path)},
+                            policy_factory=sampler)
+    assert sampler.policy.engine.batch_sizes == [8] and len(trajs) == 8
+    assert all(t.calls and t.calls[0].completion_token_ids for t in trajs)
+    assert new.metrics["steps"] == 1 and new.metrics["tokens"] > 0 and new.metrics["loss"] is not None
