@@ -13,7 +13,8 @@ from __future__ import annotations
 
 INERT: dict[str, str] = {
     "train.epsilon": "no effect with train.num_iterations = 1 (the default): each generation batch serves one "
-                     "optimiser step, so pi_old is the sampling policy and the ratio of Eq. 7 is identically 1; "
+                     "optimiser step, so pi_old is the sampling policy and the ratio of Eq. 7 is 1 (up to float "
+                     "rounding where Eq. 16 scores pi_old in its own forward: no clip wider than rounding acts); "
                      "the clip acts from num_iterations = 2 on. RSFT has no ratio.",
     "train.epsilon_high": "no effect with train.num_iterations = 1, as train.epsilon.",
     "train.lora_dropout": "no effect in GRPO: the trainer runs with dropout disabled (TRL disable_dropout=True) so "
@@ -28,6 +29,9 @@ INERT: dict[str, str] = {
 PERFORMANCE: dict[str, str] = {
     "train.micro_batches": "gradient-accumulation micro-steps per optimiser step: memory and speed; the loss is "
                            "normalised over the whole batch, so the update is the same up to float rounding.",
+    "train.pack_prefixes": "scores a micro-batch with its rows' shared prompt tokens run once (one micro-step for "
+                           "the whole batch when micro_batches is unset): speed; the log-probs, loss and gradients "
+                           "are those of row-by-row scoring (tests/unit/test_compat_training.py).",
     "train.activation_checkpointing": "recomputes activations in the backward pass: memory for time.",
     "train.max_concurrency": "rollouts in flight during a stage: speed; each rollout keeps its seed.",
     "train.use_cpu": "where the trainer runs (None: CPU without a CUDA device).",

@@ -42,7 +42,7 @@ class StageSettings(BaseModel):
 
     Where a default departs from the papers it says so here and in ``configs/default.toml``:
     ``num_generations`` is 4 (Harness-S §7 and the presets: K = 8) to keep the default CPU job short;
-    ``num_iterations`` is 1, so Eq. 7's clipped ratio is identically 1 and ``epsilon``/``epsilon_high``
+    ``num_iterations`` is 1, so Eq. 7's ratio is 1 (up to float rounding) and ``epsilon``/``epsilon_high``
     have no effect (raise it to 2+ for the clip to act); GRPO turns dropout off, so ``lora_dropout``
     acts in RSFT only. ``coevo.config.knobs.INERT`` lists every such key with its reason.
     """
@@ -74,12 +74,12 @@ class StageSettings(BaseModel):
     num_iterations: int = Field(
         default=1, ge=1, description="optimiser passes over each generation batch (TRL's num_iterations; each is an "
         "optimiser step, so a stage samples steps / num_iterations batches). With 1 the ratio pi_theta / pi_old is "
-        "identically 1 and Eq. 7's clip (epsilon, epsilon_high) has no effect; 2 or more lets it act")
+        "1 (up to float rounding) and Eq. 7's clip (epsilon, epsilon_high) has no effect; 2 or more lets it act")
     lr_scheduler_type: str = "constant"
     epsilon: float = Field(default=0.20, ge=0, description="Eq. 7 lower clip eta-; no effect with num_iterations = 1 "
-                           "(the ratio is identically 1)")
+                           "(the ratio is 1 up to float rounding)")
     epsilon_high: float = Field(default=0.28, ge=0, description="Eq. 7 upper clip eta+; no effect with num_iterations "
-                                "= 1 (the ratio is identically 1)")
+                                "= 1 (the ratio is 1 up to float rounding)")
     importance_correction: bool | None = Field(
         default=None, description="Eq. 16 truncated importance weight; None: on when the sampler is not the trainer")
     is_clip: tuple[float, float] = Field(default=(0.0, 2.0), description="Eq. 16 clip range of pi_old / q")

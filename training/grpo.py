@@ -26,7 +26,8 @@ loss on policy tokens only                  ``env_mask`` from ``Trajectory.segme
 ==========================================  =================================================
 
 Differences: one generation batch per optimiser step (``num_iterations=1`` by default), so
-``pi_old`` is the sampling policy and the ratio is identically 1: Eq. 7's clip (``epsilon``,
+``pi_old`` is the sampling policy and the ratio is 1 (up to float rounding when Eq. 16 scores
+``pi_old`` in its own no-grad forward): Eq. 7's clip (``epsilon``,
 ``epsilon_high``) has no effect until ``num_iterations >= 2`` (TRL's several optimisation passes
 per generation batch; the old log-probs are then computed before the first pass). Dropout is off
 (``disable_dropout``), so ``lora_dropout`` has no effect here. ``max_len`` truncates very long

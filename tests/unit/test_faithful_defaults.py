@@ -3,7 +3,7 @@ rewards the advantage uses, dynamic sampling off, the group size K configurable,
 with pass@k and mean@k intervals, RSFT on passed rollouts, CoEvo-RSI's persistent sampler, WHALE's
 disjoint search split, rescue under accepted harnesses only, ungated adoption without a check, and
 the gate's multiplicity rule. Item 3 (the clip with one pass) is pinned by ``test_knobs.py``
-(``train.epsilon``/``epsilon_high``: bit-identical with ``num_iterations = 1``, acting with 2)."""
+(``train.epsilon``/``epsilon_high`` at 0.05: bit-identical with ``num_iterations = 1``, acting with 2)."""
 
 from __future__ import annotations
 

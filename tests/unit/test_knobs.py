@@ -230,14 +230,17 @@ PROBES: dict[str, Probe] = {
     "train.lora_alpha": Probe(grpo_stage, 64),
     "train.max_len": Probe(grpo_stage, 240),  # the rows' prompts are 226 tokens: their completions are cut
     "train.num_iterations": Probe(grpo_stage, 2, {"train.steps": 2}),
-    "train.epsilon": Probe(grpo_stage, 0.0, CLIP, inert={"train.steps": 2}),
-    "train.epsilon_high": Probe(grpo_stage, 0.0, CLIP, inert={"train.steps": 2}),
+    # a clip of 0.05, far wider than float rounding: with one pass the ratio is 1 up to rounding (Eq. 16's
+    # old-policy log-probs come from a separate no-grad forward), so only a zero-width clip could act on it
+    "train.epsilon": Probe(grpo_stage, 0.05, CLIP, inert={"train.steps": 2}),
+    "train.epsilon_high": Probe(grpo_stage, 0.05, CLIP, inert={"train.steps": 2}),
     "train.importance_correction": Probe(grpo_stage, False),
     "train.is_clip": Probe(grpo_stage, (1.0, 2.0)),
     "train.resample": Probe(grpo_stage, 1, {"train.tasks_per_step": 1, "train.steps": 2}),
     "train.max_concurrency": Probe(grpo_stage, 1),
     "train.micro_batches": Probe(trl_args, 2),
     "train.activation_checkpointing": Probe(trl_args, False),
+    "train.pack_prefixes": Probe(trl_args, False),  # unpacked: one micro-step per row
     "train.use_cpu": Probe(trl_args, False),
     "train.logging_steps": Probe(trl_args, 2),
     # the RSFT stage (real, tiny Llama)
