@@ -19,30 +19,33 @@ from coevo.envs.base import Task
 from coevo.graphs.harness_s.router import Router
 from coevo.harnesses.spec import HarnessSpec, load_harness
 from coevo.meta.pool import Profile
+from coevo.records import HarnessRecord, PoolMember, RunRecord
 from coevo.roles.voter import RuleVoter, Voter
 
 FORMAT = "coevo-router/1"
+ARCHIVED = {"id", "run_id", "round", "created_at"}
+"""A ``Profile``'s archive bookkeeping, left out of the router file (it keeps the profile's own fields)."""
 
 
 def router_bundle(archive: Any, run_id: str) -> dict[str, Any]:
     """The router file's content for run ``run_id`` from ``archive``: pool members (H0 = the member
     of round -1), the latest profile of each (the last re-anchoring), the val tasks they name.
     Raises ``ValueError`` naming the fix when the run has no pool or no profiles."""
-    members = archive.list_pool_members(run_id)
+    members = archive.list(PoolMember, run_id=run_id)
     if not members:
         raise ValueError(f"run {run_id!r} has no sibling pool: only a harness_s or harness_s_he_only run has one "
                          "(see `coevo archive list runs`)")
     h0 = next((m.harness_id for m in members if m.round < 0), members[0].harness_id)
     profiles: dict[str, dict] = {}
-    for p in archive.list_profiles(run_id):  # oldest first: the last re-anchoring wins
-        profiles[p.harness_id] = p.profile
+    for p in archive.list(Profile, run_id=run_id):  # oldest first: the last re-anchoring wins
+        profiles[p.harness_id] = p.model_dump(mode="json", exclude=ARCHIVED)
     if not profiles:
         raise ValueError(f"run {run_id!r} has no profiles yet: let it reach its profile step, then export again")
     ids = [m.harness_id for m in members if m.harness_id in profiles]
-    specs = {h: archive.get_harness(h).spec for h in ids}
+    specs = {h: archive.get(HarnessRecord, h).spec for h in ids}
     val_ids = sorted({t for h in ids for t in profiles[h].get("per_task", {})})
-    tasks = [t for t in (archive.get_task(i) for i in val_ids) if t is not None]
-    run = archive.get_run(run_id)
+    tasks = [t for t in (archive.get(Task, i) for i in val_ids) if t is not None]
+    run = archive.get(RunRecord, run_id)
     settings = (run.config or {}).get("harness_s", {}) if run is not None else {}
     return {"format": FORMAT, "run_id": run_id, "h0": h0, "pool": specs, "profiles": {h: profiles[h] for h in ids},
             "val_tasks": [t.model_dump(mode="json") for t in tasks], "ballot": settings.get("ballot", 4),

@@ -50,8 +50,8 @@ from coevo.meta.budget import CurvePoint, matched_budget, mean_curve, score_at, 
 from coevo.meta.context import MetaContext
 from coevo.meta.state import EvalSummary
 from coevo.observe.progress import NullReporter, Reporter
+from coevo.records import BudgetRecord, Checkpoint, RunRecord
 from coevo.storage import Archive
-from coevo.storage.tables import RunRecord
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +159,7 @@ def stage_rates(archive: Archive, run_id: str) -> tuple[float | None, float | No
     """The run's weight stages from their checkpoint metrics: the mean of each stage's
     ``effective_group_rate``, and the mean over all their steps of ``nonzero_std_rate`` (groups
     with any reward spread). None when no stage recorded it."""
-    metrics = [c.metrics or {} for c in archive.list_checkpoints(run_id)]
+    metrics = [c.metrics or {} for c in archive.list(Checkpoint, run_id=run_id)]
     spread = [step.get("nonzero_std_rate") for m in metrics for step in m.get("history", [])]
     return _mean([m.get("effective_group_rate") for m in metrics]), _mean(spread)
 
@@ -170,7 +170,7 @@ def read_run(archive: Archive, state: dict[str, Any], strategy: str, seed: int, 
     test = state.get("test") or {}
     accepted, rejected, adopted = _counts(state)
     effective, spread = stage_rates(archive, state["run_id"])
-    budgets = archive.list_budgets(state["run_id"])
+    budgets = archive.list(BudgetRecord, run_id=state["run_id"])
     return StrategyRun(strategy=strategy, seed=seed, run_id=state["run_id"], start=test.get("start"),
                        final=test.get("final"), accepted=accepted, rejected=rejected, adopted=adopted,
                        effective_group_rate=effective, spread_rate=spread, budget=totals(budgets),
@@ -184,7 +184,7 @@ async def run_one(config: RunConfig, strategy: str, seed: int, archive: Archive,
     replaces the default services (tests)."""
     cfg = run_config(config, strategy, seed)
     run_id = compare_run_id(config, strategy, seed)
-    record = archive.get_run(run_id)
+    record = archive.get(RunRecord, run_id)
     if record is not None and record.status == "done":
         state = await read_state(cfg.db, run_id, strategy)
         if state.get("test") is not None:
@@ -299,7 +299,7 @@ async def compare(config: RunConfig, strategies: Sequence[str], seeds: int | Seq
     record = RunRecord(id=cid, strategy="compare", config={
         "run": config.model_dump(mode="json"), "strategies": names, "seeds": seed_list,
         "runs": {f"{s}/{seed}": compare_run_id(config, s, seed) for seed in seed_list for s in names}})
-    archive.add_run(record)
+    archive.put(record)
     runs = []
     for seed in seed_list:
         for name in names:

@@ -41,9 +41,9 @@ from coevo.meta.context import MetaContext
 from coevo.meta.state import state_models
 from coevo.observe.progress import Reporter
 from coevo.observe.tracking import open_tracker, require_tracker
+from coevo.records import RunRecord
 from coevo.storage import Archive
 from coevo.storage.connection import exists, location
-from coevo.storage.tables import RunRecord
 from coevo.strategies import STRATEGIES, Strategy, get_strategy
 
 ANSWERS = {"yes": "yes", "y": "yes", "accept": "yes", "no": "no", "n": "no", "reject": "no"}
@@ -170,7 +170,7 @@ def resolve_answers(answers: Mapping[str, str], pending: tuple[Interrupt, ...], 
 def _open_run(archive: Archive, config: RunConfig, run_id: str | None, approve: bool) -> RunConfig:
     """The config a resumed run continues with: the stored one (with the database it was found
     in), its approval mode switched on when asked now (and stored so)."""
-    run = archive.get_run(run_id or "")
+    run = archive.get(RunRecord, run_id or "")
     if run is None:
         raise RunError(f"no run {run_id!r} in {config.db}: `coevo archive list runs --db {config.db}` shows the "
                        "runs it holds, or pass the --db the run printed")
@@ -239,10 +239,10 @@ async def run_meta(config: RunConfig, run_id: str | None = None, resume: bool = 
             if saved.interrupts and not answers:
                 return {**saved.values, "__interrupt__": list(saved.interrupts), "run_id": run_id}
             payload = Command(resume=resolve_answers(answers, saved.interrupts, run_id)) if answers else None
-        if resume or archive.get_run(run_id) is not None:
+        if resume or archive.get(RunRecord, run_id) is not None:
             archive.update_run(run_id, status="running")
         else:
-            archive.add_run(RunRecord(id=run_id, strategy=config.strategy, config=config.model_dump(mode="json")))
+            archive.put(RunRecord(id=run_id, strategy=config.strategy, config=config.model_dump(mode="json")))
         opened = config.report_to != "none"
         if opened:
             ctx = dataclasses.replace(ctx, tracker=open_tracker(config.report_to, config.out_dir, run_id,

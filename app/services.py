@@ -11,6 +11,7 @@ from coevo.envs.registry import get_env
 from coevo.evaluation.executors import Executor, make_executor
 from coevo.meta.context import MetaContext
 from coevo.observe.progress import NullReporter, Reporter
+from coevo.records import Checkpoint
 from coevo.roles.curator import curator_for
 from coevo.roles.editor import editor_for
 from coevo.roles.inheritor import inheritor_for
@@ -24,8 +25,8 @@ from coevo.training.stage import StageTrainer
 
 class PolicyCache:
     """``policy(checkpoint_id) -> BaseChatModel``: the configured ref, plus the checkpoint's adapter
-    (``local:BASE+ADAPTER``) or the name it is served under (``config["model_ref"]``). A checkpoint
-    published on vLLM servers (``config["vllm"]``, ``StageTrainer``) is loaded into them again first,
+    (``local:BASE+ADAPTER``) or the name it is served under (``Checkpoint.model_ref``). A checkpoint
+    published on vLLM servers (``Checkpoint.vllm``, ``StageTrainer``) is loaded into them again first,
     a no-op unless a server restarted (``coevo.training.vllm_sync.publish_checkpoint``)."""
 
     def __init__(self, config: RunConfig, archive: Archive) -> None:
@@ -36,15 +37,15 @@ class PolicyCache:
         if checkpoint_id not in self.models:
             from coevo.models.refs import load_model
 
-            rec = self.archive.get_checkpoint(checkpoint_id)
+            rec = self.archive.get(Checkpoint, checkpoint_id)
             if rec is None:
                 raise KeyError(f"checkpoint {checkpoint_id!r} is not in the archive")
             adapted = f"{self.config.policy}+{rec.adapter_path}" if rec.adapter_path else self.config.policy
-            ref = rec.config.get("model_ref") or adapted
-            if rec.config.get("vllm") and rec.adapter_path:
+            ref = rec.model_ref or adapted
+            if rec.vllm and rec.adapter_path:
                 from coevo.training.vllm_sync import publish_checkpoint
 
-                publish_checkpoint(rec, rec.config["vllm"])  # after a server restart (a resume); else a no-op
+                publish_checkpoint(rec, rec.vllm)  # after a server restart (a resume); else a no-op
             self.models[checkpoint_id] = load_model(ref)
         return self.models[checkpoint_id]
 

@@ -42,12 +42,14 @@ def run_job(code: Path | None, folder: Path, settings: list[str]) -> dict[str, A
 
 def summary(db: Path) -> dict[str, Any]:
     """The run's weight stages (wall, rollout seconds, sampled tokens/s, train reward) and test score."""
+    from coevo.models.checkpoint import Checkpoint
+    from coevo.records import EvaluationRecord, RunRecord
     from coevo.storage.archive import Archive
 
     with Archive(db) as archive:
-        (run,) = archive.list_runs()
-        stages = [c.metrics for c in archive.list_checkpoints(run.id) if c.metrics.get("steps")]
-        tests = [e for e in archive.list_evaluations(run.id) if e.split == "test"]
+        (run,) = archive.list(RunRecord)
+        stages = [c.metrics for c in archive.list(Checkpoint, run_id=run.id) if c.metrics.get("steps")]
+        tests = archive.list(EvaluationRecord, run_id=run.id, split="test")
     return {"stages": [{"wall_s": m["wall_time_s"], "rollout_s": sum(h.get("rollout_s", 0.0) for h in m["history"]),
                         "sampled_tokens_per_s": m["sampled_tokens_per_s"], "train_reward": m["reward_mean"]}
                        for m in stages],

@@ -40,6 +40,7 @@ from coevo.evaluation.engine import evaluate  # noqa: E402
 from coevo.harnesses import HarnessSpec  # noqa: E402
 from coevo.harnesses.runtime import build_harness_graph  # noqa: E402
 from coevo.models.fake import ScriptedChatModel  # noqa: E402
+from coevo.records import Trajectory  # noqa: E402
 from coevo.storage import Archive  # noqa: E402
 
 LOOKUP = {"type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]}
@@ -139,19 +140,13 @@ class Collector:
     def __init__(self) -> None:
         self.trajectories_: list[Any] = []
 
-    def get_harness(self, id: str) -> None:
+    def get(self, kind: Any, id: str) -> None:
         return None
 
     def add_harness(self, *args: Any) -> None:
         pass
 
-    def add_tasks(self, tasks: Any) -> None:
-        pass
-
-    def get_evaluation(self, id: str) -> None:
-        return None
-
-    def add_evaluation(self, record: Any) -> None:
+    def put(self, *records: Any) -> None:
         pass
 
     def add_trajectories(self, trajs: Any, evaluation_id: str | None = None, run_id: str | None = None) -> None:
@@ -173,7 +168,7 @@ async def archive_cost(tasks: int, turns: int, concurrency: int, latency: float,
     for traj in trajs:
         archive.add_trajectories([traj], evaluation_id="bench")
     persist_s = time.perf_counter() - started
-    assert archive.count_trajectories("bench") == tasks
+    assert archive.count(Trajectory, evaluation_id="bench") == tasks
     grouped = Archive(workdir / "bench_c_group.db")
     started = time.perf_counter()
     for i in range(0, len(trajs), concurrency):

@@ -43,8 +43,8 @@ def main() -> None:
     from coevo.envs.registry import get_env
     from coevo.evaluation.executors import make_executor
     from coevo.harnesses.runtime import arun_rollout
+    from coevo.models.checkpoint import Checkpoint
     from coevo.models.litellm_model import LiteLLMChatModel
-    from coevo.training.checkpoint import Checkpoint
     from coevo.training.grpo import train_grpo
     from coevo.training.vllm_sync import VLLMStepSync, publish_checkpoint
 

@@ -121,7 +121,7 @@ def main() -> None:
 
     from coevo.config.train import StageConfig
     from coevo.envs.registry import get_env
-    from coevo.training.checkpoint import Checkpoint
+    from coevo.models.checkpoint import Checkpoint
     from coevo.training.grpo import train_grpo
 
     torch.set_num_threads(args.threads)

@@ -36,7 +36,7 @@ def main() -> None:
     from coevo.graphs.harness_s.evolution import carried_tasks
     from coevo.graphs.harness_s.router import Router
     from coevo.harnesses.spec import load_harness
-    from coevo.meta.pool import Profile
+    from coevo.records import Checkpoint, HarnessRecord, PoolMember, Profile, RunRecord
     from coevo.roles.voter import RuleVoter
     from coevo.storage import Archive
     from coevo.training.stage import StageTrainer
@@ -52,7 +52,7 @@ def main() -> None:
     scratch = Path(tempfile.mkdtemp(prefix="rescue_bench_"))
     shutil.copy(args.db, scratch / "run.db")
     archive = Archive(str(scratch / "run.db"))
-    runs = [r for r in archive.list_runs() if r.strategy == "harness_s" and (r.id == args.run_id or not args.run_id)]
+    runs = [r for r in archive.list(RunRecord, strategy="harness_s") if r.id == args.run_id or not args.run_id]
     if not runs:
         raise SystemExit(f"no harness_s run {args.run_id!r} in {args.db}; run `coevo run configs/harness_s_small.toml`")
     run = runs[-1]
@@ -60,20 +60,20 @@ def main() -> None:
     config.train = config.train.model_copy(update={"steps": args.steps, "tasks_per_step": args.tasks_per_step,
                                                    "resample": 0})
     env = get_env(config.env.ref, **config.env.settings())
-    members = archive.list_pool_members(run.id)
+    members = archive.list(PoolMember, run_id=run.id)
     h0 = next(m.harness_id for m in members if m.round < 0)
-    w0 = next(c.id for c in archive.list_checkpoints() if not c.parents)
+    w0 = next(c.id for c in archive.list(Checkpoint) if not c.parents)
     first = {}
-    for p in archive.list_profiles(run.id):  # oldest first: keep each harness's profile at W0
+    for p in archive.list(Profile, run_id=run.id):  # oldest first: keep each harness's profile at W0
         if p.checkpoint_id == w0:
-            first.setdefault(p.harness_id, Profile.model_validate(p.profile))
+            first.setdefault(p.harness_id, p)
     bundle = router_bundle(archive, run.id)
     val = {t["id"]: t for t in bundle["val_tasks"]}
     from coevo.envs.base import Task
 
     router = Router([RuleVoter()], first, {i: Task.model_validate(t) for i, t in val.items()}, h0,
                     ballot=config.harness_s.ballot, seed=config.seed)
-    specs = {h: load_harness(archive.get_harness(h).spec) for h in first}
+    specs = {h: load_harness(archive.get(HarnessRecord, h).spec) for h in first}
     siblings = [s for h, s in specs.items() if h != h0]
     # a train task whose prompt a sibling's demonstration carries is left out of both arms (DESIGN.md,
     # Principles: the rescue would copy its answer, not solve it)
@@ -88,7 +88,7 @@ def main() -> None:
     for arm, options in (("plain GRPO", {}), ("GRPO + rescue", {"siblings": siblings, "route": route})):
         trainer = StageTrainer(config, env, archive, f"bench-{arm}")
         checkpoint, trajectories = asyncio.run(trainer(w0, specs[h0], tasks, 0, **options))
-        m = archive.get_checkpoint(checkpoint).metrics
+        m = archive.get(Checkpoint, checkpoint).metrics
         results[arm] = {"effective_group_rate": m["effective_group_rate"], "rescue_rate": m.get("rescue_rate"),
                         "rescue_success": m.get("rescue_success"), "groups": args.steps * args.tasks_per_step,
                         "rollouts": len(trajectories), "steps": m.get("steps"), "wall_s": m.get("wall_time_s")}

@@ -31,8 +31,8 @@ def default_stage(round: int = 0, steps: int | None = None, **train: Any) -> dic
     from coevo.config import load_config
     from coevo.envs.registry import get_env
     from coevo.harnesses.spec import load_harness
+    from coevo.models.checkpoint import Checkpoint
     from coevo.models.smollm2 import ensure_smollm2
-    from coevo.training.checkpoint import Checkpoint
     from coevo.training.stage import training_spec
 
     overrides = {f"train.{k}": v for k, v in train.items()}

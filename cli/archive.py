@@ -16,6 +16,7 @@ from rich.table import Table
 
 from coevo.cli.common import DB_HELP, DEFAULT_DB, console, open_archive, user_errors
 from coevo.graphs.registry import STRATEGIES
+from coevo.records import Checkpoint, EditRecord, EvaluationRecord, GateDecision, HarnessRecord, RunRecord, Trajectory
 from coevo.storage import Archive, ArchiveError
 
 app = typer.Typer(help="Read the archive: list runs, harnesses and evaluations; show one; export a harness.",
@@ -32,7 +33,10 @@ class Kind(str, Enum):
     checkpoints = "checkpoints"
 
 
-SHOW_ORDER = ("evaluations", "harnesses", "runs", "checkpoints", "trajectories", "edits", "gate_decisions")
+SHOWN: dict[str, type] = {"evaluations": EvaluationRecord, "harnesses": HarnessRecord, "runs": RunRecord,
+                          "checkpoints": Checkpoint, "trajectories": Trajectory, "edits": EditRecord,
+                          "gate_decisions": GateDecision}
+"""The kinds ``coevo archive show`` searches for an id prefix, in this order (``resolve_id``'s table names)."""
 
 
 def _when(ts: dt.datetime) -> str:
@@ -56,19 +60,19 @@ def _tables(archive: Archive, kind: Kind, limit: int) -> list[Table]:
     tables = []
     if kind in (Kind.all, Kind.runs):
         t = _table("runs", "id", "strategy", "status", "created (UTC)")
-        for r in archive.list_runs()[-limit:]:
+        for r in archive.list(RunRecord)[-limit:]:
             t.add_row(r.id[:12], r.strategy, r.status, _when(r.created_at))
         tables.append(t)
     if kind in (Kind.all, Kind.harnesses):
         t = _table("harnesses", "id", "name", "origin", "parents", "created (UTC)")
-        for h in archive.list_harnesses()[-limit:]:
+        for h in archive.list(HarnessRecord)[-limit:]:
             t.add_row(h.id[:12], str(h.spec.get("name", "")), h.origin, ", ".join(p[:12] for p in h.parents),
                       _when(h.created_at))
         tables.append(t)
     if kind in (Kind.all, Kind.evaluations):
         t = _table("evaluations", "id", "harness", "checkpoint", "env/split", "k", "tasks", "pass@k", "mean credit",
                    "trivial", "status")
-        for e in archive.list_evaluations()[-limit:]:
+        for e in archive.list(EvaluationRecord)[-limit:]:
             a = e.aggregates
             t.add_row(e.id[:12], e.harness_id[:12], e.checkpoint_id, f"{e.env}/{e.split}", str(e.k),
                       str(len(e.task_ids)), _num(a.get("pass_at_k")), _num(a.get("mean_reward")),
@@ -76,7 +80,7 @@ def _tables(archive: Archive, kind: Kind, limit: int) -> list[Table]:
         tables.append(t)
     if kind == Kind.checkpoints:
         t = _table("checkpoints", "id", "base model", "adapter", "parents", "created (UTC)")
-        for c in archive.list_checkpoints()[-limit:]:
+        for c in archive.list(Checkpoint)[-limit:]:
             t.add_row(c.id, c.base_model, c.adapter_path or "-", ", ".join(c.parents), _when(c.created_at))
         tables.append(t)
     return tables
@@ -96,21 +100,16 @@ def list_cmd(kind: Kind = typer.Argument(Kind.all, help="What to list."),
 def _find(archive: Archive, id: str) -> tuple[str, Any]:
     """The (kind, pydantic object) whose id starts with ``id``, searching each table in turn; else
     the edit of the candidate ``id`` (the ``check`` lines of a run print candidate ids)."""
-    for kind in SHOW_ORDER:
+    for kind in SHOWN:
         try:
             full = archive.resolve_id(kind, id)
         except ArchiveError as err:
             if "several" in str(err):
                 raise
             continue
-        getter = {"evaluations": archive.get_evaluation, "harnesses": archive.get_harness, "runs": archive.get_run,
-                  "checkpoints": archive.get_checkpoint, "trajectories": archive.get_trajectory}.get(kind)
-        if getter is not None:
-            return kind, getter(full)
-        rows = archive.list_edits() if kind == "edits" else archive.list_gate_decisions()
-        return kind, next(r for r in rows if r.id == full)
+        return kind, archive.get(SHOWN[kind], full)
     candidate = re.compile(rf"-r\d+-{re.escape(id)}")  # edit ids: <run>-r<round>-<candidate>-v<revision>
-    edits = [e for e in archive.list_edits() if candidate.search(e.id)]
+    edits = [e for e in archive.list(EditRecord) if candidate.search(e.id)]
     if len(edits) == 1:
         return "edits", edits[0]
     if edits:
@@ -193,7 +192,7 @@ def export(harness_id: str = typer.Argument(..., help="Harness id or unique pref
     """Write a harness spec to a JSON file (loadable with ``coevo.load_harness``, for embedding)."""
     with user_errors():
         archive = open_archive(db)
-        record = archive.get_harness(archive.resolve_id("harnesses", harness_id))
+        record = archive.get(HarnessRecord, archive.resolve_id("harnesses", harness_id))
     assert record is not None
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(record.spec, indent=2) + "\n")

@@ -17,7 +17,8 @@ from coevo.evaluation.results import EvalResult, Metric, outcome_estimate
 from coevo.harnesses import HarnessSpec, load_harness
 from coevo.models.refs import load_model
 from coevo.observe.progress import RichReporter
-from coevo.storage import Archive, ArchiveError, CheckpointRecord, RunRecord
+from coevo.records import Checkpoint, HarnessRecord, RunRecord
+from coevo.storage import Archive, ArchiveError
 
 _HEX = re.compile(r"^[0-9a-f]{6,64}$")
 REWARD_TEXT = {"correct": "correct (1/0)", "partial": "partial credit"}
@@ -27,7 +28,7 @@ def resolve_harness(source: str, archive: Archive) -> HarnessSpec:
     """A spec from a file, JSON text or shipped base name, or (a prefix of) a harness id in the archive."""
     if _HEX.match(source):
         try:
-            return load_harness(archive.get_harness(archive.resolve_id("harnesses", source)).spec)  # type: ignore[union-attr]
+            return load_harness(archive.get(HarnessRecord, archive.resolve_id("harnesses", source)).spec)  # type: ignore[union-attr]
         except ArchiveError:
             pass
     return load_harness(source)
@@ -107,18 +108,18 @@ def eval_cmd(
         policy = load_model(model, **settings)
         runner = make_executor(executor)
         ckpt = checkpoint or model
-        if archive.get_checkpoint(ckpt) is None:
-            archive.add_checkpoint(CheckpointRecord(id=ckpt, base_model=model))
-        if archive.get_harness(spec.id) is None:
+        if archive.get(Checkpoint, ckpt) is None:
+            archive.put(Checkpoint(id=ckpt, base_model=model))
+        if archive.get(HarnessRecord, spec.id) is None:
             archive.add_harness(spec, origin="cli")
         run = RunRecord(id=run_id or uuid.uuid4().hex, strategy="eval",
                         config={"env": env, "harness": spec.id, "model": model, "split": split, "k": k, "n": n,
                                 "seed": seed, "concurrency": concurrency, "checkpoint": ckpt,
                                 "reward": getattr(suite, "reward_mode", ""), "model_settings": settings,
                                 "executor": executor, "temperature": temperature})
-        if archive.get_run(run.id) is not None:
-            run.created_at = archive.get_run(run.id).created_at  # type: ignore[union-attr]
-        archive.add_run(run)
+        if archive.get(RunRecord, run.id) is not None:
+            run.created_at = archive.get(RunRecord, run.id).created_at  # type: ignore[union-attr]
+        archive.put(run)
         try:
             with RichReporter(console=console, transient=True) as reporter:
                 result = asyncio.run(evaluate(spec, ckpt, suite, split, k=k, seeds=seed, n_tasks=n, model=policy,

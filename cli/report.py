@@ -9,6 +9,7 @@ import typer
 
 from coevo.cli.common import DB_HELP, DEFAULT_DB, console, open_archive, user_errors
 from coevo.graphs.registry import STRATEGIES
+from coevo.records import RunRecord
 from coevo.report.html import write_report
 
 
@@ -21,7 +22,7 @@ def report_cmd(run_id: str = typer.Argument(..., help="The run id (see `coevo ar
     scores with their intervals and paired difference, and the final diff."""
     with user_errors():
         with open_archive(db) as archive:  # a missing file is an error here, never a new empty archive
-            run = archive.get_run(run_id)
+            run = archive.get(RunRecord, run_id)
         out_dir = (run.config.get("out_dir") if run else None) or "coevo_runs"
         state = None
         if run is not None and run.strategy in STRATEGIES:  # its final state is checkpointed (SQLite or Postgres)

@@ -39,7 +39,8 @@ from coevo.harnesses.runtime import arun_rollout
 from coevo.models.base import batched
 from coevo.models.trajectory import Trajectory
 from coevo.observe.progress import NullReporter, Reporter
-from coevo.storage import Archive, EvaluationRecord
+from coevo.records import EvaluationRecord, HarnessRecord
+from coevo.storage import Archive
 
 
 def _seeds(seeds: int | Sequence[int] | None, k: int) -> list[int]:
@@ -190,17 +191,17 @@ async def _evaluate(spec: Any, checkpoint: Any, env: Env, split: str, k: int, se
 
     done_trajs: dict[str, list[Trajectory]] = {}
     if archive is not None:
-        if archive.get_harness(harness_id) is None:
+        if archive.get(HarnessRecord, harness_id) is None:
             await asyncio.to_thread(archive.add_harness, spec, None, "evaluated", run_id)
-        await asyncio.to_thread(archive.add_tasks, task_list)
-        previous = archive.get_evaluation(eval_id)
+        await asyncio.to_thread(archive.put, *task_list)
+        previous = archive.get(EvaluationRecord, eval_id)
         if previous is not None and resume:
-            for traj in await asyncio.to_thread(archive.trajectories, evaluation_id=eval_id):
+            for traj in await asyncio.to_thread(archive.list, Trajectory, evaluation_id=eval_id):
                 done_trajs.setdefault(traj.task_id, []).append(traj)
             done_trajs = {tid: ts for tid, ts in done_trajs.items() if {t.seed for t in ts} == set(seed_list)}
         if previous is not None:
             record.created_at = previous.created_at
-        await asyncio.to_thread(archive.add_evaluation, record)
+        await asyncio.to_thread(archive.put, record)
     resumed = len(done_trajs)
 
     handle = progress.start(label or f"eval {harness_id[:12]} on {env.name}/{split}", len(task_list))
@@ -250,7 +251,7 @@ async def _evaluate(spec: Any, checkpoint: Any, env: Env, split: str, k: int, se
     except BaseException as exc:
         if archive is not None:
             await asyncio.shield(flush())
-            archive.add_evaluation(record.model_copy(update={"status": "interrupted"}))
+            archive.put(record.model_copy(update={"status": "interrupted"}))
         raise _first(exc) from None
     finally:
         progress.stop(handle)
@@ -273,7 +274,7 @@ async def _evaluate(spec: Any, checkpoint: Any, env: Env, split: str, k: int, se
     )
     if archive is not None:
         aggregates = result.model_dump(mode="json")
-        await asyncio.to_thread(archive.add_evaluation,
+        await asyncio.to_thread(archive.put,
                                 record.model_copy(update={"status": "done", "aggregates": aggregates}))
     return result
 

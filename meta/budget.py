@@ -29,7 +29,7 @@ from typing import Any, Mapping, Sequence
 
 from pydantic import BaseModel
 
-from coevo.storage.tables import BudgetRecord, LLMCallRecord
+from coevo.records import BudgetRecord, LLMCallRecord
 
 OUTSIDE = "outside"
 """The phase name of spending outside any meta-graph node (a service called directly)."""

@@ -27,7 +27,8 @@ from coevo.models.trajectory import Trajectory
 from coevo.observe.log import loop
 from coevo.observe.progress import NullReporter, Reporter
 from coevo.observe.tracking import NullTracker, Tracker
-from coevo.storage import Archive, BudgetRecord, LLMCallRecord
+from coevo.records import BudgetRecord, Checkpoint, HarnessRecord, LLMCallRecord
+from coevo.storage import Archive
 from coevo.strategies import get_strategy
 from coevo.training.stage import StageOptions
 
@@ -117,7 +118,7 @@ class MetaContext(Recording):
     def start_spec(self) -> HarnessSpec | None:
         """The run's H0: the harness ``setup`` stored as its base, else what it would load
         (``config.harness`` or the env's base harness); None when neither is found."""
-        for record in self.archive.list_harnesses(self.run_id):
+        for record in self.archive.list(HarnessRecord, run_id=self.run_id):
             if record.origin == "base":
                 return load_harness(record.spec)
         try:
@@ -142,7 +143,7 @@ class MetaContext(Recording):
 
     def spec(self, harness_id: str) -> HarnessSpec:
         """The ``HarnessSpec`` stored under ``harness_id``. Raises ``KeyError`` when the archive lacks it."""
-        record = self.archive.get_harness(harness_id)
+        record = self.archive.get(HarnessRecord, harness_id)
         if record is None:
             raise KeyError(f"harness {harness_id} is not in the archive; the run's database is incomplete")
         return load_harness(record.spec)
@@ -187,7 +188,7 @@ class MetaContext(Recording):
                              "static")
         checkpoint, trajectories = await self.trainer(checkpoint_id, spec, tasks, round, options)
         self.account(stage_budget(self.run_id, checkpoint, trajectories))
-        record = self.archive.get_checkpoint(checkpoint)
+        record = self.archive.get(Checkpoint, checkpoint)
         metrics = record.metrics if record is not None else {}
         self.track({f"train/{k}": v for k, v in metrics.items()}, round)
         for i, step in enumerate(metrics.get("history") or []):
@@ -199,7 +200,7 @@ class MetaContext(Recording):
         """Store meta-role LLM calls (what a role returned) in the archive under the run's id, and
         account their tokens and cost (``calls_budget``)."""
         if calls:
-            self.archive.add_llm_calls([c.model_copy(update={"run_id": self.run_id}) for c in calls])
+            self.record(*calls)
             self.account(calls_budget(self.run_id, calls))
 
     def account(self, record: BudgetRecord) -> None:
@@ -207,9 +208,9 @@ class MetaContext(Recording):
         counted again) and track the run's cumulative spend without test rollouts
         (``budget/rollouts``, ``budget/policy_tokens``, ``budget/policy_cost_usd``, ``budget/meta_tokens``,
         ``budget/meta_cost_usd``)."""
-        if not self.archive.add_budget(record):
+        if not self.archive.put_new(record):
             return
-        spent = totals(self.archive.list_budgets(self.run_id))
+        spent = totals(self.archive.list(BudgetRecord, run_id=self.run_id))
         self.track({"budget/rollouts": spent["rollouts"],
                     "budget/policy_tokens": spent["policy_input_tokens"] + spent["policy_output_tokens"],
                     "budget/policy_cost_usd": spent["policy_cost_usd"],

@@ -6,9 +6,13 @@ mirror them); ``coevo.graphs.coevo_rsi.archive_view`` builds ``ArchiveSummary`` 
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, Field
+
+from coevo.records.inheritance import BaseChoice, ModelProposal, PairScore, Promotion
+
+__all__ = ["ArchiveEntry", "ArchiveSummary", "BaseChoice", "ModelProposal", "PairScore", "PairStats", "Promotion"]
 
 
 class PairStats(BaseModel):
@@ -105,58 +109,3 @@ class ArchiveSummary(BaseModel):
 
 def _brief(s: PairStats) -> dict[str, Any]:
     return {"score": round(s.score, 4), "timr": round(s.timr, 4), "rollouts": s.rollouts}
-
-
-class BaseChoice(BaseModel):
-    """An editor's inherited base (Harness Inheritance: ``i_{t,k}`` and ``U_{t,k}``): the index it
-    named in the summary, the base harness id, why, and the direction (brief) it serves."""
-
-    direction: str
-    index: int
-    base_id: str
-    reason: str = ""
-
-
-class ModelProposal(BaseModel):
-    """One model initialisation for an offspring harness (Model Inheritance, steps 1-4): ``kind``
-    ``select`` (one-hot alpha over one archived checkpoint) or ``merge`` (TIES over ``sources`` with
-    coefficients ``alpha``, >= 0, summing to 1). ``checkpoint_id`` is the selected or merged
-    checkpoint once it exists; ``status`` ``proposed`` -> ``scored`` (``val``/``timr`` on the
-    validation split, ``evaluation_id``) or ``refused`` (``reason``: e.g. a merge of adapters whose
-    ranks differ, refused before any file was written)."""
-
-    id: str
-    harness_id: str
-    kind: Literal["select", "merge"]
-    sources: list[str]
-    alpha: list[float]
-    checkpoint_id: str | None = None
-    status: Literal["proposed", "scored", "refused"] = "proposed"
-    reason: str = ""
-    val: float | None = None
-    timr: float | None = None
-    evaluation_id: str | None = None
-
-
-class PairScore(BaseModel):
-    """A (harness, checkpoint) pair with its validation score and TIMR (None: not evaluated)."""
-
-    harness_id: str
-    checkpoint_id: str
-    val: float | None = None
-    timr: float | None = None
-
-
-class Promotion(BaseModel):
-    """The round's promotion (Model Inheritance, step 6): the incumbent pair p_t, the best proposal
-    p̄_t and the adapted proposal p⁺_t on validation; the better challenger replaces p_t iff its
-    score exceeds p_t's by more than ``margin`` (δ_prom). ``promoted`` names the pair kept."""
-
-    round: int
-    incumbent: PairScore
-    best: PairScore | None = None
-    adapted: PairScore | None = None
-    margin: float = 0.0
-    promoted: PairScore
-    accepted: bool = False
-    reason: str = ""

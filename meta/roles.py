@@ -17,7 +17,7 @@ from coevo.meta.pool import Ballot, Profile
 from coevo.meta.search import SearchEntry
 from coevo.meta.state import Candidate, Direction, EvalSummary
 from coevo.models.trajectory import Trajectory
-from coevo.storage.tables import LLMCallRecord
+from coevo.records import LLMCallRecord
 
 
 class Curation(BaseModel):

@@ -1,17 +1,20 @@
 """The Meta-Harness search's models and state, shared by the strategies that search harnesses in
 phases (WHALE §3.2, §4, with FST and stagewise; PACE's two timescales): a run's phase ``Plan``, each
-finished ``Phase``, the search archive's ``SearchEntry`` rows and each iteration's ``SearchIteration``,
-and ``SearchState``, the core ``MetaState`` plus the keys ``coevo.nodes.search`` reads and writes."""
+finished ``Phase`` (``coevo.records``, re-exported), the search archive's ``SearchEntry`` rows and
+each iteration's ``SearchIteration``, and ``SearchState``, the core ``MetaState`` plus the keys
+``coevo.nodes.search`` reads and writes."""
 
 from __future__ import annotations
 
 import operator
-from typing import Annotated, Any, Literal
+from datetime import datetime
+from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
 from coevo.evaluation.results import TaskOutcome
 from coevo.meta.state import MetaState
+from coevo.records import Phase
 
 
 class Plan(BaseModel):
@@ -26,29 +29,6 @@ class Plan(BaseModel):
     search_iterations: int
     adaptive: bool = False
     fields: list[str] | None = None
-
-
-class Phase(BaseModel):
-    """One finished phase of a run (WHALE §4; PACE's two timescales): its ``index`` in the run (the
-    key budgets are attributed by), ``cycle``, ``kind`` (``weights``, ``harness``, or PACE's
-    ``prompt``/``control``), ``length`` in ``unit`` (epochs, iterations), the harness and checkpoint
-    it ended with, its training signal per step/iteration (``signal``: RSFT reward per step, or the
-    best train score after each iteration), ``stop_reason`` (why it ended) and when it ran
-    (``started_at``/``ended_at``, UNIX seconds; stored as a ``PhaseRecord``)."""
-
-    index: int
-    cycle: int
-    kind: Literal["weights", "harness", "prompt", "control"]
-    length: float
-    unit: Literal["epochs", "iterations"]
-    steps: int = 0
-    harness_id: str
-    checkpoint: str
-    signal: list[float] = Field(default_factory=list)
-    stop_reason: str = ""
-    fields: list[str] | None = None
-    started_at: float | None = None
-    ended_at: float | None = None
 
 
 class SearchEntry(BaseModel):
@@ -91,8 +71,8 @@ class SearchState(MetaState, total=False):
 
     phase: int
     """Replaced: index of the phase running now (0-based; each phase start advances it)."""
-    phase_started: float
-    """Replaced by the node that starts a phase: when it started (UNIX seconds)."""
+    phase_started: datetime
+    """Replaced by the node that starts a phase: when it started (UTC)."""
     fields: list[str] | None
     """Replaced: the fields harness edits may touch in this phase (None: any)."""
     phase_done: bool

@@ -10,7 +10,8 @@ history: ``operator.add``; the sealed harnesses: ``seal``). ``candidates`` colle
 ``edit`` branches of one round (fan-in, reducer ``collect``) and is cleared by ``curate`` at the
 start of each refinement. Every value is a pydantic model or a plain scalar/id, so LangGraph's
 checkpointer serialises the state and a resumed run gets the same models back (``state_models``
-lists them for the serialiser's allow-list).
+lists them for the serialiser's allow-list). The persisted ones (``GateDecision``, ``GatePair``) are
+``coevo.records``' (re-exported here).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing_extensions import TypedDict  # pydantic (Studio's state schemas) nee
 
 from coevo.evaluation.results import EvalResult, TaskOutcome, outcome_estimate
 from coevo.meta.sealing import Sealed, seal
+from coevo.records import GateDecision
 
 if TYPE_CHECKING:
     from coevo.evaluation.stats import Estimate
@@ -145,44 +147,6 @@ class EvalSummary(BaseModel):
                    evaluation_id=result.evaluation_id, score=result.mean_reward, pass_at_k=result.pass_at_k,
                    avg_at_k=result.avg_at_k, timr=result.timr, trivial_baseline=result.trivial_baseline,
                    per_task=result.per_task)
-
-
-class GatePair(BaseModel):
-    """One val task under the incumbent (b) and the candidate (c), same seeds: mean reward and
-    whether any rollout passed."""
-
-    task_id: str
-    b: float
-    c: float
-    b_passed: bool
-    c_passed: bool
-
-    @classmethod
-    def pairs(cls, incumbent: EvalSummary, candidate: EvalSummary) -> list[GatePair]:
-        """The per-task pairs of two evaluations on the same tasks (the incumbent's task order)."""
-        missing = TaskOutcome(task_id="", seeds=[], rewards=[], passed=[])
-        pairs = []
-        for task_id, b in incumbent.per_task.items():
-            c = candidate.per_task.get(task_id, missing)
-            pairs.append(cls(task_id=task_id, b=b.mean_reward, c=c.mean_reward, b_passed=any(b.passed),
-                             c_passed=any(c.passed)))
-        return pairs
-
-
-class GateDecision(BaseModel):
-    """VACE's gate verdict on one candidate in ``round``: incumbent score ``b`` vs candidate score
-    ``c``, ``accepted`` and why, with the per-task ``pairs`` (stored as a ``GateDecisionRecord``)."""
-
-    id: str
-    run_id: str
-    round: int
-    incumbent_id: str
-    candidate_id: str
-    b: float
-    c: float
-    accepted: bool
-    reason: str
-    pairs: list[GatePair] = Field(default_factory=list)
 
 
 class CandidateOutcome(BaseModel):

@@ -20,6 +20,7 @@ from coevo.meta.context import MetaContext
 from coevo.meta.sealing import sealed_tasks, unseal
 from coevo.meta.state import Candidate, Direction, MetaState
 from coevo.nodes.edit import realise, sealing
+from coevo.records import Trajectory
 
 
 async def _pair(ctx: MetaContext, state: MetaState, cand: Candidate,
@@ -85,7 +86,7 @@ async def check(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     ctx = runtime.context
     rnd = state.get("round", 0)
     directions = {d.id: d for d in state.get("directions", [])}
-    trajectories = [t for i in state.get("train_trajectories", []) for t in ctx.archive.trajectories(id=i)]
+    trajectories = [t for i in state.get("train_trajectories", []) for t in ctx.archive.list(Trajectory, id=i)]
     solved = sorted({t.task_id for t in trajectories if t.passed})
     tasks = {t.id: t for t in ctx.tasks("train")}
     out, replaced = [], []

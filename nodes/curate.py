@@ -6,6 +6,7 @@ from langgraph.runtime import Runtime
 
 from coevo.meta.context import MetaContext
 from coevo.meta.state import RESET, MetaState
+from coevo.records import Trajectory
 
 
 def curate(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
@@ -13,7 +14,7 @@ def curate(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     tasks (Table 8). Only train trajectories are read, so val/test answers never reach the curator.
     Stores the curator's LLM calls; clears the round's candidates."""
     ctx = runtime.context
-    trajectories = [t for i in state.get("train_trajectories", []) for t in ctx.archive.trajectories(id=i)]
+    trajectories = [t for i in state.get("train_trajectories", []) for t in ctx.archive.list(Trajectory, id=i)]
     train = [t for t in trajectories if t.split == "train"]
     curation = ctx.curator.curate(train, ctx.spec(state["incumbent"]), {t.id: t for t in ctx.tasks("train")})
     ctx.store_calls(curation.calls)

@@ -12,6 +12,7 @@ from coevo.harnesses.patch import apply_patch
 from coevo.meta.context import MetaContext
 from coevo.meta.sealing import Sealed, live, unseal
 from coevo.meta.state import Candidate, EditRequest, MetaState
+from coevo.records import Trajectory
 from coevo.roles.editor import Proposal
 
 
@@ -66,7 +67,7 @@ def edit(request: EditRequest, runtime: Runtime[MetaContext]) -> dict:
     """
     ctx = runtime.context
     direction = request["direction"]
-    trajectories = [t for i in request["train_trajectories"] for t in ctx.archive.trajectories(id=i)]
+    trajectories = [t for i in request["train_trajectories"] for t in ctx.archive.list(Trajectory, id=i)]
     solved = [t for t in trajectories if t.passed and t.split == "train"]
     tasks = {t.id: t for t in ctx.tasks("train")}
     proposal = ctx.editor.propose(direction, ctx.spec(request["incumbent"]), tasks, solved)

@@ -27,7 +27,8 @@ from coevo.config import GateConfig
 from coevo.evaluation.stats import difference_estimate
 from coevo.meta.context import MetaContext
 from coevo.meta.sealing import unseal
-from coevo.meta.state import GateDecision, GatePair, MetaState
+from coevo.meta.state import MetaState
+from coevo.records import GateDecision, GatePair
 
 
 def bootstrap_p(diffs: list[float], n: int = 2000, seed: int = 0) -> float:

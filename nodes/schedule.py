@@ -7,7 +7,8 @@ import asyncio
 from langgraph.runtime import Runtime
 
 from coevo.meta.context import MetaContext
-from coevo.meta.state import Candidate, CandidateOutcome, EvalSummary, GateDecision, MetaState, RoundSummary
+from coevo.meta.state import Candidate, CandidateOutcome, EvalSummary, MetaState, RoundSummary
+from coevo.records import GateDecision
 
 
 def _fate(cand: Candidate, decision: GateDecision | None, incumbent: str) -> str:

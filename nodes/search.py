@@ -19,7 +19,7 @@ iteration are the family's (WHALE's ``accept``, PACE's gate and ``pace_step``); 
 from __future__ import annotations
 
 import asyncio
-import time
+from datetime import datetime
 
 from langgraph.runtime import Runtime
 
@@ -27,11 +27,13 @@ from coevo.envs.base import Task
 from coevo.evaluation.results import EvalResult
 from coevo.meta.context import MetaContext
 from coevo.meta.sealing import sealed_tasks
-from coevo.meta.search import Phase, SearchEntry, SearchIteration, SearchState
+from coevo.meta.search import SearchEntry, SearchIteration, SearchState
 from coevo.meta.state import Candidate
 from coevo.models.trajectory import Trajectory
 from coevo.nodes.edit import realise, sealing
+from coevo.records import Phase
 from coevo.roles.proposer import SearchView, ranked
+from coevo.timestamps import utcnow
 
 
 def search_split(ctx: MetaContext, state: SearchState) -> list[Task]:
@@ -72,15 +74,13 @@ def best_of_archive(entries: list[SearchEntry], excluded: set[str] = frozenset()
 
 def _trajectories(ctx: MetaContext, entries: list[SearchEntry], harness_id: str) -> list[Trajectory]:
     entry = next(e for e in entries if e.harness_id == harness_id)
-    return [t for o in entry.per_task.values() for i in o.trajectory_ids for t in ctx.archive.trajectories(id=i)]
+    return [t for o in entry.per_task.values() for i in o.trajectory_ids for t in ctx.archive.list(Trajectory, id=i)]
 
 
-def close_phase(ctx: MetaContext, phase: Phase, started: float | None) -> Phase:
-    """``phase`` with its start and end times (now), stored in the archive as a ``PhaseRecord``
-    (``<run id>-phase<index>``) so budgets can be attributed per phase."""
-    phase = phase.model_copy(update={"started_at": started, "ended_at": time.time()})
-    ctx.record_phase(phase)
-    return phase
+def close_phase(ctx: MetaContext, phase: Phase, started: datetime | None) -> Phase:
+    """``phase`` with its start (``started``, UTC) and end (now) times, recorded under the run as
+    ``<run id>-phase<index>`` so budgets can be attributed per phase."""
+    return ctx.record_phase(Phase.model_validate({**phase.model_dump(), "started_at": started, "ended_at": utcnow()}))
 
 
 def iteration_record(state: SearchState, accepted: str, score: float, changed: bool) -> SearchIteration:
@@ -97,7 +97,7 @@ async def search_start(state: SearchState, runtime: Runtime[MetaContext]) -> dic
     """Start a harness-search phase: the archive A_0 = {incumbent}, evaluated under the current
     checkpoint on the search split (``search_split``, one rollout per task). Advances ``phase``."""
     ctx = runtime.context
-    started = time.time()
+    started = utcnow()
     result = await ctx.evaluate(state["incumbent"], state["checkpoint"], "train", search_split(ctx, state), k=1)
     phase = state.get("phase", -1) + 1
     ctx.log("search", f"phase {phase}: seed {state['incumbent'][:12]} train score {result.mean_reward:.3f}")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-from typing import NamedTuple
 
 from langgraph.runtime import Runtime
 
@@ -11,17 +10,10 @@ from coevo.config import RunConfig
 from coevo.harnesses.spec import load_harness
 from coevo.meta.context import MetaContext
 from coevo.meta.state import MetaState
+from coevo.models.checkpoint import Checkpoint
 
 
-class BaseCheckpoint(NamedTuple):
-    """W0 as ``setup`` stores it: its ``id``, ``base_model`` and ``config`` (``model_ref``)."""
-
-    id: str
-    base_model: str
-    config: dict[str, str]
-
-
-def base_checkpoint(config: RunConfig) -> BaseCheckpoint:
+def base_checkpoint(config: RunConfig) -> Checkpoint:
     """W0: the configured policy without an adapter (id derived from the policy ref), evaluated
     through the vLLM servers that serve it when ``train.vllm`` names them (``served_ref``)."""
     ref = config.policy
@@ -32,7 +24,7 @@ def base_checkpoint(config: RunConfig) -> BaseCheckpoint:
     key = config.policy if ref == config.policy else f"{config.policy}@{ref}"
     digest = hashlib.sha256(key.encode()).hexdigest()[:12]
     base = config.policy.split(":", 1)[1] if config.policy.startswith("local:") else config.policy
-    return BaseCheckpoint(f"base-{digest}", base, {"model_ref": ref})
+    return Checkpoint(id=f"base-{digest}", base_model=base, model_ref=ref)
 
 
 def setup(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
@@ -47,12 +39,12 @@ def setup(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
         incumbent = ctx.archive.add_harness(load_harness(ctx.config.harness or ctx.env.name), [], "base", run_id)
     checkpoint = state.get("checkpoint")
     if not checkpoint:
-        checkpoint = ctx.record_base_checkpoint(*base_checkpoint(ctx.config))
+        checkpoint = ctx.record_base_checkpoint(base_checkpoint(ctx.config))
     for split in ("train", "val", "test"):
         if getattr(ctx.config.env, f"n_{split}"):
-            ctx.archive.add_tasks(ctx.tasks(split))
+            ctx.archive.put(*ctx.tasks(split))
     if ctx.searches and ctx.config.search.tasks:
-        ctx.archive.add_tasks(ctx.search_tasks())  # refuses a train split too short for the search split
+        ctx.archive.put(*ctx.search_tasks())  # refuses a train split too short for the search split
     ctx.log("setup", f"run {run_id}: H0={incumbent[:12]} W0={checkpoint} env={ctx.env.name} "
                      f"train/val/test={ctx.config.env.n_train}/{ctx.config.env.n_val}/{ctx.config.env.n_test}")
     return {"run_id": run_id, "round": 0, "incumbent": incumbent, "checkpoint": checkpoint,

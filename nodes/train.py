@@ -13,6 +13,7 @@ from coevo.meta.sealing import accepted_harnesses, sealed_tasks
 from coevo.meta.state import MetaState, WeightStage
 from coevo.models.trajectory import Trajectory
 from coevo.observe.text import percent
+from coevo.records import Checkpoint
 from coevo.training.schedule import WeightPhase
 from coevo.training.stage import Route, StageOptions, training_spec
 
@@ -67,7 +68,7 @@ async def run_stage(ctx: MetaContext, state: MetaState, spec: HarnessSpec, befor
     trajectories = [t.model_copy(update={"split": "train", "harness_id": names.get(t.harness_id, spec.id)})
                     for t in trajectories]
     ctx.archive.add_trajectories(trajectories, None, ctx.run_id)
-    record = ctx.archive.get_checkpoint(checkpoint)
+    record = ctx.archive.get(Checkpoint, checkpoint)
     m = record.metrics if record is not None else {}
     stage = WeightStage(round=rnd, harness_id=spec.id, checkpoint_before=before, checkpoint_after=checkpoint,
                         steps=m.get("steps"), train_reward=m.get("reward_mean"),

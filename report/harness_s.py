@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from coevo.records import Ballot, Checkpoint, PoolMember, Profile
 from coevo.report.markup import html_table
 from coevo.report.numbers import percent, plain
 
@@ -13,7 +14,7 @@ from coevo.report.numbers import percent, plain
 def pool_section(archive: Any, run_id: str) -> str:
     """The pool table: each sibling's id, parent, evolution round, the causes it targets, val score
     under the frozen policy, tasks solved (V(H)) and whether Eq. 3 chose it as a parent."""
-    members = archive.list_pool_members(run_id)
+    members = archive.list(PoolMember, run_id=run_id)
     if not members:
         return ""
     rows = [[m.harness_id[:12], (m.parent or "–")[:12], "H0" if m.round < 0 else m.round,
@@ -28,19 +29,18 @@ def pool_section(archive: Any, run_id: str) -> str:
 def profile_section(archive: Any, run_id: str) -> str:
     """The latest profile of each sibling: checkpoint, val success, prefer and avoid entries."""
     latest: dict[str, Any] = {}
-    for p in archive.list_profiles(run_id):
+    for p in archive.list(Profile, run_id=run_id):
         latest[p.harness_id] = p
     if not latest:
         return ""
     rows = []
-    for h, rec in latest.items():
-        prof = rec.profile
+    for h, prof in latest.items():
 
-        def entries(kind: str, prof: dict = prof) -> str:
-            return "; ".join(f"when {e['when']}: {e['behavior']}" for e in prof.get(kind, []))[:300] or "–"
+        def entries(found: list[Any]) -> str:
+            return "; ".join(f"when {e.when}: {e.behavior}" for e in found)[:300] or "–"
 
-        rows.append([h[:12], rec.checkpoint_id[:24], plain(prof.get("val_success")), entries("prefer"),
-                     entries("avoid"), prof.get("reason", "")[:80]])
+        rows.append([h[:12], prof.checkpoint_id[:24], plain(prof.val_success), entries(prof.prefer),
+                     entries(prof.avoid), prof.reason[:80]])
     return ("<h2>Behaviour profiles (Eq. 8, 11)</h2><p>From paired val runs against H0 at the last re-anchoring "
             "(test outcomes never enter).</p>"
             + html_table(["harness", "checkpoint", "val success", "prefer", "avoid", "ignored reply"], rows))
@@ -49,7 +49,7 @@ def profile_section(archive: Any, run_id: str) -> str:
 def rescue_section(archive: Any, run_id: str) -> str:
     """Per weight stage and step: rescue trigger rate, rescue success and effective-group rate."""
     rows = []
-    for c in sorted(archive.list_checkpoints(run_id), key=lambda c: c.created_at):
+    for c in sorted(archive.list(Checkpoint, run_id=run_id), key=lambda c: c.created_at):
         m = c.metrics or {}
         if "rescue_rate" not in m:
             continue
@@ -68,7 +68,7 @@ def rescue_section(archive: Any, run_id: str) -> str:
 
 def votes_section(archive: Any, run_id: str) -> str:
     """How many ballots the router's voters cast, per purpose, and how many were ignored."""
-    votes = archive.list_votes(run_id)
+    votes = archive.list(Ballot, run_id=run_id)
     if not votes:
         return ""
     purposes = sorted({v.purpose for v in votes})

@@ -11,6 +11,7 @@ from coevo.evaluation.parity import parity_note
 from coevo.evaluation.results import paired_difference
 from coevo.evaluation.stats import score_estimate
 from coevo.harnesses import diff, load_harness
+from coevo.records import BudgetRecord, Checkpoint, EvaluationRecord, GateDecision, HarnessRecord, RunRecord
 from coevo.report.harness_s import harness_s_sections
 from coevo.report.numbers import difference_text, plain, score_text, stored_estimate
 from coevo.report.phases import phases_html
@@ -22,8 +23,8 @@ from coevo.storage import Archive
 
 def _gate_row(d: Any) -> str:
     """One gate decision: b and c each with the interval of its per-task values (the stored pairs)."""
-    b = score_estimate([p["b"] for p in d.pairs]) if d.pairs else None
-    c = score_estimate([p["c"] for p in d.pairs]) if d.pairs else None
+    b = score_estimate([p.b for p in d.pairs]) if d.pairs else None
+    c = score_estimate([p.c for p in d.pairs]) if d.pairs else None
     return (f"<tr><td>{d.round}</td><td>{d.candidate_id[:12]}</td><td>{score_text(b) if b else plain(d.b)}</td>"
             f"<td>{score_text(c) if c else plain(d.c)}</td><td>{'accepted' if d.accepted else 'rejected'}</td>"
             f"<td>{html.escape(d.reason)}</td></tr>")
@@ -88,7 +89,7 @@ def _budget_table(archive: Archive, run_id: str) -> str:
     apart); "" when nothing was recorded."""
     from coevo.meta.budget import SPEND, totals
 
-    records = archive.list_budgets(run_id)
+    records = archive.list(BudgetRecord, run_id=run_id)
     if not records:
         return ""
     groups: dict[tuple[int, str, str], list[Any]] = {}
@@ -123,16 +124,16 @@ def write_report(run_id: str, db: str, out_dir: Path, state: dict[str, Any] | No
     Raises ``ValueError`` when the run is not in the archive.
     """
     archive = Archive(db)
-    run = archive.get_run(run_id)
+    run = archive.get(RunRecord, run_id)
     if run is None:
         raise ValueError(f"no run {run_id!r} in {db}; `coevo archive list --db {db}` shows the runs")
     out_dir.mkdir(parents=True, exist_ok=True)
-    decisions = sorted(archive.list_gate_decisions(run_id), key=lambda d: (d.round, d.created_at))
-    harnesses = [h for h in archive.list_harnesses(run_id) if h.origin != "sampling"]  # not sampling variants
-    evals = [e for e in archive.list_evaluations(run_id) if e.aggregates]
+    decisions = sorted(archive.list(GateDecision, run_id=run_id), key=lambda d: (d.round, d.created_at))
+    harnesses = [h for h in archive.list(HarnessRecord, run_id=run_id) if h.origin != "sampling"]  # not their variants
+    evals = [e for e in archive.list(EvaluationRecord, run_id=run_id) if e.aggregates]
     trivial_val = next((e.aggregates.get("trivial_baseline") for e in evals if e.split == "val"), None)
     trivial_train = next((e.aggregates.get("trivial_baseline") for e in evals if e.split == "train"), trivial_val)
-    steps = [s for c in sorted(archive.list_checkpoints(run_id), key=lambda c: c.created_at)
+    steps = [s for c in sorted(archive.list(Checkpoint, run_id=run_id), key=lambda c: c.created_at)
              for s in (c.metrics or {}).get("history", [])]
     accepted = [d.candidate_id for d in decisions if d.accepted]
     base = next((h for h in harnesses if h.origin == "base"), None)
@@ -147,7 +148,7 @@ def write_report(run_id: str, db: str, out_dir: Path, state: dict[str, Any] | No
     final_diff = ""
     if base is not None:
         incumbent = (state or {}).get("incumbent")  # gateless strategies (WHALE) accept without a gate decision
-        final = archive.get_harness(incumbent or (accepted[-1] if accepted else base.id)) or base
+        final = archive.get(HarnessRecord, incumbent or (accepted[-1] if accepted else base.id)) or base
         final_diff = (diff(load_harness(base.spec), load_harness(final.spec))
                       or "(the final harness is H0: no candidate was accepted)")
     rows = "".join(_gate_row(d) for d in decisions)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from coevo.observe.text import percent, plain
+from coevo.records import EvaluationRecord
 
 __all__ = ["difference_text", "percent", "plain", "score_text", "significance", "stored_estimate", "stored_estimates"]
 
@@ -39,7 +40,7 @@ def stored_estimates(archive: Any, run_id: str, split: str) -> dict[tuple[str, s
     ``coevo.storage.Archive``; ``EvalResult.estimate`` of its stored per-task outcomes), keyed by
     ``(harness id, checkpoint id)``."""
     return {(e.harness_id, e.checkpoint_id): stored_estimate(e.aggregates)
-            for e in archive.list_evaluations(run_id) if e.split == split and e.aggregates}
+            for e in archive.list(EvaluationRecord, run_id=run_id) if e.split == split and e.aggregates}
 
 
 def stored_estimate(aggregates: dict[str, Any]) -> Estimate:

@@ -8,23 +8,23 @@ import html
 from pathlib import Path
 
 from coevo.graphs.coevo_rsi.archive_view import pair_stats
+from coevo.records import BaseChoice, HarnessRecord, ModelProposal, Promotion
 from coevo.report.markup import html_row
 from coevo.report.numbers import plain, score_text, stored_estimates
 from coevo.report.plots import timr_matrix_plot
 from coevo.storage import Archive
-from coevo.storage.tables import BaseChoiceRecord, ModelProposalRecord, PromotionRecord
 
 
 def rsi_section(archive: Archive, run_id: str, out_dir: Path) -> str:
     """The HTML of the CoEvo-RSI rounds (one table per round) and the TIMR matrix (``timr_matrix.png``
     in ``out_dir``); "" when the run has no promotion (not a CoEvo-RSI run)."""
-    promotions = archive.list_inheritance(PromotionRecord, run_id)
+    promotions = archive.list(Promotion, run_id=run_id)
     if not promotions:
         return ""
-    choices = archive.list_inheritance(BaseChoiceRecord, run_id)
-    proposals = archive.list_inheritance(ModelProposalRecord, run_id)
+    choices = archive.list(BaseChoice, run_id=run_id)
+    proposals = archive.list(ModelProposal, run_id=run_id)
     val = stored_estimates(archive, run_id, "val")
-    order = {h.id: i for i, h in enumerate(archive.list_harnesses(run_id))}
+    order = {h.id: i for i, h in enumerate(archive.list(HarnessRecord, run_id=run_id))}
     parts = []
     for p in promotions:
         bases = "".join(html_row(c.direction, f"#{c.index} {c.base_id[:12]}",
@@ -35,9 +35,10 @@ def rsi_section(archive: Archive, run_id: str, out_dir: Path) -> str:
                                   m.checkpoint_id or "–", score_text(val.get((m.harness_id, m.checkpoint_id or ""))),
                                   plain(m.timr), m.status + (f": {m.reason}" if m.status == "refused" else ""))
                          for m in proposals if m.round == p.round)
-        pairs = "".join(html_row(name, pair["harness_id"][:12], pair["checkpoint_id"],
-                                 score_text(val.get((pair["harness_id"], pair["checkpoint_id"]))), plain(pair["timr"]))
-                        for name, pair in p.pairs.items() if pair)
+        compared = {"incumbent": p.incumbent, "best": p.best, "adapted": p.adapted}
+        pairs = "".join(html_row(name, pair.harness_id[:12], pair.checkpoint_id,
+                                 score_text(val.get((pair.harness_id, pair.checkpoint_id))), plain(pair.timr))
+                        for name, pair in compared.items() if pair)
         parts.append(
             f"<h3>Round {p.round}</h3><p>Editors' bases</p><table><tr><th>brief</th><th>base (index in A&lt;t)</th>"
             f"<th>which</th><th>child</th><th>why</th></tr>{bases}</table><p>Model proposals (val)</p><table><tr>"

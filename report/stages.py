@@ -8,6 +8,7 @@ from typing import Any
 
 from coevo.evaluation.results import EvalResult
 from coevo.meta.state import EvalSummary, WeightStage
+from coevo.records import Checkpoint, EvaluationRecord
 from coevo.storage import Archive
 
 
@@ -21,11 +22,11 @@ def weight_stages(archive: Archive, run_id: str) -> list[WeightStage]:
     position) whose ``before``/``after`` are the latest finished val evaluations of that incumbent
     under the parent and under the checkpoint, when both exist on the same seeds and tasks."""
     val: dict[tuple[str, str], Any] = {}
-    for e in sorted(archive.list_evaluations(run_id), key=lambda e: e.created_at):
+    for e in sorted(archive.list(EvaluationRecord, run_id=run_id), key=lambda e: e.created_at):
         if e.split == "val" and e.aggregates:
             val[(e.harness_id, e.checkpoint_id)] = e
     stages = []
-    for c in sorted(archive.list_checkpoints(run_id), key=lambda c: c.created_at):
+    for c in sorted(archive.list(Checkpoint, run_id=run_id), key=lambda c: c.created_at):
         harness = (c.config or {}).get("incumbent_id")
         if not harness or not c.parents:
             continue

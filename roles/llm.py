@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from coevo.models.refs import REF_KEY, as_reference, load_model, split_settings
 from coevo.models.structured import ask_structured
 from coevo.models.trajectory import ModelCall
-from coevo.storage.tables import LLMCallRecord
+from coevo.records import LLMCallRecord
 
 M = TypeVar("M", bound=BaseModel)
 

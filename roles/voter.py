@@ -21,8 +21,8 @@ from coevo.config import RunConfig
 from coevo.envs.base import Env, Task
 from coevo.meta.pool import Ballot, Profile
 from coevo.meta.roles import Voter
+from coevo.records import LLMCallRecord
 from coevo.roles.llm import JsonRole, narrowed
-from coevo.storage.tables import LLMCallRecord
 
 
 def weight(rank: int, ballot: int) -> float:

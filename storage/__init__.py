@@ -1,21 +1,8 @@
-"""coevo.storage: the SQLModel archive (DESIGN.md, Storage). The only package that touches SQL."""
+"""coevo.storage: the SQLModel archive of the persisted domain models (``coevo.records``; DESIGN.md,
+Storage). The only package that touches SQL."""
 
 from coevo.storage.archive import Archive
 from coevo.storage.errors import ArchiveError, SchemaVersionError
-from coevo.storage.tables import (
-    SCHEMA_VERSION,
-    BudgetRecord,
-    CheckpointRecord,
-    EditRecord,
-    EvaluationRecord,
-    GateDecisionRecord,
-    HarnessRecord,
-    LLMCallRecord,
-    ProfileRecord,
-    RunRecord,
-)
+from coevo.storage.tables import SCHEMA_VERSION
 
-__all__ = [
-    "SCHEMA_VERSION", "Archive", "ArchiveError", "BudgetRecord", "CheckpointRecord", "EditRecord", "EvaluationRecord",
-    "GateDecisionRecord", "HarnessRecord", "LLMCallRecord", "ProfileRecord", "RunRecord", "SchemaVersionError",
-]
+__all__ = ["SCHEMA_VERSION", "Archive", "ArchiveError", "SchemaVersionError"]

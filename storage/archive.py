@@ -1,98 +1,63 @@
 """``Archive``: the one class that reads and writes the coevo database (DESIGN.md, Storage).
 
 A SQLite file in WAL mode by default (``Archive("runs/coevo.db")``), or any SQLAlchemy URL
-(``Archive("postgresql+psycopg://...")``) for shared or large runs. Every ``add_*`` is an idempotent
-upsert by id in one transaction, so a resumed run rewrites rather than duplicates rows; a list
-passed to one call (a task's rollouts, a batch of edits) is written all-or-nothing. Methods take
-and return pydantic objects (``Trajectory``, ``Task``, the ``*Record`` models), never ORM rows.
+(``Archive("postgresql+psycopg://...")``) for shared or large runs. It stores the persisted domain
+models themselves (``coevo.records``; each kind's table comes from ``coevo.storage.tables.TABLES``):
+``put`` writes any records as idempotent upserts by id in one transaction, so a resumed run
+rewrites rather than duplicates rows and a batch (a task's rollouts, a round's edits) is written
+all-or-nothing; ``get`` and ``list`` read them back as the same models, never ORM rows.
 
 Writes are serialised by a lock, so one ``Archive`` may be shared by threads (the evaluator
 persists from a worker thread while rollouts continue on the event loop); several processes may
 write one archive at once (SQLite: WAL, writers begin ``IMMEDIATE`` and wait up to 30 s; PostgreSQL:
 row-level upserts).
 
-No ORM row is ever attached to a session: a record returned here is a plain value, so changing it
-(a JSON dict in place included) changes nothing stored until it is written back whole with
-``add_*``; ``update_run`` writes only the columns it names. Timestamps are UTC-aware ``datetime``s
-on every backend (``coevo.timestamps``), stored as Unix seconds.
+A record returned here is a plain value: changing it (a JSON dict in place included) changes nothing
+stored until it is ``put`` back whole; ``update_run`` writes only the columns it names. Timestamps
+are UTC-aware ``datetime``s on every backend (``coevo.timestamps``), stored as Unix seconds.
 """
 
 from __future__ import annotations
 
+import builtins
 import threading
 from pathlib import Path
-from typing import Any, Iterable, Sequence, TypeVar
+from typing import Any, Sequence, TypeVar
 
+from pydantic import BaseModel
 from sqlalchemy import Table, delete, func, select
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DatabaseError
 from sqlmodel import SQLModel
 
-from coevo.envs.base import Task
-from coevo.models.trajectory import Trajectory
-from coevo.storage import codec
+from coevo.records import HarnessRecord, RunRecord, Trajectory
 from coevo.storage.connection import database_url, make_engine, writing
 from coevo.storage.errors import ArchiveError
 from coevo.storage.errors import SchemaVersionError as SchemaVersionError  # re-exported
 from coevo.storage.migrate import head, prepare, up_to_date
-from coevo.storage.tables import (
-    TRAJECTORY_FIELDS,
-    TRAJECTORY_TOTALS,
-    BaseChoiceRecord,
-    BaseChoiceRow,
-    BudgetRecord,
-    BudgetRow,
-    CheckpointRecord,
-    CheckpointRow,
-    EditRecord,
-    EditRow,
-    EvaluationRecord,
-    EvaluationRow,
-    GateDecisionRecord,
-    GateDecisionRow,
-    HarnessRecord,
-    HarnessRow,
-    LLMCallRecord,
-    LLMCallRow,
-    ModelProposalRecord,
-    ModelProposalRow,
-    PhaseRecord,
-    PhaseRow,
-    PoolMemberRecord,
-    PoolMemberRow,
-    ProfileRecord,
-    ProfileRow,
-    PromotionRecord,
-    PromotionRow,
-    RunRecord,
-    RunRow,
-    SchemaVersionRow,
-    TaskRow,
-    TrajectoryRow,
-    VoteRecord,
-    VoteRow,
-)
+from coevo.storage.tables import TABLES, SchemaVersionRow, Stored
 from coevo.timestamps import utcnow
 
-R = TypeVar("R", bound=SQLModel)
+R = TypeVar("R", bound=BaseModel)
 
 _CHUNK = 500
 """Rows per DELETE ... IN (...) statement in the portable upsert (well under SQLite's limit)."""
 
-_INHERITANCE: dict[type, type[SQLModel]] = {BaseChoiceRecord: BaseChoiceRow, ModelProposalRecord: ModelProposalRow,
-                                           PromotionRecord: PromotionRow}
-"""CoEvo-RSI record kind -> its table's row class."""
 
-
-def _trajectory_row(traj: Trajectory, evaluation_id: str | None, run_id: str | None) -> dict[str, Any]:
-    row = {name: getattr(traj, name) for name in (*TRAJECTORY_FIELDS, *TRAJECTORY_TOTALS)}
-    row.update(evaluation_id=evaluation_id, run_id=run_id, body=codec.encode(traj), created_at=utcnow())
-    return row
+def stored(kind: type[BaseModel]) -> Stored:
+    """The registry entry of ``kind``. Raises ``ArchiveError`` for a model the archive does not store."""
+    try:
+        return TABLES[kind]
+    except KeyError:
+        raise ArchiveError(f"{kind.__name__} is not a kind the archive stores: one of "
+                           f"{[k.__name__ for k in TABLES]} (declare it in coevo.records and register it in "
+                           "coevo.storage.tables)") from None
 
 
 class Archive:
     """The coevo archive: runs, harnesses, edits, checkpoints, tasks, evaluations, trajectories,
-    gate decisions, profiles and LLM calls.
+    gate decisions, profiles, pool members, ballots, LLM calls, budgets, phases and CoEvo-RSI's
+    base choices, model proposals and promotions (every kind in ``coevo.storage.tables.TABLES``).
 
     Args: ``target`` a file path (SQLite, WAL; parent directories are created), ``":memory:"``,
     or any SQLAlchemy URL (``postgresql+psycopg://user@host/db``); ``migrate`` (default) brings an
@@ -121,10 +86,10 @@ class Archive:
         self._writer = writing(self.engine)
 
     @staticmethod
-    def _tables() -> list[Table]:
+    def _tables() -> builtins.list[Table]:
         """Every archive table, in ``storage/tables.py``'s declaration order: ``SQLModel.metadata``,
         the same set ``create_all`` and the migrations work from (a new table needs no entry here)."""
-        return list(SQLModel.metadata.tables.values())
+        return builtins.list(SQLModel.metadata.tables.values())
 
     def close(self) -> None:
         """Dispose of the connection pool."""
@@ -136,7 +101,7 @@ class Archive:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    # -- generic helpers -------------------------------------------------------------------
+    # -- writing ---------------------------------------------------------------------------
 
     def _upsert(self, conn: Connection, table: Table, rows: Sequence[dict[str, Any]]) -> None:
         """Replace-by-id in one statement where the dialect has one (SQLite ``INSERT OR REPLACE``,
@@ -148,43 +113,125 @@ class Archive:
             raise ArchiveError(f"duplicate ids in one {table.name} batch: ids must be unique per call")
         dialect = conn.dialect.name
         if dialect == "sqlite":
-            conn.execute(table.insert().prefix_with("OR REPLACE"), list(rows))
+            conn.execute(table.insert().prefix_with("OR REPLACE"), builtins.list(rows))
         elif dialect == "postgresql":
             from sqlalchemy.dialects.postgresql import insert as pg_insert
 
             stmt = pg_insert(table)
             stmt = stmt.on_conflict_do_update(
                 index_elements=["id"], set_={c.name: stmt.excluded[c.name] for c in table.columns if c.name != "id"})
-            conn.execute(stmt, list(rows))
+            conn.execute(stmt, builtins.list(rows))
         else:
             for start in range(0, len(ids), _CHUNK):
                 conn.execute(delete(table).where(table.c.id.in_(ids[start:start + _CHUNK])))
-            conn.execute(table.insert(), list(rows))
+            conn.execute(table.insert(), builtins.list(rows))
 
-    def _write(self, table: Table, rows: Sequence[dict[str, Any]]) -> None:
+    def _write(self, batches: dict[Table, builtins.list[dict[str, Any]]]) -> None:
         with self._lock, self._writer.begin() as conn:
-            self._upsert(conn, table, rows)
+            for table, rows in batches.items():
+                self._upsert(conn, table, rows)
 
-    def _put(self, row_cls: type[SQLModel], records: Iterable[SQLModel]) -> None:
-        self._write(row_cls.__table__, [r.model_dump() for r in records])  # type: ignore[attr-defined]
+    def put(self, *records: BaseModel) -> None:
+        """Insert or replace ``records`` by id (any registered kinds, mixed), all in one transaction.
+        Raises ``ArchiveError`` for a kind the archive does not store or two records of one kind
+        with the same id."""
+        batches: dict[Table, builtins.list[dict[str, Any]]] = {}
+        for record in records:
+            entry = stored(type(record))
+            batches.setdefault(entry.table, []).append(entry.row(record))
+        self._write(batches)
 
-    def _get(self, row_cls: type[SQLModel], record_cls: type[R], id: str) -> R | None:
-        table = row_cls.__table__  # type: ignore[attr-defined]
+    def put_new(self, record: BaseModel) -> bool:
+        """Store ``record`` unless a row of its kind with its id exists (budget accounting: what an id
+        names was paid for once); returns whether it was stored. Atomic across processes (SQLite
+        ``INSERT OR IGNORE`` under the write lock, PostgreSQL ``ON CONFLICT DO NOTHING``)."""
+        entry = stored(type(record))
+        table, row = entry.table, entry.row(record)
+        with self._lock, self._writer.begin() as conn:
+            if conn.dialect.name == "sqlite":
+                return conn.execute(table.insert().prefix_with("OR IGNORE"), row).rowcount == 1
+            if conn.dialect.name == "postgresql":
+                from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+                stmt = pg_insert(table).values(**row).on_conflict_do_nothing(index_elements=["id"])
+                return conn.execute(stmt.returning(table.c.id)).first() is not None
+            if conn.execute(select(table.c.id).where(table.c.id == row["id"])).first() is not None:
+                return False
+            conn.execute(table.insert(), row)
+        return True
+
+    def add_harness(self, spec: Any, parents: Sequence[str] | None = None, origin: str = "",
+                    run_id: str | None = None) -> str:
+        """Store a harness spec (a ``HarnessSpec``, as ``HarnessRecord.of``, or a ``HarnessRecord``);
+        returns its id. Raises ``ArchiveError`` for anything else."""
+        try:
+            record = spec if isinstance(spec, HarnessRecord) else HarnessRecord.of(
+                spec, builtins.list(parents) if parents is not None else None, origin, run_id)
+        except TypeError as err:
+            raise ArchiveError(f"add_harness: {err}") from None
+        self.put(record)
+        return record.id
+
+    def add_trajectories(self, trajectories: Sequence[Trajectory], evaluation_id: str | None = None,
+                         run_id: str | None = None) -> None:
+        """Persist a batch of trajectories in ONE transaction (all or none), upserting by id, linked to
+        the evaluation and run that produced them (``list(Trajectory, evaluation_id=...)`` finds them).
+        Every ``Trajectory`` field is kept, including each call's token ids and logprobs."""
+        entry = TABLES[Trajectory]
+        self._write({entry.table: [entry.row(t, evaluation_id, run_id) for t in trajectories]})  # type: ignore[call-arg]
+
+    def update_run(self, id: str, **changes: Any) -> None:
+        """Set only the named columns of run ``id`` (e.g. ``status="done"``, ``config={...}``) and its
+        ``updated_at`` to now, in one ``UPDATE``: concurrent writers of other columns or rows are never
+        overwritten with stale values. Raises ``ArchiveError`` for an unknown run or column."""
+        table = TABLES[RunRecord].table
+        settable = set(table.c.keys()) - {"id"}
+        if set(changes) - settable:
+            raise ArchiveError(f"update_run cannot set {sorted(set(changes) - settable)}: one of {sorted(settable)}")
+        values = RunRecord.model_validate({"id": id, **changes}).model_dump(include=set(changes))
+        with self._lock, self._writer.begin() as conn:
+            done = conn.execute(table.update().where(table.c.id == id).values(**values, updated_at=utcnow()))
+        if done.rowcount != 1:
+            raise ArchiveError(f"no run {id!r} in {self.url} to update: see `coevo archive list runs`")
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def _query(self, entry: Stored, columns: Any, where: dict[str, Any]) -> Any:
+        query = select(*columns)
+        for name, value in where.items():
+            if value is None:
+                continue
+            try:
+                query = query.where(entry.column(name) == value)
+            except KeyError:
+                raise ArchiveError(f"{entry.model.__name__} has no field {name!r} to filter on: one of "
+                                   f"{entry.columns}") from None
+        return query
+
+    def get(self, kind: type[R], id: str, /) -> R | None:
+        """The ``kind`` record ``id`` (e.g. ``archive.get(Checkpoint, "base-1")``), or None."""
+        entry = stored(kind)
         with self.engine.connect() as conn:
-            row = conn.execute(select(table).where(table.c.id == id)).mappings().first()
-        return record_cls.model_validate(dict(row)) if row is not None else None
+            row = conn.execute(self._query(entry, [entry.table], {"id": id})).mappings().first()
+        return entry.record(row) if row is not None else None
 
-    def _list(self, row_cls: type[SQLModel], record_cls: type[R], **where: Any) -> list[R]:
-        table = row_cls.__table__  # type: ignore[attr-defined]
-        query = select(table)
-        for column, value in where.items():
-            if value is not None:
-                query = query.where(table.c[column] == value)
-        if "created_at" in table.c:
-            query = query.order_by(table.c.created_at, table.c.id)
+    def list(self, kind: type[R], /, **where: Any) -> builtins.list[R]:
+        """The ``kind`` records whose fields equal every given value (a None value filters nothing;
+        trajectories may also be filtered by ``evaluation_id`` and ``run_id``), oldest first (then by
+        id). Raises ``ArchiveError`` for an unknown field."""
+        entry = stored(kind)
+        table = entry.table
+        order = (table.c.created_at, table.c.id) if "created_at" in table.c else (table.c.id,)
         with self.engine.connect() as conn:
-            rows = conn.execute(query).mappings().all()
-        return [record_cls.model_validate(dict(row)) for row in rows]
+            rows = conn.execute(self._query(entry, [table], where).order_by(*order)).mappings().all()
+        return [entry.record(row) for row in rows]
+
+    def count(self, kind: type[BaseModel], /, **where: Any) -> int:
+        """How many ``kind`` records match ``where`` (as ``list`` filters)."""
+        entry = stored(kind)
+        query = self._query(entry, [func.count()], where).select_from(entry.table)
+        with self.engine.connect() as conn:
+            return int(conn.execute(query).scalar_one())
 
     def resolve_id(self, kind: str, prefix: str) -> str:
         """The full id of the one ``kind`` row (``runs``, ``harnesses``, ``evaluations``,
@@ -203,229 +250,3 @@ class Archive:
         if len(ids) > 1 and ids[0] != prefix:
             raise ArchiveError(f"several {kind} ids start with {prefix!r}: give more characters")
         return str(ids[0])
-
-    # -- runs, harnesses, edits, checkpoints -----------------------------------------------
-
-    def add_run(self, run: RunRecord) -> None:
-        """Insert or replace a run."""
-        self._put(RunRow, [run])
-
-    def update_run(self, id: str, **changes: Any) -> None:
-        """Set only the named columns of run ``id`` (e.g. ``status="done"``, ``config={...}``) and its
-        ``updated_at`` to now, in one ``UPDATE``: concurrent writers of other columns or rows are never
-        overwritten with stale values. Raises ``ArchiveError`` for an unknown run or column."""
-        table = RunRow.__table__  # type: ignore[attr-defined]
-        settable = set(table.c.keys()) - {"id"}
-        if set(changes) - settable:
-            raise ArchiveError(f"update_run cannot set {sorted(set(changes) - settable)}: one of {sorted(settable)}")
-        values = RunRecord.model_validate({"id": id, **changes}).model_dump(include=set(changes))
-        with self._lock, self._writer.begin() as conn:
-            done = conn.execute(table.update().where(table.c.id == id).values(**values, updated_at=utcnow()))
-        if done.rowcount != 1:
-            raise ArchiveError(f"no run {id!r} in {self.url} to update: see `coevo archive list runs`")
-
-    def get_run(self, id: str) -> RunRecord | None:
-        """The run ``id``, or None."""
-        return self._get(RunRow, RunRecord, id)
-
-    def list_runs(self) -> list[RunRecord]:
-        """All runs, oldest first."""
-        return self._list(RunRow, RunRecord)
-
-    def add_harness(self, spec: Any, parents: Sequence[str] | None = None, origin: str = "",
-                    run_id: str | None = None) -> str:
-        """Store a harness spec; returns its id.
-
-        Args: ``spec`` a ``HarnessSpec`` (its ``id`` and ``model_dump(mode="json")`` are used) or a
-        ``HarnessRecord``; ``parents`` default to the spec's own ``parents`` field when it has one.
-        """
-        if isinstance(spec, HarnessRecord):
-            record = spec
-        else:
-            if not hasattr(spec, "id") or not hasattr(spec, "model_dump"):
-                raise ArchiveError(f"add_harness needs a HarnessSpec or HarnessRecord, got {type(spec).__name__}")
-            record = HarnessRecord(
-                id=spec.id, spec=spec.model_dump(mode="json"),
-                parents=list(parents if parents is not None else getattr(spec, "parents", None) or []),
-                origin=origin, run_id=run_id,
-            )
-        self._put(HarnessRow, [record])
-        return record.id
-
-    def get_harness(self, id: str) -> HarnessRecord | None:
-        """The harness ``id`` (``record.spec`` is the spec dict for ``load_harness``), or None."""
-        return self._get(HarnessRow, HarnessRecord, id)
-
-    def list_harnesses(self, run_id: str | None = None) -> list[HarnessRecord]:
-        """Harnesses (of ``run_id`` when given), oldest first."""
-        return self._list(HarnessRow, HarnessRecord, run_id=run_id)
-
-    def add_edits(self, edits: Sequence[EditRecord]) -> None:
-        """Insert or replace edits, all in one transaction."""
-        self._put(EditRow, edits)
-
-    def list_edits(self, run_id: str | None = None, parent_id: str | None = None) -> list[EditRecord]:
-        """Edits filtered by run and/or parent harness, oldest first."""
-        return self._list(EditRow, EditRecord, run_id=run_id, parent_id=parent_id)
-
-    def add_checkpoint(self, checkpoint: CheckpointRecord) -> None:
-        """Insert or replace a checkpoint."""
-        self._put(CheckpointRow, [checkpoint])
-
-    def get_checkpoint(self, id: str) -> CheckpointRecord | None:
-        """The checkpoint ``id``, or None."""
-        return self._get(CheckpointRow, CheckpointRecord, id)
-
-    def list_checkpoints(self, run_id: str | None = None) -> list[CheckpointRecord]:
-        """Checkpoints, oldest first."""
-        return self._list(CheckpointRow, CheckpointRecord, run_id=run_id)
-
-    # -- tasks, evaluations, trajectories --------------------------------------------------
-
-    def add_tasks(self, tasks: Sequence[Task]) -> None:
-        """Store tasks as the policy saw them (the ``Task`` model has no gold answer)."""
-        rows = [{"id": t.id, "env": t.env, "split": t.split, "prompt": t.prompt, "task_metadata": t.metadata}
-                for t in tasks]
-        self._write(TaskRow.__table__, rows)  # type: ignore[attr-defined]
-
-    def get_task(self, id: str) -> Task | None:
-        """The task ``id`` as a ``Task``, or None."""
-        table = TaskRow.__table__  # type: ignore[attr-defined]
-        with self.engine.connect() as conn:
-            row = conn.execute(select(table).where(table.c.id == id)).mappings().first()
-        if row is None:
-            return None
-        return Task(id=row["id"], env=row["env"], split=row["split"], prompt=row["prompt"],
-                    metadata=row["task_metadata"] or {})
-
-    def add_evaluation(self, evaluation: EvaluationRecord) -> None:
-        """Insert or replace an evaluation (call again with ``status="done"`` and aggregates)."""
-        self._put(EvaluationRow, [evaluation])
-
-    def get_evaluation(self, id: str) -> EvaluationRecord | None:
-        """The evaluation ``id``, or None."""
-        return self._get(EvaluationRow, EvaluationRecord, id)
-
-    def list_evaluations(self, run_id: str | None = None, harness_id: str | None = None) -> list[EvaluationRecord]:
-        """Evaluations filtered by run and/or harness, oldest first."""
-        return self._list(EvaluationRow, EvaluationRecord, run_id=run_id, harness_id=harness_id)
-
-    def add_trajectories(self, trajectories: Sequence[Trajectory], evaluation_id: str | None = None,
-                         run_id: str | None = None) -> None:
-        """Persist a batch of trajectories in ONE transaction (all or none), upserting by id.
-
-        Every ``Trajectory`` field is kept, including each call's token ids and logprobs.
-        """
-        rows = [_trajectory_row(t, evaluation_id, run_id) for t in trajectories]
-        self._write(TrajectoryRow.__table__, rows)  # type: ignore[attr-defined]
-
-    def get_trajectory(self, id: str) -> Trajectory | None:
-        """The trajectory ``id``, or None."""
-        found = self.trajectories(id=id)
-        return found[0] if found else None
-
-    def trajectories(self, id: str | None = None, evaluation_id: str | None = None,
-                     run_id: str | None = None, harness_id: str | None = None,
-                     task_id: str | None = None, split: str | None = None) -> list[Trajectory]:
-        """Trajectories matching every given filter, in insertion order."""
-        table = TrajectoryRow.__table__  # type: ignore[attr-defined]
-        query = select(table.c.body)
-        filters = {"id": id, "evaluation_id": evaluation_id, "run_id": run_id, "harness_id": harness_id,
-                   "task_id": task_id, "split": split}
-        for column, value in filters.items():
-            if value is not None:
-                query = query.where(table.c[column] == value)
-        with self.engine.connect() as conn:
-            bodies = conn.execute(query.order_by(table.c.created_at, table.c.id)).scalars().all()
-        return [codec.decode(body) for body in bodies]
-
-    def count_trajectories(self, evaluation_id: str | None = None) -> int:
-        """Number of stored trajectories (of one evaluation when given)."""
-        table = TrajectoryRow.__table__  # type: ignore[attr-defined]
-        query = select(func.count()).select_from(table)
-        if evaluation_id is not None:
-            query = query.where(table.c.evaluation_id == evaluation_id)
-        with self.engine.connect() as conn:
-            return int(conn.execute(query).scalar_one())
-
-    # -- gate, profiles, LLM calls ---------------------------------------------------------
-
-    def add_gate_decision(self, decision: GateDecisionRecord) -> None:
-        """Insert or replace a gate decision."""
-        self._put(GateDecisionRow, [decision])
-
-    def list_gate_decisions(self, run_id: str | None = None) -> list[GateDecisionRecord]:
-        """Gate decisions (of ``run_id``), oldest first."""
-        return self._list(GateDecisionRow, GateDecisionRecord, run_id=run_id)
-
-    def add_profiles(self, profiles: Sequence[ProfileRecord]) -> None:
-        """Insert or replace profiles in one transaction."""
-        self._put(ProfileRow, profiles)
-
-    def list_profiles(self, run_id: str | None = None, harness_id: str | None = None) -> list[ProfileRecord]:
-        """Profiles filtered by run and/or harness, oldest first."""
-        return self._list(ProfileRow, ProfileRecord, run_id=run_id, harness_id=harness_id)
-
-    def add_pool_members(self, members: Sequence[PoolMemberRecord]) -> None:
-        """Insert or replace Harness-S pool members in one transaction."""
-        self._put(PoolMemberRow, members)
-
-    def list_pool_members(self, run_id: str | None = None) -> list[PoolMemberRecord]:
-        """The pool members (of ``run_id``), oldest first."""
-        return self._list(PoolMemberRow, PoolMemberRecord, run_id=run_id)
-
-    def add_votes(self, votes: Sequence[VoteRecord]) -> None:
-        """Insert or replace router ballots in one transaction."""
-        self._put(VoteRow, votes)
-
-    def list_votes(self, run_id: str | None = None, task_id: str | None = None) -> list[VoteRecord]:
-        """Router ballots filtered by run and/or task, oldest first."""
-        return self._list(VoteRow, VoteRecord, run_id=run_id, task_id=task_id)
-
-    def add_llm_calls(self, calls: Sequence[LLMCallRecord]) -> None:
-        """Insert or replace meta-role LLM call records in one transaction."""
-        self._put(LLMCallRow, calls)
-
-    def list_llm_calls(self, run_id: str | None = None, role: str | None = None) -> list[LLMCallRecord]:
-        """LLM calls filtered by run and/or role, oldest first."""
-        return self._list(LLMCallRow, LLMCallRecord, run_id=run_id, role=role)
-
-    # -- budgets ---------------------------------------------------------------------------
-
-    def add_budget(self, record: BudgetRecord) -> bool:
-        """Store ``record`` unless a budget row with its id exists (what it names was paid for
-        already); returns whether it was stored."""
-        with self._lock:
-            if self._get(BudgetRow, BudgetRecord, record.id) is not None:
-                return False
-            self._put(BudgetRow, [record])
-        return True
-
-    def list_budgets(self, run_id: str | None = None) -> list[BudgetRecord]:
-        """Budget rows (of ``run_id``), oldest first."""
-        return self._list(BudgetRow, BudgetRecord, run_id=run_id)
-
-    # -- phases ----------------------------------------------------------------------------
-
-    def add_phases(self, phases: Sequence[PhaseRecord]) -> None:
-        """Insert or replace phase records (WHALE-style alternating runs) in one transaction."""
-        self._put(PhaseRow, phases)
-
-    def list_phases(self, run_id: str | None = None) -> list[PhaseRecord]:
-        """Phases (of ``run_id``), oldest first."""
-        return self._list(PhaseRow, PhaseRecord, run_id=run_id)
-
-    # -- CoEvo-RSI inheritance: base choices, model proposals, promotions ------------------
-
-    def add_inheritance(self, records: Sequence[BaseChoiceRecord | ModelProposalRecord | PromotionRecord]) -> None:
-        """Insert or replace CoEvo-RSI records (base choices, model proposals, promotions), each kind
-        in its own table, all in one transaction."""
-        with self._lock, self._writer.begin() as conn:
-            for record_cls, row_cls in _INHERITANCE.items():
-                batch = [r.model_dump() for r in records if type(r) is record_cls]
-                self._upsert(conn, row_cls.__table__, batch)  # type: ignore[attr-defined]
-
-    def list_inheritance(self, kind: type[R], run_id: str | None = None) -> list[R]:
-        """The CoEvo-RSI records of ``kind`` (``BaseChoiceRecord``, ``ModelProposalRecord`` or
-        ``PromotionRecord``) of ``run_id``, oldest first."""
-        return self._list(_INHERITANCE[kind], kind, run_id=run_id)  # type: ignore[index]

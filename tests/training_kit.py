@@ -15,8 +15,8 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 
 from coevo.envs.base import Episode, Score, Task, Tool
+from coevo.models.checkpoint import Checkpoint
 from coevo.models.fake import ScriptedChatModel
-from coevo.training.checkpoint import Checkpoint
 
 VOCAB = 128
 

@@ -1,47 +1,18 @@
-"""``Checkpoint``: policy weights as a base model plus an optional LoRA adapter (DESIGN.md, Checkpoint).
+"""Loading and recording a ``Checkpoint`` (``coevo.models.checkpoint``; DESIGN.md, Checkpoint).
 
-A training stage returns a new ``Checkpoint`` (and records it in the archive when given one: the
-archive stores ``Checkpoint`` itself, as ``coevo.storage.tables.CheckpointRecord``);
-``load_policy`` turns a checkpoint into a transformers ``(model, tokenizer)`` pair for training or
-evaluation. ``base_model`` is a local checkpoint directory or ``smollm2-135m`` (the converted
-SmolLM2-135M-Instruct cache), resolved by ``coevo.models.refs.resolve_base``.
+A training stage returns a new ``Checkpoint`` and records it in the archive when given one
+(``record_checkpoint``); ``load_policy`` turns a checkpoint into a transformers ``(model, tokenizer)``
+pair for training or evaluation. ``base_model`` is a local checkpoint directory or ``smollm2-135m``
+(the converted SmolLM2-135M-Instruct cache), resolved by ``coevo.models.refs.resolve_base``.
 """
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
-
+from coevo.models.checkpoint import Checkpoint
 from coevo.models.refs import resolve_base
-from coevo.timestamps import UTCTime, utcnow
-
-
-def new_checkpoint_id(prefix: str = "ckpt") -> str:
-    """A fresh id ``<prefix>-<12 hex>``."""
-    return f"{prefix}-{uuid.uuid4().hex[:12]}"
-
-
-class Checkpoint(BaseModel):
-    """A policy checkpoint: ``base_model`` + optional ``adapter_path`` (a PEFT LoRA directory),
-    ``parents`` (checkpoint ids it was trained or merged from), the training ``config`` and its
-    ``metrics`` (loss, reward mean, effective-group rate, tokens, wall time, ...), the ``run_id``
-    that made it (None outside a run) and its creation time (UTC-aware, ``coevo.timestamps``).
-
-    This is also the archive's checkpoint record: ``coevo.storage.tables`` derives the
-    ``policy_checkpoints`` table from these fields, in this order.
-    """
-
-    id: str = Field(default_factory=new_checkpoint_id)
-    base_model: str
-    adapter_path: str | None = None
-    parents: list[str] = Field(default_factory=list)
-    config: dict[str, Any] = Field(default_factory=dict)
-    metrics: dict[str, Any] = Field(default_factory=dict)
-    run_id: str | None = None
-    created_at: UTCTime = Field(default_factory=utcnow)
 
 
 def load_policy(checkpoint: Checkpoint, trainable: bool = False, dtype: Any = None) -> tuple[Any, Any]:
@@ -73,8 +44,8 @@ def load_policy(checkpoint: Checkpoint, trainable: bool = False, dtype: Any = No
 
 
 def record_checkpoint(archive: Any, checkpoint: Checkpoint, run_id: str | None = None) -> None:
-    """Store ``checkpoint`` through ``archive.add_checkpoint`` (``coevo.storage.Archive``), with
+    """Store ``checkpoint`` through ``archive.put`` (``coevo.storage.Archive``), with
     ``run_id`` when given (else its own); a no-op when ``archive`` is None."""
     if archive is None:
         return
-    archive.add_checkpoint(checkpoint if run_id is None else checkpoint.model_copy(update={"run_id": run_id}))
+    archive.put(checkpoint if run_id is None else checkpoint.model_copy(update={"run_id": run_id}))

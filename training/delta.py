@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from coevo.training.checkpoint import Checkpoint
+from coevo.models.checkpoint import Checkpoint
 
 
 def _deltas(checkpoint: Checkpoint) -> dict[str, Any]:

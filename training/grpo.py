@@ -51,8 +51,9 @@ from typing import Any, Sequence
 from coevo.compat import route_tensorboard
 from coevo.config.train import StageConfig
 from coevo.envs.base import Env, Task
+from coevo.models.checkpoint import Checkpoint, new_checkpoint_id
 from coevo.models.trajectory import Trajectory
-from coevo.training.checkpoint import Checkpoint, load_policy, new_checkpoint_id, record_checkpoint
+from coevo.training.checkpoint import load_policy, record_checkpoint
 from coevo.training.rollout import HarnessRollout, PolicyFactory, Rescue, RolloutFn
 
 log = logging.getLogger(__name__)

@@ -58,7 +58,8 @@ from typing import Any, Literal, Sequence
 
 from pydantic import BaseModel, Field, model_validator
 
-from coevo.training.checkpoint import Checkpoint, new_checkpoint_id, record_checkpoint
+from coevo.models.checkpoint import Checkpoint, new_checkpoint_id
+from coevo.training.checkpoint import record_checkpoint
 
 Combination = Literal["ties", "dare_ties", "linear", "ties_svd", "dare_ties_svd", "svd", "cat"]
 PRUNING = {"ties", "dare_ties", "ties_svd", "dare_ties_svd"}

@@ -28,8 +28,9 @@ import torch
 from coevo.config.train import StageConfig
 from coevo.envs.base import Env, Task
 from coevo.models.base import batched
+from coevo.models.checkpoint import Checkpoint, new_checkpoint_id
 from coevo.models.trajectory import Trajectory
-from coevo.training.checkpoint import Checkpoint, load_policy, new_checkpoint_id, record_checkpoint
+from coevo.training.checkpoint import load_policy, record_checkpoint
 from coevo.training.rollout import RolloutFn, default_rollout_fn, eval_mode, guarded, is_failed, run_sync
 from coevo.training.samples import Row, trajectory_rows
 from coevo.training.schedule import PersistentSampler, run_phase

@@ -12,9 +12,10 @@ from coevo.config import RunConfig, TrainConfig
 from coevo.config.train import StageConfig
 from coevo.envs.base import Env, Task
 from coevo.harnesses.spec import HarnessSpec
+from coevo.models.checkpoint import Checkpoint
 from coevo.models.trajectory import Trajectory
 from coevo.observe.tracking import tracking_folder
-from coevo.training.checkpoint import Checkpoint, record_checkpoint
+from coevo.training.checkpoint import record_checkpoint
 from coevo.training.schedule import WeightPhase
 
 Route = Callable[[Task, int], Awaitable[list[str]]]
@@ -104,8 +105,8 @@ class StageTrainer:
     With ``config.train.vllm`` (server roots; GRPO) the stage samples on those vLLM servers
     (``coevo.training.vllm_sync.VLLMStepSync``: the adapter hot-loaded each step under a
     content-hashed name, Eq. 16 on), on the executor's workers when there is one, and the new
-    checkpoint is published there: its config gets ``vllm`` (the roots) and ``model_ref``
-    (``served_ref``), through which the run's policies evaluate it.
+    checkpoint is published there: its ``vllm`` are the roots and its ``model_ref`` the name it is
+    served under (``served_ref``), through which the run's policies evaluate it.
     """
 
     def __init__(self, config: RunConfig, env: Env, archive: Any, run_id: str, executor: Any = None) -> None:
@@ -116,7 +117,7 @@ class StageTrainer:
                stage_options: StageOptions) -> tuple[str, list[Trajectory]]:
         train = self.config.train
         siblings, route = stage_options.siblings, stage_options.route
-        checkpoint = self.archive.get_checkpoint(checkpoint_id)
+        checkpoint = self.archive.get(Checkpoint, checkpoint_id)
         if checkpoint is None:
             raise KeyError(f"checkpoint {checkpoint_id!r} is not in the archive")
         # absolute: the checkpoint's stored adapter_path must not depend on where a resume is started from
@@ -167,8 +168,8 @@ class StageTrainer:
             if sync.loaded:  # the stage's last step: the checkpoint replaces it on the servers
                 for root in sync.roots:
                     unload_lora_adapter(root, sync.loaded[-1])
-            new = new.model_copy(update={"config": {**new.config, "vllm": list(train.vllm),
-                                                    "model_ref": served_ref(train.vllm, adapter_name(new))}})
+            new = new.model_copy(update={"vllm": list(train.vllm),
+                                         "model_ref": served_ref(train.vllm, adapter_name(new))})
         record_checkpoint(self.archive, new)
         return new.id, trajectories
 

@@ -27,7 +27,7 @@ from typing import Any, Sequence
 
 import httpx
 
-from coevo.training.checkpoint import Checkpoint
+from coevo.models.checkpoint import Checkpoint
 
 ENV_FLAG = "VLLM_ALLOW_RUNTIME_LORA_UPDATING"
 NOT_HASHED = frozenset({"README.md"})

@@ -8,13 +8,14 @@ from __future__ import annotations
 from typing import Any
 
 from coevo.meta.inheritance import ArchiveEntry, ArchiveSummary, PairStats
+from coevo.records import Checkpoint, EvaluationRecord, HarnessRecord
 
 
 def harness_aliases(archive: Any, run_id: str) -> dict[str, str]:
     """Harness id -> the harness it stands for: a ``sampling`` variant (the train sampler's copy of a
     harness, ``coevo.nodes.train.sample``) stands for its parent; every other harness for itself."""
     return {h.id: (h.parents[0] if h.origin == "sampling" and h.parents else h.id)
-            for h in archive.list_harnesses(run_id)}
+            for h in archive.list(HarnessRecord, run_id=run_id)}
 
 
 def pair_stats(archive: Any, run_id: str, split: str) -> dict[tuple[str, str], PairStats]:
@@ -24,7 +25,7 @@ def pair_stats(archive: Any, run_id: str, split: str) -> dict[tuple[str, str], P
     violations counts once, as ``Trajectory.violation_turns`` does)."""
     alias = harness_aliases(archive, run_id)
     sums: dict[tuple[str, str], list[float]] = {}
-    for e in archive.list_evaluations(run_id):
+    for e in archive.list(EvaluationRecord, run_id=run_id):
         agg = e.aggregates or {}
         if e.split != split or e.status != "done" or not agg.get("n_rollouts"):
             continue
@@ -47,12 +48,12 @@ def summarize(archive: Any, run_id: str, incumbent: str, checkpoint: str, start_
     (W0 = ``start_checkpoint`` first, then the run's, oldest first). ``latest_only`` keeps only the
     incumbent pair (the Latest-only ablation)."""
     stats = pair_stats(archive, run_id, "train")
-    harnesses = [h for h in archive.list_harnesses(run_id) if h.origin != "sampling"]
+    harnesses = [h for h in archive.list(HarnessRecord, run_id=run_id) if h.origin != "sampling"]
     if incumbent not in {h.id for h in harnesses}:
-        record = archive.get_harness(incumbent)
+        record = archive.get(HarnessRecord, incumbent)
         harnesses += [record] if record is not None else []
-    records = {c.id: c for c in archive.list_checkpoints(run_id)}
-    start = archive.get_checkpoint(start_checkpoint)
+    records = {c.id: c for c in archive.list(Checkpoint, run_id=run_id)}
+    start = archive.get(Checkpoint, start_checkpoint)
     records = {start_checkpoint: start, **records} if start is not None else records
     ids = list(dict.fromkeys([start_checkpoint, *records, checkpoint]))
     if latest_only:

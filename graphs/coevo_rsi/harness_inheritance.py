@@ -22,6 +22,7 @@ from coevo.meta.inheritance import PairStats
 from coevo.meta.sealing import sealed_tasks
 from coevo.meta.state import RESET
 from coevo.nodes.edit import realise, sealing
+from coevo.records import Trajectory
 
 
 async def _survey(state: CoevoRsiState, runtime: Runtime[MetaContext], latest_only: bool) -> dict:
@@ -63,9 +64,9 @@ def curate_archive(state: CoevoRsiState, runtime: Runtime[MetaContext]) -> dict:
     candidates."""
     ctx = runtime.context
     summary = state["archive_view"]
-    current = [t for i in state.get("train_trajectories", []) for t in ctx.archive.trajectories(id=i)]
+    current = [t for i in state.get("train_trajectories", []) for t in ctx.archive.list(Trajectory, id=i)]
     alias, kept = harness_aliases(ctx.archive, ctx.run_id), {e.harness_id for e in summary.entries}
-    past = [t for t in ctx.archive.trajectories(run_id=ctx.run_id, split="train")
+    past = [t for t in ctx.archive.list(Trajectory, run_id=ctx.run_id, split="train")
             if t.violation_turns and alias.get(t.harness_id, t.harness_id) in kept
             and t.checkpoint_id in summary.checkpoints]
     evidence = list({t.id: t for t in current + past if t.split == "train"}.values())
@@ -99,7 +100,7 @@ def edit_from_base(request: BaseRequest, runtime: Runtime[MetaContext]) -> dict:
     inheritance = ctx.inheritor.choose_base(direction, summary)
     ctx.store_calls(inheritance.calls)
     choice = inheritance.choice
-    trajectories = [t for i in request["train_trajectories"] for t in ctx.archive.trajectories(id=i)]
+    trajectories = [t for i in request["train_trajectories"] for t in ctx.archive.list(Trajectory, id=i)]
     solved = [t for t in trajectories if t.passed and t.split == "train"]
     proposal = ctx.editor.propose(direction, ctx.spec(choice.base_id), {t.id: t for t in ctx.tasks("train")}, solved)
     candidate = realise(proposal, ctx, rnd)

@@ -27,6 +27,7 @@ from coevo.meta.inheritance import ModelProposal, PairScore, Promotion
 from coevo.meta.sealing import unseal
 from coevo.meta.state import EvalSummary
 from coevo.nodes.train import run_stage
+from coevo.records import Checkpoint
 from coevo.training.schedule import PersistentSampler, WeightPhase
 
 
@@ -47,14 +48,14 @@ def materialise(ctx: MetaContext, proposal: ModelProposal, merged: dict[tuple, s
     kept = [(c, a) for c, a in zip(proposal.sources, proposal.alpha) if a > 0]
     if proposal.kind == "select" or len(kept) == 1:
         source = kept[0][0] if kept else proposal.sources[0]
-        if ctx.archive.get_checkpoint(source) is None:
+        if ctx.archive.get(Checkpoint, source) is None:
             return proposal.model_copy(update={"status": "refused", "reason": f"checkpoint {source} is not archived"})
         one_hot = f"one-hot alpha: the selection of {source}" if proposal.kind == "merge" else proposal.reason
         return proposal.model_copy(update={"checkpoint_id": source, "reason": one_hot})
     key = (tuple(proposal.sources), tuple(round(a, 6) for a in proposal.alpha))
     if key not in merged:
         rsi = ctx.config.rsi
-        records = [ctx.archive.get_checkpoint(c) for c in proposal.sources]
+        records = [ctx.archive.get(Checkpoint, c) for c in proposal.sources]
         if missing := [c for c, r in zip(proposal.sources, records) if r is None]:
             reason = f"checkpoints {missing} are not archived"
             return proposal.model_copy(update={"status": "refused", "reason": reason})
@@ -116,7 +117,7 @@ async def adapt(state: CoevoRsiState, runtime: Runtime[MetaContext]) -> dict:
                         max_steps=ctx.config.train.steps)
     checkpoint, trajectories, stage = await run_stage(ctx, state, ctx.spec(best.harness_id), best.checkpoint_id or "",
                                                       [], phase=phase)
-    record = ctx.archive.get_checkpoint(checkpoint)
+    record = ctx.archive.get(Checkpoint, checkpoint)
     metrics = record.metrics if record is not None else {}
     after_position = int(metrics.get("sampler_position", position + ctx.config.train.steps
                                      * ctx.config.train.tasks_per_step))
@@ -138,18 +139,19 @@ def decide_promotion(rnd: int, incumbent: PairScore, best: PairScore | None, ada
     or a tie, keeps p_t). Scores are mean rewards in [0, 1]."""
     challengers = [p for p in (adapted, best) if p is not None and p.val is not None]
     base = dict(round=rnd, incumbent=incumbent, best=best, adapted=adapted, margin=margin)
+    kept = dict(harness_id=incumbent.harness_id, checkpoint_id=incumbent.checkpoint_id)
     if not challengers or incumbent.val is None:
-        return Promotion(**base, promoted=incumbent, reason="no scored challenger: the incumbent pair is kept")
+        return Promotion(**base, **kept, reason="no scored challenger: the incumbent pair is kept")
     top = max(challengers, key=lambda p: (p.val, -(p.timr or 0.0)))
     gain = top.val - incumbent.val  # type: ignore[operator]
     which = "adapted proposal p⁺" if top is adapted else "best proposal p̄"
     # compared as the gate compares: c > b + margin (a float difference would let b + margin through)
     same = (top.harness_id, top.checkpoint_id) == (incumbent.harness_id, incumbent.checkpoint_id)
     if top.val > incumbent.val + margin and not same:  # type: ignore[operator]
-        return Promotion(**base, promoted=top, accepted=True,
+        return Promotion(**base, harness_id=top.harness_id, checkpoint_id=top.checkpoint_id, accepted=True,
                          reason=f"{which} {top.val:.4f} beats the incumbent's {incumbent.val:.4f} by {gain:+.4f} > "
                                 f"δ_prom={margin}")
-    return Promotion(**base, promoted=incumbent,
+    return Promotion(**base, **kept,
                      reason=f"{which} {top.val:.4f} vs the incumbent's {incumbent.val:.4f}: {gain:+.4f} is not more "
                             f"than δ_prom={margin}; the incumbent pair is kept")
 

@@ -34,6 +34,7 @@ from coevo.meta.pool import Brief, PoolMember
 from coevo.meta.sealing import live
 from coevo.meta.state import RESET, Candidate, Direction, EditRequest, EvalSummary
 from coevo.nodes.train import stage_tasks
+from coevo.records import Trajectory
 
 
 async def sample_parents(state: HarnessSState, runtime: Runtime[MetaContext]) -> dict:
@@ -97,7 +98,7 @@ def curate_briefs(state: HarnessSState, runtime: Runtime[MetaContext]) -> dict:
     train = {t.id: t for t in ctx.tasks("train")}
     per_parent: list[list[tuple[str, list[Direction], list[str]]]] = []
     for sample in state.get("briefs", []):
-        trajectories = [t for i in sample.trajectories for t in ctx.archive.trajectories(id=i)]
+        trajectories = [t for i in sample.trajectories for t in ctx.archive.list(Trajectory, id=i)]
         curation = ctx.curator.curate([t for t in trajectories if t.split == "train"], ctx.spec(sample.parent), train)
         ctx.store_calls(curation.calls)
         groups = related_groups(curation.directions, hs.causes_per_candidate)
@@ -207,7 +208,7 @@ async def select_parents(state: HarnessSState, runtime: Runtime[MetaContext]) ->
     parents = coverage_parents(solved, hs.parents, hs.exact_limit) or state.get("parents") or [state["start_harness"]]
     for m in added:
         m.selected = m.harness_id in parents and m.round == g
-    ctx.record_pool(added)
+    added = ctx.record_pool(added)
     cover = len(set().union(*(solved.get(p, set()) for p in parents)))
     ctx.log("select", f"evolution round {g}: {len(valid)} valid child(ren), pool {len(known) + len(added)}; "
                      f"parents {[p[:12] for p in parents]} cover {cover} val task(s) (Eq. 3)")

@@ -6,7 +6,7 @@
 shuffled order; ``tally`` combines the ballots (``coevo.roles.voter.combine``). The state and
 context are the router graph's, not the meta loop's. ``Router`` runs the graph for a task: rescue
 asks it for the top-K siblings without H0 (Eq. 10), Rank-r inference for the whole pool's order
-including H0 (Eq. 12). Each ballot is handed to ``on_votes`` as a ``VoteRecord`` (the meta loop
+including H0 (Eq. 12). Each ballot is handed to ``on_votes`` as a ``Ballot`` (the meta loop
 archives them)."""
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import asyncio
 import contextvars
 import operator
 import random
-import uuid
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Callable, Mapping, Sequence
 
@@ -27,7 +26,6 @@ from typing_extensions import TypedDict
 from coevo.envs.base import Task
 from coevo.meta.pool import Ballot, Profile
 from coevo.roles.voter import Voter, combine
-from coevo.storage.tables import VoteRecord
 
 
 @dataclass
@@ -118,7 +116,7 @@ class Router:
 
     def __init__(self, voters: Sequence[Voter], profiles: Mapping[str, Profile], val_tasks: Mapping[str, Task],
                  h0: str, ballot: int = 4, seed: int = 0, checkpoint_id: str = "",
-                 on_votes: Callable[[list[VoteRecord]], None] | None = None,
+                 on_votes: Callable[[list[Ballot]], None] | None = None,
                  on_calls: Callable[[list[Any]], None] | None = None) -> None:
         if h0 not in profiles:
             raise ValueError(f"the router's pool must hold H0 ({h0[:12]}); it has {[h[:12] for h in profiles]}")
@@ -142,8 +140,7 @@ class Router:
         # asks (its ballots are archived below): run it outside the caller's runnable context
         call = graph.ainvoke({"task": task, "candidates": candidates, "purpose": purpose}, context=self.context)
         out = await asyncio.get_running_loop().create_task(call, context=contextvars.Context())
-        self.on_votes([VoteRecord(id=uuid.uuid4().hex, checkpoint_id=self.checkpoint_id, task_id=task.id,
-                                  voter=b.voter, purpose=purpose, ranking=b.ranking, reason=b.reason)
+        self.on_votes([b.model_copy(update={"checkpoint_id": self.checkpoint_id, "purpose": purpose})
                        for b in out.get("ballots", [])])
         return out["ranking"]
 

@@ -22,6 +22,7 @@ from coevo.graphs.harness_s.state import HarnessSState
 from coevo.meta.context import MetaContext
 from coevo.meta.state import EvalSummary
 from coevo.nodes.train import run_stage
+from coevo.records import Trajectory
 
 
 def pool_ids(state: HarnessSState) -> list[str]:
@@ -37,7 +38,8 @@ async def profile(state: HarnessSState, runtime: Runtime[MetaContext]) -> dict:
     checkpoint, h0 = state["checkpoint"], state["start_harness"]
     evals = {h: EvalSummary.of(await ctx.evaluate(h, checkpoint, "val")) for h in pool_ids(state)}
     val_tasks = {t.id: t for t in ctx.tasks("val")}
-    trajectories = {t.id: t for e in evals.values() for t in ctx.archive.trajectories(evaluation_id=e.evaluation_id)}
+    trajectories = {t.id: t for e in evals.values()
+                    for t in ctx.archive.list(Trajectory, evaluation_id=e.evaluation_id)}
     profiles = {}
     for h, summary in evals.items():
         out = ctx.profiler.profile(summary, evals[h0], val_tasks, trajectories)

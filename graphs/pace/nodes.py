@@ -11,8 +11,9 @@ from langgraph.runtime import Runtime
 from coevo.graphs.pace.state import PaceState
 from coevo.harnesses.patch import CONTROL_FIELDS, PROMPT_FIELDS
 from coevo.meta.context import MetaContext
-from coevo.meta.search import Phase, Plan
+from coevo.meta.search import Plan
 from coevo.nodes.search import close_phase, iteration_record
+from coevo.records import Phase
 
 
 def pace_plan(state: PaceState, runtime: Runtime[MetaContext]) -> dict:

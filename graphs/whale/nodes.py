@@ -7,7 +7,7 @@ stopping decision here reads training signals only.
 
 from __future__ import annotations
 
-import time
+from datetime import datetime
 from typing import Any, Callable
 
 from langgraph.runtime import Runtime
@@ -16,9 +16,11 @@ from coevo.graphs.whale.state import WhaleState
 from coevo.harnesses.patch import PROMPT_FIELDS
 from coevo.meta.context import MetaContext
 from coevo.meta.sealing import sealed_tasks, unseal
-from coevo.meta.search import Phase, Plan
+from coevo.meta.search import Plan
 from coevo.nodes.search import best_of_archive, close_phase, iteration_record, rescored
 from coevo.nodes.train import run_stage, stage_tasks
+from coevo.records import Checkpoint, Phase
+from coevo.timestamps import utcnow
 from coevo.training.schedule import Patience, PersistentSampler, WeightPhase, epochs_to_steps
 
 
@@ -69,7 +71,7 @@ def phase_options(ctx: MetaContext, state: WhaleState, n_tasks: int) -> WeightPh
 
 
 def weight_phase_end(ctx: MetaContext, state: WhaleState, options: WeightPhase, metrics: dict[str, Any],
-                     checkpoint: str, started: float) -> dict:
+                     checkpoint: str, started: datetime) -> dict:
     """The state update closing a weight phase: its ``Phase`` (length in epochs, reward per step,
     why it stopped), the advanced ``phase`` and the sampler position the next phase starts from."""
     plan, phase = state["plan"], state.get("phase", -1) + 1
@@ -97,9 +99,9 @@ async def weight_phase(state: WhaleState, runtime: Runtime[MetaContext]) -> dict
                          "set train.algorithm = \"rsft\" in the run config")
     spec = ctx.spec(state["incumbent"])
     options = phase_options(ctx, state, len(stage_tasks(ctx, state)))
-    started = time.time()
+    started = utcnow()
     checkpoint, trajectories, stage = await run_stage(ctx, state, spec, state["checkpoint"], phase=options)
-    record = ctx.archive.get_checkpoint(checkpoint)
+    record = ctx.archive.get(Checkpoint, checkpoint)
     metrics = record.metrics if record is not None else {}
     return {"checkpoint": checkpoint, "train_trajectories": [t.id for t in trajectories], "stage": stage,
             **weight_phase_end(ctx, state, options, metrics, checkpoint, started)}

@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from coevo.cli.app import app
 from coevo.harnesses import load_harness
+from coevo.records import Checkpoint, RunRecord, Trajectory
 from coevo.storage import Archive
 
 pytestmark = pytest.mark.integration
@@ -54,9 +55,9 @@ smoke_tasks = 0
     assert done.exit_code == 0, done.output
     assert "rl_only" in done.output and "static" in done.output and "n=3" in done.output
     archive = Archive(db)
-    runs = [r for r in archive.list_runs() if r.strategy in ("rl_only", "static")]
+    runs = [r for r in archive.list(RunRecord) if r.strategy in ("rl_only", "static")]
     assert len(runs) == 4 and all(r.status == "done" for r in runs)
-    trained = [c for r in runs for c in archive.list_checkpoints(r.id) if c.adapter_path]
+    trained = [c for r in runs for c in archive.list(Checkpoint, run_id=r.id) if c.adapter_path]
     assert len(trained) == 2 and all("effective_group_rate" in c.metrics for c in trained)
     data = json.loads((out / "comparison.json").read_text())
     rows = {r["strategy"]: r for r in data["rows"]}
@@ -64,8 +65,8 @@ smoke_tasks = 0
     assert rows["rl_only"]["effective_group_rate"] is not None and rows["static"]["effective_group_rate"] is None
     assert (out / "compare.png").exists() and (out / "index.html").exists()
 
-    trajectories = len(archive.trajectories())
+    trajectories = len(archive.list(Trajectory))
     again = runner.invoke(app, args)
     assert again.exit_code == 0, again.output
-    assert len(Archive(db).trajectories()) == trajectories
+    assert len(Archive(db).list(Trajectory)) == trajectories
     assert [r["source"] for r in json.loads((out / "comparison.json").read_text())["runs"]] == ["reused"] * 4

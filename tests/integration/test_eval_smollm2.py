@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 from coevo.cli import archive as archive_cli
 from coevo.cli import eval as eval_cli
 from coevo.models.smollm2 import SmolLM2NotInstalledError, find_gguf
+from coevo.records import EvaluationRecord, Trajectory
 from coevo.storage import Archive
 
 pytestmark = pytest.mark.integration
@@ -35,9 +36,9 @@ def test_coevo_eval_scores_real_tasks_and_archives_token_ids_and_logprobs(tmp_pa
     assert out.exit_code == 0, out.output
     assert "pass@1" in out.output and "mean credit" in out.output
     archive = Archive(db)
-    (evaluation,) = archive.list_evaluations()
+    (evaluation,) = archive.list(EvaluationRecord)
     assert evaluation.status == "done" and evaluation.checkpoint_id == "local:smollm2-135m"
-    trajs = archive.trajectories(evaluation_id=evaluation.id)
+    trajs = archive.list(Trajectory, evaluation_id=evaluation.id)
     assert len(trajs) == 2 and all(t.stop_reason for t in trajs)
     for traj in trajs:
         call = traj.calls[0]

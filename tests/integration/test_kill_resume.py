@@ -24,6 +24,7 @@ from training_kit import char_tokenizer, tiny_llama_checkpoint
 
 import coevo
 from coevo.app.run import run_snapshot
+from coevo.records import Checkpoint, EditRecord, EvaluationRecord, GateDecision, HarnessRecord, RunRecord, Trajectory
 from coevo.storage import Archive
 
 pytestmark = pytest.mark.integration
@@ -126,19 +127,19 @@ def summary(stdout: str, run_id: str) -> str:
 def outcome(db: Path, run_id: str) -> dict:
     """What must match an uninterrupted run: harness ids, decisions, scores, and every row count."""
     with Archive(db) as archive:
-        evaluations = archive.list_evaluations(run_id)
+        evaluations = archive.list(EvaluationRecord, run_id=run_id)
         return {
-            "runs": [r.status for r in archive.list_runs()],
-            "harnesses": sorted(h.id for h in archive.list_harnesses(run_id)),
-            "edits": sorted((e.child_id, e.status) for e in archive.list_edits(run_id)),
+            "runs": [r.status for r in archive.list(RunRecord)],
+            "harnesses": sorted(h.id for h in archive.list(HarnessRecord, run_id=run_id)),
+            "edits": sorted((e.child_id, e.status) for e in archive.list(EditRecord, run_id=run_id)),
             "decisions": sorted((d.round, d.candidate_id, d.accepted, d.b, d.c) for d in
-                                archive.list_gate_decisions(run_id)),
+                                archive.list(GateDecision, run_id=run_id)),
             "scores": sorted((e.harness_id, e.split, len(e.task_ids), e.status, e.aggregates.get("mean_reward"))
                              for e in evaluations),
-            "trajectories": len(archive.trajectories(run_id=run_id)),
-            "trajectories per evaluation": sorted(archive.count_trajectories(e.id) for e in evaluations),
-            "train trajectories": len(archive.trajectories(run_id=run_id, split="train")),
-            "checkpoints": len(archive.list_checkpoints()),
+            "trajectories": len(archive.list(Trajectory, run_id=run_id)),
+            "trajectories per evaluation": sorted(archive.count(Trajectory, evaluation_id=e.id) for e in evaluations),
+            "train trajectories": len(archive.list(Trajectory, run_id=run_id, split="train")),
+            "checkpoints": len(archive.list(Checkpoint)),
         }
 
 
@@ -160,7 +161,7 @@ def kill_and_resume(tmp_path: Path, model: Path, what: str, ready, killed) -> tu
     run_id = poll(proc, folder, what, ready)
     kill(proc)
     with Archive(db) as archive:
-        assert archive.get_run(run_id).status == "running"  # a killed process marks nothing
+        assert archive.get(RunRecord, run_id).status == "running"  # a killed process marks nothing
         killed(archive, run_id, asyncio.run(run_snapshot(str(db), run_id, "vace")))
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -174,17 +175,18 @@ def test_a_run_killed_in_the_weight_stage_resumes_to_the_same_end(tiny_model, re
         return snapshot.next == ("train",)
 
     def stage_unfinished(archive, run_id, snapshot):
-        assert snapshot.next == ("train",) and len(archive.list_checkpoints()) == 1  # W0 only: no trained one
+        assert snapshot.next == ("train",) and len(archive.list(Checkpoint)) == 1  # W0 only: no trained one
 
     table, result, db = kill_and_resume(tmp_path, tiny_model, "weight stage", in_training, stage_unfinished)
     assert (table, result) == reference
     with Archive(db) as archive:
-        adapters = [c.adapter_path for c in archive.list_checkpoints() if c.adapter_path]
+        adapters = [c.adapter_path for c in archive.list(Checkpoint) if c.adapter_path]
     assert len(adapters) == 1 and Path(adapters[0]).is_absolute() and Path(adapters[0]).is_dir()
 
 
 def _val_rollouts_on_disk(archive, run_id) -> int:
-    return sum(archive.count_trajectories(e.id) for e in archive.list_evaluations(run_id) if e.split == "val")
+    return sum(archive.count(Trajectory, evaluation_id=e.id)
+               for e in archive.list(EvaluationRecord, run_id=run_id, split="val"))
 
 
 def test_a_run_killed_in_validation_resumes_to_the_same_end(tiny_model, reference, tmp_path):

@@ -14,6 +14,7 @@ import pytest
 
 from coevo.app.run import run_meta
 from coevo.config import RunConfig
+from coevo.records import EditRecord, GateDecision, LLMCallRecord, RunRecord
 from coevo.roles.curator import CuratorReply
 from coevo.roles.editor import EditReply
 from coevo.storage import Archive
@@ -36,21 +37,21 @@ def test_a_vace_round_with_the_local_model_as_curator_and_editor_under_constrain
     )
     state = asyncio.run(run_meta(config, run_id="llm-local"))
     archive = Archive(config.db)
-    assert archive.get_run("llm-local").status == "done"
+    assert archive.get(RunRecord, "llm-local").status == "done"
 
-    curator = archive.list_llm_calls("llm-local", role="curator")
-    editor = archive.list_llm_calls("llm-local", role="editor")
+    curator = archive.list(LLMCallRecord, run_id="llm-local", role="curator")
+    editor = archive.list(LLMCallRecord, run_id="llm-local", role="editor")
     assert len(curator) == 1 and editor  # one curation; one editor call per direction (plus any revision)
     for call, schema in [(c, CuratorReply) for c in curator] + [(c, EditReply) for c in editor]:
         assert call.model == "local:smollm2-135m" and call.output_tokens > 0
         schema.model_validate(json.loads(call.response["content"]))  # every reply parses at the first try
 
-    edits = archive.list_edits("llm-local")
+    edits = archive.list(EditRecord, run_id="llm-local")
     applied = [e for e in edits if e.child_id]
     rejected = [e for e in edits if e.status == "rejected"]
     assert applied, [e.reason for e in edits]
     assert all(e.reason for e in rejected)  # a rejection says why
-    (decision,) = archive.list_gate_decisions("llm-local")
+    (decision,) = archive.list(GateDecision, run_id="llm-local")
     assert decision.pairs and decision.incumbent_id == state["start_harness"]
     gated = {e.child_id for e in applied if e.status != "rejected"}
     assert decision.candidate_id in gated | {decision.incumbent_id}

@@ -18,6 +18,7 @@ from coevo.evaluation.engine import evaluate
 from coevo.evaluation.executors import ExecutorError, RayExecutor, sampling_on
 from coevo.harnesses import load_harness
 from coevo.models.refs import load_model
+from coevo.records import Trajectory
 from coevo.storage import Archive
 
 pytestmark = pytest.mark.integration
@@ -42,7 +43,7 @@ def local_ray():
 def outcomes(archive: Archive, evaluation_id: str) -> dict:
     return {t.id: (t.task_id, t.seed, t.final_answer, t.reward, t.model_turns, t.env_actions,
                    [m["data"]["content"] for m in t.messages])
-            for t in archive.trajectories(evaluation_id=evaluation_id)}
+            for t in archive.list(Trajectory, evaluation_id=evaluation_id)}
 
 
 async def test_ray_equals_in_process_and_survives_a_killed_worker(local_ray, tmp_path, caplog):
@@ -106,7 +107,7 @@ async def test_workers_call_a_server_policy_by_reference(local_ray, tmp_path):
         finally:
             runner.close()
     assert result.n_rollouts == 6 and server.requests == 6
-    trajs = Archive(str(tmp_path / "s.db")).trajectories(evaluation_id=result.evaluation_id)
+    trajs = Archive(str(tmp_path / "s.db")).list(Trajectory, evaluation_id=result.evaluation_id)
     assert all(t.final_answer == "apple, banana" and t.calls[0].missing_tokens for t in trajs)
 
 

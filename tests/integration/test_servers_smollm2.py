@@ -18,6 +18,7 @@ from coevo.harnesses import load_harness
 from coevo.meta.state import Direction
 from coevo.models.smollm2 import SmolLM2NotInstalledError, ensure_smollm2
 from coevo.models.trajectory import MissingTokensError
+from coevo.records import EditRecord, EvaluationRecord, LLMCallRecord, RunRecord, Trajectory
 from coevo.roles.editor import LLMEditor
 from coevo.storage import Archive
 from coevo.training.samples import trajectory_rows
@@ -47,9 +48,9 @@ def test_coevo_eval_through_a_real_openai_compatible_server(server, tmp_path, mo
     assert out.exit_code == 0, out.output + server.log_path.read_text()[-2000:]
     assert "pass@1" in out.output and "mean credit" in out.output
     archive = Archive(db)
-    (evaluation,) = archive.list_evaluations()
+    (evaluation,) = archive.list(EvaluationRecord)
     assert evaluation.status == "done" and evaluation.aggregates["n_rollouts"] == 3
-    trajs = archive.trajectories(evaluation_id=evaluation.id)
+    trajs = archive.list(Trajectory, evaluation_id=evaluation.id)
     assert len(trajs) == 3 and not [t.stop_reason for t in trajs if t.stop_reason.startswith("error:")]
     for traj in trajs:
         call = traj.calls[0]
@@ -73,11 +74,11 @@ def test_llm_curator_and_editor_over_http_reject_malformed_json_with_reasons(ser
         "--set", "eval.concurrency=2"])
     assert out.exit_code == 0, out.output + server.log_path.read_text()[-2000:]
     archive = Archive(db)
-    (run,) = archive.list_runs()
+    (run,) = archive.list(RunRecord)
     assert run.status == "done" and run.config["meta"]["model"] == meta
-    curator_calls = archive.list_llm_calls(run.id, role="curator")
+    curator_calls = archive.list(LLMCallRecord, run_id=run.id, role="curator")
     assert curator_calls and all(c.model == f"openai/{server.name}" and c.output_tokens > 0 for c in curator_calls)
-    for edit in archive.list_edits(run.id):  # a direction the 135M curator managed to name: its edit was judged
+    for edit in archive.list(EditRecord, run_id=run.id):  # a direction the 135M curator named: its edit was judged
         assert edit.status != "rejected" or edit.reason
 
     env = get_env("bfcl:categories=simple_python")

@@ -12,7 +12,7 @@ import torch
 from training_kit import NamingEnv
 
 from coevo.harnesses.spec import HarnessSpec
-from coevo.training.checkpoint import Checkpoint
+from coevo.models.checkpoint import Checkpoint
 from coevo.training.grpo import train_grpo
 
 pytestmark = pytest.mark.integration

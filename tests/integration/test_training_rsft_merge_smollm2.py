@@ -9,8 +9,8 @@ from training_kit import NamingEnv
 
 from coevo.harnesses.runtime import arun_rollout
 from coevo.harnesses.spec import HarnessSpec
+from coevo.models.checkpoint import Checkpoint
 from coevo.models.refs import resolve_base
-from coevo.training.checkpoint import Checkpoint
 from coevo.training.merge import merge_adapters
 from coevo.training.rsft import train_rsft
 

@@ -7,6 +7,7 @@ import pytest
 
 from coevo.app.run import run_meta
 from coevo.config import RunConfig
+from coevo.records import Checkpoint, GateDecision, RunRecord, Trajectory
 from coevo.storage import Archive
 
 pytestmark = pytest.mark.integration
@@ -22,12 +23,12 @@ def test_one_round_of_vace_on_the_real_small_model_stores_a_gate_decision_and_a_
     )
     state = asyncio.run(run_meta(config, run_id="it-1"))
     archive = Archive(config.db)
-    decisions = archive.list_gate_decisions("it-1")
+    decisions = archive.list(GateDecision, run_id="it-1")
     assert len(decisions) == 1
     assert decisions[0].incumbent_id == state["start_harness"] and decisions[0].pairs
-    trained = [c for c in archive.list_checkpoints("it-1") if c.adapter_path]
+    trained = [c for c in archive.list(Checkpoint, run_id="it-1") if c.adapter_path]
     assert len(trained) == 1 and trained[0].parents == [state["start_checkpoint"]]
     assert state["checkpoint"] == trained[0].id
-    train_trajs = archive.trajectories(run_id="it-1", split="train")
+    train_trajs = archive.list(Trajectory, run_id="it-1", split="train")
     assert any(t.calls and t.calls[0].completion_token_ids for t in train_trajs)
-    assert archive.get_run("it-1").status == "done"
+    assert archive.get(RunRecord, "it-1").status == "done"

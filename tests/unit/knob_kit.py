@@ -25,6 +25,7 @@ from coevo.envs.base import Episode, Score, Task
 from coevo.harnesses.spec import HarnessSpec, Prompt
 from coevo.meta.context import MetaContext
 from coevo.models.fake import ScriptedChatModel
+from coevo.records import Ballot, EditRecord, EvaluationRecord, Promotion
 from coevo.storage import Archive
 from coevo.strategies import get_strategy
 
@@ -106,27 +107,24 @@ def observe(state: dict[str, Any], archive: Archive, trainer: Any) -> dict[str, 
     gate decisions, edits, every evaluation (split, k, tasks, seeds, decoding temperature), the
     trainer's stages, phases, pool, votes, promotions, test keys and whether the run paused."""
     evaluations = sorted((e.split, e.k, tuple(e.task_ids), tuple(e.seeds), (e.aggregates or {}).get("temperature"))
-                         for e in archive.list_evaluations("run-1"))
+                         for e in archive.list(EvaluationRecord, run_id="run-1"))
     stages = getattr(trainer, "stages", None) or getattr(trainer, "phases", None) or getattr(trainer, "routed", None)
     return {
         "history": [(h.round, h.incumbent_val, tuple(c.fate for c in h.candidates)) for h in state.get("history", [])],
         "decisions": [(d.round, d.b, d.c, d.accepted) for d in state.get("decisions", [])],
-        "edits": sorted((e.round, e.status, e.reason[:40], len(e.patch)) for e in archive.list_edits("run-1")),
+        "edits": sorted((e.round, e.status, e.reason[:40], len(e.patch))
+                        for e in archive.list(EditRecord, run_id="run-1")),
         "evaluations": evaluations,
         "stages": repr(stages),
         "phases": [(p.kind, p.length, p.steps, p.stop_reason) for p in state.get("phases", [])],
         "pool": [(m.round, m.selected, tuple(m.causes)) for m in state.get("pool", [])],
-        "votes": sorted((v.purpose, len(v.ranking)) for v in archive.list_votes("run-1")),
-        "promotions": [(p.accepted, p.reason[:40]) for p in archive.list_inheritance(_promotion(), "run-1")],
+        "votes": sorted((v.purpose, len(v.ranking)) for v in archive.list(Ballot, run_id="run-1")),
+        "promotions": [(p.accepted, p.reason[:40]) for p in archive.list(Promotion, run_id="run-1")],
         "test": sorted(state.get("test", {})),
         "paused": "__interrupt__" in state,
     }
 
 
-def _promotion() -> type:
-    from coevo.storage.tables import PromotionRecord
-
-    return PromotionRecord
 
 
 # -- the real weight stages on the tiny Llama ------------------------------------------------------

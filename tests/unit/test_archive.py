@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import sqlite3
 
@@ -10,26 +11,33 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 
 from coevo.envs.base import Task
 from coevo.harnesses import HarnessSpec
+from coevo.meta.search import Plan
 from coevo.models.base import TOKENS_KEY, record_call
+from coevo.models.checkpoint import Checkpoint
 from coevo.models.fake import char_tokens, fake_template
 from coevo.models.trajectory import Trajectory
-from coevo.storage import (
-    SCHEMA_VERSION,
-    Archive,
-    ArchiveError,
-    CheckpointRecord,
+from coevo.records import (
+    Ballot,
+    BaseChoice,
+    BudgetRecord,
     EditRecord,
     EvaluationRecord,
-    GateDecisionRecord,
+    GateDecision,
+    GatePair,
+    HarnessRecord,
     LLMCallRecord,
-    ProfileRecord,
+    ModelProposal,
+    PairScore,
+    Phase,
+    PoolMember,
+    Profile,
+    ProfileEntry,
+    Promotion,
     RunRecord,
-    SchemaVersionError,
-    codec,
 )
+from coevo.storage import SCHEMA_VERSION, Archive, ArchiveError, SchemaVersionError, codec
 from coevo.storage.migrate import head
-from coevo.storage.tables import TRAJECTORY_FIELDS, scalar_fields
-from coevo.training.checkpoint import Checkpoint
+from coevo.storage.tables import TABLES, scalar_fields
 
 # The record tables as coevo created them before their columns were derived from ``Trajectory`` and
 # ``Checkpoint`` (commit f5977ef, SQLite): archives written then must open and read the same.
@@ -76,6 +84,46 @@ def chained_trajectory(id: str = "t1", turns: int = 4, task_id: str = "task-1") 
                       score_detail={"expected_type": "int"}, latency_s=0.2)
 
 
+def samples() -> list:
+    """One record of every kind the archive stores, every field set (nested models, None and UTC times included)."""
+    pair = PairScore(harness_id="h", checkpoint_id="ck1", val=0.5, timr=0.25)
+    return [
+        RunRecord(id="r1", strategy="vace", config={"rounds": 3}, status="done"),
+        HarnessRecord(id="h", spec={"name": "h"}, parents=["h0"], origin="edit", run_id="r1"),
+        EditRecord(id="e1", run_id="r1", round=1, parent_id="p", child_id="c", direction="format",
+                   patch=[{"op": "replace", "path": "/name", "value": "y"}], rationale="why", status="checked"),
+        Checkpoint(id="ck1", base_model="local:smollm2-135m", adapter_path="/a", parents=["ck0"], config={"lr": 1e-5},
+                   metrics={"loss": 0.5}, run_id="r1", model_ref="litellm:hosted_vllm/ck1", vllm=["http://gpu0:8000"]),
+        Task(id="q1", env="toy", split="val", prompt="2+3?", metadata={"family": "add"}),
+        EvaluationRecord(id="ev1", run_id="r1", harness_id="h", checkpoint_id="ck1", env="toy", split="val",
+                         seeds=[0, 1], k=2, task_ids=["q1"], aggregates={"pass_at_k": 0.5}, status="done"),
+        chained_trajectory("t1"),
+        GateDecision(id="g1", run_id="r1", round=2, incumbent_id="h0", candidate_id="h", b=0.4, c=0.6,
+                     accepted=True, reason="c > b",
+                     pairs=[GatePair(task_id="q1", b=0.0, c=1.0, b_passed=False, c_passed=True)]),
+        Profile(id="p1", run_id="r1", round=1, harness_id="h", checkpoint_id="ck1",
+                prefer=[ProfileEntry(when="add", behavior="finishes")], val_success=0.9, per_task={"q1": 1.0},
+                categories={"add": [1, 1, 0]}, source="gpt", reason=""),
+        PoolMember(id="pm1", run_id="r1", harness_id="h", parent="h0", round=0, direction="d0", causes=["c"],
+                   val_score=0.5, solved=["q1"], selected=True),
+        Ballot(id="v1", run_id="r1", checkpoint_id="ck1", task_id="q1", voter="llm0", purpose="rank",
+               ranking=["h", "h0"], kind="llm"),
+        LLMCallRecord(id="l1", run_id="r1", role="editor", model="gpt", input_tokens=10, output_tokens=5,
+                      cost_usd=0.001, latency_s=0.5, request={"messages": []}, response={"content": "{}"}),
+        BudgetRecord(id="r1:eval:ev1", run_id="r1", round=1, phase="validate", split="val", rollouts=4,
+                     policy_input_tokens=100, policy_output_tokens=20, meta_calls=1, meta_cost_usd=0.001),
+        Phase(id="r1-phase0", run_id="r1", index=0, cycle=0, kind="weights", length=0.5, unit="epochs", steps=2,
+              harness_id="h", checkpoint="ck1", signal=[0.5, 0.75], fields=["/prompt"], stop_reason="patience",
+              started_at=1764547200.25, ended_at=1764547260.5),
+        BaseChoice(id="b1", run_id="r1", round=1, direction="d0", index=0, base_id="h0", incumbent_id="h",
+                   candidate_id="cand", child_id="c", reason="older", evidence={"archive": [{"index": 0}]}),
+        ModelProposal(id="m1", run_id="r1", round=1, harness_id="h", kind="merge", sources=["ck0", "ck1"],
+                      alpha=[0.5, 0.5], checkpoint_id="ck2", status="scored", val=0.5, timr=0.0, evaluation_id="ev1"),
+        Promotion(id="pr1", run_id="r1", round=1, harness_id="h", checkpoint_id="ck1", accepted=True, margin=0.05,
+                  reason="wins", incumbent=pair.model_copy(update={"harness_id": "h0"}), best=pair),
+    ]
+
+
 @pytest.fixture
 def archive(db_url):
     """An empty archive on SQLite, then on PostgreSQL (``db_url`` in tests/conftest.py)."""
@@ -86,13 +134,13 @@ def archive(db_url):
 def test_trajectory_round_trips_with_token_ids_and_logprobs(archive):
     traj = chained_trajectory()
     archive.add_trajectories([traj], evaluation_id="e1", run_id="r1")
-    back = archive.get_trajectory("t1")
+    back = archive.get(Trajectory, "t1")
     assert back == traj
     assert back.calls[2].prompt_token_ids == traj.calls[2].prompt_token_ids
     assert back.calls[2].logprobs == traj.calls[2].logprobs
     assert [s.input_ids for s in back.segments()] == [s.input_ids for s in traj.segments()]
-    assert archive.trajectories(evaluation_id="e1") == [traj]
-    assert archive.trajectories(evaluation_id="other") == []
+    assert archive.list(Trajectory, evaluation_id="e1") == [traj]
+    assert archive.list(Trajectory, evaluation_id="other") == []
 
 
 def test_codec_shares_prefixes_and_restores_unchained_calls_exactly():
@@ -116,39 +164,42 @@ def test_reinserting_the_same_ids_replaces_rows_instead_of_duplicating(archive):
     archive.add_trajectories(trajs, evaluation_id="e1")
     changed = trajs[1].model_copy(update={"reward": 0.0, "passed": False})
     archive.add_trajectories([changed, trajs[2]], evaluation_id="e1")
-    assert archive.count_trajectories("e1") == 3
-    assert archive.get_trajectory("t1").reward == 0.0
+    assert archive.count(Trajectory, evaluation_id="e1") == 3
+    assert archive.get(Trajectory, "t1").reward == 0.0
     spec = HarnessSpec(name="x")
     assert archive.add_harness(spec, origin="base") == spec.id
     archive.add_harness(spec, origin="base")
-    assert [h.id for h in archive.list_harnesses()] == [spec.id]
-    assert HarnessSpec.model_validate(archive.get_harness(spec.id).spec) == spec
+    assert [h.id for h in archive.list(HarnessRecord)] == [spec.id]
+    assert HarnessSpec.model_validate(archive.get(HarnessRecord, spec.id).spec) == spec
 
 
-def test_every_table_round_trips_as_pydantic_records(archive):
-    archive.add_run(RunRecord(id="r1", strategy="vace", config={"rounds": 3}))
-    archive.add_edits([EditRecord(id="e1", run_id="r1", parent_id="p", child_id="c", direction="format",
-                                  patch=[{"op": "replace", "path": "/name", "value": "y"}], rationale="why")])
-    archive.add_checkpoint(CheckpointRecord(id="ck1", base_model="local:smollm2-135m", adapter_path="/a",
-                                            parents=["ck0"], config={"lr": 1e-5}, metrics={"loss": 0.5}))
-    archive.add_tasks([Task(id="q1", env="toy", split="val", prompt="2+3?", metadata={"family": "add"})])
-    archive.add_evaluation(EvaluationRecord(id="ev1", run_id="r1", harness_id="h", checkpoint_id="ck1",
-                                            env="toy", split="val", seeds=[0, 1], k=2, aggregates={"pass_at_k": 0.5}))
-    archive.add_gate_decision(GateDecisionRecord(id="g1", run_id="r1", round=2, incumbent_id="h", candidate_id="c",
-                                                 b=0.4, c=0.6, accepted=True, reason="c > b",
-                                                 pairs=[{"task_id": "q1", "a": 0.0, "b": 1.0}]))
-    archive.add_profiles([ProfileRecord(id="p1", run_id="r1", harness_id="h", profile={"add": 0.9})])
-    archive.add_llm_calls([LLMCallRecord(id="l1", run_id="r1", role="editor", model="gpt", input_tokens=10,
-                                         output_tokens=5, cost_usd=0.001)])
-    assert archive.get_run("r1").config == {"rounds": 3}
-    assert archive.list_edits(run_id="r1")[0].patch[0]["op"] == "replace"
-    assert archive.get_checkpoint("ck1").metrics == {"loss": 0.5}
-    assert archive.get_task("q1") == Task(id="q1", env="toy", split="val", prompt="2+3?", metadata={"family": "add"})
-    assert archive.get_evaluation("ev1").seeds == [0, 1]
-    assert archive.list_gate_decisions("r1")[0].accepted is True
-    assert archive.list_profiles(harness_id="h")[0].profile == {"add": 0.9}
-    assert archive.list_llm_calls(role="editor")[0].cost_usd == 0.001
+def test_every_kind_round_trips_as_the_domain_model_it_is(archive):
+    records = samples()
+    assert {type(r) for r in records} == set(TABLES)  # a newly registered kind needs a sample here
+    archive.put(*records)
+    for record in records:
+        assert archive.get(type(record), record.id) == record, type(record).__name__
+        assert archive.list(type(record), id=record.id) == [record]
+    assert archive.get(Phase, "r1-phase0").started_at == dt.datetime(2025, 12, 1, 0, 0, 0, 250000, tzinfo=dt.UTC)
+    assert archive.list(EditRecord, run_id="r1", parent_id="p")[0].patch[0]["op"] == "replace"
+    assert archive.list(Profile, harness_id="h")[0].prefer == [ProfileEntry(when="add", behavior="finishes")]
+    assert archive.list(LLMCallRecord, role="editor")[0].cost_usd == 0.001
+    assert archive.list(Ballot, kind="llm", task_id="q1")[0].ranking == ["h", "h0"]
+    assert archive.get(Promotion, "pr1").promoted == records[-1].best
+    assert archive.count(GateDecision, run_id="r1", accepted=True) == 1
+    assert archive.count(GateDecision, run_id="r2") == archive.count(GateDecision, accepted=False) == 0
     assert archive.resolve_id("evaluations", "ev") == "ev1"
+    with pytest.raises(ArchiveError, match="Ballot has no field 'votes' to filter on"):
+        archive.list(Ballot, votes=1)
+    with pytest.raises(ArchiveError, match="Plan is not a kind the archive stores"):
+        archive.put(Plan(strategy="whale", cycles=1, weight_epochs=1.0, search_iterations=1))
+
+
+def test_put_new_stores_a_record_once_and_says_whether_it_did(archive):
+    first = BudgetRecord(id="r1:eval:ev1", run_id="r1", rollouts=4)
+    assert archive.put_new(first) is True
+    assert archive.put_new(first.model_copy(update={"rollouts": 8})) is False
+    assert [b.rollouts for b in archive.list(BudgetRecord, run_id="r1")] == [4]
     with pytest.raises(ArchiveError, match="no runs id starts with 'zz'"):
         archive.resolve_id("runs", "zz")
 
@@ -161,11 +212,11 @@ def test_a_failing_batch_writes_nothing(archive):
     broken.task_id = None  # type: ignore[assignment]  # violates NOT NULL inside the transaction
     with pytest.raises(Exception, match="(?i)not.null"):
         archive.add_trajectories([replaced, chained_trajectory("t4"), broken])
-    assert [t.id for t in archive.trajectories()] == ["t1"]
-    assert archive.get_trajectory("t1").reward == original.reward
+    assert [t.id for t in archive.list(Trajectory)] == ["t1"]
+    assert archive.get(Trajectory, "t1").reward == original.reward
     with pytest.raises(ArchiveError, match="duplicate ids"):
         archive.add_trajectories([chained_trajectory("t3"), chained_trajectory("t3")])
-    assert archive.count_trajectories() == 1
+    assert archive.count(Trajectory) == 1
 
 
 def test_the_sqlite_file_uses_wal(tmp_path):
@@ -186,7 +237,7 @@ def test_opening_a_newer_schema_names_the_version_and_the_fix(tmp_path):
 def test_in_memory_and_url_targets(tmp_path):
     with Archive(":memory:") as mem:
         mem.add_trajectories([chained_trajectory()])
-        assert mem.count_trajectories() == 1
+        assert mem.count(Trajectory) == 1
     with Archive(f"sqlite:///{tmp_path / 'u.db'}") as by_url:
         assert by_url.schema_version == SCHEMA_VERSION
 
@@ -196,9 +247,18 @@ def test_record_tables_keep_the_schema_of_older_archives(tmp_path):
     with sqlite3.connect(tmp_path / "new.db") as conn:
         created = {sql for (sql,) in conn.execute("SELECT sql FROM sqlite_master WHERE tbl_name IN "
                                                   "('trajectories', 'policy_checkpoints') AND sql IS NOT NULL")}
-    new_columns = "\n\tinterface_violations INTEGER NOT NULL, \n\tviolation_turns INTEGER NOT NULL, "
-    assert created == {sql.replace("\n\tinterface_violations INTEGER NOT NULL, ", new_columns)
-                       for sql in OLD_RECORD_DDL}
+    new_columns = {"\n\tinterface_violations INTEGER NOT NULL, ":
+                   "\n\tinterface_violations INTEGER NOT NULL, \n\tviolation_turns INTEGER NOT NULL, ",
+                   "\n\tcreated_at FLOAT NOT NULL, \n\tPRIMARY KEY (id)\n)":  # a checkpoint's serving details
+                   "\n\tcreated_at FLOAT NOT NULL, \n\tmodel_ref VARCHAR, \n\tvllm JSON NOT NULL, "
+                   "\n\tPRIMARY KEY (id)\n)"}
+
+    def now(sql: str) -> str:
+        for old, new in new_columns.items():
+            sql = sql.replace(old, new) if "policy_checkpoints" in sql or "violation" in old else sql
+        return sql
+
+    assert created == {now(sql) for sql in OLD_RECORD_DDL}
     traj = chained_trajectory("t1")
     old_row = {**{c: getattr(traj, c, None) for c in OLD_TRAJECTORY_COLUMNS},
                "evaluation_id": "e1", "run_id": "r1", "body": codec.encode(traj), "created_at": 1.0}
@@ -213,14 +273,15 @@ def test_record_tables_keep_the_schema_of_older_archives(tmp_path):
         conn.execute("INSERT INTO schema_version VALUES (1, 1)")  # schema version 1: no violation_turns column
     with Archive(tmp_path / "old.db") as archive:
         assert archive.schema_version == SCHEMA_VERSION == 3 and archive.revision == head()
-        assert archive.get_checkpoint("ck1") == Checkpoint(id="ck1", base_model="smollm2-135m", adapter_path="/a",
+        assert archive.get(Checkpoint, "ck1") == Checkpoint(id="ck1", base_model="smollm2-135m", adapter_path="/a",
                                                            parents=["ck0"], config={"lr": 1e-5},
                                                            metrics={"loss": 0.5}, run_id="r1", created_at=1.0)
-        assert archive.trajectories(run_id="r1", harness_id=traj.harness_id, task_id=traj.task_id) == [traj]
-        archive.add_checkpoint(Checkpoint(id="ck2", base_model="smollm2-135m", parents=["ck1"], run_id="r1"))
+        assert archive.list(Trajectory, run_id="r1", harness_id=traj.harness_id, task_id=traj.task_id) == [traj]
+        archive.put(Checkpoint(id="ck2", base_model="smollm2-135m", parents=["ck1"], run_id="r1"))
         archive.add_trajectories([chained_trajectory("t2")], evaluation_id="e1", run_id="r1")
-        assert [c.id for c in archive.list_checkpoints("r1")] == ["ck1", "ck2"]
-        assert archive.count_trajectories("e1") == 2 and archive.get_trajectory("t2") == chained_trajectory("t2")
+        assert [c.id for c in archive.list(Checkpoint, run_id="r1")] == ["ck1", "ck2"]
+        assert archive.count(Trajectory, evaluation_id="e1") == 2
+        assert archive.get(Trajectory, "t2") == chained_trajectory("t2")
 
 
 def test_a_scalar_field_added_to_trajectory_becomes_a_column():
@@ -228,9 +289,10 @@ def test_a_scalar_field_added_to_trajectory_becomes_a_column():
         context_rewrites: int = 0
         tags: list[str] = []
 
-    assert scalar_fields(Extended) == TRAJECTORY_FIELDS + ("context_rewrites",)
-    assert {"messages", "calls", "hook_events", "score_detail"}.isdisjoint(TRAJECTORY_FIELDS)
-    assert CheckpointRecord is Checkpoint  # the archive stores the training stage's checkpoint as it is
+    assert scalar_fields(Extended) == scalar_fields(Trajectory) + ("context_rewrites",)
+    columns = set(TABLES[Trajectory].table.c.keys())
+    assert set(scalar_fields(Trajectory)) < columns and {"messages", "calls", "hook_events"}.isdisjoint(columns)
+    assert set(TABLES[Checkpoint].table.c.keys()) == set(Checkpoint.model_fields)  # stored as it is
 
 
 def test_writes_of_the_branch_tables_take_the_sqlite_write_lock_at_begin(tmp_path):
@@ -239,14 +301,6 @@ def test_writes_of_the_branch_tables_take_the_sqlite_write_lock_at_begin(tmp_pat
     instead of failing with "database is locked" when a read is upgraded to a write."""
     from sqlalchemy import event
 
-    from coevo.storage.tables import (
-        BaseChoiceRecord,
-        ModelProposalRecord,
-        PhaseRecord,
-        PoolMemberRecord,
-        PromotionRecord,
-        VoteRecord,
-    )
 
     with Archive(tmp_path / "a.db") as archive:
         begins: list[str] = []
@@ -256,11 +310,11 @@ def test_writes_of_the_branch_tables_take_the_sqlite_write_lock_at_begin(tmp_pat
             if statement.startswith("BEGIN"):
                 begins.append(statement)
 
-        archive.add_inheritance([BaseChoiceRecord(id="b", run_id="r"), ModelProposalRecord(id="m", run_id="r"),
-                                 PromotionRecord(id="p", run_id="r")])
-        archive.add_phases([PhaseRecord(id="ph", run_id="r")])
-        archive.add_pool_members([PoolMemberRecord(id="pm", run_id="r")])
-        archive.add_votes([VoteRecord(id="v", run_id="r")])
-        assert begins == ["BEGIN IMMEDIATE"] * 4
-        assert [len(archive.list_inheritance(k, "r")) for k in (BaseChoiceRecord, ModelProposalRecord,
-                                                                 PromotionRecord)] == [1, 1, 1]
+        branch = [r for r in samples() if isinstance(r, (BaseChoice, ModelProposal, Promotion, Phase, PoolMember,
+                                                         Ballot))]
+        archive.put(*branch[:3])
+        for record in branch[3:]:
+            archive.put(record)
+        archive.put_new(BudgetRecord(id="b1", run_id="r1"))
+        assert begins == ["BEGIN IMMEDIATE"] * 5
+        assert [len(archive.list(type(r), run_id="r1")) for r in branch] == [1] * 6

@@ -11,22 +11,22 @@ from test_meta_loop import _run, setup_run
 
 from coevo.meta.budget import PhaseKey, current_phase, phased, score_curve, totals
 from coevo.meta.state import EditRequest
-from coevo.storage.tables import LLMCallRecord
+from coevo.records import BudgetRecord, EvaluationRecord, LLMCallRecord
 
 
 def test_every_phase_of_a_vace_run_is_accounted_once_with_its_round(tmp_path):
     config, ctx, archive = setup_run(tmp_path, "help")
     state = asyncio.run(_run(config, ctx, archive))
-    rows = [(b.round, b.phase, b.split, b.rollouts) for b in archive.list_budgets("run-1")]
+    rows = [(b.round, b.phase, b.split, b.rollouts) for b in archive.list(BudgetRecord, run_id="run-1")]
     # 4 train / 4 val / 4 test tasks, k=1; round 1 trains on the 2 train tasks no demonstration answers
     assert rows == [(0, "train", "train", 4), (0, "stage_effect", "val", 4), (0, "stage_effect", "val", 4),
                     (0, "check", "train", 2), (0, "check", "train", 2), (0, "validate", "val", 4),
                     (1, "train", "train", 2), (1, "stage_effect", "val", 4),
                     (2, "final_test", "test", 4), (2, "final_test", "test", 4)]
     # validate's incumbent under W[t+1] and round 1's W[t] val are stage_effect's evaluations: not counted again
-    evaluations = {e.id for e in archive.list_evaluations("run-1")}
-    assert len(evaluations) == sum(b.id.split(":")[1] == "eval" for b in archive.list_budgets("run-1"))
-    budgets = archive.list_budgets("run-1")
+    evaluations = {e.id for e in archive.list(EvaluationRecord, run_id="run-1")}
+    assert len(evaluations) == sum(b.id.split(":")[1] == "eval" for b in archive.list(BudgetRecord, run_id="run-1"))
+    budgets = archive.list(BudgetRecord, run_id="run-1")
     assert totals(budgets)["rollouts"] == 4 + 8 + 4 + 4 + 2 + 4
     assert totals(budgets, include_test=True)["rollouts"] == 34
     curve = score_curve(budgets, state["history"])
@@ -39,9 +39,9 @@ def test_a_resumed_run_counts_nothing_twice(tmp_path):
         asyncio.run(_run(config, ctx, archive))
     except RuntimeError:
         pass
-    before = {b.id for b in archive.list_budgets("run-1")}
+    before = {b.id for b in archive.list(BudgetRecord, run_id="run-1")}
     asyncio.run(_run(config, ctx, archive, resume=True))
-    after = archive.list_budgets("run-1")
+    after = archive.list(BudgetRecord, run_id="run-1")
     assert before < {b.id for b in after} and len(after) == len({b.id for b in after})
     assert [b.phase for b in after if b.round == 1] == ["train", "stage_effect"]
 
@@ -53,11 +53,11 @@ def test_meta_llm_calls_are_accounted_with_tokens_and_cost_in_their_phase(tmp_pa
     edit_in_round_3 = phased("edit", lambda request: ctx.store_calls(calls))
     edit_in_round_3(EditRequest(direction=None, incumbent="h", round=3, train_trajectories=[]))
     edit_in_round_3(EditRequest(direction=None, incumbent="h", round=3, train_trajectories=[]))  # same calls again
-    (budget,) = archive.list_budgets(ctx.run_id)
+    (budget,) = archive.list(BudgetRecord, run_id=ctx.run_id)
     assert (budget.round, budget.phase, budget.split) == (3, "edit", "")
     assert (budget.meta_calls, budget.meta_input_tokens, budget.meta_output_tokens) == (2, 300, 20)
     assert budget.meta_cost_usd == 1.0 and budget.rollouts == 0
-    assert len(archive.list_llm_calls(ctx.run_id)) == 2
+    assert len(archive.list(LLMCallRecord, run_id=ctx.run_id)) == 2
 
 
 def test_phased_nodes_keep_their_signature_and_the_phase_ends_with_them():
@@ -93,7 +93,8 @@ def test_compare_matches_budgets_and_draws_score_vs_rollouts(tmp_path):
     assert [(p.round, p.rollouts, p.val) for p in rl.curve] == [(0, 12, 0.0), (1, 20, 0.0)]
     assert (vace.rollouts, rl.rollouts, static.rollouts) == (26, 20, 0) and static.curve == []
     for row, run in zip(result.rows, result.runs):
-        assert row.rollouts == sum(b.rollouts for b in archive.list_budgets(run.run_id) if b.split != "test")
+        spent = archive.list(BudgetRecord, run_id=run.run_id)
+        assert row.rollouts == sum(b.rollouts for b in spent if b.split != "test")
     # the matched budget is rl_only's total; vace had reached val 1.0 by then (its round 0 cost 20)
     assert result.matched_budget == 20
     assert (vace.val_at_budget, rl.val_at_budget, static.val_at_budget) == (1.0, 0.0, None)

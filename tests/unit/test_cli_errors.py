@@ -22,10 +22,11 @@ from typer.testing import CliRunner
 from coevo.app.run import anchored, run_meta, run_snapshot
 from coevo.cli.app import app
 from coevo.config import RunConfig
+from coevo.models.checkpoint import new_checkpoint_id
 from coevo.observe.log import ChannelHandler, attach, loop
 from coevo.observe.progress import RichReporter
-from coevo.storage import Archive, CheckpointRecord
-from coevo.training.checkpoint import new_checkpoint_id
+from coevo.records import Checkpoint, RunRecord
+from coevo.storage import Archive
 
 runner = CliRunner()
 
@@ -68,14 +69,14 @@ def test_a_failed_run_is_stored_failed_with_its_error_and_resume_continues_it(tm
     config, ctx, archive = setup_run(tmp_path, "help", fail_once_at=0)
     with pytest.raises(RuntimeError, match="simulated crash"):
         asyncio.run(run_meta(config, run_id="run-1", context=ctx, archive=archive))
-    assert archive.get_run("run-1").status == "failed"
+    assert archive.get(RunRecord, "run-1").status == "failed"
     snap = asyncio.run(run_snapshot(config.db, "run-1", "vace"))
     assert snap.next == ("train",) and "simulated crash in the train node" in str(snap.tasks[0].error)
     shown = runner.invoke(app, ["archive", "show", "run-1", "--db", config.db], terminal_width=200)
     assert shown.exit_code == 0 and '"status": "failed"' in shown.output
     assert "train: RuntimeError('simulated crash in the train node')" in shown.output
     state = asyncio.run(run_meta(config, run_id="run-1", resume=True, context=ctx, archive=archive))
-    assert archive.get_run("run-1").status == "done" and state["test"]["final"].score == 1.0
+    assert archive.get(RunRecord, "run-1").status == "done" and state["test"]["final"].score == 1.0
     assert asyncio.run(run_snapshot(config.db, "run-1", "vace")).next == ()
 
 
@@ -94,8 +95,8 @@ def test_cli_resume_of_a_failed_run_continues_it_from_another_directory(tmp_path
     run_id, db = hint.group(2), hint.group(3)
     assert db == str(start / "runs" / "coevo.db")
     with Archive(db) as stored:
-        assert stored.get_run(run_id).status == "failed"
-        cfg = stored.get_run(run_id).config
+        assert stored.get(RunRecord, run_id).status == "failed"
+        cfg = stored.get(RunRecord, run_id).config
     assert (cfg["db"], cfg["out_dir"], cfg["harness"]) == (db, str(start / "runs"), str(start / "h0.json"))
 
     monkeypatch.chdir(elsewhere)
@@ -103,7 +104,7 @@ def test_cli_resume_of_a_failed_run_continues_it_from_another_directory(tmp_path
     assert resumed.exit_code == 0, resumed.output
     assert "summary" in resumed.output and list(elsewhere.iterdir()) == []
     with Archive(db) as stored:
-        assert stored.get_run(run_id).status == "done"
+        assert stored.get(RunRecord, run_id).status == "done"
 
 
 def test_unknown_runs_missing_archives_and_non_databases_are_one_paragraph_errors(tmp_path):
@@ -157,7 +158,7 @@ def test_archive_show_accepts_every_id_a_run_prints(tmp_path):
     asyncio.run(run_meta(config, run_id="run-1", context=ctx, archive=archive))
     lines.close()
     ckpt = new_checkpoint_id()  # the id form train_grpo/train_rsft/merge give ("ckpt-<12 hex>")
-    archive.add_checkpoint(CheckpointRecord(id=ckpt, base_model="fake", run_id="run-1"))
+    archive.put(Checkpoint(id=ckpt, base_model="fake", run_id="run-1"))
     text = "\n".join(lines.lines)
     printed = {
         "run": "run-1",
@@ -201,7 +202,7 @@ def test_run_paths_are_stored_absolute_and_adapters_land_under_them(tmp_path, mo
 
     monkeypatch.setattr(grpo, "train_grpo", fake_stage)
     archive = Archive(":memory:")
-    archive.add_checkpoint(CheckpointRecord(id="w0", base_model="x"))
+    archive.put(Checkpoint(id="w0", base_model="x"))
     trainer = StageTrainer(RunConfig(out_dir="runs"), env=None, archive=archive, run_id="r")
     asyncio.run(trainer("w0", HarnessSpec(), [], 0))
     assert seen["output_dir"] == str(tmp_path / "runs" / "adapters")

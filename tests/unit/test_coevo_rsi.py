@@ -21,14 +21,8 @@ from coevo.harnesses.patch import apply_patch
 from coevo.harnesses.spec import load_harness
 from coevo.meta.inheritance import ArchiveEntry, ArchiveSummary, ModelProposal, PairScore, PairStats
 from coevo.meta.state import Direction, Evidence
+from coevo.records import BaseChoice, Checkpoint, EvaluationRecord, HarnessRecord, LLMCallRecord, Promotion, RunRecord
 from coevo.roles.inheritor import LLMInheritor, OfflineInheritor
-from coevo.storage.tables import (
-    BaseChoiceRecord,
-    CheckpointRecord,
-    EvaluationRecord,
-    ModelProposalRecord,
-    PromotionRecord,
-)
 from coevo.training.checkpoint import load_policy
 from coevo.training.merge import merge_adapters
 
@@ -38,7 +32,7 @@ WRONG_NAME = Direction(id="d0-wrong", cause="wrong_func_name", description="2 tr
 
 def train_eval(archive, harness, checkpoint, score, timr, turns=4, run_id="run-1"):
     """A finished train evaluation of (harness, checkpoint) with 4 rollouts."""
-    archive.add_evaluation(EvaluationRecord(
+    archive.put(EvaluationRecord(
         id=f"e-{harness[:6]}-{checkpoint}-{score}", run_id=run_id, harness_id=harness, checkpoint_id=checkpoint,
         split="train", status="done",
         aggregates={"n_rollouts": 4, "mean_reward": score, "timr": timr, "model_turns": turns}))
@@ -50,7 +44,7 @@ def two_harness_archive(tmp_path):
     h0 = ctx.spec(archive.add_harness(load_harness(config.harness), [], "base", "run-1"))
     h1 = apply_patch(h0, [{"op": "replace", "path": "/prompt/system", "value": "Answer tersely."}])
     archive.add_harness(h1, [h0.id], "edit", "run-1")
-    archive.add_checkpoint(CheckpointRecord(id="w0", base_model="fake"))
+    archive.put(Checkpoint(id="w0", base_model="fake"))
     train_eval(archive, h0.id, "w0", 0.75, 0.0)
     train_eval(archive, h1.id, "w0", 0.25, 0.5)
     ctx.inheritor, ctx.run_id = OfflineInheritor(), "run-1"
@@ -64,8 +58,8 @@ def test_an_editor_can_choose_a_harness_older_than_the_incumbent_and_the_child_d
     request = BaseRequest(direction=WRONG_NAME, incumbent=h1.id, round=1, train_trajectories=[], summary=summary)
     out = edit_from_base(request, SimpleNamespace(context=ctx))
     (cand,) = out["candidates"]
-    assert cand.parent_id == h0.id and cand.spec_id and archive.get_harness(cand.spec_id).parents == [h0.id]
-    (record,) = archive.list_inheritance(BaseChoiceRecord, "run-1")  # the choice is stored, not kept in the state
+    assert cand.parent_id == h0.id and cand.spec_id and archive.get(HarnessRecord, cand.spec_id).parents == [h0.id]
+    (record,) = archive.list(BaseChoice, run_id="run-1")  # the choice is stored, not kept in the state
     assert record.index == 0 and "0.750" in record.reason and set(out) == {"candidates", "sealed"}
     assert {h: e.tasks for h, e in out["sealed"].items()} == {cand.spec_id: cand.demo_tasks}  # pending until promote
     assert (record.base_id, record.incumbent_id, record.child_id) == (h0.id, h1.id, cand.spec_id)
@@ -78,9 +72,9 @@ def test_an_llm_editor_picks_its_base_by_index_from_the_archive_summary(tmp_path
     ctx.inheritor = LLMInheritor("openai/fake", mock_response=json.dumps({"index": 0, "reason": "fewer mismatches"}))
     out = edit_from_base(BaseRequest(direction=WRONG_NAME, incumbent=h1.id, round=1, train_trajectories=[],
                                       summary=summary), SimpleNamespace(context=ctx))
-    assert archive.list_inheritance(BaseChoiceRecord, "run-1")[0].base_id == h0.id
+    assert archive.list(BaseChoice, run_id="run-1")[0].base_id == h0.id
     assert out["candidates"][0].parent_id == h0.id
-    assert archive.list_llm_calls("run-1", role="inheritor")
+    assert archive.list(LLMCallRecord, run_id="run-1", role="inheritor")
     bad = LLMInheritor("openai/fake", mock_response=json.dumps({"index": 7, "reason": "?"}))
     fallback = bad.choose_base(WRONG_NAME, summary)
     assert fallback.choice.base_id == h0.id and "not in the archive" in fallback.choice.reason
@@ -148,7 +142,7 @@ def merge_context(tmp_path, checkpoints, **rsi):
                                            "rsi": config.rsi.model_copy(update=rsi)})
     ctx.run_id = "run-1"
     for c in checkpoints:
-        archive.add_checkpoint(c)
+        archive.put(c)
     return ctx, archive
 
 
@@ -170,7 +164,7 @@ def test_a_ties_proposal_is_merged_and_archived_with_its_alpha(tmp_path, adapter
     proposal = ModelProposal(id="p-1", harness_id="h", kind="merge", sources=[a.id, b.id], alpha=[0.7, 0.3])
     cache = {}
     merged = materialise(ctx, proposal, cache)
-    record = archive.get_checkpoint(merged.checkpoint_id)
+    record = archive.get(Checkpoint, merged.checkpoint_id)
     assert record.parents == [a.id, b.id] and record.config["weights"] == [0.7, 0.3]
     assert record.config["combination_type"] == "ties" and record.run_id == "run-1"
     assert materialise(ctx, proposal.model_copy(update={"id": "p-2"}), cache).checkpoint_id == merged.checkpoint_id
@@ -180,12 +174,12 @@ def test_a_merge_of_adapters_with_mismatched_ranks_is_refused_before_any_file_is
     base, (a, _) = adapters
     r8 = random_adapter(base, tmp_path / "r8", seed=3, r=8)
     ctx, archive = merge_context(tmp_path, [a, r8])
-    before = len(archive.list_checkpoints())
+    before = len(archive.list(Checkpoint))
     proposal = ModelProposal(id="p-3", harness_id="h", kind="merge", sources=[a.id, r8.id], alpha=[0.5, 0.5])
     refused = materialise(ctx, proposal, {})
     assert refused.status == "refused" and refused.checkpoint_id is None
     assert "ranks must match" in refused.reason and "r=4" in refused.reason and "r=8" in refused.reason
-    assert not (tmp_path / "out").exists() and len(archive.list_checkpoints()) == before
+    assert not (tmp_path / "out").exists() and len(archive.list(Checkpoint)) == before
 
 
 def pair(val, h="h1", c="w1", timr=0.0):
@@ -206,21 +200,20 @@ def test_promotion_rejects_a_proposal_that_wins_by_less_than_the_margin():
 @pytest.mark.parametrize("strategy", ["coevo_rsi", "coevo_rsi_latest_only"])
 def test_a_coevo_rsi_run_records_bases_proposals_and_promotions(tmp_path, strategy):
     from coevo.report.html import write_report
-    from coevo.storage.tables import RunRecord
 
     config, ctx, archive = setup_run(tmp_path, strategy=strategy)
     ctx.inheritor = OfflineInheritor()
     state = asyncio.run(run_meta(config, run_id="run-1", context=ctx, archive=archive))
-    promotions = archive.list_inheritance(PromotionRecord, "run-1")
+    promotions = archive.list(Promotion, run_id="run-1")
     assert [p.round for p in promotions] == [0, 1] and promotions[0].accepted
     assert state["incumbent"] != state["start_harness"] and state["test"]["final"].score == 1.0
     assert state["checkpoint"] == promotions[-1].checkpoint_id and state["checkpoint"].endswith("+r0")
-    proposals = archive.list_inheritance(ModelProposalRecord, "run-1")
+    proposals = archive.list(ModelProposal, run_id="run-1")
     assert proposals and all(p.status == "scored" and p.val is not None and p.timr is not None for p in proposals)
-    choices = archive.list_inheritance(BaseChoiceRecord, "run-1")
-    assert choices and all(archive.get_harness(c.child_id).parents == [c.base_id] for c in choices if c.child_id)
+    choices = archive.list(BaseChoice, run_id="run-1")
+    assert choices and all(archive.get(HarnessRecord, c.child_id).parents == [c.base_id] for c in choices if c.child_id)
     assert [h.round for h in state["history"]] == [0, 1]
-    archive.add_run(RunRecord(id="run-1", strategy=strategy, config=config.model_dump()))
+    archive.put(RunRecord(id="run-1", strategy=strategy, config=config.model_dump()))
     page = write_report("run-1", config.db, tmp_path / "report").read_text()
     assert "CoEvo-RSI rounds" in page and "TIMR" in page and (tmp_path / "report" / "timr_matrix.png").is_file()
 
@@ -247,7 +240,7 @@ def test_a_coevo_rsi_run_killed_in_adapt_resumes_to_the_same_promotions(tmp_path
 
     def outcome(state, archive):
         promotions = [(p.round, p.harness_id, p.checkpoint_id, p.accepted)
-                      for p in archive.list_inheritance(PromotionRecord, "run-1")]
+                      for p in archive.list(Promotion, run_id="run-1")]
         return state["incumbent"], state["checkpoint"], state["promotion"].reason, promotions
 
     config, ctx, archive = run(tmp_path / "a")
@@ -255,7 +248,7 @@ def test_a_coevo_rsi_run_killed_in_adapt_resumes_to_the_same_promotions(tmp_path
     config2, ctx2, archive2 = run(tmp_path / "b", fail_once_at=1)
     with pytest.raises(RuntimeError, match="simulated crash"):
         asyncio.run(run_meta(config2, run_id="run-1", context=ctx2, archive=archive2))
-    assert len(archive2.list_inheritance(PromotionRecord, "run-1")) == 1  # round 1 stopped in adapt
+    assert len(archive2.list(Promotion, run_id="run-1")) == 1  # round 1 stopped in adapt
     resumed = asyncio.run(run_meta(config2, run_id="run-1", resume=True, context=ctx2, archive=archive2))
     assert outcome(resumed, archive2) == outcome(reference, archive)
     assert resumed["archive_view"] == reference["archive_view"]  # read back from the checkpointer as the model

@@ -13,6 +13,7 @@ from coevo.app.compare import compare, compare_run_id, run_config
 from coevo.cli.compare import compare_table
 from coevo.graphs.registry import get_strategy
 from coevo.meta.context import MetaContext
+from coevo.records import Checkpoint, RunRecord, Trajectory
 from coevo.report.compare import write_compare_report
 from coevo.roles.curator import OfflineCurator
 from coevo.roles.editor import OfflineEditor, demonstration_source
@@ -28,9 +29,9 @@ class RatedTrainer(FakeTrainer):
         new, trajs = await super().__call__(checkpoint_id, spec, tasks, round, options)
         rate = {"effective_group_rate": 0.25 + 0.5 * round,
                 "history": [{"nonzero_std_rate": 1.0}, {"nonzero_std_rate": 0.5}]}
-        mine = self.archive.get_checkpoint(new).model_copy(update={"id": f"{new}@{self.run_id}", "metrics": rate,
+        mine = self.archive.get(Checkpoint, new).model_copy(update={"id": f"{new}@{self.run_id}", "metrics": rate,
                                                                    "run_id": self.run_id})
-        self.archive.add_checkpoint(mine)
+        self.archive.put(mine)
         return mine.id, trajs
 
 
@@ -68,8 +69,8 @@ def test_compare_runs_each_strategy_and_seed_once_and_tables_the_paired_differen
     assert made == [("vace", 0), ("rl_only", 0), ("vace", 1), ("rl_only", 1)]
     ids = {r.run_id for r in result.runs}
     assert ids == {compare_run_id(config, s, seed) for s in ("vace", "rl_only") for seed in (0, 1)}
-    assert all(archive.get_run(i).status == "done" for i in ids)
-    assert archive.get_run(result.id).strategy == "compare"
+    assert all(archive.get(RunRecord, i).status == "done" for i in ids)
+    assert archive.get(RunRecord, result.id).strategy == "compare"
 
     vace, rl = result.rows
     assert (vace.strategy, rl.strategy) == ("vace", "rl_only") and result.n_test == 4
@@ -96,10 +97,10 @@ def test_a_finished_comparison_is_read_back_not_rerun(tmp_path):
     config, _, archive = setup_run(tmp_path)
     context_for, made = services(archive)
     first = asyncio.run(compare(config, ["vace", "static"], 2, archive=archive, context_for=context_for))
-    rollouts = len(archive.trajectories())
+    rollouts = len(archive.list(Trajectory))
     made.clear()
     again = asyncio.run(compare(config, ["vace", "static"], 2, archive=archive, context_for=context_for))
-    assert made == [] and len(archive.trajectories()) == rollouts
+    assert made == [] and len(archive.list(Trajectory)) == rollouts
     assert [r.source for r in again.runs] == ["reused"] * 4
     assert again.rows == first.rows
     static = again.rows[1]
@@ -130,4 +131,4 @@ def test_compare_refuses_unknown_strategies_and_empty_lists(tmp_path):
         asyncio.run(compare(config, ["vace", "vacee"], 1, archive=archive))
     with pytest.raises(ValueError, match="strategies is empty"):
         asyncio.run(compare(config, [], 1, archive=archive))
-    assert Archive(config.db).list_runs() == []
+    assert Archive(config.db).list(RunRecord) == []

@@ -14,6 +14,7 @@ from sqlalchemy import func, select
 from sqlmodel import SQLModel
 
 from coevo.harnesses.spec import HarnessSpec, Prompt
+from coevo.records import EvaluationRecord, RunRecord, Trajectory
 from coevo.storage import Archive
 
 FAKE_CLI = Path(__file__).parent / "fake_cli.py"
@@ -72,9 +73,9 @@ def test_two_evals_and_a_run_write_one_archive_at_once_and_lose_nothing(db_url, 
     run_id = run_id_of(run_out)
     assert rows_of_run(db_url, run_id) == reference and reference["trajectories"] > 0
     with Archive(db_url) as archive:
-        assert archive.get_run(run_id).status == "done"
+        assert archive.get(RunRecord, run_id).status == "done"
         for i in (1, 2):
-            (evaluation,) = archive.list_evaluations(run_id=f"eval-{i}")
-            assert evaluation.status == "done" and archive.get_run(f"eval-{i}").status == "done"
-            assert archive.count_trajectories(evaluation.id) == 4 * K
-            assert len({t.id for t in archive.trajectories(evaluation_id=evaluation.id)}) == 4 * K
+            (evaluation,) = archive.list(EvaluationRecord, run_id=f"eval-{i}")
+            assert evaluation.status == "done" and archive.get(RunRecord, f"eval-{i}").status == "done"
+            assert archive.count(Trajectory, evaluation_id=evaluation.id) == 4 * K
+            assert len({t.id for t in archive.list(Trajectory, evaluation_id=evaluation.id)}) == 4 * K

@@ -8,6 +8,7 @@ import pytest
 
 from coevo.config import ConfigError, parse_config
 from coevo.envs import registry
+from coevo.records import EvaluationRecord
 
 
 def test_the_default_reward_is_correctness_and_a_config_opts_in_to_partial_credit():
@@ -76,8 +77,8 @@ def test_eval_reports_the_reward_mode_it_used(tmp_path, monkeypatch):
     partial = runner.invoke(app, args + ["--reward", "partial"])
     assert partial.exit_code == 0, partial.output
     assert "partial credit" in partial.output
-    modes = sorted(e.aggregates["reward_mode"] for e in Archive(db).list_evaluations())
-    means = sorted(e.aggregates["mean_reward"] for e in Archive(db).list_evaluations())
+    modes = sorted(e.aggregates["reward_mode"] for e in Archive(db).list(EvaluationRecord))
+    means = sorted(e.aggregates["mean_reward"] for e in Archive(db).list(EvaluationRecord))
     assert modes == ["correct", "partial"] and means[0] == 0.0 and 0.5 < means[1] < 1.0
     clash = runner.invoke(app, ["--env", "reasoning_gym:families=chain_sum,size=5,reward=partial", *args[2:],
                                 "--reward", "correct"])

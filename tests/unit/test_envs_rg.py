@@ -9,6 +9,7 @@ from coevo.envs.base import SPLITS, Env
 from coevo.envs.redact import redact_for_meta
 from coevo.envs.registry import get_env
 from coevo.envs.sandbox import isolation
+from coevo.records import Trajectory
 
 REF = "reasoning_gym:families=word_sorting,size=40,seed=0"
 
@@ -150,7 +151,7 @@ def test_the_last_final_answer_is_the_span_scored_and_stored(tmp_path):
                                 (f"Final answer: foo, bar\nFinal answer: {gold}", gold, 1.0)]:
         result = asyncio.run(evaluate(load_harness("reasoning_gym"), "ck", env, "train", tasks=[task],
                                       model=ScriptedChatModel(script=[reply]), archive=archive, run_id=reply[-8:]))
-        (stored,) = archive.trajectories(evaluation_id=result.evaluation_id)
+        (stored,) = archive.list(Trajectory, evaluation_id=result.evaluation_id)
         assert stored.final_answer == span and stored.score_detail["got"] == span
         assert stored.reward == reward and result.mean_reward == reward and result.reward_mode == "partial"
 

@@ -18,6 +18,7 @@ from coevo.harnesses import HarnessSpec
 from coevo.models.fake import ScriptedChatModel
 from coevo.models.trajectory import Trajectory
 from coevo.observe.progress import RichReporter
+from coevo.records import Checkpoint, EvaluationRecord, HarnessRecord, RunRecord
 from coevo.storage import Archive
 
 ADD = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}
@@ -130,7 +131,7 @@ async def test_evaluate_aggregates_a_scripted_env_and_stores_everything(tmp_path
     assert result.per_task["val-1"].rewards == [0.5, 0.5] and result.per_task["val-0"].passed == [True, True]
     assert result.stop_reasons == {"final_answer": 8}
 
-    stored = archive.trajectories(evaluation_id=result.evaluation_id)
+    stored = archive.list(Trajectory, evaluation_id=result.evaluation_id)
     assert len(stored) == 8 and {t.seed for t in stored} == {10, 11}
     assert {t.id for t in stored} == {trajectory_id(result.evaluation_id, f"val-{i}", s)
                                       for i in range(4) for s in (10, 11)}
@@ -138,9 +139,9 @@ async def test_evaluate_aggregates_a_scripted_env_and_stores_everything(tmp_path
     assert all(c.prompt_token_ids and len(c.logprobs) == len(c.completion_token_ids) for t in stored for c in t.calls)
     assert sum(len(c.logprobs) for t in stored for c in t.calls) > 0
     assert result.input_tokens == sum(t.input_tokens for t in stored) > 0
-    record = archive.get_evaluation(result.evaluation_id)
+    record = archive.get(EvaluationRecord, result.evaluation_id)
     assert record.status == "done" and record.aggregates["pass_at_k"] == 0.5 and record.seeds == [10, 11]
-    assert archive.get_harness(spec().id) is not None and archive.get_task("val-3").prompt.startswith("Task 3")
+    assert archive.get(HarnessRecord, spec().id) is not None and archive.get(Task, "val-3").prompt.startswith("Task 3")
     assert recorder.started == [(recorder.started[0][0], 4)] and recorder.stopped == 1
     assert recorder.updates[-1] == (4, pytest.approx(0.75))
     assert [d for d, _ in recorder.updates] == sorted(d for d, _ in recorder.updates)
@@ -181,9 +182,9 @@ async def test_killing_an_evaluation_half_way_keeps_finished_tasks_and_resumes(t
     # concurrency 1, k=2: task 0 takes 4 calls, task 1 takes 6, so call 11 fails inside task 2
     with pytest.raises(RuntimeError, match="policy server died"):
         await evaluate(spec(), "ck", env, "val", k=2, n_tasks=4, model=dying, archive=archive, concurrency=1)
-    (record,) = archive.list_evaluations()
+    (record,) = archive.list(EvaluationRecord)
     assert record.status == "interrupted"
-    kept = archive.trajectories(evaluation_id=record.id)
+    kept = archive.list(Trajectory, evaluation_id=record.id)
     assert sorted((t.task_id, t.seed) for t in kept) == [("val-0", 0), ("val-0", 1), ("val-1", 0), ("val-1", 1)]
     assert all(t.stop_reason == "final_answer" and t.calls for t in kept)
 
@@ -192,8 +193,8 @@ async def test_killing_an_evaluation_half_way_keeps_finished_tasks_and_resumes(t
                             concurrency=1, progress=recorder)
     assert result.evaluation_id == record.id and result.resumed_tasks == 2
     assert recorder.updates[0] == (2, pytest.approx(0.75))
-    assert archive.count_trajectories(record.id) == 8 and archive.count_trajectories() == 8
-    assert archive.get_evaluation(record.id).status == "done"
+    assert archive.count(Trajectory, evaluation_id=record.id) == 8 and archive.count(Trajectory) == 8
+    assert archive.get(EvaluationRecord, record.id).status == "done"
     assert result.pass_at_k == 0.5 and result.mean_reward == pytest.approx(0.75)
 
 
@@ -237,9 +238,9 @@ def test_eval_cli_prints_the_table_and_the_archive_cli_reads_it_back(tmp_path, m
     assert "pass@2" in out.output and "mean credit" in out.output and "TIMR" in out.output
     assert "0.750" in out.output and "0.167" in out.output  # score beside the trivial baseline
     archive = Archive(db)
-    (evaluation,) = archive.list_evaluations()
-    assert evaluation.status == "done" and archive.count_trajectories(evaluation.id) == 8
-    assert archive.get_checkpoint("fake:x") is not None and archive.list_runs()[0].status == "done"
+    (evaluation,) = archive.list(EvaluationRecord)
+    assert evaluation.status == "done" and archive.count(Trajectory, evaluation_id=evaluation.id) == 8
+    assert archive.get(Checkpoint, "fake:x") is not None and archive.list(RunRecord)[0].status == "done"
 
     listed = runner.invoke(app, ["archive", "list", "--db", db])
     assert listed.exit_code == 0 and evaluation.id[:12] in listed.output and spec().id[:12] in listed.output
@@ -254,7 +255,7 @@ def test_eval_cli_prints_the_table_and_the_archive_cli_reads_it_back(tmp_path, m
     by_id = runner.invoke(app, ["eval", "--env", "adder", "--harness", spec().id[:12], "--model", "fake:x",
                                 "--n", "2", "--db", db])
     assert by_id.exit_code == 0, by_id.output
-    assert len(archive.list_evaluations()) == 2
+    assert len(archive.list(EvaluationRecord)) == 2
 
 
 @pytest.mark.parametrize("concurrency", [3, 8])
@@ -264,14 +265,14 @@ async def test_a_kill_under_concurrency_leaves_only_whole_tasks(tmp_path, concur
     with pytest.raises(ConnectionError):
         await evaluate(spec(), "ck", env, "val", k=2, model=ScriptedChatModel(script=[dies_after_thirteen]),
                        archive=archive, concurrency=concurrency)
-    kept = archive.trajectories()
+    kept = archive.list(Trajectory)
     per_task: dict[str, list[int]] = {}
     for traj in kept:
         per_task.setdefault(traj.task_id, []).append(traj.seed)
     assert all(sorted(seeds) == [0, 1] for seeds in per_task.values())
     assert all(t.stop_reason == "final_answer" for t in kept)
     result = await evaluate(spec(), "ck", env, "val", k=2, model=model(), archive=archive, concurrency=concurrency)
-    assert result.resumed_tasks == len(per_task) and archive.count_trajectories() == 12
+    assert result.resumed_tasks == len(per_task) and archive.count(Trajectory) == 12
 
 
 async def test_the_heap_is_frozen_while_rollouts_run_and_released_after():

@@ -14,6 +14,7 @@ from coevo.evaluation.engine import evaluate
 from coevo.evaluation.executors import InProcessExecutor, RayExecutor, is_live_local, make_executor, sampling_on
 from coevo.meta.context import MetaContext
 from coevo.models.refs import REF_KEY, load_model
+from coevo.records import Checkpoint
 from coevo.storage import Archive
 from coevo.training.rollout import failed_trajectory
 
@@ -141,7 +142,6 @@ def test_a_runs_executor_reaches_its_weight_stage(tmp_path, monkeypatch):
     from coevo.app.services import make_context
     from coevo.harnesses.spec import HarnessSpec
     from coevo.training import rsft
-    from coevo.training.checkpoint import Checkpoint
     from coevo.training.stage import StageTrainer
 
     seen = {}
@@ -156,7 +156,7 @@ def test_a_runs_executor_reaches_its_weight_stage(tmp_path, monkeypatch):
     with Archive(config.db) as archive:
         ctx = make_context(config, archive, "r", env=LookupEnv())
         assert isinstance(ctx.executor, RayExecutor) and ctx.trainer.executor is ctx.executor  # Ray not started yet
-        archive.add_checkpoint(Checkpoint(id="ck0", base_model="base"))
+        archive.put(Checkpoint(id="ck0", base_model="base"))
         runner = CountingExecutor()
         trainer = StageTrainer(config, LookupEnv(), archive, "r", runner)
         new_id, _ = asyncio.run(trainer("ck0", HarnessSpec(), LookupEnv().tasks(), 0))

@@ -22,9 +22,9 @@ from coevo.config.train import StageConfig
 from coevo.envs.base import Task
 from coevo.evaluation.engine import evaluate
 from coevo.harnesses.spec import HarnessSpec
-from coevo.meta.state import GatePair
 from coevo.models.trajectory import Trajectory
 from coevo.nodes.gate import bootstrap_p, decide
+from coevo.records import BudgetRecord, Checkpoint, EvaluationRecord, GatePair
 from coevo.training.advantages import needs_rescue, rescued_better
 from coevo.training.rollout import HarnessRollout
 from coevo.training.rsft import accepted
@@ -140,7 +140,8 @@ def test_sampled_evaluation_decodes_at_the_eval_temperature_and_reports_pass_and
     config, ctx, archive = setup_run(tmp_path / "run", "help")
     config.eval.k, config.eval.temperature = 2, 0.5
     state = asyncio.run(_run(config, ctx, archive))
-    stored = {(e.split, e.k, (e.aggregates or {}).get("temperature")) for e in archive.list_evaluations("run-1")}
+    stored = {(e.split, e.k, (e.aggregates or {}).get("temperature"))
+              for e in archive.list(EvaluationRecord, run_id="run-1")}
     assert {("val", 2, 0.5), ("test", 2, 0.5)} <= stored  # the gate and the test sample; train checks do not
     assert all(t is None for s, _, t in stored if s == "train")
     final = state["test"]["final"]
@@ -182,7 +183,8 @@ def test_coevo_rsi_adapt_continues_one_persistent_sampler_across_rounds(tmp_path
     ctx.inheritor = OfflineInheritor()
     ctx.trainer = PositionTrainer(archive, 1, [0.5])
     state = asyncio.run(_run(config, ctx, archive))
-    ends = [c.metrics["sampler_position"] for c in archive.list_checkpoints("run-1")]
+    ends = [c.metrics["sampler_position"] for c in archive.list(Checkpoint, run_id="run-1")
+            if "sampler_position" in c.metrics]  # the adapt stages' checkpoints (not W0), oldest first
     assert ctx.trainer.starts == [0, ends[0]] and state["sampler_position"] == ends[1] > ends[0] >= 2
     stream = ctx.tasks("train")  # round 1 continues the stream where round 0 stopped, passing over sealed tasks
     walked = [t.id for t in PersistentSampler(config.seed).draw(stream, 0, ends[1])]
@@ -207,7 +209,7 @@ def test_whale_scores_its_search_on_a_split_disjoint_from_the_weight_phases(tmp_
     state, trainer, _ = whale_run(tmp_path, weight_epochs=1.0, search_iterations=1, search_tasks=2)
     weights = {t for phase in trainer.phases for t in phase}
     archive = __import__("coevo.storage", fromlist=["Archive"]).Archive(str(tmp_path / "run.db"))
-    searched = {t for e in archive.list_evaluations("run-1") if e.split == "train" for t in e.task_ids}
+    searched = {t for e in archive.list(EvaluationRecord, run_id="run-1") if e.split == "train" for t in e.task_ids}
     assert weights == {"w-apple", "w-pear", "w-plum", "w-fig"} and searched == {"w-mango", "w-melon"}
     assert RunConfig().search.tasks > 0
     (tmp_path / "short").mkdir()
@@ -244,7 +246,7 @@ def test_ungated_adopts_the_edit_with_no_check_and_no_validation(tmp_path):
     state = asyncio.run(_run(config, ctx, archive))
     assert state["incumbent"] != state["start_harness"] and not state["decisions"]
     assert state["history"][0].candidates[0].fate == "adopted"
-    assert not [b for b in archive.list_budgets("run-1") if b.phase == "check"]
+    assert not [b for b in archive.list(BudgetRecord, run_id="run-1") if b.phase == "check"]
 
 
 # item 11 -------------------------------------------------------------------------------------------

@@ -16,8 +16,9 @@ from typer.testing import CliRunner
 from coevo.app.run import RunError, resolve_answers, run_meta
 from coevo.cli.app import app
 from coevo.config import RunConfig
-from coevo.meta.state import Candidate, Direction, GatePair
+from coevo.meta.state import Candidate, Direction
 from coevo.nodes.gate import decide, difference_text
+from coevo.records import GateDecision, GatePair, RunRecord
 from coevo.roles.curator import Curation
 from coevo.roles.editor import Proposal
 from coevo.storage import Archive
@@ -85,18 +86,18 @@ def test_two_candidates_each_answered_by_id_and_a_bare_resume_changes_nothing(tm
     go = lambda **kw: asyncio.run(run_meta(config, run_id="run-1", context=ctx, archive=archive, **kw))  # noqa: E731
     first = go(approve=True)
     [(q1, cand1)] = _pending(first)
-    assert archive.get_run("run-1").config["gate"]["approve"] is True  # stored with the run
+    assert archive.get(RunRecord, "run-1").config["gate"]["approve"] is True  # stored with the run
 
     # the resuming call does not repeat approve=True: the run keeps pausing all the same
     second = go(resume=True, answers={q1: "no"})
     [(q2, cand2)] = _pending(second)
     assert q2 != q1 and cand2 != cand1
-    assert archive.list_gate_decisions("run-1") == []  # the node has not finished: nothing decided yet
+    assert archive.list(GateDecision, run_id="run-1") == []  # the node has not finished: nothing decided yet
 
     for _ in range(2):  # a resume without an answer shows the same question and changes nothing
         again = go(resume=True)
         assert _pending(again) == [(q2, cand2)]
-        assert archive.list_gate_decisions("run-1") == [] and archive.get_run("run-1").status == "paused"
+        assert archive.list(GateDecision, run_id="run-1") == [] and archive.get(RunRecord, "run-1").status == "paused"
 
     with pytest.raises(RunError, match="names 0 of run run-1's pending questions"):
         go(resume=True, answers={q1: "yes"})  # q1 is answered already: its id is no longer pending
@@ -105,10 +106,10 @@ def test_two_candidates_each_answered_by_id_and_a_bare_resume_changes_nothing(tm
 
     final = go(resume=True, answers={q2[:8]: "yes"})  # a unique prefix of the id is enough
     assert "__interrupt__" not in final
-    decisions = {d.candidate_id: d for d in archive.list_gate_decisions("run-1") if d.round == 0}
+    decisions = {d.candidate_id: d for d in archive.list(GateDecision, run_id="run-1") if d.round == 0}
     assert not decisions[cand1].accepted and decisions[cand1].reason.endswith("; person rejected")
     assert decisions[cand2].accepted and decisions[cand2].reason.endswith("; person accepted")
-    assert final["history"][0].incumbent == cand2 and archive.get_run("run-1").status == "done"
+    assert final["history"][0].incumbent == cand2 and archive.get(RunRecord, "run-1").status == "done"
 
 
 def test_without_approval_the_same_run_accepts_the_first_of_two_equal_candidates(tmp_path):
@@ -116,7 +117,7 @@ def test_without_approval_the_same_run_accepts_the_first_of_two_equal_candidates
     person's "no" above is what changed the outcome."""
     config, ctx, archive = two_candidate_run(tmp_path)
     state = asyncio.run(run_meta(config, run_id="run-1", context=ctx, archive=archive))
-    round0 = [d for d in archive.list_gate_decisions("run-1") if d.round == 0]
+    round0 = [d for d in archive.list(GateDecision, run_id="run-1") if d.round == 0]
     assert [d.accepted for d in round0] == [True, True]
     assert state["history"][0].incumbent == round0[0].candidate_id
 
@@ -170,7 +171,7 @@ def test_cli_pause_prints_a_resume_hint_that_works_as_printed(tmp_path, monkeypa
     bare = runner.invoke(app, ["run", "--resume", run_id, "--db", db], terminal_width=300)
     assert bare.exit_code == 0 and f"--answer {q2}=yes|no" in bare.output and f"gate question {q2}" in bare.output
     with Archive(db) as archive:
-        assert archive.list_gate_decisions(run_id) == []
+        assert archive.list(GateDecision, run_id=run_id) == []
 
     done = runner.invoke(app, ["run", "--resume", run_id, "--db", db, "--answer", f"{q2}=yes", "--no-report"],
                          terminal_width=300)
@@ -180,7 +181,7 @@ def test_cli_pause_prints_a_resume_hint_that_works_as_printed(tmp_path, monkeypa
                      r"over 2 candidates: level 0.05/2\); c − b = \+1.00 \[1.00, 1.00\] over 4 tasks; person accepted",
                      done.output), done.output
     with Archive(db) as archive:
-        fates = sorted((d.accepted, d.reason.rsplit("; ", 1)[-1]) for d in archive.list_gate_decisions(run_id))
+        fates = sorted((d.accepted, d.reason.rsplit("; ", 1)[-1]) for d in archive.list(GateDecision, run_id=run_id))
         assert fates == [(False, "person rejected"), (True, "person accepted")]
     lone = runner.invoke(app, ["run", "--answer", "yes"])
     assert lone.exit_code == 1 and "add --resume RUN_ID" in lone.output
@@ -191,10 +192,10 @@ def test_approval_switched_on_at_a_resume_is_stored_and_kept(tmp_path):
     go = lambda **kw: asyncio.run(run_meta(config, run_id="run-1", context=ctx, archive=archive, **kw))  # noqa: E731
     with pytest.raises(RuntimeError, match="simulated crash"):
         go()
-    assert archive.get_run("run-1").config["gate"]["approve"] is False
+    assert archive.get(RunRecord, "run-1").config["gate"]["approve"] is False
     paused = go(resume=True, approve=True)
     [(question, _)] = _pending(paused)
-    assert archive.get_run("run-1").config["gate"]["approve"] is True
+    assert archive.get(RunRecord, "run-1").config["gate"]["approve"] is True
     assert _pending(go(resume=True)) == _pending(paused)  # a later plain resume still waits for the person
     assert "__interrupt__" not in go(resume=True, answers={"": "yes"})
 

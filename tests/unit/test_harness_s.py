@@ -22,12 +22,12 @@ from coevo.meta.context import MetaContext
 from coevo.meta.pool import Ballot, Profile
 from coevo.meta.state import EvalSummary
 from coevo.models.trajectory import Trajectory
+from coevo.records import Checkpoint, LLMCallRecord, PoolMember, RunRecord
 from coevo.roles.curator import OfflineCurator
 from coevo.roles.editor import OfflineEditor
 from coevo.roles.profiler import LLMProfiler, OfflineProfiler
 from coevo.roles.voter import LLMVoter, RuleVoter, combine, weight
 from coevo.storage import Archive
-from coevo.storage.tables import CheckpointRecord
 from coevo.training.rollout import HarnessRollout, sibling_rescue
 from coevo.training.stage import StageOptions
 
@@ -92,10 +92,11 @@ def test_malformed_voter_replies_are_ignored_with_a_reason_and_the_votes_archive
     unknown = LLMVoter("openai/gpt-4o-mini", name="unknown", mock_response=json.dumps({"ranking": ["zzz"]}))
     good = LLMVoter("openai/gpt-4o-mini", name="good", mock_response=json.dumps({"ranking": ["a"]}))
     archive = Archive(str(tmp_path / "v.db"))
-    router = Router([bad, unknown, good], _profiles(ids, {"b": 0.5}), {}, "h0", on_votes=archive.add_votes)
+    router = Router([bad, unknown, good], _profiles(ids, {"b": 0.5}), {}, "h0",
+                    on_votes=lambda ballots: archive.put(*ballots))
     ranking = asyncio.run(router.rank(Task(id="x", env="e", split="test", prompt="p")))
     assert ranking == ["a", "b", "h0"]  # only the good ballot counts; then val success
-    votes = {v.voter: v for v in archive.list_votes(task_id="x")}
+    votes = {v.voter: v for v in archive.list(Ballot, task_id="x")}
     assert votes["bad"].ranking == [] and "invalid reply" in votes["bad"].reason
     assert votes["unknown"].ranking == [] and "zzz" in votes["unknown"].reason
     assert votes["good"].ranking == ["a"] and not votes["good"].reason
@@ -198,7 +199,7 @@ class RescueTrainer:
             if not traj.passed and route is not None:
                 self.routed.append(await route(t, 4))
         metrics = {"reward_mean": 0.0, "rescue_rate": 1.0, "rescue_success": 1.0, "effective_group_rate": 1.0}
-        self.archive.add_checkpoint(CheckpointRecord(id=new, base_model="fake", parents=[checkpoint_id],
+        self.archive.put(Checkpoint(id=new, base_model="fake", parents=[checkpoint_id],
                                                      metrics=metrics, run_id="run-1"))
         return new, [t.model_copy(update={"id": f"{new}-{t.task_id}"}) for t in trajs]
 
@@ -225,14 +226,14 @@ def test_harness_s_builds_a_pool_profiles_it_and_tests_rank_r_routing(tmp_path, 
     caplog.set_level(logging.INFO)
     state, archive, trainer = _run_harness_s(tmp_path, strategy)
     h0 = state["start_harness"]
-    pool = archive.list_pool_members("run-1")
+    pool = archive.list(PoolMember, run_id="run-1")
     children = [m for m in pool if m.round >= 0]
     assert pool[0].harness_id == h0 and pool[0].round == -1 and pool[0].parent is None
     assert len(children) == 1 and children[0].parent == h0 and children[0].selected
     assert "wrong_func_name" in " ".join(children[0].causes) and children[0].val_score == 1.0
     assert state["parents"] == [children[0].harness_id]
     child = children[0].harness_id
-    profiles = archive.list_profiles("run-1")
+    profiles = archive.list(Profile, run_id="run-1")
     assert {p.harness_id for p in profiles} == {h0, child}
     assert {p.checkpoint_id for p in profiles} == {state["checkpoint"]} | (
         {state["start_checkpoint"]} if strategy == "harness_s" else set())
@@ -240,7 +241,7 @@ def test_harness_s_builds_a_pool_profiles_it_and_tests_rank_r_routing(tmp_path, 
     test = state["test"]
     assert test["rank1"].score == 1.0 and test["rank2"].score == 0.0 and "rank3" not in test  # pool of 2
     assert test["final"].score == 0.0  # H0 itself under the final checkpoint
-    votes = archive.list_votes("run-1")
+    votes = archive.list(Ballot, run_id="run-1")
     assert {v.purpose for v in votes} >= {"rank"} and all(v.ranking[0] == child for v in votes)
     if strategy == "harness_s":
         assert trainer.routed and all(r == [child] for r in trainer.routed)  # top-K excludes H0
@@ -289,7 +290,7 @@ def test_the_routed_graph_sends_a_task_to_the_sibling_the_router_chose(tmp_path)
 
     path = write_router(archive, "run-1", tmp_path / "router.json")
     specs, router = load_router(path)
-    assert set(specs) == {m.harness_id for m in archive.list_pool_members("run-1")}
+    assert set(specs) == {m.harness_id for m in archive.list(PoolMember, run_id="run-1")}
     assert router.h0 == state["start_harness"]
     graph = build_routed_graph(specs, router, policy("help"), Episode(task=WordEnv().tasks("test")[0]))
     assert graph.invoke({})["harness"] == state["parents"][0]  # the evolved child solves the val tasks
@@ -302,10 +303,9 @@ def test_export_router_cli_writes_a_loadable_file_and_refuses_a_run_without_a_po
 
     from coevo.app.bundle import load_router
     from coevo.cli.app import app
-    from coevo.storage import RunRecord
 
     state, archive, _ = _run_harness_s(tmp_path, "harness_s_he_only")
-    archive.add_run(RunRecord(id="vace-run", strategy="vace"))
+    archive.put(RunRecord(id="vace-run", strategy="vace"))
     db, out = str(tmp_path / "run.db"), tmp_path / "r.json"
     result = CliRunner().invoke(app, ["archive", "export-router", "run-1", "--db", db, "-o", str(out)])
     assert result.exit_code == 0, result.output
@@ -316,11 +316,10 @@ def test_export_router_cli_writes_a_loadable_file_and_refuses_a_run_without_a_po
 
 def test_the_report_shows_the_pool_profiles_rescue_rates_and_rank_r_test_rows(tmp_path):
     from coevo.report.html import write_report
-    from coevo.storage import RunRecord
 
     state, archive, _ = _run_harness_s(tmp_path, "harness_s")
-    if archive.get_run("run-1") is None:
-        archive.add_run(RunRecord(id="run-1", strategy="harness_s"))
+    if archive.get(RunRecord, "run-1") is None:
+        archive.put(RunRecord(id="run-1", strategy="harness_s"))
     page = write_report("run-1", str(tmp_path / "run.db"), tmp_path / "report", state).read_text()
     for text in ("Sibling pool", "wrong_func_name", "Behaviour profiles", "when task category",
                  "Complementary rescue", "rescue triggered", "Router ballots", "Rank-1 routing", "Rank-2 routing",
@@ -354,10 +353,10 @@ def test_malformed_profiler_and_voter_replies_in_a_run_are_logged_and_ignored_no
                for topic, line in logged)
     child = state["parents"][0]
     assert state["profiles"][child].reason and state["profiles"][child].val_success == 1.0
-    votes = archive.list_votes("run-1")
+    votes = archive.list(Ballot, run_id="run-1")
     assert any(v.voter == "llm" and not v.ranking and "invalid reply" in v.reason for v in votes)
     assert state["test"]["rank1"].score == 1.0  # the Rule Router's ballot alone decides
-    assert {c.role for c in archive.list_llm_calls("run-1")} == {"profiler", "voter"}
+    assert {c.role for c in archive.list(LLMCallRecord, run_id="run-1")} == {"profiler", "voter"}
 
 
 def test_a_pool_members_demonstrated_train_tasks_leave_later_stages_even_after_a_failed_revision():

@@ -19,6 +19,7 @@ from pydantic import BaseModel
 
 from coevo.config import RunConfig, load_config
 from coevo.config.knobs import INERT, PERFORMANCE
+from coevo.records import Checkpoint
 
 
 def numeric(tp: Any) -> bool:
@@ -161,7 +162,7 @@ def merged(over: dict[str, Any]) -> str:
                            **{k.removeprefix("rsi."): v for k, v in over.items()})
     proposal = ModelProposal(id="p", harness_id="h", kind="merge", sources=[a.id, b.id], alpha=[0.5, 0.5])
     done = materialise(ctx, proposal, {})
-    return adapter_digest(ctx.archive.get_checkpoint(done.checkpoint_id).adapter_path)
+    return adapter_digest(ctx.archive.get(Checkpoint, done.checkpoint_id).adapter_path)
 
 
 def inheritance(over: dict[str, Any]) -> list[str]:

@@ -14,14 +14,23 @@ from coevo.harnesses.runtime import arun_rollout
 from coevo.harnesses.spec import HarnessSpec, Prompt
 from coevo.meta.context import MetaContext
 from coevo.meta.sealing import sealed_tasks
-from coevo.meta.state import Direction, GatePair
+from coevo.meta.state import Direction
 from coevo.models.fake import ScriptedChatModel
 from coevo.models.trajectory import Trajectory
 from coevo.nodes.gate import decide, mcnemar_p
+from coevo.records import (
+    Checkpoint,
+    EditRecord,
+    EvaluationRecord,
+    GateDecision,
+    GatePair,
+    HarnessRecord,
+    LLMCallRecord,
+    RunRecord,
+)
 from coevo.roles.curator import LLMCurator, OfflineCurator
 from coevo.roles.editor import LLMEditor, OfflineEditor, demonstration_source
 from coevo.storage import Archive
-from coevo.storage.tables import CheckpointRecord
 from coevo.training.stage import StageOptions
 
 WORDS = ["apple", "pear", "plum", "fig", "kiwi", "lime", "date", "sloe", "yuzu", "quince", "lemon", "grape"]
@@ -81,7 +90,7 @@ class FakeTrainer:
         trajs = [await arun_rollout(spec, self.model, self.env, t, seed=0, checkpoint_id=new) for t in tasks]
         metrics = {"reward_mean": sum(t.reward for t in trajs) / len(trajs), "effective_group_rate": 0.0,
                    "delta_norm": 0.25 * (round + 1), "total_delta_norm": 0.25 * (round + 1)}
-        self.archive.add_checkpoint(CheckpointRecord(id=new, base_model="fake", parents=[checkpoint_id],
+        self.archive.put(Checkpoint(id=new, base_model="fake", parents=[checkpoint_id],
                                                      config={"incumbent_id": spec.id}, metrics=metrics, run_id="run-1"))
         return new, [t.model_copy(update={"id": f"{new}-{t.task_id}"}) for t in trajs]
 
@@ -113,7 +122,7 @@ def test_gate_accepts_an_improving_candidate(tmp_path):
     assert accepted[0].b == 0.0 and accepted[0].c == 1.0
     assert state["incumbent"] == accepted[0].candidate_id
     assert state["test"]["final"].score == 1.0 and state["test"]["start"].score == 0.0
-    stored = archive.list_gate_decisions("run-1")
+    stored = archive.list(GateDecision, run_id="run-1")
     assert len(stored) == len(state["decisions"]) and stored[0].pairs
     assert state["checkpoint"] == f"{state['start_checkpoint']}+r0+r1"
 
@@ -142,7 +151,7 @@ def test_local_check_rejects_a_regressing_candidate_after_one_revision(tmp_path)
     config, ctx, archive = setup_run(tmp_path, "regress")
     state = asyncio.run(_run(config, ctx, archive))
     assert not state["decisions"]
-    edits = archive.list_edits("run-1")
+    edits = archive.list(EditRecord, run_id="run-1")
     assert any(e.status == "rejected" and "local check" in e.reason for e in edits)
 
 
@@ -170,7 +179,7 @@ def test_malformed_llm_edits_in_a_run_are_rejected_not_crashes(tmp_path):
     config, ctx, archive = setup_run(tmp_path, "help", editor=LLMEditor("openai/gpt-4o-mini", mock_response="{oops"))
     state = asyncio.run(_run(config, ctx, archive))
     assert not state["decisions"]
-    assert all(e.status == "rejected" for e in archive.list_edits("run-1"))
+    assert all(e.status == "rejected" for e in archive.list(EditRecord, run_id="run-1"))
 
 
 def test_meta_role_llm_calls_land_in_the_archive(tmp_path):
@@ -183,13 +192,13 @@ def test_meta_role_llm_calls_land_in_the_archive(tmp_path):
                                      editor=LLMEditor("openai/gpt-4o-mini", mock_response=fix))
     state = asyncio.run(_run(config, ctx, archive))
     assert [d.accepted for d in state["decisions"]] == [True]
-    calls = archive.list_llm_calls("run-1")
+    calls = archive.list(LLMCallRecord, run_id="run-1")
     # round 0: one curator call, one editor call; round 1: every train task passes, so no call
     assert sorted(c.role for c in calls) == ["curator", "editor"]
     for call in calls:
         assert call.model == "openai/gpt-4o-mini" and call.input_tokens > 0 and call.output_tokens > 0
         assert call.latency_s > 0 and call.cost_usd > 0 and call.response["content"] in (directions, fix)
-    assert archive.list_llm_calls("run-1", role="editor")[0].request["schema"] == "EditReply"
+    assert archive.list(LLMCallRecord, run_id="run-1", role="editor")[0].request["schema"] == "EditReply"
 
 def _summary(state):
     return {"incumbent": state["incumbent"], "checkpoint": state["checkpoint"], "test": state["test"],
@@ -206,15 +215,15 @@ def test_a_run_killed_mid_round_resumes_to_the_same_final_state(tmp_path, db_url
     config2, ctx2, archive2 = setup_run(tmp_path / "b", "help", fail_once_at=1, db=db_url)
     with pytest.raises(RuntimeError, match="simulated crash"):
         asyncio.run(_run(config2, ctx2, archive2))
-    n_decisions = len(archive2.list_gate_decisions("run-1"))
+    n_decisions = len(archive2.list(GateDecision, run_id="run-1"))
     resumed = asyncio.run(_run(config2, ctx2, archive2, resume=True))
     assert _summary(resumed) == _summary(reference)
-    assert len(archive2.list_gate_decisions("run-1")) == len(archive.list_gate_decisions("run-1")) >= n_decisions
-    ids = [t.id for t in archive2.trajectories(run_id="run-1")]
+    assert archive2.count(GateDecision, run_id="run-1") == archive.count(GateDecision, run_id="run-1") >= n_decisions
+    ids = [t.id for t in archive2.list(Trajectory, run_id="run-1")]
     assert len(ids) == len(set(ids))
-    assert len(ids) == len(archive.trajectories(run_id="run-1"))
+    assert len(ids) == len(archive.list(Trajectory, run_id="run-1"))
     saved = asyncio.run(read_state(db_url, "run-1", "vace"))  # the graph state lives in db_url's database
-    assert saved["incumbent"] == reference["incumbent"] and archive2.get_run("run-1").status == "done"
+    assert saved["incumbent"] == reference["incumbent"] and archive2.get(RunRecord, "run-1").status == "done"
     from typer.testing import CliRunner
 
     from coevo.cli.app import app
@@ -250,7 +259,7 @@ def test_report_and_summary_show_rounds_decisions_and_plots(tmp_path):
 def test_a_demonstrations_task_never_appears_in_a_later_weight_stage_or_local_check(tmp_path):
     config, ctx, archive = setup_run(tmp_path, "help")
     state = asyncio.run(_run(config, ctx, archive))
-    edits = archive.list_edits("run-1")
+    edits = archive.list(EditRecord, run_id="run-1")
     demos = {e.round: {op["value"]["input"].rsplit(" ", 1)[1] for op in e.patch if op["path"].startswith("/skills/")}
              for e in edits}
     assert demos[0], "the offline editor should have turned failed train tasks' answers into demonstrations"
@@ -258,7 +267,7 @@ def test_a_demonstrations_task_never_appears_in_a_later_weight_stage_or_local_ch
     assert sealed_tasks(state) == demo_ids and list(state["sealed"]) == [state["incumbent"]]
     (r0, tasks0, _), (r1, tasks1, _) = ctx.trainer.stages
     assert demo_ids <= set(tasks0) and not demo_ids & set(tasks1)  # round 1 trains on the others only
-    checks = [e for e in archive.list_evaluations("run-1") if e.split == "train"]
+    checks = [e for e in archive.list(EvaluationRecord, run_id="run-1") if e.split == "train"]
     assert checks and all(not demo_ids & set(e.task_ids) for e in checks)  # smoke and local checks
     assert state["history"][1].weights.excluded_tasks == len(demo_ids)
 
@@ -271,18 +280,18 @@ def test_harness_only_does_not_repropose_a_rejected_candidate_from_identical_evi
     decisions = state["decisions"]
     assert [d.round for d in decisions] == [0, 1] and not any(d.accepted for d in decisions)
     assert decisions[0].candidate_id != decisions[1].candidate_id
-    samplers = {h.id for h in archive.list_harnesses("run-1") if h.origin == "sampling"}
-    samples = sorted((e for e in archive.list_evaluations("run-1") if e.harness_id in samplers),
+    samplers = {h.id for h in archive.list(HarnessRecord, run_id="run-1") if h.origin == "sampling"}
+    samples = sorted((e for e in archive.list(EvaluationRecord, run_id="run-1") if e.harness_id in samplers),
                      key=lambda e: e.created_at)
     assert [e.seeds for e in samples] == [[0], [1000]]  # each round samples with its own seed
     # the gate-rejected candidate's demonstrated tasks return to the train set: round 1 samples them again,
     # re-proposes the same child from the same evidence, and check turns it down at once (same spec, same
     # checkpoint: the gate's verdict would repeat); its one revision is what the gate sees in round 1
     assert set(samples[0].task_ids) == set(samples[1].task_ids) == {t.id for t in ctx.tasks("train")}
-    edits = [e for e in archive.list_edits("run-1") if e.round == 1]
+    edits = [e for e in archive.list(EditRecord, run_id="run-1") if e.round == 1]
     assert any(e.status == "rejected" and "rejected this same harness" in e.reason for e in edits)
     assert {e.child_id for e in edits if e.status == "checked"} == {decisions[1].candidate_id}
-    sampler = archive.get_harness(samples[0].harness_id)
+    sampler = archive.get(HarnessRecord, samples[0].harness_id)
     assert sampler.origin == "sampling" and sampler.spec["decoding"]["temperature"] == config.train.temperature
 
 
@@ -295,11 +304,11 @@ def test_each_round_reports_the_weight_stages_own_val_effect_on_the_same_tasks_a
     for w in (w0, w1):
         assert w.before.per_task.keys() == w.after.per_task.keys() and w.before.split == w.after.split == "val"
         assert [o.seeds for o in w.before.per_task.values()] == [o.seeds for o in w.after.per_task.values()]
-        assert (w.train_reward, w.delta_norm) == (ctx.archive.get_checkpoint(w.checkpoint_after).metrics["reward_mean"],
-                                                  0.25 * (w.round + 1))
+        after = ctx.archive.get(Checkpoint, w.checkpoint_after)
+        assert (w.train_reward, w.delta_norm) == (after.metrics["reward_mean"], 0.25 * (w.round + 1))
     # validate's b is the stage's "after" evaluation, reused by id: no val rollout is made twice
     assert state["decisions"][0].b == w0.val_after
-    val = [e for e in archive.list_evaluations("run-1") if e.split == "val"]
+    val = [e for e in archive.list(EvaluationRecord, run_id="run-1") if e.split == "val"]
     assert len(val) == len({(e.harness_id, e.checkpoint_id) for e in val})
 
 

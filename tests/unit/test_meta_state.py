@@ -13,12 +13,11 @@ from coevo.meta.state import (
     CandidateChecks,
     Direction,
     EvalSummary,
-    GateDecision,
-    GatePair,
     MetaState,
     RoundSummary,
     state_models,
 )
+from coevo.records import GateDecision, GatePair
 
 STATE_MODELS = state_models([MetaState])
 

@@ -18,6 +18,18 @@ from test_archive import chained_trajectory
 from typer.testing import CliRunner
 
 from coevo.cli.app import app
+from coevo.records import (
+    Checkpoint,
+    EditRecord,
+    EvaluationRecord,
+    GateDecision,
+    HarnessRecord,
+    LLMCallRecord,
+    Profile,
+    RunRecord,
+    Task,
+    Trajectory,
+)
 from coevo.storage import SCHEMA_VERSION, Archive, SchemaVersionError
 from coevo.storage.connection import make_engine
 from coevo.storage.migrate import BASELINE, _config, head
@@ -61,21 +73,24 @@ def test_an_archive_written_by_the_release_before_alembic_opens_after_upgrade(db
     target = release_v2_archive(db_url, tmp_path)
     with Archive(target) as archive:
         assert archive.revision == head() and archive.schema_version == SCHEMA_VERSION == 3
-        run = archive.get_run("vace-0001")
+        run = archive.get(RunRecord, "vace-0001")
         assert run.config == {"rounds": 2, "db": "x.db"} and run.status == "done"
         assert run.created_at.timestamp() == 1764547200.25 and run.updated_at.timestamp() == 1764547260.5
-        assert archive.get_harness(H0).spec["name"] == "h0"
-        assert archive.list_edits(run_id="vace-0001")[0].patch == [{"op": "replace", "path": "/name", "value": "h1"}]
-        assert archive.get_checkpoint("ck1").metrics == {"loss": 0.5}
-        assert archive.get_task("q1").metadata == {"family": "add"}
-        assert archive.get_evaluation("ev1").aggregates == {"pass_at_k": 1.0}
-        assert archive.trajectories(evaluation_id="ev1") == [chained_trajectory("t1")]
-        assert archive.list_gate_decisions("vace-0001")[0].accepted is True
-        assert archive.list_profiles(harness_id=H0)[0].profile == {"add": 0.9}
-        assert archive.list_llm_calls(role="editor")[0].cost_usd == 0.001
+        assert archive.get(HarnessRecord, H0).spec["name"] == "h0"
+        (edit,) = archive.list(EditRecord, run_id="vace-0001")
+        assert edit.patch == [{"op": "replace", "path": "/name", "value": "h1"}]
+        assert archive.get(Checkpoint, "ck1").metrics == {"loss": 0.5}
+        assert archive.get(Task, "q1").metadata == {"family": "add"}
+        assert archive.get(EvaluationRecord, "ev1").aggregates == {"pass_at_k": 1.0}
+        assert archive.list(Trajectory, evaluation_id="ev1") == [chained_trajectory("t1")]
+        assert archive.list(GateDecision, run_id="vace-0001")[0].accepted is True
+        # its profile JSON held no Profile field (the release wrote none; Harness-S's came later): defaults
+        assert archive.list(Profile, harness_id=H0) == [Profile(id="p1", run_id="vace-0001", harness_id=H0,
+                                                                checkpoint_id="", created_at=1764547205.0)]
+        assert archive.list(LLMCallRecord, role="editor")[0].cost_usd == 0.001
         archive.add_trajectories([chained_trajectory("t2")], evaluation_id="ev1")
     with Archive(target) as again:  # already at head: opening changes nothing
-        assert again.revision == head() and again.count_trajectories("ev1") == 2
+        assert again.revision == head() and again.count(Trajectory, evaluation_id="ev1") == 2
 
 
 def test_migrations_from_an_empty_database_build_exactly_the_declared_tables(db_url):

@@ -12,7 +12,8 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.graph import END, START, StateGraph
 
 from coevo.app.checkpointer import is_postgres, libpq_url, open_checkpointer
-from coevo.storage import Archive, RunRecord
+from coevo.records import RunRecord
+from coevo.storage import Archive
 
 
 class Counter(TypedDict):
@@ -45,7 +46,7 @@ async def test_a_sqlite_url_checkpoints_into_that_file(tmp_path):
 
 async def test_a_run_continues_after_its_connections_are_dropped(postgres_url):
     archive = Archive(postgres_url)
-    archive.add_run(RunRecord(id="r1"))
+    archive.put(RunRecord(id="r1"))
     graph = StateGraph(Counter)
     graph.add_node("step", lambda state: {"steps": [len(state["steps"])]})
     graph.add_edge(START, "step")
@@ -58,5 +59,5 @@ async def test_a_run_continues_after_its_connections_are_dropped(postgres_url):
         state = await compiled.ainvoke({"steps": []}, config)  # the checkpointer's pool lends a fresh one
     assert state["steps"] == [0, 1]
     archive.update_run("r1", status="done")  # the archive's engine pings, then reconnects
-    assert archive.get_run("r1").status == "done"
+    assert archive.get(RunRecord, "r1").status == "done"
     archive.close()

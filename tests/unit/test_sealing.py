@@ -20,6 +20,7 @@ from coevo.harnesses.spec import HarnessSpec, Prompt
 from coevo.meta.context import MetaContext
 from coevo.meta.sealing import answer_tokens, demonstrated, sealed_tasks
 from coevo.models.fake import ScriptedChatModel
+from coevo.records import EditRecord, EvaluationRecord, Trajectory
 from coevo.roles.curator import LLMCurator, OfflineCurator
 from coevo.roles.editor import LLMEditor
 from coevo.roles.proposer import LLMProposer
@@ -101,7 +102,7 @@ def test_an_llm_editor_copying_short_and_reformatted_answers_seals_those_tasks(t
     assert {"s-3-4", "s-5-7", "s-2-2"} == sealed  # 7, 12, and 4 (a token of the example) all appear
     (_, first, _), (_, second, _) = ctx.trainer.stages
     assert sealed <= set(first) and not sealed & set(second)  # they leave the next weight stage
-    checks = [e for e in archive.list_evaluations("run-1") if e.split == "train"]
+    checks = [e for e in archive.list(EvaluationRecord, run_id="run-1") if e.split == "train"]
     assert checks and all(not sealed & set(e.task_ids) for e in checks)  # and every check of the candidate
 
 
@@ -130,7 +131,7 @@ def test_a_gate_rejected_candidates_demonstration_tasks_return_to_the_train_set(
     config.meta.local_check = False  # the regressing candidate reaches the gate and is rejected there
     state = asyncio.run(_run(config, ctx, archive))
     rejected = [d for d in state["decisions"] if not d.accepted]
-    demos = {t for e in archive.list_edits("run-1") if e.child_id == rejected[0].candidate_id
+    demos = {t for e in archive.list(EditRecord, run_id="run-1") if e.child_id == rejected[0].candidate_id
              for op in e.patch if op["path"].startswith("/skills/") for t in [f"w-{op['value']['output']}"]}
     assert demos and not sealed_tasks(state)  # nothing live answers a train task
     (_, first, _), (_, second, _) = ctx.trainer.stages
@@ -165,5 +166,5 @@ def test_no_gold_answer_reaches_an_llm_curator_or_editor(tmp_path):
     asyncio.run(_run(config, ctx, archive))
     seen = [str(m.content) for role in (curator, editor) for call in role.chat.calls for m in call]
     assert seen and all(g not in text for g in gold for text in seen)
-    failures = [t for t in archive.trajectories(run_id="run-1", split="train") if not t.passed]
+    failures = [t for t in archive.list(Trajectory, run_id="run-1", split="train") if not t.passed]
     assert failures and all(t.score_detail.get("expected") in gold for t in failures)  # the archive keeps them

@@ -16,6 +16,7 @@ from coevo.evaluation.parity import parity_note, reply_transforms
 from coevo.harnesses.parse import parse_reply
 from coevo.harnesses.spec import Parser, load_harness
 from coevo.models.fake import ScriptedChatModel
+from coevo.records import EvaluationRecord
 
 OLD_PATTERN = r"(?is)final answer\s*:\s*(.+)"  # the H0 pattern before issue 29 (still Parser's default)
 
@@ -98,7 +99,7 @@ def test_a_fence_stripping_harness_states_the_suites_own_score(bfcl, tmp_path):
     assert result.reply_transforms == ["code fences stripped before scoring"]
     assert re.search(r"suite's own, raw replies\W+0\.000\W+harness: code fences stripped before scoring",
                      _text(result_table(result)))
-    (stored,) = archive.list_evaluations("r1")
+    (stored,) = archive.list(EvaluationRecord, run_id="r1")
     html_rows = _test_rows(None, [stored])
     assert "code fences stripped before scoring; the suite&#x27;s own score of the raw replies: 0.000" in html_rows
 

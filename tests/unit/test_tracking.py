@@ -14,6 +14,7 @@ from test_meta_loop import setup_run
 
 from coevo.cli.app import app
 from coevo.observe.events import read_scalars
+from coevo.records import BudgetRecord, GateDecision, RunRecord
 from coevo.storage import Archive
 
 
@@ -24,9 +25,9 @@ def test_run_report_to_tensorboard_writes_train_and_meta_loop_scalars(tmp_path, 
     result = runner.invoke(app, ["run", str(path), "--report-to", "tensorboard", "--no-report"], terminal_width=300)
     assert result.exit_code == 0, result.output
     with Archive(config.db) as stored:
-        (run,) = [r for r in stored.list_runs() if r.strategy == "vace"]
-        budgets = stored.list_budgets(run.id)
-        decisions = stored.list_gate_decisions(run.id)
+        (run,) = [r for r in stored.list(RunRecord) if r.strategy == "vace"]
+        budgets = stored.list(BudgetRecord, run_id=run.id)
+        decisions = stored.list(GateDecision, run_id=run.id)
     folder = tmp_path / "out" / "tracking" / run.id
     assert f"tensorboard: {folder}" in " ".join(result.output.split())
     assert list((folder / "meta").glob("events.out.tfevents.*"))
@@ -113,7 +114,8 @@ def test_run_report_to_mlflow_logs_the_loop_into_a_store_under_the_run_folder(tm
     delta = [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, "train/delta_norm")]
     assert delta == [(0, 0.25), (1, 0.5)]
     rollouts = client.get_metric_history(run.info.run_id, "budget/rollouts")
-    assert max(m.value for m in rollouts) == sum(b.rollouts for b in archive.list_budgets("run-1") if b.split != "test")
+    spent = archive.list(BudgetRecord, run_id="run-1")
+    assert max(m.value for m in rollouts) == sum(b.rollouts for b in spent if b.split != "test")
 
 
 def test_grpo_stage_reports_through_trl_into_the_runs_mlflow_store(tmp_path, monkeypatch):

@@ -21,6 +21,7 @@ from coevo.harnesses.runtime import arun_rollout
 from coevo.harnesses.spec import HarnessSpec
 from coevo.models.fake import ScriptedChatModel
 from coevo.models.trajectory import ModelCall, Trajectory
+from coevo.records import Checkpoint
 from coevo.training.advantages import group_advantages, task_token_weights, truncated_is_weight
 from coevo.training.grpo import train_grpo
 from coevo.training.rollout import HarnessRollout, sibling_rescue
@@ -144,7 +145,7 @@ def test_train_grpo_step_changes_the_adapter_and_records_metrics(tmp_path, spec,
     with Archive(tmp_path / "coevo.db") as archive:
         new, trajs = train_grpo(ckpt, spec, env, env.tasks(), cfg, archive=archive, run_id="r1",
                                 policy_factory=lambda tr: lookup_policy(right_every=2))
-        record = archive.get_checkpoint(new.id)
+        record = archive.get(Checkpoint, new.id)
     assert record.metrics["reward_mean"] == 0.5 and record.parents == ["ckpt-tiny"]
     assert record == new and record.run_id == "r1"  # the archive keeps the Checkpoint as trained
     weights = load_file(str(Path(new.adapter_path) / "adapter_model.safetensors"))

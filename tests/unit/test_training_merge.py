@@ -8,7 +8,8 @@ import pytest
 import torch
 from training_kit import random_adapter, tiny_llama_checkpoint
 
-from coevo.training.checkpoint import Checkpoint, load_policy
+from coevo.models.checkpoint import Checkpoint
+from coevo.training.checkpoint import load_policy
 from coevo.training.merge import merge_adapters
 
 TYPES = ["linear", "cat", "svd", "ties", "dare_ties", "ties_svd", "dare_ties_svd"]
@@ -80,7 +81,7 @@ def test_merged_checkpoint_is_recorded_in_the_archive(tmp_path, parents):
     _, (a, b) = parents
     with Archive(tmp_path / "coevo.db") as archive:
         merged = merge_adapters([a, b], {"output_dir": str(tmp_path / "m")}, archive=archive, run_id="run-1")
-        record = archive.get_checkpoint(merged.id)
+        record = archive.get(Checkpoint, merged.id)
     assert record is not None and record.parents == ["ckpt-1", "ckpt-2"] and record.run_id == "run-1"
     assert record.adapter_path == merged.adapter_path and record.config["combination_type"] == "ties"
 

@@ -8,10 +8,10 @@ from training_kit import LookupEnv
 
 from coevo.config import RunConfig
 from coevo.harnesses.spec import HarnessSpec
+from coevo.models.checkpoint import Checkpoint
 from coevo.models.trajectory import Trajectory
 from coevo.storage import Archive
 from coevo.training import grpo, rsft
-from coevo.training.checkpoint import Checkpoint
 from coevo.training.schedule import PersistentSampler, WeightPhase
 from coevo.training.stage import StageOptions, StageTrainer
 
@@ -24,7 +24,7 @@ def test_stage_trainer_runs_the_configured_algorithm_with_the_rounds_stage_confi
     def stage(checkpoint, spec, env, tasks, config, archive=None, *, run_id=None):
         calls.append((checkpoint, spec, tasks, config))
         new = Checkpoint(id="ck-new", base_model=checkpoint.base_model, parents=[checkpoint.id], run_id=run_id)
-        archive.add_checkpoint(new)
+        archive.put(new)
         return new, [Trajectory(task_id=tasks[0].id)]
 
     monkeypatch.setattr(module, name, stage)
@@ -33,10 +33,10 @@ def test_stage_trainer_runs_the_configured_algorithm_with_the_rounds_stage_confi
     env, spec = LookupEnv(), HarnessSpec()
     with Archive(tmp_path / "a.db") as archive:
         base = Checkpoint(id="ck0", base_model="base", metrics={"loss": 1.0})
-        archive.add_checkpoint(base)
+        archive.put(base)
         trainer = StageTrainer(config, env, archive, "r1")
         new_id, trajs = asyncio.run(trainer("ck0", spec, env.tasks(), 2))
-        assert archive.get_checkpoint(new_id).run_id == "r1" and archive.get_checkpoint(new_id).parents == ["ck0"]
+        assert archive.get(Checkpoint, new_id).run_id == "r1" and archive.get(Checkpoint, new_id).parents == ["ck0"]
         with pytest.raises(KeyError, match="ck-missing"):
             asyncio.run(trainer("ck-missing", spec, env.tasks(), 2))
     ((checkpoint, used, tasks, stage_config),) = calls
@@ -58,7 +58,7 @@ def test_stage_trainer_rescues_under_the_siblings_and_records_the_size_of_the_ch
     def stage(checkpoint, spec, env, tasks, config, archive=None, *, run_id=None, rescue=None):
         seen["rescue"] = rescue
         new = trained.model_copy(update={"id": "ck-new", "parents": [checkpoint.id], "config": {"harness_id": spec.id}})
-        archive.add_checkpoint(new)
+        archive.put(new)
         return new, []
 
     monkeypatch.setattr(grpo, "train_grpo", stage)
@@ -66,10 +66,10 @@ def test_stage_trainer_rescues_under_the_siblings_and_records_the_size_of_the_ch
     env, spec = LookupEnv(), HarnessSpec()
     sibling = HarnessSpec(prompt={"system": "another harness"})
     with Archive(tmp_path / "a.db") as archive:
-        archive.add_checkpoint(base)
+        archive.put(base)
         new_id, _ = asyncio.run(StageTrainer(config, env, archive, "r1")(base.id, spec, env.tasks(), 0,
                                                                      StageOptions(siblings=[sibling])))
-        record = archive.get_checkpoint(new_id)
+        record = archive.get(Checkpoint, new_id)
     assert callable(seen["rescue"]) == rescue
     if rescue:  # one fresh attempt per failed rollout, under the sibling sampled like the incumbent
         from coevo.models.fake import ScriptedChatModel
@@ -107,22 +107,22 @@ def test_a_stage_on_vllm_servers_samples_there_and_publishes_its_checkpoint(tmp_
     config = RunConfig(out_dir=str(tmp_path), policy=f"local:{base.base_model}", train={"vllm": roots})
     env = LookupEnv()
     with Archive(tmp_path / "a.db") as archive:
-        archive.add_checkpoint(base)
+        archive.put(base)
         new_id, _ = asyncio.run(StageTrainer(config, env, archive, "r1")(base.id, HarnessSpec(), env.tasks(), 2))
-        record = archive.get_checkpoint(new_id)
+        record = archive.get(Checkpoint, new_id)
         name = vllm_sync.adapter_name(record)
         assert isinstance(seen["sampler"], vllm_sync.VLLMStepSync) and seen["sampler"].roots == roots
         assert seen["sampler"].adapter_dir == tmp_path.resolve() / "adapters" / "vllm-sync" / "round-2"
         assert loads == [(root, name) for root in roots]  # published on every server
         assert unloads == [(root, "coevo-r2-step7-abc") for root in roots]  # the last step's adapter dropped
-        assert record.config["vllm"] == roots and record.config["model_ref"] == vllm_sync.served_ref(roots, name)
+        assert record.vllm == roots and record.model_ref == vllm_sync.served_ref(roots, name)
         policy = PolicyCache(config, archive)(new_id)  # evaluated through the servers, loaded there again first
         assert isinstance(policy, RouterChatModel) and {s.model for s in policy.servers} == {f"hosted_vllm/{name}"}
         assert len(loads) == 4
     w0 = base_checkpoint(config)
-    assert w0.config["model_ref"] == "litellm:hosted_vllm/policy?api_base=http://gpu0:8000/v1,http://gpu1:8000/v1"
+    assert w0.model_ref == "litellm:hosted_vllm/policy?api_base=http://gpu0:8000/v1,http://gpu1:8000/v1"
     local = config.model_copy(update={"train": config.train.model_copy(update={"vllm": []})})
-    assert w0.id != base_checkpoint(local).id and base_checkpoint(local).config["model_ref"] == config.policy
+    assert w0.id != base_checkpoint(local).id and base_checkpoint(local).model_ref == config.policy
     assert RunConfig(train={"vllm": ",".join(roots)}).train.vllm == roots  # --set train.vllm=URL1,URL2
     with pytest.raises(ValueError, match="train.vllm samples GRPO"):
         RunConfig(train={"algorithm": "rsft", "vllm": roots})
@@ -160,10 +160,10 @@ def test_a_run_stage_on_a_fake_vllm_samples_the_synced_adapter_and_publishes_the
         config = RunConfig(out_dir=str(tmp_path), policy=f"local:{base.base_model}",
                            train={"vllm": [server.root], "steps": 1, "tasks_per_step": 2, "num_generations": 2,
                                   "max_new_tokens": 8, "lora_r": 4, "resample": 0})
-        archive.add_checkpoint(base)
+        archive.put(base)
         new_id, trajs = asyncio.run(StageTrainer(config, env, archive, "r1", runner)(base.id, HarnessSpec(),
                                                                                      env.tasks(), 0))
-        record = archive.get_checkpoint(new_id)
+        record = archive.get(Checkpoint, new_id)
         name = adapter_name(record)
         step = next(n for action, n in server.events if action == "load")
         assert step.startswith("coevo-r0-step0-") and step != name
@@ -171,7 +171,7 @@ def test_a_run_stage_on_a_fake_vllm_samples_the_synced_adapter_and_publishes_the
         assert runner.ran == 4 and sorted(t.reward for t in trajs) == [0.0, 0.0, 1.0, 1.0]
         assert all(t.calls[0].logprobs == [-0.5] * len(t.calls[0].completion_token_ids) for t in trajs)
         assert record.config["importance_correction"] is True and "is_weight_mean" in record.metrics["history"][0]
-        assert record.config["model_ref"] == served_ref([server.root], name) and server.adapters == {
+        assert record.model_ref == served_ref([server.root], name) and server.adapters == {
             name: record.adapter_path}
         reply = PolicyCache(config, archive)(new_id).invoke("Name three fruits.")  # through the server, as published
         assert reply.content.startswith("Final answer:") and server.events[-1] == ("chat", name)
@@ -193,7 +193,7 @@ def test_one_stage_keeps_the_runs_executor_with_a_router_or_a_whale_phase(tmp_pa
     def stage(checkpoint, spec, env, tasks, config, archive=None, *, run_id=None, **options):
         seen.update(options, config=config)
         new = Checkpoint(id=f"ck-{len(seen)}", base_model=checkpoint.base_model, parents=[checkpoint.id])
-        archive.add_checkpoint(new)
+        archive.put(new)
         return new, []
 
     monkeypatch.setattr(grpo, "train_grpo", stage)
@@ -204,7 +204,7 @@ def test_one_stage_keeps_the_runs_executor_with_a_router_or_a_whale_phase(tmp_pa
         return [sibling.id]
 
     with Archive(tmp_path / "a.db") as archive:
-        archive.add_checkpoint(Checkpoint(id="ck0", base_model="base"))
+        archive.put(Checkpoint(id="ck0", base_model="base"))
         grpo_run = RunConfig(out_dir=str(tmp_path), train={"rescue": False})
         asyncio.run(StageTrainer(grpo_run, env, archive, "r1", runner)("ck0", spec, env.tasks(), 0,
                                                                         StageOptions([sibling], route=route)))

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import httpx
 import pytest
 
-from coevo.training.checkpoint import Checkpoint
+from coevo.models.checkpoint import Checkpoint
 from coevo.training.vllm_sync import (
     VLLMStepSync,
     VLLMSyncError,

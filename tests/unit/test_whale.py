@@ -21,10 +21,10 @@ from coevo.meta.state import Candidate
 from coevo.models.fake import ScriptedChatModel
 from coevo.nodes.edit import realise
 from coevo.nodes.search import best_of_archive
+from coevo.records import Checkpoint, EditRecord, Phase
 from coevo.roles.editor import OfflineEditor, Proposal
 from coevo.roles.proposer import LLMProposer, OfflineProposer, SearchView, ranked
 from coevo.storage import Archive
-from coevo.storage.tables import CheckpointRecord
 from coevo.training.schedule import Patience, PersistentSampler, epochs_to_steps, run_phase
 from coevo.training.stage import StageOptions
 
@@ -94,7 +94,7 @@ class PhaseTrainer:
         metrics = {"history": [{"reward": r} for r in run.rewards], "stop_reason": run.stop_reason,
                    "sampler_position": run.position, "epochs": (run.position - phase.position) / len(stream),
                    "reward_mean": sum(run.rewards) / len(run.rewards)}
-        self.archive.add_checkpoint(CheckpointRecord(id=new, base_model="fake", parents=[checkpoint_id],
+        self.archive.put(Checkpoint(id=new, base_model="fake", parents=[checkpoint_id],
                                                      metrics=metrics, run_id="run-1"))
         return new, []
 
@@ -242,7 +242,7 @@ def test_fst_searches_prompts_only_and_stagewise_holds_whales_cumulative_budget(
     fst, _, calls = whale_run(tmp_path / "f", "fst", weight_epochs=0.5, search_iterations=1)
     assert "val" not in calls and all(p.fields == ["/prompt"] for p in fst["phases"] if p.kind == "harness")
     archive = Archive(str(tmp_path / "f" / "run.db"))
-    for e in archive.list_edits("run-1"):
+    for e in archive.list(EditRecord, run_id="run-1"):
         assert e.status == "rejected" or all(op["path"].startswith("/prompt/") for op in e.patch)
     stage, trainer, _ = whale_run(tmp_path / "s", "stagewise", weight_epochs=0.5, search_iterations=1)
     assert [(p.kind, p.length) for p in stage["phases"]] == [("weights", 1.0), ("harness", 2)]
@@ -257,7 +257,7 @@ def test_pace_runs_a_prompt_phase_then_a_control_phase_through_the_val_gate(tmp_
     assert all(p.stop_reason for p in state["phases"])
     accepted = [d for d in state["decisions"] if d.accepted]
     assert accepted and state["incumbent"] == accepted[-1].candidate_id  # changed only through the val gate
-    for e in Archive(str(tmp_path / "run.db")).list_edits("run-1"):
+    for e in Archive(str(tmp_path / "run.db")).list(EditRecord, run_id="run-1"):
         if e.status != "rejected" and e.round == 0:
             assert all(op["path"].startswith("/prompt/") for op in e.patch)
 
@@ -353,7 +353,7 @@ def test_report_shows_phases_their_stopping_reasons_and_the_accepted_harness_per
 
 def test_each_phase_is_stored_with_its_time_window_for_budget_attribution(tmp_path):
     state, _, _ = whale_run(tmp_path, weight_epochs=0.5, search_iterations=1)
-    stored = Archive(str(tmp_path / "run.db")).list_phases("run-1")
+    stored = Archive(str(tmp_path / "run.db")).list(Phase, run_id="run-1")
     assert [(p.index, p.kind, p.stop_reason) for p in stored] == [(p.index, p.kind, p.stop_reason)
                                                                    for p in state["phases"]]
     assert all(p.started_at is not None and p.started_at <= p.ended_at for p in stored)
