@@ -80,7 +80,8 @@ class EvalResult(BaseModel):
     (its partial credit), ``""`` for an env that does not say (``Env``); ``reply_transforms`` what
     the harness did to every reply before scoring (``coevo.evaluation.parity``; empty: scored as
     written) and then ``suite_reward``, the suite's own mean reward on the raw final replies (None:
-    no transformation, or the suite cannot score a reply alone).
+    no transformation, or the suite cannot score a reply alone); ``temperature`` the decoding
+    temperature the rollouts used when the evaluation set one (None: the harness's own).
     """
 
     evaluation_id: str
@@ -110,6 +111,7 @@ class EvalResult(BaseModel):
     reward_mode: str = ""
     reply_transforms: list[str] = Field(default_factory=list)
     suite_reward: float | None = None
+    temperature: float | None = None
     per_task: dict[str, TaskOutcome] = Field(default_factory=dict)
 
     @property

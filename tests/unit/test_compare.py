@@ -16,7 +16,7 @@ from coevo.meta.context import MetaContext
 from coevo.records import Checkpoint, RunRecord, Trajectory
 from coevo.report.compare import write_compare_report
 from coevo.roles.curator import OfflineCurator
-from coevo.roles.editor import OfflineEditor
+from coevo.roles.editor import OfflineEditor, demonstration_source
 from coevo.storage import Archive
 from coevo.training.stage import StageOptions
 
@@ -52,7 +52,8 @@ def services(archive, crash_in=None):
         made.append((cfg.strategy, cfg.seed))
         refine = "editor" in strategy.roles
         return MetaContext(config=cfg, env=env, archive=archive, policy=lambda ckpt: model, trainer=trainer,
-                           curator=OfflineCurator(2) if refine else None, editor=OfflineEditor() if refine else None)
+                           curator=OfflineCurator(2) if refine else None,
+                           editor=OfflineEditor(demo_answer=demonstration_source(env)) if refine else None)
 
     return context_for, made
 
