@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,9 @@ from coevo.harnesses.spec import HarnessSpec, Prompt
 from coevo.meta.context import MetaContext
 from coevo.models.fake import ScriptedChatModel
 from coevo.records import Ballot, EditRecord, EvaluationRecord, Promotion
+from coevo.roles.curator import curator_for
+from coevo.roles.editor import OfflineEditor, demonstration_source
+from coevo.roles.proposer import OfflineProposer
 from coevo.storage import Archive
 from coevo.strategies import get_strategy
 
@@ -79,6 +83,10 @@ BASE = {"rounds": 2, "policy": "fake:words", "env.ref": "words", "env.n_train": 
         "meta.smoke_tasks": 2, "meta.local_check": True, "meta.local_tasks": 4, "meta.local_controls": 0,
         "search.tasks": 2, "train.tasks_per_step": 1, "harness_s.proposals": [2, 2]}
 """What every fake run starts from (dotted keys); a probe adds its own base and its flip."""
+RULE = ("verifier_hint_rule",)
+"""The offline operator the fake policy needs (the rule for ``wrong_func_name``): the run's editor and
+proposer draw only it, so a candidate can pass and the gate's and rescue's keys have a decision to change
+(the operator library's sampling is tested in test_operators.py); a second sample has no edit."""
 
 
 def run(over: dict[str, Any]) -> dict[str, Any]:
@@ -96,8 +104,12 @@ def run(over: dict[str, Any]) -> dict[str, Any]:
         family = {"whale": PhaseTrainer(archive, config.train.tasks_per_step, [0.1, 0.5, 0.4, 0.3, 0.2, 0.1]),
                   "harness_s": RescueTrainer(env, model, archive)}
         trainer = family.get(strategy.family) or FakeTrainer(env, model, archive)
+    roles = meta_roles(config, env, strategy.roles)
+    editor = OfflineEditor(demo_answer=demonstration_source(env), seed=config.seed, operators=RULE)
+    pinned = {"editor": editor, "proposer": OfflineProposer(curator_for(config, env), editor)}
+    roles.update({k: v for k, v in pinned.items() if k in roles})
     ctx = MetaContext(config=config, env=env, archive=archive, policy=lambda ckpt: model, trainer=trainer,
-                      run_id="run-1", **meta_roles(config, env, strategy.roles))
+                      run_id="run-1", **roles)
     state = asyncio.run(run_meta(config, run_id="run-1", context=ctx, archive=archive))
     return observe(state, archive, trainer)
 
@@ -174,10 +186,12 @@ STAGE = {"steps": 1, "tasks_per_step": 2, "num_generations": 2, "learning_rate":
 TIMING = {"rollout_s", "sampled_tokens_per_s", "wall_time_s"}
 
 
-def grpo(over: dict[str, Any]) -> dict[str, Any]:
-    """One real GRPO stage (``train_grpo``) on ``LookupEnv`` with ``keyed_policy`` sampling and a
-    rollout function that records the peak number of rollouts in flight; returns the adapter's
-    digest, the trajectories' (task, reward), the per-step metrics (timings dropped) and the peak."""
+def grpo(over: dict[str, Any], spec: HarnessSpec | None = None, policy: ScriptedChatModel | None = None
+         ) -> dict[str, Any]:
+    """One real GRPO stage (``train_grpo``) on ``LookupEnv`` under ``spec`` (default: python calls)
+    with ``policy`` (default ``keyed_policy``) sampling and a rollout function that records the peak
+    number of rollouts in flight; returns the adapter's digest, the trajectories' (task, reward), the
+    per-step metrics (timings dropped) and the peak."""
     from coevo.harnesses.runtime import arun_rollout
     from coevo.training.grpo import train_grpo
 
@@ -193,14 +207,36 @@ def grpo(over: dict[str, Any]) -> dict[str, Any]:
             flight["now"] -= 1
 
     env = LookupEnv()
-    spec = HarnessSpec(parser={"mode": "python_call"})
+    spec = spec or HarnessSpec(parser={"mode": "python_call"})
     config = {**STAGE, **over, "output_dir": tempfile.mkdtemp(prefix="knob-grpo-")}
-    policy = keyed_policy()
+    policy = policy or keyed_policy()
     new, trajectories = train_grpo(base_checkpoint(), spec, env, env.tasks(), config,
                                    policy_factory=lambda trainer: policy, rollout_fn=counted)
     history = [{k: v for k, v in h.items() if k not in TIMING} for h in new.metrics["history"]]
     return {"adapter": adapter_digest(new.adapter_path), "trajectories": [(t.task_id, t.reward) for t in trajectories],
             "history": history, "tokens": new.metrics["tokens"], "peak": flight["peak"]}
+
+
+def belief_policy() -> ScriptedChatModel:
+    """``LookupEnv``'s policy under a BPE harness: every episode answers right; every other one first
+    writes a belief (a costed harness action), so the action cost is the group's only reward contrast."""
+    episodes = itertools.count()
+
+    def reply(messages: list[BaseMessage]) -> str:
+        text = "\n".join(str(m.content) for m in messages)
+        task = next(str(m.content) for m in messages if "look up" in str(m.content)).rsplit(" ", 1)[-1]
+        if "VALUE-" in text:
+            return f"Final answer: VALUE-{task}"
+        if "belief updated" not in text and next(episodes) % 2 == 0:
+            return '[bpe_update_belief(hypothesis="the value is in the table")]'
+        return f'[lookup(key="{task}")]'
+
+    return ScriptedChatModel(script=[reply], with_tokens=True)
+
+
+def cost_aware(over: dict[str, Any]) -> dict[str, Any]:
+    """``grpo`` under a BPE harness with ``belief_policy`` (EvoHarness-RL's cost-aware GRPO)."""
+    return grpo(over, HarnessSpec(parser={"mode": "python_call"}, bpe={}), belief_policy())
 
 
 def rsft(over: dict[str, Any]) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import pytest
-from knob_kit import BASE, KnobEnv, grpo, rsft, run
+from knob_kit import BASE, KnobEnv, cost_aware, grpo, rsft, run
 from pydantic import BaseModel
 
 from coevo.config import RunConfig, load_config
@@ -53,6 +53,10 @@ def stage_settings(over: dict[str, Any]) -> dict[str, Any]:
 
 def grpo_stage(over: dict[str, Any]) -> dict[str, Any]:
     return grpo(stage_settings(over))
+
+
+def cost_aware_stage(over: dict[str, Any]) -> dict[str, Any]:
+    return cost_aware(stage_settings(over))
 
 
 def rsft_stage(over: dict[str, Any]) -> dict[str, Any]:
@@ -211,6 +215,8 @@ PROBES: dict[str, Probe] = {
     "meta.local_tasks": Probe(run, 2),
     "meta.local_controls": Probe(run, 2),
     "meta.revisions": Probe(run, 0, {"meta.candidates": 2}),
+    "meta.samples": Probe(run, 2),
+    "budget": Probe(run, 20),
     "meta.temperature": Probe(role_settings, 0.1, inert={}),
     "gate.min_margin": Probe(run, 1.0),
     "gate.alpha": Probe(run, 0.001, {"gate.test": "bootstrap"}),
@@ -239,6 +245,7 @@ PROBES: dict[str, Probe] = {
     "train.is_clip": Probe(grpo_stage, (1.0, 2.0)),
     "train.resample": Probe(grpo_stage, 1, {"train.tasks_per_step": 1, "train.steps": 2}),
     "train.max_concurrency": Probe(grpo_stage, 1),
+    "train.action_cost": Probe(cost_aware_stage, 0.5),  # BPE actions cost: the shaped reward's groups differ
     "train.micro_batches": Probe(trl_args, 2),
     "train.activation_checkpointing": Probe(trl_args, False),
     "train.pack_prefixes": Probe(trl_args, False),  # unpacked: one micro-step per row
@@ -272,6 +279,8 @@ PROBES: dict[str, Probe] = {
     "harness_s.ballot": Probe(run, 1, HARNESS_S),
     "harness_s.ranks": Probe(run, 1, HARNESS_S),
     "harness_s.rescue_k": Probe(run, 1, HARNESS_S),
+    # EvoHarness-RL
+    "evoharness.sft_steps": Probe(run, 0, {"strategy": "evoharness_rl"}),
     # CoEvo-RSI
     "rsi.promotion_margin": Probe(run, 1.0, RSI),
     "rsi.merge": Probe(inheritance, False),
