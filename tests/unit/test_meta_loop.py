@@ -61,13 +61,17 @@ class WordEnv:
 
 def policy(effect: str):
     """A fake policy: right iff the system prompt carries the offline rule for wrong_func_name;
-    ``effect='regress'`` makes that rule hurt instead (the candidate then loses)."""
+    ``effect='regress'`` makes that rule hurt instead (the candidate then loses); ``effect='demos'``:
+    right iff the harness shows a demonstration (a train task's prompt before the task's own)."""
 
     def reply(messages):
         system, task = str(messages[0].content), str(messages[-1].content)
         word = task.rsplit(" ", 1)[1]
         has_rule = "Call exactly the function" in system
-        right = has_rule if effect == "help" else (not has_rule and word in ("date", "sloe"))
+        if effect == "demos":
+            right = any("Repeat the word:" in str(m.content) for m in messages[:-1])
+        else:
+            right = has_rule if effect == "help" else (not has_rule and word in ("date", "sloe"))
         return AIMessage(content=f"Final answer: {word if right else 'banana'}")
 
     return ScriptedChatModel(script=[reply])
@@ -263,7 +267,10 @@ def test_report_and_summary_show_rounds_decisions_and_plots(tmp_path):
 
 
 def test_a_demonstrations_task_never_appears_in_a_later_weight_stage_or_local_check(tmp_path):
-    config, ctx, archive = setup_run(tmp_path, "help")
+    # only an accepted harness seals its demonstrations (a rejected one's return: test_sealing.py), so the
+    # one candidate here is demonstrations and the policy gets the words right when it sees one
+    config, ctx, archive = setup_run(tmp_path, "demos", editor=OfflineEditor(operators=("demonstrations",),
+                                                                            demo_answer=demonstration_source(WordEnv())))
     config.meta.local_check = False  # the demonstrations candidate passes its smoke check (and is gated)
     state = asyncio.run(_run(config, ctx, archive))
     edits = archive.list(EditRecord, run_id="run-1")
@@ -282,9 +289,18 @@ def test_a_demonstrations_task_never_appears_in_a_later_weight_stage_or_local_ch
     assert state["history"][1].weights.excluded_tasks == len(demo_ids)
 
 
+class SameDrawEditor(OfflineEditor):
+    """The offline editor drawing every round as in round 0: the same evidence gives the same child (as a
+    deterministic LLM editor would), where the library's draw is seeded by the round."""
+
+    def propose(self, *args, round=0, **kwargs):
+        return super().propose(*args, round=0, **kwargs)
+
+
 def test_harness_only_does_not_repropose_a_rejected_candidate_from_identical_evidence(tmp_path):
     config, ctx, archive = setup_run(tmp_path, "regress", strategy="harness_only",
-                                     editor=OfflineEditor(operators=("demonstrations",)))
+                                     editor=SameDrawEditor(operators=("demonstrations",),
+                                                           demo_answer=demonstration_source(WordEnv())))
     config.meta.local_check = False  # the regressing candidate reaches the gate and is rejected there
     ctx.trainer = None
     state = asyncio.run(_run(config, ctx, archive))

@@ -130,9 +130,10 @@ def test_a_gate_rejected_candidates_demonstration_tasks_return_to_the_train_set(
     config, ctx, archive = setup_run(tmp_path, "regress")
     config.meta.local_check = False  # the regressing candidate reaches the gate and is rejected there
     state = asyncio.run(_run(config, ctx, archive))
-    rejected = [d for d in state["decisions"] if not d.accepted]
-    demos = {t for e in archive.list(EditRecord, run_id="run-1") if e.child_id == rejected[0].candidate_id
-             for op in e.patch if op["path"].startswith("/skills/") for t in [f"w-{op['value']['output']}"]}
+    # round 0's two samples (the rule and demonstrations, test_meta_loop.EDIT_OPERATORS) both reach the gate
+    rejected = {d.candidate_id for d in state["decisions"] if not d.accepted and d.round == 0}
+    demos = {f"w-{op['value']['input'].rsplit(' ', 1)[1]}" for e in archive.list(EditRecord, run_id="run-1")
+             if e.child_id in rejected for op in e.patch if op["path"].startswith("/skills/")}
     assert demos and not sealed_tasks(state)  # nothing live answers a train task
     (_, first, _), (_, second, _) = ctx.trainer.stages
     assert demos <= set(second) and set(second) == set(first)  # round 1 trains on them again
