@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import itertools
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from test_harness_s import RescueTrainer
 from test_meta_loop import FakeTrainer
 from test_whale import PhaseTrainer
-from training_kit import LookupEnv, tiny_llama_checkpoint
+from training_kit import LookupEnv, belief_policy, tiny_llama_checkpoint
 
 from coevo.app.run import run_meta
 from coevo.app.services import meta_roles
@@ -215,23 +214,6 @@ def grpo(over: dict[str, Any], spec: HarnessSpec | None = None, policy: Scripted
     history = [{k: v for k, v in h.items() if k not in TIMING} for h in new.metrics["history"]]
     return {"adapter": adapter_digest(new.adapter_path), "trajectories": [(t.task_id, t.reward) for t in trajectories],
             "history": history, "tokens": new.metrics["tokens"], "peak": flight["peak"]}
-
-
-def belief_policy() -> ScriptedChatModel:
-    """``LookupEnv``'s policy under a BPE harness: every episode answers right; every other one first
-    writes a belief (a costed harness action), so the action cost is the group's only reward contrast."""
-    episodes = itertools.count()
-
-    def reply(messages: list[BaseMessage]) -> str:
-        text = "\n".join(str(m.content) for m in messages)
-        task = next(str(m.content) for m in messages if "look up" in str(m.content)).rsplit(" ", 1)[-1]
-        if "VALUE-" in text:
-            return f"Final answer: VALUE-{task}"
-        if "belief updated" not in text and next(episodes) % 2 == 0:
-            return '[bpe_update_belief(hypothesis="the value is in the table")]'
-        return f'[lookup(key="{task}")]'
-
-    return ScriptedChatModel(script=[reply], with_tokens=True)
 
 
 def cost_aware(over: dict[str, Any]) -> dict[str, Any]:
