@@ -84,6 +84,9 @@ def eval_cmd(
                               help="Model reference, e.g. local:smollm2-135m or litellm:openai/gpt-4o-mini."),
     split: str = typer.Option("val", "--split", help="train, val or test."),
     k: int = typer.Option(1, "--k", min=1, help="Rollouts per task (pass@k, avg@k)."),
+    temperature: float = typer.Option(None, "--temperature", min=0.0,
+                                      help="Decode at this temperature instead of the harness's own (a sampled "
+                                      "evaluation: pass@k and mean@k with k > 1)."),
     n: int = typer.Option(None, "--n", min=1, help="Evaluate the first N tasks of the split (default: all)."),
     seed: int = typer.Option(0, "--seed", help="Base seed: rollout j of each task uses seed + j."),
     concurrency: int = typer.Option(8, "--concurrency", min=1, help="Rollouts in flight at once."),
@@ -114,7 +117,7 @@ def eval_cmd(
         ckpt = checkpoint or redact(model)  # the model reference names the checkpoint, never with its key
         config = {"env": env, "harness": spec.id, "model": model, "split": split, "k": k, "n": n, "seed": seed,
                   "concurrency": concurrency, "checkpoint": ckpt, "reward": getattr(suite, "reward_mode", ""),
-                  "model_settings": settings, "executor": executor}
+                  "model_settings": settings, "executor": executor, "temperature": temperature}
         run = RunRecord(id=resumed.id if resumed else run_id or new_eval_run_id(), strategy="eval", config=config)
         if resumed is not None:
             _same_evaluation(resumed, run)
@@ -137,7 +140,7 @@ def eval_cmd(
             with Heartbeat(archive, run.id), RichReporter(console=console, transient=True) as reporter:
                 result = asyncio.run(evaluate(spec, ckpt, suite, split, k=k, seeds=seed, n_tasks=n, model=policy,
                                               archive=archive, concurrency=concurrency, progress=reporter,
-                                              run_id=run.id, executor=runner))
+                                              run_id=run.id, executor=runner, temperature=temperature))
         except BaseException as err:
             stopped = not isinstance(err, Exception)
             try:

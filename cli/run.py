@@ -40,7 +40,8 @@ def weight_cells(summary: Any) -> list[str]:
 
 def summary_table(state: dict[str, Any], archive: Any = None) -> Table:
     """Rounds, incumbent val score, candidates with their val scores and fate, and the test scores of
-    the start and final pairs with their paired difference final − start — each score with its 95 %
+    the start and final pairs (mean@k, and pass@k for the final pair) with their paired difference
+    final − start — each score with its 95 %
     interval and n (``coevo.report.numbers``) beside the trivial-policy baseline, and, when the
     strategy trains, each round's weight stage (``weight_cells``) (``state`` as
     ``run_meta`` returns it: ``RoundSummary`` history, ``EvalSummary`` test scores). Val intervals
@@ -67,7 +68,7 @@ def summary_table(state: dict[str, Any], archive: Any = None) -> Table:
         diff = paired_difference(start.per_task, final.per_task)
         table.add_row("test", "start pair (H0, W0)", score_text(start.estimate), "", plain(start.trivial_baseline))
         table.add_row("test", "final pair", score_text(final.estimate),
-                      f"pass@k {plain(final.pass_at_k)} (start {plain(start.pass_at_k)})",
+                      f"pass@{final.k} {score_text(final.pass_estimate)} (start {score_text(start.pass_estimate)})",
                       plain(start.trivial_baseline))
         table.add_row("test", "final − start (paired)", difference_text(diff), "same tasks and seeds", "")
         for r in sorted(k for k in test if k.startswith("rank")):  # Harness-S: final W under router rank r

@@ -38,9 +38,17 @@ class WhaleConfig(Section):
 
 class SearchConfig(Section):
     """The Meta-Harness search the WHALE and PACE families share (WHALE §3.2): ``candidates``
-    proposals per iteration (M)."""
+    proposals per iteration (M), each scored with one rollout per task of the search split.
+
+    ``tasks``: the search split D_search, this many tasks of the env's train split taken after the
+    first ``env.n_train`` (which the weight phases train on), so harness search and weight updates
+    never score the same task (WHALE §5 keeps D_train, D_search and D_test disjoint). 0: score the
+    search on the weight phases' own train tasks (not WHALE's protocol; for a suite without spare
+    train tasks)."""
 
     candidates: int = Field(default=2, ge=1, description="Meta-Harness proposals per iteration (M)")
+    tasks: int = Field(default=16, ge=0, description="search-split tasks, taken from the train split after the first "
+                       "env.n_train (disjoint from the weight phases'); 0: the weight phases' own train tasks")
 
 
 class PaceConfig(Section):
@@ -65,7 +73,8 @@ class HarnessSConfig(Section):
     proposals: list[int] = Field(default_factory=lambda: [7, 8, 8], min_length=1)
     parents: int = Field(default=4, ge=1)
     causes_per_candidate: int = Field(default=3, ge=1)
-    voters: int = Field(default=3, ge=1)
+    voters: int = Field(default=3, ge=1, description="V, LLM voters per routing call (Eq. 9); no effect with the "
+                        "offline roles (one Rule Router)")
     ballot: int = Field(default=4, ge=1)
     ranks: int = Field(default=3, ge=1)
     rescue_k: int = Field(default=0, ge=0)

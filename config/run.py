@@ -75,8 +75,11 @@ class MetaConfig(Section):
     each, seeded by run, round and direction)."""
 
     model: str = "offline"
-    candidates: int = Field(default=2, ge=1)
-    samples: int = Field(default=1, ge=1, le=8)
+    candidates: int = Field(default=1, ge=1, description="directions edited per round, best supported first: VACE "
+                            "proposes one H'[t] (Alg. 1); more are gated under gate.multiplicity; CoEvo-RSI: its K "
+                            "editors")
+    samples: int = Field(default=1, ge=1, le=8, description="candidates asked for each direction (the offline editor "
+                         "draws a different operator for each); several reach the gate under gate.multiplicity")
     min_failed_tasks: int = Field(default=2, ge=1)
     smoke_tasks: int = Field(default=2, ge=0)
     max_timr_increase: float = Field(default=0.25, ge=0)
@@ -84,24 +87,49 @@ class MetaConfig(Section):
     local_tasks: int = Field(default=6, ge=1, le=30)
     local_controls: int = Field(default=2, ge=0, le=10)
     revisions: int = Field(default=1, ge=0, le=1)
-    temperature: float = 0.6
+    temperature: float = Field(default=0.6, description="decoding temperature of the LLM meta roles (no effect "
+                               "with the offline roles)")
 
 
 class GateConfig(Section):
-    """VACE's validation gate: accept iff c > b + ``min_margin`` (and the paired ``test`` agrees)."""
+    """VACE's validation gate: accept iff c > b + ``min_margin`` (and the paired ``test`` agrees).
+
+    ``multiplicity``: the rule when several candidates reach the gate in one round (m > 1) on the same
+    val tasks, where taking the best c would favour a lucky candidate. ``bonferroni`` (the default):
+    each candidate must also pass a one-sided paired test at level ``alpha / m`` (``test``, or the
+    paired bootstrap when ``test`` is ``none``), which bounds the chance of accepting any non-improving
+    candidate by ``alpha``; then the best accepted c wins. ``none``: best of m without control. With
+    one candidate (VACE's Alg. 1, ``meta.candidates = 1``) the rule is c > b + ``min_margin`` (plus
+    ``test`` when set) and the multiplicity rule does not apply."""
 
     min_margin: float = Field(default=0.0, ge=0)
     test: Literal["none", "bootstrap", "mcnemar"] = "none"
     alpha: float = Field(default=0.05, gt=0, lt=1)
     approve: bool = False
+    multiplicity: Literal["bonferroni", "none"] = "bonferroni"
 
 
 class EvalConfig(Section):
-    """Rollouts: ``k`` per task on val and test, ``concurrency`` requests in flight. Decoding
-    comes from the harness itself (its ``decoding`` component)."""
+    """Rollouts on val and test: ``k`` per task, ``concurrency`` requests in flight, decoded at
+    ``temperature`` (None: the harness's own ``decoding``, greedy in the shipped base harnesses).
+
+    The papers sample their evaluations (VACE: mean of 3 runs; Harness-S: Pass@3 / Avg@3 at its
+    temperature; WHALE: mean@8); ``k > 1`` with a ``temperature`` > 0 reports pass@k and mean@k with
+    their intervals. The default job keeps ``k = 1`` and the harness's greedy decoding to stay short
+    on a CPU (then pass@k = avg@k and one run per task); ``configs/papers/`` sets the papers' protocol.
+    Train-split checks and search scoring decode as the harness says."""
 
     k: int = Field(default=1, ge=1)
     concurrency: int = Field(default=16, ge=1)
+    temperature: float | None = Field(default=None, ge=0, description="decoding temperature of val/test rollouts; "
+                                      "None: the harness's own")
+
+    @model_validator(mode="after")
+    def _sampled(self) -> "EvalConfig":
+        if self.k > 1 and self.temperature == 0:
+            raise ValueError(f"k = {self.k} greedy rollouts (temperature 0) are {self.k} copies of one; set "
+                             "eval.temperature > 0 (e.g. 0.6) or k = 1")
+        return self
 
 
 MOVED = {"pace_patience": ("pace", "patience"), "candidates": ("search", "candidates")}

@@ -36,21 +36,31 @@ class StageConfigError(CoevoError, ValueError):
 class StageSettings(BaseModel):
     """Every user-set key of a weight stage (LoRA via PEFT), one default each; unknown keys are errors.
 
-    A step samples ``tasks_per_step`` tasks x ``num_generations`` rollouts. GRPO makes one optimiser
-    step of it in ``micro_batches`` gradient-accumulation micro-steps; RSFT keeps the rollouts with
-    reward > ``rsft_threshold`` and takes ``epochs`` passes of ``minibatch_size``-row SFT steps.
+    A step samples ``tasks_per_step`` tasks x ``num_generations`` rollouts. GRPO makes
+    ``num_iterations`` optimiser steps of it (each in ``micro_batches`` gradient-accumulation
+    micro-steps); RSFT keeps the rollouts the verifier passed (or, with ``rsft_threshold`` set, those
+    with reward > it) and takes ``epochs`` passes of ``minibatch_size``-row SFT steps.
+
+    Where a default departs from the papers it says so here and in ``configs/default.toml``:
+    ``num_generations`` is 4 (Harness-S §7 and the presets: K = 8) to keep the default CPU job short;
+    ``num_iterations`` is 1, so Eq. 7's ratio is 1 (up to float rounding) and ``epsilon``/``epsilon_high``
+    have no effect (raise it to 2+ for the clip to act); GRPO turns dropout off, so ``lora_dropout``
+    acts in RSFT only. ``coevo.config.knobs.INERT`` lists every such key with its reason.
     """
 
     model_config = ConfigDict(extra="forbid")
 
     steps: int = Field(default=8, ge=1, description="GRPO optimiser steps / RSFT rounds")
     tasks_per_step: int = Field(default=2, ge=1, description="tasks per step (GRPO) or round (RSFT)")
-    num_generations: int = Field(default=4, ge=1, description="rollouts per task: GRPO's group size K (>= 2)")
+    num_generations: int = Field(default=4, ge=1, description="rollouts per task: GRPO's group size K (>= 2; "
+                                 "Harness-S §7 uses 8, the default CPU job 4 to stay short)")
     learning_rate: float = Field(default=3e-4, gt=0)
     max_grad_norm: float = Field(default=1.0, gt=0)
     lora_r: int = Field(default=8, ge=1)
     lora_alpha: int = Field(default=16, ge=1)
-    lora_dropout: float = Field(default=0.0, ge=0, lt=1)
+    lora_dropout: float = Field(default=0.0, ge=0, lt=1, description="LoRA dropout; no effect in GRPO, which runs "
+                                "with dropout disabled (TRL disable_dropout=True, so pi_theta is the sampling "
+                                "distribution); RSFT's SFT steps use it")
     lora_target_modules: str | list[str] = "all-linear"
     max_len: int = Field(default=4096, ge=16, description="tokens per training sequence (longer ones lose their tail)")
     # GRPO only (Harness-S §7; coevo.training.grpo)
@@ -62,10 +72,15 @@ class StageSettings(BaseModel):
         default=True, description="score each micro-batch with the prompt tokens its rows share run once "
         "(coevo.training.packing: the same log-probs, loss and gradients as row by row)")
     activation_checkpointing: bool = Field(default=True, description="recompute activations in the backward pass")
-    num_iterations: int = Field(default=1, ge=1, description="optimiser passes over each generation batch")
+    num_iterations: int = Field(
+        default=1, ge=1, description="optimiser passes over each generation batch (TRL's num_iterations; each is an "
+        "optimiser step, so a stage samples steps / num_iterations batches). With 1 the ratio pi_theta / pi_old is "
+        "1 (up to float rounding) and Eq. 7's clip (epsilon, epsilon_high) has no effect; 2 or more lets it act")
     lr_scheduler_type: str = "constant"
-    epsilon: float = Field(default=0.20, ge=0, description="Eq. 7 lower clip eta-")
-    epsilon_high: float = Field(default=0.28, ge=0, description="Eq. 7 upper clip eta+")
+    epsilon: float = Field(default=0.20, ge=0, description="Eq. 7 lower clip eta-; no effect with num_iterations = 1 "
+                           "(the ratio is 1 up to float rounding)")
+    epsilon_high: float = Field(default=0.28, ge=0, description="Eq. 7 upper clip eta+; no effect with num_iterations "
+                                "= 1 (the ratio is 1 up to float rounding)")
     importance_correction: bool | None = Field(
         default=None, description="Eq. 16 truncated importance weight; None: on when the sampler is not the trainer")
     is_clip: tuple[float, float] = Field(default=(0.0, 2.0), description="Eq. 16 clip range of pi_old / q")
@@ -73,14 +88,17 @@ class StageSettings(BaseModel):
         default=0.0, ge=0, description="cost-aware GRPO's lambda (EvoHarness-RL): the reward of Eq. 6 is the task "
         "reward - lambda x the rollout's declared BPE harness-action cost (coevo.training.harness_cost); 0: off")
     resample: int = Field(
-        default=1, ge=0, description="rounds of dynamic sampling per step (DAPO §3.2): a group whose rewards are all "
-        "equal is replaced by the group of another stage task when that one has a contrast; 0: off")
+        default=0, ge=0, description="rounds of dynamic sampling per step (DAPO §3.2, not in Harness-S: it would "
+        "replace Eq. 5's retained groups): a group whose rewards are all equal is replaced by the group of another "
+        "stage task when that one has a contrast; 0 (the default): off")
     max_concurrency: int | None = Field(default=None, ge=1, description="rollouts in flight (None: all)")
     use_cpu: bool | None = Field(default=None, description="None: CPU when no CUDA device is visible")
     report_to: str | list[str] = "none"
     logging_steps: int = Field(default=1, ge=1, description="1 gives stage_metrics a history row per step")
     # RSFT only (WHALE §3.1; coevo.training.rsft)
-    rsft_threshold: float = Field(default=0.5, ge=0, le=1, description="keep rollouts with reward > threshold")
+    rsft_threshold: float | None = Field(
+        default=None, ge=0, le=1, description="None (WHALE §3.1): keep the rollouts the verifier passed (R = 1); a "
+        "number: keep rollouts with reward > it (a stated bar for partial credit)")
     epochs: int = Field(default=1, ge=1)
     minibatch_size: int = Field(default=4, ge=1)
     max_batch: int = Field(default=32, ge=1, description="requests the live sampler batches together")
@@ -139,15 +157,16 @@ class StageConfig(StageSettings):
 class TrainConfig(StageSettings):
     """The weight-update stage (GRPO per Harness-S §7, or RSFT per WHALE §3.1) with LoRA: the
     ``algorithm``, the sampling ``temperature`` and output budget (``max_new_tokens``) of training
-    rollouts, Eq. 5 ``rescue`` under the previous round's checked candidates, and every
+    rollouts, Eq. 5 ``rescue`` under the harnesses accepted earlier in the run, and every
     ``StageSettings`` key (steps, batch, learning rate, LoRA, clip ranges,
     dynamic sampling, RSFT threshold, ...) with its one default."""
 
     algorithm: Literal["grpo", "rsft"] = "grpo"
     max_new_tokens: int = Field(default=48, ge=1)
     temperature: float = Field(default=0.7, gt=0)
-    rescue: bool = Field(default=False, description="GRPO: Harness-S Eq. 5 rescue of all-fail groups under the "
-                         "previous round's checked candidates (siblings)")
+    rescue: bool = Field(default=False, description="GRPO: Harness-S Eq. 5 rescue of groups without success under "
+                         "the harnesses accepted earlier in the run (never a gate-rejected candidate): a group whose "
+                         "rewards are all equal and below full credit is re-rolled under them")
     vllm: list[str] = Field(default_factory=list, description="GRPO on vLLM: roots (http://host:8000) of servers "
                             "serving the policy's base weights as vllm_model with --enable-lora; each step's adapter "
                             "is hot-loaded and sampled there, every checkpoint is evaluated there "

@@ -8,10 +8,13 @@
 - ``public``: a dict of diagnostics that never contain the gold answer (family, category, the
   checker's error *type*, won/score/moves, whether the verifier raised).
 
-Rules (issue 3, DESIGN.md "Validation and test splits are sealed"): a train task's detail may reach
-meta roles whole (the papers' scoring diagnostics, expected vs got); a val/test task's detail is cut
-to ``public`` only. ``redact_for_meta`` is the one function callers use before anything reaches a
-meta role.
+Rules (issue 3, issue 22, DESIGN.md "Validation and test splits are sealed"): no gold answer
+reaches a meta role in a verdict. A train task's detail reaches meta roles without its secret keys
+(what the agent answered, the public diagnostics and anything else the suite wrote); a val/test
+task's detail is cut to ``public`` only. A gold answer reaches a role only where the role builds a
+demonstration from it (the offline editor, ``coevo.roles.editor``), and the loop then keeps that
+task out of later weight stages, checks and search scoring (``coevo.meta.sealing``).
+``redact_for_meta`` is the one function callers use before anything reaches a meta role.
 """
 
 from __future__ import annotations
@@ -27,13 +30,13 @@ SECRET_KEYS = ("expected", "error")
 def redact_detail(split: str, detail: dict[str, Any]) -> dict[str, Any]:
     """``detail`` as meta roles may see it for a task of ``split`` (see module doc)."""
     if split == "train":
-        return dict(detail)
+        return {k: v for k, v in detail.items() if k not in SECRET_KEYS}
     return {PUBLIC_KEY: dict(detail.get(PUBLIC_KEY) or {}), "redacted": True}
 
 
 def redact_for_meta(task: Task, score: Score) -> Score:
-    """The ``score`` of ``task`` with ``detail`` redacted for meta roles (train kept, val/test cut
-    to the ``public`` diagnostics). Reward and passed are kept."""
+    """The ``score`` of ``task`` with ``detail`` redacted for meta roles (train without its secret
+    keys, val/test cut to the ``public`` diagnostics). Reward and passed are kept."""
     return Score(reward=score.reward, passed=score.passed, detail=redact_detail(task.split, score.detail))
 
 

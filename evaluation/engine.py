@@ -67,9 +67,12 @@ def _digest(*parts: Any) -> str:
 
 
 def evaluation_id(run_id: str | None, harness_id: str, checkpoint_id: str, env: str, split: str,
-                  seeds: Sequence[int], task_ids: Sequence[str]) -> str:
-    """The deterministic id of an evaluation (32 hex chars): same inputs, same id, so it resumes."""
-    return _digest("evaluation", run_id, harness_id, checkpoint_id, env, split, list(seeds), list(task_ids))
+                  seeds: Sequence[int], task_ids: Sequence[str], temperature: float | None = None) -> str:
+    """The deterministic id of an evaluation (32 hex chars): same inputs, same id, so it resumes.
+    ``temperature`` (an evaluation decoded at another temperature than the harness's) joins the
+    inputs only when set, so the ids of evaluations at the harness's own decoding do not change."""
+    parts = [run_id, harness_id, checkpoint_id, env, split, list(seeds), list(task_ids)]
+    return _digest("evaluation", *parts, *([] if temperature is None else [float(temperature)]))
 
 
 def trajectory_id(evaluation_id: str, task_id: str, seed: int) -> str:
@@ -166,7 +169,8 @@ def _aggregate(outcomes: dict[str, TaskOutcome], trajs: list[Trajectory]) -> dic
 async def _evaluate(spec: Any, checkpoint: Any, env: Env, split: str, k: int, seeds: Any, n_tasks: int | None,
                     model: BaseChatModel | None, archive: Archive | None, semaphore: asyncio.Semaphore,
                     progress: Reporter, run_id: str | None, tasks: Sequence[Task] | None,
-                    label: str | None, resume: bool, executor: Executor | None) -> EvalResult:
+                    label: str | None, resume: bool, executor: Executor | None,
+                    temperature: float | None = None) -> EvalResult:
     if model is None:
         raise ValueError("evaluate needs model=: a BaseChatModel (build one with coevo.models.refs.load_model)")
     started = time.perf_counter()
@@ -178,7 +182,10 @@ async def _evaluate(spec: Any, checkpoint: Any, env: Env, split: str, k: int, se
     if len({t.id for t in task_list}) != len(task_list):
         raise ValueError(f"env {env.name!r} returned duplicate task ids on {split!r}: task ids must be unique")
     harness_id = spec.id
-    eval_id = evaluation_id(run_id, harness_id, ckpt, env.name, split, seed_list, [t.id for t in task_list])
+    eval_id = evaluation_id(run_id, harness_id, ckpt, env.name, split, seed_list, [t.id for t in task_list],
+                            temperature)
+    decoded = spec if temperature is None else spec.model_copy(
+        update={"decoding": spec.decoding.model_copy(update={"temperature": temperature})})
     trivial, trivial_detail = _trivial(env, split, n_tasks)
     record = EvaluationRecord(id=eval_id, run_id=run_id, harness_id=spec.id, checkpoint_id=ckpt, env=env.name,
                               split=split, seeds=seed_list, k=k, task_ids=[t.id for t in task_list])
@@ -208,7 +215,7 @@ async def _evaluate(spec: Any, checkpoint: Any, env: Env, split: str, k: int, se
     async def rollout(task: Task, seed: int) -> Trajectory:
         async with semaphore:
             with batched(model):  # a local engine decodes the rollouts in flight together
-                traj = await run(spec, model, env, task, seed=seed, checkpoint_id=ckpt, split=split)
+                traj = await run(decoded, model, env, task, seed=seed, checkpoint_id=ckpt, split=split)
         return traj.model_copy(update={"id": trajectory_id(eval_id, task.id, seed), "split": split,
                                        "checkpoint_id": ckpt, "harness_id": harness_id})
 
@@ -262,7 +269,7 @@ async def _evaluate(spec: Any, checkpoint: Any, env: Env, split: str, k: int, se
     raw = (await asyncio.to_thread(suite_reward, env, {t.id: t for t in task_list}, ordered)) if transforms else None
     result = EvalResult(
         evaluation_id=eval_id, harness_id=harness_id, checkpoint_id=ckpt, env=env.name, split=split, k=k,
-        seeds=seed_list, wall_s=time.perf_counter() - started, trivial_baseline=trivial,
+        seeds=seed_list, temperature=temperature, wall_s=time.perf_counter() - started, trivial_baseline=trivial,
         trivial_detail=trivial_detail, resumed_tasks=resumed, reward_mode=getattr(env, "reward_mode", ""),
         reply_transforms=transforms, suite_reward=raw, per_task=outcomes, **_aggregate(outcomes, ordered),
     )
@@ -278,7 +285,7 @@ async def evaluate(spec: Any, checkpoint: Any, env: Env, split: str, k: int = 1,
                    model: BaseChatModel | None = None, archive: Archive | None = None, concurrency: int = 8,
                    progress: Reporter | None = None, run_id: str | None = None,
                    tasks: Sequence[Task] | None = None, resume: bool = True,
-                   executor: Executor | None = None) -> EvalResult:
+                   executor: Executor | None = None, temperature: float | None = None) -> EvalResult:
     """Run ``k`` rollouts of harness ``spec`` on each task of ``env``'s ``split`` and aggregate.
 
     Args:
@@ -297,6 +304,9 @@ async def evaluate(spec: Any, checkpoint: Any, env: Env, split: str, k: int = 1,
         concurrency: maximum rollouts in flight. progress: a ``Reporter`` (default: silent).
         executor: where each rollout runs (``coevo.evaluation.executors``; default: this process).
             Results and the archive are the same either way: only this process writes it.
+        temperature: decode every rollout at this temperature instead of the harness's own
+            (``spec.decoding.temperature``; a sampled evaluation for pass@k / mean@k). Trajectories
+            and the evaluation stay under ``spec``'s id; the temperature is stored with the result.
 
     Returns: ``EvalResult``. Raises ``ValueError`` on bad arguments; whatever a rollout raises
     (e.g. the model's network error) propagates after in-flight rollouts are cancelled, leaving
@@ -307,7 +317,7 @@ async def evaluate(spec: Any, checkpoint: Any, env: Env, split: str, k: int = 1,
     with _frozen_heap():
         return await _evaluate(spec, checkpoint, env, split, k, seeds, n_tasks, model, archive,
                                asyncio.Semaphore(concurrency), progress or NullReporter(), run_id, tasks, None, resume,
-                               executor)
+                               executor, temperature)
 
 
 async def paired_evaluate(spec_a: Any, spec_b: Any, checkpoint: Any, env: Env, split: str, k: int = 1,

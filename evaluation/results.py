@@ -81,7 +81,8 @@ class EvalResult(BaseModel):
     the harness did to every reply before scoring (``coevo.evaluation.parity``; empty: scored as
     written) and then ``suite_reward``, the suite's own mean reward on the raw final replies (None:
     no transformation, or the suite cannot score a reply alone); ``unanswered`` the rollouts that
-    ended by a budget before any model call (``budget_note``).
+    ended by a budget before any model call (``budget_note``); ``temperature`` the decoding
+    temperature the rollouts used when the evaluation set one (None: the harness's own).
     """
 
     evaluation_id: str
@@ -112,6 +113,7 @@ class EvalResult(BaseModel):
     reply_transforms: list[str] = Field(default_factory=list)
     suite_reward: float | None = None
     unanswered: int = 0
+    temperature: float | None = None
     per_task: dict[str, TaskOutcome] = Field(default_factory=dict)
 
     @property

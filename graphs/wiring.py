@@ -51,15 +51,25 @@ def meta_graph(test: Callable[..., Any] = final_test, state: type = MetaState) -
     return builder
 
 
-def add_refinement(builder: StateGraph, after: str) -> str:
+def add_refinement(builder: StateGraph, after: str, then: str | None = None, checked: bool = True) -> str:
     """H'[t] = refine(H[t], T[t]) after node ``after``: ``curate`` (directions) -> one ``edit`` per
-    direction (``Send``) -> ``check`` (Harness-S Table 8). Returns the last node, ``"check"``."""
+    direction (``Send``) -> ``check`` (Harness-S Table 8), then to ``then`` when given. Returns the
+    last node, ``"check"``. ``checked=False`` (VACE's ungated ablation: no check gate) leaves
+    ``check`` out: the edits, or ``curate`` when there is no direction, go straight to ``then``."""
     builder.add_node("curate", curate)
     builder.add_node("edit", edit)
-    builder.add_node("check", check)
     builder.add_edge(after, "curate")
+    if not checked:
+        if then is None:
+            raise ValueError("add_refinement(checked=False) needs then=: the node after the edits")
+        builder.add_conditional_edges("curate", fan_out, {"edit": "edit", "check": then})
+        builder.add_edge("edit", then)
+        return "edit"
+    builder.add_node("check", check)
     builder.add_conditional_edges("curate", fan_out, ["edit", "check"])
     builder.add_edge("edit", "check")
+    if then is not None:
+        builder.add_edge("check", then)
     return "check"
 
 

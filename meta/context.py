@@ -13,12 +13,13 @@ from typing import Any, Callable, Literal, Protocol, Sequence
 
 from langchain_core.language_models import BaseChatModel
 
-from coevo.config import RunConfig
+from coevo.config import ConfigError, RunConfig
 from coevo.envs.base import Env, Task
 from coevo.evaluation.engine import evaluate, evaluation_id
 from coevo.evaluation.executors import Executor
 from coevo.evaluation.results import EvalResult
 from coevo.harnesses.bpe import ExperienceStore, InMemoryExperience
+from coevo.harnesses.errors import HarnessError
 from coevo.harnesses.spec import HarnessSpec, load_harness
 from coevo.meta.budget import (
     MEASURE,
@@ -32,12 +33,14 @@ from coevo.meta.budget import (
 )
 from coevo.meta.recording import Recording
 from coevo.meta.roles import Curator, Editor, Inheritor, Profiler, Proposer, Voter
+from coevo.meta.sealing import demonstrated
 from coevo.models.trajectory import Trajectory
 from coevo.observe.log import loop
 from coevo.observe.progress import NullReporter, Reporter
 from coevo.observe.tracking import NullTracker, Tracker
 from coevo.records import BudgetRecord, Checkpoint, HarnessRecord, LLMCallRecord
 from coevo.storage import Archive
+from coevo.strategies import get_strategy
 from coevo.training.stage import StageOptions, stage_rollouts
 
 Split = Literal["train", "val", "test"]
@@ -98,6 +101,9 @@ class MetaContext(Recording):
     budget_stop: str = field(default="", init=False)
     _reserved: int = field(default=0, init=False, repr=False)
     _running: set = field(default_factory=set, init=False, repr=False)
+    _answers: dict[str, str] | None = field(default=None, init=False, repr=False)
+    _warned: bool = field(default=False, init=False, repr=False)
+    _start: HarnessSpec | None = field(default=None, init=False, repr=False)
 
     def tasks(self, split: Split, ids: Sequence[str] | None = None) -> list[Task]:
         """The run's tasks of ``split`` (sizes from ``config.env``), in the env's order; only those in
@@ -105,6 +111,52 @@ class MetaContext(Recording):
         n = {"train": self.config.env.n_train, "val": self.config.env.n_val, "test": self.config.env.n_test}[split]
         tasks = self.env.tasks(split, n)  # type: ignore[arg-type]
         return tasks if ids is None else [t for t in tasks if t.id in set(ids)]
+
+    def search_tasks(self) -> list[Task]:
+        """The search split a Meta-Harness search scores on (``config.search.tasks``, WHALE §5's
+        D_search): that many train-split tasks after the first ``env.n_train``, disjoint from the
+        weight phases' tasks; the train tasks themselves when ``search.tasks`` is 0. Raises
+        ``ConfigError`` when the env's train split is too short for both."""
+        n, extra = self.config.env.n_train, self.config.search.tasks
+        if not extra:
+            return self.tasks("train")
+        tasks = self.env.tasks("train", n + extra)[n:]  # type: ignore[arg-type]
+        if len(tasks) < extra:
+            raise ConfigError(f"search.tasks = {extra} asks for train-split tasks after the first env.n_train = {n}, "
+                              f"but env {self.env.name!r} has only {n + len(tasks)} train tasks; lower search.tasks "
+                              "or env.n_train (search.tasks = 0 scores the search on the weight phases' own tasks)")
+        return tasks
+
+    @property
+    def searches(self) -> bool:
+        """Whether the run's strategy runs a Meta-Harness search (its row names a proposer)."""
+        return "proposer" in get_strategy(self.config.strategy).roles
+
+    def start_spec(self) -> HarnessSpec | None:
+        """The run's H0: the harness ``setup`` stored as its base, else what it would load
+        (``config.harness`` or the env's base harness); None when neither is found."""
+        for record in self.archive.list(HarnessRecord, run_id=self.run_id):
+            if record.origin == "base":
+                return load_harness(record.spec)
+        try:
+            return load_harness(self.config.harness or self.env.name)
+        except (HarnessError, OSError):
+            return None
+
+    def demonstrated(self, spec: HarnessSpec) -> list[str]:
+        """The train (and, for a searching strategy, search-split) tasks whose gold answer ``spec``
+        writes beyond H0 (``coevo.meta.sealing.demonstrated``): they leave later weight stages,
+        checks and search scoring while ``spec`` is live. Gold answers come from the env's
+        ``reveal`` (the loop's bookkeeping; never shown to a role); an env without it gives none."""
+        if self._answers is None:
+            reveal = getattr(self.env, "reveal", None)
+            tasks = self.tasks("train")
+            if self.searches and self.config.search.tasks:
+                tasks += self.search_tasks()
+            self._answers = {t.id: str(reveal(t)) for t in tasks} if callable(reveal) else {}
+        if self._start is None:
+            self._start = self.start_spec() or HarnessSpec()
+        return demonstrated(spec, self._answers, self._start)
 
     def spec(self, harness_id: str) -> HarnessSpec:
         """The ``HarnessSpec`` stored under ``harness_id``. Raises ``KeyError`` when the archive lacks it."""
@@ -121,16 +173,26 @@ class MetaContext(Recording):
         ``eval.concurrency``, the reporter, stored in the archive under ``run_id`` (resumable by id),
         on the ``executor``; under a rollout cap it first reserves its declared size (``_declared``).
         Rollouts that ended by a budget before any model call are logged as a warning
-        (``EvalResult.budget_note``). Raises ``BudgetExhausted`` when the evaluation would overrun the cap."""
-        placed = {} if self.executor is None else {"executor": self.executor}
+        (``EvalResult.budget_note``). Val and test rollouts decode at ``eval.temperature`` when it is
+        set (the papers' sampled evaluation); train-split checks and search scoring at the harness's
+        own. k > 1 greedy rollouts (temperature 0) are logged once: they are k copies of one. Raises
+        ``BudgetExhausted`` when the evaluation would overrun the cap."""
+        extra: dict[str, Any] = {} if self.executor is None else {"executor": self.executor}
         k, seed, spec = k or self.config.eval.k, self.config.seed if seed is None else seed, self.spec(harness_id)
         tasks = self.tasks(split) if tasks is None else list(tasks)
-        size = self._declared(spec, checkpoint, split, tasks, k, seed) if self.config.budget else 0
+        temperature = self.config.eval.temperature if split in ("val", "test") else None
+        if temperature is not None:
+            extra["temperature"] = temperature
+        if k > 1 and (spec.decoding.temperature if temperature is None else temperature) == 0 and not self._warned:
+            self._warned = True
+            self.log("eval", f"k = {k} rollouts per task at temperature 0 (greedy) repeat one rollout: pass@k = "
+                             "avg@k; set eval.temperature > 0 for the papers' sampled evaluation")
+        size = self._declared(spec, checkpoint, split, tasks, k, seed, temperature) if self.config.budget else 0
         async with self.reserved(size, f"{split} evaluation of {harness_id[:8]}, {len(tasks)} tasks x k={k}"):
             result = await self.evaluator(spec, checkpoint, self.env, split, k=k, seeds=seed,
                                           model=self.policy(checkpoint), archive=self.archive,
                                           concurrency=self.config.eval.concurrency, progress=self.reporter,
-                                          run_id=self.run_id, tasks=tasks, **placed)
+                                          run_id=self.run_id, tasks=tasks, **extra)
         self.account(eval_budget(self.run_id, result))
         self.track({f"score/{split}/{harness_id[:12]}": result.mean_reward})
         note = result.budget_note()
@@ -161,13 +223,13 @@ class MetaContext(Recording):
         return checkpoint, trajectories
 
     def _declared(self, spec: HarnessSpec, checkpoint: str, split: str, tasks: Sequence[Task], k: int,
-                  seed: int) -> int:
+                  seed: int, temperature: float | None = None) -> int:
         """An evaluation's declared size: ``len(tasks) x k`` rollouts, 0 on test (measurement) or when
         the same evaluation (same id, ``coevo.evaluation.engine.evaluation_id``) was paid for before."""
         if split == "test":
             return 0
         eid = evaluation_id(self.run_id, spec.id, checkpoint, self.env.name, split, [seed + j for j in range(k)],
-                            [t.id for t in tasks])
+                            [t.id for t in tasks], temperature)
         paid = self.archive.get(BudgetRecord, f"{self.run_id}:eval:{eid}") is not None
         return 0 if paid else len(tasks) * k
 

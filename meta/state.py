@@ -6,7 +6,7 @@ Meta-Harness search's phases (shared by WHALE and PACE); each paper family exten
 the keys only it uses (``coevo.graphs.<family>.state``). Fields are either *replaced* by the node
 that writes them (round, incumbent, checkpoint, train trajectories, weight stage, directions,
 checked candidates, validation, test) or *accumulated* across the run with a reducer (decisions,
-history: ``operator.add``; demonstrated tasks: ``union``). ``candidates`` collects the parallel
+history: ``operator.add``; the sealed harnesses: ``seal``). ``candidates`` collects the parallel
 ``edit`` branches of one round (fan-in, reducer ``collect``) and is cleared by ``curate`` at the
 start of each refinement. Every value is a pydantic model or a plain scalar/id, so LangGraph's
 checkpointer serialises the state and a resumed run gets the same models back (``state_models``
@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 from typing_extensions import NotRequired, TypedDict  # pydantic (Studio's state schemas) needs it on Python < 3.12
 
 from coevo.evaluation.results import EvalResult, TaskOutcome, outcome_estimate
+from coevo.meta.sealing import Sealed, seal
 from coevo.records import GateDecision
 
 if TYPE_CHECKING:
@@ -47,7 +48,8 @@ def collect(current: list[Candidate] | None, update: list[Candidate] | str) -> l
 class Evidence(BaseModel):
     """One failed *train* trajectory as a meta role sees it: the answer it gave (``answer``, cut to
     300 characters), its last reply, why it stopped, and the verifier's scoring ``diagnostics``
-    (train only: they may carry the expected answer, so val/test details never become evidence)."""
+    without the gold answer (``coevo.envs.redact``: what the agent answered, the checker's error
+    type and other public diagnostics; no split's expected answer reaches a role here)."""
 
     task_id: str
     answer: str = ""
@@ -90,9 +92,10 @@ class Candidate(BaseModel):
     ``status``: ``proposed`` → ``checked`` | ``rejected``; ``reason`` says why a candidate was
     rejected (malformed LLM reply, invalid patch, failed static or local check). ``spec_id`` is
     the child spec's id once the patch applied; ``patch`` is the RFC 6902 operation list.
-    ``demo_tasks``: the train tasks whose answers the patch carries (demonstrations built from a
-    task's expected or solved answer; the editor says which): DESIGN.md, Principles, keeps them out
-    of later weight stages and local checks.
+    ``demo_tasks``: the train tasks whose answers the child spec carries — what the role declared
+    plus what ``realise`` finds by comparing every train task's gold answer with the spec
+    (``MetaContext.demonstrated``): DESIGN.md, Principles, keeps them out of later weight stages,
+    checks and search scoring while the candidate is pending or accepted.
     """
 
     id: str
@@ -126,9 +129,19 @@ class EvalSummary(BaseModel):
 
     @property
     def estimate(self) -> Estimate:
-        """``score`` with n tasks and its 95 % interval, from ``per_task`` (the same
+        """``score`` (mean@k) with n tasks and its 95 % interval, from ``per_task`` (the same
         ``outcome_estimate`` as ``EvalResult.estimate``)."""
         return outcome_estimate(self.per_task)
+
+    @property
+    def pass_estimate(self) -> Estimate:
+        """pass@k (a task counts when any of its k rollouts passed) with n tasks and its 95 % interval."""
+        return outcome_estimate(self.per_task, "pass_at_k")
+
+    @property
+    def k(self) -> int:
+        """Rollouts per task (1 when there are no tasks)."""
+        return max((len(o.seeds) for o in self.per_task.values()), default=1)
 
     @classmethod
     def of(cls, result: EvalResult) -> EvalSummary:
@@ -241,9 +254,14 @@ class MetaState(TypedDict, total=False):
     """Replaced each round: ids of the trajectories T[t] the weight stage (or ``sample``) produced."""
     stage: WeightStage
     """Replaced each round by ``train`` (training numbers), completed by ``stage_effect`` (val before/after)."""
+    sealed: Annotated[dict[str, Sealed], seal]
+    """Merged (``coevo.meta.sealing.seal``; a value None removes a harness): each live harness —
+    pending (``edit``, ``propose``), accepted or pooled — with the train tasks whose answers its spec
+    carries (``MetaContext.demonstrated``). Weight stages, ``sample``, checks and search scoring leave
+    every such task out (``sealed_tasks``); a rejected harness is removed, so its tasks return."""
     demo_tasks: Annotated[list[str], union]
-    """Accumulated (``union``) by ``check``: train tasks whose answers went into a candidate's
-    demonstrations; later weight stages, ``sample`` and local checks leave them out (DESIGN.md, Principles)."""
+    """Accumulated (``union``): what ``sealed`` replaced, read for runs checkpointed before it (no node
+    writes it now)."""
     directions: list[Direction]
     """Replaced each round by ``curate``."""
     candidates: Annotated[list[Candidate], collect]

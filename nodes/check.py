@@ -10,6 +10,8 @@ A spec that is valid but works against its use (a fixed decoding seed: ``harness
 passes with a warning in ``cand.checks.warnings`` and the log.
 Neither check scores a task whose answer went into a demonstration (the candidate's own or an
 earlier candidate's): its score would measure copying, not repair.
+A candidate identical to one the gate already rejected under the same checkpoint fails at once: the
+same val tasks and seeds would give the same verdict (the evaluation is even reused by id).
 A candidate that fails gets one revision from the editor, checked again.
 """
 
@@ -21,8 +23,9 @@ from coevo.evaluation.results import EvalResult
 from coevo.harnesses.fit import prompt_fit
 from coevo.harnesses.spec import harness_warnings
 from coevo.meta.context import MetaContext
+from coevo.meta.sealing import sealed_tasks, unseal
 from coevo.meta.state import Candidate, Direction, MetaState
-from coevo.nodes.edit import realise
+from coevo.nodes.edit import realise, sealing
 from coevo.records import Trajectory
 
 
@@ -35,9 +38,20 @@ async def _pair(ctx: MetaContext, state: MetaState, cand: Candidate,
 
 
 def demonstrated(state: MetaState, cand: Candidate) -> set[str]:
-    """Train tasks a check must not score: those whose answers went into a demonstration of an
-    earlier candidate (``state["demo_tasks"]``) or of ``cand`` itself (DESIGN.md, Principles)."""
-    return set(state.get("demo_tasks", [])) | set(cand.demo_tasks)
+    """Train tasks a check must not score: those any live harness answers — accepted, pooled or
+    pending, this round's other candidates included (``sealed_tasks``) — and those ``cand`` itself
+    answers (DESIGN.md, Principles)."""
+    return sealed_tasks(state) | set(cand.demo_tasks)
+
+
+def gated_before(state: MetaState, spec_id: str | None) -> str:
+    """Why the gate needs not see ``spec_id`` again (``""``: it may): the round in which the gate
+    rejected this very spec under the current checkpoint."""
+    checkpoints = {h.round: h.checkpoint for h in state.get("history", [])}
+    for d in state.get("decisions", []):
+        if d.candidate_id == spec_id and not d.accepted and checkpoints.get(d.round) == state.get("checkpoint"):
+            return f"the gate rejected this same harness under this checkpoint in round {d.round}"
+    return ""
 
 
 async def check_one(ctx: MetaContext, state: MetaState, cand: Candidate, direction: Direction,
@@ -48,6 +62,8 @@ async def check_one(ctx: MetaContext, state: MetaState, cand: Candidate, directi
     cand.checks.warnings = [str(w) for w in harness_warnings(ctx.spec(cand.spec_id or ""))]
     for warning in cand.checks.warnings:
         ctx.log("check", f"{cand.id}: warning {warning}")
+    if again := gated_before(state, cand.spec_id):
+        return again
     prompts = [t.prompt for t in ctx.tasks("train")]
     fit, parent_fit = prompt_fit(ctx.spec(cand.spec_id or ""), prompts), prompt_fit(ctx.spec(cand.parent_id), prompts)
     if fit.over > parent_fit.over:  # no rollout needed: such tasks would end before any model call
@@ -77,23 +93,26 @@ async def check_one(ctx: MetaContext, state: MetaState, cand: Candidate, directi
 
 async def check(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """Check every proposed candidate of the round; revise a failing one once. Returns the
-    candidates with status ``checked`` or ``rejected`` (and why) in ``checked``, and in
-    ``demo_tasks`` the train tasks whose answers went into any of their harnesses."""
+    candidates with status ``checked`` or ``rejected`` (and why) in ``checked``, and the ``sealed``
+    update: a checked child stays pending with the tasks it answers; a rejected one, and a child a
+    revision replaced, are removed, so their tasks return to the train set."""
     ctx = runtime.context
     rnd = state.get("round", 0)
     directions = {d.id: d for d in state.get("directions", [])}
     trajectories = [t for i in state.get("train_trajectories", []) for t in ctx.archive.list(Trajectory, id=i)]
     solved = sorted({t.task_id for t in trajectories if t.passed})
     tasks = {t.id: t for t in ctx.tasks("train")}
-    out = []
+    out, replaced = [], []
     for cand in state.get("candidates", []):
         cand = cand.model_copy(deep=True)  # the state's copy stays as ``edit`` left it
+        first = cand.spec_id
         direction = directions[cand.direction]
         while cand.status == "proposed":
             reason = await check_one(ctx, state, cand, direction, solved)
             if not reason:
                 cand.status = "checked"
             elif cand.revision < ctx.config.meta.revisions:
+                ctx.record_edit(cand.model_copy(update={"status": "rejected", "reason": reason}), rnd)  # why revised
                 cand = realise(ctx.editor.revise(direction, ctx.spec(cand.parent_id), cand, reason, tasks), ctx, rnd)
             else:
                 cand.status, cand.reason = "rejected", reason
@@ -101,4 +120,6 @@ async def check(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
         ctx.log("check", f"{cand.id}: {cand.status} {cand.reason[:120]} "
                          f"{cand.checks.model_dump(exclude_none=True)}")
         out.append(cand)
-    return {"checked": out, "demo_tasks": [t for c in out if c.spec_id for t in c.demo_tasks]}
+        if first and first != cand.spec_id:
+            replaced.append(first)
+    return {"checked": out, "sealed": {**unseal(replaced, state), **sealing(out, state)}}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 from langgraph.runtime import Runtime
 from langgraph.types import Send
@@ -10,6 +10,7 @@ from langgraph.types import Send
 from coevo.harnesses.errors import HarnessError
 from coevo.harnesses.patch import apply_patch
 from coevo.meta.context import MetaContext
+from coevo.meta.sealing import Sealed, live, unseal
 from coevo.meta.state import Candidate, EditRequest, MetaState
 from coevo.records import Trajectory
 from coevo.roles.editor import Proposal
@@ -35,7 +36,9 @@ def realise(proposal: Proposal, ctx: MetaContext, round: int, allowed: Sequence[
 
     A patch that does not apply, yields an invalid spec or (with ``allowed``, the JSON Pointer
     prefixes a phase may edit: FST, PACE) changes a field outside them rejects the candidate with
-    every problem as its reason (never raises for a malformed edit).
+    every problem as its reason (never raises for a malformed edit). The candidate's ``demo_tasks``
+    become what the role declared plus every train task whose gold answer the child carries
+    (``MetaContext.demonstrated``: any role, any length, any formatting).
     """
     ctx.store_calls(proposal.calls)
     candidate = proposal.candidate
@@ -46,15 +49,26 @@ def realise(proposal: Proposal, ctx: MetaContext, round: int, allowed: Sequence[
             candidate.spec_id = ctx.archive.add_harness(child, [parent.id], "edit", ctx.run_id)
         except HarnessError as err:
             candidate.status, candidate.reason = "rejected", str(err)
+        else:
+            candidate.demo_tasks = list(dict.fromkeys([*candidate.demo_tasks, *ctx.demonstrated(child)]))
     ctx.record_edit(candidate, round)
     return candidate
+
+
+def sealing(candidates: Sequence[Candidate], state: Mapping[str, Any]) -> dict[str, Sealed | None]:
+    """The ``sealed`` update for ``candidates`` (``coevo.meta.sealing``): a live candidate's child
+    with the train tasks it answers; a rejected one's removed (its tasks return to the train set)
+    unless the run accepted that spec before (``unseal``)."""
+    pending = {c.spec_id: live(c.demo_tasks) for c in candidates if c.spec_id and c.status != "rejected"}
+    return {**unseal([c.spec_id or "" for c in candidates if c.status == "rejected"], state), **pending}
 
 
 def edit(request: EditRequest, runtime: Runtime[MetaContext]) -> dict:
     """Ask the editor for candidate ``request["sample"]`` of a patch of the incumbent that repairs
     ``request["direction"]`` in the round.
 
-    Successful train trajectories of the round are offered as demonstration sources.
+    Successful train trajectories of the round are offered as demonstration sources. The child is
+    pending: ``sealed`` gets it with the train tasks it answers (``sealing``).
     """
     ctx = runtime.context
     direction = request["direction"]
@@ -66,4 +80,4 @@ def edit(request: EditRequest, runtime: Runtime[MetaContext]) -> dict:
     candidate = realise(proposal, ctx, request["round"])
     ctx.log("edit", f"{direction.id}: {candidate.status} {candidate.spec_id and candidate.spec_id[:12] or ''} "
                      f"{candidate.reason[:120] or candidate.rationale[:120]}")
-    return {"candidates": [candidate]}
+    return {"candidates": [candidate], "sealed": sealing([candidate], {})}

@@ -3,8 +3,14 @@
 Accept iff the candidate's validation score c beats the incumbent's b by more than
 ``gate.min_margin`` (a tie is rejected) and, when configured, a paired test on the per-task
 outcomes agrees (one-sided paired bootstrap on reward differences, or exact McNemar on pass/fail
-pairs, at level ``gate.alpha``). Every decision is stored with b, c, the pairs and the reason; the
-reason states the paired difference c − b with its 95 % interval over the val tasks.
+pairs, at level ``gate.alpha``). When m > 1 candidates reach the gate in one round on the same val
+tasks, ``gate.multiplicity`` states the rule: ``bonferroni`` (the default) also requires each one's
+one-sided paired test (``gate.test``, or the paired bootstrap when it is ``none``) at level
+``alpha / m``, bounding the chance that any non-improving candidate is accepted by ``alpha``; the
+best accepted c then wins. VACE's Alg. 1 gates one candidate per round (``meta.candidates = 1``).
+Every decision is stored with b, c, the pairs and the reason; the reason states the paired
+difference c − b with its 95 % interval over the val tasks. A rejected candidate leaves ``sealed``
+(its demonstrated train tasks return to the train set).
 With ``gate.approve`` (``--approve-gate``) a person confirms each decision through a LangGraph
 ``interrupt`` (one question per candidate, answered by its interrupt id; ``coevo.app.run``).
 """
@@ -20,6 +26,7 @@ from langgraph.types import interrupt
 from coevo.config import GateConfig
 from coevo.evaluation.stats import difference_estimate
 from coevo.meta.context import MetaContext
+from coevo.meta.sealing import unseal
 from coevo.meta.state import MetaState
 from coevo.records import GateDecision, GatePair
 
@@ -53,11 +60,18 @@ def difference_text(pairs: list[GatePair], seed: int = 0) -> str:
     return f"c − b = {_signed(est.mean, plus=True)} [{_signed(est.low)}, {_signed(est.high)}] over {est.n} tasks"
 
 
-def decide(b: float, c: float, pairs: list[GatePair], cfg: GateConfig, seed: int = 0) -> tuple[bool, str]:
-    """The gate rule on scores ``b`` (incumbent) and ``c`` (candidate) and the per-task ``pairs``.
-    Returns ``(accepted, reason)``; with pairs, the reason ends with their paired difference and
-    its 95 % interval (``difference_text``)."""
-    accepted, reason = _rule(b, c, pairs, cfg, seed)
+def decide(b: float, c: float, pairs: list[GatePair], cfg: GateConfig, seed: int = 0,
+           m: int = 1) -> tuple[bool, str]:
+    """The gate rule on scores ``b`` (incumbent) and ``c`` (candidate) and the per-task ``pairs``,
+    one of ``m`` candidates gated in the round (module doc: ``gate.multiplicity``). Returns
+    ``(accepted, reason)``; with pairs, the reason ends with their paired difference and its 95 %
+    interval (``difference_text``)."""
+    rule = cfg
+    if m > 1 and cfg.multiplicity == "bonferroni":
+        rule = cfg.model_copy(update={"test": "bootstrap" if cfg.test == "none" else cfg.test, "alpha": cfg.alpha / m})
+    accepted, reason = _rule(b, c, pairs, rule, seed)
+    if rule is not cfg:
+        reason += f" (Bonferroni over {m} candidates: level {cfg.alpha:g}/{m})"
     return accepted, f"{reason}; {difference_text(pairs, seed)}" if pairs else reason
 
 
@@ -78,9 +92,10 @@ def _rule(b: float, c: float, pairs: list[GatePair], cfg: GateConfig, seed: int)
 
 
 def gate(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
-    """Decide each validated candidate against the incumbent; the best accepted one becomes H[t+1].
-    Every decision is stored (``MetaContext.record_gate``); the round's accepted and rejected counts
-    and best c − b go to the tracker (``gate/...``)."""
+    """Decide each validated candidate against the incumbent (``decide``, with the multiplicity rule
+    over the round's m candidates); the best accepted one becomes H[t+1]. Every decision is stored
+    (``MetaContext.record_gate``); the round's accepted and rejected counts and best c − b go to the
+    tracker (``gate/...``); a rejected candidate leaves ``sealed``."""
     ctx = runtime.context
     val, inc_id, rnd = state.get("validation", {}), state["incumbent"], state.get("round", 0)
     decisions: list[GateDecision] = []
@@ -92,7 +107,7 @@ def gate(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
         incumbent, candidate = val[inc_id], val[spec_id or ""]
         b, c = incumbent.score, candidate.score
         pairs = GatePair.pairs(incumbent, candidate)
-        accepted, reason = decide(b, c, pairs, ctx.config.gate, ctx.config.seed)
+        accepted, reason = decide(b, c, pairs, ctx.config.gate, ctx.config.seed, len(children))
         if ctx.config.gate.approve:
             # one interrupt per candidate, in order: LangGraph ids each by its place, and a resume
             # answers exactly the ids it names (an unanswered question stays pending)
@@ -116,5 +131,7 @@ def gate(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
         ctx.log("gate", f"round {rnd}: {d.candidate_id[:12]} {verdict}: {d.reason}")
     if not decisions:
         ctx.log("gate", f"round {rnd}: no checked candidate; incumbent kept")
-    return {"decisions": decisions, "incumbent": best.candidate_id if best else inc_id}
+    new = best.candidate_id if best else inc_id
+    return {"decisions": decisions, "incumbent": new,
+            "sealed": unseal([d.candidate_id for d in decisions if not d.accepted], state)}
 

@@ -6,10 +6,12 @@
         A_i  = A_{i-1} + eval(C_i, D_search, 1 roll)  # search_evaluate
         H    = argmax_{A_i} score                    # accept: best of the whole archive
 
-The search split is the run's train tasks (less those a demonstration answers, DESIGN.md
-Principles), one rollout per task with the run's seed, so every archived harness is scored on the
-same tasks and seeds. Ties go to fewer model calls, then to the older harness. Only training signals
-are read: no node here touches val or test. What ends a phase and what is accepted after an
+The search split D_search is ``search.tasks`` train-split tasks after the weight phases' own
+(``MetaContext.search_tasks``; WHALE §5 keeps them disjoint), less those a live harness answers
+(DESIGN.md Principles), one rollout per task with the run's seed, so every archived harness is
+scored on the same tasks and seeds. Ties go to fewer model calls, then to the older harness. Only
+training signals are read: no node here touches val or test. Every proposal is pending in
+``sealed`` until its phase ends. What ends a phase and what is accepted after an
 iteration are the family's (WHALE's ``accept``, PACE's gate and ``pace_step``); ``close_phase`` and
 ``iteration_record`` are the records they share.
 """
@@ -21,16 +23,27 @@ from datetime import datetime
 
 from langgraph.runtime import Runtime
 
+from coevo.envs.base import Task
 from coevo.evaluation.results import EvalResult
 from coevo.meta.context import MetaContext
+from coevo.meta.sealing import sealed_tasks
 from coevo.meta.search import SearchEntry, SearchIteration, SearchState
 from coevo.meta.state import Candidate
 from coevo.models.trajectory import Trajectory
-from coevo.nodes.edit import realise
-from coevo.nodes.train import stage_tasks
+from coevo.nodes.edit import realise, sealing
 from coevo.records import Phase
 from coevo.roles.proposer import SearchView, ranked
 from coevo.timestamps import utcnow
+
+
+def search_split(ctx: MetaContext, state: SearchState) -> list[Task]:
+    """The search split less the tasks a live harness answers (``sealed_tasks``). Raises
+    ``ValueError`` when none is left."""
+    excluded = sealed_tasks(state)
+    tasks = [t for t in ctx.search_tasks() if t.id not in excluded]
+    if not tasks:
+        raise ValueError("every search-split task is answered by a harness of the run; raise search.tasks")
+    return tasks
 
 
 def entry_of(result: EvalResult, order: int, iteration: int, cand: Candidate | None = None) -> SearchEntry:
@@ -82,10 +95,10 @@ def iteration_record(state: SearchState, accepted: str, score: float, changed: b
 
 async def search_start(state: SearchState, runtime: Runtime[MetaContext]) -> dict:
     """Start a harness-search phase: the archive A_0 = {incumbent}, evaluated under the current
-    checkpoint on the search split (train, one rollout per task). Advances ``phase``."""
+    checkpoint on the search split (``search_split``, one rollout per task). Advances ``phase``."""
     ctx = runtime.context
     started = utcnow()
-    result = await ctx.evaluate(state["incumbent"], state["checkpoint"], "train", stage_tasks(ctx, state), k=1)
+    result = await ctx.evaluate(state["incumbent"], state["checkpoint"], "train", search_split(ctx, state), k=1)
     phase = state.get("phase", -1) + 1
     ctx.log("search", f"phase {phase}: seed {state['incumbent'][:12]} train score {result.mean_reward:.3f}")
     return {"search": [entry_of(result, 0, 0)], "iteration": 0, "phase": phase, "phase_done": False,
@@ -96,7 +109,8 @@ def propose(state: SearchState, runtime: Runtime[MetaContext]) -> dict:
     """Iteration i: the proposer reads the archive (specs, scores, per-task outcomes, train
     trajectories) and proposes ``search.candidates`` patches of archived harnesses; each is applied
     and checked inside the phase's ``fields`` (``realise``). Duplicates of archived harnesses are
-    rejected. Returns the candidates in ``checked`` and the advanced ``iteration``."""
+    rejected. Returns the candidates in ``checked``, the advanced ``iteration`` and the proposals as
+    pending in ``sealed`` (``sealing``)."""
     ctx = runtime.context
     if ctx.proposer is None:
         raise ValueError("this strategy searches harnesses but the run has no proposer; build its context with "
@@ -104,7 +118,7 @@ def propose(state: SearchState, runtime: Runtime[MetaContext]) -> dict:
     it, rnd, fields = state.get("iteration", 0) + 1, state.get("round", 0), state.get("fields")
     entries = state["search"]
     view = SearchView(entries=entries, spec=ctx.spec, trajectories=lambda h: _trajectories(ctx, entries, h),
-                      tasks={t.id: t for t in ctx.tasks("train")}, allowed=fields)
+                      tasks={t.id: t for t in ctx.search_tasks()}, allowed=fields)
     known = {e.harness_id for e in entries}
     out = []
     for proposal in ctx.proposer.propose(view, ctx.config.search.candidates, it):
@@ -118,7 +132,7 @@ def propose(state: SearchState, runtime: Runtime[MetaContext]) -> dict:
         ctx.record_edit(cand, rnd)
         ctx.log("propose", f"{it}: {cand.id} {cand.status} {cand.reason[:120] or cand.rationale[:120]}")
         out.append(cand)
-    return {"checked": out, "iteration": it, "demo_tasks": [t for c in out if c.spec_id for t in c.demo_tasks]}
+    return {"checked": out, "iteration": it, "sealed": sealing(out, state)}
 
 
 async def search_evaluate(state: SearchState, runtime: Runtime[MetaContext]) -> dict:
@@ -127,7 +141,8 @@ async def search_evaluate(state: SearchState, runtime: Runtime[MetaContext]) -> 
     ctx = runtime.context
     entries = list(state["search"])
     cands = [c for c in state.get("checked", []) if c.status == "checked" and c.spec_id]
-    tasks = ctx.tasks("train", ids=list(entries[0].per_task))
+    seeded = set(entries[0].per_task)
+    tasks = [t for t in ctx.search_tasks() if t.id in seeded]
     results = await asyncio.gather(*(ctx.evaluate(c.spec_id or "", state["checkpoint"], "train", tasks, k=1)
                                      for c in cands))
     for cand, result in zip(cands, results):

@@ -29,8 +29,9 @@ def base_checkpoint(config: RunConfig) -> Checkpoint:
 
 def setup(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """Store H0 (``config.harness`` or the env's base harness) and W0 unless the input names them
-    (``incumbent``, ``checkpoint``), and the run's train/val/test tasks; record the context's run id
-    and the rounds to run (``config.rounds``) in the state. Idempotent."""
+    (``incumbent``, ``checkpoint``), and the run's train/val/test tasks (and a searching strategy's
+    search split); record the context's run id and the rounds to run (``config.rounds``) in the
+    state. Idempotent."""
     ctx = runtime.context
     run_id = ctx.run_id
     incumbent = state.get("incumbent")
@@ -42,6 +43,8 @@ def setup(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     for split in ("train", "val", "test"):
         if getattr(ctx.config.env, f"n_{split}"):
             ctx.archive.put(*ctx.tasks(split))
+    if ctx.searches and ctx.config.search.tasks:
+        ctx.archive.put(*ctx.search_tasks())  # refuses a train split too short for the search split
     ctx.log("setup", f"run {run_id}: H0={incumbent[:12]} W0={checkpoint} env={ctx.env.name} "
                      f"train/val/test={ctx.config.env.n_train}/{ctx.config.env.n_val}/{ctx.config.env.n_test}")
     return {"run_id": run_id, "round": 0, "incumbent": incumbent, "checkpoint": checkpoint,

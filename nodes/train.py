@@ -9,6 +9,7 @@ from langgraph.runtime import Runtime
 from coevo.envs.base import Task
 from coevo.harnesses.spec import HarnessSpec
 from coevo.meta.context import MetaContext
+from coevo.meta.sealing import accepted_harnesses, sealed_tasks
 from coevo.meta.state import MetaState, WeightStage
 from coevo.models.trajectory import Trajectory
 from coevo.observe.text import percent
@@ -18,9 +19,9 @@ from coevo.training.stage import Route, StageOptions, training_spec
 
 
 def stage_tasks(ctx: MetaContext, state: MetaState) -> list[Task]:
-    """The run's train tasks less those whose answers went into a demonstration
-    (``state["demo_tasks"]``; DESIGN.md, Principles). Raises ``ValueError`` when none is left."""
-    excluded = set(state.get("demo_tasks", []))
+    """The run's train tasks less those a live harness answers (``sealed_tasks``; DESIGN.md,
+    Principles). Raises ``ValueError`` when none is left."""
+    excluded = sealed_tasks(state)
     tasks = [t for t in ctx.tasks("train") if t.id not in excluded]
     if not tasks:
         raise ValueError(f"every one of the {ctx.config.env.n_train} train tasks went into a demonstration; raise "
@@ -29,22 +30,23 @@ def stage_tasks(ctx: MetaContext, state: MetaState) -> list[Task]:
 
 
 def rescue_pool(ctx: MetaContext, state: MetaState, spec: HarnessSpec) -> list[HarnessSpec]:
-    """The Eq. 5 rescue pool of a weight stage under ``spec``: the previous round's checked
-    candidates (``state["checked"]``) other than ``spec`` itself."""
-    return [ctx.spec(c.spec_id) for c in state.get("checked", [])
-            if c.status == "checked" and c.spec_id and c.spec_id != spec.id]
+    """The Eq. 5 rescue pool of a weight stage under ``spec``: the harnesses the run accepted
+    before (``accepted_harnesses``; VACE's analogue of Harness-S's pool of checked siblings), newest
+    first, other than ``spec`` itself — never a candidate the gate rejected."""
+    return [ctx.spec(h) for h in reversed(accepted_harnesses(state)) if h != spec.id]
 
 
 async def train(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """The weight stage under the incumbent harness (VACE Alg. 1, line 2): GRPO or RSFT via the
-    context's ``trainer`` on the train tasks no demonstration answers (``stage_tasks``), with the
-    previous round's checked candidates as the Eq. 5 rescue pool (``rescue_pool``). Returns the new
+    context's ``trainer`` on the train tasks no live harness answers (``stage_tasks``), with the
+    harnesses accepted earlier as the Eq. 5 rescue pool (``rescue_pool``, used with
+    ``train.rescue``). Returns the new
     checkpoint id, the ids of the stage's trajectories and the stage's training numbers
     (``WeightStage``; ``stage_effect`` adds its val effect)."""
     ctx = runtime.context
     spec = ctx.spec(state["incumbent"])
-    checkpoint, trajectories, stage = await run_stage(ctx, state, spec, state["checkpoint"],
-                                                      rescue_pool(ctx, state, spec))
+    pool = rescue_pool(ctx, state, spec) if ctx.config.train.rescue else []
+    checkpoint, trajectories, stage = await run_stage(ctx, state, spec, state["checkpoint"], pool)
     return {"checkpoint": checkpoint, "train_trajectories": [t.id for t in trajectories], "stage": stage}
 
 

@@ -44,14 +44,15 @@ def _test_rows(state: dict[str, Any] | None, evals: list[Any]) -> str:
     if test:
         start, final = test["start"], test["final"]
         rows = [(name, e.harness_id, e.checkpoint_id, _with_parity(score_text(e.estimate), vars(e)),
-                 plain(e.pass_at_k),
+                 f"pass@{e.k} {score_text(e.pass_estimate)}",
                  plain(e.trivial_baseline)) for name, e in (("start pair (H0, W0)", start), ("final pair", final))]
         difference = paired_difference(start.per_task, final.per_task)
         rows.append(("final − start (paired)", "", "", difference_text(difference), "", ""))
         for r in sorted(k for k in test if k.startswith("rank")):  # Harness-S Table 5: router ranks, final W
             e = test[r]
             rows.append((f"final W, {r[:4].title()}-{r[4:]} routing", e.harness_id, e.checkpoint_id,
-                         score_text(e.estimate), plain(e.pass_at_k), plain(e.trivial_baseline)))
+                         score_text(e.estimate), f"pass@{e.k} {score_text(e.pass_estimate)}",
+                         plain(e.trivial_baseline)))
             rows.append((f"{r[:4].title()}-{r[4:]} − final pair (paired)", "", "",
                          difference_text(paired_difference(final.per_task, e.per_task)), "", ""))
     else:
@@ -156,8 +157,8 @@ def write_report(run_id: str, db: str, out_dir: Path, state: dict[str, Any] | No
     gates = ("<h2>Gate decisions</h2><table><tr><th>round</th><th>candidate</th><th>b (incumbent, val)</th>"
              f"<th>c (candidate, val)</th><th>decision</th><th>reason</th></tr>{rows}</table>" if rows else "")
     test_rows = _test_rows(state, evals)
-    test = ("<h2>Test</h2><table><tr><th>pair</th><th>harness</th><th>checkpoint</th><th>mean reward [95 %] n</th>"
-            f"<th>pass@k</th><th>trivial</th></tr>{test_rows}</table>" if test_rows else "")
+    test = ("<h2>Test</h2><table><tr><th>pair</th><th>harness</th><th>checkpoint</th><th>mean@k reward [95 %] n</th>"
+            f"<th>pass@k [95 %]</th><th>trivial</th></tr>{test_rows}</table>" if test_rows else "")
     budget = _budget_table(archive, run_id)
     harness_s = harness_s_sections(archive, run_id)
     imgs = "".join(f"<h2>{t}</h2><img src='{p.name}' alt='{t}'>" for t, p in figures)

@@ -5,7 +5,9 @@ Two implementations side by side: ``OfflineCurator`` (deterministic, no key: rea
 for its root cause with ``coevo.roles.diagnosis`` and groups by cause and task category) and
 ``LLMCurator`` (any chat model through ``coevo.roles.llm``: a JSON-schema reply and one repair
 retry). Only ``split == "train"`` trajectories are read, so validation and test answers never reach a
-curator.
+curator, and the evidence it hands on is redacted (``coevo.envs.redact``): no gold answer reaches an
+LLM curator, nor the editors it briefs. (The offline curator compares a train reply with its gold
+answer to pick a cause label from a fixed list; the answer itself never leaves it.)
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pydantic import BaseModel
 
 from coevo.config import RunConfig
 from coevo.envs.base import Env, Task
+from coevo.envs.redact import redact_detail
 from coevo.harnesses.spec import HarnessSpec
 from coevo.meta.roles import Curation, Curator
 from coevo.meta.state import Direction, Evidence
@@ -36,11 +39,12 @@ def failure_cause(t: Trajectory) -> str:
 
 def excerpt(t: Trajectory, chars: int = 300) -> Evidence:
     """Evidence from a *train* trajectory: its answer and last reply (cut to ``chars``), why it
-    stopped, and its scoring diagnostics (JSON-safe copy)."""
+    stopped, and its scoring diagnostics redacted for meta roles (no gold answer; JSON-safe copy)."""
     replies = [m for m in t.messages if m.get("type") == "ai"]
     last = str(replies[-1]["data"].get("content", ""))[:chars] if replies else ""
     return Evidence(task_id=t.task_id, answer=(t.final_answer or "")[:chars], last_reply=last,
-                    stop_reason=t.stop_reason, diagnostics=json.loads(json.dumps(t.score_detail, default=str)))
+                    stop_reason=t.stop_reason,
+                    diagnostics=json.loads(json.dumps(redact_detail(t.split, t.score_detail or {}), default=str)))
 
 
 class OfflineCurator:

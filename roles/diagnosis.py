@@ -21,6 +21,7 @@ from collections import Counter
 from typing import Any, Iterable, Mapping
 
 from coevo.envs.base import Task
+from coevo.envs.redact import redact_detail
 from coevo.harnesses.parse import last_answer_match
 from coevo.harnesses.registry import repeats
 from coevo.harnesses.spec import HarnessSpec
@@ -176,11 +177,13 @@ def diagnose(t: Trajectory, spec: HarnessSpec | None = None, task: Task | None =
     elsewhere in the reply (``place:elsewhere``), how a numeric value is wrong (the answer, or the
     last number of a reply without a marker: sign, off by one, an operand of ``task``'s prompt,
     else ``value:wrong``); then a missing marker, interface violations, else ``wrong_answer``. A
-    reply of at most three words counts as a bare answer, not a missing marker."""
+    reply of at most three words counts as a bare answer, not a missing marker. The gold answer is
+    read only to pick the label; no label carries it (the verifier's error type is read from the
+    redacted detail, ``coevo.envs.redact``)."""
     if t.final_answer is None:
         return f"no_answer:{t.stop_reason or 'unknown'}"
     detail = t.score_detail or {}
-    if error := verifier_error(detail):
+    if error := verifier_error(redact_detail(t.split, detail)):  # a checker's message may quote the gold answer
         return error
     if tool := failed_tool(t):
         return f"tool:{tool}"

@@ -3,21 +3,24 @@ most one revision after a failed check (Harness-S Table 8).
 
 Two implementations side by side. ``OfflineEditor`` (no key, the default and a baseline) samples
 one operator of ``coevo.roles.operators`` per candidate among those that address the direction's
-causes (prompt rules, demonstrations mined from solved train tasks or built from train tasks'
-scoring diagnostics, never val/test; parser variants, hooks, budgets, decoding, context, tool view),
-seeded by run, round and direction, so several candidates of one round differ.
+causes (prompt rules, demonstrations mined from solved train tasks or built from train tasks' gold
+answers — ``demonstration_source``: the env's ``reveal``, train tasks only, the one place a role
+reads a gold answer, to build a demonstration —; parser variants, hooks, budgets, decoding,
+context, tool view), seeded by run, round and direction, so several candidates of one round differ.
 ``LLMEditor`` asks an LLM for the patch with a JSON-schema reply; the patch must apply
-and the child must validate (checked before acceptance, with one repair call).
+and the child must validate (checked before acceptance, with one repair call). It sees no gold
+answer: its directions' evidence is redacted (``coevo.roles.curator.excerpt``).
 
-Both name in ``Candidate.demo_tasks`` the train tasks whose answers their patch carries (the
-offline editor from its own choice, the LLM editor by ``demonstrated_tasks`` on the answers its
-evidence showed), so the meta loop keeps those tasks out of later weight stages and local checks.
+The offline editor names in ``Candidate.demo_tasks`` the train tasks its demonstrations answer; for
+any editor the loop then finds every train task whose answer the child spec carries
+(``coevo.nodes.edit.realise``, ``coevo.meta.sealing``), so those tasks leave later weight stages,
+checks and search scoring while the candidate is pending or accepted.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 from pydantic import BaseModel, Field
 
@@ -83,36 +86,17 @@ class OfflineEditor:
         return Proposal(candidate=revised)
 
 
-def _strings(value: Any) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from _strings(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _strings(v)
-
-
-def demonstrated_tasks(patch: Sequence[dict[str, Any]], answers: dict[str, str], min_chars: int = 4) -> list[str]:
-    """The ids of the tasks in ``answers`` (task id -> its expected answer) whose answer occurs in a
-    string value of ``patch`` (an RFC 6902 op list): an edit that writes a train task's answer into
-    the harness, as a demonstration or otherwise. Answers shorter than ``min_chars`` are skipped
-    (they would match by accident)."""
-    texts = [t for op in patch for t in _strings(op.get("value"))]
-    return [tid for tid, answer in answers.items()
-            if len(answer) >= min_chars and any(answer in text for text in texts)]
-
-
-def evidence_answers(direction: Direction) -> dict[str, str]:
-    """Task id -> the expected answer that ``direction``'s evidence (train scoring diagnostics)
-    shows an editor."""
-    answers = {}
-    for ev in direction.evidence:
-        expected = expected_answer(None, ev.diagnostics)
-        if expected:
-            answers[ev.task_id] = expected
-    return answers
+def demonstration_source(env: Env) -> Callable[[Task, dict[str, Any]], str | None] | None:
+    """The offline editor's source of demonstration answers for ``env``: its own
+    ``demonstration_answer(task, diagnostics)`` when it has one, else the gold answer of a *train*
+    task from ``env.reveal`` (val/test: None). None when the env offers neither."""
+    own = getattr(env, "demonstration_answer", None)
+    if callable(own):
+        return own
+    reveal = getattr(env, "reveal", None)
+    if not callable(reveal):
+        return None
+    return lambda task, diagnostics: str(reveal(task)) if task.split == "train" else None
 
 
 class EditReply(BaseModel):
@@ -142,7 +126,6 @@ class LLMEditor(JsonRole):
             cand.status, cand.reason = "rejected", f"editor reply rejected: {reply.reason}"
         else:
             cand.patch, cand.rationale = reply.value.patch, reply.value.rationale
-            cand.demo_tasks = demonstrated_tasks(cand.patch, evidence_answers(direction))
         return Proposal(candidate=cand, calls=reply.calls)
 
     def propose(self, direction: Direction, spec: HarnessSpec, tasks: dict[str, Task],
@@ -161,8 +144,8 @@ class LLMEditor(JsonRole):
 
 
 def editor_for(config: RunConfig, env: Env) -> Editor:
-    """The run's editor: ``OfflineEditor`` (demonstration answers from the env's
-    ``demonstration_answer`` when it has one) when ``meta.model == "offline"``, else ``LLMEditor``."""
+    """The run's editor: ``OfflineEditor`` (demonstration answers from ``demonstration_source``)
+    when ``meta.model == "offline"``, else ``LLMEditor``."""
     if config.meta.model == "offline":
-        return OfflineEditor(demo_answer=getattr(env, "demonstration_answer", None), seed=config.seed)
+        return OfflineEditor(demo_answer=demonstration_source(env), seed=config.seed)
     return LLMEditor(config.meta.model, temperature=config.meta.temperature)

@@ -132,6 +132,23 @@ NAMING_WORDS = {
 }
 
 
+def belief_policy() -> ScriptedChatModel:
+    """``LookupEnv``'s policy under a BPE harness: every episode answers right; every other one first
+    writes a belief (a costed harness action), so the action cost is the group's only reward contrast."""
+    episodes = itertools.count()
+
+    def reply(messages: list[BaseMessage]) -> str:
+        text = "\n".join(str(m.content) for m in messages)
+        task = next(str(m.content) for m in messages if "look up" in str(m.content)).rsplit(" ", 1)[-1]
+        if "VALUE-" in text:
+            return f"Final answer: VALUE-{task}"
+        if "belief updated" not in text and next(episodes) % 2 == 0:
+            return '[bpe_update_belief(hypothesis="the value is in the table")]'
+        return f'[lookup(key="{task}")]'
+
+    return ScriptedChatModel(script=[reply], with_tokens=True)
+
+
 class NamingEnv:
     """``Name three <kind>.`` for a real small model: reward = distinct listed words named / 3
     (capped at 1), ``passed`` at 1. Graded credit gives sampled groups a reward spread."""

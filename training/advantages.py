@@ -10,7 +10,8 @@ Eq. 16's truncated importance weight is :func:`truncated_is_weight`.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+import statistics
+from typing import Iterable, Sequence
 
 import torch
 
@@ -32,6 +33,30 @@ def group_advantages(rewards: Sequence[float], eps: float = EPS) -> list[float]:
     if std < 1e-12:  # equal rewards up to float noise: exactly zero, not noise / eps
         return [0.0] * len(rewards)
     return [(r - mean) / max(std, eps) for r in rewards]
+
+
+def needs_rescue(rewards: Sequence[float], full: float = 1.0) -> bool:
+    """Eq. 5's trigger on the rewards Eq. 6 normalises: a group is rescued when no rollout earned full
+    credit (``max r < full``) *and* its rewards hold no contrast (all equal, so Eq. 6 gives every
+    rollout a zero advantage). With a binary verifier this is Eq. 5 exactly (all K rollouts fail);
+    with partial credit a group that already has reward contrast keeps its own rollouts, since it
+    carries a learning signal. Raises ``ValueError`` on an empty group."""
+    if len(rewards) == 0:
+        raise ValueError("needs_rescue: the group is empty; pass the K rewards of one task")
+    return max(rewards) < full and max(rewards) - min(rewards) < 1e-12
+
+
+def rescued_better(failed: Sequence[float], rescue: Sequence[float]) -> bool:
+    """Whether a rescue group succeeded (Harness-S §4.3's rescue success, on the same notion as
+    ``needs_rescue``): some rescue rollout earned more than the failed group's common reward (with a
+    binary verifier: at least one rescue rollout passed)."""
+    return bool(rescue) and max(rescue) > max(failed, default=0.0)
+
+
+def mean_or_zero(values: Iterable[float]) -> float:
+    """The mean of ``values``; 0.0 when there are none (a group or step whose rollouts were all masked)."""
+    values = list(values)
+    return statistics.fmean(values) if values else 0.0
 
 
 def is_effective(passed: Sequence[bool]) -> bool:

@@ -11,7 +11,8 @@ Harness-S §7                                here
 ==========================================  =================================================
 Eq. 6 advantages, population std, eps=1e-6  computed per group by the rollout (TRL's own
                                             ``scale_rewards`` uses Bessel's std + 1e-4, unused)
-Eq. 5 rescue of all-fail groups             ``rescue`` hook of ``HarnessRollout``
+Eq. 5 rescue of groups without success      ``rescue`` hook of ``HarnessRollout`` (``needs_rescue``:
+                                            no full credit and no reward contrast)
 (DAPO §3.2 dynamic sampling)                ``resample``: groups without contrast replaced by
                                             other tasks' groups (not in Harness-S; off by default)
 Eq. 7 clip, eta- = 0.20, eta+ = 0.28        ``epsilon=0.20``, ``epsilon_high=0.28``
@@ -29,7 +30,11 @@ with fewer than two is dropped (``coevo.training.masking``); each rollout sample
 seed (``coevo.training.seeds``).
 
 Differences: one generation batch per optimiser step (``num_iterations=1`` by default), so
-``pi_old`` is the sampling policy and the ratio starts at 1; ``max_len`` truncates very long
+``pi_old`` is the sampling policy and the ratio is 1 (up to float rounding when Eq. 16 scores
+``pi_old`` in its own no-grad forward): Eq. 7's clip (``epsilon``,
+``epsilon_high``) has no effect until ``num_iterations >= 2`` (TRL's several optimisation passes
+per generation batch; the old log-probs are then computed before the first pass). Dropout is off
+(``disable_dropout``), so ``lora_dropout`` has no effect here. ``max_len`` truncates very long
 segments from the tail.
 
 Speed without a change of objective: a step's rollouts share ``generate`` calls (each runs as a
@@ -183,7 +188,8 @@ def train_grpo(
 
     Args: ``config`` a ``StageConfig`` (or its dict; ``TrainConfig.stage`` builds it for a run);
     ``rescue`` the Eq. 5 hook
-    ``rescue(task, failed_group[, policy=]) -> group`` called when all K rollouts of a task fail
+    ``rescue(task, failed_group[, policy=]) -> group`` called for a group without success and without
+    reward contrast (``coevo.training.advantages.needs_rescue``; binary rewards: all K rollouts fail)
     (``coevo.training.rollout.sibling_rescue`` builds the Harness-S one); ``archive`` a
     ``coevo.storage.Archive`` that records the new checkpoint; ``policy_factory(trainer)`` the
     sampler (default: the trainer's own current weights through ``LocalChatModel``; a vLLM-backed

@@ -3,8 +3,8 @@
 Each round (a ``StageConfig`` step): the current policy samples ``num_generations`` rollouts for
 each of ``tasks_per_step`` tasks (drawn in turn, or from WHALE's ``PersistentSampler`` so that
 each phase continues where the last stopped) under the fixed harness (``coevo.harnesses.runtime.arun_rollout``),
-the verifier-accepted ones (``reward > rsft_threshold``: R = 1 for a binary verifier; with partial
-credit the threshold is the stated bar, default 0.5) are kept, and the adapter takes minibatch
+the verifier-accepted ones (those it passed, R = 1; with ``rsft_threshold`` set, a stated bar for
+partial credit: reward > it) are kept, and the adapter takes minibatch
 gradient steps on the token-normalised log-likelihood of their *policy* tokens only
 (``Trajectory.segments`` masks: user prompts, tool results and harness injections excluded). The
 next round samples from the updated weights ("synchronise the updated weights to the rollout
@@ -40,8 +40,11 @@ from coevo.training.schedule import PersistentSampler, run_phase
 from coevo.training.seeds import rollout_seed, without_fixed_seed
 
 
-def accepted(trajectories: Sequence[Trajectory], threshold: float) -> list[Trajectory]:
-    """The verifier-accepted trajectories: ``reward > threshold`` (WHALE §3.1)."""
+def accepted(trajectories: Sequence[Trajectory], threshold: float | None = None) -> list[Trajectory]:
+    """The verifier-accepted trajectories (WHALE §3.1): those the verifier passed when ``threshold``
+    is None (R = 1), else those with ``reward > threshold`` (a partial-credit bar the config states)."""
+    if threshold is None:
+        return [t for t in trajectories if t.passed]
     return [t for t in trajectories if t.reward > threshold]
 
 

@@ -92,6 +92,22 @@ def tracked(stage: StageConfig, run: RunConfig, run_id: str, round: int) -> Stag
                                     "run_name": f"{run_id}/round{round}"})
 
 
+def grpo_phase(phase: WeightPhase, tasks: Sequence[Task], config: StageConfig) -> tuple[list[Task], int, StageConfig]:
+    """A weight phase as a GRPO stage: its ``max_steps`` optimiser steps on the next tasks of the
+    phase's persistent sampler (``phase.sampler`` over ``phase.stream`` from ``phase.position``,
+    passing over tasks not in ``tasks``): one generation batch of ``tasks_per_step`` tasks per
+    ``num_iterations`` steps. Returns (the drawn tasks, in order, as the stage's dataset; the
+    sampler position after them; ``config`` with ``steps = max_steps``). Raises ``ValueError`` for
+    a phase with a stopping rule (WHALE's adaptive rule ends RSFT phases only)."""
+    if phase.stop is not None:
+        raise ValueError("an adaptive weight phase (a stopping rule) runs RSFT; GRPO stages run their length")
+    ids = {t.id for t in tasks}
+    batches = -(-phase.max_steps // config.num_iterations)
+    drawn, position = phase.sampler.take(phase.stream, phase.position, batches * config.tasks_per_step,
+                                         keep=lambda t: t.id in ids)
+    return drawn, position, config.model_copy(update={"steps": phase.max_steps})
+
+
 class StageTrainer:
     """The weight stage behind ``MetaContext.trainer``: ``train_grpo`` (Harness-S §7) or
     ``train_rsft`` (WHALE §3.1), as ``config.train.algorithm`` says, on the given train tasks with
@@ -106,7 +122,9 @@ class StageTrainer:
     runs position j under ``mixture[j % len]`` (Harness-S App. 8; RSFT refuses it). Adapters are saved
     under the absolute ``<out_dir>/adapters`` and stored with that path. The new checkpoint's metrics
     get the size of its change (``measured``). With a run tracker, TRL logs the stage's steps to it
-    (``tracked``).
+    (``tracked``). A weight phase (``StageOptions.phase``) goes to RSFT as its sampler, position,
+    length and stopping rule; a GRPO stage draws its tasks from the phase's sampler (``grpo_phase``)
+    and records ``sampler_position`` in its metrics.
 
     ``executor`` (the run's, ``coevo.evaluation.executors``; None: in process) is handed to the
     stage and its rescue: a server-backed sampler's groups run on its workers, while the default
@@ -133,7 +151,8 @@ class StageTrainer:
         # absolute: the checkpoint's stored adapter_path must not depend on where a resume is started from
         config = train.stage(round, self.config.seed, Path(self.config.out_dir).expanduser().resolve())
         config = tracked(config, self.config, self.run_id, round)
-        options: dict[str, Any] = stage_options.phase.options() if stage_options.phase else {}
+        phase, drawn_to = stage_options.phase, None
+        options: dict[str, Any] = phase.options() if phase and train.algorithm == "rsft" else {}
         if self.executor is not None:
             options["executor"] = self.executor
         if stage_options.experience:
@@ -152,6 +171,8 @@ class StageTrainer:
                                  "RSFT does not form; set train.algorithm = \"grpo\"")
             from coevo.training.rsft import train_rsft as stage
         else:
+            if phase is not None:
+                tasks, drawn_to, config = grpo_phase(phase, tasks, config)
             from coevo.training.grpo import train_grpo as stage
             from coevo.training.rollout import sibling_rescue
 
@@ -180,6 +201,8 @@ class StageTrainer:
         new, trajectories = stage(checkpoint, training_spec(spec, train), self.env, tasks, config,
                                   archive=self.archive, run_id=self.run_id, **options)
         new = measured(new, checkpoint, spec.id)
+        if drawn_to is not None:
+            new = new.model_copy(update={"metrics": {**new.metrics, "sampler_position": drawn_to}})
         if train.vllm:
             from coevo.training.vllm_sync import adapter_name, publish_checkpoint, served_ref, unload_lora_adapter
 

@@ -19,8 +19,9 @@ from coevo.graphs.coevo_rsi.archive_view import harness_aliases, summarize
 from coevo.graphs.coevo_rsi.state import BaseRequest, CoevoRsiState
 from coevo.meta.context import MetaContext
 from coevo.meta.inheritance import PairStats
+from coevo.meta.sealing import sealed_tasks
 from coevo.meta.state import RESET
-from coevo.nodes.edit import realise
+from coevo.nodes.edit import realise, sealing
 from coevo.records import Trajectory
 from coevo.roles.inheritor import with_cause_evidence
 from coevo.roles.operators import assignments
@@ -30,7 +31,7 @@ async def _survey(state: CoevoRsiState, runtime: Runtime[MetaContext], latest_on
     ctx = runtime.context
     summary = summarize(ctx.archive, ctx.run_id, state["incumbent"], state["checkpoint"],
                         state.get("start_checkpoint", state["checkpoint"]), latest_only=latest_only)
-    excluded = set(state.get("demo_tasks", []))
+    excluded = sealed_tasks(state)
     probe = [t for t in ctx.tasks("train") if t.id not in excluded][: ctx.config.meta.smoke_tasks]
     if probe and len(summary.entries) > 1:
         results = await asyncio.gather(*(ctx.evaluate(e.harness_id, summary.checkpoint, "train", probe, k=1)
@@ -116,4 +117,4 @@ def edit_from_base(request: BaseRequest, runtime: Runtime[MetaContext]) -> dict:
     ctx.log("edit", f"{direction.id}: base #{choice.index} {choice.base_id[:12]}{older} -> {candidate.status} "
                      f"{candidate.spec_id and candidate.spec_id[:12] or ''} "
                      f"{candidate.reason[:100] or candidate.rationale[:100]}")
-    return {"candidates": [candidate]}
+    return {"candidates": [candidate], "sealed": sealing([candidate], {})}

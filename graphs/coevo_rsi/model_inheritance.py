@@ -8,7 +8,9 @@ Selection, steps 1-6; Figure 3, right):
   proposal is then ``refused`` with that reason). Every proposal is scored on validation (score
   and TIMR), beside the incumbent pair p_t.
 - ``adapt``: the best proposal p̄_t is trained under its harness with the ``[train]`` algorithm
-  (``rsft``: SFT on its accepted train rollouts; ``grpo``), giving p⁺_t, scored on validation.
+  (``rsft``: SFT on its accepted train rollouts; ``grpo``), giving p⁺_t, scored on validation. Each
+  round's stage continues one persistent shuffled sampler over the train tasks (WHALE §3.1's, at
+  ``sampler_position``), so successive rounds train on new tasks instead of restarting at task 0.
 - ``promote``: p_t vs p̄_t vs p⁺_t with margin δ_prom (``decide_promotion``).
 """
 
@@ -22,9 +24,11 @@ from langgraph.runtime import Runtime
 from coevo.graphs.coevo_rsi.state import CoevoRsiState
 from coevo.meta.context import MetaContext
 from coevo.meta.inheritance import ModelProposal, PairScore, Promotion
+from coevo.meta.sealing import unseal
 from coevo.meta.state import EvalSummary
 from coevo.nodes.train import run_stage
 from coevo.records import Checkpoint
+from coevo.training.schedule import PersistentSampler, WeightPhase
 
 
 def _offspring(state: CoevoRsiState) -> list[tuple[str, str]]:
@@ -99,22 +103,32 @@ def best_proposal(proposals: list[ModelProposal]) -> ModelProposal | None:
 
 
 async def adapt(state: CoevoRsiState, runtime: Runtime[MetaContext]) -> dict:
-    """p⁺_t: train p̄_t's checkpoint under its harness (``run_stage``: the ``[train]`` algorithm on the
-    train tasks no demonstration answers), then score the new pair on val. ``adapted`` is None
-    when there is no scored proposal, ``rsi.adapt`` is off, or the run has no trainer."""
+    """p⁺_t: train p̄_t's checkpoint under its harness (``run_stage``: the ``[train]`` algorithm's
+    ``train.steps`` on the train tasks no live harness answers, drawn from the run's persistent
+    sampler at ``sampler_position``), then score the new pair on val. ``adapted`` is None when there
+    is no scored proposal, ``rsi.adapt`` is off, or the run has no trainer; otherwise the update
+    carries the sampler's new position."""
     ctx = runtime.context
     best = best_proposal(state.get("proposals", []))
     if best is None or not ctx.config.rsi.adapt or ctx.trainer is None:
         return {"adapted": None}
+    position = state.get("sampler_position", 0)
+    phase = WeightPhase(sampler=PersistentSampler(ctx.config.seed), stream=ctx.tasks("train"), position=position,
+                        max_steps=ctx.config.train.steps)
     checkpoint, trajectories, stage = await run_stage(ctx, state, ctx.spec(best.harness_id), best.checkpoint_id or "",
-                                                      [])
+                                                      [], phase=phase)
+    record = ctx.archive.get(Checkpoint, checkpoint)
+    metrics = record.metrics if record is not None else {}
+    after_position = int(metrics.get("sampler_position", position + ctx.config.train.steps
+                                     * ctx.config.train.tasks_per_step))
     before, after = await asyncio.gather(ctx.evaluate(best.harness_id, best.checkpoint_id or "", "val"),
                                          ctx.evaluate(best.harness_id, checkpoint, "val"))
     stage = stage.model_copy(update={"before": EvalSummary.of(before), "after": EvalSummary.of(after)})
     ctx.log("adapt", f"round {state.get('round', 0)}: {best.harness_id[:12]} {best.checkpoint_id} -> "
                      f"{checkpoint}: val {before.mean_reward:.3f} -> {after.mean_reward:.3f}, TIMR {after.timr:.3f}")
     return {"adapted": PairScore(harness_id=best.harness_id, checkpoint_id=checkpoint, val=after.mean_reward,
-                                 timr=after.timr), "stage": stage, "train_trajectories": [t.id for t in trajectories]}
+                                 timr=after.timr), "stage": stage, "train_trajectories": [t.id for t in trajectories],
+            "sampler_position": after_position}
 
 
 def decide_promotion(rnd: int, incumbent: PairScore, best: PairScore | None, adapted: PairScore | None,
@@ -145,7 +159,9 @@ def decide_promotion(rnd: int, incumbent: PairScore, best: PairScore | None, ada
 async def promote(state: CoevoRsiState, runtime: Runtime[MetaContext]) -> dict:
     """Promotion of round t: the incumbent pair p_t scored on val (same tasks and seeds as the
     proposals), ``decide_promotion`` against p̄_t and p⁺_t with ``rsi.promotion_margin``; the kept pair
-    becomes (``incumbent``, ``checkpoint``). Stores the decision (``MetaContext.record_promotion``)."""
+    becomes (``incumbent``, ``checkpoint``). Stores the decision (``MetaContext.record_promotion``);
+    the round's offspring harnesses not kept leave ``sealed`` (an editor that later picks one as its
+    base makes a child that is sealed afresh)."""
     ctx = runtime.context
     rnd = state.get("round", 0)
     result = await ctx.evaluate(state["incumbent"], state["checkpoint"], "val")
@@ -160,5 +176,7 @@ async def promote(state: CoevoRsiState, runtime: Runtime[MetaContext]) -> dict:
     ctx.log("promote", f"round {rnd}: {'PROMOTED' if decision.accepted else 'kept'} "
                      f"({kept.harness_id[:12]}, {kept.checkpoint_id}): {decision.reason}")
     final = result if not decision.accepted else await ctx.evaluate(kept.harness_id, kept.checkpoint_id, "val")
+    offspring = [h for h, _ in _offspring(state) if h != kept.harness_id]
     return {"promotion": decision, "incumbent": kept.harness_id, "checkpoint": kept.checkpoint_id,
-            "validation": {kept.harness_id: EvalSummary.of(final)}}
+            "validation": {kept.harness_id: EvalSummary.of(final)},
+            "sealed": unseal(offspring, {**state, "incumbent": kept.harness_id})}

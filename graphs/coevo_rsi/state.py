@@ -18,6 +18,9 @@ class CoevoRsiState(MetaState, total=False):
     """Replaced each round by ``adapt``: the adapted proposal p⁺ (None when not adapted)."""
     promotion: Promotion
     """Replaced each round by ``promote``: the round's promotion decision."""
+    sampler_position: int
+    """Replaced by ``adapt``: tasks drawn so far from the run's persistent train sampler (WHALE §3.1's),
+    where the next round's adaptation continues."""
 
 
 class BaseRequest(EditRequest):

@@ -31,6 +31,7 @@ from coevo.graphs.harness_s.state import HarnessSState
 from coevo.harnesses.spec import HarnessSpec
 from coevo.meta.context import MetaContext
 from coevo.meta.pool import Brief, PoolMember
+from coevo.meta.sealing import live
 from coevo.meta.state import RESET, Candidate, Direction, EditRequest, EvalSummary
 from coevo.nodes.train import stage_tasks
 from coevo.records import Trajectory
@@ -182,8 +183,9 @@ async def select_parents(state: HarnessSState, runtime: Runtime[MetaContext]) ->
     per val task, the run's seed: paired with each other), add them to the pool with their lineage
     and direction (Eq. 4; stored with ``MetaContext.record_pool``), and choose the next parents by Eq. 3
     (``harness_s.parents`` slots). Without a valid child the parents stay. On the first round the
-    pool starts with H0 (``round`` -1). Train tasks a new member's spec carries (``carried_tasks``)
-    join ``demo_tasks``."""
+    pool starts with H0 (``round`` -1). Every new member is sealed with the train tasks its spec
+    answers (``MetaContext.demonstrated``, and ``carried_tasks``): pool harnesses stay live, rescue
+    runs under them."""
     ctx = runtime.context
     g, hs = state.get("evolution_round", 0), ctx.config.harness_s
     briefs = {b.direction: b for b in state.get("briefs", [])}
@@ -211,9 +213,10 @@ async def select_parents(state: HarnessSState, runtime: Runtime[MetaContext]) ->
     ctx.log("select", f"evolution round {g}: {len(valid)} valid child(ren), pool {len(known) + len(added)}; "
                      f"parents {[p[:12] for p in parents]} cover {cover} val task(s) (Eq. 3)")
     train = ctx.tasks("train")
-    carried = [t for m in added if m.round == g for t in carried_tasks(ctx.spec(m.harness_id), train)]
+    sealed = {m.harness_id: live([*ctx.demonstrated(spec), *carried_tasks(spec, train)])
+              for m in added if m.round == g for spec in [ctx.spec(m.harness_id)]}
     return {"pool": added, "parents": parents, "validation": validation, "evolution_round": g + 1,
-            "demo_tasks": carried}
+            "sealed": sealed}
 
 
 def member(harness_id: str, summary: EvalSummary, **lineage) -> PoolMember:

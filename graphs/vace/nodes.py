@@ -9,6 +9,7 @@ import asyncio
 from langgraph.runtime import Runtime
 
 from coevo.meta.context import MetaContext
+from coevo.meta.sealing import unseal
 from coevo.meta.state import EvalSummary, MetaState
 
 
@@ -32,13 +33,17 @@ async def stage_effect(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
 
 
 def adopt(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
-    """No gate (the ``ungated`` ablation): the first checked candidate replaces the incumbent; the
-    round then holds no validation (nothing validated the adopted candidate)."""
-    checked = [c for c in state.get("checked", []) if c.status == "checked" and c.spec_id]
-    if checked:
-        runtime.context.log("adopt", f"round {state.get('round', 0)}: {checked[0].spec_id[:12]} (ungated)")
-        return {"incumbent": checked[0].spec_id, "validation": {}}
-    return {}
+    """No gate (VACE's ungated ablation): H[t+1] = H'[t], the round's edit that applied (of the
+    best-supported direction when ``meta.candidates`` > 1) with no check and no validation; the
+    round then holds no validation. Returns the round's candidates as ``checked`` (for the round
+    summary) and removes the edits not adopted from ``sealed``."""
+    proposed = list(state.get("candidates", []))
+    applied = [c for c in proposed if c.status != "rejected" and c.spec_id]
+    chosen = applied[0].spec_id if applied else None
+    if chosen:
+        runtime.context.log("adopt", f"round {state.get('round', 0)}: {chosen[:12]} (ungated)")
+    dropped = unseal([c.spec_id or "" for c in applied if c.spec_id != chosen], state)
+    return {"checked": proposed, "sealed": dropped, **({"incumbent": chosen, "validation": {}} if chosen else {})}
 
 
 def stagewise_rounds(state: MetaState, runtime: Runtime[MetaContext]) -> str:

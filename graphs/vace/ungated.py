@@ -1,11 +1,14 @@
-"""VACE without its gate (the paper's ablation, DESIGN.md strategy table): the refined candidate
-replaces the incumbent without validation::
+"""VACE without its gate (the paper's "ungated alternation", DESIGN.md strategy table): the refined
+candidate replaces the incumbent with no validation and no check gate::
 
     for t in rounds:
         W[t+1], T[t] = train(W[t], H[t], D_train)
         val(W[t], H[t]), val(W[t+1], H[t])             # stage_effect: the stage's own effect
-        H'[t]        = refine(H[t], T[t])
-        H[t+1]       = H'[t]                            # adopt: the first checked candidate
+        H'[t]        = refine(H[t], T[t])                # curate -> edit (no check)
+        H[t+1]       = H'[t]                            # adopt
+
+With ``meta.candidates = 1`` (the default, as in VACE) H'[t] is the one edit of the round; with
+more, ``adopt`` takes the edit of the best-supported direction (the first that applied).
 """
 
 from __future__ import annotations
@@ -26,10 +29,8 @@ def build() -> StateGraph:
     # W[t+1], T[t] = train(W[t], H[t], D_train)
     builder.add_edge("setup", "train")
     builder.add_edge("train", "stage_effect")
-    # H'[t] = refine(H[t], T[t])
-    refined = add_refinement(builder, after="stage_effect")
-    # H[t+1] = H'[t]
-    builder.add_edge(refined, "adopt")
+    # H'[t] = refine(H[t], T[t]), no check; H[t+1] = H'[t]
+    add_refinement(builder, after="stage_effect", then="adopt", checked=False)
     # for t in rounds
     add_rounds(builder, first="train", last="adopt")
     return builder

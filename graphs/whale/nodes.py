@@ -15,9 +15,10 @@ from langgraph.runtime import Runtime
 from coevo.graphs.whale.state import WhaleState
 from coevo.harnesses.patch import PROMPT_FIELDS
 from coevo.meta.context import MetaContext
+from coevo.meta.sealing import sealed_tasks, unseal
 from coevo.meta.search import Plan
 from coevo.nodes.search import best_of_archive, close_phase, iteration_record, rescored
-from coevo.nodes.train import rescue_pool, run_stage, stage_tasks
+from coevo.nodes.train import run_stage, stage_tasks
 from coevo.records import Checkpoint, Phase
 from coevo.timestamps import utcnow
 from coevo.training.schedule import Patience, PersistentSampler, WeightPhase, epochs_to_steps
@@ -106,8 +107,7 @@ async def weight_phase(state: WhaleState, runtime: Runtime[MetaContext]) -> dict
     spec = ctx.spec(state["incumbent"])
     options = phase_options(ctx, state, len(stage_tasks(ctx, state)))
     started = utcnow()
-    checkpoint, trajectories, stage = await run_stage(ctx, state, spec, state["checkpoint"],
-                                                      rescue_pool(ctx, state, spec), phase=options)
+    checkpoint, trajectories, stage = await run_stage(ctx, state, spec, state["checkpoint"], phase=options)
     record = ctx.archive.get(Checkpoint, checkpoint)
     metrics = record.metrics if record is not None else {}
     return {"checkpoint": checkpoint, "train_trajectories": [t.id for t in trajectories], "stage": stage,
@@ -130,9 +130,10 @@ def search_stop(state: WhaleState, runtime: Runtime[MetaContext], signal: list[f
 
 def accept(state: WhaleState, runtime: Runtime[MetaContext]) -> dict:
     """After iteration i the best harness of the whole archive is accepted as the incumbent (it may
-    be older than this iteration). Records the iteration and, when the phase ends, the ``Phase``."""
+    be older than this iteration). Records the iteration and, when the phase ends, the ``Phase``;
+    the phase's proposals not accepted then leave ``sealed``."""
     ctx = runtime.context
-    excluded = set(state.get("demo_tasks", []))
+    excluded = sealed_tasks(state)
     entries, phase, it = state["search"], state.get("phase", 0), state.get("iteration", 0)
     best = best_of_archive(entries, excluded)
     record = iteration_record(state, best.harness_id, best.score, best.harness_id != state["incumbent"])
@@ -147,4 +148,6 @@ def accept(state: WhaleState, runtime: Runtime[MetaContext]) -> dict:
                        harness_id=best.harness_id, checkpoint=state["checkpoint"], signal=signal, stop_reason=reason,
                        fields=state.get("fields"))
         out["phases"] = [close_phase(ctx, record, state.get("phase_started"))]
+        out["sealed"] = unseal([e.harness_id for e in entries if e.iteration > 0 and e.harness_id != best.harness_id],
+                               {**state, "incumbent": best.harness_id})
     return out

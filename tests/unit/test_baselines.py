@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 from test_harness_s import _run_harness_s
-from test_meta_loop import WordEnv, policy, setup_run
-from test_whale import whale_run
+from test_meta_loop import policy, setup_run
+from test_whale import SplitWordEnv, whale_run
 
 from coevo.app.run import run_meta
 from coevo.config import RunConfig
@@ -96,10 +96,10 @@ def pace_run(tmp_path, strategy):
     (tmp_path / "h0.json").write_text(h0.model_dump_json())
     config = RunConfig(strategy=strategy, rounds=2, db=str(tmp_path / "run.db"), harness=str(tmp_path / "h0.json"),
                        policy="fake:words", env={"ref": "words", "n_train": 4, "n_val": 4, "n_test": 4},
-                       pace={"patience": 1}, search={"candidates": 2})
+                       pace={"patience": 1}, search={"candidates": 2, "tasks": 2})  # a disjoint search split
     archive = Archive(config.db)
     model = policy("help")
-    ctx = MetaContext(config=config, env=WordEnv(), archive=archive, policy=lambda ckpt: model,
+    ctx = MetaContext(config=config, env=SplitWordEnv(), archive=archive, policy=lambda ckpt: model,
                       proposer=OfflineProposer(editor=OfflineEditor()))
     return asyncio.run(run_meta(config, run_id="run-1", context=ctx, archive=archive)), archive
 

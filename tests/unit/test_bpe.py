@@ -177,26 +177,15 @@ def test_a_cost_aware_grpo_stage_learns_from_the_cost_alone_and_records_both_par
     """Every rollout solves its task; half also write a belief. With lambda > 0 the cost is the only
     contrast, so the stage has a learning signal on the same GRPO objective, and the checkpoint's
     metrics keep task reward, harness cost and the shaped reward apart."""
-    from training_kit import LookupEnv, tiny_llama_checkpoint
+    from training_kit import LookupEnv, belief_policy, tiny_llama_checkpoint
 
     from coevo.training.grpo import train_grpo
 
-    episodes = itertools.count()
-
-    def reply(messages):
-        text = "\n".join(str(m.content) for m in messages)
-        task = next(str(m.content) for m in messages if "look up" in str(m.content)).rsplit(" ", 1)[-1]
-        if "VALUE-" in text:
-            return f"Final answer: VALUE-{task}"
-        if "belief updated" not in text and next(episodes) % 2 == 0:
-            return '[bpe_update_belief(hypothesis="the value is in the table")]'
-        return f'[lookup(key="{task}")]'
-
-    spec = HarnessSpec(parser={"mode": "python_call"}, bpe={})
+    spec, policy = HarnessSpec(parser={"mode": "python_call"}, bpe={}), belief_policy()
     env = LookupEnv()
     cfg = {"steps": 1, "learning_rate": 1e-2, "output_dir": str(tmp_path / "runs"), "action_cost": 1.0}
     new, trajs = train_grpo(tiny_llama_checkpoint(tmp_path / "base"), spec, env, env.tasks(), cfg,
-                            policy_factory=lambda tr: ScriptedChatModel(script=[reply], with_tokens=True))
+                            policy_factory=lambda tr: policy)
     assert all(t.passed for t in trajs) and sorted(t.harness_writes for t in trajs) == [0] * 4 + [1] * 4
     m = new.metrics
     assert m["reward_mean"] == 1.0 and m["task_reward"] == 1.0

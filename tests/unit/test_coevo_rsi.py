@@ -60,7 +60,8 @@ def test_an_editor_can_choose_a_harness_older_than_the_incumbent_and_the_child_d
     (cand,) = out["candidates"]
     assert cand.parent_id == h0.id and cand.spec_id and archive.get(HarnessRecord, cand.spec_id).parents == [h0.id]
     (record,) = archive.list(BaseChoice, run_id="run-1")  # the choice is stored, not kept in the state
-    assert record.index == 0 and "0.750" in record.reason and set(out) == {"candidates"}
+    assert record.index == 0 and "0.750" in record.reason and set(out) == {"candidates", "sealed"}
+    assert {h: e.tasks for h, e in out["sealed"].items()} == {cand.spec_id: cand.demo_tasks}  # pending until promote
     assert (record.base_id, record.incumbent_id, record.child_id) == (h0.id, h1.id, cand.spec_id)
     assert record.evidence["direction"]["cause"] == "wrong_func_name" and len(record.evidence["archive"]) == 2
 

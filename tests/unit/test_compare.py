@@ -16,7 +16,7 @@ from coevo.meta.context import MetaContext
 from coevo.records import Checkpoint, RunRecord, Trajectory
 from coevo.report.compare import write_compare_report
 from coevo.roles.curator import OfflineCurator
-from coevo.roles.editor import OfflineEditor
+from coevo.roles.editor import OfflineEditor, demonstration_source
 from coevo.storage import Archive
 from coevo.training.stage import StageOptions
 
@@ -52,7 +52,8 @@ def services(archive, crash_in=None):
         made.append((cfg.strategy, cfg.seed))
         refine = "editor" in strategy.roles
         return MetaContext(config=cfg, env=env, archive=archive, policy=lambda ckpt: model, trainer=trainer,
-                           curator=OfflineCurator(2) if refine else None, editor=OfflineEditor() if refine else None)
+                           curator=OfflineCurator(2) if refine else None,
+                           editor=OfflineEditor(demo_answer=demonstration_source(env)) if refine else None)
 
     return context_for, made
 
@@ -121,7 +122,9 @@ def test_a_comparison_stopped_by_a_crash_resumes_to_the_same_table(tmp_path):
     assert [r.source for r in resumed.runs] == ["reused", "reused", "reused", "resumed"]
     assert [r.model_dump() for r in resumed.rows] == [r.model_dump() for r in reference.rows]
     ungated = resumed.rows[1]
-    assert not ungated.gated and ungated.adopted == 2 and ungated.vs_reference.mean == 0.0
+    # each seed adopts one edit per round, unchecked: round 0's first sample (demonstrations) does not help, so
+    # round 1 still has failures and adopts the rule: 2 seeds x 2 rounds
+    assert not ungated.gated and ungated.adopted == 4 and ungated.vs_reference.mean == 0.0
 
 
 def test_compare_refuses_unknown_strategies_and_empty_lists(tmp_path):

@@ -37,17 +37,17 @@ def budgeted(tmp_path, budget, strategy="vace"):
 
 
 def test_a_capped_run_stops_before_the_phase_that_would_overrun_and_still_tests_its_pair(tmp_path, caplog):
-    # uncapped, round 0 spends train 4, stage_effect 4 + 4, checks 22 (two samples per direction), validate 4
-    # (test_budget.py)
-    config, ctx, archive = budgeted(tmp_path, 36)
+    # uncapped, round 0 spends train 4, stage_effect 4 + 4, checks 15 (two samples per direction, w-pear's
+    # demonstration left out of every check), validate 4 (test_budget.py): a cap of 30 stops before validate
+    config, ctx, archive = budgeted(tmp_path, 30)
     with caplog.at_level("INFO", logger="coevo.loop"):
         state = asyncio.run(_run(config, ctx, archive))
     said = [r for r in caplog.records if getattr(r, "topic", "") == "validate"]
     assert said and said[-1].getMessage() == f"{state['budget_stop']}; the run ends here, then its final test"
     budgets = archive.list(BudgetRecord, run_id="run-1")
-    assert totals(budgets)["rollouts"] == 34 <= config.budget
-    assert by_phase(budgets) == {"train": 4, "stage_effect": 8, "check": 22}  # validate's 4 would make 38
-    assert "val evaluation" in state["budget_stop"] and "past budget = 36 (spent 34" in state["budget_stop"]
+    assert totals(budgets)["rollouts"] == 27 <= config.budget
+    assert by_phase(budgets) == {"train": 4, "stage_effect": 8, "check": 15}  # validate's 4 would make 31
+    assert "val evaluation" in state["budget_stop"] and "past budget = 30 (spent 27" in state["budget_stop"]
     assert state["history"] == [] and not state.get("decisions")  # gate and next_round were passed over
     assert state["checkpoint"] != state["start_checkpoint"] and state["test"]["final"].score == 0.0
     # the final pair (H0, W1) on val is stage_effect's evaluation, reused: measured, not paid again
@@ -156,10 +156,13 @@ def family_context(tmp_path, strategy, budget):
     from coevo.roles.voter import RuleVoter
 
     config, ctx, archive = budgeted(tmp_path, budget, strategy)
+    row = get_strategy(strategy)
     config = config.model_copy(update={"harness_s": config.harness_s.model_copy(update={"proposals": [2, 2]}),
                                        "train": config.train.model_copy(update={"algorithm": "grpo"})})
+    if "proposer" in row.roles:  # a disjoint search split (WHALE §5's D_search) from the env's 4 train tasks
+        config = config.model_copy(update={"env": config.env.model_copy(update={"n_train": 2}),
+                                           "search": config.search.model_copy(update={"tasks": 2})})
     config = RunConfig.model_validate(config.model_dump())  # the strategy's algorithm (WHALE: RSFT)
-    row = get_strategy(strategy)
     ctx.config, ctx.trainer = config, ctx.trainer if row.trains else None
     ctx.proposer, ctx.inheritor = OfflineProposer(), OfflineInheritor()
     ctx.profiler, ctx.voter = OfflineProfiler(), [RuleVoter()]

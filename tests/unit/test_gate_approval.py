@@ -53,6 +53,7 @@ class TaggedEditor:
 def two_candidate_run(tmp_path, db=None):
     config, ctx, archive = setup_run(tmp_path, "help", curator=TwoDirections(), editor=TaggedEditor(), db=db)
     config.meta.local_check = False
+    config.meta.candidates = 2
     return config, ctx, archive
 
 
@@ -71,7 +72,8 @@ def write_config(folder, config, **paths):
     keys = {"db": config.db, "out_dir": str(folder), "harness": config.harness, **paths}
     path = folder / "run.toml"
     path.write_text("".join(f'{k} = "{v}"\n' for k, v in keys.items()) + 'policy = "fake:words"\nrounds = 2\n'
-                    '[env]\nref = "words"\nn_train = 4\nn_val = 4\nn_test = 4\n[meta]\nlocal_check = false\n')
+                    '[env]\nref = "words"\nn_train = 4\nn_val = 4\nn_test = 4\n[meta]\nlocal_check = false\n'
+                    'candidates = 2\n')
     return path
 
 
@@ -175,8 +177,9 @@ def test_cli_pause_prints_a_resume_hint_that_works_as_printed(tmp_path, monkeypa
                          terminal_width=300)
     assert done.exit_code == 0, done.output
     assert "summary" in done.output
-    assert re.search(r"gate +round 0: \w+ ACCEPTED: c=1.0000 beats b=0.0000; c − b = \+1.00 \[1.00, 1.00\] over 4 "
-                     r"tasks; person accepted", done.output), done.output
+    assert re.search(r"gate +round 0: \w+ ACCEPTED: c=1.0000 beats b=0.0000, paired bootstrap p=0.000 \(Bonferroni "
+                     r"over 2 candidates: level 0.05/2\); c − b = \+1.00 \[1.00, 1.00\] over 4 tasks; person accepted",
+                     done.output), done.output
     with Archive(db) as archive:
         fates = sorted((d.accepted, d.reason.rsplit("; ", 1)[-1]) for d in archive.list(GateDecision, run_id=run_id))
         assert fates == [(False, "person rejected"), (True, "person accepted")]

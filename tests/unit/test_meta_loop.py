@@ -13,6 +13,7 @@ from coevo.envs.base import Episode, Score, Task
 from coevo.harnesses.runtime import arun_rollout
 from coevo.harnesses.spec import HarnessSpec, Prompt
 from coevo.meta.context import MetaContext
+from coevo.meta.sealing import sealed_tasks
 from coevo.meta.state import Direction
 from coevo.models.fake import ScriptedChatModel
 from coevo.models.trajectory import Trajectory
@@ -28,7 +29,7 @@ from coevo.records import (
     RunRecord,
 )
 from coevo.roles.curator import LLMCurator, OfflineCurator
-from coevo.roles.editor import LLMEditor, OfflineEditor
+from coevo.roles.editor import LLMEditor, OfflineEditor, demonstration_source
 from coevo.storage import Archive
 from coevo.training.stage import StageOptions
 
@@ -48,6 +49,9 @@ class WordEnv:
     def episode(self, task, seed=0):
         return Episode(task=task)
 
+    def reveal(self, task):
+        return task.prompt.rsplit(" ", 1)[1]
+
     def score(self, task, answer, episode):
         gold = task.prompt.rsplit(" ", 1)[1]
         ok = (answer or "").strip() == gold
@@ -57,13 +61,17 @@ class WordEnv:
 
 def policy(effect: str):
     """A fake policy: right iff the system prompt carries the offline rule for wrong_func_name;
-    ``effect='regress'`` makes that rule hurt instead (the candidate then loses)."""
+    ``effect='regress'`` makes that rule hurt instead (the candidate then loses); ``effect='demos'``:
+    right iff the harness shows a demonstration (a train task's prompt before the task's own)."""
 
     def reply(messages):
         system, task = str(messages[0].content), str(messages[-1].content)
         word = task.rsplit(" ", 1)[1]
         has_rule = "Call exactly the function" in system
-        right = has_rule if effect == "help" else (not has_rule and word in ("date", "sloe"))
+        if effect == "demos":
+            right = any("Repeat the word:" in str(m.content) for m in messages[:-1])
+        else:
+            right = has_rule if effect == "help" else (not has_rule and word in ("date", "sloe"))
         return AIMessage(content=f"Final answer: {word if right else 'banana'}")
 
     return ScriptedChatModel(script=[reply])
@@ -108,7 +116,7 @@ def setup_run(tmp_path, effect="help", fail_once_at=None, strategy="vace", curat
     env, model = WordEnv(), policy(effect)
     ctx = MetaContext(config=config, env=env, archive=archive, policy=lambda ckpt: model,
                       trainer=FakeTrainer(env, model, archive, fail_once_at), curator=curator or OfflineCurator(2),
-                      editor=editor or OfflineEditor(operators=EDIT_OPERATORS))
+                      editor=editor or OfflineEditor(operators=EDIT_OPERATORS, demo_answer=demonstration_source(env)))
     return config, ctx, archive
 
 
@@ -259,7 +267,10 @@ def test_report_and_summary_show_rounds_decisions_and_plots(tmp_path):
 
 
 def test_a_demonstrations_task_never_appears_in_a_later_weight_stage_or_local_check(tmp_path):
-    config, ctx, archive = setup_run(tmp_path, "help")
+    # only an accepted harness seals its demonstrations (a rejected one's return: test_sealing.py), so the
+    # one candidate here is demonstrations and the policy gets the words right when it sees one
+    config, ctx, archive = setup_run(tmp_path, "demos", editor=OfflineEditor(operators=("demonstrations",),
+                                                                            demo_answer=demonstration_source(WordEnv())))
     config.meta.local_check = False  # the demonstrations candidate passes its smoke check (and is gated)
     state = asyncio.run(_run(config, ctx, archive))
     edits = archive.list(EditRecord, run_id="run-1")
@@ -267,7 +278,7 @@ def test_a_demonstrations_task_never_appears_in_a_later_weight_stage_or_local_ch
                  if op["path"].startswith("/skills/")} for r in {e.round for e in edits}}
     assert demos[0], "the offline editor should have turned failed train tasks' answers into demonstrations"
     demo_ids = {f"w-{w}" for w in demos[0]}
-    assert set(state["demo_tasks"]) == demo_ids
+    assert sealed_tasks(state) == demo_ids and list(state["sealed"]) == [state["incumbent"]]
     (r0, tasks0, _), (r1, tasks1, _) = ctx.trainer.stages
     assert demo_ids <= set(tasks0) and not demo_ids & set(tasks1)  # round 1 trains on the others only
     carriers = {h.id for h in archive.list(HarnessRecord, run_id="run-1")
@@ -278,9 +289,18 @@ def test_a_demonstrations_task_never_appears_in_a_later_weight_stage_or_local_ch
     assert state["history"][1].weights.excluded_tasks == len(demo_ids)
 
 
+class SameDrawEditor(OfflineEditor):
+    """The offline editor drawing every round as in round 0: the same evidence gives the same child (as a
+    deterministic LLM editor would), where the library's draw is seeded by the round."""
+
+    def propose(self, *args, round=0, **kwargs):
+        return super().propose(*args, round=0, **kwargs)
+
+
 def test_harness_only_does_not_repropose_a_rejected_candidate_from_identical_evidence(tmp_path):
     config, ctx, archive = setup_run(tmp_path, "regress", strategy="harness_only",
-                                     editor=OfflineEditor(operators=("demonstrations",)))
+                                     editor=SameDrawEditor(operators=("demonstrations",),
+                                                           demo_answer=demonstration_source(WordEnv())))
     config.meta.local_check = False  # the regressing candidate reaches the gate and is rejected there
     ctx.trainer = None
     state = asyncio.run(_run(config, ctx, archive))
@@ -291,26 +311,15 @@ def test_harness_only_does_not_repropose_a_rejected_candidate_from_identical_evi
     samples = sorted((e for e in archive.list(EvaluationRecord, run_id="run-1") if e.harness_id in samplers),
                      key=lambda e: e.created_at)
     assert [e.seeds for e in samples] == [[0], [1000]]  # each round samples with its own seed
-    assert set(samples[0].task_ids) != set(samples[1].task_ids)  # the demonstrated tasks are left out
+    # the gate-rejected candidate's demonstrated tasks return to the train set: round 1 samples them again,
+    # re-proposes the same child from the same evidence, and check turns it down at once (same spec, same
+    # checkpoint: the gate's verdict would repeat); its one revision is what the gate sees in round 1
+    assert set(samples[0].task_ids) == set(samples[1].task_ids) == {t.id for t in ctx.tasks("train")}
+    edits = [e for e in archive.list(EditRecord, run_id="run-1") if e.round == 1]
+    assert any(e.status == "rejected" and "rejected this same harness" in e.reason for e in edits)
+    assert {e.child_id for e in edits if e.status == "checked"} == {decisions[1].candidate_id}
     sampler = archive.get(HarnessRecord, samples[0].harness_id)
     assert sampler.origin == "sampling" and sampler.spec["decoding"]["temperature"] == config.train.temperature
-
-
-def test_demonstrated_tasks_finds_answers_written_into_a_patch():
-    from coevo.roles.editor import demonstrated_tasks, evidence_answers
-
-    direction = Direction(id="d0", cause="c", description="d", task_ids=["a", "b"], evidence=[
-        {"task_id": "a", "diagnostics": {"expected": "[f(x=1)]"}}, {"task_id": "b", "diagnostics": {"expected": "ok"}},
-        {"task_id": "c", "diagnostics": {}}])
-    assert evidence_answers(direction) == {"a": "[f(x=1)]", "b": "ok"}
-    patch = [{"op": "add", "path": "/skills/demo",
-              "value": {"kind": "demonstration", "input": "q", "output": "[f(x=1)]"}},
-             {"op": "add", "path": "/prompt/rules/r", "value": {"slot": "output_format", "text": "say ok"}}]
-    assert demonstrated_tasks(patch, evidence_answers(direction)) == ["a"]  # "ok" is too short to count
-    assert demonstrated_tasks([{"op": "remove", "path": "/skills/x"}], {"a": "[f(x=1)]"}) == []
-    reply = json.dumps({"rationale": "show one", "patch": patch[:1]})
-    cand = LLMEditor("openai/gpt-4o-mini", mock_response=reply).propose(direction, HarnessSpec(), {}).candidate
-    assert cand.demo_tasks == ["a"]
 
 
 def test_each_round_reports_the_weight_stages_own_val_effect_on_the_same_tasks_and_seeds(tmp_path):

@@ -39,12 +39,16 @@ def samples(direction, spec, tasks_by_id, n=8, **kw):
     return [OfflineEditor(**kw).propose(direction, spec, tasks_by_id, sample=i).candidate for i in range(n)]
 
 
-def test_editor_samples_a_rule_and_demonstrations_from_train_diagnostics_only():
+def test_editor_samples_a_rule_and_demonstrations_from_train_answers_only():
     spec = HarnessSpec()
     ts = [traj("a", expected="[g(a=1)]"), traj("b", expected="[h(b=2)]")]
     direction = OfflineCurator(2).curate(ts, spec, tasks("a", "b")).directions[0]
+    assert "[g(a=1)]" not in direction.model_dump_json()  # the curator's evidence holds no gold answer
+    gold = {"a": "[g(a=1)]", "b": "[h(b=2)]"}
     all_tasks = {**tasks("a"), **tasks("b", split="val")}  # b is (wrongly) a val task: its answer must not be used
-    children = [apply_patch(spec, c.patch) for c in samples(direction, spec, all_tasks) if c.status != "rejected"]
+    editor = {"demo_answer": lambda task, diagnostics: gold[task.id]}
+    children = [apply_patch(spec, c.patch) for c in samples(direction, spec, all_tasks, **editor)
+                if c.status != "rejected"]
     demos = [s for child in children for s in child.skills.values() if s.kind == "demonstration"]
     assert demos and all("[h(b=2)]" not in (d.output or d.text) for d in demos)
     assert any(d.output == "[g(a=1)]" and d.input == "prompt of a" for d in demos)

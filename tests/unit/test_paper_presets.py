@@ -9,7 +9,8 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from test_meta_loop import FakeTrainer, WordEnv, policy
+from test_meta_loop import FakeTrainer, policy
+from test_whale import SplitWordEnv
 
 from coevo.app.run import run_meta
 from coevo.config import load_config
@@ -29,8 +30,10 @@ PAPERS = Path(__file__).resolve().parents[2] / "configs" / "papers"
 PRESETS = ["vace", "harness_s", "whale", "coevo_rsi", "pace"]
 
 TINY = {"env.n_train": 4, "env.n_val": 4, "env.n_test": 4, "rounds": 1, "train.steps": 1, "train.tasks_per_step": 1,
-        "harness_s.proposals": [1], "whale.weight_epochs": 0.25, "whale.search_iterations": 1, "meta.local_tasks": 4}
-"""The override size: the word env's 4 tasks per split, one round, one step."""
+        "harness_s.proposals": [1], "whale.weight_epochs": 0.25, "whale.search_iterations": 1, "meta.local_tasks": 4,
+        "search.tasks": 2}
+"""The override size: the word env's 4 tasks per split (and a disjoint search split of 2 more train tasks,
+``SplitWordEnv``), one round, one step."""
 
 
 def test_each_preset_heads_its_file_with_its_remaining_deviations_and_reasons():
@@ -67,7 +70,7 @@ def preset_context(tmp_path, name):
     (tmp_path / "h0.json").write_text(h0.model_dump_json())
     config = load_config(PAPERS / f"{name}.toml", {**TINY, "db": str(tmp_path / "run.db"), "out_dir": str(tmp_path),
                                                    "harness": str(tmp_path / "h0.json")})
-    archive, env, model = Archive(config.db), WordEnv(), policy("help")
+    archive, env, model = Archive(config.db), SplitWordEnv(), policy("help")
     row = get_strategy(config.strategy)
     ctx = MetaContext(config=config, env=env, archive=archive, policy=lambda ckpt: model,
                       trainer=FakeTrainer(env, model, archive) if row.trains else None, curator=OfflineCurator(2),

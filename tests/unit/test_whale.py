@@ -6,10 +6,11 @@ import asyncio
 import json
 
 import pytest
-from test_meta_loop import WordEnv, policy
+from test_meta_loop import WORDS, WordEnv, policy
 
 from coevo.app.run import run_meta
 from coevo.config import ConfigError, RunConfig, parse_config
+from coevo.envs.base import Task
 from coevo.evaluation.engine import evaluate
 from coevo.evaluation.results import TaskOutcome
 from coevo.harnesses.patch import CONTROL_FIELDS, PROMPT_FIELDS
@@ -110,15 +111,29 @@ def poisoned(calls):
     return evaluator
 
 
+SEARCH_WORDS = ["mango", "melon", "olive", "peach"]
+
+
+class SplitWordEnv(WordEnv):
+    """``WordEnv`` whose train split holds four more tasks after the first four: room for a search
+    split disjoint from the weight phases' tasks (``search.tasks``)."""
+
+    def tasks(self, split, n=None):
+        if split != "train":
+            return super().tasks(split, n)
+        words = (WORDS[:4] + SEARCH_WORDS)[:n]
+        return [Task(id=f"w-{w}", env="words", split="train", prompt=f"Repeat the word: {w}") for w in words]
+
+
 def whale_run(tmp_path, strategy="whale", rewards=(0.5,), effect="help", demos=0, proposer=None, fail_once_at=None,
-              **whale):
+              search_tasks=2, **whale):
     h0 = HarnessSpec(name="h0", prompt=Prompt(system="Answer the task.", output_format="Reply 'Final answer: X'."))
     (tmp_path / "h0.json").write_text(h0.model_dump_json())
     config = RunConfig(strategy=strategy, rounds=2, db=str(tmp_path / "run.db"), harness=str(tmp_path / "h0.json"),
                        policy="fake:words", env={"ref": "words", "n_train": 4, "n_val": 4, "n_test": 4},
-                       train={"tasks_per_step": 1}, whale={"candidates": 2, **whale})
+                       train={"tasks_per_step": 1}, whale={"candidates": 2, **whale}, search={"tasks": search_tasks})
     archive = Archive(config.db)
-    env, model = WordEnv(), policy(effect)
+    env, model = SplitWordEnv(), policy(effect)
     trainer = PhaseTrainer(archive, 1, list(rewards), fail_once_at) if strategy != "pace" else None
     calls: list[str] = []
     ctx = MetaContext(config=config, env=env, archive=archive, policy=lambda ckpt: model, trainer=trainer,

@@ -1,0 +1,43 @@
+"""No silent knobs (issue 22): the run-config keys that have no effect somewhere, and those that act
+on speed or memory only, each with its reason.
+
+Every numeric and boolean key of ``RunConfig`` either changes something observable when flipped —
+the loss mask, advantages, the trained adapter, archive rows, a gate decision, phase lengths — or is
+declared here. ``tests/unit/test_knobs.py`` flips every key on small fakes and checks both: a key
+with an effect shows it, a key in ``INERT`` leaves everything as it was under the condition stated
+(and shows its effect where it acts), and the field's own description says "no effect" too, so the
+reader of the config learns it where the key is declared.
+"""
+
+from __future__ import annotations
+
+INERT: dict[str, str] = {
+    "train.epsilon": "no effect with train.num_iterations = 1 (the default): each generation batch serves one "
+                     "optimiser step, so pi_old is the sampling policy and the ratio of Eq. 7 is 1 (up to float "
+                     "rounding where Eq. 16 scores pi_old in its own forward: no clip wider than rounding acts); "
+                     "the clip acts from num_iterations = 2 on. RSFT has no ratio.",
+    "train.epsilon_high": "no effect with train.num_iterations = 1, as train.epsilon.",
+    "train.lora_dropout": "no effect in GRPO: the trainer runs with dropout disabled (TRL disable_dropout=True) so "
+                          "pi_theta is the distribution the tokens were sampled from; RSFT's SFT steps use it.",
+    "meta.temperature": "no effect with the offline meta roles (meta.model = 'offline'): no LLM is sampled; the "
+                        "LLM roles decode at it.",
+    "harness_s.voters": "no effect with the offline meta roles: the router is the one Rule Router; with an LLM "
+                        "meta.model it is the number of LLM voters V (Eq. 9).",
+}
+"""Key -> when it has no effect and why (the condition is part of the sentence)."""
+
+PERFORMANCE: dict[str, str] = {
+    "train.micro_batches": "gradient-accumulation micro-steps per optimiser step: memory and speed; the loss is "
+                           "normalised over the whole batch, so the update is the same up to float rounding.",
+    "train.pack_prefixes": "scores a micro-batch with its rows' shared prompt tokens run once (one micro-step for "
+                           "the whole batch when micro_batches is unset): speed; the log-probs, loss and gradients "
+                           "are those of row-by-row scoring (tests/unit/test_compat_training.py).",
+    "train.activation_checkpointing": "recomputes activations in the backward pass: memory for time.",
+    "train.max_concurrency": "rollouts in flight during a stage: speed; each rollout keeps its seed.",
+    "train.use_cpu": "where the trainer runs (None: CPU without a CUDA device).",
+    "train.logging_steps": "how often TRL logs a step's metrics (1: one history row per step).",
+    "train.max_batch": "requests the RSFT live sampler batches together: speed.",
+    "eval.concurrency": "rollouts in flight during an evaluation: speed; each rollout keeps its seed.",
+}
+"""Key -> what it changes (speed, memory, logging) while the numbers stay the same by design; the
+knob test checks the setting reaches that mechanism."""

@@ -1,0 +1,329 @@
+"""No silent knobs (issue 22): every numeric and boolean key of the run config — configs/default.toml's
+and every family section's — is flipped on small fakes, and something observable must change (the
+trained adapter, advantages and groups, archive rows, a gate decision, phase lengths), or the key is
+declared in ``coevo.config.knobs`` (``INERT``: no effect under a stated condition, checked to be
+bit-identical there and to act elsewhere; ``PERFORMANCE``: speed, memory or logging, checked to
+reach its mechanism). A new key without a probe here fails ``test_every_key_has_a_probe``."""
+
+from __future__ import annotations
+
+import asyncio
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import pytest
+from knob_kit import BASE, KnobEnv, cost_aware, grpo, rsft, run
+from pydantic import BaseModel
+
+from coevo.config import RunConfig, load_config
+from coevo.config.knobs import INERT, PERFORMANCE
+from coevo.records import Checkpoint
+
+
+def numeric(tp: Any) -> bool:
+    """Whether a field annotation is a number, a boolean, an optional one, or a tuple/list of them."""
+    if tp in (int, float, bool):
+        return True
+    args = [a for a in typing.get_args(tp) if a is not type(None) and a is not Ellipsis]
+    if typing.get_origin(tp) in (typing.Union, types.UnionType, tuple, list):
+        return bool(args) and all(numeric(a) for a in args)
+    return False
+
+
+def keys(model: type[BaseModel] = RunConfig, prefix: str = "") -> dict[str, Any]:
+    """Every numeric and boolean key of the run config (dotted) -> its field."""
+    out = {}
+    for name, f in model.model_fields.items():
+        if isinstance(f.annotation, type) and issubclass(f.annotation, BaseModel):
+            out.update(keys(f.annotation, f"{prefix}{name}."))
+        elif numeric(f.annotation):
+            out[f"{prefix}{name}"] = f
+    return out
+
+
+# -- observers: what a flip may change ------------------------------------------------------------
+
+
+def stage_settings(over: dict[str, Any]) -> dict[str, Any]:
+    """``train.x`` keys as a stage's own keys."""
+    return {k.removeprefix("train."): v for k, v in over.items()}
+
+
+def grpo_stage(over: dict[str, Any]) -> dict[str, Any]:
+    return grpo(stage_settings(over))
+
+
+def cost_aware_stage(over: dict[str, Any]) -> dict[str, Any]:
+    return cost_aware(stage_settings(over))
+
+
+def rsft_stage(over: dict[str, Any]) -> dict[str, Any]:
+    return rsft(stage_settings(over))
+
+
+def trl_args(over: dict[str, Any]) -> dict[str, Any]:
+    """The TRL ``GRPOConfig`` a stage builds (what the performance keys reach)."""
+    from coevo.config.train import StageConfig
+    from coevo.training.grpo import grpo_args
+
+    args = grpo_args(StageConfig(**stage_settings(over)), "/tmp/knob-args")
+    return {k: getattr(args, k) for k in ("gradient_accumulation_steps", "per_device_train_batch_size",
+                                          "activation_checkpointing", "use_cpu", "logging_steps")}
+
+
+def training_variant(over: dict[str, Any]) -> tuple:
+    """The harness as training rollouts run it (``training_spec``: temperature, output budget)."""
+    from coevo.harnesses.spec import HarnessSpec
+    from coevo.training.stage import training_spec
+
+    spec = training_spec(HarnessSpec(name="h0"), load_config(None, over).train)
+    return spec.decoding.temperature, spec.budget.max_output_tokens
+
+
+def eval_call(over: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments ``MetaContext.evaluate`` hands the evaluation engine for a val evaluation."""
+    from coevo.harnesses.spec import HarnessSpec
+    from coevo.meta.context import MetaContext
+    from coevo.storage import Archive
+
+    seen: dict[str, Any] = {}
+
+    async def evaluator(spec, checkpoint, env, split, **kwargs):
+        seen.update(kwargs)
+        raise StopAsyncIteration
+
+    archive = Archive("sqlite://")
+    h = archive.add_harness(HarnessSpec(), [], "base", "run-1")
+    ctx = MetaContext(config=load_config(None, {**BASE, **over}), env=KnobEnv(), archive=archive,
+                      policy=lambda c: None, evaluator=evaluator, run_id="run-1")
+    with pytest.raises(StopAsyncIteration):
+        asyncio.run(ctx.evaluate(h, "w0", "val"))
+    return {k: v for k, v in seen.items() if k in ("concurrency", "k", "temperature", "seeds")}
+
+
+def timr_check(over: dict[str, Any]) -> str:
+    """``check_one``'s verdict on a candidate whose smoke-run TIMR rises from 0 to 0.2."""
+    from types import SimpleNamespace
+
+    from coevo.harnesses.spec import HarnessSpec
+    from coevo.meta.state import Candidate, Direction
+    from coevo.nodes.check import check_one
+
+    config = load_config(None, {**BASE, "meta.local_check": False, **over})
+    timr = {"inc": 0.0, "cand": 0.2}
+
+    async def evaluate(harness, checkpoint, split, tasks, k=1):
+        return SimpleNamespace(timr=timr[harness], mean_reward=0.0)
+
+    def tasks(split, ids=None):
+        return [t for t in KnobEnv().tasks(split, 8) if ids is None or t.id in ids]
+
+    ctx = SimpleNamespace(config=config, evaluate=evaluate, tasks=tasks, spec=lambda harness_id: HarnessSpec(),
+                          log=lambda *args, **kwargs: None)  # both harnesses: the same fitting prompt, no warning
+    cand = Candidate(id="c", direction="d", parent_id="inc", spec_id="cand")
+    direction = Direction(id="d", cause="x", description="", task_ids=[])
+    return asyncio.run(check_one(ctx, {"checkpoint": "w0"}, cand, direction, []))
+
+
+def coverage(over: dict[str, Any]) -> list[str]:
+    """Eq. 3's parents on the example where greedy and exact search disagree, under the config's B and limit."""
+    from coevo.graphs.harness_s.evolution import coverage_parents
+
+    hs = load_config(None, over).harness_s
+    return coverage_parents({"A": {1, 2, 3, 4}, "B": {1, 2, 5}, "C": {3, 4, 6}, "D": {1}}, hs.parents, hs.exact_limit)
+
+
+def role_settings(over: dict[str, Any]) -> tuple:
+    """The LLM roles a config builds (an LLM ``meta.model``): the curator's temperature and the voter count."""
+    from coevo.roles.curator import curator_for
+    from coevo.roles.voter import voters_for
+
+    config = load_config(None, {"meta.model": "openai/gpt-4o-mini", **over})
+    return curator_for(config, KnobEnv()).chat.temperature, len(voters_for(config, KnobEnv()))
+
+
+_ADAPTERS: dict[str, Any] = {}
+
+
+def merged(over: dict[str, Any]) -> str:
+    """The adapter ``materialise`` writes for a TIES merge proposal of two random adapters under ``rsi``."""
+    import tempfile
+    from pathlib import Path
+
+    from knob_kit import adapter_digest, base_checkpoint
+    from test_coevo_rsi import merge_context
+    from training_kit import random_adapter
+
+    from coevo.graphs.coevo_rsi.model_inheritance import materialise
+    from coevo.meta.inheritance import ModelProposal
+
+    if not _ADAPTERS:
+        folder = Path(tempfile.mkdtemp(prefix="knob-adapters-"))
+        _ADAPTERS.update(a=random_adapter(base_checkpoint(), folder / "a", seed=1),
+                         b=random_adapter(base_checkpoint(), folder / "b", seed=2))
+    a, b = _ADAPTERS["a"], _ADAPTERS["b"]
+    ctx, _ = merge_context(Path(tempfile.mkdtemp(prefix="knob-merge-")), [a, b],
+                           **{k.removeprefix("rsi."): v for k, v in over.items()})
+    proposal = ModelProposal(id="p", harness_id="h", kind="merge", sources=[a.id, b.id], alpha=[0.5, 0.5])
+    done = materialise(ctx, proposal, {})
+    return adapter_digest(ctx.archive.get(Checkpoint, done.checkpoint_id).adapter_path)
+
+
+def inheritance(over: dict[str, Any]) -> list[str]:
+    """The kinds of model proposal the run's inheritor makes over an archive with two adapters."""
+    from test_coevo_rsi import summary_of
+
+    from coevo.roles.inheritor import inheritor_for
+
+    inheritor = inheritor_for(load_config(None, over), KnobEnv())
+    return [p.kind for p in inheritor.propose_models("h", "h", summary_of({"a": 0.5, "b": 0.4}, ["a", "b"]),
+                                                     "p").proposals]
+
+
+@dataclass(frozen=True)
+class Probe:
+    """Flip ``key`` to ``value`` on ``observer`` from ``base`` (dotted overrides); ``inert``: the
+    condition (overrides) under which the key must change nothing."""
+
+    observer: Callable[[dict[str, Any]], Any]
+    value: Any
+    base: dict[str, Any] = field(default_factory=dict)
+    inert: dict[str, Any] | None = None
+
+
+ADAPTIVE = {"strategy": "whale", "whale.schedule": "adaptive", "whale.min_epochs": 0.25, "whale.patience_epochs": 0.25,
+            "whale.window_epochs": 0.125, "whale.max_epochs": 1.0, "whale.min_iterations": 2,
+            "whale.search_patience": 1, "whale.max_iterations": 4}
+WHALE = {"strategy": "whale", "whale.weight_epochs": 0.25, "whale.search_iterations": 1, "search.tasks": 4}
+HARNESS_S = {"strategy": "harness_s", "rounds": 1, "harness_s.causes_per_candidate": 1}
+"""Harness-S with one cause per candidate: two siblings from the two causes, so the router has a choice."""
+RSI = {"strategy": "coevo_rsi", "meta.candidates": 2}
+CLIP = {"train.num_iterations": 2, "train.steps": 2}
+
+PROBES: dict[str, Probe] = {
+    # the loop (a fake VACE run)
+    "rounds": Probe(run, 1),
+    "seed": Probe(run, 1),
+    "env.n_train": Probe(run, 6),
+    "env.n_val": Probe(run, 3),
+    "env.n_test": Probe(run, 2),
+    "meta.candidates": Probe(run, 2),
+    "meta.min_failed_tasks": Probe(run, 5),
+    "meta.smoke_tasks": Probe(run, 0),
+    "meta.max_timr_increase": Probe(timr_check, 0.1),
+    "meta.local_check": Probe(run, False),
+    "meta.local_tasks": Probe(run, 2),
+    "meta.local_controls": Probe(run, 2),
+    "meta.revisions": Probe(run, 0, {"meta.candidates": 2}),
+    "meta.samples": Probe(run, 2),
+    "budget": Probe(run, 20),
+    "meta.temperature": Probe(role_settings, 0.1, inert={}),
+    "gate.min_margin": Probe(run, 1.0),
+    "gate.alpha": Probe(run, 0.001, {"gate.test": "bootstrap"}),
+    "gate.approve": Probe(run, True),
+    "eval.k": Probe(run, 2, {"eval.temperature": 0.5}),
+    "eval.temperature": Probe(run, 0.5),
+    "eval.concurrency": Probe(eval_call, 1),
+    "train.rescue": Probe(run, True),
+    "train.temperature": Probe(training_variant, 0.3),
+    "train.max_new_tokens": Probe(training_variant, 12),
+    # the GRPO stage (real, tiny Llama)
+    "train.steps": Probe(grpo_stage, 2),
+    "train.tasks_per_step": Probe(grpo_stage, 1),
+    "train.num_generations": Probe(grpo_stage, 4),
+    "train.learning_rate": Probe(grpo_stage, 1e-2),
+    "train.max_grad_norm": Probe(grpo_stage, 1e-4),
+    "train.lora_r": Probe(grpo_stage, 4),
+    "train.lora_alpha": Probe(grpo_stage, 64),
+    "train.max_len": Probe(grpo_stage, 240),  # the rows' prompts are 226 tokens: their completions are cut
+    "train.num_iterations": Probe(grpo_stage, 2, {"train.steps": 2}),
+    # a clip of 0.05, far wider than float rounding: with one pass the ratio is 1 up to rounding (Eq. 16's
+    # old-policy log-probs come from a separate no-grad forward), so only a zero-width clip could act on it
+    "train.epsilon": Probe(grpo_stage, 0.05, CLIP, inert={"train.steps": 2}),
+    "train.epsilon_high": Probe(grpo_stage, 0.05, CLIP, inert={"train.steps": 2}),
+    "train.importance_correction": Probe(grpo_stage, False),
+    "train.is_clip": Probe(grpo_stage, (1.0, 2.0)),
+    "train.resample": Probe(grpo_stage, 1, {"train.tasks_per_step": 1, "train.steps": 2}),
+    "train.max_concurrency": Probe(grpo_stage, 1),
+    "train.action_cost": Probe(cost_aware_stage, 0.5),  # BPE actions cost: the shaped reward's groups differ
+    "train.micro_batches": Probe(trl_args, 2),
+    "train.activation_checkpointing": Probe(trl_args, False),
+    "train.pack_prefixes": Probe(trl_args, False),  # unpacked: one micro-step per row
+    "train.use_cpu": Probe(trl_args, False),
+    "train.logging_steps": Probe(trl_args, 2),
+    # the RSFT stage (real, tiny Llama)
+    "train.lora_dropout": Probe(rsft_stage, 0.5, inert={}),
+    "train.rsft_threshold": Probe(rsft_stage, 1.0),
+    "train.epochs": Probe(rsft_stage, 2),
+    "train.minibatch_size": Probe(rsft_stage, 1),
+    "train.max_batch": Probe(rsft_stage, 2),
+    # WHALE, FST, stagewise and PACE: phases and the search
+    "whale.weight_epochs": Probe(run, 0.5, WHALE),
+    "whale.search_iterations": Probe(run, 2, WHALE),
+    "whale.min_epochs": Probe(run, 0.75, ADAPTIVE),
+    "whale.patience_epochs": Probe(run, 0.5, ADAPTIVE),
+    "whale.window_epochs": Probe(run, 0.5, ADAPTIVE),
+    "whale.max_epochs": Probe(run, 0.25, ADAPTIVE),
+    "whale.min_iterations": Probe(run, 3, ADAPTIVE),
+    "whale.search_patience": Probe(run, 3, ADAPTIVE),
+    "whale.max_iterations": Probe(run, 1, ADAPTIVE),
+    "search.candidates": Probe(run, 1, WHALE),
+    "search.tasks": Probe(run, 2, WHALE),
+    "pace.patience": Probe(run, 2, {"strategy": "pace", "pace.patience": 1}),
+    # Harness-S
+    "harness_s.proposals": Probe(run, [1], HARNESS_S),
+    "harness_s.parents": Probe(coverage, 1),
+    "harness_s.exact_limit": Probe(coverage, 1, {"harness_s.parents": 2}),
+    "harness_s.causes_per_candidate": Probe(run, 3, HARNESS_S),
+    "harness_s.voters": Probe(role_settings, 1, inert=HARNESS_S),
+    "harness_s.ballot": Probe(run, 1, HARNESS_S),
+    "harness_s.ranks": Probe(run, 1, HARNESS_S),
+    "harness_s.rescue_k": Probe(run, 1, HARNESS_S),
+    # EvoHarness-RL
+    "evoharness.sft_steps": Probe(run, 0, {"strategy": "evoharness_rl"}),
+    # CoEvo-RSI
+    "rsi.promotion_margin": Probe(run, 1.0, RSI),
+    "rsi.merge": Probe(inheritance, False),
+    "rsi.density": Probe(merged, 0.9),  # None: the merge's default, 0.5
+    "rsi.adapt": Probe(run, False, RSI),
+}
+
+_seen: dict[tuple, Any] = {}
+
+
+def observed(observer: Callable[[dict[str, Any]], Any], over: dict[str, Any]) -> Any:
+    """``observer(over)``, memoised per (observer, overrides): a base is run once for all its flips."""
+    key = (observer.__name__, tuple(sorted((k, repr(v)) for k, v in over.items())))
+    if key not in _seen:
+        _seen[key] = observer(over)
+    return _seen[key]
+
+
+def test_every_key_has_a_probe_and_every_declared_key_says_so_where_it_is_declared():
+    fields = keys()
+    assert set(PROBES) == set(fields), ("add a probe to tests/unit/test_knobs.py for each new key (or remove a "
+                                        f"stale one): {sorted(set(fields) ^ set(PROBES))}")
+    for key in INERT:
+        assert key in fields and "no effect" in (fields[key].description or ""), key
+        assert PROBES[key].inert is not None, f"{key} is declared inert: its probe must name the condition"
+    assert set(PERFORMANCE) <= set(fields)
+    assert all(reason.strip() for reason in [*INERT.values(), *PERFORMANCE.values()])
+
+
+@pytest.mark.parametrize("key", sorted(PROBES))
+def test_flipping_a_key_changes_what_it_governs(key):
+    probe = PROBES[key]
+    base = observed(probe.observer, probe.base)
+    flipped = observed(probe.observer, {**probe.base, key: probe.value})
+    assert base != flipped, f"{key} = {probe.value!r} changed nothing observable: a silent knob"
+
+
+@pytest.mark.parametrize("key", sorted(INERT))
+def test_a_key_declared_inert_changes_nothing_under_its_condition(key):
+    probe = PROBES[key]
+    inert_observer = {"train.epsilon": grpo_stage, "train.epsilon_high": grpo_stage, "train.lora_dropout": grpo_stage,
+                      "meta.temperature": run, "harness_s.voters": run}[key]
+    condition = probe.inert or {}
+    assert observed(inert_observer, condition) == observed(inert_observer, {**condition, key: probe.value})
