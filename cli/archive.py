@@ -128,8 +128,9 @@ def _find(archive: Archive, id: str) -> tuple[str, Any]:
     # ids derived from another (a run's edits and gate decisions: <run id>-r0-...) leave the prefix to it,
     # even when several of them share the prefix (a run's sampled candidates -s1, -s2 ...)
     others = [other for _, other in found] + clashing
-    found = [m for m in found if all(other.startswith(m[1]) for other in others)][:1] or found
-    if several and not (found and (found[0][1] == id or all(other.startswith(found[0][1]) for other in clashing))):
+    leader = [m for m in found if all(other.startswith(m[1]) for other in others)][:1]
+    found = leader or found
+    if several and not leader:
         raise AmbiguousIdError(several[0])
     if len(found) > 1:
         raise AmbiguousIdError(f"{id!r} is ambiguous: " + ", ".join(f"{SINGULAR[k]} {f}" for k, f in found)

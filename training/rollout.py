@@ -384,8 +384,8 @@ class HarnessRollout:
             "effective_token_share": effective_token_share(advantages, tokens),
             "policy_tokens": float(sum(map(sum, tokens))),
             "rescue_rate": len(batch.rescued) / len(batch.retained),
-            "rescue_success": (sum(bool(members(g)) and rescued_better([t.reward for t in members(batch.initial[i])],
-                                                                       [t.reward for t in members(g)])
+            "rescue_success": (sum(rescued_better([t.reward for t in members(batch.initial[i])],
+                                                  [t.reward for t in members(g)])  # False for an all-masked group
                                    for i, g in batch.rescued.items()) / len(batch.rescued) if batch.rescued else 0.0),
             "rescued_groups": float(len(batch.rescued)),
             "resampled_groups": float(len(batch.drawn)),
