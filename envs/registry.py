@@ -26,6 +26,7 @@ BUILTINS: dict[str, str] = {
     "bfcl": "coevo.envs.bfcl_suite:BfclEnv",
     "textworld": "coevo.envs.textworld_suite:TextWorldEnv",
     "gym": "coevo.envs.gym_adapter:GymEnv",
+    "openenv": "coevo.envs.openenv_adapter:OpenEnvEnv",
 }
 GROUP = "coevo.envs"
 

@@ -1,5 +1,7 @@
 """The env adapters (issue 28) against real environments of each package, offline: Gymnasium's
-FrozenLake-v1 and Taxi-v4 (multi-turn: played step by step through coevo's harness graph)."""
+FrozenLake-v1 and Taxi-v4 (multi-turn: played step by step through coevo's harness graph), and
+OpenEnv's own echo environment (``openenv init``'s template) in process (multi-turn) and through
+OpenEnv's client against a local server."""
 
 import asyncio
 import json
@@ -79,3 +81,63 @@ def test_gym_adapter_refuses_an_action_space_it_cannot_play_and_a_partial_reward
         get_env("gym:Pendulum-v1")  # a continuous (Box) action space
     with pytest.raises(ValueError, match="no partial credit"):
         get_env("gym:Taxi-v4", reward="partial")
+
+
+@pytest.fixture(scope="module")
+def echo_env(tmp_path_factory):
+    """OpenEnv's own environment template (``openenv init``: the echo environment), generated offline."""
+    pytest.importorskip("openenv.core")
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = tmp_path_factory.mktemp("openenv")
+    cli = Path(sys.executable).with_name("openenv")
+    subprocess.run([str(cli), "init", "echo_env", "-o", str(root)], check=True, capture_output=True, timeout=120)
+    sys.path.insert(0, str(root))
+    yield root
+    sys.path.remove(str(root))
+
+
+def test_openenv_echo_in_process_multi_turn_reaches_the_return_through_the_harness_graph(echo_env):
+    env = get_env("openenv:echo_env.server.echo_env_environment:EchoEnvironment,size=3,success=1.5")
+    (task,) = env.tasks("train")  # its reset ignores the seed: one task
+    assert "echoed_message" in task.prompt and "arguments: message" in task.prompt
+    say = [json.dumps({"tool": "step", "arguments": {"message": m}}) for m in ("hello", "world, again")]
+    h0 = load_harness("openenv")
+    traj = asyncio.run(arun_rollout(h0, ScriptedChatModel(script=[*say, '{"final_answer": "done"}']), env, task))
+    assert traj.passed and traj.env_actions == 2 and traj.score_detail["public"]["return"] == pytest.approx(1.7)
+    short = asyncio.run(arun_rollout(h0, ScriptedChatModel(script=[say[0], '{"final_answer": "x"}']), env, task))
+    assert not short.passed and short.score_detail["public"]["return"] == pytest.approx(0.5)
+
+
+def test_openenv_echo_through_its_client_against_a_local_server(echo_env):
+    import socket
+    import threading
+    import time
+
+    import uvicorn
+    from echo_env.server.app import app as server_app
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(server_app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not server.started and time.monotonic() < deadline:
+            time.sleep(0.05)
+        env = get_env(f"openenv:url=http://127.0.0.1:{port},size=2,success=1.0")
+        (task,) = env.tasks("train")
+        episode = env.episode(task)
+        try:
+            assert episode.tools[0].parameters["required"] == ["message"]
+            assert "hello world" in episode.tools[0].fn(message="hello world")
+            assert env.score(task, "done", episode).passed
+        finally:
+            episode.close()
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
