@@ -14,12 +14,13 @@ from typing import Any
 
 from coevo.envs.base import REWARD_MODES, SPLITS, Episode, RewardMode, Score, Split, Task
 from coevo.envs.baseline import constant_baseline
-from coevo.envs.common import check_split, dedupe, split_sizes, task_id
+from coevo.envs.common import check_split, dedupe, first_tasks, split_sizes, task_id
 
 
 class AdapterEnv(ABC):
-    """Base of the adapters: subclasses set ``name`` and implement ``_items`` (the task items in
-    order, each ``(key, prompt, metadata)``), ``episode`` and ``score``.
+    """Base of the adapters: subclasses set ``name`` and implement ``_start`` (the prompt of a reset
+    with a seed; or ``_items``, the task items in order, each ``(key, prompt, metadata)``), ``episode``
+    and ``score``.
 
     ``size`` items are made; ``val_frac``/``test_frac`` of them go to val and test. Items whose
     prompt repeats an earlier one are dropped (two reset seeds of a deterministic game are one
@@ -44,10 +45,19 @@ class AdapterEnv(ABC):
         self._keys: dict[str, Any] = {}
         self._baselines: dict[tuple[str, int | None], dict[str, Any]] = {}
 
-    @abstractmethod
     def _items(self) -> list[tuple[Any, str, dict[str, Any]]]:
         """The ``size`` task items in order: ``(key, prompt, metadata)``; ``key`` is what ``episode``
-        needs to start the item (a reset seed, a row index)."""
+        needs to start the item. The default: item ``i`` is a reset with seed ``seed * 100000 + i``
+        (``reset_seeds``), its prompt and metadata from ``_start``."""
+        return [(s, *self._start(s)) for s in self.reset_seeds()]
+
+    def reset_seeds(self) -> list[int]:
+        """The reset seed of each item: ``seed * 100000 + i`` for ``i < size`` (``seed``: the config's)."""
+        return [int(self.config.get("seed", 0)) * 100_000 + i for i in range(self.size)]
+
+    def _start(self, reset_seed: int) -> tuple[str, dict[str, Any]]:
+        """The prompt and metadata of the item reset with ``reset_seed`` (adapters that reset by seed)."""
+        raise NotImplementedError(f"{type(self).__name__} makes its items in _items")
 
     def _ensure(self) -> dict[Split, list[Task]]:
         if self._splits is None:
@@ -66,11 +76,7 @@ class AdapterEnv(ABC):
     def tasks(self, split: Split, n: int | None = None) -> list[Task]:
         """The first ``n`` tasks of ``split`` (all when None), deterministic for the config.
         Raises ``ValueError`` for an unknown split or a negative ``n``."""
-        split = check_split(split)
-        if n is not None and n < 0:
-            raise ValueError(f"n={n} must be >= 0 or None")
-        items = self._ensure()[split]
-        return [t.model_copy(deep=True) for t in (items if n is None else items[:n])]
+        return first_tasks(self._ensure(), split, n)
 
     def key(self, task: Task) -> Any:
         """The item key of ``task``; ``KeyError`` when it is not one of this config's tasks."""

@@ -112,23 +112,19 @@ class GymEnv(AdapterEnv):
             return plain(env.render())
         return str(obs)
 
-    def _items(self) -> list[tuple[Any, str, dict[str, Any]]]:
-        out = []
-        for i in range(self.size):
-            reset_seed = self.seed * 100_000 + i
-            env = self._make()
-            try:
-                obs, _ = env.reset(seed=reset_seed)
-                first = self._observe(env, obs)
-            finally:
-                env.close()
-            how = ("Play one action per call with the step tool; actions: " + ", ".join(self.actions)
-                   if not self.text_actions else "Play one action per call with the step tool (free text).")
-            prompt = "\n".join(t for t in (f"You are playing the Gymnasium environment {self.id}. {how}.",
-                                           self.legend, f"Observation:\n{first}",
-                                           "When the episode has ended, reply with your final answer: done.") if t)
-            out.append((reset_seed, prompt, {"gym_id": self.id, "reset_seed": reset_seed}))
-        return out
+    def _start(self, reset_seed: int) -> tuple[str, dict[str, Any]]:
+        env = self._make()
+        try:
+            obs, _ = env.reset(seed=reset_seed)
+            first = self._observe(env, obs)
+        finally:
+            env.close()
+        how = ("Play one action per call with the step tool; actions: " + ", ".join(self.actions)
+               if not self.text_actions else "Play one action per call with the step tool (free text).")
+        prompt = "\n".join(t for t in (f"You are playing the Gymnasium environment {self.id}. {how}.", self.legend,
+                                       f"Observation:\n{first}",
+                                       "When the episode has ended, reply with your final answer: done.") if t)
+        return prompt, {"gym_id": self.id, "reset_seed": reset_seed}
 
     def _action(self, action: str) -> Any:
         if self.text_actions:

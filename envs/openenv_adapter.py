@@ -135,21 +135,17 @@ class OpenEnvEnv(AdapterEnv):
             return _Remote(self.url, self.core)
         return _Local(self.env_cls(**self.kwargs), self.action_cls)
 
-    def _items(self) -> list[tuple[Any, str, dict[str, Any]]]:
-        out = []
-        for i in range(self.size):
-            reset_seed = self.seed * 100_000 + i
-            session = self._session()
-            try:
-                obs, _, _ = session.reset(reset_seed)
-            finally:
-                session.close()
-            fields = ", ".join(self.parameters["properties"]) or "none"
-            prompt = (f"You are acting in {self.description}\nAct with the step tool (its arguments: {fields}); "
-                      f"each call is one action.\nObservation:\n{observation_text(obs)}\n"
-                      "When you are done, reply with your final answer: done.")
-            out.append((reset_seed, prompt, {"reset_seed": reset_seed}))
-        return out
+    def _start(self, reset_seed: int) -> tuple[str, dict[str, Any]]:
+        session = self._session()
+        try:
+            obs, _, _ = session.reset(reset_seed)
+        finally:
+            session.close()
+        fields = ", ".join(self.parameters["properties"]) or "none"
+        prompt = (f"You are acting in {self.description}\nAct with the step tool (its arguments: {fields}); "
+                  f"each call is one action.\nObservation:\n{observation_text(obs)}\n"
+                  "When you are done, reply with your final answer: done.")
+        return prompt, {"reset_seed": reset_seed}
 
     def episode(self, task: Task, seed: int = 0) -> Episode:
         """A fresh environment (or client session) reset with the task's seed and the ``step`` tool;
