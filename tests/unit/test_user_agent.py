@@ -201,3 +201,17 @@ def test_an_agent_rolled_out_inside_a_checkpointed_node_is_no_subgraph_of_that_r
     assert state["answer"] == "42"
     namespaces = {c.config["configurable"].get("checkpoint_ns", "") for c in saver.list(None)}
     assert namespaces == {""}  # the meta run's own checkpoints only
+
+
+def test_coevo_eval_takes_an_agent_factory_as_the_harness(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from coevo.cli import eval as eval_cli
+    from coevo.cli.app import app
+
+    monkeypatch.setattr(eval_cli, "load_model", lambda ref, **kw: ScriptedChatModel(script=["Final answer: -4"]))
+    db = str(tmp_path / "e.db")
+    out = CliRunner().invoke(app, ["eval", "--env", CHAIN_SUM, "--harness", EXAMPLE, "--model", "fake:x",
+                                   "--split", "train", "--n", "2", "--db", db])
+    assert out.exit_code == 0, out.output
+    assert "mean credit" in out.output and example_spec().id[:12] in out.output
