@@ -82,9 +82,11 @@ def test_a_factory_or_graph_that_raises_fails_the_dry_run(ref, message):
         asyncio.run(dry_run(spec, ToyEnv()))
 
 
-def test_a_run_with_a_bad_factory_stores_nothing(tmp_path):
-    config = RunConfig(rounds=1, db=str(tmp_path / "run.db"), out_dir=str(tmp_path), policy="local:smollm2-135m",
-                       harness="agent_kit:raising_graph", env={"ref": CHAIN_SUM, "n_train": 2, "n_val": 2, "n_test": 0})
+def test_a_run_with_a_bad_factory_stores_nothing(tmp_path, monkeypatch):
+    monkeypatch.setattr("coevo.models.refs.load_model", lambda ref, **kw: ScriptedChatModel(script=["0"]))
+    config = RunConfig(rounds=1, db=str(tmp_path / "run.db"), out_dir=str(tmp_path), strategy="harness_only",
+                       policy="litellm:openai/policy?api_base=http://127.0.0.1:9/v1", harness="agent_kit:raising_graph",
+                       env={"ref": CHAIN_SUM, "n_train": 2, "n_val": 2, "n_test": 0})
     try:
         asyncio.run(run_meta(config, run_id="bad-agent"))
     except HarnessError as err:
