@@ -64,12 +64,12 @@ def apply_patch(parent: HarnessSpec, patch: list[dict[str, Any]] | str,
 def check_agent_edit(parent: HarnessSpec, child: HarnessSpec) -> None:
     """Check an edit of a user-agent harness (``coevo.harnesses.agent``): the ``agent`` unchanged,
     only the fields its params declare changed, and the child's params valid under the params model.
-    Nothing to check without an agent. Raises ``HarnessError`` with the reason (a rejected candidate)."""
-    if parent.agent is None:
-        return
+    An edit never adds or changes an agent. Raises ``HarnessError`` with the reason (a rejected candidate)."""
     if child.agent != parent.agent:
         raise HarnessError([Problem("/agent", "the agent factory is the app's code: an edit may not change it")],
                            "patch (agent)")
+    if parent.agent is None:
+        return
     check_fields(parent, child, editable(parent) or ())
     load_agent(child.agent).params(child)
 

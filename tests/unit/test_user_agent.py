@@ -3,6 +3,7 @@ runs unchanged, its model calls are recorded with a policy-only loss mask, and a
 clear error before anything is stored."""
 
 import asyncio
+import json
 import os
 
 import pytest
@@ -50,6 +51,11 @@ def test_an_edit_outside_the_declared_params_is_rejected_and_one_inside_applies(
             "event": "after_tool", "condition": "always", "action": "warn", "message": "x"}}])
     with pytest.raises(HarnessError, match="agent factory is the app's code"):
         apply_patch(spec, [{"op": "replace", "path": "/agent", "value": "agent_kit:make_tool_agent"}])
+    with pytest.raises(HarnessError, match="agent factory is the app's code"):  # nor slip one into a plain harness
+        apply_patch(load_harness("reasoning_gym"), [{"op": "add", "path": "/agent", "value": EXAMPLE}])
+    from coevo.roles.patch_schema import patch_schema
+
+    assert "/agent" not in json.dumps(patch_schema(load_harness("reasoning_gym")))
 
 
 def test_params_that_fail_the_users_validation_reject_the_edit():
