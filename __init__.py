@@ -4,6 +4,7 @@ Public API for embedding::
 
     from coevo import load_harness, build_harness_graph
     from coevo import load_router, build_routed_graph   # Harness-S Rank-1 routing (imported on first use)
+    from coevo import AgentParams, load_params           # your own LangGraph agent's evolved params
 """
 
 import os as _os
@@ -13,10 +14,11 @@ for _k, _v in {"HF_HUB_OFFLINE": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True", "L
     _os.environ.setdefault(_k, _v)
 
 from coevo.harnesses import HarnessError, HarnessSpec, apply_patch, diff, load_harness, render  # noqa: E402
+from coevo.harnesses.agent import AgentParams, load_params  # noqa: E402
 from coevo.harnesses.runtime import arun_rollout, build_harness_graph  # noqa: E402
 
-__all__ = ["HarnessError", "HarnessSpec", "apply_patch", "arun_rollout", "build_harness_graph", "build_routed_graph",
-           "diff", "load_harness", "load_router", "render"]
+__all__ = ["AgentParams", "HarnessError", "HarnessSpec", "apply_patch", "arun_rollout", "build_harness_graph",
+           "build_routed_graph", "diff", "load_harness", "load_params", "load_router", "render"]
 
 _LAZY = {"build_routed_graph": "coevo.graphs.harness_s.routed", "load_router": "coevo.app.bundle"}
 

@@ -13,6 +13,7 @@ the new release.
 - ``arun_state``: a compiled graph's nodes, routers and reducers run in a plain loop (reads the
   builder's ``nodes``/``branches``/``edges``, which LangGraph does not document).
 - ``bind_tools_within`` / ``unbind``: a ``RunnableBinding``'s ``bound``/``kwargs``/``config`` fields.
+- ``detached``: LangChain's context variable of the parent runnable config (``var_child_runnable_config``).
 - ``GRPOBatchHook``: TRL's ``GRPOTrainer._generate_and_score_completions`` answered by coevo's
   own batch, with TRL's private per-token log-probs and metric store; its private scoring
   (``_get_per_token_logps_and_entropies``) optionally served by a packed scorer.
@@ -21,8 +22,9 @@ the new release.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from functools import lru_cache
-from typing import Annotated, Any, Callable, get_origin, get_type_hints
+from typing import Annotated, Any, Callable, Iterator, get_origin, get_type_hints
 
 from langchain_core.callbacks import AsyncCallbackManager
 from langchain_core.globals import get_llm_cache
@@ -30,6 +32,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import Runnable, RunnableBinding, RunnableConfig, ensure_config
 from langchain_core.runnables.base import RunnableBindingBase
+from langchain_core.runnables.config import var_child_runnable_config
 from langchain_core.utils.uuid import uuid7
 from langgraph._internal._runnable import RunnableCallable
 from langgraph.errors import GraphRecursionError
@@ -245,6 +248,24 @@ def unbind(model: Runnable) -> tuple[Runnable, dict[str, Any]]:
     on every model call of every rollout (``harnesses.engine.EngineContext``)."""
     plain = isinstance(model, RunnableBinding) and not model.config and not model.config_factories
     return (model.bound, dict(model.kwargs)) if plain else (model, {})
+
+
+@contextmanager
+def detached() -> Iterator[None]:
+    """Run the block as a top-level LangChain/LangGraph call: no parent runnable config.
+
+    Why: a graph invoked inside another graph's node inherits that run's config through the context
+    variable ``var_child_runnable_config`` — its checkpointer too, so a user's agent graph rolled out
+    inside the meta loop's ``train`` or ``validate`` node would checkpoint as the run's subgraph (and,
+    on the training stage's own event loop, fail on the checkpointer's lock, which is bound to the
+    driver's loop). ``harnesses.agent_run`` runs the user's graph in this block. LangChain has no
+    public way to start a fresh root run from inside a runnable.
+    """
+    token = var_child_runnable_config.set(None)
+    try:
+        yield
+    finally:
+        var_child_runnable_config.reset(token)
 
 
 # --- TRL's GRPOTrainer: batches from coevo's rollouts -----------------------------------------

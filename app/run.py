@@ -101,8 +101,8 @@ def preflight(config: RunConfig, strategy: Strategy) -> tuple[Env, Executor | No
     fits the context budget on none of the run's tasks (``coevo.harnesses.fit``; on some: a warning)."""
     from coevo.envs.registry import get_env
     from coevo.evaluation.executors import make_executor
+    from coevo.harnesses.agent import start_harness
     from coevo.harnesses.fit import check_prompt_fits
-    from coevo.harnesses.spec import load_harness
     from coevo.models.refs import ModelRefError, load_model
     from coevo.models.smollm2 import SmolLM2NotInstalledError
 
@@ -123,7 +123,7 @@ def preflight(config: RunConfig, strategy: Strategy) -> tuple[Env, Executor | No
                        "a server, whose weights the run cannot train: use a local: policy (local:smollm2-135m, "
                        f"local:/path/to/model; train.vllm then samples it on vLLM servers, README GPU recipe), or a "
                        f"strategy without a weight stage ({frozen}); nothing was started")
-    h0 = load_harness(config.harness or env.name)
+    h0 = start_harness(config.harness, env.name)
     sizes = {split: getattr(config.env, f"n_{split}") for split in ("train", "val", "test")}
     prompts = [t.prompt for split, n in sizes.items() if n for t in env.tasks(split, n)]
     fit = check_prompt_fits(h0, prompts, source=f"H0 ({config.harness or env.name})")  # before any rollout
@@ -134,6 +134,23 @@ def preflight(config: RunConfig, strategy: Strategy) -> tuple[Env, Executor | No
     except ValueError as err:  # e.g. Ray is not installed
         raise RunError(f"{err}; nothing was started") from None
     return env, executor
+
+
+async def dry_run_agent(config: RunConfig, env: Env, executor: Executor | None = None) -> None:
+    """When ``config.harness`` names a user's agent factory, run it once with a scripted model
+    (``coevo.harnesses.agent_run.dry_run``) before anything is stored; a bad factory or a graph that
+    raises is reported as ``AgentError`` (a ``HarnessError``) and ``executor`` is closed."""
+    from coevo.harnesses.agent import is_agent_ref, start_harness
+    from coevo.harnesses.agent_run import dry_run
+
+    if not is_agent_ref(config.harness):
+        return
+    try:
+        await dry_run(start_harness(config.harness, env.name), env)
+    except BaseException:
+        if executor is not None:
+            executor.close()
+        raise
 
 
 async def _saved(graph: Any, run_id: str) -> StateSnapshot:
@@ -263,6 +280,7 @@ async def run_meta(config: RunConfig, run_id: str | None = None, resume: bool = 
         if context is None:
             config = anchored(config)
             env, executor = preflight(config, strategy)  # before a new database is made: nothing left behind
+            await dry_run_agent(config, env, executor)
     archive = archive or Archive(config.db)
     if resume:
         found = find_run(archive, run_id, config.db)

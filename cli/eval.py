@@ -17,6 +17,7 @@ from coevo.evaluation.engine import evaluate
 from coevo.evaluation.executors import EXECUTORS, make_executor
 from coevo.evaluation.results import EvalResult, Metric, outcome_estimate
 from coevo.harnesses import HarnessSpec, load_harness
+from coevo.harnesses.agent import is_agent_ref, start_harness
 from coevo.harnesses.fit import check_prompt_fits
 from coevo.masking import redact
 from coevo.models.refs import load_model
@@ -28,8 +29,11 @@ _HEX = re.compile(r"^[0-9a-f]{6,64}$")
 REWARD_TEXT = {"correct": "correct (1/0)", "partial": "partial credit"}
 
 
-def resolve_harness(source: str, archive: Archive) -> HarnessSpec:
-    """A spec from a file, JSON text or shipped base name, or (a prefix of) a harness id in the archive."""
+def resolve_harness(source: str, archive: Archive, env_name: str = "") -> HarnessSpec:
+    """A spec from a file, JSON text or shipped base name, (a prefix of) a harness id in the archive, or
+    a user's agent factory ``package.module:make_agent`` around the base harness of ``env_name``."""
+    if is_agent_ref(source):
+        return start_harness(source, env_name)
     if _HEX.match(source):
         try:
             return load_harness(archive.get(HarnessRecord, archive.resolve_id("harnesses", source)).spec)  # type: ignore[union-attr]
@@ -79,7 +83,8 @@ def result_table(result: EvalResult) -> Table:
 def eval_cmd(
     env: str = typer.Option(..., "--env", help="Env reference, e.g. reasoning_gym:families=chain_sum,size=60."),
     harness: str = typer.Option(..., "--harness",
-                                help="Harness file, JSON, shipped base name, or archive id (prefix)."),
+                                help="Harness file, JSON, shipped base name, archive id (prefix), or your LangGraph "
+                                "agent's factory package.module:make_agent."),
     model: str = typer.Option(..., "--model",
                               help="Model reference, e.g. local:smollm2-135m or litellm:openai/gpt-4o-mini."),
     split: str = typer.Option("val", "--split", help="train, val or test."),
@@ -111,8 +116,8 @@ def eval_cmd(
     with user_errors():
         archive = Archive(db)
         resumed = _resumed_run(archive, run_id, create, db) if run_id else None
-        spec = resolve_harness(harness, archive)
         suite = get_env(env) if reward is None else get_env(env, reward=reward)
+        spec = resolve_harness(harness, archive, suite.name)
         settings = key_values(set_, "api_base=http://localhost:8000/v1")
         ckpt = checkpoint or redact(model)  # the model reference names the checkpoint, never with its key
         config = {"env": env, "harness": spec.id, "model": model, "split": split, "k": k, "n": n, "seed": seed,

@@ -81,8 +81,8 @@ def summary_table(state: dict[str, Any], archive: Any = None) -> Table:
     return table
 
 
-FLAGS = {"meta.model": "--meta-model", "strategy": "--strategy", "db": "--db", "executor": "--executor",
-         "report_to": "--report-to"}
+FLAGS = {"meta.model": "--meta-model", "harness": "--harness", "env.ref": "--env", "strategy": "--strategy",
+         "db": "--db", "executor": "--executor", "report_to": "--report-to"}
 """The config key each ``coevo run`` flag sets (a bad value's error names the flag)."""
 
 
@@ -139,6 +139,11 @@ def run_cmd(
         None, "--meta-model", help="'offline' (default) or a model reference for the meta roles (local:smollm2-135m, "
                                   "litellm:openai/gpt-4o-mini, or a bare LiteLLM string)."),
     strategy: Optional[str] = typer.Option(None, "--strategy", help=f"The meta-loop strategy: {strategy_names()}."),
+    harness: Optional[str] = typer.Option(
+        None, "--harness", help="H0: a spec file, a shipped base harness name, or your LangGraph agent's factory "
+        "package.module:make_agent (coevo evolves its declared params and trains the model it is handed)."),
+    env: Optional[str] = typer.Option(
+        None, "--env", help="The task suite (env.ref): reasoning_gym:..., bfcl:..., gym:ID, ... (`coevo envs list`)."),
     db: Optional[str] = typer.Option(None, "--db", envvar="COEVO_DB", help=RUN_DB_HELP),
     set_: list[str] = typer.Option([], "--set", help="Override a config key: --set train.steps=4 (repeatable)."),
     executor: Optional[str] = typer.Option(None, "--executor", help="Where rollouts run: inprocess (default) or ray "
@@ -157,13 +162,13 @@ def run_cmd(
         if answer and not resume:
             raise ConfigError("--answer answers a paused run's gate question: add --resume RUN_ID (printed with the "
                               "pause)")
-        if resume and (set_ or strategy or meta_model or executor or report_to):
+        if resume and (set_ or strategy or meta_model or executor or report_to or harness or env):
             raise ConfigError(f"--resume continues run {resume} with the config it was started with, so --set, "
                               "--strategy and --meta-model do not apply (nor --executor, --report-to): drop them, or "
                               "start a new run")
         overrides = key_values(set_, "train.steps=4")
-        for key, value in (("meta.model", meta_model), ("strategy", strategy), ("db", db), ("executor", executor),
-                           ("report_to", report_to)):
+        for key, value in (("meta.model", meta_model), ("strategy", strategy), ("harness", harness),
+                           ("env.ref", env), ("db", db), ("executor", executor), ("report_to", report_to)):
             if value is not None:
                 overrides[key] = value
         cfg = load_config(config, overrides, flags=FLAGS)

@@ -148,7 +148,9 @@ class RunConfig(Section):
     db: str = "coevo_runs/coevo.db"
     out_dir: str = "coevo_runs"
     harness: str = Field(default="",
-                         description="H0: a spec file or shipped base name; default: the env's base harness")
+                         description="H0: a spec file or shipped base name; default: the env's base harness; or a "
+                         "LangGraph agent factory package.module:make_agent (coevo.harnesses.agent): the env's base "
+                         "harness with the fields the factory's params declare, run by the user's graph")
     policy: str = "local:smollm2-135m"
     env: EnvConfig = Field(default_factory=EnvConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)

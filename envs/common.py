@@ -13,9 +13,9 @@ import importlib
 import os
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Iterable, TypeVar
+from typing import Any, Callable, Iterable, Mapping, TypeVar
 
-from coevo.envs.base import SPLITS, Split
+from coevo.envs.base import SPLITS, Split, Task
 from coevo.errors import MissingExtraError
 
 __all__ = ["MissingExtraError"]  # re-exported: suites raise it through ``require``
@@ -135,3 +135,13 @@ def as_list(value: Any) -> list[str]:
         if sep in text:
             return [p.strip() for p in text.split(sep) if p.strip()]
     return [text] if text else []
+
+
+def first_tasks(splits: Mapping[str, list[Task]], split: str, n: int | None = None) -> list[Task]:
+    """Copies of the first ``n`` tasks of ``splits[split]`` (all when ``n`` is None): what a suite's
+    ``tasks`` returns. Raises ``ValueError`` for an unknown split or a negative ``n``."""
+    split = check_split(split)
+    if n is not None and n < 0:
+        raise ValueError(f"n={n} must be >= 0 or None")
+    items = splits[split]
+    return [t.model_copy(deep=True) for t in (items if n is None else items[:n])]

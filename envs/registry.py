@@ -4,8 +4,9 @@ A reference is ``name`` or ``name:key=value,key=value`` — e.g.
 ``reasoning_gym:families=word_sorting,size=60,seed=0`` or ``bfcl:categories=simple_python``.
 Values become int/float/bool when they look like one; a list is written with ``+``
 (``families=word_sorting+chain_sum``), or as bare items after a key
-(``families=word_sorting,chain_sum,size=60``). A third-party suite registers a class (or factory)
-taking keyword arguments::
+(``families=word_sorting,chain_sum,size=60``). A bare first item names an adapter's target and
+becomes the keyword ``id``: ``gym:Taxi-v4,size=20`` is ``GymEnv(id="Taxi-v4", size=20)``. A
+third-party suite registers a class (or factory) taking keyword arguments::
 
     [project.entry-points."coevo.envs"]
     my_suite = "my_pkg.envs:MySuite"
@@ -24,6 +25,8 @@ BUILTINS: dict[str, str] = {
     "reasoning_gym": "coevo.envs.rg_suite:ReasoningGymEnv",
     "bfcl": "coevo.envs.bfcl_suite:BfclEnv",
     "textworld": "coevo.envs.textworld_suite:TextWorldEnv",
+    "gym": "coevo.envs.gym_adapter:GymEnv",
+    "openenv": "coevo.envs.openenv_adapter:OpenEnvEnv",
 }
 GROUP = "coevo.envs"
 
@@ -45,7 +48,7 @@ def _coerce(text: str) -> Any:
 def parse_ref(ref: str) -> tuple[str, dict[str, Any]]:
     """Split ``name:key=value,...`` into ``(name, kwargs)``.
 
-    Raises ``ValueError`` for an empty name or an item with no key before it.
+    Raises ``ValueError`` for an empty name or a second item with no key before it.
     """
     name, _, rest = ref.strip().partition(":")
     if not name:
@@ -59,6 +62,8 @@ def parse_ref(ref: str) -> tuple[str, dict[str, Any]]:
             key, _, value = item.partition("=")
             last = key.strip()
             kwargs[last] = _coerce(value.strip())
+        elif last is None and "id" not in kwargs:
+            kwargs["id"] = item  # an adapter's target: gym:Taxi-v4, verifiers:NAME, openenv:NAME
         elif last is None:
             raise ValueError(f"env reference {ref!r}: {item!r} has no key; write key=value")
         else:
@@ -95,6 +100,9 @@ def get_env(ref: str, **settings: Any) -> Env:
         raise KeyError(f"unknown env {name!r}; registered: {sorted(known)} (third parties register under "
                        f"the entry-point group {GROUP!r})")
     factory = _load(known[name])
+    if "id" in kwargs and not _accepts(factory, "id"):
+        raise ValueError(f"env reference {ref!r}: {kwargs['id']!r} has no key, and {name!r} takes no target; "
+                         "write key=value")
     for key, value in settings.items():
         if value is None:
             continue

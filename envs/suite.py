@@ -17,7 +17,7 @@ from coevo.envs.base import (
     Task,
 )
 from coevo.envs.baseline import GENERIC_CONSTANTS, constant_baseline
-from coevo.envs.common import check_split
+from coevo.envs.common import check_split, first_tasks
 
 
 class Suite(ABC):
@@ -57,11 +57,7 @@ class Suite(ABC):
 
         Raises ``ValueError`` for an unknown split or a negative ``n``.
         """
-        split = check_split(split)
-        if n is not None and n < 0:
-            raise ValueError(f"n={n} must be >= 0 or None")
-        items = self._ensure()[split]
-        return [t.model_copy(deep=True) for t in (items if n is None else items[:n])]
+        return first_tasks(self._ensure(), split, n)
 
     def _known(self, task: Task) -> Any:
         self._ensure()

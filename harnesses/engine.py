@@ -50,6 +50,14 @@ def call_seed(seed: int, index: int) -> int:
     return int.from_bytes(digest, "big") >> 1
 
 
+def decoding_kwargs(spec: HarnessSpec) -> dict[str, Any]:
+    """The keyword arguments every model call of ``spec`` is made with: ``temperature``, ``top_p``,
+    ``max_tokens`` (``budget.max_output_tokens``) and ``stop`` when set (the seed is per call)."""
+    d = spec.decoding
+    return {"temperature": d.temperature, "top_p": d.top_p, "max_tokens": spec.budget.max_output_tokens,
+            **({"stop": list(d.stop)} if d.stop else {})}
+
+
 @dataclass
 class EngineContext:
     """What the nodes of one harness run are given (LangGraph ``context_schema``).
@@ -100,11 +108,8 @@ class EngineContext:
         if spec.bpe is not None:
             self.tools.update({t.name: t for t in bpe_tools()})
         self.schemas = [t.schema() for t in self.tools.values()]
-        d = spec.decoding
-        decoding = {"temperature": d.temperature, "top_p": d.top_p, "max_tokens": spec.budget.max_output_tokens,
-                    **({"stop": list(d.stop)} if d.stop else {})}
         model = (bind_tools_within(self.model, self.schemas) if spec.parser.mode == "native" and self.schemas
-                 else self.model).bind(**decoding)
+                 else self.model).bind(**decoding_kwargs(spec))
         # a plain kwargs binding is called as bound(**kwargs): same call, without a config merge per model call
         self.target, self.kwargs = unbind(model)
 

@@ -1,8 +1,9 @@
 """Edits: RFC 6902 JSON Patches (``jsonpatch``) that turn a parent spec into a child spec.
 
 A patch that does not apply, a result that does not validate, a hook naming an unregistered
-condition/action, or a tool view naming a tool the env lacks all raise ``HarnessError`` carrying
-every problem found — an editor's malformed edit becomes a rejected candidate with its reasons.
+condition/action, a tool view naming a tool the env lacks, or an edit of a user agent's harness
+outside its declared params (``check_agent_edit``) all raise ``HarnessError`` carrying every problem
+found — an editor's malformed edit becomes a rejected candidate with its reasons.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any, Iterable, Sequence
 import jsonpatch
 import jsonpointer
 
+from coevo.harnesses.agent import editable, load_agent
 from coevo.harnesses.errors import HarnessError, Problem
 from coevo.harnesses.spec import HarnessSpec, validate_spec
 
@@ -29,7 +31,8 @@ def apply_patch(parent: HarnessSpec, patch: list[dict[str, Any]] | str,
 
     The child's ``parents`` is ``[parent.id]``. With ``tools`` (the env's tool names) the child's
     tool view is checked against them too; with ``allowed`` (JSON Pointer prefixes such as
-    ``PROMPT_FIELDS``) every field the child changes must lie under one of them (``check_fields``).
+    ``PROMPT_FIELDS``) every field the child changes must lie under one of them (``check_fields``);
+    a user agent's harness is checked by ``check_agent_edit``.
     Raises ``HarnessError`` with every problem: each operation that does not apply (path missing,
     test failed, malformed op), then every validation/registry/tool/field problem of the result.
     """
@@ -54,7 +57,21 @@ def apply_patch(parent: HarnessSpec, patch: list[dict[str, Any]] | str,
         check_tools(child, tools)
     if allowed is not None:
         check_fields(parent, child, allowed)
+    check_agent_edit(parent, child)
     return child
+
+
+def check_agent_edit(parent: HarnessSpec, child: HarnessSpec) -> None:
+    """Check an edit of a user-agent harness (``coevo.harnesses.agent``): the ``agent`` unchanged,
+    only the fields its params declare changed, and the child's params valid under the params model.
+    An edit never adds or changes an agent. Raises ``HarnessError`` with the reason (a rejected candidate)."""
+    if child.agent != parent.agent:
+        raise HarnessError([Problem("/agent", "the agent factory is the app's code: an edit may not change it")],
+                           "patch (agent)")
+    if parent.agent is None:
+        return
+    check_fields(parent, child, editable(parent) or ())
+    load_agent(child.agent).params(child)
 
 
 def check_fields(parent: HarnessSpec, child: HarnessSpec, allowed: Sequence[str]) -> None:

@@ -23,6 +23,7 @@ from langsmith.utils import tracing_is_enabled
 
 from coevo.compat import arun_state, bind_context, node, route
 from coevo.envs.base import Env, Episode, Task
+from coevo.harnesses.agent_run import arun_agent_rollout
 from coevo.harnesses.engine import (
     EngineContext,
     acall_model,
@@ -86,7 +87,10 @@ async def arun_rollout(spec: HarnessSpec, model: BaseChatModel, env: Env, task: 
     every node. ``experience``: the harness lineage's lessons a BPE harness starts with
     (``EngineContext.experience``). Returns a scored ``Trajectory`` (reward, passed, score_detail).
     The episode is always closed. Raises whatever the model raises (e.g. a network error); tool errors never propagate.
+    A spec naming a user's agent (``spec.agent``) runs that agent's graph instead (``arun_agent_rollout``).
     """
+    if spec.agent is not None:
+        return await arun_agent_rollout(spec, model, env, task, seed, checkpoint_id, split, experience)
     episode = env.episode(task, seed)
     started = time.perf_counter()
     try:

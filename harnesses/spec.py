@@ -163,6 +163,9 @@ class Parser(Strict):
         return pattern
 
 
+AGENT_REF = r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$"
+"""What ``HarnessSpec.agent`` looks like: ``package.module:attribute``."""
+
 CHARS_PER_TOKEN = 4
 """How the engine estimates tokens from text (``Budget.max_context_tokens``; ``coevo.harnesses.fit``)."""
 
@@ -243,7 +246,10 @@ class HarnessSpec(Strict):
     becomes actions (DESIGN.md, HarnessSpec).
 
     ``id`` is the sha256 of the canonical JSON of the spec without ``parents`` (same content,
-    same id; ``bpe`` unset is left out, so specs without it keep their ids). Raises pydantic
+    same id; ``bpe`` unset is left out, so specs without it keep their ids). ``agent`` names a
+    user's LangGraph agent factory (``package.module:make_agent``) that runs in place of coevo's
+    harness graph, handed the spec's declared fields as its params (``coevo.harnesses.agent``);
+    unset (the default, left out of the JSON) the spec runs on coevo's own harness graph. Raises pydantic
     ``ValidationError`` on bad fields; hooks naming unregistered conditions/actions or wrong
     parameters fail validation.
     """
@@ -262,6 +268,7 @@ class HarnessSpec(Strict):
     budget: Budget = Field(default_factory=Budget)
     decoding: Decoding = Field(default_factory=Decoding)
     bpe: BPE | None = Field(default=None, exclude_if=lambda v: v is None)
+    agent: str | None = Field(default=None, exclude_if=lambda v: v is None, pattern=AGENT_REF)
 
     @model_validator(mode="after")
     def _registered_hooks(self) -> "HarnessSpec":

@@ -18,6 +18,7 @@ from coevo.envs.base import Env, Task
 from coevo.evaluation.engine import evaluate, evaluation_id
 from coevo.evaluation.executors import Executor
 from coevo.evaluation.results import EvalResult
+from coevo.harnesses.agent import start_harness
 from coevo.harnesses.bpe import ExperienceStore, InMemoryExperience
 from coevo.harnesses.errors import HarnessError
 from coevo.harnesses.spec import HarnessSpec, load_harness
@@ -139,7 +140,7 @@ class MetaContext(Recording):
             if record.origin == "base":
                 return load_harness(record.spec)
         try:
-            return load_harness(self.config.harness or self.env.name)
+            return start_harness(self.config.harness, self.env.name)
         except (HarnessError, OSError):
             return None
 

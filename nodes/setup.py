@@ -7,7 +7,7 @@ import hashlib
 from langgraph.runtime import Runtime
 
 from coevo.config import RunConfig
-from coevo.harnesses.spec import load_harness
+from coevo.harnesses.agent import start_harness
 from coevo.meta.context import MetaContext
 from coevo.meta.state import MetaState
 from coevo.models.checkpoint import Checkpoint
@@ -36,7 +36,7 @@ def setup(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     run_id = ctx.run_id
     incumbent = state.get("incumbent")
     if not incumbent:
-        incumbent = ctx.archive.add_harness(load_harness(ctx.config.harness or ctx.env.name), [], "base", run_id)
+        incumbent = ctx.archive.add_harness(start_harness(ctx.config.harness, ctx.env.name), [], "base", run_id)
     checkpoint = state.get("checkpoint")
     if not checkpoint:
         checkpoint = ctx.record_base_checkpoint(base_checkpoint(ctx.config))

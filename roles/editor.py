@@ -26,6 +26,7 @@ from pydantic import BaseModel, Field
 
 from coevo.config import RunConfig
 from coevo.envs.base import Env, Task
+from coevo.harnesses.agent import narrow
 from coevo.harnesses.patch import apply_patch
 from coevo.harnesses.registry import ACTIONS, CONDITIONS, EVENTS
 from coevo.harnesses.spec import HarnessSpec
@@ -57,10 +58,11 @@ class OfflineEditor:
                 solved: Sequence[Trajectory] = (), *, round: int = 0, sample: int = 0,
                 allowed: Sequence[str] | None = None) -> Proposal:
         """Candidate ``sample`` for ``direction`` in ``round`` (inside ``allowed`` JSON Pointer
-        prefixes when given); a direction no operator has an edit for is a rejected candidate. The
+        prefixes when given, and for a user agent's harness inside its declared params); a direction
+        no operator has an edit for is a rejected candidate. The
         candidate's ``demo_tasks`` name the train tasks its demonstrations answer."""
         material = Material(direction, spec, tasks, solved, self.demo_answer, self.max_demos)
-        picked = draw(material, seed_of(self.seed, round, direction.id), sample, allowed, self.operators)
+        picked = draw(material, seed_of(self.seed, round, direction.id), sample, narrow(allowed, spec), self.operators)
         cand = Candidate(id=f"{spec.short_id}-{direction.id}" + (f"-s{sample}" if sample else ""),
                          direction=direction.id, parent_id=spec.id)
         if picked is None:
@@ -120,7 +122,8 @@ class LLMEditor(JsonRole):
                   f"actions: {sorted(ACTIONS)}. "
                   "Reply with JSON {\"rationale\": str, \"patch\": [ops]}.")
         user = f"Harness:\n{spec.model_dump_json(indent=1)}\n\nDirection:\n{direction.model_dump_json(indent=1)}{extra}"
-        reply = self.ask(system, user, EditReply, lambda r: apply_patch(spec, r.patch), patch_schema(spec))
+        reply = self.ask(system, user, EditReply, lambda r: apply_patch(spec, r.patch),
+                         patch_schema(spec, narrow(None, spec)))
         cand = Candidate(id=cand_id, direction=direction.id, parent_id=spec.id, revision=revision)
         if reply.value is None:
             cand.status, cand.reason = "rejected", f"editor reply rejected: {reply.reason}"

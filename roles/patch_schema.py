@@ -29,8 +29,9 @@ from typing import Any, Sequence
 from coevo.harnesses.registry import ACTIONS, CONDITIONS, EVENTS
 from coevo.harnesses.spec import HarnessSpec
 
-IDENTITY = ("schema_version", "name", "description", "parents", "/parser/final_answer_pattern")
-"""Fields an edit is not offered: the spec's identity and lineage, and the answer regex (a model
+IDENTITY = ("schema_version", "name", "description", "parents", "agent", "/parser/final_answer_pattern")
+"""Fields an edit is not offered: the spec's identity and lineage, the user agent it runs (the app's
+code, ``coevo.harnesses.agent``), and the answer regex (a model
 that cannot be held to a valid regex with a capture group would only break the parser)."""
 KEY_PATTERN = "[a-z][a-z0-9_]{0,23}"
 """A new map entry's key: a short lower-case identifier."""

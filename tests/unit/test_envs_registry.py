@@ -20,7 +20,14 @@ def test_parse_ref_coerces_values_and_collects_lists():
 
 def test_parse_ref_rejects_an_item_without_key():
     with pytest.raises(ValueError, match="has no key"):
-        registry.parse_ref("reasoning_gym:word_sorting")
+        registry.parse_ref("gym:Taxi-v4,FrozenLake-v1")
+    with pytest.raises(ValueError, match="takes no target|unknown option .id."):
+        registry.get_env("reasoning_gym:word_sorting")
+
+
+def test_parse_ref_reads_a_bare_first_item_as_the_adapter_target():
+    assert registry.parse_ref("gym:Taxi-v4,size=8,is_slippery=false") == (
+        "gym", {"id": "Taxi-v4", "size": 8, "is_slippery": False})
 
 
 def test_unknown_env_names_the_registered_ones():

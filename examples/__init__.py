@@ -1,0 +1,1 @@
+"""Examples of bringing your own agent to coevo (README, "Bring your own agent")."""
