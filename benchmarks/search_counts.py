@@ -1,8 +1,8 @@
 """What a finished run's harness search explored, read from its archive (issue 23, "Done when").
 
 Per round: the distinct directions edited, the distinct applied candidates (children that exist),
-the gate's accepted/rejected counts (VACE, PACE); the sibling pool, its members' causes and how many
-distinct harnesses Rank-1 routing sent test tasks to (Harness-S); the harness accepted after each
+the gate's accepted/rejected counts (VACE, PACE); the sibling pool, its members' directions, causes and
+val scores, and how many test tasks Rank-1 routing sent to each harness (Harness-S); the harness accepted after each
 search iteration against H0 (WHALE, FST, stagewise, PACE); the distinct bases the editors chose
 (CoEvo-RSI). Prints JSON.
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 
 def counts(db: str, run_id: str) -> dict:
@@ -50,13 +50,21 @@ def counts(db: str, run_id: str) -> dict:
     if pool:
         children = [m for m in pool if m.round >= 0]
         out["pool"] = {"members": len({m.harness_id for m in pool}), "children": len({m.harness_id for m in children}),
+                       "distinct_directions": len({m.direction for m in children}),
                        "distinct_cause_sets": len({tuple(sorted(m.causes)) for m in children}),
+                       "children_per_round": dict(sorted(Counter(m.round for m in children).items())),
+                       "val_scores": sorted((round(m.val_score or 0.0, 3) for m in children), reverse=True),
                        "causes": sorted({c for m in children for c in m.causes})}
         rank1 = (state.get("test") or {}).get("rank1")
         if rank1 is not None:
-            harnesses = {archive.get(EvaluationRecord, i).harness_id for i in rank1.evaluation_id.split("+")}
-            out["pool"]["rank1_routed_to"] = len(harnesses)
-            out["pool"]["rank1_routed_to_h0"] = h0 in harnesses
+            routed = Counter()
+            for i in rank1.evaluation_id.split("+"):
+                record = archive.get(EvaluationRecord, i)
+                routed[record.harness_id] += len(record.task_ids)
+            out["pool"]["rank1_routed_to"] = len(routed)
+            out["pool"]["rank1_routed_to_h0"] = h0 in routed
+            out["pool"]["rank1_routed_to_siblings"] = len(set(routed) - {h0})
+            out["pool"]["rank1_tasks_per_harness"] = {("H0" if h == h0 else h[:12]): n for h, n in routed.most_common()}
     if state.get("search_iterations"):
         accepted = [s.accepted for s in state["search_iterations"]]
         out["search"] = {"iterations": len(accepted), "accepted_non_h0": sum(a != h0 for a in accepted),

@@ -79,7 +79,8 @@ class MetaConfig(Section):
                             "proposes one H'[t] (Alg. 1); more are gated under gate.multiplicity; CoEvo-RSI: its K "
                             "editors")
     samples: int = Field(default=1, ge=1, le=8, description="candidates asked for each direction (the offline editor "
-                         "draws a different operator for each); several reach the gate under gate.multiplicity")
+                         "draws a different operator for each); several reach the gate under gate.multiplicity; "
+                         "Harness-S: per brief, within harness_s.proposals")
     min_failed_tasks: int = Field(default=2, ge=1)
     smoke_tasks: int = Field(default=2, ge=0)
     max_timr_increase: float = Field(default=0.25, ge=0)

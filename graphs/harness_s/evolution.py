@@ -6,7 +6,10 @@ seeds per round); ``curate_briefs``: the curator groups each parent's failures b
 causes are merged 2-3 at a time into candidate briefs (each cause keeps >= ``meta.min_failed_tasks``
 distinct failed tasks), the round's proposal budget ``harness_s.proposals[g]`` is spread over the
 parents, and every brief names the other candidates' causes so that edits seek different
-mechanisms; ``fan_out_briefs`` sends one ``edit`` per brief with its parent as the incumbent;
+mechanisms; ``fan_out_briefs`` sends ``meta.samples`` ``edit`` branches per brief with its parent as
+the incumbent (every brief's first sample first, within the budget: the budget counts proposals,
+Table 8), so the offline editor, seeded by run, round and direction, draws a different operator
+for each sibling of one brief;
 ``select_parents``: the sibling pool grows by every valid child (Eq. 4) and at most B of them
 become the next round's parents by joint validation coverage (Eq. 3).
 
@@ -26,6 +29,7 @@ from typing import Iterable, Mapping
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
+from coevo.config import RunConfig
 from coevo.envs.base import Task
 from coevo.graphs.harness_s.state import HarnessSState
 from coevo.harnesses.spec import HarnessSpec
@@ -35,6 +39,7 @@ from coevo.meta.sealing import live
 from coevo.meta.state import RESET, Candidate, Direction, EditRequest, EvalSummary
 from coevo.nodes.train import stage_tasks
 from coevo.records import Trajectory
+from coevo.roles.operators import assignments
 
 
 async def sample_parents(state: HarnessSState, runtime: Runtime[MetaContext]) -> dict:
@@ -86,6 +91,13 @@ def merge(group: list[Direction], id: str, others: list[str]) -> Direction:
                      evidence=[e for d in group for e in d.evidence])
 
 
+def proposal_budget(config: RunConfig, g: int) -> int:
+    """Evolution round ``g``'s proposal budget ``harness_s.proposals[g]`` (the last entry for later
+    rounds): the most candidates the round edits (Table 8)."""
+    proposals = config.harness_s.proposals
+    return proposals[min(g, len(proposals) - 1)]
+
+
 def curate_briefs(state: HarnessSState, runtime: Runtime[MetaContext]) -> dict:
     """The round's briefs (Eq. 2): each parent's failures curated into directions, merged into
     related groups (``related_groups``), the proposal budget ``harness_s.proposals[g]`` taken
@@ -94,7 +106,7 @@ def curate_briefs(state: HarnessSState, runtime: Runtime[MetaContext]) -> dict:
     ctx = runtime.context
     g = state.get("evolution_round", 0)
     hs = ctx.config.harness_s
-    budget = hs.proposals[min(g, len(hs.proposals) - 1)]
+    budget = proposal_budget(ctx.config, g)
     train = {t.id: t for t in ctx.tasks("train")}
     per_parent: list[list[tuple[str, list[Direction], list[str]]]] = []
     for sample in state.get("briefs", []):
@@ -116,15 +128,21 @@ def curate_briefs(state: HarnessSState, runtime: Runtime[MetaContext]) -> dict:
 
 
 def fan_out_briefs(state: HarnessSState, runtime: Runtime[MetaContext]) -> list[Send] | str:
-    """One ``edit`` per brief, its parent as the incumbent and its parent's train trajectories as
-    the demonstration sources; straight to ``check`` without briefs."""
+    """``meta.samples`` ``edit`` branches per brief (``coevo.roles.operators.assignments``: every
+    brief's first sample first), at most the round's proposal budget ``harness_s.proposals[g]`` in
+    all (Table 8: proposal counts are budgets), each with its brief's parent as the incumbent and
+    that parent's train trajectories as the demonstration sources; straight to ``check`` without
+    briefs."""
     directions = {d.id: d for d in state.get("directions", [])}
-    briefs = [b for b in state.get("briefs", []) if b.direction in directions]
-    if not briefs:
-        return "check"
+    briefs = {b.direction: b for b in state.get("briefs", []) if b.direction in directions}
     g = state.get("evolution_round", 0)
-    return [Send("edit", EditRequest(direction=directions[b.direction], incumbent=b.parent, round=g,
-                                     train_trajectories=b.trajectories)) for b in briefs]
+    config = runtime.context.config
+    branches = assignments([directions[d] for d in briefs], config.meta.samples)[:proposal_budget(config, g)]
+    if not branches:
+        return "check"
+    return [Send("edit", EditRequest(direction=d, incumbent=briefs[d.id].parent, round=g,
+                                     train_trajectories=briefs[d.id].trajectories, sample=s))
+            for d, s in branches]
 
 
 def coverage_parents(solved: Mapping[str, set[str]], budget: int, exact_limit: int = 20_000) -> list[str]:

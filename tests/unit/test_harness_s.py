@@ -23,7 +23,7 @@ from coevo.harnesses.spec import HarnessSpec, Prompt
 from coevo.meta.context import MetaContext
 from coevo.meta.pool import Ballot, Profile
 from coevo.meta.state import EvalSummary
-from coevo.records import Checkpoint, LLMCallRecord, PoolMember, RunRecord
+from coevo.records import Checkpoint, EditRecord, LLMCallRecord, PoolMember, RunRecord
 from coevo.roles.curator import OfflineCurator
 from coevo.roles.editor import OfflineEditor
 from coevo.roles.profiler import LLMProfiler, OfflineProfiler
@@ -207,18 +207,20 @@ class RescueTrainer:
         return new, [t.model_copy(update={"id": f"{new}-{t.task_id}"}) for t in trajs]
 
 
-def _run_harness_s(tmp_path, strategy, profiler=None, voter=None, reporter=None, trainer_cls=None):
+def _run_harness_s(tmp_path, strategy, profiler=None, voter=None, reporter=None, trainer_cls=None, meta=None,
+                   operators=("verifier_hint_rule",), env=None):
     h0 = HarnessSpec(name="h0", prompt=Prompt(system="Answer the task.", output_format="Reply 'Final answer: X'."))
     (tmp_path / "h0.json").write_text(h0.model_dump_json())
     config = RunConfig(strategy=strategy, rounds=1, db=str(tmp_path / "run.db"), harness=str(tmp_path / "h0.json"),
                        policy="fake:words", env={"ref": "words", "n_train": 4, "n_val": 4, "n_test": 4},
-                       meta={"smoke_tasks": 2, "local_check": True, "local_tasks": 4, "local_controls": 0},
+                       meta={"smoke_tasks": 2, "local_check": True, "local_tasks": 4, "local_controls": 0,
+                             **(meta or {})},
                        harness_s={"proposals": [2, 2]})
-    archive, env, model = Archive(config.db), WordEnv(), policy("help")
+    archive, env, model = Archive(config.db), env or WordEnv(), policy("help")
     trainer = (trainer_cls or RescueTrainer)(env, model, archive)
     ctx = MetaContext(config=config, env=env, archive=archive, policy=lambda ckpt: model,
                       trainer=trainer if strategy != "harness_s_he_only" else None, curator=OfflineCurator(2),
-                      editor=OfflineEditor(operators=("verifier_hint_rule",)), profiler=profiler or OfflineProfiler(),
+                      editor=OfflineEditor(operators=operators), profiler=profiler or OfflineProfiler(),
                       voter=voter or [RuleVoter()],
                       **({"reporter": reporter} if reporter else {}))
     state = asyncio.run(run_meta(config, run_id="run-1", context=ctx, archive=archive))
@@ -369,3 +371,47 @@ def test_a_pool_members_demonstrated_train_tasks_leave_later_stages_even_after_a
     tasks = [Task(id=f"t{i}", env="e", split="train", prompt=f'What is {i} + {i}?\nAnswer "now".') for i in range(3)]
     spec = HarnessSpec(skills={"demo_t1": {"kind": "demonstration", "input": tasks[1].prompt, "output": "2"}})
     assert carried_tasks(spec, tasks) == ["t1"] and carried_tasks(HarnessSpec(), tasks) == []
+
+
+def test_the_fan_out_asks_meta_samples_candidates_per_brief_within_the_proposal_budget():
+    from coevo.graphs.harness_s.evolution import fan_out_briefs
+    from coevo.meta.pool import Brief
+    from coevo.meta.state import Direction
+
+    directions = [Direction(id=f"g1-p-b{i}", cause=c, description=c, task_ids=["t1", "t2"])
+                  for i, c in enumerate(["format:no_marker", "value:wrong"])]
+    briefs = [Brief(id=d.id, parent=f"parent{i}", direction=d.id, causes=[d.cause], trajectories=[f"tr{i}"])
+              for i, d in enumerate(directions)]
+    state = {"directions": directions, "briefs": briefs, "evolution_round": 1}
+
+    def sends(samples, proposals):
+        config = RunConfig(meta={"samples": samples}, harness_s={"proposals": proposals})
+        out = fan_out_briefs(state, SimpleNamespace(context=SimpleNamespace(config=config)))
+        return [(s.arg["direction"].id, s.arg["sample"], s.arg["incumbent"], s.arg["train_trajectories"],
+                 s.arg["round"]) for s in out]
+
+    b0, b1 = (d.id for d in directions)
+    assert sends(2, [1, 8]) == [(b0, 0, "parent0", ["tr0"], 1), (b1, 0, "parent1", ["tr1"], 1),
+                                (b0, 1, "parent0", ["tr0"], 1), (b1, 1, "parent1", ["tr1"], 1)]
+    assert [x[:2] for x in sends(3, [1, 3])] == [(b0, 0), (b1, 0), (b0, 1)]  # the round's budget caps proposals
+    assert [x[:2] for x in sends(1, [8])] == [(b0, 0), (b1, 0)]
+    assert fan_out_briefs({"directions": [], "briefs": []},
+                          SimpleNamespace(context=SimpleNamespace(config=RunConfig()))) == "check"
+
+
+class UnlabelledWordEnv(WordEnv):
+    """WordEnv whose verifier gives no error type: the offline curator reads the wrong value itself."""
+
+    def score(self, task, answer, episode):
+        return super().score(task, answer, episode).model_copy(update={"detail": {}})
+
+
+def test_sampled_siblings_of_one_brief_are_distinct_children_in_the_pool(tmp_path):
+    ops = ("exact_value_rule", "lesson")
+    state, archive, _ = _run_harness_s(tmp_path, "harness_s_he_only", meta={"samples": 2}, operators=ops,
+                                       env=UnlabelledWordEnv())
+    children = [m for m in archive.list(PoolMember, run_id="run-1") if m.round == 0]
+    applied = {e.rationale.split("by operator ", 1)[1].split(" ")[0] for e in archive.list(EditRecord, run_id="run-1")
+               if e.child_id and e.round == 0}
+    assert len({m.harness_id for m in children}) == 2 and len({m.direction for m in children}) == 1
+    assert applied == set(ops)  # one brief, two siblings by different operators

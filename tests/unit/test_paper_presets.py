@@ -57,6 +57,15 @@ def test_the_presets_keep_the_papers_protocols():
     assert not get_strategy(pace.strategy).trains and pace.gate.min_margin == 0.0
     for config in (vace, hs, whale, rsi, pace):
         assert config.env.reward == "correct" and config.meta.model == "offline"  # binary verifier, no API key
+    # the papers sample their evaluations: k > 1 rollouts per task differ, so mean@k means something (issue 25)
+    assert all(c.eval.k == 1 or (c.eval.temperature or 0) > 0 for c in (vace, hs, whale, rsi, pace))
+    assert (vace.eval.temperature, hs.eval.temperature, whale.eval.temperature, rsi.eval.temperature) == (1.0,) * 4
+
+
+def test_no_preset_header_claims_a_missing_evaluation_temperature():
+    for name in PRESETS:
+        header = (PAPERS / f"{name}.toml").read_text().split("\nstrategy = ")[0]
+        assert "not in this coevo yet" not in header and "decodes greedily and the" not in header, name
 
 
 RULE = ("verifier_hint_rule",)
