@@ -162,6 +162,11 @@ class TextWorldEnv(Suite):
         """The walkthrough (commands that win), joined by ``; ``."""
         return "; ".join(self._known(task))
 
+    def walkthrough(self, task: Task) -> tuple[list[tuple[str, dict[str, Any]]], str]:
+        """The winning commands as ``act`` tool calls and the closing answer ``done``: the
+        demonstration the harness teacher plays on a train task (``coevo.training.teacher``)."""
+        return [("act", {"command": c}) for c in self._known(task)], "done"
+
     def constant_candidates(self, split: Split) -> list[str]:
         """None beyond the empty answer: the text answer does not matter, only the game state."""
         return []

@@ -33,7 +33,8 @@ class StageOptions:
     ``coevo.training.rollout.with_experience``; in-process rollouts only: an executor's workers get
     none), ``harness_sft`` > 0 makes the stage EvoHarness-RL's supervised harness fine-tuning
     instead: that many RSFT rounds whatever ``train.algorithm`` says, trained on the BPE-using turns
-    of accepted rollouts only (``coevo.training.harness_cost.harness_sft_rows``)."""
+    of accepted rollouts only (``coevo.training.harness_cost.harness_sft_rows``), played by the scripted
+    harness teacher when ``evoharness.teacher`` (``coevo.training.teacher.teacher_rollout``)."""
 
     siblings: Sequence[HarnessSpec] = ()
     route: Route | None = None
@@ -165,6 +166,10 @@ class StageTrainer:
 
             config = config.model_copy(update={"steps": stage_options.harness_sft})
             options["rows_fn"] = harness_sft_rows
+            if self.config.evoharness.teacher:
+                from coevo.training.teacher import teacher_rollout
+
+                options["rollout_fn"] = teacher_rollout(options.get("rollout_fn"))
         elif train.algorithm == "rsft":
             if stage_options.mixture:
                 raise ValueError("a mixed-harness stage mixes harnesses within GRPO groups (Harness-S App. 8), which "
