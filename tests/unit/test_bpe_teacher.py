@@ -10,7 +10,6 @@ import pytest
 from harness_kit import ToyEnv, make_task
 
 from coevo.envs.base import Episode, Score, Task, Tool
-from coevo.harnesses.runtime import arun_rollout
 from coevo.harnesses.spec import validate_spec
 from coevo.models.fake import char_tokens, fake_template
 from coevo.training.harness_cost import bpe_turns, harness_sft_rows
@@ -74,7 +73,8 @@ def test_the_teacher_plays_the_walkthrough_with_every_bpe_action_and_wins(mode):
     assert all(not a["error"] for a in traj.harness_actions) and traj.env_actions == 2
     state = traj.harness_state
     assert state["progress"] == {"done": ["answer the task"], "pending": []}
-    assert state["belief"] == ["after open door: You open the wooden door.", "after go north: You step outside. You won!"]
+    assert state["belief"] == ["after open door: You open the wooden door.",
+                               "after go north: You step outside. You won!"]
     assert state["experience"][0] == "doors open before you go through" and state["consolidated"]
     # the read showed the lineage's lesson to the teacher's next turn
     assert "doors open before you go through" in str(traj.messages)
