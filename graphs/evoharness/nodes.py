@@ -82,8 +82,8 @@ def consolidate(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
         return {}
     rollouts = [t for i in state.get("train_trajectories", []) if (t := ctx.archive.get(Trajectory, i)) is not None]
     offered = [lesson for t in rollouts if t.passed for lesson in t.harness_state.get("consolidated", [])]
-    kept = ctx.experience.consolidate(lineage(state), offered, spec.bpe.max_experience)
     rnd = state.get("round", 0)
+    kept = ctx.experience.consolidate(lineage(state), offered, spec.bpe.max_experience, round=rnd)
     ctx.log("experience", f"round {rnd}: {len(offered)} lessons from {sum(t.passed for t in rollouts)} successful "
                           f"rollouts -> {len(kept)} kept (cap {spec.bpe.max_experience})")
     ctx.track({"experience/offered": float(len(offered)), "experience/kept": float(len(kept))}, rnd)
