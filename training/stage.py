@@ -171,8 +171,9 @@ class StageTrainer:
             config = config.model_copy(update={"steps": stage_options.harness_sft})
             options["rows_fn"] = harness_sft_rows
             if teacher:
-                from coevo.training.teacher import teacher_rollout
+                from coevo.training.teacher import require_teachable, teacher_rollout
 
+                require_teachable(self.env)  # before the stage, not as every rollout masked
                 options["rollout_fn"] = teacher_rollout(options.get("rollout_fn"))
         elif train.algorithm == "rsft":
             if stage_options.mixture:

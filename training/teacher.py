@@ -79,11 +79,16 @@ def demonstration(env: Env, task: Task) -> Demonstration:
     if walkthrough is not None:
         calls, answer = walkthrough(task)
         return Demonstration(goal, tuple((name, dict(args)) for name, args in calls), str(answer), lesson)
-    reveal = getattr(env, "reveal", None)
-    if reveal is None:
+    require_teachable(env)
+    return Demonstration(goal, (), str(env.reveal(task)), lesson)  # type: ignore[attr-defined]
+
+
+def require_teachable(env: Env) -> None:
+    """Raise ``TypeError`` naming the fix when ``env`` has neither ``walkthrough(task)`` nor
+    ``reveal(task)``: the teacher has no solution to demonstrate."""
+    if getattr(env, "walkthrough", None) is None and getattr(env, "reveal", None) is None:
         raise TypeError(f"env {env.name!r} has neither walkthrough(task) nor reveal(task): the harness teacher "
                         "needs its solution of a train task; set evoharness.teacher = false for it")
-    return Demonstration(goal, (), str(reveal(task)), lesson)
 
 
 Step = tuple[str, dict[str, Any]] | str
