@@ -253,14 +253,17 @@ def test_a_harness_sft_stage_runs_rsft_on_bpe_turns_whatever_the_algorithm(tmp_p
         return new, []
 
     monkeypatch.setattr(rsft, "train_rsft", stage)
-    config = RunConfig(out_dir=str(tmp_path), train={"algorithm": "grpo", "steps": 5})
+    config = RunConfig(out_dir=str(tmp_path), train={"algorithm": "grpo", "steps": 5}, evoharness={"teacher": False})
     env = LookupEnv()
+    options = StageOptions(harness_sft=2, experience=("a lesson",))
     with Archive(tmp_path / "a.db") as archive:
         archive.put(Checkpoint(id="ck0", base_model="base"))
         trainer = StageTrainer(config, env, archive, "r1")
-        new_id, _ = asyncio.run(trainer("ck0", HarnessSpec(bpe={}), env.tasks(), 0,
-                                        StageOptions(harness_sft=2, experience=("a lesson",))))
-    ((steps, rows_fn, rollout_fn),) = calls
+        new_id, _ = asyncio.run(trainer("ck0", HarnessSpec(bpe={}), env.tasks(), 0, options))
+        taught = StageTrainer(RunConfig(out_dir=str(tmp_path)), env, archive, "r1")  # teacher: the default
+        with pytest.raises(TypeError, match="neither walkthrough.*nor reveal.*evoharness.teacher = false"):
+            asyncio.run(taught("ck0", HarnessSpec(bpe={}), env.tasks(), 0, options))
+    ((steps, rows_fn, rollout_fn),) = calls  # the teacher's refusal came before the stage
     assert new_id == "ck-sft" and steps == 2 and rows_fn is harness_sft_rows and rollout_fn is not None
 
 
