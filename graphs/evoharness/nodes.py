@@ -6,7 +6,8 @@ between stages: the lessons successful rollouts saved, merged into the lineage's
 deduplicated and capped).
 
 A harness lineage is keyed by the run's start harness (``state["start_harness"]``): every BPE
-harness the run derives from H0 shares its experience. The store is the run context's
+harness the run derives from H0 shares its experience, also across runs from the same H0 (the store
+``make_context`` builds keeps it in the archive). The store is the run context's
 ``MetaContext.experience``; nodes never reach it otherwise.
 """
 
