@@ -153,3 +153,15 @@ def test_migration_0005_adds_the_experience_table_and_its_downgrade_removes_it(d
     engine.dispose()
     with Archive(target) as archive:
         assert ArchiveExperience(archive).lessons("h0") == []  # the downgrade dropped the rows with the table
+
+
+def test_a_runs_context_keeps_experience_in_its_archive_under_its_run_id(tmp_path):
+    from coevo.app.services import make_context
+    from coevo.config import RunConfig
+
+    config = RunConfig(strategy="evoharness_rl", out_dir=str(tmp_path), db=str(tmp_path / "a.db"))
+    with Archive(config.db) as archive:
+        ctx = make_context(config, archive, "run-7", env=ToyEnv())
+        assert isinstance(ctx.experience, ArchiveExperience) and ctx.experience.archive is archive
+        ctx.experience.consolidate("h0", ["kept across runs"], cap=4, round=2)
+        assert archive.get(ExperienceRecord, "h0-v1").run_id == "run-7"
