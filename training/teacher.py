@@ -10,9 +10,10 @@ schedule the abstract's action space implies (coevo's choice; the paper gives no
 
     bpe_read(part="experience")                      # the lineage's lessons
     bpe_update_progress(subgoal=GOAL, status="pending")
-    for each env command c of the demonstration:     # (none for an answer-only env)
+    for each env command c of the demonstration:
         c                                            # the env tool call
         bpe_update_belief(hypothesis="after c: <first line of the reply>")
+    (an answer-only env, no command: bpe_update_belief(hypothesis="the answer is A"))
     bpe_update_progress(subgoal=GOAL, status="done")
     bpe_consolidate(lesson=LESSON)
     the final answer
@@ -103,6 +104,8 @@ def schedule(demo: Demonstration, max_calls: int) -> list[Step | None]:
                                 ("bpe_update_progress", {"subgoal": demo.goal, "status": "pending"})]
     for command in demo.commands:
         steps += [command, None]
+    if not demo.commands:  # an answer-only env: the belief is the answer worked out
+        steps.append(("bpe_update_belief", {"hypothesis": f"the answer is {demo.answer}"}))
     steps += [("bpe_update_progress", {"subgoal": demo.goal, "status": "done"}),
               ("bpe_consolidate", {"lesson": demo.lesson}), demo.answer]
     while len(steps) > max_calls and None in steps:

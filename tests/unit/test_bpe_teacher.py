@@ -105,8 +105,9 @@ def test_the_teacher_answers_an_answer_only_env_with_its_gold_in_the_parser_form
     spec = validate_spec({"bpe": {}})
     traj = teach(spec, Gold(), make_task())
     assert traj.passed and traj.calls[0].output["data"]["tool_calls"]  # native: real tool calls
-    assert [a["action"] for a in traj.harness_actions] == ["read", "update_progress", "update_progress",
-                                                           "consolidate"]
+    assert [a["action"] for a in traj.harness_actions] == ["read", "update_progress", "update_belief",
+                                                           "update_progress", "consolidate"]
+    assert traj.harness_state["belief"] == ["the answer is 42"]
     assert reply_text("native", ("bpe_read", {"part": "all"}), False) == (
         '<tool_call>{"name": "bpe_read", "arguments": {"part": "all"}}</tool_call>')
 
