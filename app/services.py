@@ -9,6 +9,7 @@ from coevo.config import RunConfig
 from coevo.envs.base import Env
 from coevo.envs.registry import get_env
 from coevo.evaluation.executors import Executor, make_executor
+from coevo.harnesses.bpe import ArchiveExperience
 from coevo.meta.context import MetaContext
 from coevo.models.adapters import check_adapter
 from coevo.observe.progress import NullReporter, Reporter
@@ -81,4 +82,4 @@ def make_context(config: RunConfig, archive: Archive, run_id: str, reporter: Rep
     trainer = StageTrainer(config, env, archive, run_id, executor) if strategy.trains else None
     return MetaContext(config=config, env=env, archive=archive, policy=PolicyCache(config, archive), trainer=trainer,
                        reporter=reporter or NullReporter(), run_id=run_id, executor=executor,
-                       **meta_roles(config, env, strategy.roles))
+                       experience=ArchiveExperience(archive, run_id), **meta_roles(config, env, strategy.roles))

@@ -101,6 +101,11 @@ class EvoHarnessConfig(Section):
     ``shared/papers/harness_learning_abstracts.txt``): ``sft_steps``, the RSFT rounds of supervised
     harness fine-tuning before the first cost-aware GRPO stage, trained on the BPE-using turns of
     accepted rollouts only (``coevo.training.harness_cost.harness_sft_rows``; batch, threshold and
-    learning rate from ``[train]``); 0: no SFT stage."""
+    learning rate from ``[train]``); 0: no SFT stage. ``teacher``: the SFT rollouts are played by the
+    scripted harness teacher (``coevo.training.teacher``: the env's solution of each train task with
+    the BPE actions used in a fixed schedule, tokenised as the policy would) instead of sampled from
+    the policy, which a small model needs (SmolLM2-135M makes no BPE action of its own); false: RSFT
+    on the policy's own accepted rollouts."""
 
     sft_steps: int = Field(default=1, ge=0)
+    teacher: bool = True

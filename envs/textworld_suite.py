@@ -11,7 +11,11 @@ built (for ``tw-cooking`` the game is drawn from TextWorld's own matching split:
 repeats an earlier game are dropped.
 
 Tools per episode: ``act(command)``, ``look()``, ``inventory()`` over a fresh game; each counts as a
-game move. Reference: ``textworld:challenge=tw-cooking,size=10,seed=0``.
+game move. With ``admissible=true`` the task prompt and every tool reply end with the game's
+admissible commands (TextWorld's ``admissible_commands``: what the parser accepts in the current
+state), the usual way a small policy is given a long-horizon text game it can play
+(``textworld:challenge=tw-cooking,size=10,seed=0,admissible=true``). Reference:
+``textworld:challenge=tw-cooking,size=10,seed=0``.
 """
 
 from __future__ import annotations
@@ -62,13 +66,15 @@ class TextWorldEnv(Suite):
     (e.g. ``recipe=2``, ``go=6``, ``cook=true``). ``cache``: where games are built (default
     ``<coevo cache>/textworld``); ``reward``: ``correct`` or ``partial`` (module doc). Raises
     ``ValueError`` for an unknown challenge, option or reward mode and ``MissingExtraError`` when
-    textworld is not installed.
+    textworld is not installed. ``admissible``: list the admissible commands in the prompt and
+    after every reply (module doc; the tasks' ids then differ from those without).
     """
 
     name = "textworld"
 
     def __init__(self, challenge: str = "tw-simple", size: int = 10, seed: int = 0, val_frac: float = 0.2,
-                 test_frac: float = 0.2, cache: str | None = None, reward: str = "correct", **options: Any) -> None:
+                 test_frac: float = 0.2, cache: str | None = None, reward: str = "correct", admissible: bool = False,
+                 **options: Any) -> None:
         super().__init__(reward)
         require("textworld", "textworld", "textworld")
         if challenge not in CHALLENGES:
@@ -78,11 +84,13 @@ class TextWorldEnv(Suite):
         if int(size) < 1:
             raise ValueError(f"size={size} must be >= 1")
         self.challenge, self.size, self.seed = challenge, int(size), int(seed)
+        self.admissible = str(admissible).lower() in ("1", "true", "yes")
         self.val_frac, self.test_frac = float(val_frac), float(test_frac)
         self.options = {**CHALLENGES[challenge], **options}
         self.cache = Path(cache) if cache else cache_dir("textworld")
         self.config = {"challenge": challenge, "size": self.size, "seed": self.seed, "val_frac": self.val_frac,
-                       "test_frac": self.test_frac, "options": self.options, "reward": self.reward_mode}
+                       "test_frac": self.test_frac, "options": self.options, "reward": self.reward_mode,
+                       **({"admissible": True} if self.admissible else {})}
         self._games: dict[str, dict[str, Any]] = {}
 
     # --- building -----------------------------------------------------------------------------
@@ -121,11 +129,16 @@ class TextWorldEnv(Suite):
         return path
 
     @staticmethod
-    def _infos(walkthrough: bool = True) -> Any:
+    def _infos(walkthrough: bool = True, admissible: bool = False) -> Any:
         from textworld import EnvInfos
 
         return EnvInfos(max_score=True, won=True, lost=True, score=True, moves=True, objective=True,
-                        extras=["walkthrough"] if walkthrough else [])
+                        admissible_commands=admissible, extras=["walkthrough"] if walkthrough else [])
+
+    @staticmethod
+    def commands_text(commands: Any) -> str:
+        """The admissible commands as the model reads them (sorted; ``look`` and ``inventory`` kept)."""
+        return "Admissible commands: " + ", ".join(sorted(str(c) for c in commands or []))
 
     def _read_game(self, path: Path) -> dict[str, Any]:
         import textworld
@@ -150,17 +163,34 @@ class TextWorldEnv(Suite):
         games = dedupe(games, key=lambda g: g[3]["intro"] + "\n" + "\n".join(g[3]["walkthrough"]))
         out: dict[Split, list[Task]] = {"train": [], "val": [], "test": []}
         for split, game_seed, path, meta in games:
-            tid = task_id(self.name, f"{self.challenge}\n{meta['intro']}\n" + "\n".join(meta["walkthrough"]))
-            out[split].append(Task(id=tid, env=self.name, split=split, prompt=meta["intro"],
+            kind, prompt = self.challenge, meta["intro"]
+            if self.admissible:  # another prompt, so another task id
+                kind, prompt = f"{kind}+admissible", f"{prompt}\n\n{self.commands_text(self._first_commands(path))}"
+            tid = task_id(self.name, f"{kind}\n{meta['intro']}\n" + "\n".join(meta["walkthrough"]))
+            out[split].append(Task(id=tid, env=self.name, split=split, prompt=prompt,
                                    metadata={"challenge": self.challenge, "game_seed": game_seed,
                                              "max_score": meta["max_score"]}))
             self._games[tid] = {"path": str(path), **meta}
             self._gold[tid] = meta["walkthrough"]
         return out
 
+    def _first_commands(self, path: Path) -> list[str]:
+        import textworld
+
+        env = textworld.start(str(path), request_infos=self._infos(walkthrough=False, admissible=True))
+        try:
+            return list(env.reset().admissible_commands or [])
+        finally:
+            env.close()
+
     def reveal(self, task: Task) -> str:
         """The walkthrough (commands that win), joined by ``; ``."""
         return "; ".join(self._known(task))
+
+    def walkthrough(self, task: Task) -> tuple[list[tuple[str, dict[str, Any]]], str]:
+        """The winning commands as ``act`` tool calls and the closing answer ``done``: the
+        demonstration the harness teacher plays on a train task (``coevo.training.teacher``)."""
+        return [("act", {"command": c}) for c in self._known(task)], "done"
 
     def constant_candidates(self, split: Split) -> list[str]:
         """None beyond the empty answer: the text answer does not matter, only the game state."""
@@ -175,7 +205,7 @@ class TextWorldEnv(Suite):
 
         self._known(task)
         game = self._games[task.id]
-        env = textworld.start(game["path"], request_infos=self._infos(walkthrough=False))
+        env = textworld.start(game["path"], request_infos=self._infos(walkthrough=False, admissible=self.admissible))
         gs = env.reset()
         state: dict[str, Any] = {"score": 0, "max_score": gs.max_score, "won": False, "lost": False, "moves": 0,
                                  "done": False, "commands": [], "closed": False}
@@ -195,6 +225,8 @@ class TextWorldEnv(Suite):
             if state["done"]:
                 text += (f"\n\n[The game has ended: {'you won' if state['won'] else 'you lost'}; "
                          f"score {new.score}/{new.max_score}.]")
+            elif self.admissible:
+                text += "\n\n" + self.commands_text(new.admissible_commands)
             return text
 
         def close() -> None:

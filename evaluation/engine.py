@@ -67,12 +67,15 @@ def _digest(*parts: Any) -> str:
 
 
 def evaluation_id(run_id: str | None, harness_id: str, checkpoint_id: str, env: str, split: str,
-                  seeds: Sequence[int], task_ids: Sequence[str], temperature: float | None = None) -> str:
+                  seeds: Sequence[int], task_ids: Sequence[str], temperature: float | None = None,
+                  experience: Sequence[str] = ()) -> str:
     """The deterministic id of an evaluation (32 hex chars): same inputs, same id, so it resumes.
-    ``temperature`` (an evaluation decoded at another temperature than the harness's) joins the
-    inputs only when set, so the ids of evaluations at the harness's own decoding do not change."""
+    ``temperature`` (an evaluation decoded at another temperature than the harness's) and
+    ``experience`` (a BPE harness's starting lessons) join the inputs only when set, so the ids of
+    other evaluations do not change."""
     parts = [run_id, harness_id, checkpoint_id, env, split, list(seeds), list(task_ids)]
-    return _digest("evaluation", *parts, *([] if temperature is None else [float(temperature)]))
+    extra = ([] if temperature is None else [float(temperature)]) + ([list(experience)] if experience else [])
+    return _digest("evaluation", *parts, *extra)
 
 
 def trajectory_id(evaluation_id: str, task_id: str, seed: int) -> str:
@@ -170,7 +173,7 @@ async def _evaluate(spec: Any, checkpoint: Any, env: Env, split: str, k: int, se
                     model: BaseChatModel | None, archive: Archive | None, semaphore: asyncio.Semaphore,
                     progress: Reporter, run_id: str | None, tasks: Sequence[Task] | None,
                     label: str | None, resume: bool, executor: Executor | None,
-                    temperature: float | None = None) -> EvalResult:
+                    temperature: float | None = None, experience: Sequence[str] = ()) -> EvalResult:
     if model is None:
         raise ValueError("evaluate needs model=: a BaseChatModel (build one with coevo.models.refs.load_model)")
     started = time.perf_counter()
@@ -183,7 +186,7 @@ async def _evaluate(spec: Any, checkpoint: Any, env: Env, split: str, k: int, se
         raise ValueError(f"env {env.name!r} returned duplicate task ids on {split!r}: task ids must be unique")
     harness_id = spec.id
     eval_id = evaluation_id(run_id, harness_id, ckpt, env.name, split, seed_list, [t.id for t in task_list],
-                            temperature)
+                            temperature, experience)
     decoded = spec if temperature is None else spec.model_copy(
         update={"decoding": spec.decoding.model_copy(update={"temperature": temperature})})
     trivial, trivial_detail = _trivial(env, split, n_tasks)
@@ -211,11 +214,12 @@ async def _evaluate(spec: Any, checkpoint: Any, env: Env, split: str, k: int, se
     progress.update(handle, len(done_trajs), reward_sum / rollouts_done if rollouts_done else None)
 
     run = arun_rollout if executor is None else executor.rollout
+    lessons = {"experience": tuple(experience)} if experience else {}  # only a BPE harness's evaluation has them
 
     async def rollout(task: Task, seed: int) -> Trajectory:
         async with semaphore:
             with batched(model):  # a local engine decodes the rollouts in flight together
-                traj = await run(decoded, model, env, task, seed=seed, checkpoint_id=ckpt, split=split)
+                traj = await run(decoded, model, env, task, seed=seed, checkpoint_id=ckpt, split=split, **lessons)
         return traj.model_copy(update={"id": trajectory_id(eval_id, task.id, seed), "split": split,
                                        "checkpoint_id": ckpt, "harness_id": harness_id})
 
@@ -285,7 +289,8 @@ async def evaluate(spec: Any, checkpoint: Any, env: Env, split: str, k: int = 1,
                    model: BaseChatModel | None = None, archive: Archive | None = None, concurrency: int = 8,
                    progress: Reporter | None = None, run_id: str | None = None,
                    tasks: Sequence[Task] | None = None, resume: bool = True,
-                   executor: Executor | None = None, temperature: float | None = None) -> EvalResult:
+                   executor: Executor | None = None, temperature: float | None = None,
+                   experience: Sequence[str] = ()) -> EvalResult:
     """Run ``k`` rollouts of harness ``spec`` on each task of ``env``'s ``split`` and aggregate.
 
     Args:
@@ -307,6 +312,8 @@ async def evaluate(spec: Any, checkpoint: Any, env: Env, split: str, k: int = 1,
         temperature: decode every rollout at this temperature instead of the harness's own
             (``spec.decoding.temperature``; a sampled evaluation for pass@k / mean@k). Trajectories
             and the evaluation stay under ``spec``'s id; the temperature is stored with the result.
+        experience: a BPE harness lineage's lessons every rollout starts with (EvoHarness-RL,
+            ``coevo.harnesses.bpe``), on the executor's workers too; part of the evaluation id when set.
 
     Returns: ``EvalResult``. Raises ``ValueError`` on bad arguments; whatever a rollout raises
     (e.g. the model's network error) propagates after in-flight rollouts are cancelled, leaving
@@ -317,7 +324,7 @@ async def evaluate(spec: Any, checkpoint: Any, env: Env, split: str, k: int = 1,
     with _frozen_heap():
         return await _evaluate(spec, checkpoint, env, split, k, seeds, n_tasks, model, archive,
                                asyncio.Semaphore(concurrency), progress or NullReporter(), run_id, tasks, None, resume,
-                               executor, temperature)
+                               executor, temperature, experience)
 
 
 async def paired_evaluate(spec_a: Any, spec_b: Any, checkpoint: Any, env: Env, split: str, k: int = 1,

@@ -34,7 +34,7 @@ import logging
 import os
 import sys
 import weakref
-from typing import Any, Awaitable, Callable, Protocol
+from typing import Any, Awaitable, Callable, Protocol, Sequence
 
 from coevo.envs.base import Env, Task
 from coevo.harnesses.runtime import arun_rollout
@@ -54,8 +54,9 @@ class Executor(Protocol):
     """Runs one rollout (``arun_rollout``'s signature and result) somewhere; ``close`` frees workers."""
 
     async def rollout(self, spec: Any, model: Any, env: Env, task: Task, seed: int = 0, checkpoint_id: str = "",
-                      split: str | None = None) -> Trajectory:
-        """One scored rollout of ``spec`` with ``model`` on ``task`` (see ``arun_rollout``)."""
+                      split: str | None = None, experience: Sequence[str] = ()) -> Trajectory:
+        """One scored rollout of ``spec`` with ``model`` on ``task``, a BPE harness starting from the
+        lineage's ``experience`` lessons (see ``arun_rollout``)."""
 
     def close(self) -> None:
         """Release the executor's workers (no-op in process)."""
@@ -65,9 +66,10 @@ class InProcessExecutor:
     """Rollouts as coroutines in the driver's event loop (the default; ``evaluate`` without an executor)."""
 
     async def rollout(self, spec: Any, model: Any, env: Env, task: Task, seed: int = 0, checkpoint_id: str = "",
-                      split: str | None = None) -> Trajectory:
+                      split: str | None = None, experience: Sequence[str] = ()) -> Trajectory:
         """``arun_rollout`` in this process."""
-        return await arun_rollout(spec, model, env, task, seed=seed, checkpoint_id=checkpoint_id, split=split)
+        return await arun_rollout(spec, model, env, task, seed=seed, checkpoint_id=checkpoint_id, split=split,
+                                  experience=experience)
 
     def close(self) -> None:
         """Nothing to release."""
@@ -96,10 +98,11 @@ class RolloutWorker:
         return self.cache[key]
 
     async def rollout(self, spec: Any, model: tuple, env: tuple, task: Task, seed: int, checkpoint_id: str,
-                      split: str | None) -> Trajectory:
-        """``arun_rollout`` with the model and env named by their sources (see ``RayExecutor._source``)."""
+                      split: str | None, experience: Sequence[str] = ()) -> Trajectory:
+        """``arun_rollout`` with the model and env named by their sources (see ``RayExecutor._source``);
+        ``experience`` the BPE lineage's lessons, shipped with the rollout."""
         return await arun_rollout(spec, await self._get(model), await self._get(env), task, seed=seed,
-                                  checkpoint_id=checkpoint_id, split=split)
+                                  checkpoint_id=checkpoint_id, split=split, experience=tuple(experience))
 
 
 class RayExecutor:
@@ -174,8 +177,9 @@ class RayExecutor:
         return "object", entry[1].hex(), [entry[1]]
 
     async def rollout(self, spec: Any, model: Any, env: Env, task: Task, seed: int = 0, checkpoint_id: str = "",
-                      split: str | None = None, **kwargs: Any) -> Trajectory:
-        """``arun_rollout`` on the least busy worker; retried on another when that worker dies.
+                      split: str | None = None, experience: Sequence[str] = (), **kwargs: Any) -> Trajectory:
+        """``arun_rollout`` on the least busy worker (``experience``, a BPE lineage's lessons, travels
+        with it); retried on another when that worker dies.
         Raises what the rollout raised, or ``ExecutorError`` after ``max_attempts`` lost workers."""
         from ray.exceptions import RayActorError, RayTaskError
 
@@ -189,7 +193,8 @@ class RayExecutor:
             self._load[i] += 1
             self.submitted += 1
             try:
-                return await actor.rollout.remote(spec, *sources, task, seed, checkpoint_id, split)
+                return await actor.rollout.remote(spec, *sources, task, seed, checkpoint_id, split,
+                                                 tuple(experience))
             except RayTaskError as err:
                 raise (err.cause or err) from None
             except RayActorError as err:

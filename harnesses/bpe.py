@@ -15,7 +15,8 @@ The state of one episode is a plain dict (it travels in ``HarnessState["bpe"]``)
 ``apply_action`` is the one place an action changes it (pure: a new dict and the tool's reply);
 the state is rendered into context only by ``bpe_read`` (``render: on_read``) or after every turn
 (``render: always``). Experience outlives the episode behind ``ExperienceStore`` (per harness
-lineage; ``InMemoryExperience`` here), which the meta-loop reaches through its run context.
+lineage; ``InMemoryExperience`` in a process, ``ArchiveExperience`` in the archive: what a run uses),
+which the meta-loop reaches through its run context.
 """
 
 from __future__ import annotations
@@ -155,8 +156,9 @@ class ExperienceStore(Protocol):
         """The lineage's lessons, oldest first (empty for a lineage never consolidated)."""
         ...
 
-    def consolidate(self, lineage: str, lessons: Sequence[str], cap: int) -> list[str]:
-        """Merge ``lessons`` into the lineage's (``merge_lessons``: dedup, newest ``cap`` kept); returns them."""
+    def consolidate(self, lineage: str, lessons: Sequence[str], cap: int, round: int = 0) -> list[str]:
+        """Merge ``lessons`` into the lineage's (``merge_lessons``: dedup, newest ``cap`` kept) at the
+        run's ``round``; returns them."""
         ...
 
 
@@ -171,7 +173,42 @@ class InMemoryExperience:
         """The lineage's lessons, oldest first."""
         return list(self._lessons.get(lineage, []))
 
-    def consolidate(self, lineage: str, lessons: Sequence[str], cap: int) -> list[str]:
+    def consolidate(self, lineage: str, lessons: Sequence[str], cap: int, round: int = 0) -> list[str]:
         """Merge ``lessons`` into the lineage's (``merge_lessons``); returns the lineage's lessons."""
         self._lessons[lineage] = merge_lessons(self._lessons.get(lineage, []), lessons, cap)
         return self.lessons(lineage)
+
+
+class ArchiveExperience:
+    """An ``ExperienceStore`` in the archive (``coevo.records.ExperienceRecord``, table ``experience``):
+    every consolidation adds the lineage's next version, so experience persists across episodes,
+    rounds, processes and runs that share a start harness, and its history (the harness evolution)
+    stays readable. Reaches the archive only through its generic ``get``/``list``/``put`` (no SQL).
+    ``run_id`` is recorded with each version. Two processes consolidating one lineage at once write
+    the same version id: the later write replaces the earlier (last writer wins)."""
+
+    def __init__(self, archive: Any, run_id: str | None = None) -> None:
+        self.archive, self.run_id = archive, run_id
+
+    def history(self, lineage: str) -> list[Any]:
+        """The lineage's ``ExperienceRecord`` versions, oldest first."""
+        from coevo.records.experience import ExperienceRecord
+
+        return sorted(self.archive.list(ExperienceRecord, lineage=lineage), key=lambda r: r.version)
+
+    def lessons(self, lineage: str) -> list[str]:
+        """The lessons of the lineage's latest version, oldest first (empty when never consolidated)."""
+        versions = self.history(lineage)
+        return list(versions[-1].lessons) if versions else []
+
+    def consolidate(self, lineage: str, lessons: Sequence[str], cap: int, round: int = 0) -> list[str]:
+        """Merge ``lessons`` into the latest version's (``merge_lessons``) and store the result as the
+        next version (also when nothing changed: a version per consolidation); returns its lessons."""
+        from coevo.records.experience import ExperienceRecord
+
+        versions = self.history(lineage)
+        kept = merge_lessons(versions[-1].lessons if versions else [], lessons, cap)
+        version = versions[-1].version + 1 if versions else 1
+        self.archive.put(ExperienceRecord(lineage=lineage, version=version, round=round, lessons=kept,
+                                          offered=list(lessons), run_id=self.run_id))
+        return kept

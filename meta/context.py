@@ -73,7 +73,9 @@ class MetaContext(Recording):
     whose evaluations, edits and LLM calls are stored; ``tracker`` receives the loop's numbers per
     round (``coevo.observe.tracking``; ``run_meta`` opens the one ``config.report_to`` names);
     ``experience`` keeps BPE harness lineages' lessons across episodes and rounds (EvoHarness-RL;
-    ``coevo.harnesses.bpe.ExperienceStore``; in memory by default: one run's process).
+    ``coevo.harnesses.bpe.ExperienceStore``; in memory by default, in the archive as ``make_context``
+    builds it: across runs that share a start harness); a BPE harness's evaluations start every
+    rollout from its lineage's lessons (the run's start harness), on the executor's workers too.
 
     What ``evaluate``, ``train`` and ``store_calls`` spend is stored per phase (``account``;
     ``coevo.meta.budget``) and tracked: ``score/<split>/<harness>`` per evaluation,
@@ -184,6 +186,8 @@ class MetaContext(Recording):
         temperature = self.config.eval.temperature if split in ("val", "test") else None
         if temperature is not None:
             extra["temperature"] = temperature
+        if spec.bpe is not None and (start := self.start_spec()) is not None:
+            extra["experience"] = self.experience.lessons(start.id)
         if k > 1 and (spec.decoding.temperature if temperature is None else temperature) == 0 and not self._warned:
             self._warned = True
             self.log("eval", f"k = {k} rollouts per task at temperature 0 (greedy) repeat one rollout: pass@k = "

@@ -13,6 +13,7 @@ from coevo.evaluation.stats import score_estimate
 from coevo.harnesses import diff, load_harness
 from coevo.records import BudgetRecord, Checkpoint, EvaluationRecord, GateDecision, HarnessRecord, RunRecord
 from coevo.report.harness_s import harness_s_sections
+from coevo.report.harness_use import harness_use_section
 from coevo.report.numbers import difference_text, plain, score_text, stored_estimate
 from coevo.report.phases import phases_html
 from coevo.report.plots import lineage_plot, train_plot, validation_plot
@@ -174,6 +175,7 @@ trivial-policy baseline on val: {trivial_val}</p>
 paired per task and significant at 95 % when its interval excludes 0).</p>
 {gates}
 {_stage_table(archive, run_id)}{budget}{phases_html(state)}{rsi_section(archive, run_id, out_dir)}{harness_s}
+{harness_use_section(archive, run_id, out_dir)}
 {test}
 {imgs}<h2>Final harness vs H0</h2><pre>{html.escape(final_diff)}</pre></body></html>"""
     path = out_dir / "index.html"

@@ -12,7 +12,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import networkx as nx  # noqa: E402
 
 
-def _save(fig: Any, path: Path) -> Path:
+def save_figure(fig: Any, path: Path) -> Path:
+    """Lay out ``fig``, write it to ``path`` (PNG, 110 dpi), close it; returns ``path``."""
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -37,7 +38,7 @@ def validation_plot(decisions: Sequence[Any], trivial: float | None, path: Path)
     ax.set_ylabel("validation score (mean reward)")
     ax.set_xticks(rounds or [0])
     ax.legend(fontsize=8)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def train_plot(steps: Sequence[dict[str, Any]], trivial: float | None, path: Path) -> Path:
@@ -50,7 +51,7 @@ def train_plot(steps: Sequence[dict[str, Any]], trivial: float | None, path: Pat
     ax.set_xlabel("training step (all stages)")
     ax.set_ylabel("reward")
     ax.legend(fontsize=8)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def lineage_plot(harnesses: Sequence[Any], accepted: set[str], path: Path) -> Path:
@@ -75,7 +76,7 @@ def lineage_plot(harnesses: Sequence[Any], accepted: set[str], path: Path) -> Pa
                                     max(2.5, 0.9 * max((len(v) for v in layers.values()), default=1))))
     nx.draw_networkx(g, pos, ax=ax, node_color=colors, node_size=1500, font_size=7, arrows=True)
     ax.set_axis_off()
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def compare_plot(rows: Sequence[Any], trivial: float | None, path: Path) -> Path:
@@ -98,7 +99,7 @@ def compare_plot(rows: Sequence[Any], trivial: float | None, path: Path) -> Path
     top = max([r.score.high for r in rows] + [trivial or 0.0, 0.05])
     ax.set_ylim(0, min(1.05, 1.2 * top))
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, frameon=False)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def rollout_plot(comparison: Any, path: Path) -> Path:
@@ -124,7 +125,7 @@ def rollout_plot(comparison: Any, path: Path) -> Path:
     ax.set_ylabel("score (mean reward)")
     ax.set_ylim(-0.02, 1.05)
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=3, frameon=False)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def timr_matrix_plot(timr: dict[tuple[str, str], float], harnesses: Sequence[str], checkpoints: Sequence[str],
@@ -151,4 +152,4 @@ def timr_matrix_plot(timr: dict[tuple[str, str], float], harnesses: Sequence[str
     ax.set_xlabel("checkpoint")
     ax.set_ylabel("harness")
     fig.colorbar(image, ax=ax, label="TIMR (val)")
-    return _save(fig, path)
+    return save_figure(fig, path)

@@ -35,6 +35,7 @@ from coevo.records import (
     Checkpoint,
     EditRecord,
     EvaluationRecord,
+    ExperienceRecord,
     GateDecision,
     HarnessRecord,
     LLMCallRecord,
@@ -216,3 +217,4 @@ register(Phase, "phases")
 register(BaseChoice, "base_choices")
 register(ModelProposal, "model_proposals")
 register(Promotion, "promotions")
+register(ExperienceRecord, "experience", ("lineage",))

@@ -318,7 +318,7 @@ class HarnessRollout:
 
         initial = list(await asyncio.gather(*(group(t, "group", x) for x, t in enumerate(tasks))))
         retained = list(initial)
-        if self.rescue is not None:  # Eq. 5 on the rollouts to learn from (masked ones out; none: dropped)
+        if self.rescue is not None:  # Eq. 5 on the task rewards of the rollouts to learn from (masked out: dropped)
             failed = [i for i, g in enumerate(initial)
                       if (live := members(g)) and needs_rescue([t.reward for t in live])]
             rescued = await asyncio.gather(*(self._rescue(tasks[i], initial[i], policy) for i in failed))

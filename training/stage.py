@@ -30,10 +30,11 @@ class StageOptions:
     ``mixture`` the harness of each GRPO group position, cycled to the group size (Harness-S App. 8's
     fixed mixed-harness control; empty: every rollout under the stage's harness), ``experience`` the
     BPE harness lineage's lessons every rollout starts with (EvoHarness-RL;
-    ``coevo.training.rollout.with_experience``; in-process rollouts only: an executor's workers get
-    none), ``harness_sft`` > 0 makes the stage EvoHarness-RL's supervised harness fine-tuning
-    instead: that many RSFT rounds whatever ``train.algorithm`` says, trained on the BPE-using turns
-    of accepted rollouts only (``coevo.training.harness_cost.harness_sft_rows``)."""
+    ``coevo.training.rollout.with_experience``, on an executor's workers too), ``harness_sft`` > 0
+    makes the stage EvoHarness-RL's supervised harness fine-tuning instead: that many RSFT rounds
+    whatever ``train.algorithm`` says, trained on the BPE-using turns of accepted rollouts only
+    (``coevo.training.harness_cost.harness_sft_rows``), played by the scripted harness teacher when
+    ``evoharness.teacher`` (``coevo.training.teacher.teacher_rollout``)."""
 
     siblings: Sequence[HarnessSpec] = ()
     route: Route | None = None
@@ -153,18 +154,27 @@ class StageTrainer:
         config = tracked(config, self.config, self.run_id, round)
         phase, drawn_to = stage_options.phase, None
         options: dict[str, Any] = phase.options() if phase and train.algorithm == "rsft" else {}
-        if self.executor is not None:
-            options["executor"] = self.executor
+        teacher = bool(stage_options.harness_sft) and self.config.evoharness.teacher
         if stage_options.experience:
+            from coevo.evaluation.executors import sampling_on
             from coevo.training.rollout import with_experience
 
-            options["rollout_fn"] = with_experience(stage_options.experience)
+            # outside the executor's placement, so the lessons reach its workers (a teacher samples here)
+            options["rollout_fn"] = with_experience(stage_options.experience,
+                                                    None if teacher else sampling_on(self.executor))
+        elif self.executor is not None and not teacher:
+            options["executor"] = self.executor
         if stage_options.harness_sft:
             from coevo.training.harness_cost import harness_sft_rows
             from coevo.training.rsft import train_rsft as stage
 
             config = config.model_copy(update={"steps": stage_options.harness_sft})
             options["rows_fn"] = harness_sft_rows
+            if teacher:
+                from coevo.training.teacher import require_teachable, teacher_rollout
+
+                require_teachable(self.env)  # before the stage, not as every rollout masked
+                options["rollout_fn"] = teacher_rollout(options.get("rollout_fn"))
         elif train.algorithm == "rsft":
             if stage_options.mixture:
                 raise ValueError("a mixed-harness stage mixes harnesses within GRPO groups (Harness-S App. 8), which "

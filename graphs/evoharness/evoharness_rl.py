@@ -3,15 +3,17 @@ learns to build and use Belief-Progress-Experience harness state through costed 
 trained with cost-aware GRPO; experience is consolidated between stages::
 
     H_BPE = H0 + BPE state (read / update belief / update progress / consolidate, each with a cost)
-    W[0] = SFT(W[0], H_BPE, BPE-using turns of accepted rollouts)   # evoharness.sft_steps rounds
+    W[0] = SFT(W[0], H_BPE, BPE-using turns of the teacher's rollouts)   # evoharness.sft_steps rounds
     for t in rounds:
         W[t+1], T[t] = GRPO(W[t], H_BPE, D_train, E)   # r = task reward - lambda x action cost
         E = consolidate(E, lessons of the successful T[t])   # dedup, cap
 
 lambda is ``train.action_cost``; the stage's metrics log task reward, harness cost, shaped reward,
 harness-action rate per turn, reads, writes and state size (``coevo.training.harness_cost``).
-The SFT stage samples online under H_BPE (RSFT) and trains only on turns that made a BPE action;
-a scripted teacher for policies that never call the actions is not here yet (issue 26, item 2).
+The SFT stage plays under H_BPE (RSFT) and trains only on turns that made a BPE action: the
+scripted teacher's demonstrations of the train tasks (``evoharness.teacher``, the default;
+``coevo.training.teacher``: a small policy never calls the actions), else the policy's own samples.
+E is kept in the archive per lineage (``coevo.harnesses.bpe.ArchiveExperience``).
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ between stages: the lessons successful rollouts saved, merged into the lineage's
 deduplicated and capped).
 
 A harness lineage is keyed by the run's start harness (``state["start_harness"]``): every BPE
-harness the run derives from H0 shares its experience. The store is the run context's
+harness the run derives from H0 shares its experience, also across runs from the same H0 (the store
+``make_context`` builds keeps it in the archive). The store is the run context's
 ``MetaContext.experience``; nodes never reach it otherwise.
 """
 
@@ -82,8 +83,8 @@ def consolidate(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
         return {}
     rollouts = [t for i in state.get("train_trajectories", []) if (t := ctx.archive.get(Trajectory, i)) is not None]
     offered = [lesson for t in rollouts if t.passed for lesson in t.harness_state.get("consolidated", [])]
-    kept = ctx.experience.consolidate(lineage(state), offered, spec.bpe.max_experience)
     rnd = state.get("round", 0)
+    kept = ctx.experience.consolidate(lineage(state), offered, spec.bpe.max_experience, round=rnd)
     ctx.log("experience", f"round {rnd}: {len(offered)} lessons from {sum(t.passed for t in rollouts)} successful "
                           f"rollouts -> {len(kept)} kept (cap {spec.bpe.max_experience})")
     ctx.track({"experience/offered": float(len(offered)), "experience/kept": float(len(kept))}, rnd)

@@ -16,7 +16,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from test_harness_s import RescueTrainer
 from test_meta_loop import FakeTrainer
 from test_whale import PhaseTrainer
-from training_kit import LookupEnv, belief_policy, tiny_llama_checkpoint
+from training_kit import LookupEnv, belief_policy, tiny_chat_checkpoint, tiny_llama_checkpoint
 
 from coevo.app.run import run_meta
 from coevo.app.services import meta_roles
@@ -25,7 +25,7 @@ from coevo.envs.base import Episode, Score, Task
 from coevo.harnesses.spec import HarnessSpec, Prompt
 from coevo.meta.context import MetaContext
 from coevo.models.fake import ScriptedChatModel
-from coevo.records import Ballot, EditRecord, EvaluationRecord, Promotion
+from coevo.records import Ballot, Checkpoint, EditRecord, EvaluationRecord, Promotion
 from coevo.roles.curator import curator_for
 from coevo.roles.editor import OfflineEditor, demonstration_source
 from coevo.roles.proposer import OfflineProposer
@@ -244,3 +244,26 @@ def rsft(over: dict[str, Any]) -> dict[str, Any]:
         module._local = original
     rounds = [(h["kept"], h["sft_steps"]) for h in new.metrics["history"]]
     return {"adapter": adapter_digest(new.adapter_path), "rounds": rounds, "max_batch": built.get("max_batch")}
+
+
+def harness_sft(over: dict[str, Any]) -> dict[str, Any]:
+    """One real supervised harness fine-tuning stage (``StageTrainer`` with ``StageOptions.harness_sft``
+    = 1) on ``LookupEnv`` (with ``reveal``) under a BPE json harness from the tiny chat checkpoint,
+    the run config ``over`` applied (``evoharness.teacher``: the scripted teacher plays, else the live
+    tiny policy samples). Returns the adapter's digest and the round's kept count and SFT tokens."""
+    from coevo.training.stage import StageOptions, StageTrainer
+
+    class Revealed(LookupEnv):
+        def reveal(self, task: Task) -> str:
+            return f"VALUE-{task.metadata['key']}"
+
+    folder = Path(tempfile.mkdtemp(prefix="knob-hsft-"))
+    config = load_config(None, {"out_dir": str(folder), **{f"train.{k}": v for k, v in STAGE.items()}, **over})
+    env, spec = Revealed(), HarnessSpec(parser={"mode": "json"}, bpe={})
+    with Archive(folder / "a.db") as archive:
+        archive.put(tiny_chat_checkpoint(folder / "base"))
+        new_id, _ = asyncio.run(StageTrainer(config, env, archive, "r1")("ckpt-tiny", spec, env.tasks(), 0,
+                                                                          StageOptions(harness_sft=1)))
+        new = archive.get(Checkpoint, new_id)
+    (round_,) = new.metrics["history"]
+    return {"adapter": adapter_digest(new.adapter_path), "kept": round_["kept"], "tokens": round_["tokens"]}

@@ -253,12 +253,46 @@ def test_a_harness_sft_stage_runs_rsft_on_bpe_turns_whatever_the_algorithm(tmp_p
         return new, []
 
     monkeypatch.setattr(rsft, "train_rsft", stage)
-    config = RunConfig(out_dir=str(tmp_path), train={"algorithm": "grpo", "steps": 5})
+    config = RunConfig(out_dir=str(tmp_path), train={"algorithm": "grpo", "steps": 5}, evoharness={"teacher": False})
     env = LookupEnv()
+    options = StageOptions(harness_sft=2, experience=("a lesson",))
     with Archive(tmp_path / "a.db") as archive:
         archive.put(Checkpoint(id="ck0", base_model="base"))
         trainer = StageTrainer(config, env, archive, "r1")
-        new_id, _ = asyncio.run(trainer("ck0", HarnessSpec(bpe={}), env.tasks(), 0,
-                                        StageOptions(harness_sft=2, experience=("a lesson",))))
-    ((steps, rows_fn, rollout_fn),) = calls
+        new_id, _ = asyncio.run(trainer("ck0", HarnessSpec(bpe={}), env.tasks(), 0, options))
+        taught = StageTrainer(RunConfig(out_dir=str(tmp_path)), env, archive, "r1")  # teacher: the default
+        with pytest.raises(TypeError, match="neither walkthrough.*nor reveal.*evoharness.teacher = false"):
+            asyncio.run(taught("ck0", HarnessSpec(bpe={}), env.tasks(), 0, options))
+    ((steps, rows_fn, rollout_fn),) = calls  # the teacher's refusal came before the stage
     assert new_id == "ck-sft" and steps == 2 and rows_fn is harness_sft_rows and rollout_fn is not None
+
+
+def test_eq5_rescue_reads_task_success_while_the_advantages_read_the_cost_shaped_reward():
+    """Under cost-aware GRPO the rescue trigger stays on the task reward (``needs_rescue``'s doc says
+    why): a group that passed everywhere at one cost (shaped rewards equal and < 1) is not rescued; a
+    group that failed everywhere is rescued although its action costs differ (a shaped-only contrast);
+    the rescue group's advantages are then computed on its shaped rewards."""
+    from training_kit import LookupEnv
+
+    made, rescued = itertools.count(), []
+
+    async def rollout(spec, policy, env, task, seed=0, checkpoint_id=""):
+        n = next(made)
+        if task.id == "lookup-a":  # every rollout passes and pays one read
+            return _traj(1.0, [("read", 0.05)]).model_copy(update={"task_id": task.id})
+        return _traj(0.0, [("read", 0.05)] * (n % 2)).model_copy(update={"task_id": task.id})
+
+    def rescue(task, group):
+        rescued.append(task.id)
+        return [_traj(1.0, [("read", 0.05)] * (j % 2)).model_copy(update={"task_id": task.id}) for j in range(4)]
+
+    env = LookupEnv()
+    trainer = SimpleNamespace(num_generations=4, state=SimpleNamespace(global_step=0), model=torch.nn.Linear(1, 1))
+    hr = HarnessRollout(HarnessSpec(), env, env.tasks(), rescue=rescue, policy_factory=lambda tr: None,
+                        rollout_fn=rollout, action_cost=1.0)
+    out = hr(["lookup-a"] * 4 + ["lookup-b"] * 4, trainer)
+    assert rescued == ["lookup-b"]
+    advantages = {x: a for x, a in zip(out["task_index"], out["advantages"])}
+    assert advantages[0] == 0.0  # the all-pass group: equal shaped rewards, no signal, and no rescue
+    by_group = [a for x, a in zip(out["task_index"], out["advantages"]) if x == 1]
+    assert max(by_group) > 0 > min(by_group)  # the rescue group: cost-shaped contrast (1.0 vs 0.95)

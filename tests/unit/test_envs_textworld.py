@@ -71,3 +71,18 @@ def test_cooking_games_come_from_textworlds_matching_split():
 
 def test_clean_feedback_drops_banner_and_prompt():
     assert clean_feedback(" | $$  \\$$ >$$ |\n\nHello.\n>   -= Kitchen =-0/1") == "Hello."
+
+
+def test_admissible_commands_reach_the_prompt_and_every_reply_and_the_walkthrough_is_the_teachers(env):
+    listed = get_env(REF + ",admissible=true")
+    plain, task = env.tasks("train", 1)[0], listed.tasks("train", 1)[0]
+    assert task.id != plain.id and task.prompt.startswith(plain.prompt)
+    first = env._gold[plain.id][0]
+    assert "Admissible commands: " in task.prompt and first in task.prompt.split("Admissible commands: ")[1]
+    act = {t.name: t for t in listed.episode(task).tools}["act"]
+    reply = act.fn(command=first)
+    assert "Admissible commands: " in reply and "look" in reply.split("Admissible commands: ")[1]
+    assert "Admissible" not in {t.name: t for t in env.episode(plain).tools}["act"].fn(command=first)
+    calls, answer = listed.walkthrough(task)
+    assert calls[0] == ("act", {"command": first}) and answer == "done" and len(calls) == len(env._gold[plain.id])
+    assert listed.config["admissible"] is True and "admissible" not in env.config

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import pytest
-from knob_kit import BASE, KnobEnv, cost_aware, grpo, rsft, run
+from knob_kit import BASE, KnobEnv, cost_aware, grpo, harness_sft, rsft, run
 from pydantic import BaseModel
 
 from coevo.config import RunConfig, load_config
@@ -283,6 +283,7 @@ PROBES: dict[str, Probe] = {
     "harness_s.rescue_k": Probe(run, 1, HARNESS_S),
     # EvoHarness-RL
     "evoharness.sft_steps": Probe(run, 0, {"strategy": "evoharness_rl"}),
+    "evoharness.teacher": Probe(harness_sft, False),
     # CoEvo-RSI
     "rsi.promotion_margin": Probe(run, 1.0, RSI),
     "rsi.merge": Probe(inheritance, False),
