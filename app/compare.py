@@ -80,7 +80,10 @@ class StrategyRun(BaseModel):
     stage reported one) and reward-spread rate, its spend (``budget``: ``coevo.meta.budget.totals``, test
     rollouts excluded) and score-vs-rollouts ``curve``, and how it was obtained: ``ran`` now (``wall_s`` its
     wall seconds), ``resumed`` or ``reused`` (finished before; nothing ran); at a budget, its rollouts per
-    phase, why the cap stopped it ("" when its schedule ended first) and the final pair's val score."""
+    phase, why the cap stopped it ("" when its schedule ended first) and the final pair's val score;
+    ``tests``: the run's other final test evaluations by name (Harness-S's ``rank1``, ``rank2``, ...: the final
+    policy under Rank-r routing), beside ``final``; ``rounds``: each round summary's (round, incumbent harness,
+    checkpoint), the pairs the run held round by round."""
 
     strategy: str
     seed: int
@@ -99,6 +102,8 @@ class StrategyRun(BaseModel):
     spent_by_phase: dict[str, float] = Field(default_factory=dict)
     budget_stop: str = ""
     final_val: EvalSummary | None = None
+    tests: dict[str, EvalSummary] = Field(default_factory=dict)
+    rounds: list[tuple[int, str, str]] = Field(default_factory=list)
 
 
 class StrategyRow(BaseModel):
@@ -208,7 +213,9 @@ def read_run(archive: Archive, state: dict[str, Any], strategy: str, seed: int, 
                        effective_group_rate=effective, spread_rate=spread, budget=totals(budgets),
                        curve=score_curve(budgets, state.get("history", [])), source=source, wall_s=wall_s,
                        spent_by_phase=by_phase(budgets), budget_stop=state.get("budget_stop", ""),
-                       final_val=state.get("final_val"))
+                       final_val=state.get("final_val"),
+                       tests={k: v for k, v in test.items() if k not in ("start", "final") and v is not None},
+                       rounds=[(h.round, h.incumbent, h.checkpoint) for h in state.get("history", [])])
 
 
 async def run_one(config: RunConfig, strategy: str, seed: int, archive: Archive, reporter: Reporter,
