@@ -45,8 +45,44 @@ def _commit() -> str:
         return ""
 
 
+def run_costs(result: dict) -> list[tuple[float, float, float]]:
+    """Per run that ran in this process (``cpu_s`` set) of a table results JSON: (CPU seconds, weight-stage
+    rollouts, evaluation rollouts): the stage's are the ``train`` phase's; evaluations are every other phase's
+    (val, checks, search) plus the test rollouts of the start and final pairs and the run's other tests."""
+    out = []
+    for run in result["comparison"]["runs"]:
+        if run.get("cpu_s") is None:
+            continue
+        tests = [run.get("start"), run.get("final"), *run.get("tests", {}).values()]
+        test = sum(len(o["rewards"]) for t in tests if t for o in t["per_task"].values())
+        spent = run.get("spent_by_phase", {})
+        train = spent.get("train", 0.0)
+        out.append((run["cpu_s"], train, sum(spent.values()) - train + test))
+    return out
+
+
+def fit_costs(paths: list[str]) -> dict[str, float]:
+    """Least squares over the runs of the results JSONs ``paths`` (smoke runs): CPU seconds per run =
+    ``per_run`` + ``per_train_rollout`` x stage rollouts + ``per_eval_rollout`` x evaluation rollouts
+    (``run_costs``); with ``runs``, the number of runs fitted. On a shared machine a single-threaded
+    run's CPU seconds estimate its wall seconds on a quiet one."""
+    import json
+
+    import numpy as np
+
+    rows = [c for p in paths for c in run_costs(json.loads(Path(p).read_text()))]
+    if len(rows) < 3:
+        raise SystemExit(f"--fit needs at least 3 runs with CPU seconds; {paths} hold {len(rows)}")
+    y = np.array([r[0] for r in rows])
+    x = np.array([[1.0, r[1], r[2]] for r in rows])
+    coef, *_ = np.linalg.lstsq(x, y, rcond=None)
+    return {"runs": len(rows), "per_run": float(coef[0]), "per_train_rollout": float(coef[1]),
+            "per_eval_rollout": float(coef[2])}
+
+
 def main() -> None:
-    """Parse the flags, run the table, print its tables and write its results."""
+    """Parse the flags, run the table, print its tables and write its results (``--fit``: print the
+    fitted per-rollout CPU costs of finished results instead)."""
     from coevo.app.tables import load_table, run_table
     from coevo.cli.common import console, key_values, user_errors
     from coevo.cli.compare import budget_table, compare_table, spend_table
@@ -55,13 +91,20 @@ def main() -> None:
     from coevo.report.plots import compare_plot
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("table", help="a table config, configs/tables/NAME.toml")
+    ap.add_argument("table", nargs="?", help="a table config, configs/tables/NAME.toml")
     ap.add_argument("--set", dest="sets", action="append", default=[], help="KEY=VALUE run-config override")
     ap.add_argument("--seeds", type=int, default=None, help="seeds (default: the table's; --smoke: 1)")
     ap.add_argument("--budget", type=int, default=None, help="rollouts per run (default: the table's)")
     ap.add_argument("--smoke", action="store_true", help="a smoke run: own archive and results, 1 seed, 1 round")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"), help="results folder")
+    ap.add_argument("--fit", nargs="+", default=None, metavar="RESULTS_JSON",
+                    help="print the per-run and per-rollout CPU seconds fitted over these results (no run)")
     args = ap.parse_args()
+    if args.fit:
+        print(fit_costs(args.fit))
+        return
+    if not args.table:
+        ap.error("name a table config (configs/tables/NAME.toml) or --fit RESULTS_JSON ...")
 
     with user_errors():
         overrides = key_values(args.sets, "env.n_test=4")
