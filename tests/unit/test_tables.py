@@ -1,8 +1,8 @@
 """The papers' comparison tables (issue 25, ``coevo.app.tables``, ``coevo.report.tables``): a table config
 inherits its paper preset and takes the suite's tasks; the shipped tables name existing strategies with
-sampled k >= 3 and 3 seeds; on fakes a table runs its comparison and re-tests VACE's rejected candidates under
-the round's weights; the extras (Rank-r vs H0, best mean@k and the rollouts to reach it, promoted pairs' TIMR)
-are computed from the runs."""
+sampled k >= 3, at most 3 seeds and a budget; on fakes a table runs its comparison and re-tests VACE's
+rejected candidates under the round's weights; the extras (Rank-r vs H0, best mean@k and the rollouts to
+reach it, promoted pairs' TIMR) are computed from the runs."""
 
 import asyncio
 from pathlib import Path
@@ -86,10 +86,10 @@ def test_a_table_without_sampled_evaluation_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["vace", "harness_s", "whale", "coevo_rsi", "pace"])
-def test_the_shipped_tables_run_their_papers_strategies_sampled_with_three_seeds_at_a_budget(name, monkeypatch):
+def test_the_shipped_tables_run_their_papers_strategies_sampled_at_a_budget(name, monkeypatch):
     monkeypatch.chdir(ROOT)
     spec, config = load_table(ROOT / "configs" / "tables" / f"{name}.toml", {"eval.temperature": 1.0})
-    assert spec.name == name and spec.seeds == 3 and spec.budget > 0 and config.eval.k >= 3
+    assert spec.name == name and 1 <= spec.seeds <= 3 and spec.budget > 0 and config.eval.k >= 3
     assert spec.preset == f"configs/papers/{name}.toml" and spec.suite == "configs/testbed.toml"
     assert config.env.ref.startswith("reasoning_gym:families=chain_sum+products") and config.harness == "testbed"
     assert all(get_strategy(s) for s in spec.strategies) and spec.reference == name
