@@ -12,12 +12,13 @@ from test_compare import services
 from test_meta_loop import setup_run
 
 from coevo.app.compare import Comparison, StrategyRun, summarise
-from coevo.app.tables import RoundTest, TableSpec, load_table, run_table
+from coevo.app.tables import RoundTest, TableResult, TableSpec, load_table, run_table
 from coevo.config import ConfigError
 from coevo.evaluation.results import TaskOutcome
 from coevo.graphs.registry import get_strategy
 from coevo.meta.state import EvalSummary
 from coevo.records import PairScore, Promotion
+from coevo.report.plots import compare_plot
 from coevo.report.tables import best_summary, rank_summary, timr_summary
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -118,6 +119,11 @@ def test_a_vace_table_re_tests_its_rejected_candidates_under_the_rounds_weights(
     assert summary["difference"]["mean"] == 0.0 and summary["difference"]["n"] == 4 * vace.rejected
     assert result.extras["strategies"]["vace"]["rejected"] == vace.rejected
     assert result.extras["strategies"]["static"]["effective_group_rate"] is None
+    # what benchmarks/tables.py writes: the results JSON reads back whole, and the table's PNG
+    again = TableResult.model_validate_json(result.model_dump_json())
+    assert again.rejections == result.rejections and again.comparison.runs[0].rounds == result.comparison.runs[0].rounds
+    png = compare_plot(result.comparison.rows, None, tmp_path / "table_t.png")
+    assert png.stat().st_size > 1000
 
 
 def _summary(harness: str, rewards: dict[str, float]) -> EvalSummary:
