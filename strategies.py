@@ -80,6 +80,8 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
              "under the final weights, gated", True, REFINE, open_ended=False),
     Strategy("whale", "whale", "WHALE: cycles of an RSFT weight phase, then a Meta-Harness search "
              "phase (whale.schedule fixed|adaptive)", True, SEARCH, "rsft"),
+    Strategy("whale_adaptive", "whale", "WHALE with the adaptive patience schedule whatever whale.schedule "
+             "says (WHALE §4, App. A.1), beside whale's fixed one in one comparison", True, SEARCH, "rsft"),
     Strategy("fst", "whale", "WHALE's schedule with harness search confined to the system and user "
              "prompts (FST control)", True, SEARCH, "rsft"),
     Strategy("stagewise", "whale", "the whole weight budget, then the whole harness-search "

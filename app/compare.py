@@ -79,8 +79,12 @@ class StrategyRun(BaseModel):
     (H0, W0) and the final pair, gate counts, the weight stages' effective-group rate (None: no
     stage reported one) and reward-spread rate, its spend (``budget``: ``coevo.meta.budget.totals``, test
     rollouts excluded) and score-vs-rollouts ``curve``, and how it was obtained: ``ran`` now (``wall_s`` its
-    wall seconds), ``resumed`` or ``reused`` (finished before; nothing ran); at a budget, its rollouts per
-    phase, why the cap stopped it ("" when its schedule ended first) and the final pair's val score."""
+    wall seconds, ``cpu_s`` the process's CPU seconds meanwhile, all threads), ``resumed`` or ``reused``
+    (finished before; nothing ran); at a budget, its rollouts per phase, why the cap stopped it ("" when
+    its schedule ended first) and the final pair's val score;
+    ``tests``: the run's other final test evaluations by name (Harness-S's ``rank1``, ``rank2``, ...: the final
+    policy under Rank-r routing), beside ``final``; ``rounds``: each round summary's (round, incumbent harness,
+    checkpoint), the pairs the run held round by round."""
 
     strategy: str
     seed: int
@@ -96,9 +100,12 @@ class StrategyRun(BaseModel):
     curve: list[CurvePoint] = Field(default_factory=list)
     source: str = "ran"
     wall_s: float | None = None
+    cpu_s: float | None = None
     spent_by_phase: dict[str, float] = Field(default_factory=dict)
     budget_stop: str = ""
     final_val: EvalSummary | None = None
+    tests: dict[str, EvalSummary] = Field(default_factory=dict)
+    rounds: list[tuple[int, str, str]] = Field(default_factory=list)
 
 
 class StrategyRow(BaseModel):
@@ -208,7 +215,9 @@ def read_run(archive: Archive, state: dict[str, Any], strategy: str, seed: int, 
                        effective_group_rate=effective, spread_rate=spread, budget=totals(budgets),
                        curve=score_curve(budgets, state.get("history", [])), source=source, wall_s=wall_s,
                        spent_by_phase=by_phase(budgets), budget_stop=state.get("budget_stop", ""),
-                       final_val=state.get("final_val"))
+                       final_val=state.get("final_val"),
+                       tests={k: v for k, v in test.items() if k not in ("start", "final") and v is not None},
+                       rounds=[(h.round, h.incumbent, h.checkpoint) for h in state.get("history", [])])
 
 
 async def run_one(config: RunConfig, strategy: str, seed: int, archive: Archive, reporter: Reporter,
@@ -225,13 +234,15 @@ async def run_one(config: RunConfig, strategy: str, seed: int, archive: Archive,
             return read_run(archive, state, strategy, seed, "reused")
     resume = record is not None and len(await read_state(cfg.db, run_id, strategy)) > 1
     log.info("%s seed %d: %s %s", strategy, seed, "resuming" if resume else "running", run_id)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     context = context_for(cfg) if context_for is not None else None
     state = await run_meta(cfg, run_id=run_id, resume=resume, reporter=reporter, context=context, archive=archive)
     if "__interrupt__" in state:
         raise ValueError(f"run {run_id} paused for gate approval; compare runs without approval: "
                          "set gate.approve = false in the config")
-    return read_run(archive, state, strategy, seed, "resumed" if resume else "ran", time.perf_counter() - started)
+    run = read_run(archive, state, strategy, seed, "resumed" if resume else "ran", time.perf_counter() - started)
+    run.cpu_s = time.process_time() - cpu
+    return run
 
 
 def _seed_means(run_list: Sequence[StrategyRun], which: str = "final") -> dict[str, float]:

@@ -44,6 +44,9 @@ def _plan(**overrides: Any) -> Callable[[WhaleState, Runtime[MetaContext]], dict
 
 whale_plan = _plan()
 """WHALE (§4): ``rounds`` cycles; fixed phase lengths or the adaptive patience rule (``whale.schedule``)."""
+adaptive_plan = _plan(adaptive=True)
+"""WHALE (§4) with the adaptive patience rule whatever ``whale.schedule`` says (``whale_adaptive``), so one
+comparison holds both of WHALE's schedules."""
 fst_plan = _plan(fields=list(PROMPT_FIELDS))
 """FST (WHALE §5's control): WHALE's schedule, harness edits confined to the system and user prompts."""
 stagewise_plan = _plan(cycles=1, adaptive=False, weight_epochs=lambda c: c.rounds * c.whale.weight_epochs,

@@ -35,10 +35,11 @@ class RatedTrainer(FakeTrainer):
         return mine.id, trajs
 
 
-def services(archive, crash_in=None):
+def services(archive, crash_in=None, effect="help"):
     """``context_for``: the strategy's trainer and roles over the word env and the rule-following
-    fake policy; ``crash_in=(strategy, seed)`` makes that run's trainer raise once in round 1."""
-    env, model = WordEnv(), policy("help")
+    fake policy (``effect``: ``test_meta_loop.policy``'s); ``crash_in=(strategy, seed)`` makes that run's
+    trainer raise once in round 1."""
+    env, model = WordEnv(), policy(effect)
     made, crash = [], [crash_in]
 
     def context_for(cfg):

@@ -403,3 +403,17 @@ def test_offline_proposer_offers_control_edits_in_a_control_only_phase():
     prompt_only = SearchView(entries=entries, spec=lambda h: spec, trajectories=lambda h: [],
                              allowed=list(PROMPT_FIELDS))
     assert OfflineProposer().propose(prompt_only, 3, 1) == []
+
+
+def test_whale_adaptive_runs_the_patience_rule_whatever_the_configured_schedule(tmp_path):
+    (tmp_path / "adaptive").mkdir()
+    (tmp_path / "fixed").mkdir()
+    rule = dict(rewards=(0.1, 0.5, 0.4, 0.3, 0.2, 0.1), min_epochs=0.5, patience_epochs=0.5, window_epochs=0.25,
+                max_epochs=3, min_iterations=2, search_patience=1, weight_epochs=1.5, search_iterations=2)
+    state, trainer, calls = whale_run(tmp_path / "adaptive", strategy="whale_adaptive", schedule="fixed", **rule)
+    assert "val" not in calls and state["plan"].adaptive
+    weights = [p for p in state["phases"] if p.kind == "weights"]
+    assert [p.steps for p in weights] == [4, 4] and all("patience 2" in p.stop_reason for p in weights)
+    fixed, _, _ = whale_run(tmp_path / "fixed", strategy="whale", schedule="fixed", **rule)
+    assert not fixed["plan"].adaptive  # whale itself follows whale.schedule: 1.5 epochs of 4 tasks
+    assert [p.steps for p in fixed["phases"] if p.kind == "weights"] == [6, 6]

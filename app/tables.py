@@ -1,0 +1,280 @@
+"""The papers' comparison tables (issue 25): a table config (``configs/tables/*.toml``) names a paper preset
+(``configs/papers/*.toml``), the suite whose tasks it runs on (``configs/testbed.toml``), the strategies,
+seeds and the matched rollout budget; ``run_table`` runs it as one ``coevo compare --budget`` and adds the
+numbers that table of its paper asks for beside the comparison's own (``coevo.app.compare``).
+
+A table config::
+
+    [table]
+    name = "vace"                           # results: benchmarks/results/table_vace.{json,png}
+    title = "VACE Table 2"
+    preset = "configs/papers/vace.toml"     # the paper's settings, read (inherited) as they are
+    suite = "configs/testbed.toml"          # its [env] and harness replace the preset's
+    strategies = ["static", "vace"]
+    reference = "vace"                      # paired differences are to this strategy
+    seeds = 3
+    budget = 800                            # rollouts on train + val + search per run
+    extras = ["rejected_test"]              # see EXTRAS
+
+    [overrides]                             # dotted keys on top (what the table changes, with its reason)
+    eval.k = 3
+
+The run config is the preset, then the suite's ``env`` and ``harness``, then ``[overrides]``, then the
+caller's overrides (``--set``), validated like any config; its ``db`` and ``out_dir`` are the table's own
+(``coevo_runs/tables/NAME``) unless overridden.
+
+``EXTRAS`` (each computed from the archive after the comparison; the ones that evaluate run outside the
+rollout cap, on the test split, with the run's own ``eval`` settings, and are stored under the run so a
+rerun reads them back):
+
+- ``rejected_test`` (VACE: "were the rejections right?"): every rejected gate decision's candidate and its
+  incumbent evaluated on test under the checkpoint the gate judged them with (the round's updated
+  weights), paired per task (``coevo.report.tables.rejection_rows``).
+- ``ranks`` (Harness-S Table 5): Rank-r routed test under the final policy against H0 under it, from the
+  runs' own final test (``coevo.report.tables.rank_rows``).
+- ``best_reached`` (WHALE: best accuracy and the rollouts spent to reach it): every round's incumbent pair
+  evaluated on test; per run the best mean@k and the cumulative train + val + search rollouts at the
+  first round that reached it (``coevo.report.tables.best_rows``).
+- ``promoted_timr`` (CoEvo-RSI: inheritance lowers TIMR): the TIMR of every promoted pair on val from the
+  run's promotion records, and the final pair's test TIMR (``coevo.report.tables.timr_rows``).
+"""
+
+from __future__ import annotations
+
+import copy
+import tomllib
+from pathlib import Path
+from typing import Any, Callable, Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+from coevo.app.compare import Comparison, StrategyRun, compare, run_config
+from coevo.app.run import anchored
+from coevo.config import ConfigError, RunConfig
+from coevo.config.run import parse_config
+from coevo.graphs.registry import get_strategy
+from coevo.meta.state import EvalSummary
+from coevo.observe.progress import Reporter
+from coevo.records import GateDecision
+from coevo.storage import Archive
+
+Extra = Literal["rejected_test", "ranks", "best_reached", "promoted_timr"]
+EXTRAS: tuple[str, ...] = ("rejected_test", "ranks", "best_reached", "promoted_timr")
+
+
+class TableSpec(BaseModel):
+    """A table config's ``[table]`` section (module docstring): ``name`` (file stem of its results),
+    ``title``, the ``preset`` and ``suite`` config paths (relative to the working directory), the
+    ``strategies`` in table order, the ``reference`` of the paired differences (one of them), ``seeds`` (a
+    count from the config's seed), the matched rollout ``budget`` and the ``extras`` it adds."""
+
+    model_config = {"extra": "forbid"}
+
+    name: str = Field(pattern=r"^[a-z0-9_]+$")
+    title: str = ""
+    preset: str
+    suite: str
+    strategies: list[str] = Field(min_length=1)
+    reference: str
+    seeds: int = Field(default=3, ge=1)
+    budget: int = Field(default=0, ge=0)
+    extras: list[Extra] = Field(default_factory=list)
+
+
+def _toml(path: str | Path, what: str) -> dict[str, Any]:
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"{what}: no file {str(p)!r}; paths in a table config are relative to the directory "
+                          "you run from (the repository root)")
+    try:
+        return tomllib.loads(p.read_text())
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{what} {p} does not parse: {err}") from None
+
+
+def _merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    """``top`` deep-merged over ``base`` (tables merged key by key, anything else replaced)."""
+    out = copy.deepcopy(base)
+    for key, value in top.items():
+        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def _dotted(pairs: dict[str, Any]) -> dict[str, Any]:
+    """``{"eval.k": 3}`` as ``{"eval": {"k": 3}}``."""
+    out: dict[str, Any] = {}
+    for key, value in pairs.items():
+        node = out
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return out
+
+
+def load_table(path: str | Path, overrides: dict[str, Any] | None = None) -> tuple[TableSpec, RunConfig]:
+    """The table config at ``path`` as its ``TableSpec`` and the run config every strategy of it shares
+    (module docstring for the layering); ``overrides``: dotted keys applied last (``--set``). Raises
+    ``ConfigError`` for a missing or unparsable file, a bad ``[table]`` section, an unknown strategy or a
+    reference not among the strategies, and for any invalid key of the resulting run config."""
+    data = _toml(path, "table config")
+    unknown = set(data) - {"table", "overrides"}
+    if unknown:
+        raise ConfigError(f"table config {path}: unknown section(s) {sorted(unknown)}; a table config has [table] "
+                          "and [overrides] only (run-config keys go under [overrides])")
+    try:
+        spec = TableSpec.model_validate(data.get("table", {}))
+    except ValidationError as err:
+        raise ConfigError(f"table config {path}, [table]: {err}") from None
+    for name in spec.strategies:
+        try:
+            get_strategy(name)
+        except ValueError as err:
+            raise ConfigError(f"table config {path}, [table] strategies: {err}") from None
+    if spec.reference not in spec.strategies:
+        raise ConfigError(f"table config {path}: reference {spec.reference!r} is not among its strategies "
+                          f"{spec.strategies}; name one of them")
+    suite = _toml(spec.suite, f"table config {path}, suite")
+    run = _merge(_toml(spec.preset, f"table config {path}, preset"), {
+        "env": suite.get("env", {}), **({"harness": suite["harness"]} if "harness" in suite else {}),
+        "db": f"coevo_runs/tables/{spec.name}.db", "out_dir": f"coevo_runs/tables/{spec.name}"})
+    run["env"] = copy.deepcopy(suite.get("env", run.get("env", {})))  # the suite's tasks whole, not merged
+    run = _merge(_merge(run, data.get("overrides", {})), _dotted(overrides or {}))
+    origins = {k: f"--set {k}={v}" for k, v in (overrides or {}).items()}
+    config = parse_config(run, f"table config {path} (preset {spec.preset}, suite {spec.suite})", origins)
+    if config.eval.k < 3 or not config.eval.temperature:
+        raise ConfigError(f"table config {path}: the papers' tables report sampled mean@k with k >= 3 (issue 25), "
+                          f"but the run config has eval.k = {config.eval.k} and eval.temperature = "
+                          f"{config.eval.temperature}; set eval.temperature > 0 (in the preset {spec.preset}, or "
+                          "--set eval.temperature=1.0) and eval.k >= 3 under [overrides]")
+    return spec, config
+
+
+class Rejection(BaseModel):
+    """One rejected gate decision re-tested (``rejected_on_test``): its run, seed and round, the gate's val
+    ``b`` and ``c``, the ``checkpoint`` the gate judged with, and the incumbent's and candidate's test
+    evaluations under it."""
+
+    strategy: str
+    seed: int
+    run_id: str
+    round: int
+    checkpoint: str
+    b: float
+    c: float
+    incumbent: EvalSummary
+    candidate: EvalSummary
+
+
+class RoundTest(BaseModel):
+    """A run's round-``round`` incumbent pair on test (``round_tests``): its mean@k ``score`` and the run's
+    cumulative train + val + search ``rollouts`` by the end of that round (None: no budget rows then)."""
+
+    strategy: str
+    seed: int
+    round: int
+    rollouts: float | None
+    score: float
+    harness_id: str
+    checkpoint_id: str
+
+
+ContextFor = Callable[[RunConfig], Any]
+
+
+def _evaluator(run: StrategyRun, config: RunConfig, archive: Archive, context_for: ContextFor | None) -> Any:
+    """The run's services for re-evaluations: its config (strategy, seed) without a rollout cap, no
+    trainer and no meta roles (``static``'s row), stored under the run's id; ``context_for(config)``
+    replaces the default services (tests)."""
+    from coevo.app.services import make_context
+
+    cfg = run_config(config, run.strategy, run.seed).model_copy(update={"budget": 0})
+    if context_for is None:
+        return make_context(cfg, archive, run.run_id, strategy=get_strategy("static"))
+    ctx = context_for(cfg)
+    ctx.run_id = run.run_id
+    return ctx
+
+
+async def rejected_on_test(comparison: Comparison, config: RunConfig, archive: Archive,
+                           context_for: ContextFor | None = None) -> list[Rejection]:
+    """Every run's rejected gate decisions (VACE: "were the rejections right?"): the incumbent and the
+    candidate evaluated on test under the checkpoint of the decision's round (the round summary's: the
+    updated weights the gate judged them with), with the run's ``eval`` settings and seed, outside any
+    rollout cap. A decision whose round has no summary is skipped."""
+    out = []
+    for run in comparison.runs:
+        rejected = [d for d in archive.list(GateDecision, run_id=run.run_id) if not d.accepted]
+        checkpoints = {r: ckpt for r, _, ckpt in run.rounds}
+        if not rejected:
+            continue
+        ctx = _evaluator(run, config, archive, context_for)
+        for d in rejected:
+            if d.round not in checkpoints:
+                continue
+            ckpt = checkpoints[d.round]
+            inc = EvalSummary.of(await ctx.evaluate(d.incumbent_id, ckpt, "test"))
+            cand = EvalSummary.of(await ctx.evaluate(d.candidate_id, ckpt, "test"))
+            out.append(Rejection(strategy=run.strategy, seed=run.seed, run_id=run.run_id, round=d.round,
+                                 checkpoint=ckpt, b=d.b, c=d.c, incumbent=inc, candidate=cand))
+    return out
+
+
+async def round_tests(comparison: Comparison, config: RunConfig, archive: Archive,
+                      context_for: ContextFor | None = None) -> list[RoundTest]:
+    """Every run's incumbent pair at the end of each round evaluated on test (WHALE's best accuracy and the
+    rollouts spent to reach it), with the run's settings outside any cap, and the run's cumulative rollouts
+    by then (its curve). A pair already evaluated under the run is read back from the archive."""
+    out = []
+    for run in comparison.runs:
+        ctx = _evaluator(run, config, archive, context_for)
+        spent = {p.round: p.rollouts for p in run.curve}
+        for rnd, harness, ckpt in run.rounds:
+            summary = EvalSummary.of(await ctx.evaluate(harness, ckpt, "test"))
+            out.append(RoundTest(strategy=run.strategy, seed=run.seed, round=rnd, rollouts=spent.get(rnd),
+                                 score=summary.score, harness_id=harness, checkpoint_id=ckpt))
+    return out
+
+
+class TableResult(BaseModel):
+    """A table's results (``run_table``): its ``spec``, the shared run ``config`` (JSON), the
+    ``comparison``, the extras' raw rows (``rejections``, ``round_tests``) and summaries (``extras``:
+    ``coevo.report.tables.table_extras``), the ``commit`` it ran at, and its cost: ``wall_s`` and the
+    process's ``cpu_s`` (user + system seconds, which on a shared machine estimate a quiet machine's
+    wall time of a single-threaded run better than the wall time does)."""
+
+    spec: TableSpec
+    config: dict[str, Any]
+    comparison: Comparison
+    rejections: list[Rejection] = Field(default_factory=list)
+    round_tests: list[RoundTest] = Field(default_factory=list)
+    extras: dict[str, Any] = Field(default_factory=dict)
+    commit: str = ""
+    wall_s: float = 0.0
+    cpu_s: float = 0.0
+
+
+async def run_table(spec: TableSpec, config: RunConfig, reporter: Reporter | None = None,
+                    seeds: int | None = None, budget: int | None = None,
+                    context_for: ContextFor | None = None, archive: Archive | None = None) -> TableResult:
+    """Run (or read back) the table's comparison (``coevo.app.compare.compare`` at ``spec.budget``
+    rollouts, ``spec.seeds`` seeds, paired to ``spec.reference``; ``seeds`` and ``budget`` replace the
+    spec's for a smoke run), then its extras (module docstring). ``commit``, ``wall_s`` and ``cpu_s`` are
+    left for the caller to fill. ``context_for(run config)`` and ``archive`` replace the default services
+    and archive (tests). Raises what ``compare`` raises."""
+    from coevo.report.tables import table_extras
+
+    config = anchored(config)
+    if archive is None and "://" not in config.db:
+        Path(config.db).parent.mkdir(parents=True, exist_ok=True)
+    archive = archive or Archive(config.db)
+    comparison = await compare(config, spec.strategies, seeds or spec.seeds, reporter=reporter, archive=archive,
+                               context_for=context_for, reference=spec.reference,
+                               budget=spec.budget if budget is None else budget)
+    rejections = (await rejected_on_test(comparison, config, archive, context_for)
+                  if "rejected_test" in spec.extras else [])
+    rounds = await round_tests(comparison, config, archive, context_for) if "best_reached" in spec.extras else []
+    extras = table_extras(spec.extras, comparison, archive, rejections, rounds)
+    return TableResult(spec=spec, config=config.model_dump(mode="json"), comparison=comparison,
+                       rejections=rejections, round_tests=rounds, extras=extras)
+

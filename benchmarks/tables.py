@@ -1,0 +1,141 @@
+"""The papers' comparison tables (issue 25), one command each::
+
+    OMP_NUM_THREADS=1 python benchmarks/tables.py configs/tables/vace.toml
+
+runs the table config's strategies × seeds at its matched rollout budget (``coevo compare --budget``: the
+runs go to ``coevo_runs/tables/NAME.db``; finished runs are read back, stopped ones resumed, so the same
+command continues an interrupted table), adds the table's extras (``coevo.app.tables``) and writes
+``benchmarks/results/table_NAME.json`` (the comparison, the extras, commit, wall and CPU seconds) and
+``benchmarks/results/table_NAME.png`` (test mean@k per strategy with 95 % intervals), the full compare report
+under ``coevo_runs/tables/NAME/compare/``, and prints the tables.
+
+A smoke run checks a table end to end at a tiny size (results ``table_NAME.smoke.{json,png}``, its own
+archive, never the table's)::
+
+    OMP_NUM_THREADS=1 python benchmarks/tables.py configs/tables/vace.toml --smoke \\
+        --set env.n_train=4 --set env.n_val=4 --set env.n_test=4 --budget 60
+
+``--smoke`` means one seed and ``rounds = 1`` unless ``--seeds``/``--set rounds=`` say otherwise. Not part of
+CI (it runs the real model).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import resource
+import subprocess
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _cpu_s() -> float:
+    """User + system CPU seconds of this process and its finished children."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+
+
+def run_costs(result: dict) -> list[tuple[float, float, float]]:
+    """Per run that ran in this process (``cpu_s`` set) of a table results JSON: (CPU seconds, weight-stage
+    rollouts, evaluation rollouts): the stage's are the ``train`` phase's; evaluations are every other phase's
+    (val, checks, search) plus the test rollouts of the start and final pairs and the run's other tests."""
+    out = []
+    for run in result["comparison"]["runs"]:
+        if run.get("cpu_s") is None:
+            continue
+        tests = [run.get("start"), run.get("final"), *run.get("tests", {}).values()]
+        test = sum(len(o["rewards"]) for t in tests if t for o in t["per_task"].values())
+        spent = run.get("spent_by_phase", {})
+        train = spent.get("train", 0.0)
+        out.append((run["cpu_s"], train, sum(spent.values()) - train + test))
+    return out
+
+
+def fit_costs(paths: list[str]) -> dict[str, float]:
+    """Least squares over the runs of the results JSONs ``paths`` (smoke runs): CPU seconds per run =
+    ``per_run`` + ``per_train_rollout`` x stage rollouts + ``per_eval_rollout`` x evaluation rollouts
+    (``run_costs``); with ``runs``, the number of runs fitted. On a shared machine a single-threaded
+    run's CPU seconds estimate its wall seconds on a quiet one."""
+    import json
+
+    import numpy as np
+
+    rows = [c for p in paths for c in run_costs(json.loads(Path(p).read_text()))]
+    if len(rows) < 3:
+        raise SystemExit(f"--fit needs at least 3 runs with CPU seconds; {paths} hold {len(rows)}")
+    y = np.array([r[0] for r in rows])
+    x = np.array([[1.0, r[1], r[2]] for r in rows])
+    coef, *_ = np.linalg.lstsq(x, y, rcond=None)
+    return {"runs": len(rows), "per_run": float(coef[0]), "per_train_rollout": float(coef[1]),
+            "per_eval_rollout": float(coef[2])}
+
+
+def main() -> None:
+    """Parse the flags, run the table, print its tables and write its results (``--fit``: print the
+    fitted per-rollout CPU costs of finished results instead)."""
+    from coevo.app.tables import load_table, run_table
+    from coevo.cli.common import console, key_values, user_errors
+    from coevo.cli.compare import budget_table, compare_table, spend_table
+    from coevo.observe.progress import RichReporter
+    from coevo.report.compare import write_compare_report
+    from coevo.report.plots import compare_plot
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("table", nargs="?", help="a table config, configs/tables/NAME.toml")
+    ap.add_argument("--set", dest="sets", action="append", default=[], help="KEY=VALUE run-config override")
+    ap.add_argument("--seeds", type=int, default=None, help="seeds (default: the table's; --smoke: 1)")
+    ap.add_argument("--budget", type=int, default=None, help="rollouts per run (default: the table's)")
+    ap.add_argument("--smoke", action="store_true", help="a smoke run: own archive and results, 1 seed, 1 round")
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"), help="results folder")
+    ap.add_argument("--fit", nargs="+", default=None, metavar="RESULTS_JSON",
+                    help="print the per-run and per-rollout CPU seconds fitted over these results (no run)")
+    args = ap.parse_args()
+    if args.fit:
+        print(fit_costs(args.fit))
+        return
+    if not args.table:
+        ap.error("name a table config (configs/tables/NAME.toml) or --fit RESULTS_JSON ...")
+
+    with user_errors():
+        overrides = key_values(args.sets, "env.n_test=4")
+        if args.smoke:
+            overrides.setdefault("rounds", 1)
+        spec, config = load_table(args.table, overrides)
+        if args.smoke and not any(k in overrides for k in ("db", "out_dir")):
+            config = config.model_copy(update={"db": config.db.replace(".db", ".smoke.db"),
+                                               "out_dir": config.out_dir + ".smoke"})
+        seeds = args.seeds or (1 if args.smoke else None)
+        started, cpu = time.perf_counter(), _cpu_s()
+        with RichReporter(console=console) as reporter:
+            result = asyncio.run(run_table(spec, config, reporter=reporter, seeds=seeds, budget=args.budget))
+        result.wall_s, result.cpu_s, result.commit = time.perf_counter() - started, _cpu_s() - cpu, _commit()
+        comparison = result.comparison
+        console.print(compare_table(comparison))
+        console.print(budget_table(comparison))
+        if comparison.budget:
+            console.print(spend_table(comparison))
+        for name, value in result.extras.items():
+            console.print(f"[bold]{name}[/bold]: {value}")
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        stem = f"table_{spec.name}" + (".smoke" if args.smoke else "")
+        (out / f"{stem}.json").write_text(result.model_dump_json(indent=1))
+        trivial = next((r.trivial for r in comparison.rows if r.trivial is not None), None)
+        compare_plot(comparison.rows, trivial, out / f"{stem}.png")
+        report = write_compare_report(comparison, Path(config.out_dir) / "compare" / comparison.id)
+    console.print(f"results: {out / stem}.json, .png; report: {report}; wall {result.wall_s:.0f} s, "
+                  f"CPU {result.cpu_s:.0f} s at {result.commit}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,124 @@
+"""The papers' comparison tables' extra numbers (issue 25; ``coevo.app.tables``), summarised from a
+``coevo.app.compare.Comparison``, the archive and the re-evaluations ``coevo.app.tables`` ran. Every
+interval is a 95 % one over test tasks (``coevo.evaluation.stats``); a value the runs do not have is None."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from coevo.evaluation.stats import difference_estimate, score_estimate
+from coevo.records import Promotion
+
+
+def strategy_rows(comparison: Any) -> dict[str, dict[str, Any]]:
+    """Per strategy what every table shows beside its scores: gate accepted / rejected (summed over seeds),
+    candidates adopted ungated, the weight stages' effective-group rate (Harness-S §3: groups holding a
+    success and a failure) and reward-spread rate (means over seeds), the final pair's test TIMR per seed."""
+    tim = {}
+    for run in comparison.runs:
+        tim.setdefault(run.strategy, []).append(run.final.timr if run.final is not None else None)
+    return {r.strategy: {"accepted": r.accepted, "rejected": r.rejected, "adopted": r.adopted,
+                         "effective_group_rate": r.effective_group_rate, "spread_rate": r.spread_rate,
+                         "final_test_timr": tim.get(r.strategy, [])} for r in comparison.rows}
+
+
+def rejection_summary(rejections: Sequence[Any]) -> dict[str, Any]:
+    """Per strategy, its rejected gate decisions re-tested (``coevo.app.tables.Rejection``): how many, how
+    many were right (the candidate's test mean@k not above its incumbent's under the same weights), the
+    candidates' and incumbents' test scores pooled over decisions and tasks, and candidate − incumbent
+    paired per (decision, task) (``difference_estimate``: bootstrap over the pooled pairs)."""
+    out: dict[str, Any] = {}
+    for name in dict.fromkeys(r.strategy for r in rejections):
+        mine = [r for r in rejections if r.strategy == name]
+        inc, cand = [], []
+        for r in mine:
+            shared = [t for t in r.incumbent.per_task if t in r.candidate.per_task]
+            inc += [r.incumbent.per_task[t].mean_reward for t in shared]
+            cand += [r.candidate.per_task[t].mean_reward for t in shared]
+        out[name] = {"decisions": len(mine), "right": sum(r.candidate.score <= r.incumbent.score for r in mine),
+                     "candidate": score_estimate(cand).model_dump() if cand else None,
+                     "incumbent": score_estimate(inc).model_dump() if inc else None,
+                     "difference": difference_estimate(inc, cand).model_dump() if inc else None}
+    return out
+
+
+def _task_means(summaries: Sequence[Any]) -> dict[str, float]:
+    """Each task's mean reward averaged over the summaries (seeds) that hold it."""
+    values: dict[str, list[float]] = {}
+    for s in summaries:
+        for task_id, outcome in s.per_task.items():
+            values.setdefault(task_id, []).append(outcome.mean_reward)
+    return {t: sum(v) / len(v) for t, v in values.items()}
+
+
+def rank_summary(comparison: Any) -> dict[str, Any]:
+    """Per strategy with routed tests (Harness-S Table 5: ``rank1``, ``rank2``, ... in ``StrategyRun.tests``):
+    H0's test score under the final policy and each Rank-r routing's, with Rank-r − H0 paired per task
+    on the seeds that have both (each side averaged over them first)."""
+    out: dict[str, Any] = {}
+    for row in comparison.rows:
+        runs = [r for r in comparison.runs if r.strategy == row.strategy and r.final is not None]
+        keys = list(dict.fromkeys(k for r in runs for k in r.tests if k.startswith("rank")))
+        if not keys:
+            continue
+        h0 = _task_means([r.final for r in runs])
+        entry: dict[str, Any] = {"h0": score_estimate(list(h0.values())).model_dump()}
+        for key in keys:
+            routed = _task_means([r.tests[key] for r in runs if key in r.tests])
+            shared = [t for t in routed if t in h0]
+            entry[key] = {"score": score_estimate([routed[t] for t in shared]).model_dump(),
+                          "minus_h0": difference_estimate([h0[t] for t in shared],
+                                                          [routed[t] for t in shared]).model_dump()}
+        out[row.strategy] = entry
+    return out
+
+
+def best_summary(round_tests: Sequence[Any]) -> dict[str, Any]:
+    """Per strategy (WHALE: best accuracy and the rollouts spent to reach it), from each run's round-end
+    test scores (``coevo.app.tables.RoundTest``): per seed the best mean@k, the first round reaching it and
+    the cumulative rollouts then; and their means over seeds."""
+    out: dict[str, Any] = {}
+    for name in dict.fromkeys(r.strategy for r in round_tests):
+        seeds = []
+        for seed in dict.fromkeys(r.seed for r in round_tests if r.strategy == name):
+            mine = sorted((r for r in round_tests if r.strategy == name and r.seed == seed), key=lambda r: r.round)
+            best = max(r.score for r in mine)
+            first = next(r for r in mine if r.score == best)
+            seeds.append({"seed": seed, "best": best, "round": first.round, "rollouts": first.rollouts})
+        spent = [s["rollouts"] for s in seeds if s["rollouts"] is not None]
+        out[name] = {"per_seed": seeds, "best_mean": sum(s["best"] for s in seeds) / len(seeds),
+                     "rollouts_mean": sum(spent) / len(spent) if spent else None}
+    return out
+
+
+def timr_summary(comparison: Any, archive: Any) -> dict[str, Any]:
+    """Per strategy (CoEvo-RSI: inheritance lowers TIMR), the val TIMR of every promoted pair (each
+    accepted ``Promotion``'s kept pair) with its run's seed and round, and their mean; strategies without
+    promotions get an empty list (their final test TIMR is in ``strategy_rows``)."""
+    out: dict[str, Any] = {}
+    for row in comparison.rows:
+        pairs = []
+        for run in (r for r in comparison.runs if r.strategy == row.strategy):
+            for p in archive.list(Promotion, run_id=run.run_id):
+                if p.accepted:
+                    pairs.append({"seed": run.seed, "round": p.round, "harness_id": p.harness_id,
+                                  "checkpoint_id": p.checkpoint_id, "val": p.promoted.val, "timr": p.promoted.timr})
+        timrs = [p["timr"] for p in pairs if p["timr"] is not None]
+        out[row.strategy] = {"promoted": pairs, "mean_timr": sum(timrs) / len(timrs) if timrs else None}
+    return out
+
+
+def table_extras(extras: Sequence[str], comparison: Any, archive: Any, rejections: Sequence[Any] = (),
+                 round_tests: Sequence[Any] = ()) -> dict[str, Any]:
+    """The extras a table asks for (``coevo.app.tables.EXTRAS``) by name, plus ``strategies``
+    (``strategy_rows``) for every table."""
+    out: dict[str, Any] = {"strategies": strategy_rows(comparison)}
+    if "rejected_test" in extras:
+        out["rejected_test"] = rejection_summary(rejections)
+    if "ranks" in extras:
+        out["ranks"] = rank_summary(comparison)
+    if "best_reached" in extras:
+        out["best_reached"] = best_summary(round_tests)
+    if "promoted_timr" in extras:
+        out["promoted_timr"] = timr_summary(comparison, archive)
+    return out
