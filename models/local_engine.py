@@ -295,10 +295,13 @@ class LocalEngine:
         return batch
 
     def close(self) -> None:
-        """Stop the worker thread after the queued requests (idempotent)."""
+        """Stop the worker thread after the queued requests and free the merged weights (idempotent)."""
         if self._worker is not None and self._worker.is_alive():
             self._queue.put(None)
             self._worker.join(timeout=60)
+        with self._lock:
+            if not self._merging:
+                self._merged = None
 
     # -- decoding ----------------------------------------------------------------------------
 
