@@ -2,8 +2,9 @@
 random llama (nothing downloaded).
 
 Pins: a prompt prefix shared by a batch's rows is prefilled once, and a prompt that several rows
-have is prefilled once for them, changing no row's tokens or log-probs (greedy rows equal their unshared and unbatched runs, seeded sampled rows equal their
-unshared runs, log-probs equal teacher forcing); finished rows leave the batch; the sampler draws
+have is prefilled once for them, changing no row's tokens or log-probs (greedy rows equal their
+unshared and unbatched runs, seeded sampled rows equal their unshared runs, log-probs equal teacher
+forcing); finished rows leave the batch; the sampler draws
 from the full temperature-scaled softmax when ``top_p == 1``; rollouts that run as the engine's
 clients share one ``generate`` call even when they submit further apart than the batch window.
 """
