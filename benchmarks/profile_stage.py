@@ -22,6 +22,7 @@ noisy: compare parts within one run, or run it in a quiet window.
     python benchmarks/profile_stage.py                     # the round-0 stage, 8 steps
     python benchmarks/profile_stage.py --round 1 --steps 2 # under H0 + 2 demonstrations, 2 steps
     python benchmarks/profile_stage.py --steps 1 --json /tmp/profile.json
+    python benchmarks/profile_stage.py --no-merge          # the live sampler unmerged (train.merge_sampler = false)
 """
 
 from __future__ import annotations
@@ -147,8 +148,9 @@ def main() -> None:
     parser.add_argument("--round", type=int, default=0, choices=(0, 1), help="0: H0; 1: H0 + 2 demonstrations")
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--json", type=Path, help="also write the result here")
+    parser.add_argument("--no-merge", action="store_true", help="train.merge_sampler = false: sample unmerged")
     args = parser.parse_args()
-    result = profile(args.round, args.steps)
+    result = profile(args.round, args.steps, **({"merge_sampler": False} if args.no_merge else {}))
     print(table(result))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))

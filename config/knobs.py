@@ -32,6 +32,10 @@ PERFORMANCE: dict[str, str] = {
     "train.pack_prefixes": "scores a micro-batch with its rows' shared prompt tokens run once (one micro-step for "
                            "the whole batch when micro_batches is unset): speed; the log-probs, loss and gradients "
                            "are those of row-by-row scoring (tests/unit/test_compat_training.py).",
+    "train.merge_sampler": "the live sampler (GRPO's and RSFT's) decodes a step's rollouts with the LoRA adapter "
+                           "merged into copies of the base weights: speed; logits equal the unmerged ones up to float "
+                           "rounding (bit-identical while B = 0), the trained weights are untouched "
+                           "(tests/unit/test_merged_sampling.py).",
     "train.activation_checkpointing": "recomputes activations in the backward pass: memory for time.",
     "train.max_concurrency": "rollouts in flight during a stage: speed; each rollout keeps its seed.",
     "train.use_cpu": "where the trainer runs (None: CPU without a CUDA device).",

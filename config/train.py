@@ -72,6 +72,9 @@ class StageSettings(BaseModel):
         default=True, description="score each micro-batch with the prompt tokens its rows share run once "
         "(coevo.training.packing: the same log-probs, loss and gradients as row by row)")
     activation_checkpointing: bool = Field(default=True, description="recompute activations in the backward pass")
+    merge_sampler: bool = Field(
+        default=True, description="the live sampler decodes a step's rollouts with the LoRA adapter merged into the "
+        "base weights (coevo.models.merged: one matmul per layer; logits equal up to float rounding)")
     num_iterations: int = Field(
         default=1, ge=1, description="optimiser passes over each generation batch (TRL's num_iterations; each is an "
         "optimiser step, so a stage samples steps / num_iterations batches). With 1 the ratio pi_theta / pi_old is "

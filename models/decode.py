@@ -3,13 +3,13 @@
 What ``model.generate`` does for a left-padded batch, with each row's own sampler and stop rule
 (``coevo.models.sampling``), and two differences that leave every row's distribution unchanged:
 
-- **shared prefix, prefilled once.** The longest prompt prefix that all rows share (a harness's
-  system prompt and demonstrations are the same across a group and across a step's tasks; the K
-  prompts of a group are identical) is run through the model once, its KV cache repeated to every
-  row, and each row prefills only the rest of its prompt. The layout is ``[prefix | padding |
-  suffix]`` with the padding masked and positions counted over unmasked tokens, so each row sees
-  exactly the positions and attention a left-padded prefill gives it (logits equal up to
-  floating-point summation order).
+- **shared prefix, prefilled once.** Rows with the same prompt (the K rollouts of a GRPO group)
+  prefill it once and copy its KV cache; the longest prompt prefix that the distinct prompts share
+  (a harness's system prompt and demonstrations are the same across a step's tasks) is run through
+  the model once, its KV cache repeated to every distinct prompt, and each prefills only the rest.
+  The layout is ``[prefix | padding | suffix]`` with the padding masked and positions counted over
+  unmasked tokens, so each row sees exactly the positions and attention a left-padded prefill gives
+  it (logits equal up to floating-point summation order).
 - **finished rows leave the batch.** A row that hit EOS, a stop string or its ``max_tokens`` is
   dropped from the cache and from later forward passes, instead of decoding padding until the
   batch's longest row ends.
@@ -95,22 +95,29 @@ def decode(model: Any, requests: Sequence[GenerationRequest], *, pad_id: int, eo
     stop = RowStop(requests, eos_ids, tokenizer)
     forward = _Forward(model, adapter_names)
     prompts = [r.prompt_ids for r in requests]
-    p = shared_prefix_length(prompts) if share_prefix and not adapter_names else 0
     rows = list(range(len(requests)))
+    # rows with the same prompt (a GRPO group's K rollouts) prefill once; their caches are copied after
+    unique, inverse = _unique_rows(prompts, adapter_names) if share_prefix else (rows, rows)
+    firsts = [prompts[r] for r in unique]
+    p = shared_prefix_length(firsts) if share_prefix and not adapter_names else 0
     if p:
-        prefix = torch.tensor([prompts[0][:p]], dtype=torch.long, device=device)
-        forward(prefix, torch.ones_like(prefix), torch.arange(p, device=device)[None], rows[:1])
-        forward.cache.batch_repeat_interleave(len(rows))
-    width = max(len(q) - p for q in prompts)
-    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(rows), p + width), dtype=torch.long)
+        prefix = torch.tensor([firsts[0][:p]], dtype=torch.long, device=device)
+        forward(prefix, torch.ones_like(prefix), torch.arange(p, device=device)[None], unique[:1])
+        forward.cache.batch_repeat_interleave(len(unique))
+    width = max(len(q) - p for q in firsts)
+    ids = torch.full((len(unique), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(unique), p + width), dtype=torch.long)
     mask[:, :p] = 1
-    for row, q in enumerate(prompts):
+    for row, q in enumerate(firsts):
         ids[row, width - len(q) + p:] = torch.tensor(q[p:], dtype=torch.long)
         mask[row, p + width - len(q) + p:] = 1
     ids, mask = ids.to(device), mask.to(device)
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
-    logits = forward(ids, mask, positions[:, p:], rows)
+    logits = forward(ids, mask, positions[:, p:], unique)
+    if len(unique) < len(rows):
+        index = torch.tensor(inverse, device=device)
+        forward.cache.batch_select_indices(index)
+        logits, mask, positions = logits[index], mask[index], positions[index]
     last = positions[:, -1]
     history = _left_padded(prompts, pad_id).to(device) if processors else None
     while True:
@@ -131,6 +138,18 @@ def decode(model: Any, requests: Sequence[GenerationRequest], *, pad_id: int, eo
         mask = torch.cat([mask, mask.new_ones((len(rows), 1))], dim=1)
         last = last + 1
         logits = forward(chosen[:, None], mask, last[:, None], rows)
+
+
+def _unique_rows(prompts: Sequence[Sequence[int]], adapter_names: list[str] | None) -> tuple[list[int], list[int]]:
+    """``(unique, inverse)``: the first row of each distinct (prompt, adapter) and, for every row, the
+    position in ``unique`` of its first occurrence."""
+    first: dict[tuple, int] = {}
+    inverse = [first.setdefault((tuple(q), adapter_names[r] if adapter_names else None), len(first))
+               for r, q in enumerate(prompts)]
+    unique = [0] * len(first)
+    for r, u in reversed(list(enumerate(inverse))):
+        unique[u] = r
+    return unique, inverse
 
 
 def _left_padded(prompts: Sequence[Sequence[int]], pad_id: int) -> torch.Tensor:

@@ -29,6 +29,7 @@ from langchain_core.messages import BaseMessage
 from coevo.models.adapters import check_adapter
 from coevo.models.decode import decode
 from coevo.models.loading import load_pretrained
+from coevo.models.merged import MergedLora
 from coevo.models.messages import messages_to_chat
 from coevo.models.sampling import GenerationRequest, GenerationResult
 
@@ -78,6 +79,8 @@ class LocalEngine:
         self.eos_ids = self._eos_ids()
         self.batch_sizes: list[int] = []  # rows of each generate call, for tests and benchmarks
         self._constraints: Any = None  # SchemaConstraints, built on the first JSON-schema request
+        self._merged: MergedLora | None = None  # the active adapter folded into the base weights (merged())
+        self._merging = 0  # merged() blocks open
         if adapter:
             self.load_adapter(adapter)
 
@@ -199,6 +202,28 @@ class LocalEngine:
             self._constraints = SchemaConstraints(self.tokenizer, vocab, self.eos_ids)
         return self._constraints
 
+    @contextlib.contextmanager
+    def merged(self) -> Iterator[None]:
+        """Decode with the active LoRA adapter merged into the base weights while the block runs
+        (``coevo.models.merged.MergedLora``: one matmul per layer instead of the base and adapter
+        paths; logits equal up to floating-point summation order). The caller promises that the
+        adapter's weights do not change inside the block (a GRPO step's rollouts): they are merged once,
+        at the block's first batch, and the model's own weights are swapped in again after each batch.
+        Batches with a row on another adapter or the base weights decode unmerged. A no-op for a plain
+        model or an adapter that cannot be merged exactly. Nestable; waits for the running batch."""
+        with self._lock:
+            active = _peft_active(self.model)
+            if self._merged is None or self._merged.model is not self.model or self._merged.adapter != active:
+                self._merged = MergedLora(self.model)
+            if not self._merging:
+                self._merged.fresh = False  # the adapter may have changed since the last block
+            self._merging += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._merging -= 1
+
     # -- batching ----------------------------------------------------------------------------
 
     @contextlib.contextmanager
@@ -270,10 +295,13 @@ class LocalEngine:
         return batch
 
     def close(self) -> None:
-        """Stop the worker thread after the queued requests (idempotent)."""
+        """Stop the worker thread after the queued requests and free the merged weights (idempotent)."""
         if self._worker is not None and self._worker.is_alive():
             self._queue.put(None)
             self._worker.join(timeout=60)
+        with self._lock:
+            if not self._merging:
+                self._merged = None
 
     # -- decoding ----------------------------------------------------------------------------
 
@@ -294,7 +322,9 @@ class LocalEngine:
             was_training = model.training
             model.eval()
             try:
-                with torch.inference_mode(), routing:  # no autograd state: faster small ops, same values
+                merge = self._merged.swapped() if self._merging and names is None and self._merged \
+                    and self._merged.adapter == _peft_active(model) and _is_null(routing) else contextlib.nullcontext()
+                with torch.inference_mode(), routing, merge:  # no autograd state: faster small ops, same values
                     schema_mask = self.constraints.processor(requests)  # None when no row asks for a JSON schema
                     sampler, stopper = decode(model, requests, pad_id=self.pad_token_id, eos_ids=self.eos_ids,
                                               tokenizer=self.tokenizer, rng=self._rng, adapter_names=names,
@@ -334,6 +364,10 @@ def _peft_active(model: Any) -> str | None:
         return None
     active = model.active_adapter
     return active if isinstance(active, str) else (active[0] if active else None)
+
+
+def _is_null(context: Any) -> bool:
+    return isinstance(context, contextlib.nullcontext)
 
 
 def _now() -> float:

@@ -40,7 +40,9 @@ segments from the tail.
 Speed without a change of objective: a step's rollouts share ``generate`` calls (each runs as a
 client of the sampler's engine; the prompt prefix the rows share is prefilled once,
 ``coevo.models.decode``), and with ``pack_prefixes`` the whole batch is one micro-step whose
-shared prompt tokens run through the forward and backward once (``coevo.training.packing``).
+shared prompt tokens run through the forward and backward once (``coevo.training.packing``); with
+``merge_sampler`` the live sampler decodes with the LoRA adapter merged into the base weights
+(``coevo.models.merged``).
 """
 
 from __future__ import annotations
@@ -228,7 +230,7 @@ def train_grpo(
     rollout = HarnessRollout(spec, env, tasks, rescue=rescue, policy_factory=policy_factory, rollout_fn=rollout_fn,
                              max_len=cfg.max_len, seed=cfg.seed, checkpoint_id=checkpoint.id,
                              max_concurrency=cfg.max_concurrency, resample=cfg.resample, mixture=mixture,
-                             action_cost=cfg.action_cost)
+                             action_cost=cfg.action_cost, merge_sampler=cfg.merge_sampler)
     correction = cfg.importance_correction if cfg.importance_correction is not None else policy_factory is not None
     trainer = HarnessGRPOTrainer(
         model=model, reward_funcs=[_env_reward], args=grpo_args(cfg, out_dir, spec.decoding.temperature),

@@ -29,7 +29,6 @@ import logging
 import random
 import time
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Coroutine, Iterator, Sequence, TypeVar
 
@@ -47,6 +46,7 @@ from coevo.training.advantages import (
     rescued_better,
 )
 from coevo.training.harness_cost import harness_metrics, shaped_reward
+from coevo.training.live import LivePolicy, eval_mode, fill_prompt_ids, sampling_mode
 from coevo.training.masking import (
     MIN_MEMBERS,
     RolloutFn,
@@ -64,7 +64,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 Group = list[Trajectory]
 __all__ = ["HarnessRollout", "LivePolicy", "sibling_rescue", "failed_trajectory", "guarded", "has_contrast",
-           "is_failed", "run_sync"]
+           "is_failed", "run_sync", "eval_mode", "fill_prompt_ids", "sampling_mode"]
 PolicyFactory = Callable[[Any], BaseChatModel]
 Rescue = Callable[..., "Group | Awaitable[Group] | None"]
 Choose = Callable[[Task, int], "Sequence[Any] | Awaitable[Sequence[Any]]"]
@@ -79,63 +79,6 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run(coro)
     with ThreadPoolExecutor(max_workers=1) as pool:
         return pool.submit(asyncio.run, coro).result()
-
-
-class LivePolicy:
-    """The default ``policy_factory``: the trainer's own current weights as a chat model
-    (``coevo.models.local.LocalChatModel`` over the live PEFT model), so rollouts sample from the
-    current LoRA policy and the sampler is the trainer (no Eq. 16 correction needed). One engine
-    per stage, made at the first call and kept in ``policy``, batching a whole generation batch
-    (``max_batch`` rows per ``generate`` call; ``None``: the trainer's ``generation_batch_size``);
-    ``close`` stops its worker thread."""
-
-    def __init__(self, max_batch: int | None = None) -> None:
-        self.max_batch = max_batch
-        self.policy: Any = None
-
-    def __call__(self, trainer: Any) -> BaseChatModel:
-        """The chat model over ``trainer.model`` (the same one at every step: it reads the live weights)."""
-        if self.policy is None:
-            from coevo.models.local import LocalChatModel
-
-            model = trainer.accelerator.unwrap_model(trainer.model)
-            batch = self.max_batch or max(1, int(trainer.args.generation_batch_size))
-            self.policy = LocalChatModel.from_model(model, trainer.processing_class, name="grpo-policy",
-                                                    max_batch=batch)
-        return self.policy
-
-    def close(self) -> None:
-        """Stop the engine's worker thread (no-op before the first call; idempotent)."""
-        if self.policy is not None:
-            self.policy.engine.close()
-
-
-def fill_prompt_ids(trajectory: Trajectory, tokenizer: Any) -> None:
-    """Give calls that carry sampled ``completion_token_ids`` but no ``prompt_token_ids`` (a server
-    that does not return them, e.g. vLLM before ``return_token_ids``) the ids of their input messages
-    under ``tokenizer``'s chat template (generation prompt appended; tool schemas not rendered).
-    Calls that already have prompt ids are left alone."""
-    from langchain_core.messages import messages_from_dict
-
-    from coevo.models.messages import messages_to_chat
-
-    for call in trajectory.calls:
-        if call.prompt_token_ids is None and call.completion_token_ids and call.input:
-            text = tokenizer.apply_chat_template(messages_to_chat(messages_from_dict(call.input)),
-                                                 add_generation_prompt=True, tokenize=False)
-            call.prompt_token_ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
-
-
-@contextmanager
-def eval_mode(model: Any) -> Iterator[None]:
-    """Put ``model`` in eval mode (no dropout) for sampling, restoring its mode afterwards."""
-    was_training = getattr(model, "training", False)
-    model.eval()
-    try:
-        yield
-    finally:
-        if was_training:
-            model.train()
 
 
 def sibling_rescue(siblings: Sequence[Any] | Choose, env: Env, rollout_fn: RolloutFn | None = None,
@@ -233,7 +176,9 @@ class HarnessRollout:
     ``resample`` rounds of dynamic sampling per call (0: off; see module docstring), drawing from
     ``tasks`` not in the call's batch; ``mixture`` the harness of each group position, cycled to K
     (Harness-S App. 8's fixed mixed-harness GRPO: every group, rescue or not, mixes them; empty: all
-    K under ``spec``); ``action_cost`` cost-aware GRPO's lambda: advantages come from
+    K under ``spec``); ``merge_sampler`` decodes each call's rollouts with the LoRA adapter merged
+    (``sampling_mode``: the policy's local engine; speed only); ``action_cost`` cost-aware GRPO's
+    lambda: advantages come from
     ``task reward - lambda x harness cost`` (``coevo.training.harness_cost``; 0: the task reward).
 
     After each call: ``trajectories`` holds every rollout so far (initial groups, including
@@ -246,8 +191,9 @@ class HarnessRollout:
                  policy_factory: PolicyFactory | None = None, rollout_fn: RolloutFn | None = None,
                  max_len: int | None = None, seed: int = 0, checkpoint_id: str = "",
                  max_concurrency: int | None = None, resample: int = 0, mixture: Sequence[Any] = (),
-                 action_cost: float = 0.0) -> None:
+                 action_cost: float = 0.0, merge_sampler: bool = True) -> None:
         self.spec, self.env, self.rescue = without_fixed_seed(spec), env, rescue
+        self.merge_sampler = merge_sampler
         self.mixture = [without_fixed_seed(s) for s in mixture]
         self.tasks = {t.id: t for t in tasks}
         self.policy_factory: PolicyFactory = policy_factory or LivePolicy()
@@ -273,7 +219,7 @@ class HarnessRollout:
         step = trainer.state.global_step
         policy = self.policy_factory(trainer)
         started = time.perf_counter()
-        with eval_mode(trainer.model):
+        with sampling_mode(trainer.model, policy, self.merge_sampler):
             batch = run_sync(self._collect(policy, tasks, k, step))
         elapsed = time.perf_counter() - started
         tokenizer = getattr(trainer, "processing_class", None)

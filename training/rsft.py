@@ -34,7 +34,7 @@ from coevo.models.checkpoint import Checkpoint, new_checkpoint_id
 from coevo.models.trajectory import Trajectory
 from coevo.training.checkpoint import load_policy, record_checkpoint
 from coevo.training.masking import guarded, mask_counts, members
-from coevo.training.rollout import RolloutFn, default_rollout_fn, eval_mode, run_sync
+from coevo.training.rollout import RolloutFn, default_rollout_fn, run_sync, sampling_mode
 from coevo.training.samples import Row, trajectory_rows
 from coevo.training.schedule import PersistentSampler, run_phase
 from coevo.training.seeds import rollout_seed, without_fixed_seed
@@ -146,7 +146,7 @@ def train_rsft(
                 return list(await asyncio.gather(*(one(x, task, j) for x, task in enumerate(batch)
                                                    for j in range(cfg.num_generations))))
 
-            with eval_mode(model):
+            with sampling_mode(model, policy, cfg.merge_sampler):
                 sampled = run_sync(sample())
             trajectories.extend(sampled)
             valid = members(sampled)

@@ -11,6 +11,7 @@ import asyncio
 import types
 import typing
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 import pytest
@@ -19,6 +20,7 @@ from pydantic import BaseModel
 
 from coevo.config import RunConfig, load_config
 from coevo.config.knobs import INERT, PERFORMANCE
+from coevo.harnesses.spec import HarnessSpec
 from coevo.records import Checkpoint
 
 
@@ -71,6 +73,30 @@ def trl_args(over: dict[str, Any]) -> dict[str, Any]:
     args = grpo_args(StageConfig(**stage_settings(over)), "/tmp/knob-args")
     return {k: getattr(args, k) for k in ("gradient_accumulation_steps", "per_device_train_batch_size",
                                           "activation_checkpointing", "use_cpu", "logging_steps")}
+
+
+def live_sampler(over: dict[str, Any]) -> dict[str, Any]:
+    """A real GRPO step on the tiny chat Llama with the default live sampler: how many times its engine
+    merged the LoRA adapter into the base weights (``coevo.models.merged``) and the batch sizes."""
+    import tempfile
+
+    from training_kit import NamingEnv, tiny_chat_checkpoint
+
+    from coevo.models.merged import MergedLora
+    from coevo.training.grpo import train_grpo
+    from coevo.training.rollout import LivePolicy
+
+    folder = Path(tempfile.mkdtemp(prefix="knob-live-"))
+    env, sampler, merges = NamingEnv(), LivePolicy(), []
+    original = MergedLora.refresh
+    MergedLora.refresh = lambda self: (merges.append(self.supported), original(self))[1]
+    try:
+        train_grpo(tiny_chat_checkpoint(folder / "base"), HarnessSpec(budget={"max_output_tokens": 4}), env,
+                   env.tasks(), {"steps": 1, "output_dir": str(folder), **stage_settings(over)},
+                   policy_factory=sampler)
+    finally:
+        MergedLora.refresh = original
+    return {"merges": merges, "batches": sampler.policy.engine.batch_sizes}
 
 
 def training_variant(over: dict[str, Any]) -> tuple:
@@ -251,6 +277,7 @@ PROBES: dict[str, Probe] = {
     "train.micro_batches": Probe(trl_args, 2),
     "train.activation_checkpointing": Probe(trl_args, False),
     "train.pack_prefixes": Probe(trl_args, False),  # unpacked: one micro-step per row
+    "train.merge_sampler": Probe(live_sampler, False),  # unmerged: no merge of the adapter per step
     "train.use_cpu": Probe(trl_args, False),
     "train.logging_steps": Probe(trl_args, 2),
     # the RSFT stage (real, tiny Llama)

@@ -1,9 +1,10 @@
 """The local engine's decoding loop (``coevo.models.decode``) and batching of clients, on a tiny
 random llama (nothing downloaded).
 
-Pins: a prompt prefix shared by a batch's rows is prefilled once and changes no row's tokens or
-log-probs (greedy rows equal their unshared and unbatched runs, seeded sampled rows equal their
-unshared runs, log-probs equal teacher forcing); finished rows leave the batch; the sampler draws
+Pins: a prompt prefix shared by a batch's rows is prefilled once, and a prompt that several rows
+have is prefilled once for them, changing no row's tokens or log-probs (greedy rows equal their
+unshared and unbatched runs, seeded sampled rows equal their unshared runs, log-probs equal teacher
+forcing); finished rows leave the batch; the sampler draws
 from the full temperature-scaled softmax when ``top_p == 1``; rollouts that run as the engine's
 clients share one ``generate`` call even when they submit further apart than the batch window.
 """
@@ -71,7 +72,10 @@ def test_a_shared_prefix_is_prefilled_once_and_changes_no_row(tokenizer, tempera
     shapes = forward_shapes(shared.engine.model)
     a = shared.engine.generate_batch(batch)
     b = unshared.engine.generate_batch(batch)
-    assert shapes[0] == (1, p) and shapes[1][0] == len(batch) and shapes[1][1] < len(batch[0].prompt_ids)
+    distinct = len({tuple(r.prompt_ids) for r in batch})
+    assert distinct == len(batch) // 2  # each prompt twice: a group's rows prefill their prompt once
+    assert shapes[0] == (1, p) and shapes[1][0] == distinct and shapes[1][1] < len(batch[0].prompt_ids)
+    assert shapes[2][0] == len(batch)  # the first decoding step runs every row
     for ra, rb in zip(a, b):
         assert ra.completion_token_ids == rb.completion_token_ids
         assert ra.logprobs == pytest.approx(rb.logprobs, abs=1e-4)
