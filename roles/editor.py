@@ -22,11 +22,10 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Sequence
 
-from pydantic import BaseModel, Field
-
 from coevo.config import RunConfig
 from coevo.envs.base import Env, Task
 from coevo.harnesses.patch import apply_patch
+from coevo.harnesses.patch_schema import patch_schema
 from coevo.harnesses.registry import ACTIONS, CONDITIONS, EVENTS
 from coevo.harnesses.spec import HarnessSpec
 from coevo.meta.roles import Editor, Proposal
@@ -35,7 +34,7 @@ from coevo.models.trajectory import Trajectory
 from coevo.roles.llm import JsonRole
 from coevo.roles.operators import Material, draw, expected_answer, seed_of
 from coevo.roles.operators.prompt import RULE_HINTS  # noqa: F401  (re-exported)
-from coevo.roles.patch_schema import patch_schema
+from coevo.training.edit_env import EditReply
 
 
 class OfflineEditor:
@@ -97,13 +96,6 @@ def demonstration_source(env: Env) -> Callable[[Task, dict[str, Any]], str | Non
     if not callable(reveal):
         return None
     return lambda task, diagnostics: str(reveal(task)) if task.split == "train" else None
-
-
-class EditReply(BaseModel):
-    """The LLM editor's reply: an RFC 6902 patch of the incumbent spec and why it should help."""
-
-    rationale: str
-    patch: list[dict[str, Any]] = Field(min_length=1)
 
 
 class LLMEditor(JsonRole):
