@@ -113,6 +113,15 @@ class EditEpisode:
         return cls(id, spec, [tasks[i] for i in batch], [failure_excerpt(t) for t in failed], seed)
 
 
+def edit_system(goal: str) -> str:
+    """The system prompt of a harness edit: ``goal`` (who edits what, for what), then how: RFC 6902
+    operations, the spec's components, the registries a hook may name, the reply's JSON shape."""
+    return (f"{goal}, with RFC 6902 JSON Patch operations. Components: prompt (slots + rules), skills, context, "
+            f"memory, hooks, tool_view, parser, budget, decoding. Hook events: {list(EVENTS)}; conditions: "
+            f"{sorted(CONDITIONS)}; actions: {sorted(ACTIONS)}. Reply with JSON "
+            "{\"rationale\": str, \"patch\": [ops]}.")
+
+
 def engineer_messages(spec: HarnessSpec, evidence: Sequence[dict[str, Any]], tasks: Sequence[Task] = (),
                       focus: str = "") -> tuple[str, str]:
     """The engineer's (system, user) prompt: the harness JSON, the registries an edit may name, and
@@ -120,11 +129,8 @@ def engineer_messages(spec: HarnessSpec, evidence: Sequence[dict[str, Any]], tas
     ``evidence``); ``focus``: an optional line on what the failures share (a curator's direction).
     The same text serves cold-start SFT, GRPO and use as an editor, so the policy is trained on the
     prompt it is used with."""
-    system = ("You are a harness engineer. You edit an agent harness spec (JSON) with RFC 6902 JSON Patch operations "
-              "so that the agent stops failing the tasks shown. Components: prompt (slots + rules), skills, context, "
-              f"memory, hooks, tool_view, parser, budget, decoding. Hook events: {list(EVENTS)}; conditions: "
-              f"{sorted(CONDITIONS)}; actions: {sorted(ACTIONS)}. "
-              "Reply with JSON {\"rationale\": str, \"patch\": [ops]}.")
+    system = edit_system("You are a harness engineer: you edit an agent harness spec (JSON) so that the agent "
+                         "stops failing the tasks shown")
     prompts = {t.id: str(t.prompt)[:300] for t in tasks}
     failures = [{**({"task": prompts[e["task_id"]]} if e.get("task_id") in prompts else {}), **e} for e in evidence]
     user = (f"Harness:\n{spec.model_dump_json(indent=1)}\n\n"

@@ -35,6 +35,7 @@ from coevo.models.adapters import stage_folder, writing_adapter
 from coevo.models.base import record_call
 from coevo.models.checkpoint import Checkpoint, new_checkpoint_id
 from coevo.models.messages import messages_to_chat, text_of
+from coevo.models.refs import split_local, split_settings
 from coevo.models.structured import response_format
 from coevo.models.trajectory import Trajectory
 from coevo.training.checkpoint import load_policy, record_checkpoint
@@ -50,6 +51,22 @@ def episode_task(episode: EditEpisode) -> Task:
     """The GRPO "task" of ``episode``: its id, split train, the engineer's user prompt."""
     return Task(id=episode.id, env=ENV_NAME, split="train",
                 prompt=engineer_messages(episode.spec, episode.evidence, episode.tasks)[1])
+
+
+def engineer_checkpoint(reference: str, id: str = "engineer-base") -> Checkpoint:
+    """The checkpoint a ``local:BASE[+ADAPTER]`` engineer reference names (what SFT and GRPO start
+    from). Raises ``ValueError`` for another kind of reference: only a local model trains here."""
+    if not reference.startswith("local:"):
+        raise ValueError(f"harness_r1.engineer = {reference!r} cannot be trained in this process: use a local "
+                         "reference (local:smollm2-135m, local:/path/to/model[+/path/to/adapter]) or set "
+                         "harness_r1.steps = 0 and cold_start = false to use it untrained")
+    base, adapter = split_local(split_settings(reference)[0].removeprefix("local:"))
+    return Checkpoint(id=id, base_model=base, adapter_path=adapter)
+
+
+def engineer_reference(checkpoint: Checkpoint) -> str:
+    """The model reference of an engineer ``checkpoint``: ``local:BASE`` or ``local:BASE+ADAPTER``."""
+    return f"local:{checkpoint.base_model}" + (f"+{checkpoint.adapter_path}" if checkpoint.adapter_path else "")
 
 
 def engineer_spec(temperature: float = 1.0) -> HarnessSpec:

@@ -1,0 +1,108 @@
+"""The node only Harness-R1 uses: ``train_engineer``, one engineer stage between the target's weight
+stage and the refinement whose edits the engineer then proposes."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import statistics
+from pathlib import Path
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from coevo.config.train import StageConfig
+from coevo.graphs.harness_r1.state import HarnessR1State
+from coevo.meta.context import MetaContext
+from coevo.meta.sealing import sealed_tasks
+from coevo.records import Checkpoint, Trajectory
+from coevo.roles.engineer import EngineerEditor
+from coevo.training.edit_env import EditEnv, EditEpisode, evaluation_rerun
+from coevo.training.engineer import (
+    engineer_checkpoint,
+    engineer_reference,
+    train_engineer_grpo,
+    train_engineer_sft,
+)
+from coevo.training.engineer_data import accepted_examples
+
+FRESH_SEED = 10_000_000
+"""Rerun seeds start here (+ 1000 x round + episode): apart from the seeds the failures were sampled with."""
+
+
+def failure_episodes(ctx: MetaContext, state: HarnessR1State, rnd: int) -> list[EditEpisode]:
+    """Up to ``harness_r1.episodes`` episodes of ``harness_r1.batch`` failed train tasks each: the
+    round's train trajectories T[t] of the incumbent that failed, on tasks no live harness answers
+    (``sealed_tasks``), one trajectory per task, in an order seeded by run seed and round."""
+    cfg = ctx.config.harness_r1
+    train = {t.id: t for t in ctx.tasks("train")}
+    excluded = sealed_tasks(state)
+    found = [t for i in state.get("train_trajectories", []) for t in ctx.archive.list(Trajectory, id=i)]
+    failed = list({t.task_id: t for t in found if t.split == "train" and not t.passed
+                   and t.task_id in train and t.task_id not in excluded}.values())
+    random.Random(f"{ctx.config.seed}-{rnd}").shuffle(failed)
+    spec = ctx.spec(state["incumbent"])
+    batches = [failed[i:i + cfg.batch] for i in range(0, len(failed), cfg.batch)][:cfg.episodes]
+    return [EditEpisode.of_failures(f"{ctx.run_id}-r{rnd}-ep{i}", spec, b, train, FRESH_SEED + 1000 * rnd + i)
+            for i, b in enumerate(batches)]
+
+
+def engineer_stage(ctx: MetaContext, rnd: int) -> StageConfig:
+    """The engineer's stage settings: ``[train]``'s LoRA and optimiser settings (``harness_r1.learning_rate``
+    when set), ``harness_r1.steps`` steps of ``episodes_per_step`` x ``group`` patches, no dynamic
+    sampling, adapters under ``<out_dir>/engineer``."""
+    cfg = ctx.config.harness_r1
+    base = ctx.config.train.stage(rnd, ctx.config.seed, Path(ctx.config.out_dir) / "engineer")
+    return base.model_copy(update={"steps": max(1, cfg.steps), "tasks_per_step": cfg.episodes_per_step,
+                                   "num_generations": cfg.group, "resample": 0, "micro_batches": None,
+                                   "epochs": cfg.sft_epochs, "minibatch_size": 1,
+                                   **({"learning_rate": cfg.learning_rate} if cfg.learning_rate else {})})
+
+
+def stage_summary(rnd: int, outcomes: list[Any], history: list[dict[str, Any]], examples: int | None) -> dict:
+    """One engineer stage in numbers: the round, SFT examples (None: no cold start this round), GRPO
+    steps' mean reward, patches, valid share, and the valid patches' mean reward."""
+    valid = [o.reward for o in outcomes if o.valid]
+    return {"round": rnd, "sft_examples": examples, "rewards": [h.get("reward") for h in history],
+            "patches": len(outcomes), "valid": len(valid),
+            "valid_reward": statistics.fmean(valid) if valid else None}
+
+
+async def train_engineer(state: HarnessR1State, runtime: Runtime[MetaContext]) -> dict:
+    """One engineer stage (Harness-R1): on the first, cold-start SFT on the archive's accepted edits
+    (``harness_r1.cold_start``; none stored: skipped); then ``harness_r1.steps`` GRPO steps on
+    episodes of the incumbent's failed train tasks (``failure_episodes``), rewarded by reruns of the
+    frozen target W[t+1] (``EditEnv``); the context's editor then edits with the new adapter.
+    Returns ``engineer`` (the checkpoint id) and the stage's summary. Raises ``ValueError`` when the
+    context's editor is not an ``EngineerEditor``."""
+    ctx = runtime.context
+    cfg, rnd = ctx.config.harness_r1, state.get("round", 0)
+    engineer = ctx.editor
+    if not isinstance(engineer, EngineerEditor):
+        raise ValueError("harness_r1 needs the harness engineer as its editor (coevo.roles.engineer.engineer_for); "
+                         f"the context's editor is a {type(engineer).__name__}")
+    current = state.get("engineer")
+    ckpt = (ctx.archive.get(Checkpoint, current) if current else None) or engineer_checkpoint(cfg.engineer)
+    stage = engineer_stage(ctx, rnd)
+    examples = None
+    if not current and cfg.cold_start:
+        data = accepted_examples(ctx.archive)
+        examples = len(data)
+        if data:
+            ckpt = await asyncio.to_thread(train_engineer_sft, ckpt, data, stage, ctx.archive, ctx.run_id)
+    episodes = failure_episodes(ctx, state, rnd)
+    outcomes: list[Any] = []
+    history: list[dict[str, Any]] = []
+    if cfg.steps and len(episodes) >= cfg.episodes_per_step:
+        rerun = evaluation_rerun(ctx.policy(state["checkpoint"]), ctx.env, state["checkpoint"], ctx.evaluator,
+                                 ctx.config.eval.concurrency)
+        ckpt, _, rollout = await asyncio.to_thread(
+            train_engineer_grpo, ckpt, episodes, EditEnv(rerun, cfg.penalty), stage, cfg.temperature,
+            cfg.max_tokens, cfg.max_ops, ctx.archive, ctx.run_id)
+        outcomes, history = [o for _, _, o in rollout.outcomes], ckpt.metrics.get("history", [])
+    engineer.use(engineer_reference(ckpt))
+    summary = stage_summary(rnd, outcomes, history, examples)
+    ctx.log("engineer", f"round {rnd}: {ckpt.id} ({examples if examples is not None else 'no'} SFT examples; "
+                        f"{len(episodes)} episodes, {summary['valid']}/{summary['patches']} valid patches, "
+                        f"GRPO reward per step {summary['rewards']})")
+    return {"engineer": ckpt.id, "engineer_stages": [summary]}
