@@ -113,18 +113,17 @@ class HarnessR1Config(Section):
 
     ``engineer``: its model reference (``local:smollm2-135m``, the cached weights the policy uses, on
     CPU; ``local:BASE+ADAPTER`` a trained one; any reference on a GPU host — only a ``local:`` one
-    can be trained here). ``cold_start``: SFT on the archive's accepted edits before its first GRPO
-    stage (``sft_epochs`` passes; skipped when the archive holds none). Each round: ``episodes``
+    can be trained here). Cold start: ``sft_epochs`` passes of SFT on the archive's accepted edits
+    before its first GRPO stage (0, or an archive without any: no cold start). Each round: ``episodes``
     episodes of ``batch`` failed train tasks of the incumbent, ``steps`` GRPO steps of
     ``episodes_per_step`` episodes x ``group`` patches (G), reward = success of the frozen target
     rerun with the patch minus without it (same tasks, same fresh seed), ``penalty`` for an invalid
     patch. ``temperature``/``max_tokens``/``max_ops``: its decoding and patch size. ``as_editor``:
     the engineer is the editor of any strategy that refines (not only harness_r1). LoRA rank and
-    learning rate come from ``[train]`` unless ``learning_rate`` is set."""
+    learning rate come from ``[train]``."""
 
     engineer: str = "local:smollm2-135m"
-    cold_start: bool = True
-    sft_epochs: int = Field(default=1, ge=1)
+    sft_epochs: int = Field(default=1, ge=0, description="cold-start SFT passes over the accepted edits (0: none)")
     episodes: int = Field(default=2, ge=1)
     batch: int = Field(default=4, ge=1)
     steps: int = Field(default=1, ge=0, description="engineer GRPO steps per round (0: no GRPO, the engineer as is)")
@@ -134,5 +133,4 @@ class HarnessR1Config(Section):
     temperature: float = Field(default=1.0, gt=0)
     max_tokens: int = Field(default=384, ge=32)
     max_ops: int = Field(default=2, ge=1)
-    learning_rate: float | None = Field(default=None, gt=0)
     as_editor: bool = False

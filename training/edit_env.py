@@ -157,8 +157,8 @@ class EditOutcome:
 class EditEnv:
     """The edit environment (module doc). ``rerun`` the frozen target (``Rerun``); ``penalty`` the
     reward of an invalid reply; ``tools`` the target env's tool names (a patch's tool view is checked
-    against them; None: not checked). ``outcome`` is thread-safe per episode only through asyncio
-    (one event loop); controls are cached by (episode id, seed)."""
+    against them; None: not checked). Controls are cached by (episode id, seed); ``outcomes`` keeps
+    every outcome in the order they finished. Use from one thread at a time."""
 
     def __init__(self, rerun: Rerun, penalty: float = PENALTY, tools: Sequence[str] | None = None) -> None:
         self.rerun, self.penalty, self.tools = rerun, penalty, None if tools is None else list(tools)
@@ -173,11 +173,17 @@ class EditEnv:
         return statistics.fmean(values) if values else 0.0
 
     async def control(self, episode: EditEpisode) -> float:
-        """Mean success of the unpatched rerun of ``episode`` (run once per episode and seed)."""
+        """Mean success of the unpatched rerun of ``episode``: run once per episode and seed and
+        shared by the replies in flight (a GRPO step runs in its own event loop; a finished control
+        is reused by later steps, a failed one is run again)."""
         key = (episode.id, episode.seed)
-        if key not in self.controls:
-            self.controls[key] = asyncio.ensure_future(self._run(episode.spec, episode.tasks, episode.seed))
-        return await self.controls[key]
+        task = self.controls.get(key)
+        if task is not None and task.done() and task.exception() is None:
+            return task.result()
+        loop = asyncio.get_running_loop()
+        if task is None or task.done() or task.get_loop() is not loop:
+            task = self.controls[key] = loop.create_task(self._run(episode.spec, episode.tasks, episode.seed))
+        return await task
 
     def parse(self, episode: EditEpisode, reply: str) -> tuple[EditReply | None, HarnessSpec | None, str]:
         """``reply`` parsed, its child spec and '' — or None, None and why it is invalid."""

@@ -59,7 +59,7 @@ def engineer_checkpoint(reference: str, id: str = "engineer-base") -> Checkpoint
     if not reference.startswith("local:"):
         raise ValueError(f"harness_r1.engineer = {reference!r} cannot be trained in this process: use a local "
                          "reference (local:smollm2-135m, local:/path/to/model[+/path/to/adapter]) or set "
-                         "harness_r1.steps = 0 and cold_start = false to use it untrained")
+                         "harness_r1.steps = 0 and sft_epochs = 0 to use it untrained")
     base, adapter = split_local(split_settings(reference)[0].removeprefix("local:"))
     return Checkpoint(id=id, base_model=base, adapter_path=adapter)
 

@@ -48,15 +48,14 @@ def failure_episodes(ctx: MetaContext, state: HarnessR1State, rnd: int) -> list[
 
 
 def engineer_stage(ctx: MetaContext, rnd: int) -> StageConfig:
-    """The engineer's stage settings: ``[train]``'s LoRA and optimiser settings (``harness_r1.learning_rate``
-    when set), ``harness_r1.steps`` steps of ``episodes_per_step`` x ``group`` patches, no dynamic
-    sampling, adapters under ``<out_dir>/engineer``."""
+    """The engineer's stage settings: ``[train]``'s LoRA and optimiser settings, ``harness_r1.steps``
+    steps of ``episodes_per_step`` x ``group`` patches, no dynamic sampling, ``sft_epochs`` SFT
+    passes, adapters under ``<out_dir>/engineer``."""
     cfg = ctx.config.harness_r1
     base = ctx.config.train.stage(rnd, ctx.config.seed, Path(ctx.config.out_dir) / "engineer")
     return base.model_copy(update={"steps": max(1, cfg.steps), "tasks_per_step": cfg.episodes_per_step,
                                    "num_generations": cfg.group, "resample": 0, "micro_batches": None,
-                                   "epochs": cfg.sft_epochs, "minibatch_size": 1,
-                                   **({"learning_rate": cfg.learning_rate} if cfg.learning_rate else {})})
+                                   "epochs": max(1, cfg.sft_epochs), "minibatch_size": 1})
 
 
 def stage_summary(rnd: int, outcomes: list[Any], history: list[dict[str, Any]], examples: int | None) -> dict:
@@ -70,10 +69,11 @@ def stage_summary(rnd: int, outcomes: list[Any], history: list[dict[str, Any]], 
 
 async def train_engineer(state: HarnessR1State, runtime: Runtime[MetaContext]) -> dict:
     """One engineer stage (Harness-R1): on the first, cold-start SFT on the archive's accepted edits
-    (``harness_r1.cold_start``; none stored: skipped); then ``harness_r1.steps`` GRPO steps on
+    (``harness_r1.sft_epochs`` passes; none stored: skipped); then ``harness_r1.steps`` GRPO steps on
     episodes of the incumbent's failed train tasks (``failure_episodes``), rewarded by reruns of the
-    frozen target W[t+1] (``EditEnv``); the context's editor then edits with the new adapter.
-    Returns ``engineer`` (the checkpoint id) and the stage's summary. Raises ``ValueError`` when the
+    frozen target W[t+1] (``EditEnv``); the context's editor then edits with the new adapter. With
+    nothing to train (no accepted edit, ``steps`` 0 or too few failures) the engineer stays as it is.
+    Returns ``engineer`` (the checkpoint id, once trained) and the stage's summary. Raises ``ValueError`` when the
     context's editor is not an ``EngineerEditor``."""
     ctx = runtime.context
     cfg, rnd = ctx.config.harness_r1, state.get("round", 0)
@@ -82,27 +82,30 @@ async def train_engineer(state: HarnessR1State, runtime: Runtime[MetaContext]) -
         raise ValueError("harness_r1 needs the harness engineer as its editor (coevo.roles.engineer.engineer_for); "
                          f"the context's editor is a {type(engineer).__name__}")
     current = state.get("engineer")
-    ckpt = (ctx.archive.get(Checkpoint, current) if current else None) or engineer_checkpoint(cfg.engineer)
+    ckpt = ctx.archive.get(Checkpoint, current) if current else None
     stage = engineer_stage(ctx, rnd)
-    examples = None
-    if not current and cfg.cold_start:
-        data = accepted_examples(ctx.archive)
-        examples = len(data)
-        if data:
-            ckpt = await asyncio.to_thread(train_engineer_sft, ckpt, data, stage, ctx.archive, ctx.run_id)
+    data = accepted_examples(ctx.archive) if not current and cfg.sft_epochs else []
+    examples = len(data) if not current and cfg.sft_epochs else None
     episodes = failure_episodes(ctx, state, rnd)
+    grpo = bool(cfg.steps) and len(episodes) >= cfg.episodes_per_step
+    if ckpt is None and (data or grpo):
+        ckpt = engineer_checkpoint(cfg.engineer)
+    if data:
+        ckpt = await asyncio.to_thread(train_engineer_sft, ckpt, data, stage, ctx.archive, ctx.run_id)
     outcomes: list[Any] = []
     history: list[dict[str, Any]] = []
-    if cfg.steps and len(episodes) >= cfg.episodes_per_step:
+    if grpo:
         rerun = evaluation_rerun(ctx.policy(state["checkpoint"]), ctx.env, state["checkpoint"], ctx.evaluator,
                                  ctx.config.eval.concurrency)
         ckpt, _, rollout = await asyncio.to_thread(
             train_engineer_grpo, ckpt, episodes, EditEnv(rerun, cfg.penalty), stage, cfg.temperature,
             cfg.max_tokens, cfg.max_ops, ctx.archive, ctx.run_id)
         outcomes, history = [o for _, _, o in rollout.outcomes], ckpt.metrics.get("history", [])
-    engineer.use(engineer_reference(ckpt))
+    if ckpt is not None:  # every round: a resumed run's editor gets the trained adapter back too
+        engineer.use(engineer_reference(ckpt))
     summary = stage_summary(rnd, outcomes, history, examples)
-    ctx.log("engineer", f"round {rnd}: {ckpt.id} ({examples if examples is not None else 'no'} SFT examples; "
+    sft = examples if examples is not None else "no"
+    ctx.log("engineer", f"round {rnd}: {ckpt.id if ckpt else cfg.engineer} ({sft} SFT examples; "
                         f"{len(episodes)} episodes, {summary['valid']}/{summary['patches']} valid patches, "
                         f"GRPO reward per step {summary['rewards']})")
-    return {"engineer": ckpt.id, "engineer_stages": [summary]}
+    return {**({"engineer": ckpt.id} if ckpt else {}), "engineer_stages": [summary]}

@@ -167,17 +167,18 @@ def test_engineer_grpo_trains_on_its_patch_rewards_through_the_target_trainer(tm
     engineer = ScriptedChatModel(script=[lambda messages: next(replies)], with_tokens=True)
     target = FakeTarget()
     second = EditEpisode("ep-1", episode.spec, episode.tasks, episode.evidence, seed=6)
-    cfg = {"steps": 1, "tasks_per_step": 2, "num_generations": 2, "learning_rate": 1e-2,
+    cfg = {"steps": 2, "tasks_per_step": 2, "num_generations": 2, "learning_rate": 1e-2,
            "output_dir": str(tmp_path / "runs")}
     new, trajs, rollout = train_engineer_grpo(ckpt, [episode, second], EditEnv(target), cfg,
                                               policy_factory=lambda trainer: engineer)
-    assert len(trajs) == 4 and sorted(t.score_detail["valid"] for t in trajs) == [False, False, True, True]
+    assert len(trajs) == 8 and sorted(t.score_detail["valid"] for t in trajs) == [False] * 4 + [True] * 4
     assert {t.reward for t in trajs if not t.score_detail["valid"]} == {PENALTY}
     # seed 6: tasks 1 passes by noise (1/3), the rule makes all pass: +2/3; seed 5: +1/3
-    assert sorted(round(t.reward, 4) for t in trajs if t.score_detail["valid"]) == [0.3333, 0.6667]
-    assert new.metrics["steps"] == 1 and new.metrics["history"][0]["reward"] == pytest.approx(
-        sum(t.reward for t in trajs) / 4)
-    assert len(rollout.outcomes) == 4 and all(t.calls[0].completion_token_ids for t in trajs)
+    assert sorted(round(t.reward, 4) for t in trajs if t.score_detail["valid"]) == [0.3333] * 2 + [0.6667] * 2
+    assert new.metrics["steps"] == 2 and new.metrics["history"][0]["reward"] == pytest.approx(
+        sum(t.reward for t in trajs[:4]) / 4)
+    assert len(rollout.outcomes) == 8 and all(t.calls[0].completion_token_ids for t in trajs)
+    assert sum(c[0] == episode.spec.id for c in target.calls) == 2  # one control per episode, kept across steps
     weights = load_file(str(Path(new.adapter_path) / "adapter_model.safetensors"))
     assert any(v.abs().max() > 0 for k, v in weights.items() if "lora_B" in k)
 
@@ -196,3 +197,60 @@ def test_engineer_rollout_decodes_under_the_episode_patch_schema(episode):
     schema = seen["response_format"]["json_schema"]["schema"]
     assert schema["properties"]["patch"]["maxItems"] == 1 and seen["seed"] == 11 and seen["max_tokens"] == 99
     assert seen["temperature"] == 0.7 and traj.passed and traj.split == "train" and traj.task_id == "ep-0"
+
+
+HELPS = json.dumps({"rationale": "name the function", "patch": [
+    {"op": "replace", "path": "/prompt/system", "value": "Answer the task. Call exactly the function asked for."}]})
+
+
+def _harness_r1_run(tmp_path, reply=HELPS, **harness_r1):
+    from test_meta_loop import setup_run
+
+    from coevo.app.run import run_meta
+    from coevo.config import HarnessR1Config
+    from coevo.roles.engineer import EngineerEditor
+
+    class Engineer(EngineerEditor):
+        used: list[str] = []
+
+        def use(self, reference):
+            self.used.append(reference)
+
+    engineer = Engineer(ScriptedChatModel(script=[reply]))
+    config, ctx, archive = setup_run(tmp_path, strategy="harness_r1", editor=engineer)
+    config = config.model_copy(update={"harness_r1": HarnessR1Config(**harness_r1)})
+    ctx.config = config
+    return asyncio.run(run_meta(config, run_id="run-1", context=ctx, archive=archive)), archive, engineer
+
+
+def test_harness_r1_run_edits_with_the_engineer_and_gates_its_edits(tmp_path):
+    state, archive, engineer = _harness_r1_run(tmp_path, steps=0, sft_epochs=0)
+    assert [s["round"] for s in state["engineer_stages"]] == [0, 1] and "engineer" not in state
+    assert engineer.used == []  # nothing trained: the engineer stays as configured
+    edits = archive.list(EditRecord, run_id="run-1")
+    assert edits and all(e.rationale == "name the function" for e in edits)
+    assert any(d.accepted for d in archive.list(GateDecision, run_id="run-1"))
+
+
+def test_harness_r1_engineer_stage_trains_on_train_failures_under_the_new_weights(tmp_path, monkeypatch):
+    from coevo.graphs.harness_r1 import nodes
+    from coevo.records import Checkpoint
+
+    seen = []
+
+    def fake_grpo(ckpt, episodes, env, stage, temperature, max_tokens, max_ops, archive, run_id):
+        seen.append((ckpt.id, [t.split for e in episodes for t in e.tasks], stage.num_generations, env.penalty))
+        new = Checkpoint(id=f"eng-{len(seen)}", base_model="smollm2-135m", adapter_path=f"/a/{len(seen)}",
+                         metrics={"history": [{"reward": 0.25}]})
+        archive.put(new)
+        return new, [], type("R", (), {"outcomes": []})()
+
+    monkeypatch.setattr(nodes, "train_engineer_grpo", fake_grpo)
+    useless = HELPS.replace("Call exactly the function asked for.", "Be brief.")  # rejected: round 1 still fails
+    state, archive, engineer = _harness_r1_run(tmp_path, useless, steps=1, sft_epochs=1, group=3, penalty=-0.5,
+                                               batch=2)
+    assert [s[0] for s in seen] == ["engineer-base", "eng-1"]  # round 1 trains the round-0 engineer further
+    assert all(set(s[1]) == {"train"} and s[2] == 3 and s[3] == -0.5 for s in seen)
+    assert state["engineer"] == "eng-2" and engineer.used == ["local:smollm2-135m+/a/1", "local:smollm2-135m+/a/2"]
+    assert state["engineer_stages"][0]["sft_examples"] == 0 and state["engineer_stages"][1]["sft_examples"] is None
+    assert state["engineer_stages"][0]["rewards"] == [0.25]
