@@ -9,8 +9,8 @@ the patch validity rate and the adapter's path (``--out``).
 
 ``summary DB...``: per archive (a ``harness_only`` run each: the offline editor, the untrained
 engineer, the trained one), the edits proposed, those that passed the check, the gate's acceptance
-rate over proposed edits (95 % Wilson interval), the mean val gain c - b of gated candidates
-(bootstrap interval) and the final incumbent's val gain over H0.
+rate over proposed edits (95 % Wilson interval) and the mean val gain c - b of gated candidates
+(bootstrap interval); ``--edits N``: each run's first N proposed edits only (an equal number of edits).
 
     OMP_NUM_THREADS=1 python benchmarks/bench_harness_r1.py train configs/testbed.toml --sft-db offline.db
     OMP_NUM_THREADS=1 python benchmarks/bench_harness_r1.py summary offline.db untrained.db trained.db
@@ -24,7 +24,6 @@ import argparse
 import asyncio
 import json
 import os
-import statistics
 import time
 from pathlib import Path
 
@@ -39,7 +38,7 @@ def train(args: argparse.Namespace) -> None:
     from coevo.config.train import StageConfig
     from coevo.envs.registry import get_env
     from coevo.evaluation.engine import evaluate
-    from coevo.evaluation.stats import score_estimate
+    from coevo.evaluation.stats import difference_estimate, score_estimate
     from coevo.harnesses import load_harness
     from coevo.models.refs import load_model
     from coevo.records import Trajectory
@@ -93,14 +92,16 @@ def train(args: argparse.Namespace) -> None:
     outcomes = [o for _, _, o in rollout.outcomes]
     curve = [h.get("reward") for h in new.metrics["history"]]
     valid = score_estimate([float(o.valid) for o in outcomes])
-    valid_rewards = [o.reward for o in outcomes if o.valid]
+    valid_outcomes = [o for o in outcomes if o.valid]
     reasons = sorted({o.reason[:90] for o in outcomes if not o.valid})
     result = {"config": args.config, "engineer": engineer_reference(new), "sft_examples": len(examples),
               "sft_loss": sft_loss, "episodes": len(episodes), "episode_tasks": [len(e.tasks) for e in episodes],
               "group": args.group, "steps": args.steps, "penalty": config.harness_r1.penalty, "reward_curve": curve,
               "patches": len(outcomes), "valid": sum(o.valid for o in outcomes),
-              "validity": valid.model_dump(), "valid_reward": (score_estimate(valid_rewards).model_dump()
-                                                              if valid_rewards else None),
+              "validity": valid.model_dump(),
+              "valid_reward": (difference_estimate([o.unpatched for o in valid_outcomes],
+                                                   [o.patched for o in valid_outcomes]).model_dump()
+                               if valid_outcomes else None),
               "invalid_reasons": reasons, "wall_s": time.time() - started}
     print(json.dumps(result, indent=1))
     Path(args.out).write_text(json.dumps(result, indent=1))
@@ -108,7 +109,7 @@ def train(args: argparse.Namespace) -> None:
 
 def summary(args: argparse.Namespace) -> None:
     """Gate numbers per archive (module doc)."""
-    from coevo.evaluation.stats import score_estimate
+    from coevo.evaluation.stats import difference_estimate, score_estimate
     from coevo.records import EditRecord, EvaluationRecord, GateDecision, RunRecord
     from coevo.storage import Archive
 
@@ -123,18 +124,19 @@ def summary(args: argparse.Namespace) -> None:
             gates = archive.list(GateDecision, run_id=run.id)
             accepted = {g.candidate_id for g in gates if g.accepted}
             evals = [e for e in archive.list(EvaluationRecord, run_id=run.id) if e.split == "val"]
-        proposed = list(final.values())
+        proposed = sorted(final.values(), key=lambda e: e.created_at)[:args.edits or None]
+        gates = [g for g in gates if g.candidate_id in {e.child_id for e in proposed}]
+        accepted &= {g.candidate_id for g in gates}
         acc = score_estimate([float(e.child_id in accepted) for e in proposed]) if proposed else None
-        gains = [g.c - g.b for g in gates]
+        gains = difference_estimate([g.b for g in gates], [g.c for g in gates]) if gates else None
         first = min(evals, key=lambda e: e.created_at)
         rows[db] = {"run": run.id, "proposed": len(proposed), "checked": sum(e.status == "checked" for e in proposed),
                     "gated": len(gates), "accepted": len(accepted),
                     "acceptance": acc.model_dump() if acc else None,
-                    "val_gain_gated": score_estimate(gains).model_dump() if gains else None,
-                    "h0_val": first.aggregates.get("mean_reward"),
-                    "final": run.config.get("final") if isinstance(run.config, dict) else None}
+                    "val_gain_gated": gains.model_dump() if gains else None,
+                    "h0_val": first.aggregates.get("mean_reward")}
         print(f"{db}: {rows[db]['proposed']} edits, {rows[db]['checked']} checked, {len(gates)} gated, "
-              f"{len(accepted)} accepted ({acc}); val gain c-b of gated {rows[db]['val_gain_gated']}; "
+              f"{len(accepted)} accepted ({acc}); val gain c-b of gated {gains}; "
               f"H0 val {rows[db]['h0_val']}")
     if args.out:
         Path(args.out).write_text(json.dumps(rows, indent=1, default=str))
@@ -157,6 +159,7 @@ def main() -> None:
     t.add_argument("--out", default="benchmarks/results/harness_r1_train.json")
     s = sub.add_parser("summary")
     s.add_argument("dbs", nargs="+")
+    s.add_argument("--edits", type=int, default=0, help="only each run's first N proposed edits (0: all)")
     s.add_argument("--out", default="benchmarks/results/harness_r1_editors.json")
     args = ap.parse_args()
     train(args) if args.cmd == "train" else summary(args)
