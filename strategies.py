@@ -114,6 +114,9 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
     Strategy("evoharness_rl", "evoharness", "EvoHarness-RL: belief, progress and experience as costed harness "
              "actions; cost-aware GRPO (train.action_cost), experience consolidated between stages", True,
              algorithm="grpo"),
+    Strategy("harness_r1", "harness_r1", "Harness-R1: a harness engineer trained with GRPO on its own edits' reruns "
+             "(cold-start SFT on accepted edits), alternating with the target's VACE round; it is the editor",
+             True, ("curator", "engineer")),
 )}
 
 def strategy_names() -> str:

@@ -15,7 +15,7 @@ from coevo.models.adapters import check_adapter
 from coevo.observe.progress import NullReporter, Reporter
 from coevo.records import Checkpoint
 from coevo.roles.curator import curator_for
-from coevo.roles.editor import editor_for
+from coevo.roles.engineer import editor_or_engineer, engineer_for
 from coevo.roles.inheritor import inheritor_for
 from coevo.roles.profiler import profiler_for
 from coevo.roles.proposer import proposer_for
@@ -55,15 +55,19 @@ class PolicyCache:
         return self.models[checkpoint_id]
 
 
-ROLES: dict[str, Callable[[RunConfig, Env], Any]] = {"curator": curator_for, "editor": editor_for,
-                                                     "proposer": proposer_for, "inheritor": inheritor_for,
-                                                     "profiler": profiler_for, "voter": voters_for}
-"""Meta role name -> the factory of the run's role (offline or an LLM per ``meta.model``)."""
+ROLES: dict[str, Callable[[RunConfig, Env], Any]] = {"curator": curator_for, "editor": editor_or_engineer,
+                                                     "engineer": engineer_for, "proposer": proposer_for,
+                                                     "inheritor": inheritor_for, "profiler": profiler_for,
+                                                     "voter": voters_for}
+"""Meta role name -> the factory of the run's role (offline or an LLM per ``meta.model``; the editor is
+Harness-R1's engineer with ``harness_r1.as_editor``)."""
+FIELDS = {"engineer": "editor"}
+"""The context field of a role whose name is not its field: Harness-R1's engineer is the editor."""
 
 
 def meta_roles(config: RunConfig, env: Env, names: Iterable[str]) -> dict[str, Any]:
     """The meta roles ``names`` (a strategy's ``roles``) built for this run, by name."""
-    return {name: ROLES[name](config, env) for name in names}
+    return {FIELDS.get(name, name): ROLES[name](config, env) for name in names}
 
 
 def make_context(config: RunConfig, archive: Archive, run_id: str, reporter: Reporter | None = None,

@@ -4,7 +4,15 @@ section per paper family), ``train`` (the weight stage), ``base`` (what sections
 layers: it reads the strategy table (``coevo.strategies``) and nothing above it."""
 
 from coevo.config.base import RewardMode, Section
-from coevo.config.families import EvoHarnessConfig, HarnessSConfig, PaceConfig, RsiConfig, SearchConfig, WhaleConfig
+from coevo.config.families import (
+    EvoHarnessConfig,
+    HarnessR1Config,
+    HarnessSConfig,
+    PaceConfig,
+    RsiConfig,
+    SearchConfig,
+    WhaleConfig,
+)
 from coevo.config.run import (
     DEFAULT_ENV,
     ConfigError,
@@ -18,7 +26,7 @@ from coevo.config.run import (
 )
 from coevo.config.train import StageConfig, StageConfigError, StageSettings, TrainConfig
 
-__all__ = ["DEFAULT_ENV", "ConfigError", "EnvConfig", "EvalConfig", "EvoHarnessConfig", "GateConfig",
+__all__ = ["DEFAULT_ENV", "ConfigError", "EnvConfig", "EvalConfig", "EvoHarnessConfig", "GateConfig", "HarnessR1Config",
            "HarnessSConfig", "MetaConfig", "PaceConfig", "RewardMode", "RsiConfig", "RunConfig", "SearchConfig",
            "Section", "StageConfig", "StageConfigError", "StageSettings", "TrainConfig", "WhaleConfig", "load_config",
            "parse_config"]

@@ -1,6 +1,7 @@
 """The run config's section of each paper family: ``[whale]`` (WHALE, FST, stagewise), ``[pace]``,
 ``[search]`` (the Meta-Harness search WHALE and PACE share), ``[harness_s]``, ``[rsi]`` (CoEvo-RSI) and
-``[evoharness]`` (EvoHarness-RL; its cost-aware GRPO's lambda is ``train.action_cost``).
+``[evoharness]`` (EvoHarness-RL; its cost-aware GRPO's lambda is ``train.action_cost``) and
+``[harness_r1]`` (Harness-R1's harness engineer).
 VACE's family reads the shared ``[meta]`` and ``[gate]`` sections (``coevo.config.run``)."""
 
 from __future__ import annotations
@@ -109,3 +110,32 @@ class EvoHarnessConfig(Section):
 
     sft_steps: int = Field(default=1, ge=0)
     teacher: bool = True
+
+
+class HarnessR1Config(Section):
+    """Harness-R1 (strategy harness_r1; third abstract of ``shared/papers/harness_learning_abstracts.txt``):
+    the harness engineer, trained with GRPO on the outcomes of its own edits between the target's rounds.
+
+    ``engineer``: its model reference (``local:smollm2-135m``, the cached weights the policy uses, on
+    CPU; ``local:BASE+ADAPTER`` a trained one; any reference on a GPU host — only a ``local:`` one
+    can be trained here). Cold start: ``sft_epochs`` passes of SFT on the archive's accepted edits
+    before its first GRPO stage (0, or an archive without any: no cold start). Each round: ``episodes``
+    episodes of ``batch`` failed train tasks of the incumbent, ``steps`` GRPO steps of
+    ``episodes_per_step`` episodes x ``group`` patches (G), reward = success of the frozen target
+    rerun with the patch minus without it (same tasks, same fresh seed), ``penalty`` for an invalid
+    patch. ``temperature``/``max_tokens``/``max_ops``: its decoding and patch size. ``as_editor``:
+    the engineer is the editor of any strategy that refines (not only harness_r1). LoRA rank and
+    learning rate come from ``[train]``."""
+
+    engineer: str = "local:smollm2-135m"
+    sft_epochs: int = Field(default=1, ge=0, description="cold-start SFT passes over the accepted edits (0: none)")
+    episodes: int = Field(default=2, ge=1)
+    batch: int = Field(default=4, ge=1)
+    steps: int = Field(default=1, ge=0, description="engineer GRPO steps per round (0: no GRPO, the engineer as is)")
+    episodes_per_step: int = Field(default=1, ge=1)
+    group: int = Field(default=2, ge=2, description="patches per episode: GRPO's group size G")
+    penalty: float = Field(default=-1.0, le=0, description="the reward of a patch that fails to parse, apply or check")
+    temperature: float = Field(default=1.0, gt=0)
+    max_tokens: int = Field(default=384, ge=32)
+    max_ops: int = Field(default=2, ge=1)
+    as_editor: bool = False

@@ -16,7 +16,15 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from coevo.config.base import RewardMode, Section, error_lines
-from coevo.config.families import EvoHarnessConfig, HarnessSConfig, PaceConfig, RsiConfig, SearchConfig, WhaleConfig
+from coevo.config.families import (
+    EvoHarnessConfig,
+    HarnessR1Config,
+    HarnessSConfig,
+    PaceConfig,
+    RsiConfig,
+    SearchConfig,
+    WhaleConfig,
+)
 from coevo.config.train import TrainConfig
 from coevo.errors import CoevoError
 from coevo.strategies import get_strategy
@@ -167,6 +175,7 @@ class RunConfig(Section):
         "files under <out_dir>/tracking/<run id> (coevo.observe.tracking); none: the archive and report only")
     rsi: RsiConfig = Field(default_factory=RsiConfig)
     evoharness: EvoHarnessConfig = Field(default_factory=EvoHarnessConfig)
+    harness_r1: HarnessR1Config = Field(default_factory=HarnessR1Config)
     executor: Literal["inprocess", "ray"] = Field(
         default="inprocess", description="where rollouts run: this process, or Ray workers ($RAY_ADDRESS or a local "
                                          "instance; coevo.evaluation.executors)")

@@ -21,13 +21,13 @@ from pydantic import BaseModel
 
 from coevo.config import RunConfig
 from coevo.envs.base import Env, Task
-from coevo.envs.redact import redact_detail
 from coevo.harnesses.spec import HarnessSpec
 from coevo.meta.roles import Curation, Curator
 from coevo.meta.state import Direction, Evidence
 from coevo.models.trajectory import Trajectory
 from coevo.roles.diagnosis import CAUSES, diagnose, task_category, with_category
 from coevo.roles.llm import JsonRole, narrowed
+from coevo.training.edit_env import failure_excerpt
 
 
 def failure_cause(t: Trajectory) -> str:
@@ -40,11 +40,7 @@ def failure_cause(t: Trajectory) -> str:
 def excerpt(t: Trajectory, chars: int = 300) -> Evidence:
     """Evidence from a *train* trajectory: its answer and last reply (cut to ``chars``), why it
     stopped, and its scoring diagnostics redacted for meta roles (no gold answer; JSON-safe copy)."""
-    replies = [m for m in t.messages if m.get("type") == "ai"]
-    last = str(replies[-1]["data"].get("content", ""))[:chars] if replies else ""
-    return Evidence(task_id=t.task_id, answer=(t.final_answer or "")[:chars], last_reply=last,
-                    stop_reason=t.stop_reason,
-                    diagnostics=json.loads(json.dumps(redact_detail(t.split, t.score_detail or {}), default=str)))
+    return Evidence(**failure_excerpt(t, chars))
 
 
 class OfflineCurator:

@@ -22,13 +22,11 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Sequence
 
-from pydantic import BaseModel, Field
-
 from coevo.config import RunConfig
 from coevo.envs.base import Env, Task
 from coevo.harnesses.agent import narrow
 from coevo.harnesses.patch import apply_patch
-from coevo.harnesses.registry import ACTIONS, CONDITIONS, EVENTS
+from coevo.harnesses.patch_schema import patch_schema
 from coevo.harnesses.spec import HarnessSpec
 from coevo.meta.roles import Editor, Proposal
 from coevo.meta.state import Candidate, Direction
@@ -36,7 +34,7 @@ from coevo.models.trajectory import Trajectory
 from coevo.roles.llm import JsonRole
 from coevo.roles.operators import Material, draw, expected_answer, seed_of
 from coevo.roles.operators.prompt import RULE_HINTS  # noqa: F401  (re-exported)
-from coevo.roles.patch_schema import patch_schema
+from coevo.training.edit_env import EditReply, edit_system
 
 
 class OfflineEditor:
@@ -101,13 +99,6 @@ def demonstration_source(env: Env) -> Callable[[Task, dict[str, Any]], str | Non
     return lambda task, diagnostics: str(reveal(task)) if task.split == "train" else None
 
 
-class EditReply(BaseModel):
-    """The LLM editor's reply: an RFC 6902 patch of the incumbent spec and why it should help."""
-
-    rationale: str
-    patch: list[dict[str, Any]] = Field(min_length=1)
-
-
 class LLMEditor(JsonRole):
     """The editor as an LLM: one JSON-Patch edit of the incumbent per direction; a patch
     that does not apply or yields an invalid spec is a validation error (repaired once), then a
@@ -115,18 +106,23 @@ class LLMEditor(JsonRole):
 
     role = "editor"
 
-    def _ask_edit(self, direction: Direction, spec: HarnessSpec, extra: str, cand_id: str, revision: int) -> Proposal:
-        system = ("You edit an agent harness spec (JSON) with RFC 6902 JSON Patch operations to repair one failure "
-                  "direction. Components: prompt (slots + rules), skills, context, memory, hooks, tool_view, parser, "
-                  f"budget, decoding. Hook events: {list(EVENTS)}; conditions: {sorted(CONDITIONS)}; "
-                  f"actions: {sorted(ACTIONS)}. "
-                  "Reply with JSON {\"rationale\": str, \"patch\": [ops]}.")
-        user = f"Harness:\n{spec.model_dump_json(indent=1)}\n\nDirection:\n{direction.model_dump_json(indent=1)}{extra}"
-        reply = self.ask(system, user, EditReply, lambda r: apply_patch(spec, r.patch),
-                         patch_schema(spec, narrow(None, spec)))
+    def messages(self, direction: Direction, spec: HarnessSpec, tasks: dict[str, Task]) -> tuple[str, str]:
+        """The (system, user) prompt of an edit of ``spec`` for ``direction`` (``tasks``: train tasks by id)."""
+        system = edit_system("You edit an agent harness spec (JSON) to repair one failure direction")
+        return system, (f"Harness:\n{spec.model_dump_json(indent=1)}\n\n"
+                        f"Direction:\n{direction.model_dump_json(indent=1)}")
+
+    def reply_schema(self, spec: HarnessSpec) -> dict[str, Any]:
+        """The JSON schema the reply is asked in (``patch_schema``)."""
+        return patch_schema(spec, narrow(None, spec))
+
+    def _ask_edit(self, direction: Direction, spec: HarnessSpec, tasks: dict[str, Task], extra: str, cand_id: str,
+                  revision: int) -> Proposal:
+        system, user = self.messages(direction, spec, tasks)
+        reply = self.ask(system, user + extra, EditReply, lambda r: apply_patch(spec, r.patch), self.reply_schema(spec))
         cand = Candidate(id=cand_id, direction=direction.id, parent_id=spec.id, revision=revision)
         if reply.value is None:
-            cand.status, cand.reason = "rejected", f"editor reply rejected: {reply.reason}"
+            cand.status, cand.reason = "rejected", f"{self.role} reply rejected: {reply.reason}"
         else:
             cand.patch, cand.rationale = reply.value.patch, reply.value.rationale
         return Proposal(candidate=cand, calls=reply.calls)
@@ -136,14 +132,14 @@ class LLMEditor(JsonRole):
                 allowed: Sequence[str] | None = None) -> Proposal:
         """One candidate edit for ``direction`` (a later ``sample`` is another reply at the role's temperature)."""
         suffix = f"-s{sample}" if sample else ""
-        return self._ask_edit(direction, spec, "", f"{spec.short_id}-{direction.id}{suffix}", 0)
+        return self._ask_edit(direction, spec, tasks, "", f"{spec.short_id}-{direction.id}{suffix}", 0)
 
     def revise(self, direction: Direction, spec: HarnessSpec, candidate: Candidate, feedback: str,
                tasks: dict[str, Task]) -> Proposal:
         """The one revision of ``candidate`` after its check failed with ``feedback``."""
         extra = (f"\n\nYour previous patch:\n{json.dumps(candidate.patch)}\nIt failed its check: {feedback}\n"
                  "Propose one revision.")
-        return self._ask_edit(direction, spec, extra, candidate.id, candidate.revision + 1)
+        return self._ask_edit(direction, spec, tasks, extra, candidate.id, candidate.revision + 1)
 
 
 def editor_for(config: RunConfig, env: Env) -> Editor:

@@ -153,7 +153,7 @@ def train_rsft(
             keep = accepted(valid, cfg.rsft_threshold)
             rows = [r for t in keep for r in (rows_fn(t, cfg.max_len) if rows_fn
                                               else trajectory_rows(t, 1.0, 0, cfg.max_len))]
-            losses = _sft_epochs(model, optimizer, rows, cfg, rng)
+            losses = sft_epochs(model, optimizer, rows, cfg, rng)
             # with every rollout masked the round has no sample: reward and kept rate 0.0 (the counts say why)
             stats = {"round": rnd + 1, "reward": statistics.fmean(t.reward for t in valid) if valid else 0.0,
                      "kept": len(keep), "kept_rate": len(keep) / len(valid) if valid else 0.0,
@@ -199,7 +199,7 @@ def _local(model: Any, tokenizer: Any, max_batch: int) -> Any:
     return LocalChatModel.from_model(model, tokenizer, name="rsft-policy", max_batch=max_batch)
 
 
-def _sft_epochs(model: Any, optimizer: Any, rows: list[Row], cfg: StageConfig, rng: random.Random) -> list[float]:
+def sft_epochs(model: Any, optimizer: Any, rows: list[Row], cfg: StageConfig, rng: random.Random) -> list[float]:
     """``cfg.epochs`` shuffled passes of minibatch steps over ``rows``; returns each step's loss."""
     losses: list[float] = []
     if not rows:

@@ -198,7 +198,7 @@ def test_a_cost_aware_grpo_stage_learns_from_the_cost_alone_and_records_both_par
 def test_the_editors_patch_schema_adds_bpe_whole_when_absent_and_edits_its_fields_when_set():
     import jsonschema
 
-    from coevo.roles.patch_schema import patch_schema
+    from coevo.harnesses.patch_schema import patch_schema
 
     def reply(patch):
         return {"rationale": "r", "patch": patch}

@@ -15,13 +15,13 @@ from test_local_model import tiny_llama, tokenizer  # noqa: F401  (tokenizer: th
 
 from coevo.harnesses import load_harness
 from coevo.harnesses.patch import apply_patch
+from coevo.harnesses.patch_schema import patch_schema
 from coevo.models.base import TOKENS_KEY
 from coevo.models.constrained import bounded
 from coevo.models.local import LocalChatModel
 from coevo.models.structured import ask_structured, response_format
 from coevo.roles.editor import EditReply
 from coevo.roles.llm import JsonRole
-from coevo.roles.patch_schema import patch_schema
 
 
 class Verdict(BaseModel):

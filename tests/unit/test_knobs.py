@@ -170,6 +170,50 @@ def role_settings(over: dict[str, Any]) -> tuple:
     return curator_for(config, KnobEnv()).chat.temperature, len(voters_for(config, KnobEnv()))
 
 
+ENGINEER = {"harness_r1.engineer": "openai/fake-engineer?mock_response=x"}
+"""An engineer reference that builds without loading a model (LiteLLM's mock)."""
+
+
+def engineer_settings(over: dict[str, Any]) -> tuple:
+    """Harness-R1's engineer as the config builds it: its stage (steps, episodes x G, SFT passes), its
+    decoding (temperature, max tokens), its patch size, and which editor a vace run gets."""
+    from types import SimpleNamespace
+
+    from coevo.app.services import meta_roles
+    from coevo.graphs.harness_r1.nodes import engineer_stage
+    from coevo.harnesses.spec import HarnessSpec
+    from coevo.roles.engineer import engineer_for
+
+    config = load_config(None, {**BASE, **ENGINEER, **over})
+    stage = engineer_stage(SimpleNamespace(config=config), 0)
+    engineer = engineer_for(config, KnobEnv())
+    editor = meta_roles(config, KnobEnv(), ["editor"])["editor"]
+    return (stage.steps, stage.tasks_per_step, stage.num_generations, stage.epochs, engineer.chat.temperature,
+            engineer.chat.max_tokens, engineer.reply_schema(HarnessSpec())["properties"]["patch"]["maxItems"],
+            type(editor).__name__)
+
+
+def engineer_episodes(over: dict[str, Any]) -> tuple:
+    """The episodes ``failure_episodes`` makes of 8 failed train rollouts, and an invalid patch's reward."""
+    from types import SimpleNamespace
+
+    from coevo.graphs.harness_r1.nodes import failure_episodes
+    from coevo.harnesses.spec import HarnessSpec
+    from coevo.records import Trajectory
+    from coevo.storage import Archive
+    from coevo.training.edit_env import EditEnv
+
+    config = load_config(None, {**BASE, **over})
+    archive, train = Archive("sqlite://"), KnobEnv().tasks("train", 8)
+    failed = [Trajectory(id=f"t{i}", task_id=t.id, split="train") for i, t in enumerate(train)]
+    archive.add_trajectories(failed, None, "run-1")
+    ctx = SimpleNamespace(config=config, run_id="run-1", archive=archive, tasks=lambda split: train,
+                          spec=lambda harness_id: HarnessSpec())
+    episodes = failure_episodes(ctx, {"train_trajectories": [t.id for t in failed], "incumbent": "h"}, 0)
+    penalty = asyncio.run(EditEnv(lambda *a: [], config.harness_r1.penalty).outcome(episodes[0], "no patch")).reward
+    return [len(e.tasks) for e in episodes], penalty
+
+
 _ADAPTERS: dict[str, Any] = {}
 
 
@@ -311,6 +355,18 @@ PROBES: dict[str, Probe] = {
     # EvoHarness-RL
     "evoharness.sft_steps": Probe(run, 0, {"strategy": "evoharness_rl"}),
     "evoharness.teacher": Probe(harness_sft, False),
+    # Harness-R1
+    "harness_r1.steps": Probe(engineer_settings, 2),
+    "harness_r1.episodes_per_step": Probe(engineer_settings, 2),
+    "harness_r1.group": Probe(engineer_settings, 4),
+    "harness_r1.sft_epochs": Probe(engineer_settings, 3),
+    "harness_r1.temperature": Probe(engineer_settings, 0.5),
+    "harness_r1.max_tokens": Probe(engineer_settings, 64),
+    "harness_r1.max_ops": Probe(engineer_settings, 1),
+    "harness_r1.as_editor": Probe(engineer_settings, True),
+    "harness_r1.batch": Probe(engineer_episodes, 3),
+    "harness_r1.episodes": Probe(engineer_episodes, 1),
+    "harness_r1.penalty": Probe(engineer_episodes, -0.5),
     # CoEvo-RSI
     "rsi.promotion_margin": Probe(run, 1.0, RSI),
     "rsi.merge": Probe(inheritance, False),

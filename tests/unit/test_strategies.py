@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from coevo.app.services import make_context
 from coevo.config import ConfigError, RunConfig, parse_config
 from coevo.graphs.registry import STRATEGIES, get_strategy, langgraph_config, write_langgraph_json
+from coevo.roles.engineer import EngineerEditor
 from coevo.storage import Archive
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,7 +61,8 @@ def test_each_strategy_module_compiles_its_graph_under_its_name(name):
     nodes = set(strategy.build().compile().get_graph().nodes)
     assert {"setup", "final_test"} <= nodes
     assert bool({"train", "adapt"} & nodes) == strategy.trains  # adapt: CoEvo-RSI's weight stage
-    assert (any(n.startswith("curate") for n in nodes) and "edit" in nodes) == ("editor" in strategy.roles)
+    edits = {"editor", "engineer"} & set(strategy.roles)  # Harness-R1's engineer is its editor
+    assert (any(n.startswith("curate") for n in nodes) and "edit" in nodes) == bool(edits)
 
 
 def test_wirings_differ_as_the_design_table_says():
@@ -92,8 +94,16 @@ def test_the_run_gets_a_trainer_and_roles_only_when_its_strategy_needs_them(tmp_
     strategy = get_strategy(name)
     assert (ctx.trainer is not None) == strategy.trains
     assert (ctx.curator is not None) == ("curator" in strategy.roles)
-    assert (ctx.editor is not None) == ("editor" in strategy.roles)
+    assert (ctx.editor is not None) == bool({"editor", "engineer"} & set(strategy.roles))
+    assert isinstance(ctx.editor, EngineerEditor) == ("engineer" in strategy.roles)
     assert ctx.run_id == "r1"
+
+
+def test_the_engineer_is_any_strategys_editor_with_as_editor(tmp_path):
+    config = RunConfig(strategy="harness_only", db=str(tmp_path / "run.db"),
+                       harness_r1={"as_editor": True, "engineer": "local:smollm2-135m", "max_ops": 1})
+    ctx = make_context(config, Archive(config.db), "r1", env=object())
+    assert isinstance(ctx.editor, EngineerEditor) and ctx.editor.max_ops == 1
 
 
 def test_cli_strategy_help_lists_the_table():

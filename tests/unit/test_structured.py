@@ -132,10 +132,10 @@ def test_a_local_model_takes_the_same_path_and_its_free_text_is_a_reason(tmp_pat
 def test_roles_send_schemas_narrowed_to_what_their_checks_accept(monkeypatch):
     from coevo.envs.base import Task
     from coevo.harnesses.patch import PROMPT_FIELDS
+    from coevo.harnesses.patch_schema import patch_schema
     from coevo.harnesses.spec import HarnessSpec
     from coevo.models.trajectory import Trajectory
     from coevo.roles.curator import LLMCurator
-    from coevo.roles.patch_schema import patch_schema
     from coevo.roles.voter import LLMVoter
 
     real, sent = litellm.completion, []

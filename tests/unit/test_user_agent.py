@@ -53,7 +53,7 @@ def test_an_edit_outside_the_declared_params_is_rejected_and_one_inside_applies(
         apply_patch(spec, [{"op": "replace", "path": "/agent", "value": "agent_kit:make_tool_agent"}])
     with pytest.raises(HarnessError, match="agent factory is the app's code"):  # nor slip one into a plain harness
         apply_patch(load_harness("reasoning_gym"), [{"op": "add", "path": "/agent", "value": EXAMPLE}])
-    from coevo.roles.patch_schema import patch_schema
+    from coevo.harnesses.patch_schema import patch_schema
 
     assert "/agent" not in json.dumps(patch_schema(load_harness("reasoning_gym")))
 

@@ -1,0 +1,114 @@
+"""The node only Harness-R1 uses: ``train_engineer``, one engineer stage between the target's weight
+stage and the refinement whose edits the engineer then proposes."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import statistics
+from pathlib import Path
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from coevo.config.train import StageConfig
+from coevo.graphs.harness_r1.state import EngineerStage, HarnessR1State
+from coevo.meta.context import MetaContext
+from coevo.meta.sealing import sealed_tasks
+from coevo.records import Checkpoint, Trajectory
+from coevo.roles.engineer import EngineerEditor
+from coevo.training.edit_env import EditEnv, EditEpisode, evaluation_rerun
+from coevo.training.engineer import (
+    engineer_checkpoint,
+    engineer_reference,
+    train_engineer_grpo,
+    train_engineer_sft,
+)
+from coevo.training.engineer_data import accepted_examples
+
+FRESH_SEED = 10_000_000
+"""Rerun seeds start here (+ 1000 x round + episode): apart from the seeds the failures were sampled with."""
+
+
+def failure_episodes(ctx: MetaContext, state: HarnessR1State, rnd: int) -> list[EditEpisode]:
+    """Up to ``harness_r1.episodes`` episodes of ``harness_r1.batch`` failed train tasks each: the
+    round's train trajectories T[t] of the incumbent that failed, on tasks no live harness answers
+    (``sealed_tasks``), one trajectory per task, in an order seeded by run seed and round."""
+    cfg = ctx.config.harness_r1
+    train = {t.id: t for t in ctx.tasks("train")}
+    excluded = sealed_tasks(state)
+    found = [t for i in state.get("train_trajectories", []) for t in ctx.archive.list(Trajectory, id=i)]
+    failed = list({t.task_id: t for t in found if t.split == "train" and not t.passed
+                   and t.task_id in train and t.task_id not in excluded}.values())
+    random.Random(f"{ctx.config.seed}-{rnd}").shuffle(failed)
+    spec = ctx.spec(state["incumbent"])
+    batches = [failed[i:i + cfg.batch] for i in range(0, len(failed), cfg.batch)][:cfg.episodes]
+    return [EditEpisode.of_failures(f"{ctx.run_id}-r{rnd}-ep{i}", spec, b, train, FRESH_SEED + 1000 * rnd + i)
+            for i, b in enumerate(batches)]
+
+
+def engineer_stage(ctx: MetaContext, rnd: int) -> StageConfig:
+    """The engineer's stage settings: ``[train]``'s LoRA and optimiser settings, ``harness_r1.steps``
+    steps of ``episodes_per_step`` x ``group`` patches, no dynamic sampling, ``sft_epochs`` SFT
+    passes, adapters under ``<out_dir>/engineer``."""
+    cfg = ctx.config.harness_r1
+    base = ctx.config.train.stage(rnd, ctx.config.seed, Path(ctx.config.out_dir) / "engineer")
+    return base.model_copy(update={"steps": max(1, cfg.steps), "tasks_per_step": cfg.episodes_per_step,
+                                   "num_generations": cfg.group, "resample": 0, "micro_batches": None,
+                                   "epochs": max(1, cfg.sft_epochs), "minibatch_size": 1})
+
+
+def stage_summary(rnd: int, outcomes: list[Any], history: list[dict[str, Any]],
+                  examples: int | None) -> EngineerStage:
+    """One engineer stage in numbers (``EngineerStage``) from its patches' ``outcomes`` and the GRPO
+    steps' ``history``; ``examples`` the SFT examples (None: no cold start this round)."""
+    valid = [o.reward for o in outcomes if o.valid]
+    return EngineerStage(round=rnd, sft_examples=examples, rewards=[h.get("reward") for h in history],
+                         patches=len(outcomes), valid=len(valid),
+                         valid_reward=statistics.fmean(valid) if valid else None)
+
+
+async def train_engineer(state: HarnessR1State, runtime: Runtime[MetaContext]) -> dict:
+    """One engineer stage (Harness-R1): on the first, cold-start SFT on the archive's accepted edits
+    (``harness_r1.sft_epochs`` passes; none stored: skipped); then ``harness_r1.steps`` GRPO steps on
+    episodes of the incumbent's failed train tasks (``failure_episodes``), rewarded by reruns of the
+    frozen target W[t+1] (``EditEnv``); the context's editor then edits with the new adapter. With
+    nothing to train (no accepted edit, ``steps`` 0 or too few failures) the engineer stays as it is.
+    Returns ``engineer`` (the checkpoint id, once trained) and the stage's summary. A context whose
+    editor is not an ``EngineerEditor`` (a pinned editor, e.g. an equal-spend comparison's offline
+    one) skips the stage with a logged reason: nothing would use what it trains."""
+    ctx = runtime.context
+    cfg, rnd = ctx.config.harness_r1, state.get("round", 0)
+    engineer = ctx.editor
+    if not isinstance(engineer, EngineerEditor):
+        ctx.log("engineer", f"round {rnd}: the editor is a {type(engineer).__name__}, not the harness engineer "
+                            "(coevo.roles.engineer.engineer_for): engineer stage skipped")
+        return {"engineer_stages": [stage_summary(rnd, [], [], None)]}
+    current = state.get("engineer")
+    ckpt = ctx.archive.get(Checkpoint, current) if current else None
+    stage = engineer_stage(ctx, rnd)
+    data = accepted_examples(ctx.archive) if not current and cfg.sft_epochs else []
+    examples = len(data) if not current and cfg.sft_epochs else None
+    episodes = failure_episodes(ctx, state, rnd)
+    grpo = bool(cfg.steps) and len(episodes) >= cfg.episodes_per_step
+    if ckpt is None and (data or grpo):
+        ckpt = engineer_checkpoint(cfg.engineer)
+    if data:
+        ckpt = await asyncio.to_thread(train_engineer_sft, ckpt, data, stage, ctx.archive, ctx.run_id)
+    outcomes: list[Any] = []
+    history: list[dict[str, Any]] = []
+    if grpo:
+        rerun = evaluation_rerun(ctx.policy(state["checkpoint"]), ctx.env, state["checkpoint"], ctx.evaluator,
+                                 ctx.config.eval.concurrency)
+        ckpt, _, rollout = await asyncio.to_thread(
+            train_engineer_grpo, ckpt, episodes, EditEnv(rerun, cfg.penalty), stage, cfg.temperature,
+            cfg.max_tokens, cfg.max_ops, ctx.archive, ctx.run_id)
+        outcomes, history = [o for _, _, o in rollout.outcomes], ckpt.metrics.get("history", [])
+    if ckpt is not None:  # every round: a resumed run's editor gets the trained adapter back too
+        engineer.use(engineer_reference(ckpt))
+    summary = stage_summary(rnd, outcomes, history, examples)
+    sft = examples if examples is not None else "no"
+    ctx.log("engineer", f"round {rnd}: {ckpt.id if ckpt else cfg.engineer} ({sft} SFT examples; "
+                        f"{len(episodes)} episodes, {summary.valid}/{summary.patches} valid patches, "
+                        f"GRPO reward per step {summary.rewards})")
+    return {**({"engineer": ckpt.id} if ckpt else {}), "engineer_stages": [summary]}
