@@ -51,7 +51,7 @@ from pydantic import BaseModel, Field, ValidationError
 from coevo.app.compare import Comparison, StrategyRun, compare, run_config
 from coevo.app.run import anchored
 from coevo.config import ConfigError, RunConfig
-from coevo.config.run import parse_config
+from coevo.config.run import parse_config, set_dotted
 from coevo.graphs.registry import get_strategy
 from coevo.meta.state import EvalSummary
 from coevo.observe.progress import Reporter
@@ -100,18 +100,6 @@ def _merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _dotted(pairs: dict[str, Any]) -> dict[str, Any]:
-    """``{"eval.k": 3}`` as ``{"eval": {"k": 3}}``."""
-    out: dict[str, Any] = {}
-    for key, value in pairs.items():
-        node = out
-        *parents, leaf = key.split(".")
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = value
-    return out
-
-
 def load_table(path: str | Path, overrides: dict[str, Any] | None = None) -> tuple[TableSpec, RunConfig]:
     """The table config at ``path`` as its ``TableSpec`` and the run config every strategy of it shares
     (module docstring for the layering); ``overrides``: dotted keys applied last (``--set``). Raises
@@ -139,7 +127,7 @@ def load_table(path: str | Path, overrides: dict[str, Any] | None = None) -> tup
         "env": suite.get("env", {}), **({"harness": suite["harness"]} if "harness" in suite else {}),
         "db": f"coevo_runs/tables/{spec.name}.db", "out_dir": f"coevo_runs/tables/{spec.name}"})
     run["env"] = copy.deepcopy(suite.get("env", run.get("env", {})))  # the suite's tasks whole, not merged
-    run = _merge(_merge(run, data.get("overrides", {})), _dotted(overrides or {}))
+    run = _merge(_merge(run, data.get("overrides", {})), set_dotted({}, overrides or {}))
     origins = {k: f"--set {k}={v}" for k, v in (overrides or {}).items()}
     config = parse_config(run, f"table config {path} (preset {spec.preset}, suite {spec.suite})", origins)
     if config.eval.k < 3 or not config.eval.temperature:

@@ -242,6 +242,18 @@ def parse_config(data: dict[str, Any], source: str = "config", origins: dict[str
                           + "\n".join(lines)) from None
 
 
+def set_dotted(data: dict[str, Any], pairs: dict[str, Any]) -> dict[str, Any]:
+    """Set each dotted key of ``pairs`` (``{"eval.k": 3}``) in the nested ``data`` in place, creating
+    missing tables (``data["eval"]["k"] = 3``); returns ``data``."""
+    for key, value in pairs.items():
+        node = data
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return data
+
+
 def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None,
                 flags: dict[str, str] | None = None) -> RunConfig:
     """Load a TOML (``.toml``) or YAML (``.yaml``/``.yml``) run config; ``None`` gives the defaults.
@@ -260,12 +272,7 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
             data = tomllib.loads(p.read_text()) if p.suffix == ".toml" else (yaml.safe_load(p.read_text()) or {})
         except (tomllib.TOMLDecodeError, yaml.YAMLError) as err:
             raise ConfigError(f"{p} does not parse: {err}") from None
-    origins = {}
-    for key, value in (overrides or {}).items():
-        node = data
-        *parents, leaf = key.split(".")
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = value
-        origins[key] = f"{flags[key]} {value}" if flags and key in flags else f"--set {key}={value}"
+    set_dotted(data, overrides or {})
+    origins = {key: f"{flags[key]} {value}" if flags and key in flags else f"--set {key}={value}"
+               for key, value in (overrides or {}).items()}
     return parse_config(data, str(path) if path is not None else "the built-in defaults", origins)
