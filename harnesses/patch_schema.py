@@ -26,6 +26,7 @@ import inspect
 import json
 from typing import Any, Sequence
 
+from coevo.harnesses.agent import narrow
 from coevo.harnesses.registry import ACTIONS, CONDITIONS, EVENTS
 from coevo.harnesses.spec import HarnessSpec
 
@@ -132,8 +133,10 @@ def _under(pointer: str, allowed: Sequence[str]) -> bool:
 def patch_schema(spec: HarnessSpec, allowed: Sequence[str] | None = None, max_ops: int = 4) -> dict[str, Any]:
     """The JSON schema of an editor's reply ``{"rationale": str, "patch": [1..max_ops operations]}``
     whose operations apply to ``spec`` (module doc). ``allowed``: JSON Pointer prefixes the edit may
-    touch (a phase's fields, e.g. ``PROMPT_FIELDS``; None: any field but the spec's identity).
+    touch (a phase's fields, e.g. ``PROMPT_FIELDS``; None: any field but the spec's identity), narrowed
+    to the fields a user agent's params declare when ``spec`` names one (``coevo.harnesses.agent.narrow``).
     Raises ``ValueError`` when ``allowed`` leaves no operation."""
+    allowed = narrow(allowed, spec)
     root = HarnessSpec.model_json_schema()
     defs = copy.deepcopy(root.pop("$defs"))
     defs["Hook"], defs["Skill"] = _hook_schema(), SKILL

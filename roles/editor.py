@@ -114,7 +114,7 @@ class LLMEditor(JsonRole):
 
     def reply_schema(self, spec: HarnessSpec) -> dict[str, Any]:
         """The JSON schema the reply is asked in (``patch_schema``)."""
-        return patch_schema(spec, narrow(None, spec))
+        return patch_schema(spec)
 
     def _ask_edit(self, direction: Direction, spec: HarnessSpec, tasks: dict[str, Task], extra: str, cand_id: str,
                   revision: int) -> Proposal:

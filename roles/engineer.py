@@ -19,7 +19,6 @@ from langchain_core.language_models import BaseChatModel
 
 from coevo.config import RunConfig
 from coevo.envs.base import Env, Task
-from coevo.harnesses.agent import narrow
 from coevo.harnesses.patch_schema import patch_schema
 from coevo.harnesses.spec import HarnessSpec
 from coevo.meta.roles import Editor
@@ -56,7 +55,7 @@ class EngineerEditor(LLMEditor):
 
     def reply_schema(self, spec: HarnessSpec) -> dict[str, Any]:
         """``patch_schema`` with at most ``max_ops`` operations."""
-        return patch_schema(spec, narrow(None, spec), max_ops=self.max_ops)
+        return patch_schema(spec, max_ops=self.max_ops)
 
 
 def engineer_for(config: RunConfig, env: Env) -> EngineerEditor:

@@ -29,7 +29,6 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, me
 
 from coevo.config.train import StageConfig
 from coevo.envs.base import Task
-from coevo.harnesses.agent import narrow
 from coevo.harnesses.patch_schema import patch_schema
 from coevo.harnesses.spec import Decoding, HarnessSpec
 from coevo.models.adapters import stage_folder, writing_adapter
@@ -99,7 +98,7 @@ class EngineerRollout:
         """One engineer reply for the episode of ``task``, decoded under its patch schema, and its reward."""
         episode = self.episodes[task.id]
         messages = self.messages(episode)
-        fmt = response_format(EditReply, patch_schema(episode.spec, narrow(None, episode.spec), max_ops=self.max_ops))
+        fmt = response_format(EditReply, patch_schema(episode.spec, max_ops=self.max_ops))
         started = time.perf_counter()
         reply = await policy.ainvoke(messages, response_format=fmt, seed=seed, max_tokens=self.max_tokens,
                                      temperature=spec.decoding.temperature)

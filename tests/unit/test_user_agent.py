@@ -5,6 +5,7 @@ clear error before anything is stored."""
 import asyncio
 import json
 import os
+import re
 
 import pytest
 from harness_kit import ToyEnv, call
@@ -56,6 +57,8 @@ def test_an_edit_outside_the_declared_params_is_rejected_and_one_inside_applies(
     from coevo.harnesses.patch_schema import patch_schema
 
     assert "/agent" not in json.dumps(patch_schema(load_harness("reasoning_gym")))
+    paths = re.findall(r'"(/[a-z_]+)[/"]', json.dumps(patch_schema(spec)))
+    assert paths and set(paths) <= {"/prompt", "/skills", "/tool_view", "/decoding"}
 
 
 def test_params_that_fail_the_users_validation_reject_the_edit():
