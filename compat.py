@@ -18,6 +18,8 @@ the new release.
   own batch, with TRL's private per-token log-probs and metric store; its private scoring
   (``_get_per_token_logps_and_entropies``) optionally served by a packed scorer.
 - ``route_tensorboard``: the ``logging_dir`` attribute of transformers' ``TensorBoardCallback``.
+- ``vf_cleanup``: a verifiers environment's cleanup handlers (``Environment._cleanup``), for a rollout
+  the adapter ends before any stop condition fired (``coevo.envs.verifiers_adapter``; verifiers 0.1.10).
 """
 
 from __future__ import annotations
@@ -350,3 +352,14 @@ def route_tensorboard(trainer: Any, logging_dir: str | None) -> None:
     for callback in trainer.callback_handler.callbacks:
         if isinstance(callback, TensorBoardCallback):
             callback.logging_dir = logging_dir
+
+
+# --- verifiers' rollout cleanup -----------------------------------------------------------------
+
+
+async def vf_cleanup(env: Any, state: Any) -> None:
+    """Run the ``@vf.cleanup`` handlers of verifiers environment ``env`` on rollout ``state`` (a
+    ``GymEnv`` closes its game there). Why: verifiers runs them only inside ``is_completed`` when a
+    stop condition fires (its private ``Environment._cleanup``); a coevo episode can end earlier (the
+    harness's budget), and its resources must still be released. Tested on verifiers 0.1.10."""
+    await env._cleanup(state)

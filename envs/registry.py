@@ -27,6 +27,7 @@ BUILTINS: dict[str, str] = {
     "textworld": "coevo.envs.textworld_suite:TextWorldEnv",
     "gym": "coevo.envs.gym_adapter:GymEnv",
     "openenv": "coevo.envs.openenv_adapter:OpenEnvEnv",
+    "verifiers": "coevo.envs.verifiers_adapter:VerifiersEnv",
 }
 GROUP = "coevo.envs"
 
