@@ -129,8 +129,12 @@ class VerifiersEnv(AdapterEnv):
         super().__init__(size, val_frac, test_frac, reward)
         self.vf = require("verifiers", "verifiers", "verifiers")
         self.id, self.success, self.env_args = str(id), float(success), dict(env_args)
+        factory = _factory(self.id, self.vf)
         with _kept_signals():
-            env = _factory(self.id, self.vf)(**self.env_args)
+            try:
+                env = factory(**self.env_args)
+            except (RuntimeError, ValueError, TypeError) as err:  # verifiers' loader wraps any failure in these
+                raise ValueError(f"verifiers env {self.id!r} could not be made with {self.env_args}: {err}") from err
         if not isinstance(env, self.vf.Environment):
             raise ValueError(f"verifiers target {self.id!r} made a {type(env).__name__}, not a verifiers Environment")
         if getattr(env, "oai_tools", None):
