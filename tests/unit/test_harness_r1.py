@@ -175,6 +175,7 @@ def test_engineer_grpo_trains_on_its_patch_rewards_through_the_target_trainer(tm
     assert {t.reward for t in trajs if not t.score_detail["valid"]} == {PENALTY}
     # seed 6: tasks 1 passes by noise (1/3), the rule makes all pass: +2/3; seed 5: +1/3
     assert sorted(round(t.reward, 4) for t in trajs if t.score_detail["valid"]) == [0.3333] * 2 + [0.6667] * 2
+    assert new.config["stage"] == "engineer_grpo"  # told apart from the target's stages (the report's train curve)
     assert new.metrics["steps"] == 2 and new.metrics["history"][0]["reward"] == pytest.approx(
         sum(t.reward for t in trajs[:4]) / 4)
     assert len(rollout.outcomes) == 8 and all(t.calls[0].completion_token_ids for t in trajs)
@@ -279,6 +280,7 @@ def rerunning_grpo(reply=HELPS):
         replies = [Trajectory(task_id=e.id, env="harness_r1", split="train", reward=o.reward, calls=[call])
                    for e, o in scored]
         new = Checkpoint(id=f"eng-{ckpt.id}", base_model="smollm2-135m", adapter_path="/a", run_id=run_id,
+                         config={"stage": "engineer_grpo"},
                          metrics={"history": [{"step": 1, "reward": sum(o.reward for _, o in scored) / len(scored)}]})
         archive.put(new)
         return new, replies, SimpleNamespace(outcomes=[(e.id, 0, o) for e, o in scored])
@@ -321,3 +323,24 @@ def test_an_engineer_stage_declares_its_most_reruns(episode):
     assert grpo_rollouts(stage, [episode, small]) == 2 * 3 * 3 + 2 * 3
     assert grpo_rollouts(stage, [episode]) == 2 * 3 * 3 + 1 * 3  # one episode: its control once
     assert grpo_rollouts(stage, []) == 0
+
+
+def test_the_report_of_a_harness_r1_run_shows_its_engineer_stages(tmp_path, monkeypatch):
+    from coevo.app.run import read_state
+    from coevo.graphs.harness_r1 import nodes
+    from coevo.report.html import write_report
+
+    monkeypatch.setattr(nodes, "train_engineer_grpo", rerunning_grpo())
+    _harness_r1_run(tmp_path, steps=1, sft_epochs=0)
+    db = str(tmp_path / "run.db")
+    state = asyncio.run(read_state(db, "run-1", "harness_r1"))  # the checkpointed state, as `coevo report` reads it
+    page = write_report("run-1", db, tmp_path / "report", state).read_text()
+    assert "<h2>Harness engineer (Harness-R1)</h2>" in page and "<img src='engineer.png'" in page
+    assert (tmp_path / "report" / "engineer.png").stat().st_size > 0
+    # round 0: no cold start, one GRPO step of reward 1.000, 2 of 2 patches valid (Wilson [0.34, 1.00]);
+    # round 1: every train task passes, so no episode and no step
+    assert ("<tr><td>0</td><td>–</td><td>1</td><td>1.000</td><td>2</td><td>1.000 [0.34, 1.00] n=2</td>"
+            "<td>1.000</td></tr>") in page
+    assert "<tr><td>1</td><td>–</td><td>0</td><td>–</td><td>0</td><td>–</td><td>–</td></tr>" in page
+    assert "Train reward per step" not in page  # the engineer's GRPO curve is not the policy's
+    assert "Harness engineer" not in write_report("run-1", db, tmp_path / "alone").read_text()  # needs the state
