@@ -3,7 +3,8 @@
 A patch that does not apply, a result that does not validate, a hook naming an unregistered
 condition/action, a tool view naming a tool the env lacks, or an edit of a user agent's harness
 outside its declared params (``check_agent_edit``) all raise ``HarnessError`` carrying every problem
-found — an editor's malformed edit becomes a rejected candidate with its reasons.
+found — an editor's malformed edit becomes a rejected candidate with its reasons. ``apply_edit`` (what
+editors' edits go through) also rejects a no-op: a patch whose child is its parent (``NOOP``).
 """
 
 from __future__ import annotations
@@ -58,6 +59,23 @@ def apply_patch(parent: HarnessSpec, patch: list[dict[str, Any]] | str,
     if allowed is not None:
         check_fields(parent, child, allowed)
     check_agent_edit(parent, child)
+    return child
+
+
+NOOP = "no-op: the patch leaves the harness unchanged"
+"""Why ``apply_edit`` rejects a patch whose child has its parent's spec id (e.g. ``replace`` with the
+value already there, or ``add`` then ``remove``): there is nothing to check, gate or reward."""
+
+
+def apply_edit(parent: HarnessSpec, patch: list[dict[str, Any]] | str,
+               tools: Iterable[str] | None = None, allowed: Sequence[str] | None = None) -> HarnessSpec:
+    """An editor's edit of ``parent``: ``apply_patch`` (same arguments), and a ``HarnessError``
+    whose one problem is ``NOOP`` when the child is the parent itself (same spec id; only ``parents``
+    differs), so a no-op is a rejected candidate with that reason, never a child stored as its own
+    parent. Raises ``HarnessError`` as ``apply_patch`` does, and for a no-op."""
+    child = apply_patch(parent, patch, tools=tools, allowed=allowed)
+    if child.id == parent.id:
+        raise HarnessError([Problem("", NOOP)], "patch")
     return child
 
 

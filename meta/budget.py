@@ -9,8 +9,10 @@ given (``phased``) so the node runs with its ``PhaseKey``
 (the state's ``round``, the node's name) as the current phase, and the ``MetaContext`` services
 that spend — ``evaluate`` (rollouts), ``train`` (the weight stage's rollouts), ``store_calls``
 (meta-LLM calls) — store one ``BudgetRecord`` each under it (``eval_budget``, ``stage_budget``,
-``calls_budget``). A record's id names what was paid for, so an evaluation reused by a later
-phase, or redone by a resume, is counted once, where it first ran.
+``calls_budget``); Harness-R1's engineer stage (``train_engineer``) accounts its target reruns and
+engineer replies through ``MetaContext.account`` (``engineer_budget``). A record's id names what was
+paid for, so an evaluation reused by a later phase, or redone by a resume, is counted once, where it
+first ran.
 
 ``score_curve`` reads a run's records back as cumulative spend at the end of each round beside the
 round's incumbent val score; ``mean_curve``, ``matched_budget`` and ``score_at`` average such
@@ -20,7 +22,8 @@ vs rollouts").
 **A rollout cap** (``RunConfig.budget`` = N rollouts on train + val + search; ``coevo compare
 --budget``): every spending call declares its size before it starts — an evaluation ``tasks x k``
 (0 when the same evaluation was paid for before), a weight stage its most rollouts
-(``coevo.training.stage.stage_rollouts``) — and ``MetaContext.reserve`` raises ``BudgetExhausted``
+(``coevo.training.stage.stage_rollouts``), an engineer stage its most reruns
+(``coevo.training.engineer.grpo_rollouts``) — and ``MetaContext.reserve`` raises ``BudgetExhausted``
 when that would take the run past N. The phase (the node) that made the call ends there, having
 spent only what fit (an earlier call of the same node stays counted), and so does the run: ``phased``
 turns the exception into the state's ``budget_stop``, every later node but ``final_test`` is passed
@@ -206,6 +209,20 @@ def stage_budget(run_id: str, checkpoint_id: str, trajectories: Sequence[Any]) -
                    policy_input_tokens=sum(t.input_tokens for t in trajectories),
                    policy_output_tokens=sum(t.output_tokens for t in trajectories),
                    policy_cost_usd=sum(t.cost_usd for t in trajectories))
+
+
+def engineer_budget(run_id: str, checkpoint_id: str, reruns: Sequence[Any], replies: Sequence[Any]) -> BudgetRecord:
+    """The spend of a Harness-R1 engineer stage that made ``checkpoint_id``: the frozen target's
+    patched and unpatched ``reruns`` (``EvalResult`` s, on train: rollouts, policy tokens, cost) and
+    the engineer's own GRPO ``replies`` (``Trajectory`` s, one model call each: a meta role's calls,
+    counted as ``meta_calls`` and meta tokens like an LLM editor's), keyed by the new checkpoint."""
+    return _record(run_id, f"engineer:{checkpoint_id}", split="train", rollouts=sum(r.n_rollouts for r in reruns),
+                   policy_input_tokens=sum(r.input_tokens for r in reruns),
+                   policy_output_tokens=sum(r.output_tokens for r in reruns),
+                   policy_cost_usd=sum(r.cost_usd for r in reruns), meta_calls=len(replies),
+                   meta_input_tokens=sum(t.input_tokens for t in replies),
+                   meta_output_tokens=sum(t.output_tokens for t in replies),
+                   meta_cost_usd=sum(t.cost_usd for t in replies))
 
 
 def calls_budget(run_id: str, calls: Sequence[LLMCallRecord]) -> BudgetRecord:

@@ -8,7 +8,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 from coevo.harnesses.errors import HarnessError
-from coevo.harnesses.patch import apply_patch
+from coevo.harnesses.patch import apply_edit
 from coevo.meta.context import MetaContext
 from coevo.meta.sealing import Sealed, live, unseal
 from coevo.meta.state import Candidate, EditRequest, MetaState
@@ -34,9 +34,10 @@ def realise(proposal: Proposal, ctx: MetaContext, round: int, allowed: Sequence[
     """Store the editor's LLM calls; apply the candidate's patch to its parent; store the child
     harness and the edit record.
 
-    A patch that does not apply, yields an invalid spec or (with ``allowed``, the JSON Pointer
-    prefixes a phase may edit: FST, PACE) changes a field outside them rejects the candidate with
-    every problem as its reason (never raises for a malformed edit). The candidate's ``demo_tasks``
+    A patch that does not apply, yields an invalid spec, leaves the harness unchanged (a no-op,
+    ``coevo.harnesses.patch.NOOP``) or (with ``allowed``, the JSON Pointer prefixes a phase may edit:
+    FST, PACE) changes a field outside them rejects the candidate with every problem as its reason
+    (``apply_edit``; never raises for a malformed edit). The candidate's ``demo_tasks``
     become what the role declared plus every train task whose gold answer the child carries
     (``MetaContext.demonstrated``: any role, any length, any formatting).
     """
@@ -45,7 +46,7 @@ def realise(proposal: Proposal, ctx: MetaContext, round: int, allowed: Sequence[
     if candidate.status != "rejected":
         parent = ctx.spec(candidate.parent_id)
         try:
-            child = apply_patch(parent, candidate.patch, tools=None, allowed=allowed)
+            child = apply_edit(parent, candidate.patch, tools=None, allowed=allowed)
             candidate.spec_id = ctx.archive.add_harness(child, [parent.id], "edit", ctx.run_id)
         except HarnessError as err:
             candidate.status, candidate.reason = "rejected", str(err)

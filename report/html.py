@@ -12,6 +12,7 @@ from coevo.evaluation.results import paired_difference
 from coevo.evaluation.stats import score_estimate
 from coevo.harnesses import diff, load_harness
 from coevo.records import BudgetRecord, Checkpoint, EvaluationRecord, GateDecision, HarnessRecord, RunRecord
+from coevo.report.engineer import engineer_section
 from coevo.report.harness_s import harness_s_sections
 from coevo.report.harness_use import harness_use_section
 from coevo.report.numbers import difference_text, plain, score_text, stored_estimate
@@ -122,7 +123,9 @@ def write_report(run_id: str, db: str, out_dir: Path, state: dict[str, Any] | No
     run's final ``state`` (``run_meta``'s result, or ``coevo.app.run.read_state``) the test table
     names the start and final pairs and prints their paired difference. A section appears only for
     a mechanism the run used (gate decisions, weight stages, phases, CoEvo-RSI, Harness-S, rescue,
-    test scores): a VACE run without rescue shows no rescue table.
+    Harness-R1's engineer stages, test scores): a VACE run without rescue shows no rescue table. The
+    train reward curve is the policy's: the engineer's own stages (``config["stage"]`` ``engineer_*``)
+    are left out of it.
 
     Raises ``ValueError`` when the run is not in the archive.
     """
@@ -137,6 +140,7 @@ def write_report(run_id: str, db: str, out_dir: Path, state: dict[str, Any] | No
     trivial_val = next((e.aggregates.get("trivial_baseline") for e in evals if e.split == "val"), None)
     trivial_train = next((e.aggregates.get("trivial_baseline") for e in evals if e.split == "train"), trivial_val)
     steps = [s for c in sorted(archive.list(Checkpoint, run_id=run_id), key=lambda c: c.created_at)
+             if not str((c.config or {}).get("stage", "")).startswith("engineer")  # the policy's, not Harness-R1's
              for s in (c.metrics or {}).get("history", [])]
     accepted = [d.candidate_id for d in decisions if d.accepted]
     base = next((h for h in harnesses if h.origin == "base"), None)
@@ -175,7 +179,7 @@ trivial-policy baseline on val: {trivial_val}</p>
 paired per task and significant at 95 % when its interval excludes 0).</p>
 {gates}
 {_stage_table(archive, run_id)}{budget}{phases_html(state)}{rsi_section(archive, run_id, out_dir)}{harness_s}
-{harness_use_section(archive, run_id, out_dir)}
+{harness_use_section(archive, run_id, out_dir)}{engineer_section(state, out_dir)}
 {test}
 {imgs}<h2>Final harness vs H0</h2><pre>{html.escape(final_diff)}</pre></body></html>"""
     path = out_dir / "index.html"

@@ -25,7 +25,7 @@ from typing import Any, Callable, Sequence
 from coevo.config import RunConfig
 from coevo.envs.base import Env, Task
 from coevo.harnesses.agent import narrow
-from coevo.harnesses.patch import apply_patch
+from coevo.harnesses.patch import apply_edit
 from coevo.harnesses.patch_schema import patch_schema
 from coevo.harnesses.spec import HarnessSpec
 from coevo.meta.roles import Editor, Proposal
@@ -101,8 +101,8 @@ def demonstration_source(env: Env) -> Callable[[Task, dict[str, Any]], str | Non
 
 class LLMEditor(JsonRole):
     """The editor as an LLM: one JSON-Patch edit of the incumbent per direction; a patch
-    that does not apply or yields an invalid spec is a validation error (repaired once), then a
-    rejected candidate carrying the reason."""
+    that does not apply, yields an invalid spec or changes nothing (``apply_edit``) is a validation
+    error (repaired once), then a rejected candidate carrying the reason."""
 
     role = "editor"
 
@@ -119,7 +119,7 @@ class LLMEditor(JsonRole):
     def _ask_edit(self, direction: Direction, spec: HarnessSpec, tasks: dict[str, Task], extra: str, cand_id: str,
                   revision: int) -> Proposal:
         system, user = self.messages(direction, spec, tasks)
-        reply = self.ask(system, user + extra, EditReply, lambda r: apply_patch(spec, r.patch), self.reply_schema(spec))
+        reply = self.ask(system, user + extra, EditReply, lambda r: apply_edit(spec, r.patch), self.reply_schema(spec))
         cand = Candidate(id=cand_id, direction=direction.id, parent_id=spec.id, revision=revision)
         if reply.value is None:
             cand.status, cand.reason = "rejected", f"{self.role} reply rejected: {reply.reason}"

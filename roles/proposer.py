@@ -26,7 +26,7 @@ from pydantic import BaseModel, Field
 from coevo.config import RunConfig
 from coevo.envs.base import Env
 from coevo.harnesses.errors import HarnessError, Problem
-from coevo.harnesses.patch import apply_patch
+from coevo.harnesses.patch import apply_edit
 from coevo.harnesses.spec import HarnessSpec
 from coevo.meta.roles import Proposal, Proposer, SearchView
 from coevo.meta.search import SearchEntry
@@ -225,7 +225,7 @@ class LLMProposer(JsonRole):
         def check(reply: ProposerReply) -> None:
             for c in reply.candidates:
                 try:
-                    apply_patch(view.spec(self._find(view, c.parent).harness_id), c.patch, allowed=view.allowed)
+                    apply_edit(view.spec(self._find(view, c.parent).harness_id), c.patch, allowed=view.allowed)
                 except ValueError as err:
                     raise HarnessError([Problem("", f"candidate of {c.parent}: {err}")], "proposal") from None
             for i in reply.inspect:

@@ -13,7 +13,7 @@ of the failures, so the batch is not simply replayed), the unpatched rerun being
 (a batch of failures regresses towards the mean on any rerun; the control takes that out). The
 control is run once per episode and seed and shared by every patch of a GRPO group. A reply that
 does not parse as ``{"rationale", "patch"}``, whose patch does not apply, yields an invalid spec
-(``apply_patch``: registry, tool and schema checks) or changes nothing gets ``penalty`` (stated:
+(``apply_edit``: registry, tool and schema checks) or changes nothing (``NOOP``) gets ``penalty`` (stated:
 ``EditEnv.penalty``, -1.0 by default, the worst a valid patch can score) and no rerun.
 
 Train tasks only: ``EditEpisode`` raises ``SplitLeakError`` for a val/test task or trajectory, so no
@@ -34,7 +34,7 @@ from pydantic import BaseModel, Field, ValidationError
 from coevo.envs.base import Task
 from coevo.envs.redact import redact_detail
 from coevo.harnesses.errors import HarnessError
-from coevo.harnesses.patch import apply_patch
+from coevo.harnesses.patch import apply_edit
 from coevo.harnesses.registry import ACTIONS, CONDITIONS, EVENTS
 from coevo.harnesses.spec import HarnessSpec
 from coevo.models.trajectory import Trajectory
@@ -192,11 +192,9 @@ class EditEnv:
         except ValidationError as err:
             return None, None, f"reply does not parse as {{rationale, patch}}: {str(err.errors()[0]['msg'])[:200]}"
         try:
-            child = apply_patch(episode.spec, parsed.patch, tools=self.tools)
+            child = apply_edit(episode.spec, parsed.patch, tools=self.tools)
         except HarnessError as err:
-            return parsed, None, f"patch does not apply or fails its check: {str(err)[:300]}"
-        if child.id == episode.spec.id:
-            return parsed, None, "patch changes nothing"
+            return parsed, None, f"patch does not apply, fails its check or changes nothing: {str(err)[:300]}"
         return parsed, child, ""
 
     async def outcome(self, episode: EditEpisode, reply: str) -> EditOutcome:
@@ -214,14 +212,18 @@ class EditEnv:
 
 
 def evaluation_rerun(model: Any, env: Any, checkpoint_id: str, evaluate: Callable[..., Any],
-                     concurrency: int = 8) -> Rerun:
+                     concurrency: int = 8, results: list[Any] | None = None) -> Rerun:
     """The real ``Rerun``: ``evaluate`` (``coevo.evaluation.engine.evaluate``) of a spec on the
     given train tasks with the frozen target ``model`` (checkpoint ``checkpoint_id``) and one rollout
-    per task at ``seed``, nothing stored; the success of a task is whether its rollout passed."""
+    per task at ``seed``, nothing stored; the success of a task is whether its rollout passed.
+    ``results``: a list each rerun's ``EvalResult`` is appended to (what the reruns spent:
+    ``coevo.meta.budget.engineer_budget``)."""
 
     async def rerun(spec: HarnessSpec, tasks: Sequence[Task], seed: int) -> list[float]:
         result = await evaluate(spec, checkpoint_id, env, "train", k=1, seeds=[seed], model=model,
                                 tasks=list(tasks), concurrency=concurrency)
+        if results is not None:
+            results.append(result)
         return [float(any(result.per_task[t.id].passed)) for t in tasks]
 
     return rerun

@@ -115,6 +115,17 @@ class EngineerRollout:
                                         "unpatched": outcome.unpatched})
 
 
+def grpo_rollouts(config: StageConfig, episodes: Sequence[EditEpisode]) -> int:
+    """The most rollouts of the frozen target an engineer GRPO stage over ``episodes`` with stage
+    settings ``config`` can make — its declared size under a rollout cap (``coevo.meta.budget``):
+    each of ``steps`` x ``tasks_per_step`` x ``num_generations`` patches rerun on its episode's batch
+    (an invalid one is not rerun), plus each episode's unpatched control once (``EditEnv.control``),
+    at most one per episode a step can draw; a batch counted at the largest episode's size."""
+    batch = max((len(e.tasks) for e in episodes), default=0)
+    drawn = config.steps * config.tasks_per_step
+    return drawn * config.num_generations * batch + min(len(episodes), drawn) * batch
+
+
 def train_engineer_grpo(checkpoint: Checkpoint, episodes: Sequence[EditEpisode], env: EditEnv,
                         config: StageConfig | dict | None = None, temperature: float = 1.0, max_tokens: int = 384,
                         max_ops: int = 2, archive: Any = None, run_id: str | None = None,
@@ -122,8 +133,9 @@ def train_engineer_grpo(checkpoint: Checkpoint, episodes: Sequence[EditEpisode],
     """GRPO on the engineer from ``checkpoint`` over ``episodes`` (``tasks_per_step`` episodes x
     ``num_generations`` = G patches per step; module doc), through ``train_grpo``. ``kwargs`` go to
     ``train_grpo`` (``policy_factory``, ``callbacks``). Returns the new engineer checkpoint (its
-    ``metrics["history"]``: the reward curve per step), every engineer trajectory, and the rollout
-    (its ``outcomes``). Raises ``SplitLeakError`` (at episode construction) for a non-train task and
+    ``metrics["history"]``: the reward curve per step; ``config["stage"]``: ``engineer_grpo``, so a
+    report tells it from the target's stages), every engineer trajectory, and the rollout (its
+    ``outcomes``). Raises ``SplitLeakError`` (at episode construction) for a non-train task and
     what ``train_grpo`` raises."""
     from coevo.training.grpo import train_grpo
 
@@ -131,6 +143,8 @@ def train_engineer_grpo(checkpoint: Checkpoint, episodes: Sequence[EditEpisode],
     new, trajectories = train_grpo(checkpoint, engineer_spec(temperature), env,  # type: ignore[arg-type]
                                    [episode_task(e) for e in episodes], config, archive=archive,
                                    rollout_fn=rollout, run_id=run_id, **kwargs)
+    new = new.model_copy(update={"config": {**new.config, "stage": "engineer_grpo"}})
+    record_checkpoint(archive, new)
     return new, trajectories, rollout
 
 

@@ -13,6 +13,7 @@ from langgraph.runtime import Runtime
 
 from coevo.config.train import StageConfig
 from coevo.graphs.harness_r1.state import EngineerStage, HarnessR1State
+from coevo.meta.budget import engineer_budget
 from coevo.meta.context import MetaContext
 from coevo.meta.sealing import sealed_tasks
 from coevo.records import Checkpoint, Trajectory
@@ -21,6 +22,7 @@ from coevo.training.edit_env import EditEnv, EditEpisode, evaluation_rerun
 from coevo.training.engineer import (
     engineer_checkpoint,
     engineer_reference,
+    grpo_rollouts,
     train_engineer_grpo,
     train_engineer_sft,
 )
@@ -68,13 +70,33 @@ def stage_summary(rnd: int, outcomes: list[Any], history: list[dict[str, Any]],
                          valid_reward=statistics.fmean(valid) if valid else None)
 
 
+async def engineer_grpo(ctx: MetaContext, state: HarnessR1State, ckpt: Checkpoint, episodes: list[EditEpisode],
+                        stage: StageConfig) -> tuple[Checkpoint, list[Any]]:
+    """GRPO on the engineer ``ckpt`` over ``episodes`` (``train_engineer_grpo``), each patch rewarded by
+    reruns of the frozen target W[t+1] (``EditEnv`` over ``evaluation_rerun``); what it spent — the
+    reruns' rollouts and the engineer's replies — is accounted in the current phase
+    (``engineer_budget``). Returns the new checkpoint and the patches' ``EditOutcome`` s."""
+    cfg = ctx.config.harness_r1
+    reruns: list[Any] = []
+    rerun = evaluation_rerun(ctx.policy(state["checkpoint"]), ctx.env, state["checkpoint"], ctx.evaluator,
+                             ctx.config.eval.concurrency, results=reruns)
+    new, replies, rollout = await asyncio.to_thread(
+        train_engineer_grpo, ckpt, episodes, EditEnv(rerun, cfg.penalty), stage, cfg.temperature, cfg.max_tokens,
+        cfg.max_ops, ctx.archive, ctx.run_id)
+    ctx.account(engineer_budget(ctx.run_id, new.id, reruns, replies))
+    return new, [o for _, _, o in rollout.outcomes]
+
+
 async def train_engineer(state: HarnessR1State, runtime: Runtime[MetaContext]) -> dict:
     """One engineer stage (Harness-R1): on the first, cold-start SFT on the archive's accepted edits
     (``harness_r1.sft_epochs`` passes; none stored: skipped); then ``harness_r1.steps`` GRPO steps on
     episodes of the incumbent's failed train tasks (``failure_episodes``), rewarded by reruns of the
     frozen target W[t+1] (``EditEnv``); the context's editor then edits with the new adapter. With
     nothing to train (no accepted edit, ``steps`` 0 or too few failures) the engineer stays as it is.
-    Returns ``engineer`` (the checkpoint id, once trained) and the stage's summary. A context whose
+    Returns ``engineer`` (the checkpoint id, once trained) and the stage's summary. The reruns are
+    the run's rollouts (phase ``train_engineer``; ``engineer_grpo``): under a rollout cap the stage
+    first reserves its most reruns (``grpo_rollouts``) and, when they would not fit, neither trains
+    nor reruns anything (``BudgetExhausted``: the run ends here, then its final test). A context whose
     editor is not an ``EngineerEditor`` (a pinned editor, e.g. an equal-spend comparison's offline
     one) skips the stage with a logged reason: nothing would use what it trains."""
     ctx = runtime.context
@@ -93,17 +115,14 @@ async def train_engineer(state: HarnessR1State, runtime: Runtime[MetaContext]) -
     grpo = bool(cfg.steps) and len(episodes) >= cfg.episodes_per_step
     if ckpt is None and (data or grpo):
         ckpt = engineer_checkpoint(cfg.engineer)
-    if data:
-        ckpt = await asyncio.to_thread(train_engineer_sft, ckpt, data, stage, ctx.archive, ctx.run_id)
     outcomes: list[Any] = []
     history: list[dict[str, Any]] = []
-    if grpo:
-        rerun = evaluation_rerun(ctx.policy(state["checkpoint"]), ctx.env, state["checkpoint"], ctx.evaluator,
-                                 ctx.config.eval.concurrency)
-        ckpt, _, rollout = await asyncio.to_thread(
-            train_engineer_grpo, ckpt, episodes, EditEnv(rerun, cfg.penalty), stage, cfg.temperature,
-            cfg.max_tokens, cfg.max_ops, ctx.archive, ctx.run_id)
-        outcomes, history = [o for _, _, o in rollout.outcomes], ckpt.metrics.get("history", [])
+    async with ctx.reserved(grpo_rollouts(stage, episodes) if grpo else 0, f"round {rnd}'s engineer stage"):
+        if data:
+            ckpt = await asyncio.to_thread(train_engineer_sft, ckpt, data, stage, ctx.archive, ctx.run_id)
+        if grpo:
+            ckpt, outcomes = await engineer_grpo(ctx, state, ckpt, episodes, stage)
+            history = ckpt.metrics.get("history", [])
     if ckpt is not None:  # every round: a resumed run's editor gets the trained adapter back too
         engineer.use(engineer_reference(ckpt))
     summary = stage_summary(rnd, outcomes, history, examples)

@@ -85,7 +85,7 @@ def test_reward_is_patched_minus_unpatched_rerun_on_the_same_tasks_and_seed(epis
         "event": "after_model", "condition": "no_such_condition", "action": "warn", "message": "m"}}]}),
      "fails its check"),
     (json.dumps({"rationale": "x", "patch": [{"op": "replace", "path": "/name", "value": "harness"}]}),
-     "changes nothing"),
+     "no-op: the patch leaves the harness unchanged"),
 ])
 def test_invalid_patch_gets_the_penalty_and_no_rerun(episode, reply, why):
     target = FakeTarget()
@@ -175,6 +175,7 @@ def test_engineer_grpo_trains_on_its_patch_rewards_through_the_target_trainer(tm
     assert {t.reward for t in trajs if not t.score_detail["valid"]} == {PENALTY}
     # seed 6: tasks 1 passes by noise (1/3), the rule makes all pass: +2/3; seed 5: +1/3
     assert sorted(round(t.reward, 4) for t in trajs if t.score_detail["valid"]) == [0.3333] * 2 + [0.6667] * 2
+    assert new.config["stage"] == "engineer_grpo"  # told apart from the target's stages (the report's train curve)
     assert new.metrics["steps"] == 2 and new.metrics["history"][0]["reward"] == pytest.approx(
         sum(t.reward for t in trajs[:4]) / 4)
     assert len(rollout.outcomes) == 8 and all(t.calls[0].completion_token_ids for t in trajs)
@@ -203,7 +204,8 @@ HELPS = json.dumps({"rationale": "name the function", "patch": [
     {"op": "replace", "path": "/prompt/system", "value": "Answer the task. Call exactly the function asked for."}]})
 
 
-def _harness_r1_run(tmp_path, reply=HELPS, **harness_r1):
+def _harness_r1_run(tmp_path, reply=HELPS, budget=0, **harness_r1):
+    from test_equal_spend import SMALL_STAGE
     from test_meta_loop import setup_run
 
     from coevo.app.run import run_meta
@@ -219,6 +221,8 @@ def _harness_r1_run(tmp_path, reply=HELPS, **harness_r1):
     engineer = Engineer(ScriptedChatModel(script=[reply]))
     config, ctx, archive = setup_run(tmp_path, strategy="harness_r1", editor=engineer)
     config = config.model_copy(update={"harness_r1": HarnessR1Config(**harness_r1)})
+    if budget:  # a weight stage that declares what the fake trainer spends (4 rollouts)
+        config = config.model_copy(update={"budget": budget, "train": config.train.model_copy(update=SMALL_STAGE)})
     ctx.config = config
     return asyncio.run(run_meta(config, run_id="run-1", context=ctx, archive=archive)), archive, engineer
 
@@ -254,3 +258,89 @@ def test_harness_r1_engineer_stage_trains_on_train_failures_under_the_new_weight
     assert state["engineer"] == "eng-2" and engineer.used == ["local:smollm2-135m+/a/1", "local:smollm2-135m+/a/2"]
     assert state["engineer_stages"][0].sft_examples == 0 and state["engineer_stages"][1].sft_examples is None
     assert state["engineer_stages"][0].rewards == [0.25]
+
+
+def rerunning_grpo(reply=HELPS):
+    """A stand-in for TRL's GRPO on the engineer: ``steps`` x ``tasks_per_step`` episodes drawn, G
+    replies each scored by the real ``EditEnv`` (reruns of the frozen target through the run's
+    evaluator), one engineer reply trajectory (100 prompt, 20 reply tokens) per patch."""
+    from types import SimpleNamespace
+
+    from coevo.models.trajectory import ModelCall
+    from coevo.records import Checkpoint
+
+    def grpo(ckpt, episodes, env, stage, temperature, max_tokens, max_ops, archive, run_id):
+        drawn = [e for _ in range(stage.steps) for e in episodes[:stage.tasks_per_step]]
+
+        async def sample():
+            return [(e, await env.outcome(e, reply)) for e in drawn for _ in range(stage.num_generations)]
+
+        scored = asyncio.run(sample())  # in the stage's thread, in its own event loop, as TRL's rollouts run
+        call = ModelCall(input=[], output={}, input_tokens=100, output_tokens=20)
+        replies = [Trajectory(task_id=e.id, env="harness_r1", split="train", reward=o.reward, calls=[call])
+                   for e, o in scored]
+        new = Checkpoint(id=f"eng-{ckpt.id}", base_model="smollm2-135m", adapter_path="/a", run_id=run_id,
+                         config={"stage": "engineer_grpo"},
+                         metrics={"history": [{"step": 1, "reward": sum(o.reward for _, o in scored) / len(scored)}]})
+        archive.put(new)
+        return new, replies, SimpleNamespace(outcomes=[(e.id, 0, o) for e, o in scored])
+
+    return grpo
+
+
+def test_a_capped_harness_r1_run_charges_the_engineers_reruns_and_stops_at_the_cap(tmp_path, monkeypatch):
+    from coevo.graphs.harness_r1 import nodes
+    from coevo.meta.budget import by_phase, totals
+    from coevo.records import BudgetRecord
+
+    monkeypatch.setattr(nodes, "train_engineer_grpo", rerunning_grpo())
+    # round 0: train 4; the engineer's stage declares and spends 12 (one episode of the 4 failed train
+    # tasks: its control once, G = 2 valid patches rerun); check 12; validate's 4 would make 32
+    state, archive, _ = _harness_r1_run(tmp_path, budget=30, steps=1, sft_epochs=0)
+    budgets = archive.list(BudgetRecord, run_id="run-1")
+    assert totals(budgets)["rollouts"] == 28 <= 30 and "val evaluation" in state["budget_stop"]
+    assert by_phase(budgets) == {"train": 4, "train_engineer": 12, "check": 12}
+    (engineer,) = [b for b in budgets if b.phase == "train_engineer"]
+    assert (engineer.round, engineer.split, engineer.rollouts) == (0, "train", 12)
+    assert (engineer.meta_calls, engineer.meta_input_tokens, engineer.meta_output_tokens) == (2, 200, 40)
+    assert state["engineer_stages"][0].patches == 2 and state["final_val"].split == "val"
+
+    # a cap the engineer's declared 12 reruns would overrun ends the run before the stage trains anything
+    (tmp_path / "tight").mkdir()
+    state, archive, engineer_role = _harness_r1_run(tmp_path / "tight", budget=15, steps=1, sft_epochs=0)
+    assert state["budget_stop"].startswith("budget: round 0's engineer stage (12 rollouts) would take the run past")
+    assert by_phase(archive.list(BudgetRecord, run_id="run-1")) == {"train": 4}
+    assert "engineer" not in state and engineer_role.used == [] and len(state["test"]["final"].per_task) == 4
+
+
+def test_an_engineer_stage_declares_its_most_reruns(episode):
+    from coevo.config.train import StageConfig
+    from coevo.training.engineer import grpo_rollouts
+
+    small = EditEpisode("ep-1", episode.spec, episode.tasks[:2], seed=6)
+    stage = StageConfig(steps=2, tasks_per_step=1, num_generations=3)
+    # 2 steps x 1 episode x G = 3 patches, each on at most 3 tasks; at most 2 controls (2 episodes) of 3
+    assert grpo_rollouts(stage, [episode, small]) == 2 * 3 * 3 + 2 * 3
+    assert grpo_rollouts(stage, [episode]) == 2 * 3 * 3 + 1 * 3  # one episode: its control once
+    assert grpo_rollouts(stage, []) == 0
+
+
+def test_the_report_of_a_harness_r1_run_shows_its_engineer_stages(tmp_path, monkeypatch):
+    from coevo.app.run import read_state
+    from coevo.graphs.harness_r1 import nodes
+    from coevo.report.html import write_report
+
+    monkeypatch.setattr(nodes, "train_engineer_grpo", rerunning_grpo())
+    _harness_r1_run(tmp_path, steps=1, sft_epochs=0)
+    db = str(tmp_path / "run.db")
+    state = asyncio.run(read_state(db, "run-1", "harness_r1"))  # the checkpointed state, as `coevo report` reads it
+    page = write_report("run-1", db, tmp_path / "report", state).read_text()
+    assert "<h2>Harness engineer (Harness-R1)</h2>" in page and "<img src='engineer.png'" in page
+    assert (tmp_path / "report" / "engineer.png").stat().st_size > 0
+    # round 0: no cold start, one GRPO step of reward 1.000, 2 of 2 patches valid (Wilson [0.34, 1.00]);
+    # round 1: every train task passes, so no episode and no step
+    assert ("<tr><td>0</td><td>–</td><td>1</td><td>1.000</td><td>2</td><td>1.000 [0.34, 1.00] n=2</td>"
+            "<td>1.000</td></tr>") in page
+    assert "<tr><td>1</td><td>–</td><td>0</td><td>–</td><td>0</td><td>–</td><td>–</td></tr>" in page
+    assert "Train reward per step" not in page  # the engineer's GRPO curve is not the policy's
+    assert "Harness engineer" not in write_report("run-1", db, tmp_path / "alone").read_text()  # needs the state
