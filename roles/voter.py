@@ -10,13 +10,16 @@ LLM (JSON schema, one repair); a reply that never validates is an empty ballot w
 (ignored by the tally, never a crash).
 ``combine`` is Eq. 9: q(H|x) = Σ_v ω(rank_v(H|x)), ω = 1, 3/4, 1/2, 1/4 for a ballot of 4 (ω(r) =
 1 - (r - 1)/ballot, 0 when unlisted), ties broken by validation success, then by id.
+An offline voter whose criteria tie for every candidate (no evidence: e.g. every profile at 0 val
+success) abstains with that reason instead of ranking by id, so its id order never outweighs a voter
+that has evidence.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from pydantic import BaseModel
 
@@ -48,6 +51,17 @@ def combine(ballots: Sequence[Ballot], candidates: Sequence[str], val_success: M
                 seen.append(h)
                 q[h] += weight(len(seen), ballot)
     return sorted(candidates, key=lambda h: (-q[h], -val_success.get(h, 0.0), h))
+
+
+def ranked(voter: str, task: Task, candidates: Sequence[str], key: Callable[[str], tuple], ballot: int) -> Ballot:
+    """An offline voter's ballot: ``candidates`` sorted by ``key`` (criteria first, the id last),
+    the first ``ballot`` of them; an abstention (empty ranking with its reason) when two or more
+    candidates tie on every criterion but the id."""
+    keys = {h: key(h) for h in candidates}
+    if len(candidates) > 1 and len({k[:-1] for k in keys.values()}) == 1:
+        return Ballot(voter=voter, task_id=task.id,
+                      reason=f"abstains: its criteria tie for all {len(candidates)} candidates (no evidence)")
+    return Ballot(voter=voter, task_id=task.id, ranking=sorted(candidates, key=keys.__getitem__)[:ballot])
 
 
 def _words(text: str) -> set[str]:
@@ -84,7 +98,7 @@ class RuleVoter:
             local = [p.per_task[t] for t in near if p and t in p.per_task]
             return (-(sum(local) / len(local) if local else 0.0), -(p.val_success if p else 0.0), h)
 
-        return Ballot(voter=self.name, task_id=task.id, ranking=sorted(candidates, key=key)[:ballot]), []
+        return ranked(self.name, task, candidates, key, ballot), []
 
 
 class CategoryVoter:
@@ -104,7 +118,7 @@ class CategoryVoter:
             n, a, b = (p.categories.get(category) if p else None) or [0, 0, 0]
             return (-((a - b) / n if n else 0.0), -(p.val_success if p else 0.0), h)
 
-        return Ballot(voter=self.name, task_id=task.id, ranking=sorted(candidates, key=key)[:ballot]), []
+        return ranked(self.name, task, candidates, key, ballot), []
 
 
 class ProfileVoter:
@@ -126,7 +140,7 @@ class ProfileVoter:
             here = (sum(category in e.when for e in p.prefer) - sum(category in e.when for e in p.avoid))
             return (-here, len(p.avoid), -p.val_success, h)
 
-        return Ballot(voter=self.name, task_id=task.id, ranking=sorted(candidates, key=key)[:ballot]), []
+        return ranked(self.name, task, candidates, key, ballot), []
 
 
 class BallotReply(BaseModel):

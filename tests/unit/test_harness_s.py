@@ -114,6 +114,20 @@ def test_rule_voter_ranks_by_success_on_similar_val_tasks():
     assert ballot.ranking == ["a", "h0"] and calls == []
 
 
+def test_an_offline_voter_without_evidence_abstains_instead_of_ranking_by_id():
+    val = {"v1": Task(id="v1", env="e", split="val", prompt="add 3 and 4")}
+    tied = {h: Profile(harness_id=h, checkpoint_id="c", val_success=0.0, per_task={"v1": 0.0}) for h in ("h0", "a")}
+    task = Task(id="x", env="e", split="test", prompt="add 5 and 4")
+    ballot, _ = RuleVoter(m=1).vote(task, ["h0", "a"], tied, val, 4)
+    assert ballot.ranking == [] and "abstains" in ballot.reason
+    # one voter with evidence now decides alone: the tied voter's id order (a before h0) adds nothing
+    evidence = dict(tied, h0=Profile(harness_id="h0", checkpoint_id="c", val_success=0.0, per_task={"v1": 1.0}))
+    with_evidence, _ = RuleVoter(m=1).vote(task, ["h0", "a"], evidence, val, 4)
+    assert with_evidence.ranking == ["h0", "a"]
+    assert combine([ballot, with_evidence, ballot], ["h0", "a"], {}) == ["h0", "a"]
+    assert RuleVoter(m=1).vote(task, ["a"], tied, val, 4)[0].ranking == ["a"]  # a lone candidate is no tie
+
+
 # -- profiles: Eq. 8, 11 -------------------------------------------------------------------------
 
 
