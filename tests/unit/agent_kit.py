@@ -80,3 +80,28 @@ def raising_graph(params: StrictParams, model):
     builder.add_node("broken", broken)
     builder.add_edge(START, "broken")
     return builder.compile()
+
+
+class SystemOnly(BaseModel):
+    """An app's own prompt type: only the system text (the spec's other prompt fields never reach it)."""
+
+    system: str = "You are Acme's assistant."
+
+
+class SystemParams(BaseModel):
+    """Params whose ``prompt`` is the app's narrower type: an edit of ``/prompt/rules`` changes the spec
+    but not what the factory receives."""
+
+    prompt: SystemOnly = Field(default_factory=SystemOnly)
+
+
+def make_system_agent(params: SystemParams, model):
+    """A one-call agent with the params' system text."""
+
+    async def agent(state: MessagesState) -> dict:
+        return {"messages": [await model.ainvoke([("system", params.prompt.system), *state["messages"]])]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("agent", agent)
+    builder.add_edge(START, "agent")
+    return builder.compile()

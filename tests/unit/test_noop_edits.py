@@ -97,3 +97,17 @@ def test_the_llm_editor_repairs_a_no_op_reply_and_is_rejected_with_the_reason_if
     state = asyncio.run(_run(config, ctx, archive))
     assert not state["decisions"]
     assert all(e.status == "rejected" and NOOP in e.reason for e in archive.list(EditRecord, run_id="run-1"))
+
+
+def test_an_edit_that_leaves_a_user_agents_params_unchanged_is_a_no_op():
+    from coevo.harnesses.agent import agent_harness, load_agent
+
+    spec = agent_harness("agent_kit:make_system_agent", HarnessSpec())
+    unseen = [{"op": "add", "path": "/prompt/rules/x", "value": {"text": "Be brief."}}]  # not in SystemOnly
+    assert apply_patch(spec, unseen).id != spec.id  # the spec changes ...
+    agent = load_agent(spec.agent)
+    assert agent.params(apply_patch(spec, unseen)) == agent.params(spec)  # ... what the app receives does not
+    with pytest.raises(HarnessError, match=NOOP):
+        apply_edit(spec, unseen)
+    seen = apply_edit(spec, [{"op": "replace", "path": "/prompt/system", "value": "You are Acme's terse assistant."}])
+    assert agent.params(seen).prompt.system == "You are Acme's terse assistant."
