@@ -71,10 +71,13 @@ def apply_edit(parent: HarnessSpec, patch: list[dict[str, Any]] | str,
                tools: Iterable[str] | None = None, allowed: Sequence[str] | None = None) -> HarnessSpec:
     """An editor's edit of ``parent``: ``apply_patch`` (same arguments), and a ``HarnessError``
     whose one problem is ``NOOP`` when the child is the parent itself (same spec id; only ``parents``
-    differs), so a no-op is a rejected candidate with that reason, never a child stored as its own
-    parent. Raises ``HarnessError`` as ``apply_patch`` does, and for a no-op."""
+    differs) or, for a user agent's harness, when the factory would receive the same params (a field
+    its params model does not read, e.g. ``/prompt/rules`` under a prompt type with only ``system``),
+    so a no-op is a rejected candidate with that reason, never a child stored as its own parent or
+    evaluated as a change. Raises ``HarnessError`` as ``apply_patch`` does, and for a no-op."""
     child = apply_patch(parent, patch, tools=tools, allowed=allowed)
-    if child.id == parent.id:
+    if child.id == parent.id or (parent.agent is not None
+                                 and (agent := load_agent(parent.agent)).params(child) == agent.params(parent)):
         raise HarnessError([Problem("", NOOP)], "patch")
     return child
 
