@@ -59,14 +59,14 @@ def vf_envs(monkeypatch):
     """A module ``vf_fake`` whose ``load_environment`` makes the environments these tests name."""
     module = types.ModuleType("vf_fake")
 
-    def load_environment(kind="single", n=12, held=4, weight=1.0, group=False):
+    def load_environment(kind="single", n=12, held=4, weight=1.0, group=False, held_from=100):
         rubric = vf.Rubric(funcs=[exact], weights=[weight])
         if group:
             async def spread(completions, **_):
                 return [0.0 for _ in completions]
             rubric = vf.Rubric(funcs=[spread])
         if kind == "single":
-            return vf.SingleTurnEnv(dataset=questions(n), eval_dataset=questions(held, 100) if held else None,
+            return vf.SingleTurnEnv(dataset=questions(n), eval_dataset=questions(held, held_from) if held else None,
                                     system_prompt="Answer with the number only.", rubric=rubric)
         if kind == "partial":
             return vf.SingleTurnEnv(dataset=questions(n), rubric=vf.Rubric(funcs=[half_credit]))
@@ -106,6 +106,19 @@ def test_tasks_come_from_the_dataset_and_val_test_from_its_eval_dataset_without_
         assert gold not in task.prompt.replace(f"{int(gold) // 2} + {int(gold) // 2}", "")
         assert set(task.metadata) == {"vf_env", "vf_dataset", "vf_row", "vf_task"}  # no answer, no info
     assert env.tasks("train") == train and get_env("verifiers:vf_fake,size=8").tasks("val") == val
+
+
+def test_val_and_test_stay_on_the_eval_rows_when_rows_repeat_or_a_dataset_is_short(vf_envs):
+    # eval rows 2, 3 repeat train rows (dropped as duplicates): val must not slide onto train rows
+    overlap = get_env("verifiers:vf_fake,n=12,held=4,held_from=2,size=8")
+    assert [t.metadata["vf_dataset"] for t in overlap.tasks("train")] == ["train"] * 4
+    assert {t.metadata["vf_dataset"] for t in overlap.tasks("val") + overlap.tasks("test")} == {"eval"}
+    assert len(overlap.tasks("val")) == 1 and len(overlap.tasks("test")) == 1
+    # a train dataset shorter than its share: the held-out eval rows are never trained on
+    short = get_env("verifiers:vf_fake,n=1,held=10,size=8")
+    assert [t.metadata["vf_dataset"] for t in short.tasks("train")] == ["train"]
+    assert [len(short.tasks(s)) for s in ("val", "test")] == [2, 2]
+    assert {t.metadata["vf_dataset"] for t in short.tasks("val") + short.tasks("test")} == {"eval"}
 
 
 def test_without_an_eval_dataset_the_splits_are_cut_from_the_train_rows(vf_envs):
