@@ -59,10 +59,15 @@ class AdapterEnv(ABC):
         """The prompt and metadata of the item reset with ``reset_seed`` (adapters that reset by seed)."""
         raise NotImplementedError(f"{type(self).__name__} makes its items in _items")
 
+    def _sizes(self, items: list[tuple[Any, str, dict[str, Any]]]) -> dict[Split, int]:
+        """How many of the deduplicated ``items`` (in order) each split takes: ``split_sizes`` of their
+        number by default; an adapter whose items carry their own boundary (verifiers' eval rows) overrides it."""
+        return split_sizes(len(items), self.val_frac, self.test_frac)
+
     def _ensure(self) -> dict[Split, list[Task]]:
         if self._splits is None:
             items = dedupe(self._items(), key=lambda item: item[1])
-            sizes = split_sizes(len(items), self.val_frac, self.test_frac)
+            sizes = self._sizes(items)
             bounds = {"train": (0, sizes["train"]), "val": (sizes["train"], sizes["train"] + sizes["val"]),
                       "test": (sizes["train"] + sizes["val"], len(items))}
             self._splits = {}

@@ -13,8 +13,9 @@ The reference's other keys are the environment's arguments, except the adapter's
 ``val_frac``, ``test_frac``, ``success`` and ``reward``.
 
 Tasks: the environment's dataset rows. Train tasks are the first rows of its train ``dataset``;
-val and test tasks come from its ``eval_dataset`` when it has one (held-out rows), else from the
-train rows that follow. A task's prompt is the row's ``prompt`` messages (the environment's system
+val and test tasks come from its ``eval_dataset`` when it has one (held-out rows; an eval row whose
+prompt repeats a train row is dropped, and the boundary stays between the two datasets), else from
+the train rows that follow. A task's prompt is the row's ``prompt`` messages (the environment's system
 prompt, few-shot turns and question) as text; the row's ``answer`` and ``info`` stay inside the
 adapter (they can hold the gold answer). Per episode: a fresh verifiers rollout state
 (``init_state`` and ``setup_state``). Every reply of the agent that ends a turn is one verifiers
@@ -52,7 +53,7 @@ from typing import Any, Iterator
 
 from coevo.compat import vf_cleanup
 from coevo.envs.adapter import AdapterEnv
-from coevo.envs.base import Episode, Score, Task
+from coevo.envs.base import Episode, Score, Split, Task
 from coevo.envs.common import require, split_sizes
 from coevo.envs.interaction import NEXT_USER_TURN
 
@@ -160,6 +161,20 @@ class VerifiersEnv(AdapterEnv):
         return [(row, prompt_text(row["prompt"]),
                  {"vf_env": self.id, "vf_dataset": which, "vf_row": i, "vf_task": row.get("task")})
                 for which, i, row in rows]
+
+    def _sizes(self, items: list[tuple[Any, str, dict[str, Any]]]) -> dict[Split, int]:
+        """Split sizes of the deduplicated ``items``: with eval rows, train takes exactly the train rows
+        and val/test share the eval rows in the ratio ``val_frac : test_frac`` (each at least 1 when
+        there are 2 or more and its fraction is positive), so a row dropped as a repeat or a short
+        dataset never moves a train row into val/test or an eval row into train; without, ``split_sizes``."""
+        n_eval = sum(meta["vf_dataset"] == "eval" for _, _, meta in items)
+        if not n_eval:
+            return super()._sizes(items)
+        share = self.val_frac / (self.val_frac + self.test_frac)  # > 0: eval rows are taken only for val/test
+        n_val = round(n_eval * share)
+        if n_eval >= 2 and 0 < share < 1:
+            n_val = min(max(n_val, 1), n_eval - 1)
+        return {"train": len(items) - n_eval, "val": n_val, "test": n_eval - n_val}
 
     def episode(self, task: Task, seed: int = 0) -> Episode:
         """A fresh verifiers rollout state for the task's row; ``state["next_user_turn"]`` plays the
