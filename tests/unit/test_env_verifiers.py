@@ -121,6 +121,11 @@ def test_val_and_test_stay_on_the_eval_rows_when_rows_repeat_or_a_dataset_is_sho
     assert {t.metadata["vf_dataset"] for t in short.tasks("val") + short.tasks("test")} == {"eval"}
 
 
+def test_an_environment_without_rows_is_refused_naming_it(vf_envs):
+    with pytest.raises(ValueError, match="'vf_fake' has no dataset rows"):
+        get_env("verifiers:vf_fake,n=0,held=0").tasks("train")
+
+
 def test_without_an_eval_dataset_the_splits_are_cut_from_the_train_rows(vf_envs):
     env = get_env("verifiers:vf_fake,size=8,held=0")
     assert [len(env.tasks(s)) for s in ("train", "val", "test")] == [4, 2, 2]
