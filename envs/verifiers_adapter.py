@@ -152,12 +152,15 @@ class VerifiersEnv(AdapterEnv):
     def _items(self) -> list[tuple[Any, str, dict[str, Any]]]:
         sizes = split_sizes(self.size, self.val_frac, self.test_frac)
         train, held = self.env.build_dataset(), self.env.build_eval_dataset()
-        if train is None:  # an environment with an eval dataset only
-            train, held = held, None
+        if train is None:  # an environment with an eval dataset only (or none: no rows, refused below)
+            train, held = held if held is not None else [], None
         n_train = sizes["train"] if held is not None else self.size
         rows = [("train", i, train[i]) for i in range(min(n_train, len(train)))]
         if held is not None:
             rows += [("eval", i, held[i]) for i in range(min(self.size - n_train, len(held)))]
+        if not rows:
+            raise ValueError(f"verifiers env {self.id!r} has no dataset rows (its dataset and eval_dataset are "
+                             f"empty with {self.env_args}); check the environment's arguments")
         return [(row, prompt_text(row["prompt"]),
                  {"vf_env": self.id, "vf_dataset": which, "vf_row": i, "vf_task": row.get("task")})
                 for which, i, row in rows]
