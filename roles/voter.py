@@ -10,9 +10,9 @@ LLM (JSON schema, one repair); a reply that never validates is an empty ballot w
 (ignored by the tally, never a crash).
 ``combine`` is Eq. 9: q(H|x) = Σ_v ω(rank_v(H|x)), ω = 1, 3/4, 1/2, 1/4 for a ballot of 4 (ω(r) =
 1 - (r - 1)/ballot, 0 when unlisted), ties broken by validation success, then by id.
-An offline voter whose criteria tie for every candidate (no evidence: e.g. every profile at 0 val
-success) abstains with that reason instead of ranking by id, so its id order never outweighs a voter
-that has evidence.
+An offline voter ranks only the candidates its criteria tell apart: its ballot stops before the first
+tie, and a voter whose best candidates tie (no evidence: e.g. every profile at 0 val success) abstains
+with that reason, so an id order never outweighs a voter that has evidence.
 """
 
 from __future__ import annotations
@@ -54,14 +54,20 @@ def combine(ballots: Sequence[Ballot], candidates: Sequence[str], val_success: M
 
 
 def ranked(voter: str, task: Task, candidates: Sequence[str], key: Callable[[str], tuple], ballot: int) -> Ballot:
-    """An offline voter's ballot: ``candidates`` sorted by ``key`` (criteria first, the id last),
-    the first ``ballot`` of them; an abstention (empty ranking with its reason) when two or more
-    candidates tie on every criterion but the id."""
+    """An offline voter's ballot: ``candidates`` sorted by ``key`` (criteria first, the id last), cut
+    before the first group of candidates that tie on every criterion but the id, then to ``ballot``
+    entries, so the id never decides a rank (the cut ones are unlisted: ω = 0). When the best
+    candidates already tie, the ballot is an abstention: an empty ranking with its reason."""
     keys = {h: key(h) for h in candidates}
-    if len(candidates) > 1 and len({k[:-1] for k in keys.values()}) == 1:
+    order = sorted(candidates, key=keys.__getitem__)
+    criteria = [keys[h][:-1] for h in order]
+    strict = [h for i, h in enumerate(order) if criteria.count(criteria[i]) == 1]
+    cut = next((i for i, h in enumerate(order) if h not in strict), len(order))
+    if cut == 0:
         return Ballot(voter=voter, task_id=task.id,
-                      reason=f"abstains: its criteria tie for all {len(candidates)} candidates (no evidence)")
-    return Ballot(voter=voter, task_id=task.id, ranking=sorted(candidates, key=keys.__getitem__)[:ballot])
+                      reason=f"abstains: its criteria tie for the best {criteria.count(criteria[0])} of "
+                             f"{len(candidates)} candidates (no evidence between them)")
+    return Ballot(voter=voter, task_id=task.id, ranking=order[:cut][:ballot])
 
 
 def _words(text: str) -> set[str]:

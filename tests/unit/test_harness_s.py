@@ -126,6 +126,11 @@ def test_an_offline_voter_without_evidence_abstains_instead_of_ranking_by_id():
     assert with_evidence.ranking == ["h0", "a"]
     assert combine([ballot, with_evidence, ballot], ["h0", "a"], {}) == ["h0", "a"]
     assert RuleVoter(m=1).vote(task, ["a"], tied, val, 4)[0].ranking == ["a"]  # a lone candidate is no tie
+    # a partial tie: the ballot stops before the first tied group (b and c), never ordering them by id
+    partial = dict(evidence, b=tied["a"].model_copy(update={"harness_id": "b"}),
+                   c=tied["a"].model_copy(update={"harness_id": "c", "val_success": 0.5}))
+    ballot, _ = RuleVoter(m=1).vote(task, ["h0", "a", "b", "c"], partial, val, 4)
+    assert ballot.ranking == ["h0", "c"]
 
 
 # -- profiles: Eq. 8, 11 -------------------------------------------------------------------------
