@@ -3,11 +3,12 @@ policy call the BPE harness actions on its own?
 
 Runs the strategy's own nodes on one config (default ``configs/evoharness_small.toml``) with a fresh
 archive: ``setup`` (H0, W0, the tasks) -> ``equip`` (H_BPE) -> ``harness_sft`` (``evoharness.sft_steps``
-rounds of the scripted teacher's demonstrations on train tasks, ``train.epochs`` passes at
-``train.learning_rate``), then evaluates the SFT checkpoint under H_BPE on the val and test tasks
-(never trained on) as GRPO's rollouts run (``coevo.training.stage.training_spec``: sampled at
-``train.temperature``, ``train.max_new_tokens`` per reply), ``--k`` rollouts per task. Prints,
-with 95 % intervals over the n rollouts (``coevo.evaluation.stats.score_estimate``):
+rounds of the scripted teacher's demonstrations on train tasks, ``evoharness.sft_epochs`` passes at
+``evoharness.sft_learning_rate``, each defaulting to ``[train]``'s), then evaluates the SFT checkpoint
+under H_BPE on the val and test tasks (never trained on) as GRPO's rollouts run
+(``coevo.training.stage.training_spec``: sampled at ``train.temperature``, ``train.max_new_tokens`` per
+reply), ``--k`` rollouts per task. Prints, with 95 % intervals over the n rollouts
+(``coevo.evaluation.stats.score_estimate``):
 
     actions/turn   BPE actions per model turn, the mean over rollouts (the annealing curve's y)
     any action     share of rollouts with at least one BPE action
@@ -72,9 +73,9 @@ async def measure(config: Any, folder: Path, k: int) -> dict[str, Any]:
         return [round(e.mean, 4), round(e.low, 4), round(e.high, 4)]
 
     return {
-        "sft_steps": config.evoharness.sft_steps, "epochs": config.train.epochs,
-        "learning_rate": config.train.learning_rate, "demonstrations": len(history) and sum(
-            config.train.tasks_per_step * config.train.num_generations for _ in history),
+        "sft_steps": config.evoharness.sft_steps, "epochs": config.evoharness.sft_epochs or config.train.epochs,
+        "learning_rate": config.evoharness.sft_learning_rate or config.train.learning_rate,
+        "demonstrations": len(history) * config.train.tasks_per_step * config.train.num_generations,
         "optimiser_steps": sum(h.get("sft_steps", 0) for h in history),
         "rows_tokens": sum(h.get("tokens", 0) for h in history),
         "loss_per_round": [h.get("loss") for h in history], "sft_s": round(sft_s, 1), "eval_s": round(eval_s, 1),
