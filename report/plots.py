@@ -94,11 +94,11 @@ def compare_plot(rows: Sequence[Any], trivial: float | None, path: Path) -> Path
         ax.hlines(r.start.mean, x - 0.4, x + 0.4, color="#666", lw=2, label="start pair (H0, W0)" if x == 0 else None)
     if trivial is not None:
         ax.axhline(trivial, ls="--", color="#999", label=f"trivial baseline ({trivial:.2f})")
-    ax.set_xticks(xs, [r.strategy for r in rows])
+    ax.set_xticks(xs, [r.strategy for r in rows], rotation=20, ha="right", fontsize=8)
     ax.set_ylabel("test score (mean reward)")
     top = max([r.score.high for r in rows] + [trivial or 0.0, 0.05])
     ax.set_ylim(0, min(1.05, 1.2 * top))
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, frameon=False)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, frameon=False)
     return save_figure(fig, path)
 
 
