@@ -115,10 +115,10 @@ def main() -> None:
             config = config.model_copy(update={"db": config.db.replace(".db", ".smoke.db"),
                                                "out_dir": config.out_dir + ".smoke"})
         seeds = args.seeds or (1 if args.smoke else None)
-        started, cpu = time.perf_counter(), _cpu_s()
+        started, cpu, commit = time.perf_counter(), _cpu_s(), _commit()  # the code the runs start on
         with RichReporter(console=console) as reporter:
             result = asyncio.run(run_table(spec, config, reporter=reporter, seeds=seeds, budget=args.budget))
-        result.wall_s, result.cpu_s, result.commit = time.perf_counter() - started, _cpu_s() - cpu, _commit()
+        result.wall_s, result.cpu_s, result.commit = time.perf_counter() - started, _cpu_s() - cpu, commit
         comparison = result.comparison
         console.print(compare_table(comparison))
         console.print(budget_table(comparison))

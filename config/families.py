@@ -102,13 +102,19 @@ class EvoHarnessConfig(Section):
     ``shared/papers/harness_learning_abstracts.txt``): ``sft_steps``, the RSFT rounds of supervised
     harness fine-tuning before the first cost-aware GRPO stage, trained on the BPE-using turns of
     accepted rollouts only (``coevo.training.harness_cost.harness_sft_rows``; batch, threshold and
-    learning rate from ``[train]``); 0: no SFT stage. ``teacher``: the SFT rollouts are played by the
-    scripted harness teacher (``coevo.training.teacher``: the env's solution of each train task with
-    the BPE actions used in a fixed schedule, tokenised as the policy would) instead of sampled from
-    the policy, which a small model needs (SmolLM2-135M makes no BPE action of its own); false: RSFT
-    on the policy's own accepted rollouts."""
+    minibatch from ``[train]``); 0: no SFT stage. ``sft_epochs`` and ``sft_learning_rate``: the SFT
+    passes over each round's rows and its learning rate (None: ``train.epochs`` and
+    ``train.learning_rate``, which the GRPO stages keep): on chain_sum SmolLM2-135M calls the actions
+    after 12 optimiser steps at 1e-3, not after 8 (``benchmarks/README.md``). ``teacher``: the SFT
+    rollouts are played by the scripted harness teacher (``coevo.training.teacher``: the env's
+    solution of each train task with the BPE actions used in a fixed schedule, tokenised as the
+    policy would) instead of sampled from the policy, which a small model needs (SmolLM2-135M makes
+    no BPE action of its own); false: RSFT on the policy's own accepted rollouts."""
 
     sft_steps: int = Field(default=1, ge=0)
+    sft_epochs: int | None = Field(default=None, ge=1, description="SFT passes per round (None: train.epochs)")
+    sft_learning_rate: float | None = Field(default=None, gt=0, description="SFT learning rate (None: "
+                                            "train.learning_rate)")
     teacher: bool = True
 
 

@@ -32,7 +32,8 @@ class StageOptions:
     BPE harness lineage's lessons every rollout starts with (EvoHarness-RL;
     ``coevo.training.rollout.with_experience``, on an executor's workers too), ``harness_sft`` > 0
     makes the stage EvoHarness-RL's supervised harness fine-tuning instead: that many RSFT rounds
-    whatever ``train.algorithm`` says, trained on the BPE-using turns of accepted rollouts only
+    whatever ``train.algorithm`` says (``evoharness.sft_epochs`` passes at ``evoharness.sft_learning_rate``
+    when set), trained on the BPE-using turns of accepted rollouts only
     (``coevo.training.harness_cost.harness_sft_rows``), played by the scripted harness teacher when
     ``evoharness.teacher`` (``coevo.training.teacher.teacher_rollout``)."""
 
@@ -168,7 +169,10 @@ class StageTrainer:
             from coevo.training.harness_cost import harness_sft_rows
             from coevo.training.rsft import train_rsft as stage
 
-            config = config.model_copy(update={"steps": stage_options.harness_sft})
+            sft = self.config.evoharness
+            config = config.model_copy(update={"steps": stage_options.harness_sft,
+                                               "epochs": sft.sft_epochs or config.epochs,
+                                               "learning_rate": sft.sft_learning_rate or config.learning_rate})
             options["rows_fn"] = harness_sft_rows
             if teacher:
                 from coevo.training.teacher import require_teachable, teacher_rollout

@@ -247,13 +247,14 @@ def test_a_harness_sft_stage_runs_rsft_on_bpe_turns_whatever_the_algorithm(tmp_p
     calls = []
 
     def stage(checkpoint, spec, env, tasks, config, archive=None, *, run_id=None, rows_fn=None, rollout_fn=None):
-        calls.append((config.steps, rows_fn, rollout_fn))
+        calls.append((config.steps, config.epochs, config.learning_rate, rows_fn, rollout_fn))
         new = Checkpoint(id="ck-sft", base_model="base", parents=[checkpoint.id], run_id=run_id)
         archive.put(new)
         return new, []
 
     monkeypatch.setattr(rsft, "train_rsft", stage)
-    config = RunConfig(out_dir=str(tmp_path), train={"algorithm": "grpo", "steps": 5}, evoharness={"teacher": False})
+    config = RunConfig(out_dir=str(tmp_path), train={"algorithm": "grpo", "steps": 5, "learning_rate": 3e-4},
+                       evoharness={"teacher": False, "sft_epochs": 3, "sft_learning_rate": 1e-3})
     env = LookupEnv()
     options = StageOptions(harness_sft=2, experience=("a lesson",))
     with Archive(tmp_path / "a.db") as archive:
@@ -263,8 +264,9 @@ def test_a_harness_sft_stage_runs_rsft_on_bpe_turns_whatever_the_algorithm(tmp_p
         taught = StageTrainer(RunConfig(out_dir=str(tmp_path)), env, archive, "r1")  # teacher: the default
         with pytest.raises(TypeError, match="neither walkthrough.*nor reveal.*evoharness.teacher = false"):
             asyncio.run(taught("ck0", HarnessSpec(bpe={}), env.tasks(), 0, options))
-    ((steps, rows_fn, rollout_fn),) = calls  # the teacher's refusal came before the stage
+    ((steps, epochs, lr, rows_fn, rollout_fn),) = calls  # the teacher's refusal came before the stage
     assert new_id == "ck-sft" and steps == 2 and rows_fn is harness_sft_rows and rollout_fn is not None
+    assert (epochs, lr) == (3, 1e-3)  # evoharness's SFT settings, not train's (which GRPO keeps)
 
 
 def test_eq5_rescue_reads_task_success_while_the_advantages_read_the_cost_shaped_reward():

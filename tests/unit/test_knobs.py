@@ -355,6 +355,8 @@ PROBES: dict[str, Probe] = {
     # EvoHarness-RL
     "evoharness.sft_steps": Probe(run, 0, {"strategy": "evoharness_rl"}),
     "evoharness.teacher": Probe(harness_sft, False),
+    "evoharness.sft_epochs": Probe(harness_sft, 3),
+    "evoharness.sft_learning_rate": Probe(harness_sft, 1e-2),
     # Harness-R1
     "harness_r1.steps": Probe(engineer_settings, 2),
     "harness_r1.episodes_per_step": Probe(engineer_settings, 2),
