@@ -75,14 +75,21 @@ async def engineer_grpo(ctx: MetaContext, state: HarnessR1State, ckpt: Checkpoin
     """GRPO on the engineer ``ckpt`` over ``episodes`` (``train_engineer_grpo``), each patch rewarded by
     reruns of the frozen target W[t+1] (``EditEnv`` over ``evaluation_rerun``); what it spent — the
     reruns' rollouts and the engineer's replies — is accounted in the current phase
-    (``engineer_budget``). Returns the new checkpoint and the patches' ``EditOutcome`` s."""
+    (``engineer_budget``), also when the stage raises part-way (the reruns already made, keyed by
+    ``<engineer>:failed``; the error is re-raised). Returns the new checkpoint and the patches'
+    ``EditOutcome`` s."""
     cfg = ctx.config.harness_r1
     reruns: list[Any] = []
     rerun = evaluation_rerun(ctx.policy(state["checkpoint"]), ctx.env, state["checkpoint"], ctx.evaluator,
                              ctx.config.eval.concurrency, results=reruns)
-    new, replies, rollout = await asyncio.to_thread(
-        train_engineer_grpo, ckpt, episodes, EditEnv(rerun, cfg.penalty), stage, cfg.temperature, cfg.max_tokens,
-        cfg.max_ops, ctx.archive, ctx.run_id)
+    try:
+        new, replies, rollout = await asyncio.to_thread(
+            train_engineer_grpo, ckpt, episodes, EditEnv(rerun, cfg.penalty), stage, cfg.temperature,
+            cfg.max_tokens, cfg.max_ops, ctx.archive, ctx.run_id)
+    except BaseException:
+        if reruns:  # a stage that fails part-way has still spent its reruns (its replies are not known)
+            ctx.account(engineer_budget(ctx.run_id, f"{ckpt.id}:failed", reruns, []))
+        raise
     ctx.account(engineer_budget(ctx.run_id, new.id, reruns, replies))
     return new, [o for _, _, o in rollout.outcomes]
 

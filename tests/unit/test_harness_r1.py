@@ -313,6 +313,27 @@ def test_a_capped_harness_r1_run_charges_the_engineers_reruns_and_stops_at_the_c
     assert "engineer" not in state and engineer_role.used == [] and len(state["test"]["final"].per_task) == 4
 
 
+def test_an_engineer_stage_that_fails_part_way_still_charges_the_reruns_it_made(tmp_path, monkeypatch):
+    from coevo.graphs.harness_r1 import nodes
+    from coevo.meta.budget import by_phase
+    from coevo.records import BudgetRecord
+
+    scoring = rerunning_grpo()
+
+    def failing(ckpt, episodes, env, stage, *rest):
+        scoring(ckpt, episodes, env, stage, *rest)  # the reruns happen, then the trainer dies
+        raise RuntimeError("out of memory in the engineer's backward pass")
+
+    monkeypatch.setattr(nodes, "train_engineer_grpo", failing)
+    with pytest.raises(RuntimeError, match="out of memory"):
+        _harness_r1_run(tmp_path, budget=30, steps=1, sft_epochs=0)
+    with Archive(tmp_path / "run.db") as archive:
+        budgets = archive.list(BudgetRecord, run_id="run-1")
+    assert by_phase(budgets) == {"train": 4, "train_engineer": 12}  # the control once + G = 2 patches, 4 tasks each
+    (failed,) = [b for b in budgets if b.phase == "train_engineer"]
+    assert failed.id == "run-1:engineer:engineer-base:failed" and failed.rollouts == 12 and failed.meta_calls == 0
+
+
 def test_an_engineer_stage_declares_its_most_reruns(episode):
     from coevo.config.train import StageConfig
     from coevo.training.engineer import grpo_rollouts
