@@ -57,9 +57,6 @@ from coevo.envs.base import Episode, Score, Split, Task
 from coevo.envs.common import require, split_sizes
 from coevo.envs.interaction import NEXT_USER_TURN
 
-HIDDEN_ROW_KEYS = ("answer", "info")
-"""Dataset columns that never reach a task: the verifier's answer and its private info."""
-
 
 class _Loop:
     """One event loop in a daemon thread: verifiers' coroutines run there from sync code, also when the
@@ -134,7 +131,7 @@ class VerifiersEnv(AdapterEnv):
         with _kept_signals():
             try:
                 env = factory(**self.env_args)
-            except (RuntimeError, ValueError, TypeError) as err:  # verifiers' loader wraps any failure in these
+            except Exception as err:  # a user's factory may raise anything (verifiers' loader: Runtime/Value/TypeError)
                 raise ValueError(f"verifiers env {self.id!r} could not be made with {self.env_args}: {err}") from err
         if not isinstance(env, self.vf.Environment):
             raise ValueError(f"verifiers target {self.id!r} made a {type(env).__name__}, not a verifiers Environment")

@@ -78,6 +78,8 @@ def vf_envs(monkeypatch):
         if kind == "guess":
             data = Dataset.from_list([{"question": f"Guess my number ({i}).", "answer": str(10 + i)} for i in range(n)])
             return Guess(dataset=data, max_turns=6, rubric=vf.Rubric(funcs=[last_guess]))
+        if kind == "broken":  # a user's factory with a bug of its own
+            raise KeyError("question_column")
         return "not an environment"
 
     module.load_environment = load_environment
@@ -191,6 +193,8 @@ def test_refusals_name_the_problem(vf_envs):
         get_env("verifiers:vf_fake:load_environment,kind=other")
     with pytest.raises(ValueError, match="could not be made.*env_id"):
         get_env("verifiers:vf_fake,kind=other")  # through verifiers' own loader
+    with pytest.raises(ValueError, match="could not be made.*question_column"):
+        get_env("verifiers:vf_fake:load_environment,kind=broken")  # any error of a user's factory
     with pytest.raises(ValueError, match="cannot be imported"):
         VerifiersEnv("no_such_pkg.mod:make")
     with pytest.raises(ValueError, match="reward mode"):
