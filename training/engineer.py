@@ -141,7 +141,7 @@ def train_engineer_grpo(checkpoint: Checkpoint, episodes: Sequence[EditEpisode],
 
     rollout = EngineerRollout(env, episodes, max_tokens, max_ops)
     new, trajectories = train_grpo(checkpoint, engineer_spec(temperature), env,  # type: ignore[arg-type]
-                                   [episode_task(e) for e in episodes], config, archive=archive,
+                                   [episode_task(e) for e in episodes], config, archive=None,  # stored once, tagged
                                    rollout_fn=rollout, run_id=run_id, **kwargs)
     new = new.model_copy(update={"config": {**new.config, "stage": "engineer_grpo"}})
     record_checkpoint(archive, new)
