@@ -61,8 +61,7 @@ def ranked(voter: str, task: Task, candidates: Sequence[str], key: Callable[[str
     keys = {h: key(h) for h in candidates}
     order = sorted(candidates, key=keys.__getitem__)
     criteria = [keys[h][:-1] for h in order]
-    strict = [h for i, h in enumerate(order) if criteria.count(criteria[i]) == 1]
-    cut = next((i for i, h in enumerate(order) if h not in strict), len(order))
+    cut = next((i for i, c in enumerate(criteria) if criteria.count(c) > 1), len(order))  # the first tie
     if cut == 0:
         return Ballot(voter=voter, task_id=task.id,
                       reason=f"abstains: its criteria tie for the best {criteria.count(criteria[0])} of "
