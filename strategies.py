@@ -31,7 +31,8 @@ class Strategy:
     ``StateGraph`` and a module-level ``graph``, the compiled one (Studio serves it with a default
     context bound, ``coevo.app.studio``).
     ``trains``: the strategy updates weights (the run gets a ``StageTrainer``). ``roles``: the
-    meta roles it calls (``curator``, ``editor``, ``proposer``; later ``profiler``, ``voter``).
+    meta roles it calls (``curator``, ``editor``, ``proposer``; later ``profiler``, ``voter``,
+    ``summariser``).
     ``algorithm``: the weight-update algorithm it requires (``train.algorithm`` defaults to it).
     ``open_ended``: its ``rounds`` repeats one loop, so a comparison at a rollout budget
     (``coevo compare --budget``) raises ``rounds`` and lets the budget end the run; False: ``rounds``
@@ -113,7 +114,7 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
              "selected siblings; no rescue", True, HARNESS_S, "grpo"),
     Strategy("evoharness_rl", "evoharness", "EvoHarness-RL: belief, progress and experience as costed harness "
              "actions; cost-aware GRPO (train.action_cost), experience consolidated between stages", True,
-             algorithm="grpo"),
+             ("summariser",), "grpo"),
     Strategy("harness_r1", "harness_r1", "Harness-R1: a harness engineer trained with GRPO on its own edits' reruns "
              "(cold-start SFT on accepted edits), alternating with the target's VACE round; it is the editor",
              True, ("curator", "engineer")),

@@ -19,6 +19,7 @@ from coevo.roles.engineer import editor_or_engineer, engineer_for
 from coevo.roles.inheritor import inheritor_for
 from coevo.roles.profiler import profiler_for
 from coevo.roles.proposer import proposer_for
+from coevo.roles.summariser import summariser_for
 from coevo.roles.voter import voters_for
 from coevo.storage import Archive
 from coevo.strategies import Strategy, get_strategy
@@ -58,7 +59,7 @@ class PolicyCache:
 ROLES: dict[str, Callable[[RunConfig, Env], Any]] = {"curator": curator_for, "editor": editor_or_engineer,
                                                      "engineer": engineer_for, "proposer": proposer_for,
                                                      "inheritor": inheritor_for, "profiler": profiler_for,
-                                                     "voter": voters_for}
+                                                     "voter": voters_for, "summariser": summariser_for}
 """Meta role name -> the factory of the run's role (offline or an LLM per ``meta.model``; the editor is
 Harness-R1's engineer with ``harness_r1.as_editor``)."""
 FIELDS = {"engineer": "editor"}

@@ -59,13 +59,18 @@ def bpe_tools() -> list[Tool]:
     ]
 
 
-def initial_state(experience: Sequence[str] = ()) -> dict[str, Any]:
-    """A fresh episode's BPE state, holding the lineage's ``experience`` lessons."""
-    return {"belief": [], "progress": {"done": [], "pending": []}, "experience": list(experience),
+def initial_state(experience: Sequence[str] = (), settings: BPE | None = None) -> dict[str, Any]:
+    """A fresh episode's BPE state, holding the lineage's ``experience`` lessons and, as pending
+    subgoals, the harness's ``settings.progress_schema`` (the refined progress schema; none without
+    ``settings``)."""
+    pending = list(settings.progress_schema) if settings is not None else []
+    return {"belief": [], "progress": {"done": [], "pending": pending}, "experience": list(experience),
             "consolidated": []}
 
 
-def _key(text: str) -> str:
+def entry_key(text: str) -> str:
+    """How two BPE entries (lessons, subgoals, hypotheses) are compared: case folded, whitespace
+    collapsed and stripped; ``""`` for a blank one."""
     return re.sub(r"\s+", " ", text).strip().casefold()
 
 
@@ -77,7 +82,7 @@ def merge_lessons(existing: Sequence[str], new: Sequence[str], cap: int) -> list
         raise ValueError(f"merge_lessons: cap must be >= 1, got {cap}")
     order: dict[str, str] = {}
     for lesson in [*existing, *new]:
-        key = _key(lesson)
+        key = entry_key(lesson)
         if key:
             order.pop(key, None)
             order[key] = re.sub(r"\s+", " ", lesson).strip()
@@ -110,7 +115,7 @@ def apply_action(settings: BPE, state: dict[str, Any], name: str, args: dict[str
         if status not in ("pending", "done"):
             raise ValueError(f"status must be 'pending' or 'done', got {status!r}")
         other = "done" if status == "pending" else "pending"
-        new["progress"][other] = [s for s in new["progress"][other] if _key(s) != _key(entry)]
+        new["progress"][other] = [s for s in new["progress"][other] if entry_key(s) != entry_key(entry)]
         new["progress"][status] = merge_lessons(new["progress"][status], [entry], settings.max_progress)
         return new, f"subgoal marked {status}"
     new["experience"] = merge_lessons(new["experience"], [entry], settings.max_experience)
@@ -156,10 +161,17 @@ class ExperienceStore(Protocol):
         """The lineage's lessons, oldest first (empty for a lineage never consolidated)."""
         ...
 
-    def consolidate(self, lineage: str, lessons: Sequence[str], cap: int, round: int = 0) -> list[str]:
+    def consolidate(self, lineage: str, lessons: Sequence[str], cap: int, round: int = 0,
+                    kept: Sequence[str] | None = None) -> list[str]:
         """Merge ``lessons`` into the lineage's (``merge_lessons``: dedup, newest ``cap`` kept) at the
-        run's ``round``; returns them."""
+        run's ``round``, or take ``kept`` as the result when a summariser already merged them
+        (``coevo.meta.roles.Summariser``; capped at ``cap`` too); returns them."""
         ...
+
+
+def _merged(existing: Sequence[str], new: Sequence[str], cap: int, kept: Sequence[str] | None) -> list[str]:
+    """A consolidation's result: ``kept`` (a summariser's) capped, else ``merge_lessons``."""
+    return merge_lessons([], kept, cap) if kept is not None else merge_lessons(existing, new, cap)
 
 
 class InMemoryExperience:
@@ -173,9 +185,11 @@ class InMemoryExperience:
         """The lineage's lessons, oldest first."""
         return list(self._lessons.get(lineage, []))
 
-    def consolidate(self, lineage: str, lessons: Sequence[str], cap: int, round: int = 0) -> list[str]:
-        """Merge ``lessons`` into the lineage's (``merge_lessons``); returns the lineage's lessons."""
-        self._lessons[lineage] = merge_lessons(self._lessons.get(lineage, []), lessons, cap)
+    def consolidate(self, lineage: str, lessons: Sequence[str], cap: int, round: int = 0,
+                    kept: Sequence[str] | None = None) -> list[str]:
+        """Merge ``lessons`` into the lineage's (``merge_lessons``; ``kept``: the result, when
+        given); returns the lineage's lessons."""
+        self._lessons[lineage] = _merged(self._lessons.get(lineage, []), lessons, cap, kept)
         return self.lessons(lineage)
 
 
@@ -201,13 +215,15 @@ class ArchiveExperience:
         versions = self.history(lineage)
         return list(versions[-1].lessons) if versions else []
 
-    def consolidate(self, lineage: str, lessons: Sequence[str], cap: int, round: int = 0) -> list[str]:
-        """Merge ``lessons`` into the latest version's (``merge_lessons``) and store the result as the
-        next version (also when nothing changed: a version per consolidation); returns its lessons."""
+    def consolidate(self, lineage: str, lessons: Sequence[str], cap: int, round: int = 0,
+                    kept: Sequence[str] | None = None) -> list[str]:
+        """Merge ``lessons`` into the latest version's (``merge_lessons``; ``kept``: the result, when
+        given) and store the result as the next version (also when nothing changed: a version per
+        consolidation; ``offered``: ``lessons``); returns its lessons."""
         from coevo.records.experience import ExperienceRecord
 
         versions = self.history(lineage)
-        kept = merge_lessons(versions[-1].lessons if versions else [], lessons, cap)
+        kept = _merged(versions[-1].lessons if versions else [], lessons, cap, kept)
         version = versions[-1].version + 1 if versions else 1
         self.archive.put(ExperienceRecord(lineage=lineage, version=version, round=round, lessons=kept,
                                           offered=list(lessons), run_id=self.run_id))

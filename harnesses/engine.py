@@ -153,7 +153,7 @@ def assemble_context(state: HarnessState, runtime: Runtime[EngineContext]) -> di
         update["messages"] = [kinds[role](text, additional_kwargs={ROLE: "prompt"})
                               for role, text in render_messages(ctx.spec, task, ctx.schemas)]
         if ctx.spec.bpe is not None:
-            update["bpe"] = initial_state(ctx.experience)
+            update["bpe"] = initial_state(ctx.experience, ctx.spec.bpe)
     if state.get("model_calls", 0) >= ctx.spec.budget.max_model_calls:
         return {**update, "stop_reason": "budget:model_calls"}
     effect, events, stopped = fire(ctx.spec, "before_model", state)
@@ -308,8 +308,8 @@ def _run_one(ctx: EngineContext, action: dict, state: dict) -> tuple[dict, list[
                 delta.update(_violation(state))
                 raise TypeError(f"missing required argument(s) {missing}")
             if bpe:
-                delta["bpe"], text = apply_action(ctx.spec.bpe, state.get("bpe") or initial_state(ctx.experience),
-                                                  name, args)
+                delta["bpe"], text = apply_action(ctx.spec.bpe, state.get("bpe")
+                                                  or initial_state(ctx.experience, ctx.spec.bpe), name, args)
             else:
                 text = _format(ctx, tool.fn(**args))
         except Exception as err:  # a tool that raises is an observation, not a crash

@@ -231,6 +231,9 @@ class BPE(Strict):
     (selective access); ``always`` shows it after every turn, as the scratchpad is. Caps:
     ``max_belief`` hypotheses (the oldest dropped), ``max_progress`` subgoals, ``max_experience``
     lessons (consolidation keeps the newest distinct ones), ``max_chars`` characters per entry.
+    ``progress_schema``: subgoals every episode starts with as pending (refined by evoharness_rl's
+    ``refine_progress``; at most ``max_progress``, distinct up to case and whitespace; left out of the
+    JSON when empty, so older BPE specs keep their ids).
     """
 
     render: Literal["on_read", "always"] = "on_read"
@@ -239,6 +242,15 @@ class BPE(Strict):
     max_progress: int = Field(default=16, ge=1)
     max_experience: int = Field(default=16, ge=1)
     max_chars: int = Field(default=200, ge=8)
+    progress_schema: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
+
+    @model_validator(mode="after")
+    def _schema_fits(self) -> "BPE":
+        keys = [" ".join(s.split()).casefold() for s in self.progress_schema]
+        if not all(keys) or len(set(keys)) < len(keys) or len(keys) > self.max_progress:
+            raise ValueError(f"progress_schema: at most max_progress = {self.max_progress} distinct, non-blank "
+                             f"subgoals; got {self.progress_schema!r}")
+        return self
 
 
 class HarnessSpec(Strict):

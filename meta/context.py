@@ -33,7 +33,7 @@ from coevo.meta.budget import (
     totals,
 )
 from coevo.meta.recording import Recording
-from coevo.meta.roles import Curator, Editor, Inheritor, Profiler, Proposer, Voter
+from coevo.meta.roles import Curator, Editor, Inheritor, Profiler, Proposer, Summariser, Voter
 from coevo.meta.sealing import demonstrated
 from coevo.models.trajectory import Trajectory
 from coevo.observe.log import loop
@@ -67,7 +67,8 @@ class MetaContext(Recording):
     refine; ``proposer`` is the Meta-Harness proposer of the search strategies; ``inheritor``
     (``coevo.roles.inheritor``) is None for those without CoEvo-RSI inheritance; Harness-S's
     ``profiler`` (``coevo.roles.profiler``) and ``voter`` (the router's voters, ``coevo.roles.voter``)
-    likewise (the strategy table, ``coevo.strategies``, says which roles a strategy needs);
+    likewise, and EvoHarness-RL's ``summariser`` (``coevo.roles.summariser``; None: the offline one)
+    (the strategy table, ``coevo.strategies``, says which roles a strategy needs);
     ``evaluator`` is ``coevo.evaluation.engine.evaluate`` (replaceable in tests); ``executor`` where
     its rollouts run (``coevo.evaluation.executors``; None: in this process); ``run_id`` names the run
     whose evaluations, edits and LLM calls are stored; ``tracker`` receives the loop's numbers per
@@ -95,6 +96,7 @@ class MetaContext(Recording):
     inheritor: Inheritor | None = None
     profiler: Profiler | None = None
     voter: Sequence[Voter] = ()
+    summariser: Summariser | None = None
     reporter: Reporter = field(default_factory=NullReporter)
     evaluator: Callable[..., Any] = evaluate
     executor: Executor | None = None

@@ -1,5 +1,5 @@
 """The meta roles' protocols and what they return (the curator, editor, proposer, inheritor,
-profiler and voter of ``MetaContext``): the loop's side of each role, which ``coevo.roles`` implements
+profiler, voter and summariser of ``MetaContext``): the loop's side of each role, which ``coevo.roles`` implements
 (offline rules or an LLM) and the nodes call. Every answer carries the LLM calls it made, for the archive.
 """
 
@@ -11,7 +11,7 @@ from typing import Callable, Mapping, Protocol, Sequence
 from pydantic import BaseModel, Field
 
 from coevo.envs.base import Task
-from coevo.harnesses.spec import HarnessSpec
+from coevo.harnesses.spec import BPE, HarnessSpec
 from coevo.meta.inheritance import ArchiveSummary, BaseChoice, ModelProposal
 from coevo.meta.pool import Ballot, Profile
 from coevo.meta.search import SearchEntry
@@ -121,3 +121,24 @@ class Voter(Protocol):
     def vote(self, task: Task, candidates: Sequence[str], profiles: Mapping[str, Profile],
              val_tasks: Mapping[str, Task], ballot: int) -> tuple[Ballot, list[LLMCallRecord]]:
         """The ballot (at most ``ballot`` ids) and the LLM calls made."""
+
+
+class Summarised(BaseModel):
+    """A summariser's answer: a harness lineage's ``lessons`` after consolidation (oldest first, at
+    most ``BPE.max_experience``), how many input lessons were ``merged`` into others, who made them
+    (``source``: ``offline`` or ``llm``), why an LLM reply was rejected (``reason``; empty when none
+    was) and the LLM calls made (for the archive)."""
+
+    lessons: list[str] = Field(default_factory=list)
+    merged: int = 0
+    source: str = "offline"
+    reason: str = ""
+    calls: list[LLMCallRecord] = Field(default_factory=list)
+
+
+class Summariser(Protocol):
+    """Experience summarisation at consolidation (EvoHarness-RL's harness evolution)."""
+
+    def summarise(self, existing: Sequence[str], new: Sequence[str], settings: BPE) -> Summarised:
+        """The lineage's lessons after merging its ``existing`` ones with this round's ``new`` ones,
+        within ``settings``' caps (``max_experience`` lessons, ``max_chars`` each)."""
