@@ -1,9 +1,10 @@
 """The nodes only EvoHarness-RL's family uses (first abstract of
 ``shared/papers/harness_learning_abstracts.txt``): ``equip`` (give the incumbent its BPE state),
 ``harness_sft`` (supervised harness fine-tuning on BPE-using turns), ``train_bpe`` (the weight
-stage with the lineage's experience in every rollout) and ``consolidate`` (experience consolidation
-between stages: the lessons successful rollouts saved, merged into the lineage's store,
-deduplicated and capped).
+stage with the lineage's experience in every rollout), and the harness evolution between stages:
+``consolidate`` (the lessons successful rollouts saved, summarised into the lineage's store by the
+run's summariser: duplicates and near duplicates merged, capped) and ``refine_progress`` (the
+subgoals successful rollouts keep completing become the harness's progress schema).
 
 A harness lineage is keyed by the run's start harness (``state["start_harness"]``): every BPE
 harness the run derives from H0 shares its experience, also across runs from the same H0 (the store
@@ -15,16 +16,28 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from coevo.harnesses.spec import BPE, validate_spec
+from coevo.harnesses.bpe import entry_key
+from coevo.harnesses.bpe_evolution import refined_schema
+from coevo.harnesses.spec import BPE, HarnessSpec, validate_spec
 from coevo.meta.context import MetaContext
 from coevo.meta.state import MetaState
 from coevo.models.trajectory import Trajectory
 from coevo.nodes.train import rescue_pool, run_stage
+from coevo.roles.summariser import OfflineSummariser
 
 
 def lineage(state: MetaState) -> str:
     """The experience key of the run's harness lineage: its start harness id."""
     return state["start_harness"]
+
+
+def derive(ctx: MetaContext, spec: HarnessSpec, bpe: BPE, origin: str) -> HarnessSpec:
+    """``spec`` with its BPE settings replaced by ``bpe``, validated and stored in the archive as its
+    child (``origin``, this run); returns the child."""
+    child = validate_spec({**spec.model_dump(mode="json"), "bpe": bpe.model_dump(mode="json"), "parents": [spec.id]},
+                          f"{origin} harness")
+    ctx.archive.add_harness(child, [spec.id], origin, ctx.run_id)
+    return child
 
 
 def equip(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
@@ -35,12 +48,10 @@ def equip(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     spec = ctx.spec(state["incumbent"])
     if spec.bpe is not None:
         return {}
-    child = validate_spec({**spec.model_dump(mode="json"), "bpe": BPE().model_dump(mode="json"),
-                           "parents": [spec.id]}, "BPE harness")
-    harness_id = ctx.archive.add_harness(child, [spec.id], "bpe", ctx.run_id)
+    child = derive(ctx, spec, BPE(), "bpe")
     ctx.log("bpe", f"{spec.short_id} -> {child.short_id}: belief, progress and experience as harness actions "
                    f"(render {child.bpe.render})")
-    return {"incumbent": harness_id}
+    return {"incumbent": child.id}
 
 
 async def harness_sft(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
@@ -71,21 +82,64 @@ async def train_bpe(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     return {"checkpoint": checkpoint, "train_trajectories": [t.id for t in trajectories], "stage": stage}
 
 
+def successful(ctx: MetaContext, state: MetaState) -> list[Trajectory]:
+    """This round's successful training rollouts (``state["train_trajectories"]``, read from the
+    archive, that ``passed``)."""
+    rollouts = [ctx.archive.get(Trajectory, i) for i in state.get("train_trajectories", [])]
+    return [t for t in rollouts if t is not None and t.passed]
+
+
 def consolidate(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """Experience consolidation between stages: the lessons that this round's *successful* training
-    rollouts saved with ``bpe_consolidate`` (``Trajectory.harness_state["consolidated"]``) are merged
-    into the lineage's experience (``ExperienceStore.consolidate``: duplicates up to case and
-    whitespace kept once, the newest ``bpe.max_experience`` kept). Logs and tracks the number offered
-    and kept; changes no state."""
+    rollouts saved with ``bpe_consolidate`` (``Trajectory.harness_state["consolidated"]``) and the
+    lineage's lessons are summarised by the run's summariser (``MetaContext.summariser``, offline when
+    unset: exact and near duplicates merged, the newest ``bpe.max_experience`` kept; or the LLM role,
+    whose rejected reply is logged and replaced by the offline summary) and stored as the lineage's
+    next experience (``ExperienceStore.consolidate``). Stores the role's LLM calls; logs and tracks
+    the lessons offered, merged and kept; changes no state."""
     ctx = runtime.context
     spec = ctx.spec(state["incumbent"])
     if spec.bpe is None:
         return {}
-    rollouts = [t for i in state.get("train_trajectories", []) if (t := ctx.archive.get(Trajectory, i)) is not None]
-    offered = [lesson for t in rollouts if t.passed for lesson in t.harness_state.get("consolidated", [])]
+    passed = successful(ctx, state)
+    offered = [lesson for t in passed for lesson in t.harness_state.get("consolidated", [])]
     rnd = state.get("round", 0)
-    kept = ctx.experience.consolidate(lineage(state), offered, spec.bpe.max_experience, round=rnd)
-    ctx.log("experience", f"round {rnd}: {len(offered)} lessons from {sum(t.passed for t in rollouts)} successful "
-                          f"rollouts -> {len(kept)} kept (cap {spec.bpe.max_experience})")
-    ctx.track({"experience/offered": float(len(offered)), "experience/kept": float(len(kept))}, rnd)
+    summary = (ctx.summariser or OfflineSummariser()).summarise(ctx.experience.lessons(lineage(state)), offered,
+                                                                spec.bpe)
+    ctx.store_calls(summary.calls)
+    if summary.reason:
+        ctx.log("experience", f"round {rnd}: {summary.reason}")
+    kept = ctx.experience.consolidate(lineage(state), offered, spec.bpe.max_experience, round=rnd,
+                                      kept=summary.lessons)
+    ctx.log("experience", f"round {rnd}: {len(offered)} lessons from {len(passed)} successful rollouts, "
+                          f"{summary.merged} merged ({summary.source}) -> {len(kept)} kept "
+                          f"(cap {spec.bpe.max_experience})")
+    ctx.track({"experience/offered": float(len(offered)), "experience/merged": float(summary.merged),
+               "experience/kept": float(len(kept))}, rnd)
     return {}
+
+
+def refine_progress(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
+    """Progress schema refinement between stages (EvoHarness-RL's harness evolution; coevo's rule,
+    the abstract gives none): the subgoals done (``Trajectory.harness_state["progress"]["done"]``) in
+    at least 2 of this round's successful training rollouts, most frequent first, at most
+    ``bpe.max_progress`` (``coevo.harnesses.bpe_evolution.refined_schema``), become the incumbent's
+    ``bpe.progress_schema``: the pending subgoals every later episode starts with. When they differ
+    from the current schema (as sets, up to case and whitespace) the child harness is stored (origin
+    ``progress_schema``, parent the incumbent) and made the incumbent, and logged. Nothing without a
+    successful rollout, without a subgoal done twice (too little evidence to drop a schema), or
+    without a change."""
+    ctx = runtime.context
+    spec = ctx.spec(state["incumbent"])
+    if spec.bpe is None:
+        return {}
+    passed = successful(ctx, state)
+    schema = refined_schema([(t.harness_state.get("progress") or {}).get("done", []) for t in passed],
+                            spec.bpe.max_progress)
+    now = spec.bpe.progress_schema
+    if not schema or {entry_key(s) for s in schema} == {entry_key(s) for s in now}:
+        return {}
+    child = derive(ctx, spec, spec.bpe.model_copy(update={"progress_schema": schema}), "progress_schema")
+    ctx.log("bpe", f"round {state.get('round', 0)}: progress schema {now} -> {schema} from {len(passed)} successful "
+                   f"rollouts ({spec.short_id} -> {child.short_id})")
+    return {"incumbent": child.id}

@@ -3,6 +3,9 @@ state, each weight stage's rollouts start from the lineage's experience, and the
 rollouts saved are consolidated between stages."""
 
 import asyncio
+import json
+import logging
+from types import SimpleNamespace
 
 import pytest
 from harness_kit import call
@@ -11,12 +14,15 @@ from langchain_core.messages import AIMessage, ToolMessage
 from coevo.app.run import run_meta
 from coevo.config import RunConfig
 from coevo.envs.base import Episode, Score, Task
+from coevo.graphs.evoharness.nodes import refine_progress
 from coevo.harnesses.runtime import arun_rollout
-from coevo.harnesses.spec import HarnessSpec, Prompt
+from coevo.harnesses.spec import HarnessSpec, Prompt, validate_spec
 from coevo.meta.context import MetaContext
 from coevo.models.checkpoint import Checkpoint
 from coevo.models.fake import ScriptedChatModel
 from coevo.models.trajectory import Trajectory
+from coevo.records import HarnessRecord, LLMCallRecord
+from coevo.roles.summariser import LLMSummariser
 from coevo.storage import Archive
 from coevo.training.harness_cost import harness_metrics
 from coevo.training.stage import StageOptions
@@ -97,3 +103,112 @@ def test_evoharness_rl_equips_bpe_trains_with_experience_and_consolidates_it(tmp
     assert all(t.harness_actions[0]["action"] == "consolidate" for t in round1)
     test = state["test"]["final"]
     assert test.harness_id == final.id and len(test.per_task) == 4 and test.score == 1.0
+
+
+NEAR = {"apple": LESSON, "plum": "Repeat the last word of this task", "fig": "answer with the word alone"}
+"""The lesson each train task's rollout saves: plum's is a near duplicate of apple's (Jaccard 6/7)."""
+
+
+def evolving_policy():
+    """Saves its task's lesson (``NEAR``; pear's is the word itself), marks 'read the word' done (not
+    for pear; and 'say it' for plum only), then answers (pear wrongly)."""
+
+    def reply(messages):
+        word = next(str(m.content) for m in messages if "Repeat the word" in str(m.content)).rsplit(" ", 1)[1]
+        done = sum(isinstance(m, ToolMessage) for m in messages)
+        steps = [call("bpe_consolidate", lesson=NEAR.get(word, word)),
+                 *([call("bpe_update_progress", subgoal="Read the  word", status="done")] if word != "pear" else []),
+                 *([call("bpe_update_progress", subgoal="say it", status="done")] if word == "plum" else [])]
+        if done < len(steps):
+            return steps[done]
+        return AIMessage(content=f"Final answer: {'banana' if word == 'pear' else word}")
+
+    return ScriptedChatModel(script=[reply])
+
+
+class Tracked:
+    """A tracker keeping every scalar it is sent."""
+
+    name, folder = "memory", None
+
+    def __init__(self):
+        self.scalars = []
+
+    def log(self, scalars, step):
+        self.scalars.append((step, dict(scalars)))
+
+    def close(self):
+        pass
+
+
+def evolve(tmp_path, summariser=None, rounds=2):
+    h0 = HarnessSpec(name="h0", prompt=Prompt(system="Answer the task.", output_format="Reply 'Final answer: X'."))
+    (tmp_path / "h0.json").write_text(h0.model_dump_json())
+    config = RunConfig(strategy="evoharness_rl", rounds=rounds, db=str(tmp_path / "run.db"),
+                       harness=str(tmp_path / "h0.json"), policy="fake:words",
+                       env={"ref": "words", "n_train": 4, "n_val": 4, "n_test": 4}, evoharness={"sft_steps": 0})
+    archive, env, model = Archive(config.db), WordEnv(), evolving_policy()
+    ctx = MetaContext(config=config, env=env, archive=archive, policy=lambda ckpt: model, summariser=summariser,
+                      trainer=ExperienceTrainer(env, model, archive), tracker=Tracked())
+    state = asyncio.run(run_meta(config, run_id="run-1", context=ctx, archive=archive))
+    return ctx, state, archive, h0
+
+
+def test_progress_schema_is_refined_from_successful_rollouts_and_seeds_the_next_rounds_episodes(tmp_path):
+    ctx, state, archive, h0 = evolve(tmp_path)
+    final = ctx.spec(state["incumbent"])
+    assert final.bpe.progress_schema == ["Read the word"]  # done in 3 successful rollouts; 'say it' only in 1
+    (refined,) = archive.list(HarnessRecord, run_id="run-1", origin="progress_schema")  # round 1: no change
+    (bpe,) = archive.list(HarnessRecord, run_id="run-1", origin="bpe")
+    assert refined.id == final.id and refined.parents == [bpe.id] and ctx.spec(bpe.id).bpe.progress_schema == []
+    round1 = [t for t in archive.list(Trajectory, run_id="run-1", split="train") if "+r1" in t.checkpoint_id]
+    assert round1 and all(t.harness_id == final.id for t in round1)
+    pending = {t.task_id: t.harness_state["progress"]["pending"] for t in round1}
+    assert pending == {"w-apple": [], "w-pear": ["Read the word"], "w-plum": [], "w-fig": []}  # seeded; pear: undone
+    round0 = [t for t in archive.list(Trajectory, run_id="run-1", split="train") if "+r1" not in t.checkpoint_id]
+    assert len(round0) == 4 and all(t.harness_state["progress"]["pending"] == [] for t in round0)
+    assert state["test"]["final"].harness_id == final.id
+
+
+def test_consolidation_merges_near_duplicate_lessons_and_tracks_offered_merged_kept(tmp_path):
+    ctx, state, archive, h0 = evolve(tmp_path, rounds=1)
+    assert ctx.experience.lessons(h0.id) == [NEAR["plum"], NEAR["fig"]]  # plum's wording replaced apple's
+    (scalars,) = [s for _, s in ctx.tracker.scalars if "experience/kept" in s]
+    assert scalars == {"experience/offered": 3.0, "experience/merged": 1.0, "experience/kept": 2.0}
+
+
+@pytest.mark.parametrize("reply, kept, source", [
+    ({"lessons": ["repeat the last word of the task alone"]}, ["repeat the last word of the task alone"], "llm"),
+    ({"lessons": ["always say banana"]}, [NEAR["plum"], NEAR["fig"]], "offline"),  # invented: rejected
+])
+def test_an_llm_summariser_consolidates_or_its_rejected_reply_falls_back_offline(tmp_path, caplog, reply, kept,
+                                                                                 source):
+    summariser = LLMSummariser("openai/fake", mock_response=json.dumps(reply))
+    with caplog.at_level(logging.INFO, logger="coevo.loop"):
+        ctx, state, archive, h0 = evolve(tmp_path, summariser, rounds=1)
+    assert ctx.experience.lessons(h0.id) == kept
+    assert archive.list(LLMCallRecord, run_id="run-1", role="summariser")  # the calls are stored
+    assert f"merged ({source})" in caplog.text
+    assert ("LLM reply rejected" in caplog.text) == (source == "offline")
+
+
+def test_nothing_is_refined_without_successful_rollouts_or_a_subgoal_done_twice(tmp_path):
+    archive = Archive(tmp_path / "a.db")
+    spec = validate_spec({"name": "h", "bpe": {"progress_schema": ["look"]}})
+    archive.add_harness(spec, [], "bpe", "run-1")
+    ctx = MetaContext(config=RunConfig(strategy="evoharness_rl"), env=WordEnv(), archive=archive,
+                      policy=lambda c: None, run_id="run-1")
+    trajs = [Trajectory(id=f"t{i}", task_id=f"w-{i}", passed=i != 1,
+                        harness_state={"progress": {"done": ["open door"] if i else ["take key"]}}) for i in range(3)]
+    archive.put(*trajs)
+    state = {"incumbent": spec.id, "start_harness": spec.id, "round": 0, "train_trajectories": ["t0", "t1"]}
+    runtime = SimpleNamespace(context=ctx)
+    assert refine_progress(state, runtime) == {}  # t1 failed: 'open door' done in one successful rollout
+    assert refine_progress({**state, "train_trajectories": []}, runtime) == {}
+    out = refine_progress({**state, "train_trajectories": ["t0", "t1", "t2"]}, runtime)
+    assert out == {} and ctx.spec(spec.id).bpe.progress_schema == ["look"]  # still only once: nothing
+    trajs[0].harness_state = {"progress": {"done": ["Open door"]}}
+    archive.put(trajs[0])
+    out = refine_progress({**state, "train_trajectories": ["t0", "t2"]}, runtime)
+    assert ctx.spec(out["incumbent"]).bpe.progress_schema == ["Open door"]
+    assert ctx.spec(out["incumbent"]).parents == [spec.id]
