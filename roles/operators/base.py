@@ -22,8 +22,9 @@ from coevo.meta.state import Direction
 from coevo.models.trajectory import Trajectory
 from coevo.roles.diagnosis import addresses, split_cause, task_category
 
-COMPONENTS = ("prompt", "skills", "context", "memory", "hooks", "tool_view", "parser", "budget", "decoding")
-"""The harness components (``coevo.harnesses.spec.HarnessSpec``) an operator may edit."""
+COMPONENTS = ("prompt", "skills", "context", "memory", "hooks", "tool_view", "parser", "budget", "decoding", "bpe")
+"""The harness components (``coevo.harnesses.spec.HarnessSpec``) an operator may edit (``bpe``: only a
+spec that has it, ``Operator.needs``)."""
 
 
 def expected_answer(task: Task | None, detail: Mapping[str, Any]) -> str | None:
@@ -74,8 +75,10 @@ class Edit:
 class Operator:
     """One harness edit mechanism: its ``name``, the ``component`` it edits, the cause prefixes it
     addresses (``causes``; ``"*"``: any), the JSON Pointer prefixes its ops touch (``paths``, for a
-    phase's allowed fields), a sampling ``weight`` and ``make(material, rng) -> Edit | None`` (None:
-    nothing to do for this material)."""
+    phase's allowed fields), a sampling ``weight``, ``make(material, rng) -> Edit | None`` (None:
+    nothing to do for this material) and ``needs(spec)``, whether it applies to a spec at all (None:
+    every spec). An operator that does not fit a spec is left out before the draw's random order, so
+    it changes no other operator's chance on specs it does not fit (``applicable``)."""
 
     name: str
     component: str
@@ -83,6 +86,11 @@ class Operator:
     paths: tuple[str, ...]
     make: Callable[[Material, random.Random], Edit | None]
     weight: float = 1.0
+    needs: Callable[[HarnessSpec], bool] | None = None
+
+    def fits(self, spec: HarnessSpec | None) -> bool:
+        """Whether it applies to ``spec`` (``needs``; always when either is None)."""
+        return spec is None or self.needs is None or self.needs(spec)
 
     def addresses(self, kinds: Sequence[str]) -> bool:
         """Whether this operator addresses any of the cause ``kinds``."""
@@ -99,7 +107,8 @@ OPERATORS: dict[str, Operator] = {}
 
 
 def operator(name: str, component: str, causes: Sequence[str], paths: Sequence[str] | None = None,
-             weight: float = 1.0) -> Callable[[Callable[[Material, random.Random], Edit | None]], Operator]:
+             weight: float = 1.0, needs: Callable[[HarnessSpec], bool] | None = None
+             ) -> Callable[[Callable[[Material, random.Random], Edit | None]], Operator]:
     """Decorator: register ``fn(material, rng) -> Edit | None`` as operator ``name`` (see ``Operator``;
     ``paths`` default to ``/<component>``). Raises ``ValueError`` for an unknown component or a name
     already taken."""
@@ -109,7 +118,7 @@ def operator(name: str, component: str, causes: Sequence[str], paths: Sequence[s
         raise ValueError(f"operator {name!r} is already registered")
 
     def deco(fn: Callable[[Material, random.Random], Edit | None]) -> Operator:
-        op = Operator(name, component, tuple(causes), tuple(paths or (f"/{component}",)), fn, weight)
+        op = Operator(name, component, tuple(causes), tuple(paths or (f"/{component}",)), fn, weight, needs)
         OPERATORS[name] = op
         return op
 
@@ -124,11 +133,11 @@ def seed_of(*parts: Any) -> int:
 
 
 def applicable(kinds: Sequence[str], allowed: Sequence[str] | None = None,
-               only: Collection[str] | None = None) -> list[Operator]:
+               only: Collection[str] | None = None, spec: HarnessSpec | None = None) -> list[Operator]:
     """The registered operators addressing any of ``kinds`` whose paths lie inside ``allowed``
-    (and whose name is in ``only``, when given), by name."""
+    (and whose name is in ``only``, when given) and that fit ``spec`` (``Operator.fits``), by name."""
     return [op for name, op in sorted(OPERATORS.items())
-            if op.addresses(kinds) and op.inside(allowed) and (only is None or name in only)]
+            if op.addresses(kinds) and op.inside(allowed) and (only is None or name in only) and op.fits(spec)]
 
 
 def order(ops: Sequence[Operator], rng: random.Random) -> list[Operator]:
@@ -146,11 +155,11 @@ def assignments(directions: Sequence[Direction], samples: int = 1) -> list[tuple
 def draw(material: Material, seed: int, sample: int = 0, allowed: Sequence[str] | None = None,
          only: Collection[str] | None = None) -> tuple[Operator, Edit] | None:
     """Candidate ``sample`` of a direction: the operators addressing its causes (inside ``allowed``,
-    among ``only`` when given) in the weighted order ``seed`` gives, rotated by ``sample`` (so
-    samples of one direction and seed use distinct operators while any are left), the first whose
-    edit is non-empty. Each operator gets its own ``Random(seed_of(seed, sample, name))`` for its
-    variants. None when no operator has an edit."""
-    ranked = order(applicable(material.kinds, allowed, only), random.Random(seed))
+    among ``only`` when given, fitting the material's spec) in the weighted order ``seed`` gives,
+    rotated by ``sample`` (so samples of one direction and seed use distinct operators while any are
+    left), the first whose edit is non-empty. Each operator gets its own ``Random(seed_of(seed,
+    sample, name))`` for its variants. None when no operator has an edit."""
+    ranked = order(applicable(material.kinds, allowed, only, material.spec), random.Random(seed))
     if not ranked:
         return None
     start = sample % len(ranked)

@@ -14,7 +14,7 @@ from coevo.harnesses.engine import EngineContext
 from coevo.harnesses.patch import CONTROL_FIELDS, apply_patch
 from coevo.harnesses.registry import CONDITIONS, HookContext, repeats
 from coevo.harnesses.runtime import arun_rollout
-from coevo.harnesses.spec import HarnessSpec
+from coevo.harnesses.spec import BPE, HarnessSpec
 from coevo.meta.state import Direction, Evidence
 from coevo.models.fake import ScriptedChatModel
 from coevo.roles.editor import OfflineEditor
@@ -29,6 +29,7 @@ KIND_FOR = {
     "demonstrations": "value:wrong", "exact_value_rule": "value:operand",
     "hook_finish_before_budget": "no_answer:budget:model_calls", "hook_repetition": "loop:repetition",
     "hook_retry_unparsed": "format:no_marker", "hook_self_check": "value:sign", "hook_tool_error": "tool:python",
+    "bpe_settings": "wrong_answer",
     "lesson": "value:sign", "parser_json_field": "format:no_marker", "parser_marker_variant": "form:extra_text",
     "parser_number": "format:no_marker", "parser_on_no_action": "format:no_marker",
     "parser_strip_fences": "format:violation", "tool_describe": "tool:python", "tool_hide": "tool:python",
@@ -37,6 +38,9 @@ KIND_FOR = {
 """A cause each operator declares it addresses (every registered operator must be listed)."""
 
 H0 = load_harness("reasoning_gym")
+H0_BPE = H0.model_copy(update={"bpe": BPE()})
+SPEC_FOR = {"bpe_settings": H0_BPE}
+"""The spec an operator that needs more than H0 edits (``Operator.needs``)."""
 
 
 def train_tasks():
@@ -62,14 +66,14 @@ def test_every_registered_operator_has_a_cause_in_this_test_and_a_known_componen
 
 @pytest.mark.parametrize("name", sorted(KIND_FOR))
 def test_each_operator_applies_validates_and_declares_its_causes(name):
-    op, kind = OPERATORS[name], KIND_FOR[name]
-    assert op.causes and op.addresses([kind]) and op in applicable([kind])
-    m = material(kind)
+    op, kind, spec = OPERATORS[name], KIND_FOR[name], SPEC_FOR.get(name, H0)
+    assert op.causes and op.addresses([kind]) and op in applicable([kind], spec=spec)
+    m = material(kind, spec=spec)
     edits = [e for e in (op.make(m, random.Random(s)) for s in range(6)) if e is not None]
     assert edits, f"{name} made no edit for {kind}"
     for edit in edits:
-        child = apply_patch(H0, edit.ops)  # applies and validates (hooks name registered conditions)
-        assert child.id != H0.id and edit.why
+        child = apply_patch(spec, edit.ops)  # applies and validates (hooks name registered conditions)
+        assert child.id != spec.id and edit.why
         assert all(any(o["path"] == p or o["path"].startswith(p.rstrip("/") + "/") for p in op.paths)
                    for o in edit.ops), (name, edit.ops)
         assert set(edit.demo_tasks) <= set(m.tasks) and all(m.tasks[t].split == "train" for t in edit.demo_tasks)
@@ -196,3 +200,45 @@ def test_self_check_and_retry_hooks_change_a_rollout_as_declared():
     model = ScriptedChatModel(script=[AIMessage("Three plus four makes seven"), "Final answer: 7"])
     traj = asyncio.run(arun_rollout(retry, model, OneTaskEnv(), task))
     assert traj.passed and traj.model_turns == 2
+
+
+CAUSES = ["format:no_marker", "value:sign", "wrong_answer", "loop:repetition", "truncated:output_tokens",
+          "no_answer:budget:model_calls", "tool:python", "no_answer:budget:context_tokens"]
+
+
+def test_the_bpe_operator_leaves_every_proposal_for_a_spec_without_bpe_unchanged(monkeypatch):
+    def proposals():
+        out = []
+        for kind in CAUSES:
+            m = material(kind)
+            for seed in range(4):
+                for sample in range(3):
+                    cand = OfflineEditor(seed=seed).propose(m.direction, H0, m.tasks, round=1, sample=sample).candidate
+                    out.append((cand.id, cand.patch, cand.rationale))
+        return out
+
+    with_bpe_operator = proposals()
+    assert "bpe_settings" not in {op.name for op in applicable(["wrong_answer"], spec=H0)}
+    monkeypatch.delitem(OPERATORS, "bpe_settings")  # the library as it was before the operator existed
+    assert proposals() == with_bpe_operator
+    assert not any("bpe" in str(patch) for _, patch, _ in with_bpe_operator)
+
+
+def test_a_bpe_spec_gets_bpe_setting_candidates_from_the_offline_editor():
+    assert OPERATORS["bpe_settings"].make(material("wrong_answer"), random.Random(0)) is None  # no BPE: nothing
+    seen = {}
+    for kind in CAUSES:
+        m = material(kind, spec=H0_BPE)
+        for seed in range(6):
+            for sample in range(4):
+                cand = OfflineEditor(seed=seed).propose(m.direction, H0_BPE, m.tasks, sample=sample).candidate
+                if "bpe_settings" in cand.rationale:
+                    child = apply_patch(H0_BPE, cand.patch)
+                    seen.setdefault(kind, set()).add((child.bpe.render, child.bpe.max_experience, child.bpe.costs.read))
+    assert {"wrong_answer", "truncated:output_tokens"} <= set(seen)  # drawn among the other operators
+    assert seen["wrong_answer"] <= {("always", 16, 0.05), ("on_read", 32, 0.05), ("on_read", 16, 0.025)}
+    assert seen["truncated:output_tokens"] <= {("on_read", 8, 0.05), ("on_read", 16, 0.1)}  # context pressure
+    only = OfflineEditor(operators=("bpe_settings",))
+    m = material("wrong_answer")
+    assert only.propose(m.direction, H0, m.tasks).candidate.status == "rejected"  # never for a spec without BPE
+    assert only.propose(m.direction, H0_BPE, m.tasks).candidate.patch[0]["path"].startswith("/bpe/")
