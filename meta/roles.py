@@ -125,7 +125,8 @@ class Voter(Protocol):
 
 class Summarised(BaseModel):
     """A summariser's answer: a harness lineage's ``lessons`` after consolidation (oldest first, at
-    most ``BPE.max_experience``), how many input lessons were ``merged`` into others, who made them
+    most ``BPE.max_experience``), how many input lessons were ``merged`` into others (for an LLM's
+    summary, which does not say: the input lessons less the kept ones), who made them
     (``source``: ``offline`` or ``llm``), why an LLM reply was rejected (``reason``; empty when none
     was) and the LLM calls made (for the archive)."""
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
+from langchain_core.language_models import BaseChatModel
 from pydantic import BaseModel
 
 from coevo.config import RunConfig
@@ -54,7 +55,7 @@ class LLMSummariser(JsonRole):
 
     role = "summariser"
 
-    def __init__(self, model: Any, threshold: float | None = None, **kw: Any) -> None:
+    def __init__(self, model: str | BaseChatModel, threshold: float | None = None, **kw: Any) -> None:
         super().__init__(model, **kw)
         self.offline = OfflineSummariser(threshold)
 
