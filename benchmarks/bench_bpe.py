@@ -81,14 +81,16 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], help="a config override for every run (KEY=VALUE)")
     parser.add_argument("--only", action="append", default=[], help="run only these conditions (by label)")
     parser.add_argument("--json", help="write the results here too")
+    parser.add_argument("--keep", help="write each condition's archive and outputs under this folder (default: a "
+                        "temporary one, removed at the end); `coevo report` then shows each run's action-rate curve")
     args = parser.parse_args()
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         for label, settings in CONDITIONS.items():
             if args.only and label not in args.only:
                 continue
-            folder = Path(tmp) / label.replace(" ", "_").replace(",", "").replace("=", "")
-            folder.mkdir()
+            folder = Path(args.keep or tmp).resolve() / label.replace(" ", "_").replace(",", "").replace("=", "")
+            folder.mkdir(parents=True)
             results[label] = run_condition(Path(args.config).resolve(), folder, settings + args.set)
             print(label, json.dumps(results[label]), flush=True)
     print("| condition | test success [95 %] n | mean reward | actions / turn (test) | reads, writes / rollout "
