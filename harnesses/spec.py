@@ -223,17 +223,16 @@ class BPE(Strict):
     """EvoHarness-RL's policy-facing harness state (first abstract of
     ``shared/papers/harness_learning_abstracts.txt``): Belief (hypotheses about the world state),
     Progress (subgoals done and pending) and Experience (lessons that persist across episodes of a
-    harness lineage), read and written through the harness actions ``bpe_read``,
-    ``bpe_update_belief``, ``bpe_update_progress`` and ``bpe_consolidate`` (``coevo.harnesses.bpe``),
-    each costing ``costs``.
+    harness lineage), read and written through the harness actions ``bpe_read``, ``bpe_update_belief``,
+    ``bpe_update_progress`` and ``bpe_consolidate`` (``coevo.harnesses.bpe``), each costing ``costs``.
 
     ``render``: ``on_read`` puts the state into context only as the output of ``bpe_read``
     (selective access); ``always`` shows it after every turn, as the scratchpad is. Caps:
     ``max_belief`` hypotheses (the oldest dropped), ``max_progress`` subgoals, ``max_experience``
     lessons (consolidation keeps the newest distinct ones), ``max_chars`` characters per entry.
     ``progress_schema``: subgoals every episode starts with as pending (refined by evoharness_rl's
-    ``refine_progress``; at most ``max_progress``, distinct up to case and whitespace; left out of the
-    JSON when empty, so older BPE specs keep their ids).
+    ``refine_progress``; at most ``max_progress``, distinct up to case and whitespace, each at most
+    ``max_chars``; left out of the JSON when empty, so older BPE specs keep their ids).
     """
 
     render: Literal["on_read", "always"] = "on_read"
@@ -247,9 +246,10 @@ class BPE(Strict):
     @model_validator(mode="after")
     def _schema_fits(self) -> "BPE":
         keys = [" ".join(s.split()).casefold() for s in self.progress_schema]
-        if not all(keys) or len(set(keys)) < len(keys) or len(keys) > self.max_progress:
+        longest = max(map(len, keys), default=0)
+        if "" in keys or len(set(keys)) < len(keys) or len(keys) > self.max_progress or longest > self.max_chars:
             raise ValueError(f"progress_schema: at most max_progress = {self.max_progress} distinct, non-blank "
-                             f"subgoals; got {self.progress_schema!r}")
+                             f"subgoals of <= max_chars = {self.max_chars} characters; got {self.progress_schema!r}")
         return self
 
 

@@ -117,3 +117,39 @@ def test_the_llm_summariser_makes_no_call_with_fewer_than_two_lessons():
 def test_grounded_lessons_reuse_the_given_words():
     assert grounded("take the key, then open the door", LESSONS)
     assert not grounded("always answer 42", LESSONS) and not grounded("", LESSONS)
+
+
+def test_a_progress_schema_entry_longer_than_max_chars_is_rejected_with_the_fix():
+    with pytest.raises(HarnessError, match="max_chars"):
+        validate_spec({"bpe": {"max_chars": 8, "progress_schema": ["find key", "open the door"]}})
+    assert validate_spec({"bpe": {"max_chars": 8, "progress_schema": ["find key"]}}).bpe.progress_schema == ["find key"]
+
+
+def test_an_editor_can_set_the_progress_schema_the_patch_schema_offers_it():
+    from coevo.harnesses.patch import apply_edit
+    from coevo.harnesses.patch_schema import patch_schema
+
+    spec = validate_spec({"name": "h", "bpe": {}})
+    assert "/bpe/progress_schema" in json.dumps(patch_schema(spec))  # offered as a replace ...
+    child = apply_edit(spec, [{"op": "replace", "path": "/bpe/progress_schema", "value": ["find key"]}])
+    assert child.bpe.progress_schema == ["find key"]  # ... so it applies although the empty schema is left out
+    grown = apply_edit(child, [{"op": "add", "path": "/bpe/progress_schema/-", "value": "open door"}])
+    assert grown.bpe.progress_schema == ["find key", "open door"]
+    for bad in (["a", "A"], ["a", " "], ["x" * 300], [f"s{i}" for i in range(17)], [3]):
+        with pytest.raises(HarnessError):
+            apply_edit(spec, [{"op": "replace", "path": "/bpe/progress_schema", "value": bad}])
+    with pytest.raises(HarnessError, match="no-op"):
+        apply_edit(spec, [{"op": "replace", "path": "/bpe/progress_schema", "value": []}])
+
+
+def test_an_llm_client_error_or_a_wrongly_typed_reply_is_a_rejected_summary():
+    def down(messages):
+        raise RuntimeError("the API is down")
+
+    summariser = LLMSummariser(ScriptedChatModel(script=[down, down]))
+    out = summariser.summarise(LESSONS, [DRAWER_AGAIN], BPE(max_experience=2))
+    assert out.source == "offline" and out.lessons == ["the door needs the key", DRAWER_AGAIN]
+    assert "RuntimeError" in out.reason and "the API is down" in out.reason
+    out = llm({"lessons": [3, "the door needs the key"]}).summarise(LESSONS, [DRAWER_AGAIN], BPE(max_experience=2))
+    assert out.source == "offline" and "valid string" in out.reason and len(out.calls) == 2  # the repair turn too
+
