@@ -11,6 +11,9 @@ pressure (``truncated:``, ``no_answer:budget:context_tokens``) or not:
 - ``max_experience``: halved (at least 2) under pressure, doubled (at most 64) otherwise;
 - the ``bpe_read`` cost: doubled (at most 1) under pressure, halved otherwise (cheaper reads, so
   cost-aware GRPO does not teach the policy to stop reading).
+
+A setting the step would move the wrong way (a cap of 1 under pressure, one above 64 otherwise, a
+read cost above 1 under pressure) is not a variant.
 """
 
 from __future__ import annotations
@@ -34,8 +37,11 @@ def bpe_settings(m: Material, rng: random.Random) -> Edit | None:
     render = "on_read" if full else "always"
     cap = max(bpe.max_experience // 2, 2) if full else min(bpe.max_experience * 2, 64)
     read = min(bpe.costs.read * 2, 1.0) if full else round(bpe.costs.read / 2, 4)
+    moves = [("/bpe/render", "BPE state rendered", bpe.render, render, render != bpe.render),
+             ("/bpe/max_experience", "experience cap", bpe.max_experience, cap,
+              cap < bpe.max_experience if full else cap > bpe.max_experience),
+             ("/bpe/costs/read", "bpe_read cost", bpe.costs.read, read,
+              read > bpe.costs.read if full else read < bpe.costs.read)]  # never the wrong way (module doc)
     steps = [Edit([{"op": "replace", "path": path, "value": new}], f"{what} {now} -> {new}")
-             for path, what, now, new in (("/bpe/render", "BPE state rendered", bpe.render, render),
-                                          ("/bpe/max_experience", "experience cap", bpe.max_experience, cap),
-                                          ("/bpe/costs/read", "bpe_read cost", bpe.costs.read, read)) if new != now]
+             for path, what, now, new, ahead in moves if ahead]
     return rng.choice(steps) if steps else None

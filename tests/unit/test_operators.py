@@ -242,3 +242,19 @@ def test_a_bpe_spec_gets_bpe_setting_candidates_from_the_offline_editor():
     m = material("wrong_answer")
     assert only.propose(m.direction, H0, m.tasks).candidate.status == "rejected"  # never for a spec without BPE
     assert only.propose(m.direction, H0_BPE, m.tasks).candidate.patch[0]["path"].startswith("/bpe/")
+
+
+@pytest.mark.parametrize("bpe, kind", [(BPE(max_experience=1), "truncated:output_tokens"),
+                                       (BPE(max_experience=100), "wrong_answer"),
+                                       (BPE(costs={"read": 2.0}), "truncated:output_tokens"),
+                                       (BPE(render="on_read", max_experience=64, costs={"read": 0.0}), "wrong_answer")])
+def test_bpe_settings_never_moves_a_setting_against_its_direction(bpe, kind):
+    spec = H0.model_copy(update={"bpe": bpe})
+    full = kind.startswith("truncated:")
+    for seed in range(12):
+        edit = OPERATORS["bpe_settings"].make(material(kind, spec=spec), random.Random(seed))
+        if edit is None:
+            continue
+        child = apply_patch(spec, edit.ops).bpe
+        assert child.max_experience <= bpe.max_experience if full else child.max_experience >= bpe.max_experience
+        assert child.costs.read >= bpe.costs.read if full else child.costs.read <= bpe.costs.read
