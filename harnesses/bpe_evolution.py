@@ -8,14 +8,16 @@ algorithm; the two below are coevo's choice, pure functions the evoharness_rl no
   word sets overlap by Jaccard >= ``NEAR_DUPLICATE``, merge into the newer one; then the newest
   ``cap`` are kept.
 - ``refined_schema``: the progress schema, the subgoals done in at least ``min_support``
-  successful rollouts, most frequent first (``BPE.progress_schema``).
+  successful rollouts (or tasks), most frequent first (``BPE.progress_schema``).
+- ``mentions``: whether an entry holds a gold answer, which no lesson or schema entry may carry
+  (a train task's answer would reach that task when it is trained on again).
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Sequence
+from typing import Iterable, Sequence
 
 from coevo.harnesses.bpe import entry_key, merge_lessons
 
@@ -67,21 +69,40 @@ def grounded(lesson: str, sources: Sequence[str], share: float = 0.5) -> bool:
     return bool(mine) and len(mine & theirs) >= share * len(mine)
 
 
-def refined_schema(done: Sequence[Sequence[str]], cap: int, min_support: int = 2) -> list[str]:
+def refined_schema(done: Sequence[Sequence[str]], cap: int, min_support: int = 2,
+                   tasks: Sequence[str] | None = None, max_chars: int | None = None) -> list[str]:
     """The refined progress schema: from the ``done`` subgoals of each successful rollout (one list
     per rollout; a subgoal counted once per rollout, up to case and whitespace), those done in at
     least ``min_support`` rollouts, most rollouts first (ties: first seen first), each in its first
-    seen wording, at most ``cap``. Empty when none is frequent enough."""
+    seen wording (whitespace collapsed, cut to ``max_chars`` when given), at most ``cap``. Empty when
+    none is frequent enough. With ``tasks`` (each rollout's task id) support counts distinct tasks
+    instead: a GRPO group plays one task many times, and a subgoal only one task's rollouts complete
+    (its walkthrough step, its answer) is no schema for every task. Raises ``ValueError`` when
+    ``tasks`` and ``done`` differ in length."""
+    if tasks is not None and len(tasks) != len(done):
+        raise ValueError(f"refined_schema: {len(tasks)} task ids for {len(done)} rollouts")
     support: Counter[str] = Counter()
     wording: dict[str, str] = {}
-    for subgoals in done:
+    seen: set[tuple[str, str]] = set()
+    for i, subgoals in enumerate(done):
         keys = {}
         for s in subgoals:
-            if key := entry_key(s):
-                keys.setdefault(key, " ".join(s.split()))
+            text = " ".join(s.split())[:max_chars].strip()
+            if key := entry_key(text):
+                keys.setdefault(key, text)
         for key, text in keys.items():
             wording.setdefault(key, text)
-            support[key] += 1
+            unit = (tasks[i] if tasks is not None else str(i), key)
+            support[key] += unit not in seen
+            seen.add(unit)
     first = {key: i for i, key in enumerate(wording)}
     frequent = sorted((k for k, n in support.items() if n >= min_support), key=lambda k: (-support[k], first[k]))
     return [wording[k] for k in frequent[:cap]]
+
+
+def mentions(text: str, answers: Iterable[str]) -> bool:
+    """Whether ``text`` holds any of ``answers`` (gold answers) whole: compared as BPE entries are
+    (``entry_key``: case folded, whitespace collapsed), not inside a longer word ("42" is in "say 42.",
+    not in "step 420"); blank answers never match."""
+    key = entry_key(text)
+    return any(re.search(rf"(?<!\w){re.escape(a)}(?!\w)", key) for a in map(entry_key, answers) if a)

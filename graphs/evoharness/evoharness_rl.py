@@ -8,7 +8,7 @@ summarised, progress schema refined)::
     for t in rounds:
         W[t+1], T[t] = GRPO(W[t], H_BPE, D_train, E)   # r = task reward - lambda x action cost
         E = summarise(E + lessons of the successful T[t])   # dedup, near-dup merge (or the LLM), cap
-        H_BPE.progress_schema = subgoals done in >= 2 successful T[t]   # when changed: a child harness
+        H_BPE.progress_schema = subgoals done in >= 2 tasks' successful T[t]   # when changed: a child
 
 lambda is ``train.action_cost``; the stage's metrics log task reward, harness cost, shaped reward,
 harness-action rate per turn, reads, writes and state size (``coevo.training.harness_cost``).
@@ -46,7 +46,7 @@ def build() -> StateGraph:
     builder.add_edge("harness_sft", "train")
     # W[t+1], T[t] = GRPO(W[t], H_BPE, D_train, E); E = summarise(E + T[t])
     builder.add_edge("train", "consolidate")
-    # H_BPE.progress_schema = subgoals done in >= 2 successful T[t]
+    # H_BPE.progress_schema = subgoals done in >= 2 tasks' successful T[t]
     builder.add_edge("consolidate", "refine_progress")
     # for t in rounds
     add_rounds(builder, first="train", last="refine_progress")

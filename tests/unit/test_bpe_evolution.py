@@ -153,3 +153,16 @@ def test_an_llm_client_error_or_a_wrongly_typed_reply_is_a_rejected_summary():
     out = llm({"lessons": [3, "the door needs the key"]}).summarise(LESSONS, [DRAWER_AGAIN], BPE(max_experience=2))
     assert out.source == "offline" and "valid string" in out.reason and len(out.calls) == 2  # the repair turn too
 
+
+def test_the_refined_schema_counts_support_per_task_and_leaves_out_gold_answers():
+    from coevo.harnesses.bpe_evolution import mentions
+
+    # one task's GRPO group is one piece of evidence: 'say 42' done by four rollouts of task a
+    done = [("a", ["say 42", "read task"]), ("a", ["say 42"]), ("a", ["say 42", "read task"]), ("a", ["say 42"]),
+            ("b", ["read task"])]
+    assert refined_schema([s for _, s in done], cap=8, tasks=[t for t, _ in done]) == ["read task"]
+    assert refined_schema([s for _, s in done], cap=8) == ["say 42", "read task"]  # per rollout, as documented
+    with pytest.raises(ValueError):
+        refined_schema([["a"]], cap=8, tasks=["t1", "t2"])
+    assert mentions("Then say 42.", ["42"]) and mentions("the answer is  PARIS", ["paris"])
+    assert not mentions("step 420", ["42"]) and not mentions("anything", ["", " "]) and not mentions("x", [])

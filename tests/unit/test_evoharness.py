@@ -14,7 +14,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 from coevo.app.run import run_meta
 from coevo.config import RunConfig
 from coevo.envs.base import Episode, Score, Task
-from coevo.graphs.evoharness.nodes import refine_progress
+from coevo.graphs.evoharness.nodes import consolidate, refine_progress
 from coevo.harnesses.runtime import arun_rollout
 from coevo.harnesses.spec import HarnessSpec, Prompt, validate_spec
 from coevo.meta.context import MetaContext
@@ -212,3 +212,48 @@ def test_nothing_is_refined_without_successful_rollouts_or_a_subgoal_done_twice(
     out = refine_progress({**state, "train_trajectories": ["t0", "t2"]}, runtime)
     assert ctx.spec(out["incumbent"]).bpe.progress_schema == ["Open door"]
     assert ctx.spec(out["incumbent"]).parents == [spec.id]
+
+
+def node_context(tmp_path, bpe):
+    """A run context over a fresh archive holding a BPE harness (``bpe``: its settings); returns it,
+    the spec and a state with that harness as incumbent and start."""
+    archive = Archive(tmp_path / "a.db")
+    spec = validate_spec({"name": "h", "bpe": bpe})
+    archive.add_harness(spec, [], "bpe", "run-1")
+    ctx = MetaContext(config=RunConfig(strategy="evoharness_rl"), env=WordEnv(), archive=archive,
+                      policy=lambda c: None, run_id="run-1")
+    return ctx, spec, {"incumbent": spec.id, "start_harness": spec.id, "round": 0}
+
+
+def played(ctx, *rollouts):
+    """Store ``(task id, passed, gold answer, harness_state)`` rollouts; returns their ids."""
+    trajs = [Trajectory(id=f"t{i}", task_id=task, passed=ok, score_detail={"expected": gold}, harness_state=state)
+             for i, (task, ok, gold, state) in enumerate(rollouts)]
+    ctx.archive.put(*trajs)
+    return [t.id for t in trajs]
+
+
+def test_the_schema_counts_tasks_not_rollouts_never_carries_a_gold_answer_and_fits_max_chars(tmp_path):
+    ctx, spec, state = node_context(tmp_path, {"max_chars": 20})
+    done = lambda *s: {"progress": {"done": list(s)}}  # noqa: E731
+    ids = played(ctx, ("w-a", True, "42", done("say 42", "read the task")), ("w-a", True, "42", done("say 42")),
+                 ("w-b", True, "7", done("read the task", "the answer is 42", "look under every single mat")),
+                 ("w-c", True, "9", done("The answer is 42", "look under every single mat")),
+                 ("w-d", False, "lemon", done("say lemon")), ("w-e", True, "5", done("say lemon")))
+    out = refine_progress({**state, "train_trajectories": ids}, SimpleNamespace(context=ctx))
+    # 'say 42': one task's group; 'the answer is 42': w-a's gold, which w-a would then be trained with;
+    # 'say lemon': done by one successful task only, and a failed task's gold; the long one: cut to max_chars
+    assert ctx.spec(out["incumbent"]).bpe.progress_schema == ["read the task", "look under every sin"]
+    again = refine_progress({**state, "train_trajectories": ids}, SimpleNamespace(context=ctx))  # a resumed node
+    assert again == out and len(ctx.archive.list(HarnessRecord, origin="progress_schema")) == 1
+
+
+def test_consolidation_never_keeps_a_lesson_holding_a_train_gold_answer(tmp_path):
+    ctx, spec, state = node_context(tmp_path, {})
+    lessons = lambda *s: {"consolidated": list(s)}  # noqa: E731
+    ctx.experience.consolidate(spec.id, ["the answer to the fig task is 42"], cap=16)  # kept before this round
+    ids = played(ctx, ("w-a", True, "42", lessons("answer 42", "read the task twice")),
+                 ("w-b", True, "Paris", lessons("the capital asked is paris")),
+                 ("w-c", False, "7", lessons("it is 7")))
+    assert consolidate({**state, "train_trajectories": ids}, SimpleNamespace(context=ctx)) == {}
+    assert ctx.experience.lessons(spec.id) == ["read the task twice"]
