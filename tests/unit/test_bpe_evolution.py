@@ -166,3 +166,14 @@ def test_the_refined_schema_counts_support_per_task_and_leaves_out_gold_answers(
         refined_schema([["a"]], cap=8, tasks=["t1", "t2"])
     assert mentions("Then say 42.", ["42"]) and mentions("the answer is  PARIS", ["paris"])
     assert not mentions("step 420", ["42"]) and not mentions("anything", ["", " "]) and not mentions("x", [])
+
+
+@pytest.mark.parametrize("render", ["on_read", "always"])
+def test_the_seeded_schema_reaches_the_model_only_as_render_says(render):
+    spec = validate_spec({"bpe": {"render": render, "progress_schema": ["find the brass key"]}})
+    model = ScriptedChatModel(script=[call("bpe_update_belief", hypothesis="a room"),
+                                      AIMessage(content="Final answer: 42")])
+    traj = asyncio.run(arun_rollout(spec, model, ToyEnv(), make_task()))
+    seen = [" ".join(str(m.content) for m in messages) for messages in model.calls]
+    assert traj.harness_state["progress"]["pending"] == ["find the brass key"]
+    assert ["find the brass key" in text for text in seen] == ([True, True] if render == "always" else [False, False])

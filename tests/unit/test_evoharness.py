@@ -225,10 +225,10 @@ def node_context(tmp_path, bpe):
     return ctx, spec, {"incumbent": spec.id, "start_harness": spec.id, "round": 0}
 
 
-def played(ctx, *rollouts):
+def played(ctx, *rollouts, prefix="t"):
     """Store ``(task id, passed, gold answer, harness_state)`` rollouts; returns their ids."""
-    trajs = [Trajectory(id=f"t{i}", task_id=task, passed=ok, score_detail={"expected": gold}, harness_state=state)
-             for i, (task, ok, gold, state) in enumerate(rollouts)]
+    trajs = [Trajectory(id=f"{prefix}{i}", task_id=task, passed=ok, score_detail={"expected": gold},
+                        harness_state=state) for i, (task, ok, gold, state) in enumerate(rollouts)]
     ctx.archive.put(*trajs)
     return [t.id for t in trajs]
 
@@ -246,6 +246,10 @@ def test_the_schema_counts_tasks_not_rollouts_never_carries_a_gold_answer_and_fi
     assert ctx.spec(out["incumbent"]).bpe.progress_schema == ["read the task", "look under every sin"]
     again = refine_progress({**state, "train_trajectories": ids}, SimpleNamespace(context=ctx))  # a resumed node
     assert again == out and len(ctx.archive.list(HarnessRecord, origin="progress_schema")) == 1
+    reordered = played(ctx, ("w-a", True, "1", done("LOOK under every sin", "read the task")),
+                       ("w-b", True, "2", done("look under every  sin", "Read The Task")), prefix="r")
+    assert refine_progress({**state, "incumbent": out["incumbent"], "train_trajectories": reordered},
+                           SimpleNamespace(context=ctx)) == {}  # the same schema in another order and case
 
 
 def test_consolidation_never_keeps_a_lesson_holding_a_train_gold_answer(tmp_path):
