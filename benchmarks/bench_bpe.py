@@ -84,12 +84,16 @@ def main() -> None:
     parser.add_argument("--keep", help="write each condition's archive and outputs under this folder (default: a "
                         "temporary one, removed at the end); `coevo report` then shows each run's action-rate curve")
     args = parser.parse_args()
+    labels = [label for label in CONDITIONS if not args.only or label in args.only]
+    names = {label: label.replace(" ", "_").replace(",", "").replace("=", "") for label in labels}
+    if args.keep and (taken := [n for n in names.values() if (Path(args.keep) / n).exists()]):
+        parser.error(f"--keep {args.keep}: {taken} already hold a run (its archive would be mixed with this one's); "
+                     "pick another folder or remove them")  # checked before hours of runs, not after the first
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for label, settings in CONDITIONS.items():
-            if args.only and label not in args.only:
-                continue
-            folder = Path(args.keep or tmp).resolve() / label.replace(" ", "_").replace(",", "").replace("=", "")
+        for label in labels:
+            settings = CONDITIONS[label]
+            folder = Path(args.keep or tmp).resolve() / names[label]
             folder.mkdir(parents=True)
             results[label] = run_condition(Path(args.config).resolve(), folder, settings + args.set)
             print(label, json.dumps(results[label]), flush=True)
