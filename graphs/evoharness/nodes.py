@@ -90,8 +90,8 @@ def played(ctx: MetaContext, state: MetaState) -> tuple[list[Trajectory], list[s
     states none). No lesson or schema entry may hold one (``mentions``): shown on that train task when
     it is trained on again, its answer would reach it."""
     rollouts = [t for i in state.get("train_trajectories", []) if (t := ctx.archive.get(Trajectory, i)) is not None]
-    golds = [gold for t in rollouts if (gold := expected_answer(None, t.score_detail or {})) is not None]
-    return [t for t in rollouts if t.passed], golds
+    golds = {gold: None for t in rollouts if (gold := expected_answer(None, t.score_detail or {})) is not None}
+    return [t for t in rollouts if t.passed], list(golds)  # each task's gold once, not once per rollout
 
 
 def consolidate(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
