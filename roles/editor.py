@@ -20,7 +20,7 @@ checks and search scoring while the candidate is pending or accepted.
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Collection, Sequence
 
 from coevo.config import RunConfig
 from coevo.envs.base import Env, Task
@@ -32,7 +32,7 @@ from coevo.meta.roles import Editor, Proposal
 from coevo.meta.state import Candidate, Direction
 from coevo.models.trajectory import Trajectory
 from coevo.roles.llm import JsonRole
-from coevo.roles.operators import Material, draw, expected_answer, seed_of
+from coevo.roles.operators import OPERATORS, Material, draw, expected_answer, seed_of
 from coevo.roles.operators.prompt import RULE_HINTS  # noqa: F401  (re-exported)
 from coevo.training.edit_env import EditReply, edit_system
 
@@ -45,11 +45,12 @@ class OfflineEditor:
     hurt (the gate has something to reject). Demonstrations come from ``solved`` (successful train
     trajectories) or from ``demo_answer(task, train diagnostics)`` (default: an ``expected``
     field); ``max_demos`` caps the demonstrations added per edit; ``operators`` restricts the
-    library to those names (None: every registered operator)."""
+    library to those names (None: every registered operator) and ``exclude`` leaves those out."""
 
     def __init__(self, max_demos: int = 2, demo_answer: Callable[[Task, dict[str, Any]], str | None] | None = None,
-                 seed: int = 0, operators: Sequence[str] | None = None) -> None:
-        self.max_demos, self.seed, self.operators = max_demos, seed, operators
+                 seed: int = 0, operators: Sequence[str] | None = None, exclude: Collection[str] = ()) -> None:
+        self.max_demos, self.seed = max_demos, seed
+        self.operators = [n for n in (operators or OPERATORS) if n not in exclude] if exclude else operators
         self.demo_answer = demo_answer or expected_answer
 
     def propose(self, direction: Direction, spec: HarnessSpec, tasks: dict[str, Task],
@@ -142,9 +143,18 @@ class LLMEditor(JsonRole):
         return self._ask_edit(direction, spec, tasks, extra, candidate.id, candidate.revision + 1)
 
 
+UNMEASURED_UNDER_EVAL_TEMPERATURE = ("decoding_temperature",)
+"""Offline operators whose edit no evaluation of the run can see when ``eval.temperature`` is set: val
+and test then sample at it whatever the harness's ``decoding.temperature`` says, and training rollouts
+always sample at ``train.temperature`` (``coevo.training.stage.training_spec``), so such a candidate
+would score exactly its parent and only spend a val evaluation."""
+
+
 def editor_for(config: RunConfig, env: Env) -> Editor:
-    """The run's editor: ``OfflineEditor`` (demonstration answers from ``demonstration_source``)
+    """The run's editor: ``OfflineEditor`` (demonstration answers from ``demonstration_source``;
+    without the ``UNMEASURED_UNDER_EVAL_TEMPERATURE`` operators when ``eval.temperature`` is set)
     when ``meta.model == "offline"``, else ``LLMEditor``."""
     if config.meta.model == "offline":
-        return OfflineEditor(demo_answer=demonstration_source(env), seed=config.seed)
+        exclude = UNMEASURED_UNDER_EVAL_TEMPERATURE if config.eval.temperature is not None else ()
+        return OfflineEditor(demo_answer=demonstration_source(env), seed=config.seed, exclude=exclude)
     return LLMEditor(config.meta.model, temperature=config.meta.temperature)

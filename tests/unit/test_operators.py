@@ -258,3 +258,28 @@ def test_bpe_settings_never_moves_a_setting_against_its_direction(bpe, kind):
         child = apply_patch(spec, edit.ops).bpe
         assert child.max_experience <= bpe.max_experience if full else child.max_experience >= bpe.max_experience
         assert child.costs.read >= bpe.costs.read if full else child.costs.read <= bpe.costs.read
+
+
+def test_under_an_eval_temperature_the_offline_editor_proposes_no_decoding_temperature_edit():
+    """With ``eval.temperature`` set, val and test sample at it and training at ``train.temperature``,
+    so a decoding-temperature edit would score exactly its parent: ``editor_for`` leaves the operator
+    out; without it (the default job) the editor draws as before."""
+    from coevo.config import RunConfig
+    from coevo.roles.editor import editor_for
+
+    def drawn(editor):
+        names = []
+        for kind in ("value:sign", "loop:repetition", "wrong_answer", "truncated:output_tokens"):
+            m = material(kind)
+            for sample in range(4):
+                cand = editor.propose(m.direction, H0, m.tasks, round=1, sample=sample).candidate
+                names.append(cand.rationale.split(" by operator ")[-1].split(" ")[0])
+        return names
+
+    sampled, greedy = RunConfig(eval={"k": 3, "temperature": 0.7}), RunConfig()
+    assert "decoding_temperature" in drawn(editor_for(greedy, None))
+    assert "decoding_temperature" not in drawn(editor_for(sampled, None))
+    plain = [OfflineEditor(seed=0).propose(material(k).direction, H0, material(k).tasks, round=1).candidate.patch
+             for k in CAUSES]
+    assert plain == [editor_for(greedy, None).propose(material(k).direction, H0, material(k).tasks, round=1)
+                     .candidate.patch for k in CAUSES]  # unset: the same candidates as before
