@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import os
+import re
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Iterable, Mapping, TypeVar
@@ -145,3 +146,16 @@ def first_tasks(splits: Mapping[str, list[Task]], split: str, n: int | None = No
         raise ValueError(f"n={n} must be >= 0 or None")
     items = splits[split]
     return [t.model_copy(deep=True) for t in (items if n is None else items[:n])]
+
+
+CHOICE = re.compile(r"^\s*(?:option\s+)?(\d{1,4})(?:\s*[.):])?(?=\s|$)", re.IGNORECASE)
+"""A reply that picks a numbered option: the number at its very start (see ``leading_choice``)."""
+
+
+def leading_choice(text: str) -> int | None:
+    """The option number ``text`` starts with, or ``None``: ``3``, ``3.``, ``3)``, ``3:`` or ``option 3``
+    (any case), then whitespace or the end, so "3. go north" and "2\nBecause ..." pick 3 and 2,
+    while "3.5", "30kg", "go 3" and "I pick 3" pick nothing. Used by numbered-choice envs
+    (``textworld:admissible=numbered``) and the harness parser's ``choice_action``."""
+    m = CHOICE.match(str(text))
+    return int(m.group(1)) if m else None

@@ -14,8 +14,16 @@ Tools per episode: ``act(command)``, ``look()``, ``inventory()`` over a fresh ga
 game move. With ``admissible=true`` the task prompt and every tool reply end with the game's
 admissible commands (TextWorld's ``admissible_commands``: what the parser accepts in the current
 state), the usual way a small policy is given a long-horizon text game it can play
-(``textworld:challenge=tw-cooking,size=10,seed=0,admissible=true``). Reference:
-``textworld:challenge=tw-cooking,size=10,seed=0``.
+(``textworld:challenge=tw-cooking,size=10,seed=0,admissible=true``). With ``admissible=numbered``
+they are listed numbered, one a line ("1. go north"), and ``act`` also takes the number of one of
+the CURRENT list (``3``, ``3.``, ``3)``, ``3:`` or ``option 3`` at the start of the command:
+``coevo.envs.common.leading_choice``); a number outside the list is an invalid action (the game is
+not stepped, the reply says so and repeats the list). The number form is for small policies that
+cannot write a command or a JSON action (benchmarks/README.md, "An environment where H0 succeeds
+sometimes"); base harness ``textworld_numbered`` reads a bare number as the ``act`` call.
+Challenge ``tw-coin_collector`` (``level`` 1-300; TextWorld: a chain of ``(level - 1) % 100 + 1``
+rooms with the coin in the last, distractor rooms from level 101) is the simplest long-horizon game.
+Reference: ``textworld:challenge=tw-cooking,size=10,seed=0``.
 """
 
 from __future__ import annotations
@@ -32,13 +40,15 @@ from pathlib import Path
 from typing import Any
 
 from coevo.envs.base import Episode, Score, Split, Task, Tool
-from coevo.envs.common import cache_dir, dedupe, require, split_sizes, task_id
+from coevo.envs.common import cache_dir, dedupe, leading_choice, require, split_sizes, task_id
 from coevo.envs.suite import Suite
 
 CHALLENGES: dict[str, dict[str, Any]] = {
     "tw-simple": {"rewards": "dense", "goal": "detailed"},
     "tw-cooking": {"recipe": 1, "take": 1, "go": 1, "open": True, "cook": False, "cut": False},
+    "tw-coin_collector": {"level": 1},
 }
+ADMISSIBLE = {"false": "", "0": "", "no": "", "true": "list", "1": "list", "yes": "list", "numbered": "numbered"}
 COOKING_SPLIT = {"train": "train", "val": "valid", "test": "test"}
 _BANNER = re.compile(r"^[\s$\\|_/<>]*$")
 
@@ -61,13 +71,15 @@ def _tw_make() -> list[str]:
 class TextWorldEnv(Suite):
     """TextWorld games (see module doc).
 
-    ``challenge``: ``tw-simple`` or ``tw-cooking``; ``size``: games generated; ``seed``: base seed;
-    ``val_frac``/``test_frac``; other keyword arguments override the challenge's ``tw-make`` options
-    (e.g. ``recipe=2``, ``go=6``, ``cook=true``). ``cache``: where games are built (default
-    ``<coevo cache>/textworld``); ``reward``: ``correct`` or ``partial`` (module doc). Raises
+    ``challenge``: ``tw-simple``, ``tw-cooking`` or ``tw-coin_collector``; ``size``: games generated;
+    ``seed``: base seed; ``val_frac``/``test_frac``; other keyword arguments override the challenge's
+    ``tw-make`` options (e.g. ``recipe=2``, ``go=6``, ``cook=true``, ``level=5``). ``cache``: where games
+    are built (default ``<coevo cache>/textworld``); ``reward``: ``correct`` or ``partial`` (module doc). Raises
     ``ValueError`` for an unknown challenge, option or reward mode and ``MissingExtraError`` when
-    textworld is not installed. ``admissible``: list the admissible commands in the prompt and
-    after every reply (module doc; the tasks' ids then differ from those without).
+    textworld is not installed. ``admissible``: ``true`` lists the admissible commands in the prompt
+    and after every reply, ``numbered`` numbers them and lets ``act`` take a number (module doc; the
+    tasks' ids differ between the three modes). Raises ``ValueError`` for another ``admissible`` or a
+    ``tw-coin_collector`` level outside 1-300.
     """
 
     name = "textworld"
@@ -81,16 +93,21 @@ class TextWorldEnv(Suite):
             raise ValueError(f"unknown textworld challenge {challenge!r}; choose from {sorted(CHALLENGES)}")
         if bad := [k for k in options if k not in CHALLENGES[challenge]]:
             raise ValueError(f"unknown {challenge} options {bad}; known: {sorted(CHALLENGES[challenge])}")
+        if str(admissible).lower() not in ADMISSIBLE:
+            raise ValueError(f"admissible={admissible!r}: use true, false or numbered")
+        if challenge == "tw-coin_collector" and not 1 <= int(options.get("level", 1)) <= 300:
+            raise ValueError(f"level={options['level']} must be in 1..300 (TextWorld's tw-coin_collector levels)")
         if int(size) < 1:
             raise ValueError(f"size={size} must be >= 1")
         self.challenge, self.size, self.seed = challenge, int(size), int(seed)
-        self.admissible = str(admissible).lower() in ("1", "true", "yes")
+        self.listing = ADMISSIBLE[str(admissible).lower()]
+        self.admissible = bool(self.listing)
         self.val_frac, self.test_frac = float(val_frac), float(test_frac)
         self.options = {**CHALLENGES[challenge], **options}
         self.cache = Path(cache) if cache else cache_dir("textworld")
         self.config = {"challenge": challenge, "size": self.size, "seed": self.seed, "val_frac": self.val_frac,
                        "test_frac": self.test_frac, "options": self.options, "reward": self.reward_mode,
-                       **({"admissible": True} if self.admissible else {})}
+                       **({"admissible": True if self.listing == "list" else self.listing} if self.admissible else {})}
         self._games: dict[str, dict[str, Any]] = {}
 
     # --- building -----------------------------------------------------------------------------
@@ -135,10 +152,14 @@ class TextWorldEnv(Suite):
         return EnvInfos(max_score=True, won=True, lost=True, score=True, moves=True, objective=True,
                         admissible_commands=admissible, extras=["walkthrough"] if walkthrough else [])
 
-    @staticmethod
-    def commands_text(commands: Any) -> str:
-        """The admissible commands as the model reads them (sorted; ``look`` and ``inventory`` kept)."""
-        return "Admissible commands: " + ", ".join(sorted(str(c) for c in commands or []))
+    def commands_text(self, commands: Any) -> str:
+        """The admissible commands as the model reads them (sorted; ``look`` and ``inventory`` kept):
+        one comma-separated line, or with ``admissible=numbered`` one numbered command a line."""
+        names = sorted(str(c) for c in commands or [])
+        if self.listing == "numbered":
+            return "Admissible commands (reply with the number of one):\n" + "\n".join(
+                f"{i}. {c}" for i, c in enumerate(names, 1))
+        return "Admissible commands: " + ", ".join(names)
 
     def _read_game(self, path: Path) -> dict[str, Any]:
         import textworld
@@ -165,7 +186,8 @@ class TextWorldEnv(Suite):
         for split, game_seed, path, meta in games:
             kind, prompt = self.challenge, meta["intro"]
             if self.admissible:  # another prompt, so another task id
-                kind, prompt = f"{kind}+admissible", f"{prompt}\n\n{self.commands_text(self._first_commands(path))}"
+                kind = f"{kind}+admissible" + ("+numbered" if self.listing == "numbered" else "")
+                prompt = f"{prompt}\n\n{self.commands_text(self._first_commands(path))}"
             tid = task_id(self.name, f"{kind}\n{meta['intro']}\n" + "\n".join(meta["walkthrough"]))
             out[split].append(Task(id=tid, env=self.name, split=split, prompt=prompt,
                                    metadata={"challenge": self.challenge, "game_seed": game_seed,
@@ -208,7 +230,8 @@ class TextWorldEnv(Suite):
         env = textworld.start(game["path"], request_infos=self._infos(walkthrough=False, admissible=self.admissible))
         gs = env.reset()
         state: dict[str, Any] = {"score": 0, "max_score": gs.max_score, "won": False, "lost": False, "moves": 0,
-                                 "done": False, "commands": [], "closed": False}
+                                 "done": False, "commands": [], "closed": False, "invalid": 0,
+                                 "choices": sorted(str(c) for c in gs.admissible_commands or [])}
 
         def step(command: str) -> str:
             if state["closed"]:
@@ -218,9 +241,16 @@ class TextWorldEnv(Suite):
             command = str(command).strip()
             if not command:
                 raise ValueError("command is empty; e.g. act(command='go north')")
+            if self.listing == "numbered" and (n := leading_choice(command)) is not None:
+                if not 1 <= n <= len(state["choices"]):
+                    state["invalid"] += 1
+                    return (f"There is no command {n}: reply with a number from 1 to {len(state['choices'])}."
+                            f"\n\n{self.commands_text(state['choices'])}")
+                command = state["choices"][n - 1]
             new, _, done = env.step(command)
             state["commands"].append(command)
-            state.update(score=new.score, won=bool(new.won), lost=bool(new.lost), moves=new.moves, done=bool(done))
+            state.update(score=new.score, won=bool(new.won), lost=bool(new.lost), moves=new.moves, done=bool(done),
+                         choices=sorted(str(c) for c in new.admissible_commands or []))
             text = clean_feedback(new.feedback)
             if state["done"]:
                 text += (f"\n\n[The game has ended: {'you won' if state['won'] else 'you lost'}; "
@@ -236,7 +266,8 @@ class TextWorldEnv(Suite):
         no_args = {"type": "object", "properties": {}, "required": []}
         tools = [
             Tool("act", "Type a command into the game (e.g. 'go north', 'open door', 'take key from chest') and "
-                        "read the game's reply.",
+                        "read the game's reply." + (" A number plays that command of the numbered list."
+                                                    if self.listing == "numbered" else ""),
                  {"type": "object", "properties": {"command": {"type": "string", "description": "the command"}},
                   "required": ["command"]}, step, blocking=True),
             Tool("look", "Describe the current room.", no_args, lambda: step("look"), blocking=True),

@@ -3,7 +3,8 @@
 Modes: ``native`` (the chat model's own tool calls), ``json`` (``{"tool": name, "arguments": {...}}``
 or ``{"final_answer": ...}`` in the text), ``python_call`` (``[f(a=1), g(b="x")]``, keyword
 arguments only), ``text`` (no actions). In every mode a reply with no action may carry a final
-answer through ``final_answer_pattern``.
+answer through ``final_answer_pattern``; with ``choice_action`` (``TOOL.ARG``) a reply with no
+action that starts with an option number ("2", "2.", "option 2") is first read as ``TOOL(ARG="2")``.
 
 A reply that states its answer more than once is read by its LAST complete answer span, as
 reasoning-gym's ``extract_answer`` takes the last ``<answer>...</answer>``: for a pattern, the last
@@ -23,6 +24,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage
 
+from coevo.envs.common import leading_choice
 from coevo.harnesses.spec import Parser
 
 FENCE = re.compile(r"```[a-zA-Z0-9_-]*\n?(.*?)```", re.DOTALL)
@@ -163,6 +165,9 @@ def parse_reply(reply: AIMessage, parser: Parser) -> Parsed:
         found = parse_python_calls(text)
     if found is not None and (found.actions or found.answer is not None):
         return found
+    if parser.choice_action and (number := leading_choice(text)) is not None:
+        tool, arg = parser.choice_action.split(".")
+        return Parsed(actions=[Action(tool, {arg: str(number)})])
     if parser.final_answer_pattern:
         m = last_answer_match(parser.final_answer_pattern, text)
         if m:

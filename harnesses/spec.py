@@ -144,13 +144,17 @@ class Parser(Strict):
     as the answer, ``violation`` counts an interface violation and asks again with
     ``violation_message``. ``strip_code_fences`` replaces each ``` fenced block (with or without a
     language tag) by its inside before parsing: a harness choice, since verifiers score the answer
-    exactly as the harness submits it (BFCL's decoder fails a ```python fence)."""
+    exactly as the harness submits it (BFCL's decoder fails a ```python fence). ``choice_action`` ``TOOL.ARG``
+    (unset: left out of the JSON and the id): a reply with no action that starts with an option number
+    ("3", "3.", "option 3": ``coevo.envs.common.leading_choice``) is the call ``TOOL(ARG="3")``."""
 
     mode: Literal["native", "json", "python_call", "text"] = "native"
     final_answer_pattern: str | None = r"(?is)final answer\s*:\s*(.+)"
     on_no_action: Literal["finish", "violation"] = "finish"
     violation_message: str = "Your reply could not be parsed. Follow the output format exactly."
     strip_code_fences: bool = False
+    choice_action: str | None = Field(default=None, exclude_if=lambda v: v is None,
+                                      pattern=r"^[A-Za-z_]\w*\.[A-Za-z_]\w*$")
 
     @field_validator("final_answer_pattern")
     @classmethod
@@ -359,12 +363,8 @@ def validate_spec(data: dict[str, Any], source: str = "harness") -> HarnessSpec:
         hooks = data.get("hooks")
         problems = ([p for p in problems_from_validation(err) if p.path != ""]
                     + hook_problems(hooks if isinstance(hooks, dict) else {}))
-        seen, unique = set(), []
-        for p in problems or problems_from_validation(err):
-            if str(p) not in seen:
-                seen.add(str(p))
-                unique.append(p)
-        raise HarnessError(unique, source) from None
+        unique = {str(p): p for p in problems or problems_from_validation(err)}  # in first-seen order
+        raise HarnessError(list(unique.values()), source) from None
 
 
 def load_harness(source: str | Path | dict[str, Any] | HarnessSpec) -> HarnessSpec:
