@@ -86,3 +86,36 @@ def test_admissible_commands_reach_the_prompt_and_every_reply_and_the_walkthroug
     calls, answer = listed.walkthrough(task)
     assert calls[0] == ("act", {"command": first}) and answer == "done" and len(calls) == len(env._gold[plain.id])
     assert listed.config["admissible"] is True and "admissible" not in env.config
+
+
+def test_numbered_commands_are_listed_and_act_takes_a_number_of_the_current_list(env):
+    numbered, listed = get_env(REF + ",admissible=numbered"), get_env(REF + ",admissible=true")
+    plain, task = env.tasks("train", 1)[0], numbered.tasks("train", 1)[0]
+    assert len({plain.id, task.id, listed.tasks("train", 1)[0].id}) == 3 and task.prompt.startswith(plain.prompt)
+    choices = task.prompt.split("(reply with the number of one):\n")[1].splitlines()
+    assert choices[0].startswith("1. ") and choices == [f"{i}. {c}" for i, c in enumerate(sorted(
+        c.split(". ", 1)[1] for c in choices), 1)]
+    first = env._gold[plain.id][0]
+    number = next(i for i, line in enumerate(choices, 1) if line == f"{i}. {first}")
+    ep = numbered.episode(task)
+    act = {t.name: t for t in ep.tools}["act"]
+    assert "number" in {t.name: t for t in ep.tools}["act"].description
+    bad = act.fn(command=str(len(choices) + 1))
+    assert bad.startswith(f"There is no command {len(choices) + 1}") and "1. " in bad
+    assert ep.state["moves"] == 0 and ep.state["commands"] == [] and ep.state["invalid"] == 1
+    reply = act.fn(command=f"option {number}")
+    assert ep.state["commands"] == [first] and "\n1. " in reply  # the list of the new state follows
+    assert ep.state["choices"] == [ln.split(". ", 1)[1] for ln in reply.split("number of one):\n")[1].splitlines()]
+    act.fn(command="look")  # a command still works
+    assert ep.state["commands"][-1] == "look"
+    ep.close()
+    assert numbered.config["admissible"] == "numbered" and listed.config["admissible"] is True
+    with pytest.raises(ValueError, match="admissible='sometimes'"):
+        TextWorldEnv(admissible="sometimes")
+
+
+def test_coin_collector_levels_are_validated_and_passed_to_tw_make():
+    env = TextWorldEnv(challenge="tw-coin_collector", size=2, level=5)
+    assert env._args(3, "train") == ["tw-coin_collector", "--level", "5", "--seed", "3"]
+    with pytest.raises(ValueError, match="level=301 must be in 1..300"):
+        TextWorldEnv(challenge="tw-coin_collector", level=301)

@@ -190,3 +190,31 @@ def test_json_mode_takes_the_last_final_answer_object():
     assert parse('{"final_answer": "a"} {"final_answer": ', mode="json").answer == "a"  # the last COMPLETE one
     got = parse('{"tool": "lookup", "arguments": {"key": "k"}} {"final_answer": "b"}', mode="json")
     assert [a.name for a in got.actions] == ["lookup"] and got.answer is None  # an action first: act, then answer
+
+
+# --- choice_action (numbered-choice envs) ---------------------------------------------------
+
+
+@pytest.mark.parametrize("text, number", [("3", "3"), ("3.", "3"), (" 3) go north", "3"), ("option 12", "12"),
+                                          ("Option 2: look", "2"), ("2\nBecause it leads north.", "2")])
+def test_a_reply_starting_with_an_option_number_is_the_choice_action(text, number):
+    got = parse(text, mode="text", final_answer_pattern=None, on_no_action="violation", choice_action="act.command")
+    assert [(a.name, a.args) for a in got.actions] == [("act", {"command": number})] and got.error == ""
+
+
+@pytest.mark.parametrize("text", ["I pick 3", "go 3", "3.5 metres", "30kg", "The room is dark."])
+def test_a_reply_without_a_leading_option_number_is_no_choice(text):
+    got = parse(text, mode="text", final_answer_pattern=None, on_no_action="violation", choice_action="act.command")
+    assert got.actions == [] and got.error == "the reply has no action and no final answer"
+
+
+def test_a_parsed_action_or_an_unset_choice_action_wins_over_a_number():
+    got = parse('1 {"tool": "look", "arguments": {}}', mode="json", choice_action="act.command")
+    assert [(a.name, a.args) for a in got.actions] == [("look", {})]
+    assert parse("3", mode="text", final_answer_pattern=None, on_no_action="violation").actions == []
+
+
+def test_choice_action_must_name_tool_and_argument_and_is_left_out_of_the_json_when_unset():
+    with pytest.raises(ValueError):
+        Parser(choice_action="act")
+    assert "choice_action" not in Parser().model_dump() and Parser(choice_action="a.b").model_dump()["choice_action"]
