@@ -124,7 +124,9 @@ def check_tools(spec: HarnessSpec, tools: Iterable[str]) -> None:
     """Check that the tool view names only tools the env has.
 
     Raises ``HarnessError`` listing each unknown name in ``tool_view.exposed``, ``renames`` and
-    ``descriptions``, and renames that collide.
+    ``descriptions``, renames that collide, and a ``parser.choice_action`` whose tool is not one the
+    model is shown (its shown name, after ``exposed`` and ``renames``): every numbered reply would
+    otherwise be an unknown-tool violation.
     """
     known = set(tools)
     view = spec.tool_view
@@ -136,6 +138,9 @@ def check_tools(spec: HarnessSpec, tools: Iterable[str]) -> None:
     shown = [view.renames.get(n, n) for n in (view.exposed if view.exposed is not None else known)]
     problems += [Problem("/tool_view/renames", f"two tools would be shown as {n!r}")
                  for n in sorted({n for n in shown if shown.count(n) > 1})]
+    if (choice := spec.parser.choice_action) and choice.split(".")[0] not in shown:
+        problems.append(Problem("/parser/choice_action", f"{choice!r} calls a tool the model is not shown; "
+                                                         f"name one of {sorted(set(shown))} (TOOL.ARG)"))
     if problems:
         raise HarnessError(problems, "tool view")
 

@@ -153,6 +153,21 @@ def test_renaming_onto_an_unexposed_name_does_not_collide():
     check_tools(load_harness({"tool_view": {"exposed": ["search"], "renames": {"search": "lookup"}}}), TOOLS)
 
 
+@pytest.mark.parametrize("view, choice", [
+    ({}, "teleport.to"),                                              # no such env tool
+    ({"exposed": ["search"]}, "lookup.key"),                          # an env tool the view hides
+    ({"renames": {"lookup": "fetch"}}, "lookup.key"),                 # the old name of a renamed tool
+])
+def test_check_tools_rejects_a_choice_action_on_a_tool_the_model_is_not_shown(view, choice):
+    with pytest.raises(HarnessError) as err:
+        check_tools(load_harness({"tool_view": view, "parser": {"choice_action": choice}}), TOOLS)
+    assert paths(err.value) == ["/parser/choice_action"] and "not shown" in str(err.value)
+    ok = {"tool_view": {**view, "exposed": None}, "parser": {"choice_action": "search.query"}}
+    check_tools(load_harness(ok), TOOLS)
+    check_tools(load_harness({"tool_view": {"renames": {"lookup": "fetch"}}, "parser": {"choice_action": "fetch.key"}}),
+                TOOLS)
+
+
 def test_apply_patch_checks_the_tool_view_when_given_the_env_tools(parent):
     ops = [{"op": "replace", "path": "/tool_view/renames", "value": {"teleport": "tp"}}]
     apply_patch(parent, ops)  # without tools the view cannot be checked
