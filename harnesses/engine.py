@@ -237,7 +237,7 @@ def parse_reply(state: HarnessState, runtime: Runtime[EngineContext]) -> dict:
     elif not ok and ctx.spec.parser.on_no_action == "violation" or parsed.error:
         msgs.append(_harness(f"{ctx.spec.parser.violation_message} ({parsed.error})"))
     elif parsed.actions and not (effect.block or effect.stop):
-        update["pending"] = [{"name": a.name, "args": a.args, "id": a.id} for a in parsed.actions]
+        update["pending"] = [{"name": a.name, "args": a.args, "id": a.id, "native": a.native} for a in parsed.actions]
     elif parsed.answer is not None and not effect.block:
         fin, fin_events, fin_stopped = fire(ctx.spec, "before_finish", {**state, "last": last}, answer=parsed.answer)
         events += fin_events
@@ -269,7 +269,7 @@ def _orphan_tool_results(reply: BaseMessage, pending: list[dict], retried: bool)
 
 
 def _observe(ctx: EngineContext, action: dict, text: str) -> BaseMessage:
-    if ctx.spec.parser.mode == "native":
+    if ctx.spec.parser.mode == "native" and action.get("native", True):  # a choice_action reply has no tool call
         return ToolMessage(text, tool_call_id=action["id"], name=action["name"],
                            additional_kwargs={ROLE: "observation"})
     return _harness(f"[{action['name']} output]\n{text}", "observation")

@@ -32,11 +32,14 @@ FENCE = re.compile(r"```[a-zA-Z0-9_-]*\n?(.*?)```", re.DOTALL)
 
 @dataclass
 class Action:
-    """One tool call the model asked for: shown ``name``, keyword ``args``, and a call ``id``."""
+    """One tool call the model asked for: shown ``name``, keyword ``args``, a call ``id``, and
+    ``native``: true for the chat model's own tool call (its result goes back as a tool message), false
+    for one read from the text (json, python_call, ``choice_action``)."""
 
     name: str
     args: dict[str, Any]
     id: str = field(default_factory=lambda: f"call_{uuid.uuid4().hex[:12]}")
+    native: bool = False
 
 
 @dataclass
@@ -157,7 +160,7 @@ def parse_reply(reply: AIMessage, parser: Parser) -> Parsed:
         text = strip_fences(text)
     found: Parsed | None = None
     if parser.mode == "native" and reply.tool_calls:
-        found = Parsed(actions=[Action(c["name"], dict(c.get("args") or {}), c.get("id") or Action("", {}).id)
+        found = Parsed(actions=[Action(c["name"], dict(c.get("args") or {}), c.get("id") or Action("", {}).id, True)
                                 for c in reply.tool_calls])
     elif parser.mode == "json":
         found = _json_action(text)

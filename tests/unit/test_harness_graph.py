@@ -211,3 +211,15 @@ def test_tools_returning_non_strings_are_serialised():
     tool = Tool("add", "Add.", {"type": "object", "properties": {}}, lambda a, b: {"sum": a + b})
     r = run({}, [call("add", a=1, b=2), AIMessage(content="Final answer: 3")], tools=[tool])
     assert r.seen(1)[-1] == '{"sum": 3}'
+
+
+def test_a_choice_action_in_native_mode_is_observed_as_text_not_as_an_orphan_tool_result():
+    # A numbered reply has no native tool call, so its result must not be a role-"tool" message (an
+    # OpenAI-compatible API rejects a tool result with no tool call before it); native calls keep theirs.
+    r = run({"parser": {"mode": "native", "choice_action": "lookup.key"}},
+            ["2", call("echo", text="t"), "Final answer: 1"])
+    assert r.log == [("lookup", {"key": "2"}), ("echo", {"text": "t"})]
+    called = {c["id"] for m in r.state["messages"] if m.type == "ai" for c in m.tool_calls}
+    tool_ids = [m.tool_call_id for m in r.state["messages"] if m.type == "tool"]
+    assert tool_ids == ["call_echo"] and set(tool_ids) <= called
+    assert "value of 2" in r.seen_text(1) and r.state["answer"] == "1"
