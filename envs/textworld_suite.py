@@ -95,8 +95,9 @@ class TextWorldEnv(Suite):
             raise ValueError(f"unknown {challenge} options {bad}; known: {sorted(CHALLENGES[challenge])}")
         if str(admissible).lower() not in ADMISSIBLE:
             raise ValueError(f"admissible={admissible!r}: use true, false or numbered")
-        if challenge == "tw-coin_collector" and not 1 <= int(options.get("level", 1)) <= 300:
-            raise ValueError(f"level={options['level']} must be in 1..300 (TextWorld's tw-coin_collector levels)")
+        level = str(options.get("level", 1)).strip()
+        if challenge == "tw-coin_collector" and not (level.isdecimal() and 1 <= int(level) <= 300):
+            raise ValueError(f"level={level} must be in 1..300 (an integer: TextWorld's tw-coin_collector levels)")
         if int(size) < 1:
             raise ValueError(f"size={size} must be >= 1")
         self.challenge, self.size, self.seed = challenge, int(size), int(seed)

@@ -119,3 +119,6 @@ def test_coin_collector_levels_are_validated_and_passed_to_tw_make():
     assert env._args(3, "train") == ["tw-coin_collector", "--level", "5", "--seed", "3"]
     with pytest.raises(ValueError, match="level=301 must be in 1..300"):
         TextWorldEnv(challenge="tw-coin_collector", level=301)
+    for level in ("easy", "2.5", "0"):  # a clear error, not int()'s "invalid literal"
+        with pytest.raises(ValueError, match=f"level={level} must be in 1..300"):
+            TextWorldEnv(challenge="tw-coin_collector", level=level)
