@@ -18,8 +18,11 @@ from coevo.evaluation.stats import score_estimate
 
 def random_play(ref: str, split: str, n: int, k: int, moves: int) -> tuple[list[float], list[int]]:
     """Per rollout (task i, seed j: ``random.Random(j)``), 1.0 when won within ``moves`` random
-    choices, and the moves played. Raises what ``get_env`` raises for a bad ``ref``."""
+    choices, and the moves played. Raises what ``get_env`` raises for a bad ``ref``, and ``ValueError``
+    for an env without numbered commands (there a number is a game command, not a choice)."""
     env = get_env(ref)
+    if getattr(env, "listing", None) != "numbered":
+        raise ValueError(f"{ref!r} does not number its commands: add admissible=numbered to the textworld ref")
     won, played = [], []
     for task in env.tasks(split, n):
         for seed in range(k):

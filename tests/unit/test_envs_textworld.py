@@ -122,3 +122,18 @@ def test_coin_collector_levels_are_validated_and_passed_to_tw_make():
     for level in ("easy", "2.5", "0"):  # a clear error, not int()'s "invalid literal"
         with pytest.raises(ValueError, match=f"level={level} must be in 1..300"):
             TextWorldEnv(challenge="tw-coin_collector", level=level)
+
+
+def test_the_random_choice_baseline_refuses_an_env_without_numbered_commands():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "textworld_random.py"
+    spec = importlib.util.spec_from_file_location("textworld_random", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    for ref in (REF, REF + ",admissible=true"):  # a number there is a game command, not a choice
+        with pytest.raises(ValueError, match="admissible=numbered"):
+            bench.random_play(ref, "train", 1, 1, 5)
+    won, played = bench.random_play(REF + ",admissible=numbered", "train", 1, 2, 3)
+    assert len(won) == len(played) == 2 and all(0 < p <= 3 for p in played)
