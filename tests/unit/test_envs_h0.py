@@ -65,6 +65,25 @@ def test_textworld_numbered_h0_plays_by_number_and_stops_when_the_game_ends():
     assert bad.reward == 0.0 and bad.env_actions == 1
 
 
+def test_textworld_numbered_retry_drops_an_off_format_reply_instead_of_keeping_it_for_the_model_to_copy():
+    pytest.importorskip("textworld")
+    env = get_env("textworld:challenge=tw-simple,size=3,admissible=numbered")
+    task = env.tasks("train", 1)[0]
+    ep, numbers = env.episode(task), []
+    act = {t.name: t for t in ep.tools}["act"]
+    for command in env._gold[task.id]:
+        numbers.append(f"{ep.state['choices'].index(command) + 1}.")
+        act.fn(command=command)
+    ep.close()
+    script = ["You are now within the cellar.", *numbers, "never read"]
+    kept, dropped = _run("textworld_numbered", env, task, script), _run("textworld_numbered_retry", env, task, script)
+    for traj in (kept, dropped):
+        assert traj.reward == 1.0 and traj.interface_violations == 1 and traj.stop_reason == "hook:game_over"
+    assert any("within the cellar" in str(m) for m in kept.messages)  # H0 keeps it (and a violation message)
+    assert not any("within the cellar" in str(m) for m in dropped.messages)
+    assert len(dropped.messages) < len(kept.messages)
+
+
 def test_bfcl_multi_turn_h0_plays_every_turn():
     pytest.importorskip("bfcl_eval")
     env = get_env("bfcl:categories=multi_turn_base,size=10")

@@ -124,7 +124,7 @@ def test_coin_collector_levels_are_validated_and_passed_to_tw_make():
             TextWorldEnv(challenge="tw-coin_collector", level=level)
 
 
-def test_the_random_choice_baseline_refuses_an_env_without_numbered_commands():
+def test_the_choice_baselines_refuse_an_env_without_numbered_commands_and_always_first_never_takes_the_coin():
     import importlib.util
     from pathlib import Path
 
@@ -137,3 +137,9 @@ def test_the_random_choice_baseline_refuses_an_env_without_numbered_commands():
             bench.random_play(ref, "train", 1, 1, 5)
     won, played = bench.random_play(REF + ",admissible=numbered", "train", 1, 2, 3)
     assert len(won) == len(played) == 2 and all(0 < p <= 3 for p in played)
+    with pytest.raises(ValueError, match="policy='last'"):
+        bench.random_play(REF + ",admissible=numbered", "train", 1, 1, 5, policy="last")
+    coin = "textworld:challenge=tw-coin_collector,size=20,seed=0,level=1,admissible=numbered"
+    first, moves = bench.random_play(coin, "train", 1, 1, 6, policy="first")  # option 1 is "examine coin"
+    assert first == [0.0] and moves == [6]
+    assert bench.random_play(coin, "train", 1, 1, 30)[0] == [1.0]
