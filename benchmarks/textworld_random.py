@@ -16,7 +16,6 @@ import random
 from coevo.envs.registry import get_env
 from coevo.evaluation.stats import score_estimate
 
-
 POLICIES = ("random", "first")
 
 
@@ -24,8 +23,9 @@ def random_play(ref: str, split: str, n: int, k: int, moves: int,
                 policy: str = "random") -> tuple[list[float], list[int]]:
     """Per rollout (task i, seed j: ``random.Random(j)``), 1.0 when won within ``moves`` choices, and
     the moves played; each choice is uniform at random (``policy="random"``) or option 1
-    (``"first"``). Raises ``ValueError`` for an unknown ``policy``, what ``get_env`` raises for a bad ``ref``, and what ``get_env`` raises for a bad ``ref``, and ``ValueError``
-    for an env without numbered commands (there a number is a game command, not a choice)."""
+    (``"first"``). Raises ``ValueError`` for an unknown ``policy``, what ``get_env`` raises for a bad
+    ``ref``, and ``ValueError`` for an env without numbered commands (there a number is a game command,
+    not a choice)."""
     if policy not in POLICIES:
         raise ValueError(f"policy={policy!r}: use one of {', '.join(POLICIES)}")
     env = get_env(ref)
