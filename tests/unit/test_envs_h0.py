@@ -47,25 +47,9 @@ def test_textworld_h0():
     assert bad.reward == 0.0
 
 
-def test_textworld_numbered_h0_plays_by_number_and_stops_when_the_game_ends():
-    pytest.importorskip("textworld")
-    env = get_env("textworld:challenge=tw-simple,size=3,admissible=numbered")
-    task = env.tasks("train", 1)[0]
-    ep, numbers = env.episode(task), []
-    act = {t.name: t for t in ep.tools}["act"]
-    for command in env._gold[task.id]:  # the number of each winning command in the list shown before it
-        numbers.append(f"{ep.state['choices'].index(command) + 1}.")
-        act.fn(command=command)
-    ep.close()
-    first = json.dumps({"tool": "act", "arguments": {"command": env._gold[task.id][0]}})  # JSON actions parse too
-    good = _run("textworld_numbered", env, task, ["Let me think.", first, *numbers[1:], "never read"])
-    assert good.reward == 1.0 and good.passed and good.env_actions == len(numbers)
-    assert good.stop_reason == "hook:game_over"
-    bad = _run("textworld_numbered", env, task, ["99", "go somewhere"])
-    assert bad.reward == 0.0 and bad.env_actions == 1
-
-
-def test_textworld_numbered_retry_drops_an_off_format_reply_instead_of_keeping_it_for_the_model_to_copy():
+def _numbered_game():
+    """A numbered tw-simple game, its first train task, and the number of each winning command in the
+    list shown before it ("2.", ...)."""
     pytest.importorskip("textworld")
     env = get_env("textworld:challenge=tw-simple,size=3,admissible=numbered")
     task = env.tasks("train", 1)[0]
@@ -75,6 +59,21 @@ def test_textworld_numbered_retry_drops_an_off_format_reply_instead_of_keeping_i
         numbers.append(f"{ep.state['choices'].index(command) + 1}.")
         act.fn(command=command)
     ep.close()
+    return env, task, numbers
+
+
+def test_textworld_numbered_h0_plays_by_number_and_stops_when_the_game_ends():
+    env, task, numbers = _numbered_game()
+    first = json.dumps({"tool": "act", "arguments": {"command": env._gold[task.id][0]}})  # JSON actions parse too
+    good = _run("textworld_numbered", env, task, ["Let me think.", first, *numbers[1:], "never read"])
+    assert good.reward == 1.0 and good.passed and good.env_actions == len(numbers)
+    assert good.stop_reason == "hook:game_over"
+    bad = _run("textworld_numbered", env, task, ["99", "go somewhere"])
+    assert bad.reward == 0.0 and bad.env_actions == 1
+
+
+def test_textworld_numbered_retry_drops_an_off_format_reply_instead_of_keeping_it_for_the_model_to_copy():
+    env, task, numbers = _numbered_game()
     script = ["You are now within the cellar.", *numbers, "never read"]
     kept, dropped = _run("textworld_numbered", env, task, script), _run("textworld_numbered_retry", env, task, script)
     for traj in (kept, dropped):
