@@ -37,7 +37,7 @@ def random_play(ref: str, split: str, n: int, k: int, moves: int,
             rng, ep = random.Random(seed), env.episode(task)
             act = {t.name: t for t in ep.tools}["act"]
             while not ep.state["done"] and len(ep.state["commands"]) < moves:
-                act.fn(command=str(rng.randint(1, len(ep.state["choices"])) if policy == "random" else 1))
+                act.fn(command=str(rng.randint(1, len(ep.state["choices"]))) if policy == "random" else "1")
             ep.close()
             won.append(float(env.score(task, None, ep).passed))
             played.append(len(ep.state["commands"]))

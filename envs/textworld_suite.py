@@ -53,6 +53,12 @@ COOKING_SPLIT = {"train": "train", "val": "valid", "test": "test"}
 _BANNER = re.compile(r"^[\s$\\|_/<>]*$")
 
 
+def choices(commands: Any) -> list[str]:
+    """TextWorld's admissible commands (``None`` for none) as a sorted list of strings: the order they are
+    listed and numbered in, so option ``n`` is ``choices(commands)[n - 1]``."""
+    return sorted(str(c) for c in commands or [])
+
+
 def clean_feedback(text: str) -> str:
     """Game text without the ASCII-art banner, the command prompt and the status bar."""
     lines = [ln.rstrip() for ln in text.splitlines()]
@@ -156,7 +162,7 @@ class TextWorldEnv(Suite):
     def commands_text(self, commands: Any) -> str:
         """The admissible commands as the model reads them (sorted; ``look`` and ``inventory`` kept):
         one comma-separated line, or with ``admissible=numbered`` one numbered command a line."""
-        names = sorted(str(c) for c in commands or [])
+        names = choices(commands)
         if self.listing == "numbered":
             return "Admissible commands (reply with the number of one):\n" + "\n".join(
                 f"{i}. {c}" for i, c in enumerate(names, 1))
@@ -232,7 +238,7 @@ class TextWorldEnv(Suite):
         gs = env.reset()
         state: dict[str, Any] = {"score": 0, "max_score": gs.max_score, "won": False, "lost": False, "moves": 0,
                                  "done": False, "commands": [], "closed": False, "invalid": 0,
-                                 "choices": sorted(str(c) for c in gs.admissible_commands or [])}
+                                 "choices": choices(gs.admissible_commands)}
 
         def step(command: str) -> str:
             if state["closed"]:
@@ -251,7 +257,7 @@ class TextWorldEnv(Suite):
             new, _, done = env.step(command)
             state["commands"].append(command)
             state.update(score=new.score, won=bool(new.won), lost=bool(new.lost), moves=new.moves, done=bool(done),
-                         choices=sorted(str(c) for c in new.admissible_commands or []))
+                         choices=choices(new.admissible_commands))
             text = clean_feedback(new.feedback)
             if state["done"]:
                 text += (f"\n\n[The game has ended: {'you won' if state['won'] else 'you lost'}; "
