@@ -61,6 +61,11 @@ class Tool:
     turns an exception into an observation plus an ``on_tool_error`` hook event. ``blocking`` marks a
     tool that waits on something slow (a subprocess, a game engine): under ``ainvoke`` the harness
     runs it in a worker thread; fast pure-Python tools (the default) run on the event loop.
+
+    ``accepts`` (optional) returns the JSON Schema of the arguments the tool accepts NOW, narrower than
+    ``parameters`` (e.g. TextWorld's ``act`` with ``command`` as an ``enum`` of the currently admissible
+    commands); a harness that decodes under a constraint (``Decoding.constrain``) asks it before every
+    model call. It never reaches the prompt: ``parameters`` is what the model is shown.
     """
 
     name: str
@@ -68,6 +73,11 @@ class Tool:
     parameters: dict[str, Any]
     fn: Callable[..., Any]
     blocking: bool = False
+    accepts: Callable[[], dict[str, Any]] | None = None
+
+    def accepted(self) -> dict[str, Any]:
+        """The arguments' JSON Schema now: ``accepts()`` when given, else ``parameters``."""
+        return self.accepts() if self.accepts is not None else self.parameters
 
     def schema(self) -> dict[str, Any]:
         """The OpenAI-style function schema ``{"type": "function", "function": {...}}``."""

@@ -21,6 +21,10 @@ the CURRENT list (``3``, ``3.``, ``3)``, ``3:`` or ``option 3`` at the start of 
 not stepped, the reply says so and repeats the list). The number form is for small policies that
 cannot write a command or a JSON action (benchmarks/README.md, "An environment where H0 succeeds
 sometimes"); base harness ``textworld_numbered`` reads a bare number as the ``act`` call.
+With either listing, ``act`` also declares the commands it accepts now (``Tool.accepts``: ``command`` as an
+``enum`` of the admissible commands), so a harness that decodes under a constraint (``decoding.constrain``,
+base harness ``textworld_choice``) makes every reply one admissible command, chosen by the model's own
+likelihoods over the commands' text.
 Challenge ``tw-coin_collector`` (``level`` 1-300; TextWorld: a chain of ``(level - 1) % 100 + 1``
 rooms with the coin in the last, distractor rooms from level 101) is the simplest long-horizon game.
 Reference: ``textworld:challenge=tw-cooking,size=10,seed=0``.
@@ -271,12 +275,20 @@ class TextWorldEnv(Suite):
             env.close()
 
         no_args = {"type": "object", "properties": {}, "required": []}
+        act_args = {"type": "object", "properties": {"command": {"type": "string", "description": "the command"}},
+                    "required": ["command"]}
+
+        def admissible_now() -> dict[str, Any]:  # act's arguments under a constraint: one admissible command
+            if not state["choices"]:
+                return act_args
+            return {"type": "object", "properties": {"command": {"type": "string", "enum": list(state["choices"])}},
+                    "required": ["command"]}
+
         tools = [
             Tool("act", "Type a command into the game (e.g. 'go north', 'open door', 'take key from chest') and "
                         "read the game's reply." + (" A number plays that command of the numbered list."
                                                     if self.listing == "numbered" else ""),
-                 {"type": "object", "properties": {"command": {"type": "string", "description": "the command"}},
-                  "required": ["command"]}, step, blocking=True),
+                 act_args, step, blocking=True, accepts=admissible_now if self.admissible else None),
             Tool("look", "Describe the current room.", no_args, lambda: step("look"), blocking=True),
             Tool("inventory", "List what you are carrying.", no_args, lambda: step("inventory"), blocking=True),
         ]

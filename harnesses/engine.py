@@ -35,6 +35,7 @@ from coevo.harnesses.spec import CHARS_PER_TOKEN, HarnessSpec
 from coevo.harnesses.state import HarnessState
 from coevo.harnesses.view import render_messages
 from coevo.models.base import record_call
+from coevo.models.structured import RESPONSE_FORMAT_KEY
 
 ROLE = "coevo_role"  # additional_kwargs key: prompt | injection | observation (never policy tokens)
 
@@ -114,8 +115,29 @@ class EngineContext:
         self.target, self.kwargs = unbind(model)
 
     def call_kwargs(self, index: int) -> dict[str, Any]:
-        """The keyword arguments of model call ``index`` (0-based): the decoding settings and its seed."""
-        return {**self.kwargs, "seed": call_seed(self.seed, index)}
+        """The keyword arguments of model call ``index`` (0-based): the decoding settings, its seed and,
+        under ``decoding.constrain``, the ``response_format`` of the actions allowed now
+        (``action_format``)."""
+        kwargs = {**self.kwargs, "seed": call_seed(self.seed, index)}
+        if self.spec.decoding.constrain != "none":
+            kwargs[RESPONSE_FORMAT_KEY] = action_format(self.tools, self.spec.decoding.constrain == "actions_or_answer")
+        return kwargs
+
+
+def action_format(tools: dict[str, Tool], answer: bool) -> dict[str, Any]:
+    """OpenAI's ``response_format`` whose JSON schema is one ``json``-mode action (``coevo.harnesses.parse``):
+    ``{"tool": NAME, "arguments": ARGS}`` for each tool of ``tools`` (shown name -> tool), ``ARGS`` as the
+    tool accepts them now (``Tool.accepted``), and with ``answer`` also ``{"final_answer": TEXT}``
+    (``Decoding.constrain``). The keys are listed in the order they are written."""
+    options: list[dict[str, Any]] = [
+        {"type": "object", "properties": {"tool": {"const": name}, "arguments": tool.accepted()},
+         "required": ["tool", "arguments"], "additionalProperties": False}
+        for name, tool in tools.items()]
+    if answer or not options:
+        options.append({"type": "object", "properties": {"final_answer": {"type": "string"}},
+                        "required": ["final_answer"], "additionalProperties": False})
+    schema = options[0] if len(options) == 1 else {"anyOf": options}
+    return {"type": "json_schema", "json_schema": {"name": "action", "schema": schema}}
 
 
 def engine(runtime: Runtime[EngineContext]) -> EngineContext:

@@ -189,13 +189,23 @@ class Decoding(Strict):
     rollout's seed; a fixed seed makes every rollout sample alike, so ``harness_warnings`` flags it and
     training ignores it), ``stop`` sequences (a reply ends before the first one it would contain).
 
-    An empty ``stop`` is left out of the serialised spec, so a spec without stop sequences keeps the
-    id it had before the field existed."""
+    ``constrain`` decodes every reply under a JSON schema (``json`` parser mode only): ``actions``, a call
+    ``{"tool": NAME, "arguments": {...}}`` of one exposed tool, its arguments as the tool accepts them at
+    that moment (``Tool.accepted``: e.g. TextWorld's ``act`` takes one currently admissible command);
+    ``actions_or_answer`` also allows ``{"final_answer": "..."}``; ``none`` (the default) decodes freely.
+    It is sent as the call's ``response_format``: the local engine masks the logits to it
+    (``coevo.models.constrained``), LiteLLM passes it to providers with structured output, and a scripted
+    fake ignores it. A constrained reply always parses (unless ``max_output_tokens`` cuts it), so what the
+    model decides is only which action, by its own likelihoods; the log-probs recorded are the masked ones.
+
+    An empty ``stop`` and ``constrain = "none"`` are left out of the serialised spec, so a spec without
+    them keeps the id it had before the fields existed."""
 
     temperature: float = Field(default=1.0, ge=0.0)
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
     seed: int | None = None
     stop: list[str] = Field(default_factory=list, max_length=4)
+    constrain: Literal["none", "actions", "actions_or_answer"] = "none"
 
     @field_validator("stop")
     @classmethod
@@ -209,6 +219,8 @@ class Decoding(Strict):
         data = handler(self)
         if not self.stop:
             data.pop("stop", None)
+        if self.constrain == "none":
+            data.pop("constrain", None)
         return data
 
 
@@ -293,6 +305,10 @@ class HarnessSpec(Strict):
                              "upgrade coevo")
         if problems := hook_problems(self.hooks):
             raise ValueError("; ".join(str(p) for p in problems))
+        if self.decoding.constrain != "none" and self.parser.mode != "json":
+            raise ValueError(f"decoding.constrain={self.decoding.constrain!r} decodes replies as JSON actions, which "
+                             f"only parser mode 'json' reads (this parser is {self.parser.mode!r}): set parser.mode "
+                             "to 'json' or decoding.constrain to 'none'")
         return self
 
     def canonical_json(self) -> str:

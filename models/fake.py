@@ -37,7 +37,8 @@ class ScriptedChatModel(BaseChatModel):
     Each entry is a string, an ``AIMessage`` (e.g. with ``tool_calls``) or a function of the
     input messages. ``latency_s`` adds a fixed delay per call (``asyncio.sleep`` when async);
     ``with_tokens`` attaches fake prompt/completion token ids and logprobs (-0.5 each).
-    ``calls`` records every input list received.
+    ``calls`` records every input list received, ``call_kwargs`` each call's keyword arguments (seed,
+    ``response_format``, ...: a scripted reply ignores them).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -46,6 +47,7 @@ class ScriptedChatModel(BaseChatModel):
     latency_s: float = 0.0
     with_tokens: bool = False
     calls: list[list[BaseMessage]] = Field(default_factory=list)
+    call_kwargs: list[dict[str, Any]] = Field(default_factory=list)
     cursor: int = 0
 
     @property
@@ -83,6 +85,7 @@ class ScriptedChatModel(BaseChatModel):
     ) -> ChatResult:
         if self.latency_s:
             time.sleep(self.latency_s)
+        self.call_kwargs.append(dict(kwargs))
         return self._next(messages)
 
     async def _agenerate(
@@ -94,4 +97,5 @@ class ScriptedChatModel(BaseChatModel):
     ) -> ChatResult:
         if self.latency_s:
             await asyncio.sleep(self.latency_s)
+        self.call_kwargs.append(dict(kwargs))
         return self._next(messages)

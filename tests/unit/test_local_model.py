@@ -34,11 +34,12 @@ def tiny_tokenizer() -> PreTrainedTokenizerFast:
     return fast
 
 
-def tiny_llama(tokenizer, seed: int = 0) -> LlamaForCausalLM:
-    """2-layer llama with a large init range so greedy argmaxes are far from ties."""
+def tiny_llama(tokenizer, seed: int = 0, positions: int = 512) -> LlamaForCausalLM:
+    """2-layer llama with a large init range so greedy argmaxes are far from ties; a context of
+    ``positions`` tokens."""
     torch.manual_seed(seed)
     config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=positions,
                          initializer_range=0.5, bos_token_id=tokenizer.bos_token_id,
                          eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
     return LlamaForCausalLM(config).eval()

@@ -1,0 +1,97 @@
+"""Constrained actions (``decoding.constrain``): each policy call carries the JSON schema of the actions
+allowed at that moment (TextWorld: an ``act`` call with one currently admissible command), and a local
+model decoding under it always plays an admissible command, whatever its weights prefer."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from pydantic import ValidationError
+from test_local_model import tiny_llama, tokenizer  # noqa: F401  (tokenizer: the shared fixture)
+
+from coevo.envs.base import Tool
+from coevo.envs.registry import get_env
+from coevo.harnesses.engine import action_format
+from coevo.harnesses.runtime import arun_rollout
+from coevo.harnesses.spec import HarnessSpec, load_harness
+from coevo.models.fake import ScriptedChatModel
+from coevo.models.local import LocalChatModel
+from coevo.models.structured import schema_of
+
+
+def _game():
+    pytest.importorskip("textworld")
+    env = get_env("textworld:challenge=tw-simple,size=3,admissible=true")
+    return env, env.tasks("train", 1)[0]
+
+
+def test_constrain_off_keeps_every_harness_id_and_needs_the_json_parser():
+    spec = load_harness("textworld_numbered")
+    assert "constrain" not in spec.canonical_json()
+    on = spec.model_copy(update={"decoding": spec.decoding.model_copy(update={"constrain": "actions"})})
+    assert '"constrain":"actions"' in on.canonical_json() and on.id != spec.id
+    data = json.loads(on.canonical_json())
+    data["parser"]["mode"] = "native"
+    with pytest.raises(ValidationError, match="parser.mode"):
+        HarnessSpec.model_validate(data)
+
+
+def test_action_format_offers_each_tool_with_the_arguments_it_accepts_now():
+    now = ["go east"]
+    act = Tool("act", "play", {"type": "object", "properties": {"command": {"type": "string"}}}, lambda command: "",
+               accepts=lambda: {"type": "object", "properties": {"command": {"enum": list(now)}}})
+    look = Tool("look", "look", {"type": "object", "properties": {}}, lambda: "")
+    schema = schema_of(action_format({"act": act, "look": look}, answer=False))
+    acts = {o["properties"]["tool"]["const"]: o["properties"]["arguments"] for o in schema["anyOf"]}
+    assert acts["act"]["properties"]["command"]["enum"] == ["go east"] and acts["look"] == look.parameters
+    now[:] = ["take coin", "go west"]  # asked again at each call
+    again = schema_of(action_format({"act": act}, answer=True))["anyOf"]
+    assert again[0]["properties"]["arguments"]["properties"]["command"]["enum"] == ["take coin", "go west"]
+    assert again[1]["required"] == ["final_answer"]
+    assert schema_of(action_format({"act": act}, answer=False))["properties"]["tool"] == {"const": "act"}
+
+
+def test_each_call_gets_the_commands_admissible_at_that_moment():
+    env, task = _game()
+    moves = [json.dumps({"tool": "act", "arguments": {"command": c}}) for c in env._gold[task.id]]
+    model = ScriptedChatModel(script=moves + ["never read"])
+    traj = asyncio.run(arun_rollout(load_harness("textworld_choice"), model, env, task))
+    assert traj.reward == 1.0 and traj.stop_reason == "hook:game_over"
+    ep = env.episode(task)  # replay: the list before each move is what that call was allowed
+    act = {t.name: t for t in ep.tools}["act"]
+    for kwargs, command in zip(model.call_kwargs, env._gold[task.id]):
+        schema = schema_of(kwargs["response_format"])
+        assert schema["properties"]["arguments"]["properties"]["command"]["enum"] == ep.state["choices"]
+        assert command in ep.state["choices"]
+        act.fn(command=command)
+    ep.close()
+    assert len(model.call_kwargs) == len(moves)
+
+
+def test_plain_harness_calls_carry_no_response_format():
+    env, task = _game()
+    model = ScriptedChatModel(script=['{"final_answer": "done"}'])
+    asyncio.run(arun_rollout(load_harness("textworld"), model, env, task))
+    assert "response_format" not in model.call_kwargs[0]
+
+
+def test_random_weights_under_the_constraint_only_ever_play_admissible_commands(tokenizer):  # noqa: F811
+    env, task = _game()
+    spec = load_harness("textworld_choice")
+    budget = spec.budget.model_copy(update={"max_model_calls": 4, "max_env_actions": 4, "max_output_tokens": 160})
+    spec = spec.model_copy(update={"budget": budget, "decoding": spec.decoding.model_copy(update={"temperature": 1.0})})
+    model = tiny_llama(tokenizer, positions=8192)  # byte tokens: the game's prompt is ~2k of them
+    chat = LocalChatModel.from_model(model, tokenizer, max_tokens=160, batch_window_s=0.05)
+    try:
+        traj = asyncio.run(arun_rollout(spec, chat, env, task, seed=3))
+    finally:
+        chat.engine.close()
+    assert traj.interface_violations == 0 and traj.env_actions == len(traj.calls) >= 1
+    ep = env.episode(task)  # replay the played commands: each was admissible when played
+    act = {t.name: t for t in ep.tools}["act"]
+    for command in traj.score_detail["got"]:
+        assert command in ep.state["choices"]
+        act.fn(command=command)
+    ep.close()
