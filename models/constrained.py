@@ -39,6 +39,9 @@ cannot loop on blank lines between tokens (the JSON stays valid; only its layout
 _VALUES = ("enum", "const", "default", "examples")  # keywords whose values are JSON data, not schemas
 MAX_CHARS, MAX_ITEMS = 200, 8
 """The caps ``bounded`` puts on a free string (characters) and an array (items) by default."""
+MAX_GRAMMARS = 1024
+"""Compiled grammars kept per engine: a policy decoding under the actions allowed now
+(``Decoding.constrain``: e.g. TextWorld's admissible commands) meets a new schema most turns."""
 
 
 def bounded(schema: Any, max_chars: int = MAX_CHARS, max_items: int = MAX_ITEMS) -> Any:
@@ -68,7 +71,7 @@ def bounded(schema: Any, max_chars: int = MAX_CHARS, max_items: int = MAX_ITEMS)
 
 class SchemaConstraints:
     """The JSON-schema constraints of one engine: its tokenizer as llguidance reads it (built on first
-    use, ~1 s) and one compiled grammar per distinct schema.
+    use, ~1 s) and one compiled grammar per distinct schema (the ``MAX_GRAMMARS`` newest).
 
     Args: ``tokenizer`` a fast Hugging Face tokenizer; ``vocab_size`` the model's logits width
     (``config.vocab_size``, may exceed the tokenizer's); ``eos_ids`` the token ids that end a reply;
@@ -116,6 +119,8 @@ class SchemaConstraints:
             raise ValueError(f"the local engine cannot decode under this JSON schema: {problem}; simplify the "
                              "schema (llguidance supports most of JSON Schema, not every keyword)")
         self._grammars[key] = grammar
+        while len(self._grammars) > MAX_GRAMMARS:  # the oldest first (a dict keeps insertion order)
+            self._grammars.pop(next(iter(self._grammars)))
         return grammar
 
     def processor(self, requests: Sequence[Any]) -> "SchemaMask | None":

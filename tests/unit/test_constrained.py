@@ -116,3 +116,13 @@ def test_every_patch_decoded_under_the_patch_schema_applies(chat):
         apply_patch(spec, edit.patch)  # raises HarnessError when an operation does not apply or validate
         kinds |= {(op["op"], op["path"].split("/")[1]) for op in edit.patch}
     assert len(kinds) >= 3, kinds  # the sampled edits differ: the schema is not one forced patch
+
+
+def test_an_engine_keeps_only_the_newest_compiled_grammars(chat, monkeypatch):
+    monkeypatch.setattr("coevo.models.constrained.MAX_GRAMMARS", 2)
+    constraints = chat.engine.constraints
+    schemas = [{"type": "object", "properties": {"command": {"enum": [f"go {d}"]}}} for d in ("east", "west", "north")]
+    for schema in schemas:
+        constraints.grammar(schema)
+    kept = [json.loads(key) for key in constraints._grammars]
+    assert kept == schemas[1:]
