@@ -34,7 +34,8 @@ def apply_patch(parent: HarnessSpec, patch: list[dict[str, Any]] | str,
     tool view is checked against them too; with ``allowed`` (JSON Pointer prefixes such as
     ``PROMPT_FIELDS``) every field the child changes must lie under one of them (``check_fields``);
     a user agent's harness is checked by ``check_agent_edit``. A BPE spec's empty ``progress_schema``
-    (left out of its JSON) is patched as ``[]``, so ``/bpe/progress_schema`` can be replaced or appended to.
+    (left out of its JSON) is patched as ``[]``, so ``/bpe/progress_schema`` can be replaced or appended to;
+    likewise ``/decoding/stop`` (``[]``) and ``/decoding/constrain`` (``"none"``).
     Raises ``HarnessError`` with every problem: each operation that does not apply (path missing,
     test failed, malformed op), then every validation/registry/tool/field problem of the result.
     """
@@ -44,7 +45,10 @@ def apply_patch(parent: HarnessSpec, patch: list[dict[str, Any]] | str,
         raise HarnessError([Problem("", f"not a JSON Patch: {err}; a patch is a list of RFC 6902 operations")],
                            "patch") from None
     doc = parent.model_dump(mode="json")
-    if parent.bpe is not None:  # left out of the JSON while empty (ids kept), yet a field an edit may set
+    # left out of the JSON at their defaults (ids kept), yet fields an edit may replace
+    doc["decoding"].setdefault("stop", [])
+    doc["decoding"].setdefault("constrain", "none")
+    if parent.bpe is not None:
         doc["bpe"].setdefault("progress_schema", [])
     problems: list[Problem] = []
     for i, op in enumerate(ops):  # one at a time, so that every operation that does not apply is reported

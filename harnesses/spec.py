@@ -195,8 +195,9 @@ class Decoding(Strict):
     ``actions_or_answer`` also allows ``{"final_answer": "..."}``; ``none`` (the default) decodes freely.
     It is sent as the call's ``response_format``: the local engine masks the logits to it
     (``coevo.models.constrained``), LiteLLM passes it to providers with structured output, and a scripted
-    fake ignores it. A constrained reply always parses (unless ``max_output_tokens`` cuts it), so what the
-    model decides is only which action, by its own likelihoods; the log-probs recorded are the masked ones.
+# Under the constraint the BPE actions are offered beside act (their free strings capped at 200
+# characters by the local engine; a reply that runs past H0's 48 output tokens is cut and counts as a
+# violation); the scripted teacher's replies are the same JSON actions (the longest ~45 tokens).
 
     An empty ``stop`` and ``constrain = "none"`` are left out of the serialised spec, so a spec without
     them keeps the id it had before the fields existed."""
@@ -305,6 +306,9 @@ class HarnessSpec(Strict):
                              "upgrade coevo")
         if problems := hook_problems(self.hooks):
             raise ValueError("; ".join(str(p) for p in problems))
+        if self.decoding.constrain != "none" and self.agent is not None:
+            raise ValueError(f"decoding.constrain={self.decoding.constrain!r} applies to coevo's own harness graph; "
+                             f"the agent {self.agent!r} makes its own model calls: set decoding.constrain to 'none'")
         if self.decoding.constrain != "none" and self.parser.mode != "json":
             raise ValueError(f"decoding.constrain={self.decoding.constrain!r} decodes replies as JSON actions, which "
                              f"only parser mode 'json' reads (this parser is {self.parser.mode!r}): set parser.mode "

@@ -118,9 +118,10 @@ class SchemaConstraints:
         if problem and not problem.startswith("WARNING"):
             raise ValueError(f"the local engine cannot decode under this JSON schema: {problem}; simplify the "
                              "schema (llguidance supports most of JSON Schema, not every keyword)")
-        self._grammars[key] = grammar
-        while len(self._grammars) > MAX_GRAMMARS:  # the oldest first (a dict keeps insertion order)
-            self._grammars.pop(next(iter(self._grammars)))
+        with self._lock:  # callers' threads and the engine's thread both compile
+            self._grammars[key] = grammar
+            while len(self._grammars) > MAX_GRAMMARS:  # the oldest first (a dict keeps insertion order)
+                self._grammars.pop(next(iter(self._grammars)), None)
         return grammar
 
     def processor(self, requests: Sequence[Any]) -> "SchemaMask | None":

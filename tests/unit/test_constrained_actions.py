@@ -14,6 +14,8 @@ from test_local_model import tiny_llama, tokenizer  # noqa: F401  (tokenizer: th
 from coevo.envs.base import Tool
 from coevo.envs.registry import get_env
 from coevo.harnesses.engine import action_format
+from coevo.harnesses.errors import HarnessError
+from coevo.harnesses.patch import apply_edit
 from coevo.harnesses.runtime import arun_rollout
 from coevo.harnesses.spec import HarnessSpec, load_harness
 from coevo.models.fake import ScriptedChatModel
@@ -35,6 +37,19 @@ def test_constrain_off_keeps_every_harness_id_and_needs_the_json_parser():
     data = json.loads(on.canonical_json())
     data["parser"]["mode"] = "native"
     with pytest.raises(ValidationError, match="parser.mode"):
+        HarnessSpec.model_validate(data)
+
+
+def test_an_edit_can_turn_the_constraint_on_and_a_bad_combination_is_a_rejected_proposal():
+    spec = load_harness("textworld")  # constrain and stop are left out of its JSON, yet replaceable
+    on = apply_edit(spec, [{"op": "replace", "path": "/decoding/constrain", "value": "actions"},
+                           {"op": "replace", "path": "/decoding/stop", "value": ["\n\n"]}])
+    assert on.decoding.constrain == "actions" and on.decoding.stop == ["\n\n"] and on.parents == [spec.id]
+    with pytest.raises(HarnessError, match="parser.mode"):
+        apply_edit(on, [{"op": "replace", "path": "/parser/mode", "value": "native"}])
+    data = json.loads(on.canonical_json())
+    data["agent"] = "my_pkg.agent:make_agent"
+    with pytest.raises(ValidationError, match="own model calls"):
         HarnessSpec.model_validate(data)
 
 
