@@ -29,13 +29,13 @@ from coevo.envs.base import Episode, Tool
 from coevo.envs.interaction import next_user_turn
 from coevo.harnesses.bpe import ACTIONS as BPE_ACTIONS
 from coevo.harnesses.bpe import action_record, apply_action, bpe_tools, initial_state, render_state
+from coevo.harnesses.constrain import constrained_format
 from coevo.harnesses.hooks import fire
 from coevo.harnesses.parse import parse_reply as parse
 from coevo.harnesses.spec import CHARS_PER_TOKEN, HarnessSpec
 from coevo.harnesses.state import HarnessState
 from coevo.harnesses.view import render_messages
 from coevo.models.base import record_call
-from coevo.models.structured import RESPONSE_FORMAT_KEY
 
 ROLE = "coevo_role"  # additional_kwargs key: prompt | injection | observation (never policy tokens)
 
@@ -65,9 +65,8 @@ class EngineContext:
 
     ``spec`` the harness, ``model`` the policy (a chat model, possibly wrapped with ``bind``,
     ``with_config`` or ``with_retry``), ``episode`` the task's fresh episode (its tools and state),
-    ``seed`` the rollout's sampling seed (used when ``spec.decoding.seed`` is ``None``; each call
-    samples with ``call_seed(seed, call index)``), ``experience`` the harness lineage's lessons a
-    BPE harness starts the episode with (``coevo.harnesses.bpe``; ignored without ``spec.bpe``).
+    ``seed`` the rollout's sampling seed (used when ``spec.decoding.seed`` is ``None``; each call samples
+    with ``call_seed(seed, call index)``), ``experience`` the lineage's lessons a BPE harness starts with.
 
     Derived once (``bind_tools``): ``tools`` the model-visible tools by shown name (the episode's
     tools filtered and renamed by ``spec.tool_view``, plus ``note`` when the scratchpad is on and the
@@ -115,29 +114,8 @@ class EngineContext:
         self.target, self.kwargs = unbind(model)
 
     def call_kwargs(self, index: int) -> dict[str, Any]:
-        """The keyword arguments of model call ``index`` (0-based): the decoding settings, its seed and,
-        under ``decoding.constrain``, the ``response_format`` of the actions allowed now
-        (``action_format``)."""
-        kwargs = {**self.kwargs, "seed": call_seed(self.seed, index)}
-        if self.spec.decoding.constrain != "none":
-            kwargs[RESPONSE_FORMAT_KEY] = action_format(self.tools, self.spec.decoding.constrain == "actions_or_answer")
-        return kwargs
-
-
-def action_format(tools: dict[str, Tool], answer: bool) -> dict[str, Any]:
-    """OpenAI's ``response_format`` whose JSON schema is one ``json``-mode action (``coevo.harnesses.parse``):
-    ``{"tool": NAME, "arguments": ARGS}`` for each tool of ``tools`` (shown name -> tool), ``ARGS`` as the
-    tool accepts them now (``Tool.accepted``), and with ``answer`` also ``{"final_answer": TEXT}``
-    (``Decoding.constrain``). The keys are listed in the order they are written."""
-    options: list[dict[str, Any]] = [
-        {"type": "object", "properties": {"tool": {"const": name}, "arguments": tool.accepted()},
-         "required": ["tool", "arguments"], "additionalProperties": False}
-        for name, tool in tools.items()]
-    if answer or not options:
-        options.append({"type": "object", "properties": {"final_answer": {"type": "string"}},
-                        "required": ["final_answer"], "additionalProperties": False})
-    schema = options[0] if len(options) == 1 else {"anyOf": options}
-    return {"type": "json_schema", "json_schema": {"name": "action", "schema": schema}}
+        """Model call ``index``'s (0-based) keyword arguments: decoding, seed, ``constrained_format``'s schema."""
+        return {**self.kwargs, "seed": call_seed(self.seed, index), **constrained_format(self.spec, self.tools)}
 
 
 def engine(runtime: Runtime[EngineContext]) -> EngineContext:

@@ -189,15 +189,16 @@ class Decoding(Strict):
     rollout's seed; a fixed seed makes every rollout sample alike, so ``harness_warnings`` flags it and
     training ignores it), ``stop`` sequences (a reply ends before the first one it would contain).
 
-    ``constrain`` decodes every reply under a JSON schema (``json`` parser mode only): ``actions``, a call
-    ``{"tool": NAME, "arguments": {...}}`` of one exposed tool, its arguments as the tool accepts them at
-    that moment (``Tool.accepted``: e.g. TextWorld's ``act`` takes one currently admissible command);
-    ``actions_or_answer`` also allows ``{"final_answer": "..."}``; ``none`` (the default) decodes freely.
-    It is sent as the call's ``response_format``: the local engine masks the logits to it
-    (``coevo.models.constrained``), LiteLLM passes it to providers with structured output, and a scripted
-# Under the constraint the BPE actions are offered beside act (their free strings capped at 200
-# characters by the local engine; a reply that runs past H0's 48 output tokens is cut and counts as a
-# violation); the scripted teacher's replies are the same JSON actions (the longest ~45 tokens).
+    ``constrain`` (``json`` parser mode only; not for an ``agent`` harness) decodes every reply under the
+    JSON schema of the actions allowed at that moment (``coevo.harnesses.constrain``): ``actions``, a call
+    ``{"tool": NAME, "arguments": {...}}`` of one exposed tool with the arguments it accepts now
+    (``Tool.accepted``: e.g. TextWorld's ``act`` takes one admissible command); ``actions_or_answer`` also
+    ``{"final_answer": "..."}``; ``none`` (the default) decodes freely. It is sent as ``response_format``:
+    the local engine masks the logits (``coevo.models.constrained``), so a reply parses unless
+    ``max_output_tokens`` cuts it (free strings are capped at 200 characters), and the log-probs recorded
+    are the masked ones (``train.importance_correction``'s weights fall below 1 on forced tokens);
+    LiteLLM passes it on (some providers refuse a root ``anyOf``: several tools, or ``actions_or_answer``);
+    a scripted fake ignores it.
 
     An empty ``stop`` and ``constrain = "none"`` are left out of the serialised spec, so a spec without
     them keeps the id it had before the fields existed."""
@@ -306,13 +307,10 @@ class HarnessSpec(Strict):
                              "upgrade coevo")
         if problems := hook_problems(self.hooks):
             raise ValueError("; ".join(str(p) for p in problems))
-        if self.decoding.constrain != "none" and self.agent is not None:
-            raise ValueError(f"decoding.constrain={self.decoding.constrain!r} applies to coevo's own harness graph; "
-                             f"the agent {self.agent!r} makes its own model calls: set decoding.constrain to 'none'")
-        if self.decoding.constrain != "none" and self.parser.mode != "json":
-            raise ValueError(f"decoding.constrain={self.decoding.constrain!r} decodes replies as JSON actions, which "
-                             f"only parser mode 'json' reads (this parser is {self.parser.mode!r}): set parser.mode "
-                             "to 'json' or decoding.constrain to 'none'")
+        if self.decoding.constrain != "none" and (self.agent is not None or self.parser.mode != "json"):
+            raise ValueError(f"decoding.constrain={self.decoding.constrain!r} needs parser.mode 'json' (here "
+                             f"{self.parser.mode!r}) and no agent (an agent's graph makes its own model calls; here "
+                             f"{self.agent!r}): set parser.mode to 'json', or decoding.constrain to 'none'")
         return self
 
     def canonical_json(self) -> str:

@@ -13,7 +13,7 @@ from test_local_model import tiny_llama, tokenizer  # noqa: F401  (tokenizer: th
 
 from coevo.envs.base import Tool
 from coevo.envs.registry import get_env
-from coevo.harnesses.engine import action_format
+from coevo.harnesses.constrain import action_format
 from coevo.harnesses.errors import HarnessError
 from coevo.harnesses.patch import apply_edit
 from coevo.harnesses.runtime import arun_rollout
