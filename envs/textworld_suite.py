@@ -281,8 +281,8 @@ class TextWorldEnv(Suite):
         def admissible_now() -> dict[str, Any]:  # act's arguments under a constraint: one admissible command
             if not state["choices"]:
                 return act_args
-            return {"type": "object", "properties": {"command": {"type": "string", "enum": list(state["choices"])}},
-                    "required": ["command"]}
+            command = {**act_args["properties"]["command"], "enum": list(state["choices"])}
+            return {**act_args, "properties": {"command": command}}
 
         tools = [
             Tool("act", "Type a command into the game (e.g. 'go north', 'open door', 'take key from chest') and "

@@ -29,6 +29,17 @@ def _game():
     return env, env.tasks("train", 1)[0]
 
 
+def _admissible_before(env, task, commands):
+    """Replay ``commands`` in a fresh episode of ``task``: the admissible commands before each one."""
+    ep = env.episode(task)
+    act, before = {t.name: t for t in ep.tools}["act"], []
+    for command in commands:
+        before.append(list(ep.state["choices"]))
+        act.fn(command=command)
+    ep.close()
+    return before
+
+
 def test_constrain_off_keeps_every_harness_id_and_needs_the_json_parser():
     spec = load_harness("textworld_numbered")
     assert "constrain" not in spec.canonical_json()
@@ -74,14 +85,11 @@ def test_each_call_gets_the_commands_admissible_at_that_moment():
     model = ScriptedChatModel(script=moves + ["never read"])
     traj = asyncio.run(arun_rollout(load_harness("textworld_choice"), model, env, task))
     assert traj.reward == 1.0 and traj.stop_reason == "hook:game_over"
-    ep = env.episode(task)  # replay: the list before each move is what that call was allowed
-    act = {t.name: t for t in ep.tools}["act"]
-    for kwargs, command in zip(model.call_kwargs, env._gold[task.id]):
+    before = _admissible_before(env, task, env._gold[task.id])  # what each call was allowed
+    for kwargs, command, allowed in zip(model.call_kwargs, env._gold[task.id], before, strict=True):
         schema = schema_of(kwargs["response_format"])
-        assert schema["properties"]["arguments"]["properties"]["command"]["enum"] == ep.state["choices"]
-        assert command in ep.state["choices"]
-        act.fn(command=command)
-    ep.close()
+        assert schema["properties"]["arguments"]["properties"]["command"]["enum"] == allowed
+        assert command in allowed
     assert len(model.call_kwargs) == len(moves)
 
 
@@ -104,9 +112,5 @@ def test_random_weights_under_the_constraint_only_ever_play_admissible_commands(
     finally:
         chat.engine.close()
     assert traj.interface_violations == 0 and traj.env_actions == len(traj.calls) >= 1
-    ep = env.episode(task)  # replay the played commands: each was admissible when played
-    act = {t.name: t for t in ep.tools}["act"]
-    for command in traj.score_detail["got"]:
-        assert command in ep.state["choices"]
-        act.fn(command=command)
-    ep.close()
+    played = traj.score_detail["got"]
+    assert all(c in allowed for c, allowed in zip(played, _admissible_before(env, task, played), strict=True))
