@@ -7,6 +7,7 @@ import typer
 import coevo  # noqa: F401  (sets the offline environment variables first)
 from coevo.cli import archive, envs, harness
 from coevo.cli.compare import compare_cmd
+from coevo.cli.decompose import decompose_cmd
 from coevo.cli.eval import eval_cmd
 from coevo.cli.report import report_cmd
 from coevo.cli.run import run_cmd
@@ -16,6 +17,7 @@ app.command("run")(run_cmd)
 app.command("eval")(eval_cmd)
 app.command("compare")(compare_cmd)
 app.command("report")(report_cmd)
+app.command("decompose")(decompose_cmd)
 app.add_typer(harness.app, name="harness")
 app.add_typer(envs.app, name="envs")
 app.add_typer(archive.app, name="archive")

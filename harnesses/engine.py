@@ -113,9 +113,15 @@ class EngineContext:
         # a plain kwargs binding is called as bound(**kwargs): same call, without a config merge per model call
         self.target, self.kwargs = unbind(model)
 
-    def call_kwargs(self, index: int) -> dict[str, Any]:
-        """Model call ``index``'s (0-based) keyword arguments: decoding, seed, ``constrained_format``'s schema."""
-        return {**self.kwargs, "seed": call_seed(self.seed, index), **constrained_format(self.spec, self.tools)}
+    def call_kwargs(self, index: int, env_actions: int = 0) -> dict[str, Any]:
+        """Model call ``index``'s (0-based) keyword arguments: decoding, seed, ``constrained_format``'s schema
+        for the actions allowed after ``env_actions`` env actions (none of the env's tools once
+        ``budget.max_env_actions`` is spent: the reply must then be an answer or a harness action)."""
+        tools = self.tools
+        if env_actions >= self.spec.budget.max_env_actions:
+            env_tools = {self.spec.tool_view.renames.get(t.name, t.name) for t in self.episode.tools}
+            tools = {name: tool for name, tool in tools.items() if name not in env_tools}
+        return {**self.kwargs, "seed": call_seed(self.seed, index), **constrained_format(self.spec, tools)}
 
 
 def engine(runtime: Runtime[EngineContext]) -> EngineContext:
@@ -204,7 +210,7 @@ def call_model(state: HarnessState, runtime: Runtime[EngineContext]) -> dict:
     seq = visible(ctx, state)
     if seq is None:
         return {"stop_reason": "budget:context_tokens"}
-    started, kwargs = time.perf_counter(), ctx.call_kwargs(state.get("model_calls", 0))
+    started, kwargs = time.perf_counter(), ctx.call_kwargs(state.get("model_calls", 0), state.get("env_actions", 0))
     reply = ctx.target.invoke(seq, **kwargs)
     return _called(seq, reply, started, state, kwargs["seed"])
 
@@ -215,7 +221,7 @@ async def acall_model(state: HarnessState, runtime: Runtime[EngineContext]) -> d
     seq = visible(ctx, state)
     if seq is None:
         return {"stop_reason": "budget:context_tokens"}
-    started, kwargs = time.perf_counter(), ctx.call_kwargs(state.get("model_calls", 0))
+    started, kwargs = time.perf_counter(), ctx.call_kwargs(state.get("model_calls", 0), state.get("env_actions", 0))
     reply = await areply(ctx.target, seq, **kwargs)
     return _called(seq, reply, started, state, kwargs["seed"])
 

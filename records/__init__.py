@@ -10,6 +10,7 @@ they are re-exported here so one import names every persisted kind.
 from coevo.envs.base import Task
 from coevo.models.checkpoint import Checkpoint
 from coevo.models.trajectory import Trajectory
+from coevo.records.decompose import Decomposition
 from coevo.records.experience import ExperienceRecord
 from coevo.records.gate import GateDecision, GatePair
 from coevo.records.harness_s import Ballot, PoolMember, Profile, ProfileEntry
@@ -25,6 +26,7 @@ from coevo.records.run import (
            RunRecord,
 )
 
-__all__ = ["Ballot", "BaseChoice", "BudgetRecord", "Checkpoint", "EditRecord", "EvaluationRecord", "ExperienceRecord",
-           "GateDecision", "GatePair", "HarnessRecord", "LLMCallRecord", "ModelProposal", "PairScore", "Phase",
-           "PoolMember", "Profile", "ProfileEntry", "Promotion", "RunHeartbeat", "RunRecord", "Task", "Trajectory"]
+__all__ = ["Ballot", "BaseChoice", "BudgetRecord", "Checkpoint", "Decomposition", "EditRecord", "EvaluationRecord",
+           "ExperienceRecord", "GateDecision", "GatePair", "HarnessRecord", "LLMCallRecord", "ModelProposal",
+           "PairScore", "Phase", "PoolMember", "Profile", "ProfileEntry", "Promotion", "RunHeartbeat", "RunRecord",
+           "Task", "Trajectory"]

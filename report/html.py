@@ -12,6 +12,7 @@ from coevo.evaluation.results import paired_difference
 from coevo.evaluation.stats import score_estimate
 from coevo.harnesses import diff, load_harness
 from coevo.records import BudgetRecord, Checkpoint, EvaluationRecord, GateDecision, HarnessRecord, RunRecord
+from coevo.report.decompose import decompose_section
 from coevo.report.engineer import engineer_section
 from coevo.report.harness_s import harness_s_sections
 from coevo.report.harness_use import harness_use_section
@@ -181,6 +182,7 @@ paired per task and significant at 95 % when its interval excludes 0).</p>
 {_stage_table(archive, run_id)}{budget}{phases_html(state)}{rsi_section(archive, run_id, out_dir)}{harness_s}
 {harness_use_section(archive, run_id, out_dir)}{engineer_section(state, out_dir)}
 {test}
+{decompose_section(archive, run_id)}
 {imgs}<h2>Final harness vs H0</h2><pre>{html.escape(final_diff)}</pre></body></html>"""
     path = out_dir / "index.html"
     path.write_text(page)

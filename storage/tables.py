@@ -33,6 +33,7 @@ from coevo.records import (
     BaseChoice,
     BudgetRecord,
     Checkpoint,
+    Decomposition,
     EditRecord,
     EvaluationRecord,
     ExperienceRecord,
@@ -218,3 +219,4 @@ register(BaseChoice, "base_choices")
 register(ModelProposal, "model_proposals")
 register(Promotion, "promotions")
 register(ExperienceRecord, "experience", ("lineage",))
+register(Decomposition, "decompositions")

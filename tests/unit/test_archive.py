@@ -20,6 +20,7 @@ from coevo.records import (
     Ballot,
     BaseChoice,
     BudgetRecord,
+    Decomposition,
     EditRecord,
     EvaluationRecord,
     ExperienceRecord,
@@ -126,6 +127,9 @@ def samples() -> list:
                       alpha=[0.5, 0.5], checkpoint_id="ck2", status="scored", val=0.5, timr=0.0, evaluation_id="ev1"),
         Promotion(id="pr1", run_id="r1", round=1, harness_id="h", checkpoint_id="ck1", accepted=True, margin=0.05,
                   reason="wins", incumbent=pair.model_copy(update={"harness_id": "h0"}), best=pair),
+        Decomposition(id="d1", run_id="r1", env="toy", split="test", k=2, harnesses={"start": "h0", "final": "h"},
+                      checkpoints={"start": "ck0", "final": "ck1"},
+                      cells={"h0_w0": "ev0", "h0_wf": "ev1", "hf_w0": "ev2", "hf_wf": "ev3"}),
     ]
 
 
@@ -190,7 +194,7 @@ def test_every_kind_round_trips_as_the_domain_model_it_is(archive):
     assert archive.list(Profile, harness_id="h")[0].prefer == [ProfileEntry(when="add", behavior="finishes")]
     assert archive.list(LLMCallRecord, role="editor")[0].cost_usd == 0.001
     assert archive.list(Ballot, kind="llm", task_id="q1")[0].ranking == ["h", "h0"]
-    assert archive.get(Promotion, "pr1").promoted == records[-1].best
+    assert archive.get(Promotion, "pr1").promoted == next(r for r in records if isinstance(r, Promotion)).best
     assert archive.count(GateDecision, run_id="r1", accepted=True) == 1
     assert archive.count(GateDecision, run_id="r2") == archive.count(GateDecision, accepted=False) == 0
     assert archive.resolve_id("evaluations", "ev") == "ev1"
