@@ -114,3 +114,20 @@ def test_random_weights_under_the_constraint_only_ever_play_admissible_commands(
     assert traj.interface_violations == 0 and traj.env_actions == len(traj.calls) >= 1
     played = traj.score_detail["got"]
     assert all(c in allowed for c, allowed in zip(played, _admissible_before(env, task, played), strict=True))
+
+
+def test_once_the_env_action_budget_is_spent_the_schema_asks_for_the_answer():
+    env = get_env("reasoning_gym:families=chain_sum,size=20,seed=0,tools=calculator")
+    task = env.tasks("train", 1)[0]
+    spec = apply_edit(load_harness("reasoning_gym"), [
+        {"op": "replace", "path": "/parser/mode", "value": "json"},
+        {"op": "replace", "path": "/decoding/constrain", "value": "actions_or_answer"},
+        {"op": "replace", "path": "/budget/max_env_actions", "value": 1}])
+    expression = task.prompt.rsplit(":", 1)[1].strip(" =")
+    model = ScriptedChatModel(script=[json.dumps({"tool": "calculator", "arguments": {"expression": expression}}),
+                                      json.dumps({"final_answer": env.reveal(task)})])
+    traj = asyncio.run(arun_rollout(spec, model, env, task))
+    assert traj.passed and len(model.call_kwargs) == 2
+    first, second = (json.dumps(kw["response_format"]) for kw in model.call_kwargs)
+    assert '"const": "calculator"' in first and "final_answer" in first
+    assert "calculator" not in second and "final_answer" in second  # the one action is spent: answer now
