@@ -45,11 +45,14 @@ class OfflineEditor:
     hurt (the gate has something to reject). Demonstrations come from ``solved`` (successful train
     trajectories) or from ``demo_answer(task, train diagnostics)`` (default: an ``expected``
     field); ``max_demos`` caps the demonstrations added per edit; ``operators`` restricts the
-    library to those names (None: every registered operator) and ``exclude`` leaves those out."""
+    library to those names (None: every registered operator) and ``exclude`` leaves those out;
+    ``env_tools`` names the tools the env offers (or a callable giving them, asked once when first
+    needed: ``env_tool_names``), which ``tool_expose`` may show the model."""
 
     def __init__(self, max_demos: int = 2, demo_answer: Callable[[Task, dict[str, Any]], str | None] | None = None,
-                 seed: int = 0, operators: Sequence[str] | None = None, exclude: Collection[str] = ()) -> None:
-        self.max_demos, self.seed = max_demos, seed
+                 seed: int = 0, operators: Sequence[str] | None = None, exclude: Collection[str] = (),
+                 env_tools: Sequence[str] | Callable[[], Sequence[str]] = ()) -> None:
+        self.max_demos, self.seed, self._env_tools = max_demos, seed, env_tools
         self.operators = [n for n in (operators or OPERATORS) if n not in exclude] if exclude else operators
         self.demo_answer = demo_answer or expected_answer
 
@@ -60,7 +63,9 @@ class OfflineEditor:
         prefixes when given, and for a user agent's harness inside its declared params); a direction
         no operator has an edit for is a rejected candidate. The
         candidate's ``demo_tasks`` name the train tasks its demonstrations answer."""
-        material = Material(direction, spec, tasks, solved, self.demo_answer, self.max_demos)
+        if callable(self._env_tools):
+            self._env_tools = tuple(self._env_tools())
+        material = Material(direction, spec, tasks, solved, self.demo_answer, self.max_demos, self._env_tools)
         picked = draw(material, seed_of(self.seed, round, direction.id), sample, narrow(allowed, spec), self.operators)
         cand = Candidate(id=f"{spec.short_id}-{direction.id}" + (f"-s{sample}" if sample else ""),
                          direction=direction.id, parent_id=spec.id)
@@ -85,6 +90,21 @@ class OfflineEditor:
         if not smaller:
             revised.status, revised.reason = "rejected", f"no smaller revision after: {feedback}"
         return Proposal(candidate=revised)
+
+
+def env_tool_names(env: Env) -> list[str]:
+    """The names of the tools ``env`` offers in an episode of its first train task (none without one);
+    the episode is closed again. Tool names only: no task content."""
+    tasks = env.tasks("train", 1)
+    if not tasks:
+        return []
+    episode = env.episode(tasks[0])
+    try:
+        return [t.name for t in episode.tools]
+    finally:
+        close = getattr(episode, "close", None)
+        if callable(close):
+            close()
 
 
 def demonstration_source(env: Env) -> Callable[[Task, dict[str, Any]], str | None] | None:
@@ -156,5 +176,6 @@ def editor_for(config: RunConfig, env: Env) -> Editor:
     when ``meta.model == "offline"``, else ``LLMEditor``."""
     if config.meta.model == "offline":
         exclude = UNMEASURED_UNDER_EVAL_TEMPERATURE if config.eval.temperature is not None else ()
-        return OfflineEditor(demo_answer=demonstration_source(env), seed=config.seed, exclude=exclude)
+        return OfflineEditor(demo_answer=demonstration_source(env), seed=config.seed, exclude=exclude,
+                             env_tools=(lambda: env_tool_names(env)) if env is not None else ())
     return LLMEditor(config.meta.model, temperature=config.meta.temperature)

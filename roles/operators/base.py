@@ -41,7 +41,8 @@ class Material:
     """What an operator reads: the ``direction`` (its cause ``kinds`` and ``category``, from
     ``split_cause``), the ``spec`` it edits, the train ``tasks`` by id, the ``solved`` train
     rollouts, how to read a train task's expected answer (``demo_answer(task, diagnostics)``) and
-    the most demonstrations one edit may add (``max_demos``)."""
+    the most demonstrations one edit may add (``max_demos``) and the names of the tools the env
+    offers (``env_tools``: what a tool-view edit may expose, whatever the spec shows now)."""
 
     direction: Direction
     spec: HarnessSpec
@@ -49,6 +50,7 @@ class Material:
     solved: Sequence[Trajectory] = ()
     demo_answer: Callable[[Task, dict[str, Any]], str | None] = expected_answer
     max_demos: int = 2
+    env_tools: Sequence[str] = ()
     kinds: list[str] = field(init=False)
     category: str = field(init=False)
 

@@ -141,3 +141,20 @@ def context_tool_output(m: Material, rng: random.Random) -> Edit | None:
     if m.spec.context.tool_output_chars == value:
         return None
     return Edit([_set("/context/tool_output_chars", value)], f"tool outputs cut to {value} characters")
+
+
+CONSTRAINED_FORMAT = ('Reply with one JSON object: {"final_answer": "<answer>"} to answer, or '
+                      '{"tool": NAME, "arguments": {...}} to call a tool.')
+"""The output format a ``decoding_constrain`` edit writes beside the constraint (what the schema enforces)."""
+
+
+@operator("decoding_constrain", "decoding", ("format:", "no_answer", "form:", "place:", "truncated:", "loop:"),
+          ("/decoding/constrain", "/parser/mode", "/prompt/output_format"),
+          needs=lambda spec: spec.decoding.constrain == "none")
+def decoding_constrain(m: Material, rng: random.Random) -> Edit | None:
+    """Decode every reply under the JSON schema of the actions allowed at that moment, the answer
+    included (``decoding.constrain = "actions_or_answer"``, parser ``json``): no reply can miss the
+    answer's place or format again, and a reply is only as long as its action (``Decoding.constrain``)."""
+    return Edit([_set("/decoding/constrain", "actions_or_answer"), _set("/parser/mode", "json"),
+                 _set("/prompt/output_format", CONSTRAINED_FORMAT)],
+                "decode replies under the schema of the allowed actions or the answer")

@@ -1,5 +1,6 @@
 """Tool-view operators (``/tool_view``) for tool errors (cause ``tool:<name>``): describe the failing
-tool better, rename it, hide it (expose the others), or show tool outputs as pretty-printed JSON."""
+tool better, rename it, hide it (expose the others), or show tool outputs as pretty-printed JSON; and
+for wrong values, expose a tool the env offers that the view hides (``tool_expose``)."""
 
 from __future__ import annotations
 
@@ -57,3 +58,26 @@ def tool_output_json(m: Material, rng: random.Random) -> Edit | None:
     if m.spec.tool_view.output_format == "json":
         return None
     return Edit([{"op": "replace", "path": "/tool_view/output_format", "value": "json"}], "tool outputs as JSON")
+
+
+def hidden_tools(m: Material) -> list[str]:
+    """The env's tools (``Material.env_tools``) that the spec's view does not expose, by name."""
+    exposed = m.spec.tool_view.exposed
+    return [] if exposed is None else [t for t in m.env_tools if t not in exposed]
+
+
+@operator("tool_expose", "tool_view", ("value:", "wrong_answer"), ("/tool_view/exposed", "/tool_view/descriptions"),
+          needs=lambda spec: spec.tool_view.exposed is not None)
+def tool_expose(m: Material, rng: random.Random) -> Edit | None:
+    """Expose a tool the env offers and the view hides (a calculator for wrong arithmetic), with a
+    description that says when to use it: the model can then compute what it got wrong. Carries no
+    task content (the tool's name only)."""
+    hidden = hidden_tools(m)
+    if not hidden:
+        return None
+    name = rng.choice(hidden)
+    text = rng.choice([f"{name}: call it first with the task's expression, then answer with its result.",
+                       f"{name}: use it to compute the answer instead of guessing; copy its result as the answer."])
+    return Edit([{"op": "replace", "path": "/tool_view/exposed", "value": [*(m.spec.tool_view.exposed or []), name]},
+                 {"op": "add", "path": f"/tool_view/descriptions/{name}", "value": text}],
+                f"expose the env's {name} tool")

@@ -34,12 +34,14 @@ KIND_FOR = {
     "parser_number": "format:no_marker", "parser_on_no_action": "format:no_marker",
     "parser_strip_fences": "format:violation", "tool_describe": "tool:python", "tool_hide": "tool:python",
     "tool_output_json": "tool:python", "tool_rename": "tool:python",
-    "verifier_hint_rule": "simple_function_checker:wrong_func_name"}
+    "verifier_hint_rule": "simple_function_checker:wrong_func_name", "tool_expose": "value:wrong",
+    "decoding_constrain": "format:no_marker"}
 """A cause each operator declares it addresses (every registered operator must be listed)."""
 
 H0 = load_harness("reasoning_gym")
 H0_BPE = H0.model_copy(update={"bpe": BPE()})
-SPEC_FOR = {"bpe_settings": H0_BPE}
+H0_HIDDEN = H0.model_copy(update={"tool_view": H0.tool_view.model_copy(update={"exposed": []})})
+SPEC_FOR = {"bpe_settings": H0_BPE, "tool_expose": H0_HIDDEN}
 """The spec an operator that needs more than H0 edits (``Operator.needs``)."""
 
 
@@ -50,12 +52,13 @@ def train_tasks():
             for f, p in fams.items() for i in range(4)}
 
 
-def material(kind, category="chain_sum", spec=H0):
+def material(kind, category="chain_sum", spec=H0, env_tools=("calculator",)):
     tasks = train_tasks()
     ids = [t for t in tasks if t.startswith(category or "chain_sum")][:2]
     evidence = [Evidence(task_id=i, answer="9", diagnostics={"expected": str(int(i[-1]) + 2)}) for i in ids]
     cause = f"{kind}@{category}" if category else kind
-    return Material(Direction(id="d0", cause=cause, description="", task_ids=ids, evidence=evidence), spec, tasks)
+    return Material(Direction(id="d0", cause=cause, description="", task_ids=ids, evidence=evidence), spec, tasks,
+                    env_tools=env_tools)
 
 
 def test_every_registered_operator_has_a_cause_in_this_test_and_a_known_component():
@@ -283,3 +286,50 @@ def test_under_an_eval_temperature_the_offline_editor_proposes_no_decoding_tempe
              for k in CAUSES]
     assert plain == [editor_for(greedy, None).propose(material(k).direction, H0, material(k).tasks, round=1)
                      .candidate.patch for k in CAUSES]  # unset: the same candidates as before
+
+
+def test_tool_expose_shows_only_a_tool_the_env_offers_and_the_view_hides():
+    op = OPERATORS["tool_expose"]
+    assert not op.fits(H0)  # H0 shows every env tool already (exposed = None)
+    assert op.make(material("value:wrong", spec=H0_HIDDEN, env_tools=()), random.Random(0)) is None
+    only = H0.model_copy(update={"tool_view": H0.tool_view.model_copy(update={"exposed": ["python"]})})
+    assert op.make(material("value:wrong", spec=only, env_tools=("python",)), random.Random(0)) is None
+    edit = op.make(material("value:wrong", spec=only, env_tools=("python", "calculator")), random.Random(0))
+    child = apply_patch(only, edit.ops)
+    assert child.tool_view.exposed == ["python", "calculator"] and "calculator" in child.tool_view.descriptions
+
+
+def test_decoding_constrain_turns_the_schema_on_once_and_the_rollout_answers_under_it():
+    op = OPERATORS["decoding_constrain"]
+    child = apply_patch(H0, op.make(material("format:no_marker"), random.Random(0)).ops)
+    assert child.decoding.constrain == "actions_or_answer" and child.parser.mode == "json"
+    assert not op.fits(child)  # already constrained: nothing left to turn on
+    task = Task(id="t", env="rg", split="train", prompt="1 + 2 =")
+
+    class Env:
+        name = "rg"
+
+        def episode(self, task, seed=0):
+            return Episode(task=task)
+
+        def score(self, task, answer, episode):
+            return Score(reward=float(answer == "3"), passed=answer == "3")
+
+    model = ScriptedChatModel(script=['{"final_answer": "3"}'])
+    traj = asyncio.run(arun_rollout(child, model, Env(), task))
+    assert traj.passed and "final_answer" in str(model.call_kwargs[0]["response_format"])
+
+
+def test_the_offline_editor_reads_the_env_tools_once_when_first_needed():
+    from coevo.envs.registry import get_env
+    from coevo.roles.editor import env_tool_names
+
+    env = get_env("reasoning_gym:families=chain_sum,size=20,seed=0,tools=calculator+python")
+    assert env_tool_names(env) == ["python", "calculator"]
+    asked = []
+    editor = OfflineEditor(operators=["tool_expose"], env_tools=lambda: asked.append(1) or ["calculator"])
+    m = material("value:wrong", spec=H0_HIDDEN)
+    for sample in range(2):
+        cand = editor.propose(m.direction, H0_HIDDEN, m.tasks, sample=sample).candidate
+        assert cand.patch[0]["value"] == ["calculator"]
+    assert asked == [1]

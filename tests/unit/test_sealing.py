@@ -169,3 +169,31 @@ def test_no_gold_answer_reaches_an_llm_curator_or_editor(tmp_path):
     assert seen and all(g not in text for g in gold for text in seen)
     failures = [t for t in archive.list(Trajectory, run_id="run-1", split="train") if not t.passed]
     assert failures and all(t.score_detail.get("expected") in gold for t in failures)  # the archive keeps them
+
+
+def test_the_tool_and_constraint_operators_carry_no_task_content_and_no_gold_answer():
+    """``tool_expose`` and ``decoding_constrain`` (issue 38): fed train tasks whose answers they could
+    read, their children carry no task's prompt and no task's answer (any split), so nothing is sealed
+    and nothing leaks."""
+    import random
+
+    from coevo.harnesses.patch import apply_patch
+    from coevo.meta.state import Direction, Evidence
+    from coevo.roles.operators import OPERATORS, Material
+
+    env = SumEnv()
+    every = [t for split in ("train", "val", "test") for t in env.tasks(split)]
+    answers = {t.id: env.reveal(t) for t in every}
+    start = HarnessSpec(name="h0", prompt=Prompt(system="Answer the task.", output_format="Reply 'Final answer: X'."),
+                        tool_view={"exposed": []})
+    train = {t.id: t for t in env.tasks("train")}
+    evidence = [Evidence(task_id=i, answer="0", diagnostics={"expected": answers[i]}) for i in train]
+    for name, kind in (("tool_expose", "value:wrong"), ("decoding_constrain", "format:no_marker")):
+        m = Material(Direction(id="d", cause=kind, description="", task_ids=list(train), evidence=evidence), start,
+                     train, demo_answer=lambda task, _: answers[task.id], env_tools=("calculator",))
+        for seed in range(4):
+            edit = OPERATORS[name].make(m, random.Random(seed))
+            child = apply_patch(start, edit.ops)
+            text = child.canonical_json()
+            assert not edit.demo_tasks and not any(t.prompt in text for t in every), (name, edit.ops)
+            assert demonstrated(child, answers, start) == [], (name, edit.ops)
