@@ -28,6 +28,7 @@ BUILTINS: dict[str, str] = {
     "gym": "coevo.envs.gym_adapter:GymEnv",
     "openenv": "coevo.envs.openenv_adapter:OpenEnvEnv",
     "verifiers": "coevo.envs.verifiers_adapter:VerifiersEnv",
+    "showcase": "coevo.envs.showcase_suite:ShowcaseEnv",
 }
 GROUP = "coevo.envs"
 

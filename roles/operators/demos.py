@@ -8,6 +8,7 @@ in ``Edit.demo_tasks``: the task then leaves later weight stages, checks and sea
 from __future__ import annotations
 
 import random
+import re
 
 from coevo.roles.diagnosis import task_category
 from coevo.roles.operators.base import Edit, Material, operator
@@ -60,3 +61,39 @@ def demonstrations(m: Material, rng: random.Random) -> Edit | None:
         ops.append({"op": "add", "path": f"/skills/demo_{task_id[-8:]}", "value": skill})
     used = [i for i, _ in chosen]
     return Edit(ops, f"{len(ops)} demonstration(s) ({form}) from train tasks", used)
+
+
+def evidence_span(text: str, answer: str) -> str | None:
+    """The clause of ``text`` that holds ``answer`` as a whole word (clauses end at ``, ; : . ? !`` or a
+    line break), stripped; None when no clause or several different ones do (the evidence is ambiguous)."""
+    clauses = {c.strip() for c in re.split(r"[,;:.?!\n]", text)
+               if re.search(rf"(?<![\w.]){re.escape(answer)}(?![\w.])", c)}
+    return clauses.pop() if len(clauses) == 1 else None
+
+
+def answer_of(output: str, pattern: str | None) -> str | None:
+    """The answer a demonstration's ``output`` gives under a final-answer ``pattern`` (its first group), or
+    None when the output has no answer line (or the pattern is None)."""
+    match = re.search(pattern, output) if pattern else None
+    return match.group(1).strip() if match and match.groups() and match.group(1) else None
+
+
+@operator("demo_quote_evidence", "skills", ("value:operand", "value:wrong", "wrong_answer", "place:"), ("/skills",),
+          needs=lambda spec: any(s.kind == "demonstration" and s.output for s in spec.skills.values()))
+def demo_quote_evidence(m: Material, rng: random.Random) -> Edit | None:
+    """Each demonstration first quotes the part of its task that holds its answer, then gives the answer
+    line (``kiwi 64`` before ``Final answer: 64``): the model is shown where an answer comes from, for a
+    value copied from the wrong place in the task. Only demonstrations whose answer sits in exactly one
+    clause of their input change; the edit adds no text that was not in a demonstration already, so it
+    carries no new task content."""
+    ops = []
+    for name, skill in sorted(m.spec.skills.items()):
+        if skill.kind != "demonstration" or not skill.input or not skill.output:
+            continue
+        answer = answer_of(skill.output, m.spec.parser.final_answer_pattern)
+        span = evidence_span(skill.input, answer) if answer else None
+        if span and not skill.output.startswith(span):
+            ops.append({"op": "replace", "path": f"/skills/{name}/output", "value": f"{span}\n{skill.output}"})
+    if not ops:
+        return None
+    return Edit(ops, f"{len(ops)} demonstration(s) quote the part of the task that holds the answer")
