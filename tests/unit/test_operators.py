@@ -35,13 +35,13 @@ KIND_FOR = {
     "parser_strip_fences": "format:violation", "tool_describe": "tool:python", "tool_hide": "tool:python",
     "tool_output_json": "tool:python", "tool_rename": "tool:python",
     "verifier_hint_rule": "simple_function_checker:wrong_func_name", "tool_expose": "value:wrong",
-    "decoding_constrain": "format:no_marker"}
+    "decoding_constrain": "format:no_marker", "demo_quote_evidence": "value:operand"}
 """A cause each operator declares it addresses (every registered operator must be listed)."""
 
 H0 = load_harness("reasoning_gym")
 H0_BPE = H0.model_copy(update={"bpe": BPE()})
 H0_HIDDEN = H0.model_copy(update={"tool_view": H0.tool_view.model_copy(update={"exposed": []})})
-SPEC_FOR = {"bpe_settings": H0_BPE, "tool_expose": H0_HIDDEN}
+SPEC_FOR = {"bpe_settings": H0_BPE, "tool_expose": H0_HIDDEN, "demo_quote_evidence": load_harness("showcase")}
 """The spec an operator that needs more than H0 edits (``Operator.needs``)."""
 
 
@@ -333,3 +333,19 @@ def test_the_offline_editor_reads_the_env_tools_once_when_first_needed():
         cand = editor.propose(m.direction, H0_HIDDEN, m.tasks, sample=sample).candidate
         assert cand.patch[0]["value"] == ["calculator"]
     assert asked == [1]
+
+
+def test_demo_quote_evidence_quotes_the_one_clause_that_holds_each_demonstrations_answer():
+    from coevo.roles.operators.demos import evidence_span
+
+    assert evidence_span("Prices: fig 12, kiwi 64, plum 18. What does the kiwi cost?", "64") == "kiwi 64"
+    assert evidence_span("a 64, b 64.", "64") is None  # two clauses hold it: ambiguous, left alone
+    assert evidence_span("a 164, b 6.4", "64") is None  # not as a whole number
+    spec = load_harness("showcase")
+    op = OPERATORS["demo_quote_evidence"]
+    assert not op.fits(H0)  # no demonstration to rewrite
+    child = apply_patch(spec, op.make(material("value:operand", spec=spec), random.Random(0)).ops)
+    demos = [s for s in child.skills.values() if s.kind == "demonstration"]
+    assert demos and all(s.output.split("\n")[0] in s.input for s in demos)
+    assert all(s.output.endswith(f"Final answer: {s.output.split()[1]}") for s in demos)
+    assert op.make(material("value:operand", spec=child), random.Random(0)) is None  # quoted already

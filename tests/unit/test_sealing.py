@@ -172,7 +172,7 @@ def test_no_gold_answer_reaches_an_llm_curator_or_editor(tmp_path):
 
 
 def test_the_tool_and_constraint_operators_carry_no_task_content_and_no_gold_answer():
-    """``tool_expose`` and ``decoding_constrain`` (issue 38): fed train tasks whose answers they could
+    """``tool_expose``, ``decoding_constrain`` and ``demo_quote_evidence`` (issue 38): fed train tasks whose answers they could
     read, their children carry no task's prompt and no task's answer (any split), so nothing is sealed
     and nothing leaks."""
     import random
@@ -184,11 +184,13 @@ def test_the_tool_and_constraint_operators_carry_no_task_content_and_no_gold_ans
     env = SumEnv()
     every = [t for split in ("train", "val", "test") for t in env.tasks(split)]
     answers = {t.id: env.reveal(t) for t in every}
+    demo = {"kind": "demonstration", "input": "Sums: a 40, b 42. What is b?", "output": "Final answer: 42"}  # H0's own
     start = HarnessSpec(name="h0", prompt=Prompt(system="Answer the task.", output_format="Reply 'Final answer: X'."),
-                        tool_view={"exposed": []})
+                        tool_view={"exposed": []}, skills={"demo": demo})
     train = {t.id: t for t in env.tasks("train")}
     evidence = [Evidence(task_id=i, answer="0", diagnostics={"expected": answers[i]}) for i in train]
-    for name, kind in (("tool_expose", "value:wrong"), ("decoding_constrain", "format:no_marker")):
+    for name, kind in (("tool_expose", "value:wrong"), ("decoding_constrain", "format:no_marker"),
+                       ("demo_quote_evidence", "value:operand")):
         m = Material(Direction(id="d", cause=kind, description="", task_ids=list(train), evidence=evidence), start,
                      train, demo_answer=lambda task, _: answers[task.id], env_tools=("calculator",))
         for seed in range(4):
