@@ -172,9 +172,9 @@ def test_no_gold_answer_reaches_an_llm_curator_or_editor(tmp_path):
 
 
 def test_the_tool_and_constraint_operators_carry_no_task_content_and_no_gold_answer():
-    """``tool_expose``, ``decoding_constrain`` and ``demo_quote_evidence`` (issue 38): fed train tasks whose answers they could
-    read, their children carry no task's prompt and no task's answer (any split), so nothing is sealed
-    and nothing leaks."""
+    """``tool_expose``, ``decoding_constrain`` and ``demo_quote_evidence`` (issue 38): fed train tasks whose
+    answers they could read, their children carry no task's prompt and no task's answer (any split) beyond
+    H0's own text, so nothing is sealed and nothing leaks."""
     import random
 
     from coevo.harnesses.patch import apply_patch
