@@ -117,7 +117,7 @@ def main() -> None:
     out.update(h0_pass=est.model_dump(), trivial=base.trivial_baseline, trivial_detail=base.trivial_detail,
                eval_cpu_s_per_rollout=cpu_rollout, h0_wall_s=wall)
     print(f"| H0 | {est} | trivial {base.trivial_baseline} | {cpu_rollout:.3f} CPU-s/rollout | {wall:.0f} s |")
-    for name, why, child in edits(args.operators.split(","), h0, env, config, args.variants):
+    for name, why, child in edits([n for n in args.operators.split(",") if n], h0, env, config, args.variants):
         result, cpu_child, wall = measure(child)
         diff = paired_difference(base.per_task, result.per_task, "avg_at_k")
         out["rows"].append({"operator": name, "why": why, "harness": child.id, "pass": result.avg_at_k,

@@ -19,6 +19,10 @@ from coevo.graphs.registry import strategy_names
 from coevo.masking import redact
 from coevo.report.numbers import difference_text, plain, score_text, stored_estimates
 
+DEFAULT_JOB = Path(__file__).resolve().parents[1] / "configs" / "default.toml"
+"""The default job ``coevo run`` runs without a config (shipped as package data): VACE on the showcase suite.
+Keys it leaves out take ``RunConfig``'s defaults, as in any config."""
+
 WEIGHT_COLUMNS = ("val H[t]: W[t] -> W[t+1]", "train reward", "effective groups (contrast)", "||dW||")
 """The weight stage's columns of the summary table (``weight_cells``)."""
 
@@ -124,7 +128,8 @@ def _drive(cfg: RunConfig, run_id: str, resume: bool, approve: bool, answers: di
 
 def run_cmd(
     config: Optional[Path] = typer.Argument(
-        None, help="TOML/YAML run config (default: the built-in defaults = configs/default.toml)."),
+        None, help="TOML/YAML run config (default: the default job, configs/default.toml: VACE on the showcase "
+        "suite)."),
     resume: Optional[str] = typer.Option(
         None, "--resume", help="Continue run RUN_ID (or a unique prefix of it; stopped, failed or paused) from its "
         "last completed node."),
@@ -171,7 +176,7 @@ def run_cmd(
                            ("env.ref", env), ("db", db), ("executor", executor), ("report_to", report_to)):
             if value is not None:
                 overrides[key] = value
-        cfg = load_config(config, overrides, flags=FLAGS)
+        cfg = load_config(config or (None if resume else DEFAULT_JOB), overrides, flags=FLAGS)
         if resume and db is None and config is None:
             cfg = RunConfig(db=cfg.db)
         run_id = full_run_id(cfg.db, resume) if resume else new_run_id(cfg)  # a unique prefix names the run

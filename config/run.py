@@ -2,7 +2,8 @@
 
 Defaults run fully offline on a laptop CPU: reasoning-gym ``chain_sum`` (two one-digit terms) with
 partial credit, the bundled SmolLM2-135M-Instruct policy, offline meta roles, small splits, two
-rounds (``configs/default.toml``).
+rounds (``configs/chain_sum.toml`` lists them). ``coevo run`` without a config runs the default job,
+``configs/default.toml`` (VACE on the showcase suite), whose keys it leaves out take these defaults.
 """
 
 from __future__ import annotations
@@ -31,9 +32,9 @@ from coevo.strategies import get_strategy
 
 DEFAULT_ENV = ("reasoning_gym:families=chain_sum,size=1000,seed=0,chain_sum.max_terms=2,chain_sum.max_digits=1,"
                "reward=partial")
-"""The default job's suite: one-digit sums and differences with the family's partial credit, where
-SmolLM2-135M has room at the training temperature (README, "What to expect"); BFCL simple_python,
-where it has none, is ``configs/bfcl.toml``."""
+"""``RunConfig``'s default suite (``configs/chain_sum.toml``, the default job before the showcase suite): one-digit
+sums and differences with the family's partial credit. The default job (``configs/default.toml``) runs the
+showcase suite instead, where SmolLM2-135M starts off the floor."""
 
 
 class EnvConfig(Section):

@@ -41,7 +41,7 @@ class StageSettings(BaseModel):
     micro-steps); RSFT keeps the rollouts the verifier passed (or, with ``rsft_threshold`` set, those
     with reward > it) and takes ``epochs`` passes of ``minibatch_size``-row SFT steps.
 
-    Where a default departs from the papers it says so here and in ``configs/default.toml``:
+    Where a default departs from the papers it says so here and in ``configs/chain_sum.toml``:
     ``num_generations`` is 4 (Harness-S §7 and the presets: K = 8) to keep the default CPU job short;
     ``num_iterations`` is 1, so Eq. 7's ratio is 1 (up to float rounding) and ``epsilon``/``epsilon_high``
     have no effect (raise it to 2+ for the clip to act); GRPO turns dropout off, so ``lora_dropout``

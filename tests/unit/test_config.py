@@ -1,4 +1,5 @@
-"""Run configs: the shipped default equals the built-in defaults; every error names its key."""
+"""Run configs: the built-in defaults are configs/chain_sum.toml, the default job (``coevo run`` without a
+config) is configs/default.toml; every error names its key."""
 
 from pathlib import Path
 
@@ -10,8 +11,14 @@ from coevo.config.train import StageConfig, StageConfigError
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_shipped_default_config_is_the_builtin_default():
-    assert load_config(ROOT / "configs" / "default.toml") == RunConfig()
+def test_the_builtin_defaults_are_the_chain_sum_job_and_the_default_job_is_the_showcase():
+    from coevo.cli.run import DEFAULT_JOB
+
+    assert load_config(ROOT / "configs" / "chain_sum.toml") == RunConfig()
+    assert DEFAULT_JOB == ROOT / "configs" / "default.toml"
+    job = load_config(DEFAULT_JOB)
+    assert job.env.ref.startswith("showcase:") and job.env.n_val >= 100 and job.env.n_test >= 200
+    assert job.strategy == "vace" and job.meta.model == "offline" and job.policy == RunConfig().policy
     assert load_config(ROOT / "configs" / "word_sorting.toml").env.ref.startswith("reasoning_gym:")
 
 

@@ -32,7 +32,7 @@ from coevo.training.schedule import PersistentSampler, WeightPhase
 from coevo.training.stage import grpo_phase
 
 ROOT = Path(__file__).resolve().parents[2]
-DEFAULT = tomllib.loads((ROOT / "configs" / "default.toml").read_text())
+DEFAULT = tomllib.loads((ROOT / "configs" / "chain_sum.toml").read_text())  # RunConfig()'s own values
 
 
 def trainer_stub(k: int) -> SimpleNamespace:
@@ -109,7 +109,7 @@ def test_group_size_k_is_the_configs_num_generations():
     rollout = HarnessRollout(HarnessSpec(), object(), tasks("a"), policy_factory=lambda tr: None,
                              rollout_fn=scripted({"a": [0.0, 1.0]}))
     rollout(["a"] * 8, trainer_stub(8))
-    assert len(rollout.trajectories) == 8 and DEFAULT["train"]["num_generations"] == 4  # stated in default.toml
+    assert len(rollout.trajectories) == 8 and DEFAULT["train"]["num_generations"] == 4  # stated in chain_sum.toml
     assert "8" in TrainConfig.model_fields["num_generations"].description
 
 
