@@ -22,7 +22,7 @@ def decompose_cmd(run_id: str = typer.Argument(..., help="The run id or a unique
     with its seeds (the start and final pairs are read back from the run's own test), and print each
     cell with n and its 95 % interval, the harness effect under W0 and W_final, the weight effect under
     H0 and H_final and their interaction, each paired per task. Stored in the archive and shown in the
-    run's report (`coevo report RUN`); run it again to continue an interrupted one."""
+    run's HTML report, which is written again; run it again to continue an interrupted one."""
     from coevo.app.decompose import run_decompose
 
     with user_errors():
@@ -45,4 +45,22 @@ def decompose_cmd(run_id: str = typer.Argument(..., help="The run id or a unique
     for what, text in effect_rows(numbers):
         diffs.add_row(what, text)
     console.print(diffs)
-    console.print(f"decomposition {record.id[:12]} stored in {shown(db)}; `coevo report {record.run_id}` shows it")
+    with user_errors():
+        path = _report(db, record.run_id)
+    console.print(f"decomposition {record.id[:12]} stored in {shown(db)}; the run's report shows it: {path}")
+
+
+def _report(db: str, run_id: str):
+    """Rewrite run ``run_id``'s HTML report (its own out_dir), now with the decomposition; returns its path."""
+    import asyncio
+    from pathlib import Path
+
+    from coevo.app.run import read_state
+    from coevo.records import RunRecord
+    from coevo.report.html import write_report
+
+    with open_archive(db) as archive:
+        run = archive.get(RunRecord, run_id)
+    state = asyncio.run(read_state(db, run_id, run.strategy))
+    out_dir = Path(run.config.get("out_dir") or "coevo_runs") / "reports" / run_id
+    return write_report(run_id, db, out_dir, state)
