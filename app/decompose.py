@@ -27,6 +27,7 @@ from coevo.envs.registry import get_env
 from coevo.evaluation.decompose import CELLS, Effects, effects
 from coevo.evaluation.executors import make_executor
 from coevo.evaluation.results import EvalResult
+from coevo.harnesses.bpe import ArchiveExperience
 from coevo.meta.context import MetaContext
 from coevo.observe.progress import NullReporter, Reporter
 from coevo.records import Decomposition, RunRecord
@@ -48,6 +49,11 @@ def final_pair(state: dict[str, Any], run: RunRecord) -> tuple[dict[str, str], d
     (``state["test"]``). Raises ``RunError`` naming the run and the fix when it has none yet (a run
     still going, paused, failed, or configured with ``env.n_test = 0``)."""
     test = state.get("test") or {}
+    if any(key.startswith("rank") for key in test):
+        raise RunError(f"run {run.id} routes each task to a harness of its pool (Harness-S): its final pair is H0 "
+                       "under W_final plus a router, not one final harness, so a 2x2 of harnesses would report a "
+                       "harness effect of 0 by construction; compare its Rank-k test rows in `coevo report "
+                       f"{run.id}` instead")
     if "start" not in test or "final" not in test:
         why = (f"its status is {run.status!r}: finish it first with coevo run --resume {run.id}"
                if run.status != "done" else "it ran no final test (env.n_test = 0 in its config)")
@@ -82,8 +88,9 @@ async def decompose(db: str, run_id: str, env_ref: str | None = None, k: int | N
                     reporter: Reporter | None = None, archive: Archive | None = None,
                     context: MetaContext | None = None) -> Decomposed:
     """Evaluate the four cells of run ``run_id`` (an id or unique prefix) in the archive ``db`` on the test
-    split: the run's own env and ``eval.k`` unless ``env_ref`` (another env reference, e.g. a larger
-    test split) or ``k`` say otherwise; the run's seed and eval temperature always. Stores the
+    split: the run's own env and ``eval.k`` unless ``env_ref`` (another env reference, e.g. the same suite
+    drawn from another seed; its first ``env.n_test`` test tasks) or ``k`` say otherwise; the run's seed
+    and eval temperature always. Stores the
     evaluations and the ``Decomposition`` and returns them with their ``Effects``.
 
     ``archive`` (default: opened from ``db``) and ``context`` (the services that evaluate; default: the
@@ -101,7 +108,8 @@ async def decompose(db: str, run_id: str, env_ref: str | None = None, k: int | N
             raise RunError(f"--env {env_ref or config.env.ref!r} cannot be built: {message}") from None
         executor = None if config.executor == "inprocess" else make_executor(config.executor)
         context = MetaContext(config=config, env=env, archive=archive, policy=PolicyCache(config, archive),
-                              reporter=reporter or NullReporter(), run_id=run.id, executor=executor)
+                              reporter=reporter or NullReporter(), run_id=run.id, executor=executor,
+                              experience=ArchiveExperience(archive, run.id))  # a BPE harness's lessons, as the run
     ctx = dataclasses.replace(context, run_id=run.id, config=config)  # as run_meta does: the run's id
     tasks = ctx.tasks("test")
     if not tasks:

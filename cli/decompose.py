@@ -15,7 +15,8 @@ from coevo.report.numbers import score_text
 
 def decompose_cmd(run_id: str = typer.Argument(..., help="The run id or a unique prefix (see `coevo archive list`)."),
                   env: str = typer.Option(None, "--env", help="Evaluate on this env reference's test split instead "
-                                          "of the run's (e.g. the same suite with a larger n_test)."),
+                                          "of the run's (e.g. the same suite drawn from another seed; the run's "
+                                          "env.n_test tasks)."),
                   k: int = typer.Option(None, "--k", min=1, help="Rollouts per task (default: the run's eval.k)."),
                   db: str = typer.Option(DEFAULT_DB, "--db", envvar="COEVO_DB", help=DB_HELP)) -> None:
     """Evaluate the start and final harnesses under the start and final weights on the run's test tasks

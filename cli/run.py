@@ -21,7 +21,9 @@ from coevo.report.numbers import difference_text, plain, score_text, stored_esti
 
 DEFAULT_JOB = Path(__file__).resolve().parents[1] / "configs" / "default.toml"
 """The default job ``coevo run`` runs without a config (shipped as package data): VACE on the showcase suite.
-Keys it leaves out take ``RunConfig``'s defaults, as in any config."""
+Keys it leaves out take ``RunConfig``'s defaults, as in any config. With ``--env``, ``--harness`` or an
+``env.*`` override and no config, the run starts from ``RunConfig``'s defaults instead: the showcase job's
+sizes and training settings are tuned to that suite."""
 
 WEIGHT_COLUMNS = ("val H[t]: W[t] -> W[t+1]", "train reward", "effective groups (contrast)", "||dW||")
 """The weight stage's columns of the summary table (``weight_cells``)."""
@@ -176,7 +178,8 @@ def run_cmd(
                            ("env.ref", env), ("db", db), ("executor", executor), ("report_to", report_to)):
             if value is not None:
                 overrides[key] = value
-        cfg = load_config(config or (None if resume else DEFAULT_JOB), overrides, flags=FLAGS)
+        own = resume or env or harness or any(key.startswith("env.") for key in overrides)
+        cfg = load_config(config or (None if own else DEFAULT_JOB), overrides, flags=FLAGS)
         if resume and db is None and config is None:
             cfg = RunConfig(db=cfg.db)
         run_id = full_run_id(cfg.db, resume) if resume else new_run_id(cfg)  # a unique prefix names the run

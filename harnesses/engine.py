@@ -116,12 +116,13 @@ class EngineContext:
     def call_kwargs(self, index: int, env_actions: int = 0) -> dict[str, Any]:
         """Model call ``index``'s (0-based) keyword arguments: decoding, seed, ``constrained_format``'s schema
         for the actions allowed after ``env_actions`` env actions (none of the env's tools once
-        ``budget.max_env_actions`` is spent: the reply must then be an answer or a harness action)."""
-        tools = self.tools
-        if env_actions >= self.spec.budget.max_env_actions:
+        ``budget.max_env_actions`` is spent: the reply must then be an answer or a harness action, and the
+        answer is allowed under ``constrain = "actions"`` too)."""
+        tools, spent = self.tools, env_actions >= self.spec.budget.max_env_actions
+        if spent:
             env_tools = {self.spec.tool_view.renames.get(t.name, t.name) for t in self.episode.tools}
             tools = {name: tool for name, tool in tools.items() if name not in env_tools}
-        return {**self.kwargs, "seed": call_seed(self.seed, index), **constrained_format(self.spec, tools)}
+        return {**self.kwargs, "seed": call_seed(self.seed, index), **constrained_format(self.spec, tools, spent)}
 
 
 def engine(runtime: Runtime[EngineContext]) -> EngineContext:

@@ -58,13 +58,18 @@ async def val_at_budget(state: MetaState, ctx: MetaContext) -> dict:
 
 async def final_test(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """Evaluate the start pair (H0, W0) and the final pair (H[T], W[T]) on the test split (and, under
-    a rollout cap, the final pair on val: ``val_at_budget``)."""
+    a rollout cap, the final pair on val: ``val_at_budget``): one after the other on a ``local:`` policy
+    (each checkpoint has its own engine, and two decoding at once on a few cores are slower than two in
+    turn), together on a served one."""
     ctx = runtime.context
     measured = await val_at_budget(state, ctx)
     if not ctx.config.env.n_test:
         return {"test": {}, **measured}
-    start, final = await asyncio.gather(ctx.evaluate(state["start_harness"], state["start_checkpoint"], "test"),
-                                        ctx.evaluate(state["incumbent"], state["checkpoint"], "test"))
+    pairs = ((state["start_harness"], state["start_checkpoint"]), (state["incumbent"], state["checkpoint"]))
+    if ctx.config.policy.startswith("local:"):  # two local engines at once share the cores and thrash: in turn
+        start, final = [await ctx.evaluate(h, w, "test") for h, w in pairs]
+    else:
+        start, final = await asyncio.gather(*(ctx.evaluate(h, w, "test") for h, w in pairs))
     ctx.log("test", f"start {start.mean_reward:.3f} -> final {final.mean_reward:.3f} "
                      f"(trivial {start.trivial_baseline})")
     return {"test": {"start": EvalSummary.of(start), "final": EvalSummary.of(final)}, **measured}

@@ -68,3 +68,21 @@ def test_bad_train_keys_are_errors_that_name_them():
     with pytest.raises(StageConfigError, match=r"learning_rate: Input should be greater than 0\n  "
                                                 r"lora_rr: unknown key \(did you mean lora_r\?\)"):
         StageConfig.parse({"lora_rr": 4, "learning_rate": -1})
+
+
+def test_coevo_run_with_another_env_and_no_config_starts_from_the_builtin_defaults(tmp_path, monkeypatch):
+    """The showcase job's sizes and training settings are tuned to its suite: with --env (or --harness,
+    or an env.* override) and no config, a run starts from RunConfig's defaults instead."""
+    import coevo.cli.run as cli_run
+
+    seen = []
+    monkeypatch.setattr(cli_run, "load_config", lambda path, overrides, flags=None: seen.append(path) or 1 / 0)
+    from typer.testing import CliRunner
+
+    from coevo.cli.app import app
+
+    job = cli_run.DEFAULT_JOB
+    for args, expected in ((["run"], job), (["run", "--env", "reasoning_gym:size=10"], None),
+                           (["run", "--set", "env.n_val=5"], None), (["run", "--set", "rounds=1"], job)):
+        CliRunner().invoke(app, [*args, "--db", str(tmp_path / "x.db")])
+        assert seen.pop() == expected, args

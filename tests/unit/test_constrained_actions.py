@@ -131,3 +131,14 @@ def test_once_the_env_action_budget_is_spent_the_schema_asks_for_the_answer():
     first, second = (json.dumps(kw["response_format"]) for kw in model.call_kwargs)
     assert '"const": "calculator"' in first and "final_answer" in first
     assert "calculator" not in second and "final_answer" in second  # the one action is spent: answer now
+
+
+def test_under_actions_only_a_spent_budget_still_leaves_the_answer():
+    from coevo.harnesses.constrain import constrained_format
+
+    spec = apply_edit(load_harness("reasoning_gym"), [
+        {"op": "replace", "path": "/parser/mode", "value": "json"},
+        {"op": "replace", "path": "/decoding/constrain", "value": "actions"}])
+    note = Tool("note", "a note", {"type": "object", "properties": {"text": {"type": "string"}}}, lambda text: "ok")
+    assert "final_answer" not in json.dumps(constrained_format(spec, {"note": note}))
+    assert "final_answer" in json.dumps(constrained_format(spec, {"note": note}, answer=True))

@@ -108,3 +108,16 @@ def test_a_run_without_a_final_pair_or_an_unknown_id_is_a_clear_error(tmp_path):
     one_paragraph_error(runner.invoke(app, ["decompose", "run-9", "--db", config.db]), "no final pair", "--resume")
     one_paragraph_error(runner.invoke(app, ["decompose", "nope", "--db", config.db]), "no run 'nope'")
     one_paragraph_error(runner.invoke(app, ["decompose", "x", "--db", str(tmp_path / "none.db")]), "no archive at")
+
+
+def test_a_routed_harness_s_run_is_refused_rather_than_decomposed_to_a_zero_harness_effect():
+    from types import SimpleNamespace
+
+    from coevo.app.decompose import final_pair
+
+    pair = SimpleNamespace(harness_id="h0", checkpoint_id="w1")
+    run = RunRecord(id="hs-1", strategy="harness_s", config={}, status="done")
+    with pytest.raises(RunError, match="routes each task.*Rank-k"):
+        final_pair({"test": {"start": pair, "final": pair, "rank1": pair}}, run)
+    assert final_pair({"test": {"start": pair, "final": pair}}, run) == ({"start": "h0", "final": "h0"},
+                                                                           {"start": "w1", "final": "w1"})
