@@ -78,15 +78,17 @@ def answer_of(output: str, pattern: str | None) -> str | None:
     return match.group(1).strip() if match and match.groups() and match.group(1) else None
 
 
-@operator("demo_quote_evidence", "skills", ("value:operand", "value:wrong", "wrong_answer", "place:"), ("/skills",),
+@operator("demo_quote_evidence", "skills", ("value:operand", "value:wrong", "wrong_answer", "place:"),
+          ("/skills", "/budget/max_output_tokens"),
           needs=lambda spec: any(s.kind == "demonstration" and s.output for s in spec.skills.values()))
 def demo_quote_evidence(m: Material, rng: random.Random) -> Edit | None:
     """Each demonstration first quotes the part of its task that holds its answer, then gives the answer
     line (``kiwi 64`` before ``Final answer: 64``): the model is shown where an answer comes from, for a
     value copied from the wrong place in the task. Only demonstrations whose answer sits in exactly one
     clause of their input change; the edit adds no text that was not in a demonstration already, so it
-    carries no new task content."""
-    ops = []
+    carries no new task content. The output-token budget grows to fit the longer replies (about two
+    characters a token, digits being one token each, plus a margin), so the quoted answer is never cut."""
+    ops, longest = [], 0
     for name, skill in sorted(m.spec.skills.items()):
         if skill.kind != "demonstration" or not skill.input or not skill.output:
             continue
@@ -94,6 +96,9 @@ def demo_quote_evidence(m: Material, rng: random.Random) -> Edit | None:
         span = evidence_span(skill.input, answer) if answer else None
         if span and not skill.output.startswith(span):
             ops.append({"op": "replace", "path": f"/skills/{name}/output", "value": f"{span}\n{skill.output}"})
+            longest = max(longest, len(span) + 1 + len(skill.output))
     if not ops:
         return None
+    if m.spec.budget.max_output_tokens < (needed := longest // 2 + 4):
+        ops.append({"op": "replace", "path": "/budget/max_output_tokens", "value": needed})
     return Edit(ops, f"{len(ops)} demonstration(s) quote the part of the task that holds the answer")
