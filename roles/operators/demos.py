@@ -99,6 +99,8 @@ def demo_quote_evidence(m: Material, rng: random.Random) -> Edit | None:
             longest = max(longest, len(span) + 1 + len(skill.output))
     if not ops:
         return None
+    why = f"{len(ops)} demonstration(s) quote the part of the task that holds the answer"
     if m.spec.budget.max_output_tokens < (needed := longest // 2 + 4):
         ops.append({"op": "replace", "path": "/budget/max_output_tokens", "value": needed})
-    return Edit(ops, f"{len(ops)} demonstration(s) quote the part of the task that holds the answer")
+        why += f"; output budget {m.spec.budget.max_output_tokens} -> {needed} tokens"
+    return Edit(ops, why)
