@@ -11,12 +11,14 @@ from coevo.harnesses.spec import HarnessSpec
 from coevo.models.structured import RESPONSE_FORMAT_KEY
 
 
-def constrained_format(spec: HarnessSpec, tools: dict[str, Tool], answer: bool = False) -> dict[str, Any]:
+def constrained_format(spec: HarnessSpec, tools: dict[str, Tool], answer: bool = False,
+                       drop: Any = ()) -> dict[str, Any]:
     """``{"response_format": action_format(...)}`` under ``spec.decoding.constrain``, ``{}`` when it is
-    ``"none"``; ``tools`` are the model-visible tools by shown name; ``answer`` allows the answer whatever
-    the mode (the env-action budget is spent: answering is what is left)."""
+    ``"none"``; ``tools`` are the model-visible tools by shown name, less those named in ``drop``; ``answer``
+    allows the answer whatever the mode (the env-action budget is spent: answering is what is left)."""
     if spec.decoding.constrain == "none":
         return {}
+    tools = {name: tool for name, tool in tools.items() if name not in set(drop)}
     return {RESPONSE_FORMAT_KEY: action_format(tools, answer or spec.decoding.constrain == "actions_or_answer")}
 
 

@@ -118,11 +118,10 @@ class EngineContext:
         for the actions allowed after ``env_actions`` env actions (none of the env's tools once
         ``budget.max_env_actions`` is spent: the reply must then be an answer or a harness action, and the
         answer is allowed under ``constrain = "actions"`` too)."""
-        tools, spent = self.tools, env_actions >= self.spec.budget.max_env_actions
-        if spent:
-            env_tools = {self.spec.tool_view.renames.get(t.name, t.name) for t in self.episode.tools}
-            tools = {name: tool for name, tool in tools.items() if name not in env_tools}
-        return {**self.kwargs, "seed": call_seed(self.seed, index), **constrained_format(self.spec, tools, spent)}
+        spent = env_actions >= self.spec.budget.max_env_actions
+        env = [self.spec.tool_view.renames.get(t.name, t.name) for t in self.episode.tools] if spent else ()
+        schema = constrained_format(self.spec, self.tools, spent, env)
+        return {**self.kwargs, "seed": call_seed(self.seed, index), **schema}
 
 
 def engine(runtime: Runtime[EngineContext]) -> EngineContext:
