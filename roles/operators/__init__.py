@@ -21,7 +21,8 @@ from coevo.roles.operators.base import (
     operator,
     order,
     seed_of,
+    specific,
 )
 
 __all__ = ["COMPONENTS", "OPERATORS", "Edit", "Material", "Operator", "applicable", "assignments", "draw",
-           "expected_answer", "operator", "order", "seed_of"]
+           "expected_answer", "operator", "order", "seed_of", "specific"]

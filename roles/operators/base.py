@@ -148,6 +148,12 @@ def order(ops: Sequence[Operator], rng: random.Random) -> list[Operator]:
     return sorted(ops, key=lambda op: -(rng.random() ** (1.0 / op.weight)))
 
 
+def specific(op: Operator, kinds: Sequence[str]) -> bool:
+    """Whether ``op`` declares one of the cause ``kinds`` itself (``"value:operand"`` for a
+    ``value:operand`` failure), not only its family (``"value:"``), a pattern or ``"*"``."""
+    return any(kind in op.causes for kind in kinds)
+
+
 def assignments(directions: Sequence[Direction], samples: int = 1) -> list[tuple[Direction, int]]:
     """The candidates asked of an editor, as (direction, sample index): ``samples`` per direction,
     every direction's first sample first (best supported first), then every second one, and so on."""
@@ -157,11 +163,16 @@ def assignments(directions: Sequence[Direction], samples: int = 1) -> list[tuple
 def draw(material: Material, seed: int, sample: int = 0, allowed: Sequence[str] | None = None,
          only: Collection[str] | None = None) -> tuple[Operator, Edit] | None:
     """Candidate ``sample`` of a direction: the operators addressing its causes (inside ``allowed``,
-    among ``only`` when given, fitting the material's spec) in the weighted order ``seed`` gives,
-    rotated by ``sample`` (so samples of one direction and seed use distinct operators while any are
-    left), the first whose edit is non-empty. Each operator gets its own ``Random(seed_of(seed,
-    sample, name))`` for its variants. None when no operator has an edit."""
-    ranked = order(applicable(material.kinds, allowed, only, material.spec), random.Random(seed))
+    among ``only`` when given, fitting the material's spec), those that name one of the direction's
+    cause kinds exactly first (``specific``: the fix written for this failure before the ones written
+    for its family or for any failure), each tier in the weighted order ``seed`` gives; rotated by
+    ``sample`` (so samples of one direction and seed use distinct operators while any are left), the
+    first whose edit is non-empty. Each operator gets its own ``Random(seed_of(seed, sample, name))``
+    for its variants. None when no operator has an edit."""
+    ops, rng = applicable(material.kinds, allowed, only, material.spec), random.Random(seed)
+    ranked = order(ops, rng)
+    ranked = [op for op in ranked if specific(op, material.kinds)] + \
+        [op for op in ranked if not specific(op, material.kinds)]
     if not ranked:
         return None
     start = sample % len(ranked)

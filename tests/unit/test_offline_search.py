@@ -62,7 +62,7 @@ def fake_policy():
     """Sums right but in a sentence without the marker; words copied unreversed after the marker."""
 
     def reply(messages):
-        task = str(messages[-1].content)
+        task = next(str(m.content) for m in messages if m.type == "human")  # the task, not a hook's injection
         if task.startswith("Add: "):
             a = int(task.split(": ", 1)[1].split(" + ")[0])
             return AIMessage(f"Adding the two numbers gives {a + 2} in total.")

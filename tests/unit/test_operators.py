@@ -18,7 +18,7 @@ from coevo.harnesses.spec import BPE, HarnessSpec
 from coevo.meta.state import Direction, Evidence
 from coevo.models.fake import ScriptedChatModel
 from coevo.roles.editor import OfflineEditor
-from coevo.roles.operators import OPERATORS, Material, applicable, assignments, draw, order, seed_of
+from coevo.roles.operators import OPERATORS, Material, applicable, assignments, draw, order, seed_of, specific
 from coevo.roles.operators.control import unreadable
 
 KIND_FOR = {
@@ -138,6 +138,19 @@ def test_weighted_order_puts_heavy_operators_first_more_often():
     ranks = [(order(ops, random.Random(s)).index(heavy), order(ops, random.Random(s)).index(light))
              for s in range(200)]
     assert sum(h < lo for h, lo in ranks) > 120
+
+
+def test_operators_naming_the_exact_cause_come_before_those_for_its_family_on_every_seed():
+    """``value:operand`` (a number copied from the task): ``demo_quote_evidence`` declares it, the
+    rest declare ``value:`` or ``*``; it is the first sample on every seed and round, and the later
+    samples still draw the family's operators in a seeded order."""
+    m = material("value:operand", spec=load_harness("showcase"))
+    assert [op.name for op in applicable(m.kinds, spec=m.spec) if specific(op, m.kinds)] == ["demo_quote_evidence"]
+    for seed in range(6):
+        for rnd in range(2):
+            assert draw(m, seed_of(seed, rnd, "d0"), 0)[0].name == "demo_quote_evidence"
+    seconds = {draw(m, seed_of(seed, rnd, "d0"), 1)[0].name for seed in range(6) for rnd in range(2)}
+    assert "demo_quote_evidence" not in seconds and len(seconds) > 1
 
 
 def test_assignments_give_each_direction_its_samples_best_supported_first():
