@@ -34,19 +34,22 @@ from typing import Any
 from stage_kit import default_stage
 
 
-def coevo_stage(stage: dict[str, Any]) -> dict[str, Any]:
-    """One coevo stage (``train_grpo``): ``train_s`` (``trainer.train()``), ``sampled_tokens_per_s``, rollouts."""
+def coevo_stage(stage: dict[str, Any], callbacks: list | None = None) -> dict[str, Any]:
+    """One coevo stage (``train_grpo``; ``callbacks``: transformers ``TrainerCallback``s for its trainer):
+    ``train_s`` (``trainer.train()``), ``sampled_tokens_per_s``, rollouts."""
     from coevo.training.grpo import train_grpo
 
-    new, trajectories = train_grpo(stage["checkpoint"], stage["spec"], stage["env"], stage["tasks"], stage["config"])
+    new, trajectories = train_grpo(stage["checkpoint"], stage["spec"], stage["env"], stage["tasks"], stage["config"],
+                                   callbacks=callbacks)
     m = new.metrics
     return {"train_s": m["wall_time_s"], "sampled_tokens_per_s": m["sampled_tokens_per_s"],
             "rollouts": len(trajectories), "sampled_tokens": sum(t.output_tokens for t in trajectories),
             "reward": m["reward_mean"], "trajectories": trajectories}
 
 
-def trl_stage(stage: dict[str, Any]) -> dict[str, Any]:
-    """TRL's ``GRPOTrainer`` with its own generation on the same prompts and settings: ``train_s``, rollouts."""
+def trl_stage(stage: dict[str, Any], callbacks: list | None = None) -> dict[str, Any]:
+    """TRL's ``GRPOTrainer`` with its own generation on the same prompts and settings (``callbacks``:
+    ``TrainerCallback``s for it): ``train_s``, rollouts, ``sampled_tokens`` (completion tokens)."""
     from datasets import Dataset
     from langchain_core.messages import AIMessage
     from trl import GRPOTrainer
@@ -58,10 +61,12 @@ def trl_stage(stage: dict[str, Any]) -> dict[str, Any]:
 
     spec, env, cfg = stage["spec"], stage["env"], stage["config"]
     tasks = {t.id: t for t in stage["tasks"]}
-    calls = {"completions": 0}
+    calls = {"completions": 0, "tokens": 0}
 
-    def reward(prompts: list, completions: list, task_id: list[str], **kwargs: Any) -> list[float]:
+    def reward(prompts: list, completions: list, task_id: list[str], completion_ids: list,
+               **kwargs: Any) -> list[float]:
         calls["completions"] += len(completions)
+        calls["tokens"] += sum(len(ids) for ids in completion_ids)
         out = []
         for completion, tid in zip(completions, task_id):
             answer = parse_reply(AIMessage(completion[-1]["content"]), spec.parser).answer
@@ -74,10 +79,11 @@ def trl_stage(stage: dict[str, Any]) -> dict[str, Any]:
     args.max_completion_length = spec.budget.max_output_tokens
     model, tokenizer = load_policy(stage["checkpoint"], trainable=True)
     trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=args, processing_class=tokenizer,
-                          train_dataset=Dataset.from_list(rows), peft_config=lora_config(cfg))
+                          train_dataset=Dataset.from_list(rows), peft_config=lora_config(cfg), callbacks=callbacks)
     started = time.perf_counter()
     trainer.train()
-    return {"train_s": time.perf_counter() - started, "rollouts": calls["completions"]}
+    return {"train_s": time.perf_counter() - started, "rollouts": calls["completions"],
+            "sampled_tokens": calls["tokens"]}
 
 
 def engine_on_stage(stage: dict[str, Any], trajectories: list, batch: int) -> float:

@@ -23,16 +23,17 @@ for _key, _value in {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "LITELL
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def default_stage(round: int = 0, steps: int | None = None, **train: Any) -> dict[str, Any]:
+def default_stage(round: int = 0, steps: int | None = None, base_model: str | None = None,
+                  **train: Any) -> dict[str, Any]:
     """The default job's stage of ``round`` (0: under H0; 1: under H0 + 2 demonstrations):
     ``env``, ``spec`` (the training variant: T = 0.7, 48 new tokens), ``tasks`` (the stage's train
     tasks), ``config`` (the ``StageConfig``; ``steps`` and ``train`` override ``[train]`` keys),
-    ``checkpoint`` (the base SmolLM2-135M-Instruct) and ``run`` (the ``RunConfig``)."""
+    ``checkpoint`` (``base_model``, a checkpoint directory; default the base SmolLM2-135M-Instruct)
+    and ``run`` (the ``RunConfig``)."""
     from coevo.config import load_config
     from coevo.envs.registry import get_env
     from coevo.harnesses.spec import load_harness
     from coevo.models.checkpoint import Checkpoint
-    from coevo.models.smollm2 import ensure_smollm2
     from coevo.training.stage import training_spec
 
     overrides = {f"train.{k}": v for k, v in train.items()}
@@ -50,7 +51,11 @@ def default_stage(round: int = 0, steps: int | None = None, **train: Any) -> dic
                                                      "output": env.reveal(task)}
         spec = load_harness(data)
     config = run.train.stage(round, run.seed, Path(os.environ.get("COEVO_BENCH_OUT", "/tmp/coevo-bench")))
-    checkpoint = Checkpoint(id="base", base_model=str(ensure_smollm2()))
+    if base_model is None:
+        from coevo.models.smollm2 import ensure_smollm2
+
+        base_model = str(ensure_smollm2())
+    checkpoint = Checkpoint(id="base", base_model=base_model)
     return {"env": env, "spec": training_spec(spec, run.train), "tasks": tasks, "config": config,
             "checkpoint": checkpoint, "run": run}
 
