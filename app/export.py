@@ -375,7 +375,7 @@ async def export_agent(db: str, run_id: str, out: str | Path, harness: str | Non
             lineage=_lineage(archive, pair[0]), checkpoints=_checkpoints(archive, pair[1]), scores=rows,
             differences=diffs, decomposition=_decomposition(archive, run.id), config=run.config, files=files)
         (tmp / "README.md").write_text(agent_card(facts))
-        if target.exists():
+        if target.exists() and number is None:  # a version folder is never replaced
             shutil.rmtree(target)
         target.parent.mkdir(parents=True, exist_ok=True)
         os.rename(tmp, target)

@@ -18,10 +18,12 @@ from test_harness_s import _run_harness_s
 from test_meta_loop import WordEnv, _run, policy, setup_run
 from typer.testing import CliRunner
 
+import coevo
 from coevo.app.export import export_agent
 from coevo.app.release import AgentFolderError, load_agent, read_manifest, rollback
 from coevo.app.run import RunError
 from coevo.cli.app import app
+from coevo.models.refs import clear_model_cache
 from coevo.records import Checkpoint, EvaluationRecord, ExportRecord, RunRecord, Trajectory
 from coevo.storage import Archive
 
@@ -76,8 +78,6 @@ def test_a_copy_of_the_final_pairs_folder_without_the_archive_answers_as_the_fin
     graph = load_agent(copy, model=policy("help"))
     assert {prompt: graph.invoke({"task": prompt})["answer"] for prompt in stored} == stored
     assert asyncio.run(graph.ainvoke({"task": "Repeat the word: apple"}))["answer"] == "apple"
-    import coevo
-
     assert coevo.load_agent is load_agent
 
 
@@ -102,7 +102,8 @@ def test_the_agent_card_names_strategy_lineage_config_scores_with_intervals_and_
     assert "interaction" in card
 
 
-def test_an_adapter_is_copied_and_checksummed_and_a_damaged_copy_or_source_is_refused(finished, tmp_path):
+def test_an_adapter_is_copied_and_checksummed_and_a_damaged_copy_or_source_is_refused(finished, tmp_path,
+                                                                                     monkeypatch):
     from training_kit import random_adapter, tiny_chat_checkpoint
 
     config, archive, state, _ = finished
@@ -119,10 +120,13 @@ def test_an_adapter_is_copied_and_checksummed_and_a_damaged_copy_or_source_is_re
     card = (done.folder / "README.md").read_text()
     assert "grpo stage of run run-1" in card and "LoRA adapter in `adapter/`" in card
 
-    graph = load_agent(done.folder)  # the base reference plus the folder's own adapter, loaded here
-    engine_adapter = graph.bound_context.model.adapter_path
-    assert Path(engine_adapter).resolve() == (done.folder / "adapter").resolve()
-    assert isinstance(graph.invoke({"task": "Repeat the word: fig"})["stop_reason"], str)
+    try:
+        graph = load_agent(done.folder)  # the base reference plus the folder's own adapter, loaded here
+        engine_adapter = graph.bound_context.model.adapter_path
+        assert Path(engine_adapter).resolve() == (done.folder / "adapter").resolve()
+        assert isinstance(graph.invoke({"task": "Repeat the word: fig"})["stop_reason"], str)
+    finally:
+        clear_model_cache()
 
     weights = done.folder / "adapter" / "adapter_model.safetensors"
     raw = bytearray(weights.read_bytes())
@@ -137,6 +141,26 @@ def test_an_adapter_is_copied_and_checksummed_and_a_damaged_copy_or_source_is_re
     with pytest.raises(Exception, match="checkpoint ckpt-7: .*adapter_model.safetensors holds 5 bytes"):
         export(archive, config.db, tmp_path / "other", checkpoint="ckpt-7")
     assert not (tmp_path / "other").exists() and not list(tmp_path.glob("other.partial-*"))
+    archive.close()
+    monkeypatch.setattr("coevo.envs.registry.get_env", lambda ref, **kw: WordEnv())
+    one_paragraph_error(runner.invoke(app, ["export", "run-1", "-o", str(tmp_path / "other"), "--checkpoint",
+                                            "ckpt-7", "--db", config.db]),
+                        "checkpoint ckpt-7:", "holds 5 bytes", "train it again")
+
+
+def test_the_env_tools_the_folder_names_are_built_from_its_env_or_passed_in(finished, tmp_path, monkeypatch):
+    from training_kit import LookupEnv
+
+    config, archive, state, _ = finished
+    folder = asyncio.run(export_agent(config.db, "run-1", tmp_path / "agent", archive=archive, env=LookupEnv())).folder
+    assert read_manifest(folder).env.tools == ["lookup"]
+    with pytest.raises(AgentFolderError, match="its env 'words', which gives the tools lookup, cannot be built here"
+                                               ".*load_agent\\(folder, tools=\\[...\\]\\)"):
+        load_agent(folder, model=policy("help"))
+    monkeypatch.setattr("coevo.envs.registry.get_env", lambda ref, **kw: LookupEnv())
+    graph = load_agent(folder, model=policy("help"))
+    assert list(graph.bound_context.tools) == ["lookup"]
+    assert list(load_agent(folder, model=policy("help"), tools=[]).bound_context.tools) == []
 
 
 def test_versions_point_current_at_the_newest_and_roll_back(finished, tmp_path):
