@@ -9,6 +9,7 @@ from coevo.cli import archive, envs, harness
 from coevo.cli.compare import compare_cmd
 from coevo.cli.decompose import decompose_cmd
 from coevo.cli.eval import eval_cmd
+from coevo.cli.export import export_cmd, release
 from coevo.cli.report import report_cmd
 from coevo.cli.run import run_cmd
 
@@ -18,9 +19,11 @@ app.command("eval")(eval_cmd)
 app.command("compare")(compare_cmd)
 app.command("report")(report_cmd)
 app.command("decompose")(decompose_cmd)
+app.command("export")(export_cmd)
 app.add_typer(harness.app, name="harness")
 app.add_typer(envs.app, name="envs")
 app.add_typer(archive.app, name="archive")
+app.add_typer(release, name="release")
 
 
 def main() -> None:

@@ -18,7 +18,16 @@ from coevo.app.heartbeat import heartbeats, liveness
 from coevo.cli.common import DB_HELP, DEFAULT_DB, console, open_archive, shown, user_errors
 from coevo.graphs.registry import STRATEGIES
 from coevo.masking import redact, redact_data
-from coevo.records import Checkpoint, EditRecord, EvaluationRecord, GateDecision, HarnessRecord, RunRecord, Trajectory
+from coevo.records import (
+    Checkpoint,
+    EditRecord,
+    EvaluationRecord,
+    ExportRecord,
+    GateDecision,
+    HarnessRecord,
+    RunRecord,
+    Trajectory,
+)
 from coevo.storage import AmbiguousIdError, Archive, ArchiveError
 
 app = typer.Typer(help="Read the archive: list runs, harnesses and evaluations; show one; export a harness.",
@@ -33,11 +42,12 @@ class Kind(str, Enum):
     harnesses = "harnesses"
     evaluations = "evaluations"
     checkpoints = "checkpoints"
+    exports = "exports"
 
 
 SHOWN: dict[str, type] = {"evaluations": EvaluationRecord, "harnesses": HarnessRecord, "runs": RunRecord,
                           "checkpoints": Checkpoint, "trajectories": Trajectory, "edits": EditRecord,
-                          "gate_decisions": GateDecision}
+                          "gate_decisions": GateDecision, "exports": ExportRecord}
 """The kinds ``coevo archive show`` searches for an id prefix, in this order (``resolve_id``'s table names)."""
 
 
@@ -95,6 +105,13 @@ def _tables(archive: Archive, kind: Kind, limit: int) -> list[Table]:
         for c in archive.list(Checkpoint)[-limit:]:
             t.add_row(c.id, c.base_model, c.adapter_path or "-", ", ".join(c.parents), _when(c.created_at))
         tables.append(t)
+    if kind == Kind.exports:
+        t = _table("exports (coevo export)", "id", "run", "harness", "checkpoint", "kind", "version", "folder",
+                   "created (UTC)")
+        for x in archive.list(ExportRecord)[-limit:]:
+            t.add_row(x.id[:12], x.run_id or "-", x.harness_id[:12], x.checkpoint_id, x.kind,
+                      "-" if x.version is None else f"v{x.version}", x.path, _when(x.created_at))
+        tables.append(t)
     return tables
 
 
@@ -102,7 +119,8 @@ def _tables(archive: Archive, kind: Kind, limit: int) -> list[Table]:
 def list_cmd(kind: Kind = typer.Argument(Kind.all, help="What to list."),
              limit: int = typer.Option(50, "--limit", min=1, help="Show the newest N rows of each table."),
              db: str = typer.Option(DEFAULT_DB, "--db", envvar="COEVO_DB", help=DB_HELP)) -> None:
-    """List runs, harnesses and evaluations (or one kind, or checkpoints), oldest first."""
+    """List runs, harnesses and evaluations (or one kind, or checkpoints, or the agent folders coevo
+    export wrote), oldest first."""
     with user_errors():
         archive = open_archive(db)
         for table in _tables(archive, kind, limit):
@@ -149,19 +167,34 @@ def _find(archive: Archive, id: str) -> tuple[str, Any]:
     raise ArchiveError(f"no row id starts with {id!r} in {redact(archive.url)}: see `coevo archive list`")
 
 
-def _graph_state(db: str, run: Any) -> dict[str, Any]:
+def _graph_state(db: str, run: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """Where the run's checkpointed graph stands: the nodes still to run, a failed node's error,
-    the pending gate questions (ids to answer with ``coevo run --resume RUN --answer ID=yes|no``)."""
+    the pending gate questions (ids to answer with ``coevo run --resume RUN --answer ID=yes|no``);
+    and the saved state's values."""
     from coevo.app.run import run_snapshot
 
     if run.strategy not in STRATEGIES:
-        return {}
+        return {}, {}
     snap = asyncio.run(run_snapshot(db, run.id, run.strategy))
     errors = [t.name + ": " + str(t.error).strip('"') for t in snap.tasks if t.error]
     questions = [{"id": i.id, **{k: i.value.get(k) for k in ("round", "candidate", "b", "c", "reason")}}
                  for i in snap.interrupts]
     return {"next": list(snap.next), **({"error": errors} if errors else {}),
-            **({"pending_questions": questions} if questions else {})}
+            **({"pending_questions": questions} if questions else {})}, dict(snap.values)
+
+
+def final_pair_text(archive: Archive, run: Any, values: dict[str, Any]) -> dict[str, Any] | str:
+    """A finished run's final pair as ``coevo archive show`` prints it (harness, checkpoint, its adapter
+    path; a routed Harness-S run says so); for a run that has none, why."""
+    from coevo.app.export import final_pair_ids, routed
+
+    pair = final_pair_ids(values) if run.status == "done" else None
+    if pair is None:
+        return f"none yet (status {run.status}): a run has one when it finishes"
+    checkpoint = archive.get(Checkpoint, pair[1])
+    return {"harness": pair[0], "checkpoint": pair[1],
+            "adapter_path": checkpoint.adapter_path if checkpoint is not None else None,
+            **({"routing": "H0 with the run's Harness-S pool and Rank-1 router"} if routed(values) else {})}
 
 
 def _brief(data: Any) -> Any:
@@ -176,20 +209,27 @@ def _brief(data: Any) -> Any:
 
 
 SINGULAR = {"evaluations": "evaluation", "harnesses": "harness", "runs": "run", "checkpoints": "checkpoint",
-            "trajectories": "trajectory", "edits": "edit", "gate_decisions": "gate decision"}
+            "trajectories": "trajectory", "edits": "edit", "gate_decisions": "gate decision", "exports": "export"}
 
 
 @app.command()
 def show(id: str = typer.Argument(..., help="An id or unique id prefix of any archived row."),
          full: bool = typer.Option(False, "--full", help="Print token ids and logprobs in full."),
          db: str = typer.Option(DEFAULT_DB, "--db", envvar="COEVO_DB", help=DB_HELP)) -> None:
-    """Print one archived object (evaluation, harness, run, checkpoint, trajectory, edit, gate decision) as JSON."""
+    """Print one archived object (evaluation, harness, run, checkpoint, trajectory, edit, gate decision, export)
+    as JSON; a finished run also names its final pair and the command that exports it."""
     with user_errors():
         archive = open_archive(db)
         kind, obj = _find(archive, id)
     data = redact_data(obj.model_dump(mode="json"))  # an archive written before masking may hold secrets
+    command = ""
     if kind == "runs":
-        data["graph"] = _graph_state(db, obj)
+        data["graph"], values = _graph_state(db, obj)
+        if obj.strategy in STRATEGIES:
+            from coevo.app.export import export_command
+
+            data["final_pair"] = final_pair_text(archive, obj, values)
+            command = export_command(obj.id, shown(db)) if isinstance(data["final_pair"], dict) else ""
         beat = heartbeats(archive).get(obj.id)
         if beat is not None or obj.status == "running":
             data["heartbeat"] = {**(beat.model_dump(mode="json", exclude={"id"}) if beat else {}),
@@ -200,6 +240,8 @@ def show(id: str = typer.Argument(..., help="An id or unique id prefix of any ar
         data = _brief(data)
     console.print(f"[bold]{SINGULAR[kind]}[/bold] {obj.id}")
     console.print(Syntax(json.dumps(data, indent=2), "json"))
+    if command:
+        console.print(f"export the final pair as an agent folder: {command}", highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -224,7 +266,8 @@ def migrate(db: str = typer.Option(DEFAULT_DB, "--db", envvar="COEVO_DB", help=D
 def export(harness_id: str = typer.Argument(..., help="Harness id or unique prefix."),
            out: Path = typer.Option(..., "-o", "--out", help="Output JSON file."),
            db: str = typer.Option(DEFAULT_DB, "--db", envvar="COEVO_DB", help=DB_HELP)) -> None:
-    """Write a harness spec to a JSON file (loadable with ``coevo.load_harness``, for embedding)."""
+    """Write a harness spec alone to a JSON file (``coevo.load_harness`` reads it); `coevo export RUN -o DIR`
+    writes a whole agent (spec, adapter, base model, card) that ``coevo.load_agent`` loads in one call."""
     with user_errors():
         archive = open_archive(db)
         record = archive.get(HarnessRecord, archive.resolve_id("harnesses", harness_id))

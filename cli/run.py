@@ -220,4 +220,23 @@ def run_cmd(
 
         folder = tracking_folder(cfg.out_dir, state["run_id"])
         console.print(f"{cfg.report_to}: {folder}", highlight=False, soft_wrap=True)
+    _final_pair(state, cfg.db)
     console.print(f"archive: {shown(cfg.db)}  run id: {state['run_id']}")
+
+
+def _final_pair(state: dict[str, Any], db: str) -> None:
+    """Print the pair the run ended on (harness, checkpoint, adapter path) and the command that exports it."""
+    from coevo.app.export import export_command, final_pair_ids, routed
+    from coevo.records import Checkpoint
+    from coevo.storage import Archive
+
+    pair = final_pair_ids(state)
+    if pair is None:
+        return
+    with Archive(db) as archive:
+        checkpoint = archive.get(Checkpoint, pair[1])
+    adapter = checkpoint.adapter_path if checkpoint is not None and checkpoint.adapter_path else "none: base weights"
+    how = " with the Harness-S pool and its Rank-1 router" if routed(state) else ""
+    console.print(f"final pair: harness {pair[0][:12]}{how} x checkpoint {escape(pair[1])} (adapter "
+                  f"{escape(adapter)}); export it as an agent folder: {export_command(state['run_id'], shown(db))}",
+                  highlight=False, soft_wrap=True)

@@ -51,17 +51,20 @@ def recursion_limit(spec: HarnessSpec) -> int:
     return 4 * (spec.budget.max_model_calls + spec.budget.max_env_actions) + 16
 
 
-def build_harness_graph(spec: HarnessSpec, model: BaseChatModel, episode: Episode, seed: int = 0) -> CompiledStateGraph:
+def build_harness_graph(spec: HarnessSpec, model: BaseChatModel, episode: Episode, seed: int = 0,
+                        experience: Sequence[str] = ()) -> CompiledStateGraph:
     """Compile ``spec`` around ``model`` for ``episode`` (its task and tools).
 
     Input state: ``{"task": str}`` (defaults to ``episode.task.prompt``); output: ``HarnessState``
     with ``answer`` and ``stop_reason``. Works with ``invoke``, ``ainvoke``, ``stream`` and Studio.
     A cheap copy of the shared compiled ``graph``, named ``harness:<spec name>``, with a recursion
-    limit above the budgets and a fresh ``EngineContext(spec, model, episode, seed)`` bound as its
-    run context (``coevo.compat.bind_context``), so concurrent rollouts never share tools.
+    limit above the budgets and a fresh ``EngineContext(spec, model, episode, seed, experience)`` bound
+    as its run context (``coevo.compat.bind_context``), so concurrent rollouts never share tools.
+    ``experience``: the lessons a BPE harness starts with (``arun_rollout``'s).
     """
     config = {**(graph.config or {}), "recursion_limit": recursion_limit(spec)}
-    return bind_context(graph, EngineContext(spec, model, episode, seed), config=config, name=f"harness:{spec.name}")
+    context = EngineContext(spec, model, episode, seed, tuple(experience))
+    return bind_context(graph, context, config=config, name=f"harness:{spec.name}")
 
 
 def to_trajectory(state: HarnessState, task: Task, spec: HarnessSpec, seed: int = 0,

@@ -46,7 +46,9 @@ class RecordingChatModel(BaseChatModel):
     ``CallBudgetSpent`` before reaching the policy. ``error``: the last exception the policy raised
     (re-raised as it is), so a caller can tell the model's failure from the graph's. ``bind_tools``
     binds OpenAI-style tool schemas that reach the policy as ``tools=`` (a local model renders them
-    into its chat template).
+    into its chat template). ``keep_calls=False`` keeps no record (an exported agent serving requests,
+    ``coevo.app.release``: the wrapper only applies the decoding; ``seed_of`` and ``max_calls`` then
+    see every call as call 0).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -57,6 +59,7 @@ class RecordingChatModel(BaseChatModel):
     max_calls: int | None = None
     calls: list[ModelCall] = Field(default_factory=list)
     error: Exception | None = None
+    keep_calls: bool = True
 
     @property
     def _llm_type(self) -> str:
@@ -79,7 +82,8 @@ class RecordingChatModel(BaseChatModel):
         return args
 
     def _record(self, messages: list[BaseMessage], reply: AIMessage, started: float, seed: int | None) -> ChatResult:
-        self.calls.append(record_call(messages, reply, time.perf_counter() - started, seed))
+        if self.keep_calls:
+            self.calls.append(record_call(messages, reply, time.perf_counter() - started, seed))
         return ChatResult(generations=[ChatGeneration(message=reply)])
 
     def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,

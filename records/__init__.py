@@ -12,6 +12,7 @@ from coevo.models.checkpoint import Checkpoint
 from coevo.models.trajectory import Trajectory
 from coevo.records.decompose import Decomposition
 from coevo.records.experience import ExperienceRecord
+from coevo.records.export import ExportRecord
 from coevo.records.gate import GateDecision, GatePair
 from coevo.records.harness_s import Ballot, PoolMember, Profile, ProfileEntry
 from coevo.records.inheritance import BaseChoice, ModelProposal, PairScore, Promotion
@@ -27,6 +28,6 @@ from coevo.records.run import (
 )
 
 __all__ = ["Ballot", "BaseChoice", "BudgetRecord", "Checkpoint", "Decomposition", "EditRecord", "EvaluationRecord",
-           "ExperienceRecord", "GateDecision", "GatePair", "HarnessRecord", "LLMCallRecord", "ModelProposal",
-           "PairScore", "Phase", "PoolMember", "Profile", "ProfileEntry", "Promotion", "RunHeartbeat", "RunRecord",
-           "Task", "Trajectory"]
+           "ExperienceRecord", "ExportRecord", "GateDecision", "GatePair", "HarnessRecord", "LLMCallRecord",
+           "ModelProposal", "PairScore", "Phase", "PoolMember", "Profile", "ProfileEntry", "Promotion", "RunHeartbeat",
+           "RunRecord", "Task", "Trajectory"]

@@ -37,6 +37,7 @@ from coevo.records import (
     EditRecord,
     EvaluationRecord,
     ExperienceRecord,
+    ExportRecord,
     GateDecision,
     HarnessRecord,
     LLMCallRecord,
@@ -220,3 +221,4 @@ register(ModelProposal, "model_proposals")
 register(Promotion, "promotions")
 register(ExperienceRecord, "experience", ("lineage",))
 register(Decomposition, "decompositions")
+register(ExportRecord, "exports", ("harness_id",))

@@ -24,6 +24,7 @@ from coevo.records import (
     EditRecord,
     EvaluationRecord,
     ExperienceRecord,
+    ExportRecord,
     GateDecision,
     GatePair,
     HarnessRecord,
@@ -130,6 +131,8 @@ def samples() -> list:
         Decomposition(id="d1", run_id="r1", env="toy", split="test", k=2, harnesses={"start": "h0", "final": "h"},
                       checkpoints={"start": "ck0", "final": "ck1"},
                       cells={"h0_w0": "ev0", "h0_wf": "ev1", "hf_w0": "ev2", "hf_wf": "ev3"}),
+        ExportRecord(id="x1", run_id="r1", harness_id="h", checkpoint_id="ck1", kind="harness", path="/agents/a/v2",
+                     version=2),
     ]
 
 
