@@ -99,7 +99,7 @@ class RsiConfig(Section):
 
 class EvoHarnessConfig(Section):
     """EvoHarness-RL (strategy evoharness_rl; first abstract of
-    ``shared/papers/harness_learning_abstracts.txt``): ``sft_steps``, the RSFT rounds of supervised
+    arXiv:2608.05446): ``sft_steps``, the RSFT rounds of supervised
     harness fine-tuning before the first cost-aware GRPO stage, trained on the BPE-using turns of
     accepted rollouts only (``coevo.training.harness_cost.harness_sft_rows``; batch, threshold and
     minibatch from ``[train]``); 0: no SFT stage. ``sft_epochs`` and ``sft_learning_rate``: the SFT
@@ -119,7 +119,7 @@ class EvoHarnessConfig(Section):
 
 
 class HarnessR1Config(Section):
-    """Harness-R1 (strategy harness_r1; third abstract of ``shared/papers/harness_learning_abstracts.txt``):
+    """Harness-R1 (strategy harness_r1; arXiv:2608.02276, its abstract):
     the harness engineer, trained with GRPO on the outcomes of its own edits between the target's rounds.
 
     ``engineer``: its model reference (``local:smollm2-135m``, the cached weights the policy uses, on

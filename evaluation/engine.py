@@ -1,4 +1,4 @@
-"""Evaluate a harness on a checkpoint: k rollouts per task, persisted, aggregated (DESIGN.md, the
+"""Evaluate a harness on a checkpoint: k rollouts per task, persisted, aggregated (docs/design.md, the
 ``validate`` step of VACE Algorithm 1).
 
 Rollout j of every task uses seed ``seeds[j]`` (``base_seed + j``), so two harnesses evaluated
