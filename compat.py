@@ -141,7 +141,7 @@ async def areply(model: Runnable, messages: list[BaseMessage], **kwargs: Any) ->
     without ``ainvoke``'s per-call callback-manager set-up and the ``asyncio.gather`` task it
     wraps every call in. That task costs two event-loop hops per call, each queued behind every
     other ready rollout: at 32 concurrent rollouts of a 50 ms model it cost ~11 points of engine
-    throughput (``benchmarks/README.md``, row (a); diagnostic row "without the direct model call").
+    throughput (``docs/benchmarks/engine.md``, row (a); diagnostic row "without the direct model call").
     Anything else goes through ``ainvoke`` (so LangSmith traces, ``astream_events`` and Studio
     streaming still see every call). A reply without an ``id`` gets one, as under ``ainvoke``
     (``lc_run--<uuid7>-0``), so the recorded call and the state hold the same message (the archive's

@@ -105,7 +105,7 @@ class EvoHarnessConfig(Section):
     minibatch from ``[train]``); 0: no SFT stage. ``sft_epochs`` and ``sft_learning_rate``: the SFT
     passes over each round's rows and its learning rate (None: ``train.epochs`` and
     ``train.learning_rate``, which the GRPO stages keep): on chain_sum SmolLM2-135M calls the actions
-    after 12 optimiser steps at 1e-3, not after 8 (``benchmarks/README.md``). ``teacher``: the SFT
+    after 12 optimiser steps at 1e-3, not after 8 (``docs/benchmarks/evoharness.md``). ``teacher``: the SFT
     rollouts are played by the scripted harness teacher (``coevo.training.teacher``: the env's
     solution of each train task with the BPE actions used in a fixed schedule, tokenised as the
     policy would) instead of sampled from the policy, which a small model needs (SmolLM2-135M makes
