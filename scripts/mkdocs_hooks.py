@@ -4,6 +4,11 @@ The CLI reference (``docs/reference/cli.md``) is generated here from the typer a
 usage, help text, arguments and options come from ``coevo.cli.app.app`` at build time, so the page cannot
 drift from ``coevo --help``. The page holds the marker ``<!-- coevo-cli -->`` where the reference goes.
 
+A module's docstring goes where a page holds ``<!-- docstring: coevo.graphs.vace.vace -->`` (the paper
+pages show each strategy's algorithm this way): read from the source without importing it, its prose as
+markdown and each reStructuredText literal block (a paragraph ending in ``::`` and the indented lines under
+it) as a code block, indentation kept.
+
 The API reference's loader (griffe) finds a package by its folder's name, and the repository root *is* the
 package ``coevo`` under whatever name it was cloned as. ``on_config`` therefore lays out a temporary folder
 holding ``coevo/``, whose entries link to the package's own modules and subpackages (not ``tests/``, ``docs/``
@@ -13,9 +18,11 @@ run as ``.venv/bin/mkdocs``, Python lists that folder, and its ``coevo`` script 
 
 from __future__ import annotations
 
+import ast
 import atexit
 import inspect
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -128,8 +135,42 @@ def on_config(config):  # noqa: ANN001, ANN201  (mkdocs hook signature)
     return config
 
 
+DOCSTRING = re.compile(r"<!-- docstring: (coevo(?:\.\w+)*) -->")
+
+
+def module_docstring(name: str) -> str:
+    """The docstring of module ``name`` (``coevo.x.y``) as markdown, read from its source file."""
+    parts = name.split(".")[1:]
+    path = os.path.join(ROOT, *parts) + ".py"
+    if not os.path.isfile(path):
+        path = os.path.join(ROOT, *parts, "__init__.py")
+    with open(path, encoding="utf-8") as f:
+        doc = ast.get_docstring(ast.parse(f.read()), clean=False)
+    if not doc:
+        raise ValueError(f"{name} has no docstring ({path})")
+    out: list[str] = []
+    lines = doc.split("\n")
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.rstrip().endswith("::"):
+            out.append(line.rstrip()[:-1])
+            i += 1
+            block: list[str] = []
+            while i < len(lines) and (not lines[i].strip() or lines[i].startswith(" ")):
+                block.append(lines[i])
+                i += 1
+            while block and not block[-1].strip():
+                block.pop()
+            out += ["", "```text", *inspect.cleandoc("\n".join(block)).split("\n"), "```", ""]
+            continue
+        out.append(line.strip())
+        i += 1
+    return "\n".join(out)
+
+
 def on_page_markdown(markdown: str, page, config, files) -> str:  # noqa: ANN001  (mkdocs hook signature)
-    """Put the generated CLI reference where its page holds the marker."""
+    """Put the generated CLI reference and the modules' docstrings where their pages hold the markers."""
     if MARKER in markdown:
-        return markdown.replace(MARKER, cli_reference())
-    return markdown
+        markdown = markdown.replace(MARKER, cli_reference())
+    return DOCSTRING.sub(lambda m: module_docstring(m.group(1)), markdown)
