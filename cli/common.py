@@ -58,7 +58,7 @@ DEFAULT_DB = RunConfig.model_fields["db"].default
 """The archive every command reads and writes unless told otherwise: where ``coevo run`` puts it."""
 DB_HELP = (f"Archive: a SQLite file path or a SQLAlchemy URL (env COEVO_DB; default {DEFAULT_DB}, where coevo run "
            "writes).")
-RUN_DB_HELP = ("Archive + checkpointer database: a SQLite file or a postgresql+psycopg://user@host/db URL "
+RUN_DB_HELP = ("Archive + checkpointer database: a SQLite file or a PostgreSQL URL (postgresql+psycopg://...) "
                "(env COEVO_DB; default from the config).")
 
 

@@ -81,7 +81,8 @@ def result_table(result: EvalResult) -> Table:
 
 
 def eval_cmd(
-    env: str = typer.Option(..., "--env", help="Env reference, e.g. reasoning_gym:families=chain_sum,size=60."),
+    env: str = typer.Option(..., "--env", help="Env reference, e.g. showcase, or a suite with its keys: "
+                             "reasoning_gym:families=... (coevo envs list)."),
     harness: str = typer.Option(..., "--harness",
                                 help="Harness file, JSON, shipped base name, archive id (prefix), or your LangGraph "
                                 "agent's factory package.module:make_agent."),
@@ -105,14 +106,19 @@ def eval_cmd(
     db: str = typer.Option(DEFAULT_DB, "--db", envvar="COEVO_DB", help=DB_HELP),
     reward: str = typer.Option(None, "--reward", help="correct (1/0 on the checker's pass; the default) or "
                                "partial (the checker's partial credit); also settable in --env as reward=..."),
-    set_: list[str] = typer.Option([], "--set", help="A model setting, e.g. --set api_base=http://localhost:8000/v1 "
+    set_: list[str] = typer.Option([], "--set", help="A model setting, e.g. --set api_base=URL "
                                    "(repeatable; any load_model keyword: timeout_s, max_retries, cooldown_s, ...)."),
     executor: str = typer.Option("inprocess", "--executor", help=f"Where rollouts run: {' or '.join(EXECUTORS)} "
                                  "(Ray workers of $RAY_ADDRESS, or a local Ray instance; needs coevo[ray])."),
 ) -> None:
-    """Evaluate a harness with a model on an env split: print pass@k, avg@k, the reward mode and the
-    mean reward (credit), TIMR, tokens, cost and latency beside the trivial baseline, and store
-    every trajectory."""
+    """Evaluate a harness with a model on an env split and store every trajectory.
+
+    Prints pass@k, avg@k, the reward mode and the mean reward (credit), TIMR, tokens, cost and
+    latency, each score with its 95 % interval and beside the trivial baseline.
+
+    Example:
+
+    `coevo eval --env showcase --harness showcase --model local:smollm2-135m --n 20`"""
     with user_errors():
         archive = Archive(db)
         resumed = _resumed_run(archive, run_id, create, db) if run_id else None

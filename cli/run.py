@@ -161,7 +161,15 @@ def run_cmd(
         "mlflow, wandb or none (default: the config's report_to, none). The loop's numbers per round and TRL's "
         "weight-stage steps; needs coevo[tracking] (wandb: pip install wandb)."),
 ) -> None:
-    """Run VACE (or a baseline): RL stage -> refine the harness from its trajectories -> paired validation -> gate."""
+    """Run a meta-loop strategy (VACE by default) and print its summary.
+
+    Each round: a weight stage, a harness refinement from its trajectories, paired validation of
+    incumbent and candidate under the new weights, and the gate. Without CONFIG it runs
+    configs/default.toml; --resume RUN_ID continues a stopped or failed run.
+
+    Example:
+
+    `coevo run configs/default.toml --set rounds=2`"""
     from coevo.app.run import full_run_id, new_run_id
     from coevo.observe.progress import RichReporter
 
