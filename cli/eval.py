@@ -27,6 +27,8 @@ from coevo.storage import Archive, ArchiveError, ArchiveFullError
 
 _HEX = re.compile(r"^[0-9a-f]{6,64}$")
 REWARD_TEXT = {"correct": "correct (1/0)", "partial": "partial credit"}
+PROGRESS_EVERY_S = 10.0
+"""In a pipe or a log file, an evaluation's progress line at most every this many seconds as rollouts finish."""
 
 
 def resolve_harness(source: str, archive: Archive, env_name: str = "") -> HarnessSpec:
@@ -148,7 +150,8 @@ def eval_cmd(
                   highlight=False, soft_wrap=True)
     with user_errors():
         try:
-            with Heartbeat(archive, run.id), RichReporter(console=console, transient=True) as reporter:
+            with Heartbeat(archive, run.id), RichReporter(console=console, transient=True,
+                                                                  every_s=PROGRESS_EVERY_S) as reporter:
                 result = asyncio.run(evaluate(spec, ckpt, suite, split, k=k, seeds=seed, n_tasks=n, model=policy,
                                               archive=archive, concurrency=concurrency, progress=reporter,
                                               run_id=run.id, executor=runner, temperature=temperature))
