@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from coevo.app.heartbeat import Heartbeat
-from coevo.cli.common import DB_HELP, DEFAULT_DB, console, key_values, shown, user_errors
+from coevo.cli.common import DB_HELP, DEFAULT_DB, console, key_values, log_folder, shown, user_errors
 from coevo.envs.registry import get_env
 from coevo.evaluation.engine import evaluate
 from coevo.evaluation.executors import EXECUTORS, make_executor
@@ -21,6 +21,7 @@ from coevo.harnesses.agent import is_agent_ref, start_harness
 from coevo.harnesses.fit import check_prompt_fits
 from coevo.masking import redact
 from coevo.models.refs import load_model
+from coevo.observe.log import framework_noise_to
 from coevo.observe.progress import RichReporter
 from coevo.records import Checkpoint, HarnessRecord, RunRecord
 from coevo.storage import Archive, ArchiveError, ArchiveFullError
@@ -150,8 +151,8 @@ def eval_cmd(
                   highlight=False, soft_wrap=True)
     with user_errors():
         try:
-            with Heartbeat(archive, run.id), RichReporter(console=console, transient=True,
-                                                                  every_s=PROGRESS_EVERY_S) as reporter:
+            with Heartbeat(archive, run.id), framework_noise_to(log_folder(db) / f"eval-{run.id}.log"), \
+                    RichReporter(console=console, transient=True, every_s=PROGRESS_EVERY_S) as reporter:
                 result = asyncio.run(evaluate(spec, ckpt, suite, split, k=k, seeds=seed, n_tasks=n, model=policy,
                                               archive=archive, concurrency=concurrency, progress=reporter,
                                               run_id=run.id, executor=runner, temperature=temperature))

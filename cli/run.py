@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from coevo.cli.common import RUN_DB_HELP, console, key_values, print_failure, shown, user_errors
+from coevo.cli.common import RUN_DB_HELP, console, key_values, log_folder, print_failure, shown, user_errors
 from coevo.config import ConfigError, RunConfig, load_config
 from coevo.errors import CoevoError
 from coevo.evaluation.results import paired_difference
@@ -171,6 +171,7 @@ def run_cmd(
 
     `coevo run configs/default.toml --set rounds=2`"""
     from coevo.app.run import full_run_id, new_run_id
+    from coevo.observe.log import framework_noise_to
     from coevo.observe.progress import RichReporter
 
     with user_errors():
@@ -191,7 +192,8 @@ def run_cmd(
         if resume and db is None and config is None:
             cfg = RunConfig(db=cfg.db)
         run_id = full_run_id(cfg.db, resume) if resume else new_run_id(cfg)  # a unique prefix names the run
-    with RichReporter(console=console) as reporter:
+    log_file = log_folder(cfg.db) / f"{run_id}.log"
+    with framework_noise_to(log_file), RichReporter(console=console) as reporter:
         try:
             state = _drive(cfg, run_id, resume is not None, approve_gate, _answers(answer), reporter)
         except CoevoError as err:  # a user's mistake, e.g. coevo[postgres] missing: one paragraph
@@ -211,6 +213,9 @@ def run_cmd(
             raise typer.Exit(1) from None
     if state is None:
         return
+    if log_file.is_file():
+        console.print(f"log file (every line, and the frameworks' messages): {log_file}", highlight=False,
+                      soft_wrap=True)
     from coevo.storage import Archive
 
     console.print(summary_table(state, Archive(cfg.db)))
