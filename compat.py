@@ -99,10 +99,10 @@ def bind_context(graph: CompiledStateGraph, context: Any, **update: Any) -> Comp
 
     Why: the harness graph is compiled once and bound per episode (its tools are per episode), and
     apps and LangGraph Studio call ``graph.invoke(input)`` without a context. LangGraph 1.2 has no
-    public graph-level context (langgraph issue #7990); its server seeds a private configurable key
-    instead, and sends ``context={}`` on every run, which would replace a context seeded that way.
-    A copy is made the way ``Pregel.copy`` makes one (its ``__dict__`` as constructor arguments).
-    Compiling once per spec rather than per rollout took row (a) from 20 % to 81 % of ideal (commit
+    public graph-level context (https://github.com/langchain-ai/langgraph/issues/7990); its server seeds a private
+    configurable key instead, and sends ``context={}`` on every run, which would replace a context seeded that
+    way. A copy is made the way ``Pregel.copy`` makes one (its ``__dict__`` as constructor arguments). Compiling
+    once per spec rather than per rollout took row (a) from 20 % to 81 % of ideal (commit
     ``6065c6e``).
     """
     attrs = {k: v for k, v in vars(graph).items() if k not in ("__orig_class__", "bound_context")}
@@ -141,7 +141,7 @@ async def areply(model: Runnable, messages: list[BaseMessage], **kwargs: Any) ->
     without ``ainvoke``'s per-call callback-manager set-up and the ``asyncio.gather`` task it
     wraps every call in. That task costs two event-loop hops per call, each queued behind every
     other ready rollout: at 32 concurrent rollouts of a 50 ms model it cost ~11 points of engine
-    throughput (``benchmarks/README.md``, row (a); diagnostic row "without the direct model call").
+    throughput (``docs/benchmarks/engine.md``, row (a); diagnostic row "without the direct model call").
     Anything else goes through ``ainvoke`` (so LangSmith traces, ``astream_events`` and Studio
     streaming still see every call). A reply without an ``id`` gets one, as under ``ainvoke``
     (``lc_run--<uuid7>-0``), so the recorded call and the state hold the same message (the archive's

@@ -1,4 +1,5 @@
-"""Secrets are never printed or stored: the one place that masks them (issue 29, item 2).
+"""Secrets are never printed or stored: the one place that masks them
+(docs/design.md, Principles).
 
 What counts as a secret in coevo's inputs: the password of a database URL
 (``postgresql+psycopg://alice:PASSWORD@host/db``, any ``scheme://user:password@``), the value of a

@@ -7,7 +7,7 @@ Everything else derives from ``STRATEGIES``: ``RunConfig.strategy``'s valid valu
 ``langgraph.json`` (``coevo.graphs.registry`` rewrites it; a unit test fails when the two disagree).
 Importing this module is cheap: a strategy's module (and LangGraph) is imported by its dotted path
 only when ``Strategy.build`` or ``Strategy.graph`` is called. A new strategy is one more row
-(DESIGN.md strategy table; the README lists the rows DESIGN.md does not) plus its module in its
+(docs/design.md, Strategies; the paper index lists every family's baselines) plus its module in its
 family's package.
 """
 

@@ -1,4 +1,4 @@
-"""UTC-aware timestamps for every record that crosses a boundary (DESIGN.md, Storage: "Timestamps are
+"""UTC-aware timestamps for every record that crosses a boundary (docs/design.md, Storage: "Timestamps are
 UTC-aware on every backend").
 
 ``UTCTime`` is a pydantic type: it accepts an aware ``datetime`` in any zone, an ISO 8601 string with

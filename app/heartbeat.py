@@ -1,4 +1,5 @@
-"""A run's heartbeat: which process runs it, and whether that process is still alive (issue 29, item 3).
+"""A run's heartbeat: which process runs it, and whether that process is still alive, so a killed run
+is not listed as running.
 
 A run killed with ``kill -9`` (or on a machine that lost power) never gets to write ``failed``: its
 status stays ``running``. While a meta-loop run (``coevo.app.run.run_meta``) or a ``coevo eval`` runs,

@@ -1,4 +1,5 @@
-"""The folders weight stages and merges leave behind when they never finish (issue 29, item 10).
+"""The folders weight stages and merges leave behind when they never finish, found and removed on
+resume or by ``coevo archive gc``.
 
 A stage writes into ``<out_dir>/adapters/<checkpoint id>/`` (a merge into ``<out_dir>/merges/...``),
 marked by ``coevo.models.adapters.stage_folder`` with its run. A stage killed before its checkpoint

@@ -1,7 +1,7 @@
-"""The papers' comparison tables (issue 25): a table config (``configs/tables/*.toml``) names a paper preset
-(``configs/papers/*.toml``), the suite whose tasks it runs on (``configs/testbed.toml``), the strategies,
-seeds and the matched rollout budget; ``run_table`` runs it as one ``coevo compare --budget`` and adds the
-numbers that table of its paper asks for beside the comparison's own (``coevo.app.compare``).
+"""The papers' comparison tables (docs/benchmarks/papers.md): a table config (``configs/tables/*.toml``) names a
+paper preset (``configs/papers/*.toml``), the suite whose tasks it runs on (``configs/testbed.toml``), the
+strategies, seeds and the matched rollout budget; ``run_table`` runs it as one ``coevo compare --budget`` and
+adds the numbers that table of its paper asks for beside the comparison's own (``coevo.app.compare``).
 
 A table config::
 
@@ -131,7 +131,7 @@ def load_table(path: str | Path, overrides: dict[str, Any] | None = None) -> tup
     origins = {k: f"--set {k}={v}" for k, v in (overrides or {}).items()}
     config = parse_config(run, f"table config {path} (preset {spec.preset}, suite {spec.suite})", origins)
     if config.eval.k < 3 or not config.eval.temperature:
-        raise ConfigError(f"table config {path}: the papers' tables report sampled mean@k with k >= 3 (issue 25), "
+        raise ConfigError(f"table config {path}: the papers' tables report sampled mean@k with k >= 3, "
                           f"but the run config has eval.k = {config.eval.k} and eval.temperature = "
                           f"{config.eval.temperature}; set eval.temperature > 0 (in the preset {spec.preset}, or "
                           "--set eval.temperature=1.0) and eval.k >= 3 under [overrides]")

@@ -1,4 +1,4 @@
-"""The choice baselines of a numbered TextWorld env, beside SmolLM2's H0 in benchmarks/README.md ("An
+"""The choice baselines of a numbered TextWorld env, beside SmolLM2's H0 in docs/benchmarks/evoharness.md ("An
 environment where H0 succeeds sometimes"): ``--policy random`` picks one of the current admissible
 commands uniformly at random each move (what a policy that only emits valid numbers gets), ``--policy
 first`` always picks option 1 (what SmolLM2-135M under the retry hook replies: "1." every turn). No

@@ -13,7 +13,9 @@ from coevo.cli.export import export_cmd, release
 from coevo.cli.report import report_cmd
 from coevo.cli.run import run_cmd
 
-app = typer.Typer(help="coevo: co-evolve an LLM agent's harness and its model weights.", no_args_is_help=True)
+app = typer.Typer(help="coevo: co-evolve an LLM agent's harness and its model weights.\n\n"
+                       "Example: `coevo run` (the default job: VACE on the showcase suite)",
+                  no_args_is_help=True, rich_markup_mode="markdown")
 app.command("run")(run_cmd)
 app.command("eval")(eval_cmd)
 app.command("compare")(compare_cmd)

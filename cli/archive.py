@@ -30,8 +30,8 @@ from coevo.records import (
 )
 from coevo.storage import AmbiguousIdError, Archive, ArchiveError
 
-app = typer.Typer(help="Read the archive: list runs, harnesses and evaluations; show one; export a harness.",
-                  no_args_is_help=True)
+app = typer.Typer(help="Read the archive: list runs, harnesses and evaluations; show one; export a harness."
+                       "\n\nExample: `coevo archive list`", no_args_is_help=True, rich_markup_mode="markdown")
 
 
 class Kind(str, Enum):
@@ -119,8 +119,12 @@ def _tables(archive: Archive, kind: Kind, limit: int) -> list[Table]:
 def list_cmd(kind: Kind = typer.Argument(Kind.all, help="What to list."),
              limit: int = typer.Option(50, "--limit", min=1, help="Show the newest N rows of each table."),
              db: str = typer.Option(DEFAULT_DB, "--db", envvar="COEVO_DB", help=DB_HELP)) -> None:
-    """List runs, harnesses and evaluations (or one kind, or checkpoints, or the agent folders coevo
-    export wrote), oldest first."""
+    """List runs, harnesses and evaluations (or one kind, or checkpoints, or the agent folders
+    `coevo export` wrote), oldest first.
+
+    Example:
+
+    `coevo archive list exports`"""
     with user_errors():
         archive = open_archive(db)
         for table in _tables(archive, kind, limit):
@@ -216,8 +220,13 @@ SINGULAR = {"evaluations": "evaluation", "harnesses": "harness", "runs": "run", 
 def show(id: str = typer.Argument(..., help="An id or unique id prefix of any archived row."),
          full: bool = typer.Option(False, "--full", help="Print token ids and logprobs in full."),
          db: str = typer.Option(DEFAULT_DB, "--db", envvar="COEVO_DB", help=DB_HELP)) -> None:
-    """Print one archived object (evaluation, harness, run, checkpoint, trajectory, edit, gate decision, export)
-    as JSON; a finished run also names its final pair and the command that exports it."""
+    """Print one archived object as JSON: an evaluation, harness, run, checkpoint, trajectory,
+    edit, gate decision or export; a finished run also names its final pair and the command that
+    exports it.
+
+    Example:
+
+    `coevo archive show RUN_ID`"""
     with user_errors():
         archive = open_archive(db)
         kind, obj = _find(archive, id)
@@ -246,8 +255,13 @@ def show(id: str = typer.Argument(..., help="An id or unique id prefix of any ar
 
 @app.command()
 def migrate(db: str = typer.Option(DEFAULT_DB, "--db", envvar="COEVO_DB", help=DB_HELP)) -> None:
-    """Bring an archive written by an older coevo up to this coevo's schema (Alembic migrations;
-    opening an archive does the same, this says what changed)."""
+    """Bring an archive written by an older coevo up to this coevo's schema.
+
+    Alembic migrations; opening an archive does the same, this says what changed.
+
+    Example:
+
+    `coevo archive migrate --db coevo_runs/coevo.db`"""
     from coevo.storage.migrate import head
 
     with user_errors():
@@ -266,8 +280,12 @@ def migrate(db: str = typer.Option(DEFAULT_DB, "--db", envvar="COEVO_DB", help=D
 def export(harness_id: str = typer.Argument(..., help="Harness id or unique prefix."),
            out: Path = typer.Option(..., "-o", "--out", help="Output JSON file."),
            db: str = typer.Option(DEFAULT_DB, "--db", envvar="COEVO_DB", help=DB_HELP)) -> None:
-    """Write a harness spec alone to a JSON file (``coevo.load_harness`` reads it); `coevo export RUN -o DIR`
-    writes a whole agent (spec, adapter, base model, card) that ``coevo.load_agent`` loads in one call."""
+    """Write a harness spec alone to a JSON file, to embed with `coevo.load_harness`; `coevo export
+    RUN -o DIR` writes a whole agent (spec, adapter, base model, card) for `coevo.load_agent`.
+
+    Example:
+
+    `coevo archive export HARNESS_ID -o spec.json`"""
     with user_errors():
         archive = open_archive(db)
         record = archive.get(HarnessRecord, archive.resolve_id("harnesses", harness_id))
@@ -281,8 +299,13 @@ def export(harness_id: str = typer.Argument(..., help="Harness id or unique pref
 def export_router(run_id: str = typer.Argument(..., help="A harness_s / harness_s_he_only run id or unique prefix."),
                   out: Path = typer.Option(Path("router.json"), "-o", "--out", help="Output JSON file."),
                   db: str = typer.Option(DEFAULT_DB, "--db", envvar="COEVO_DB", help=DB_HELP)) -> None:
-    """Write a Harness-S run's sibling pool, profiles and router settings to a JSON file: load it with
-    ``coevo.app.bundle.load_router`` and embed ``coevo.build_routed_graph`` (Rank-1 routing)."""
+    """Write a Harness-S run's sibling pool, profiles and router settings to a JSON file.
+
+    Load it with `coevo.load_router` and embed `coevo.build_routed_graph` (Rank-1 routing).
+
+    Example:
+
+    `coevo archive export-router RUN_ID -o router.json`"""
     from coevo.app.bundle import write_router
 
     with user_errors():
@@ -296,9 +319,14 @@ def export_router(run_id: str = typer.Argument(..., help="A harness_s / harness_
 def gc(run_id: str = typer.Option(None, "--run", help="Only this run's folders (an id or unique prefix)."),
        delete: bool = typer.Option(False, "--delete", help="Remove the folders listed (default: only list them)."),
        db: str = typer.Option(DEFAULT_DB, "--db", envvar="COEVO_DB", help=DB_HELP)) -> None:
-    """List the folders of weight stages and merges that never finished (killed before their
-    checkpoint was stored, or a half-written adapter), under the out_dir of each run in the archive;
-    --delete removes them. A running run that is alive is left alone (coevo.app.stage_folders)."""
+    """List (or remove) the folders of weight stages and merges that never finished.
+
+    Those killed before their checkpoint was stored, or with a half-written adapter, under the
+    out_dir of each run in the archive; --delete removes them. A run that is alive is left alone.
+
+    Example:
+
+    `coevo archive gc --delete`"""
     from coevo.app.stage_folders import leftovers, remove
 
     with user_errors():

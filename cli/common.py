@@ -4,6 +4,7 @@ coevo errors into readable exits."""
 from __future__ import annotations
 
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Iterator
 
 import typer
@@ -58,7 +59,7 @@ DEFAULT_DB = RunConfig.model_fields["db"].default
 """The archive every command reads and writes unless told otherwise: where ``coevo run`` puts it."""
 DB_HELP = (f"Archive: a SQLite file path or a SQLAlchemy URL (env COEVO_DB; default {DEFAULT_DB}, where coevo run "
            "writes).")
-RUN_DB_HELP = ("Archive + checkpointer database: a SQLite file or a postgresql+psycopg://user@host/db URL "
+RUN_DB_HELP = ("Archive + checkpointer database: a SQLite file or a PostgreSQL URL (postgresql+psycopg://...) "
                "(env COEVO_DB; default from the config).")
 
 
@@ -127,3 +128,8 @@ def print_failure(err: BaseException, max_frames: int = 8) -> None:
     for stack in trace.stacks:
         stack.exc_value = redact(stack.exc_value)
     console.print(Traceback(trace, max_frames=max_frames))
+
+
+def log_folder(db: str) -> Path:
+    """Where a command's log file goes: ``logs/`` beside a SQLite archive, else ``coevo_runs/logs``."""
+    return (Path(db).parent if "://" not in db else Path("coevo_runs")) / "logs"

@@ -61,8 +61,9 @@ def spend_table(comparison) -> Table:
 def compare_cmd(
     config: Optional[Path] = typer.Argument(
         None, help="TOML/YAML run config shared by every run (default: the built-in defaults)."),
-    strategies: str = typer.Option(DEFAULT_STRATEGIES, "--strategies",
-                                   help=f"Comma-separated, from: {strategy_names()}."),
+    strategies: str = typer.Option(DEFAULT_STRATEGIES, "--strategies", show_default=False,
+                                   help=f"Comma-separated, from: {strategy_names()}. Default: "
+                                   f"{', '.join(DEFAULT_STRATEGIES.split(','))}."),
     seeds: int = typer.Option(3, "--seeds", min=1, help="Seeds per strategy: config.seed, config.seed + 1, ..."),
     budget: Optional[int] = typer.Option(
         None, "--budget", min=0, help="N rollouts on train + val + search every strategy spends: each runs until the "
@@ -74,11 +75,17 @@ def compare_cmd(
     out: Optional[Path] = typer.Option(None, "-o", "--out",
                                        help="Report folder (default: OUT_DIR/compare/COMPARISON_ID)."),
 ) -> None:
-    """Run each strategy with the same config, splits and seeds (finished runs are read back, stopped
-    ones resumed), then print and write test scores with 95 % intervals, paired differences to VACE,
-    gate counts and the weight stages' effective-group rate; then each strategy's budget (rollouts, tokens,
-    meta-LLM cost) and its val score at the matched rollout budget, with a score-vs-rollouts plot. With
-    --budget N every strategy spends N rollouts (or says why it could not) and is compared there."""
+    """Run strategies on the same config, splits and seeds and compare their test scores.
+
+    Finished runs are read back and stopped ones resumed. Prints and writes test scores with 95 %
+    intervals, paired differences to the reference, gate counts, the weight stages'
+    effective-group rate, each strategy's budget and its val score at the matched rollout budget,
+    with a score-vs-rollouts plot. With --budget N every strategy spends N rollouts (or says why
+    it could not) and is compared there.
+
+    Example:
+
+    `coevo compare configs/chain_sum.toml --strategies vace,rl_only --seeds 3`"""
     from coevo.app.compare import compare
     from coevo.observe.progress import RichReporter
     from coevo.report.compare import write_compare_report

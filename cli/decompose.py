@@ -19,11 +19,18 @@ def decompose_cmd(run_id: str = typer.Argument(..., help="The run id or a unique
                                           "env.n_test tasks)."),
                   k: int = typer.Option(None, "--k", min=1, help="Rollouts per task (default: the run's eval.k)."),
                   db: str = typer.Option(DEFAULT_DB, "--db", envvar="COEVO_DB", help=DB_HELP)) -> None:
-    """Evaluate the start and final harnesses under the start and final weights on the run's test tasks
-    with its seeds (the start and final pairs are read back from the run's own test), and print each
-    cell with n and its 95 % interval, the harness effect under W0 and W_final, the weight effect under
-    H0 and H_final and their interaction, each paired per task. Stored in the archive and shown in the
-    run's HTML report, which is written again; run it again to continue an interrupted one."""
+    """Say which lever did what: the 2×2 of (H0, H_final) × (W0, W_final) on test.
+
+    Evaluates the start and final harnesses under the start and final weights on the run's test
+    tasks with its seeds (the start and final pairs are read back from the run's own test), and
+    prints each cell with n and its 95 % interval, the harness effect under W0 and W_final, the
+    weight effect under H0 and H_final and their interaction, each paired per task. Stored in the
+    archive and shown in the run's HTML report, which is written again; run it again to continue
+    an interrupted one.
+
+    Example:
+
+    `coevo decompose RUN_ID`"""
     from coevo.app.decompose import run_decompose
 
     with user_errors():

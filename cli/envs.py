@@ -9,12 +9,17 @@ from coevo.cli.common import console, user_errors
 from coevo.envs.registry import available, get_env
 from coevo.errors import MissingExtraError
 
-app = typer.Typer(help="List task suites and show their tasks.", no_args_is_help=True)
+app = typer.Typer(help="List task suites and show their tasks.\n\nExample: `coevo envs show showcase --n 3`",
+                  no_args_is_help=True, rich_markup_mode="markdown")
 
 
 @app.command("list")
 def list_() -> None:
-    """The registered suites (built-ins and entry points ``coevo.envs``) and where they come from."""
+    """List the registered suites (built-ins and entry points) and where they come from.
+
+    Example:
+
+    `coevo envs list`"""
     table = Table(title="coevo envs")
     table.add_column("name", style="bold")
     table.add_column("target")
@@ -31,7 +36,11 @@ def show(ref: str = typer.Argument(..., help="Suite name or name:key=value,... (
          baseline: bool = typer.Option(False, "--baseline",
                                        help="Also print the trivial-policy baseline of the split."),
          width: int = typer.Option(400, help="Characters of each prompt to show.")) -> None:
-    """A table of the first N tasks of a split; the gold answer stays hidden unless --reveal."""
+    """Print the first N tasks of a split; the gold answer stays hidden unless --reveal.
+
+    Example:
+
+    `coevo envs show showcase --split train --n 3`"""
     with user_errors():
         try:
             env = get_env(ref)

@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from coevo.app.heartbeat import Heartbeat
-from coevo.cli.common import DB_HELP, DEFAULT_DB, console, key_values, shown, user_errors
+from coevo.cli.common import DB_HELP, DEFAULT_DB, console, key_values, log_folder, shown, user_errors
 from coevo.envs.registry import get_env
 from coevo.evaluation.engine import evaluate
 from coevo.evaluation.executors import EXECUTORS, make_executor
@@ -21,12 +21,15 @@ from coevo.harnesses.agent import is_agent_ref, start_harness
 from coevo.harnesses.fit import check_prompt_fits
 from coevo.masking import redact
 from coevo.models.refs import load_model
+from coevo.observe.log import framework_noise_to
 from coevo.observe.progress import RichReporter
 from coevo.records import Checkpoint, HarnessRecord, RunRecord
 from coevo.storage import Archive, ArchiveError, ArchiveFullError
 
 _HEX = re.compile(r"^[0-9a-f]{6,64}$")
 REWARD_TEXT = {"correct": "correct (1/0)", "partial": "partial credit"}
+PROGRESS_EVERY_S = 10.0
+"""In a pipe or a log file, an evaluation's progress line at most every this many seconds as rollouts finish."""
 
 
 def resolve_harness(source: str, archive: Archive, env_name: str = "") -> HarnessSpec:
@@ -81,7 +84,8 @@ def result_table(result: EvalResult) -> Table:
 
 
 def eval_cmd(
-    env: str = typer.Option(..., "--env", help="Env reference, e.g. reasoning_gym:families=chain_sum,size=60."),
+    env: str = typer.Option(..., "--env", help="Env reference, e.g. showcase, or a suite with its keys: "
+                             "reasoning_gym:families=... (coevo envs list)."),
     harness: str = typer.Option(..., "--harness",
                                 help="Harness file, JSON, shipped base name, archive id (prefix), or your LangGraph "
                                 "agent's factory package.module:make_agent."),
@@ -105,14 +109,19 @@ def eval_cmd(
     db: str = typer.Option(DEFAULT_DB, "--db", envvar="COEVO_DB", help=DB_HELP),
     reward: str = typer.Option(None, "--reward", help="correct (1/0 on the checker's pass; the default) or "
                                "partial (the checker's partial credit); also settable in --env as reward=..."),
-    set_: list[str] = typer.Option([], "--set", help="A model setting, e.g. --set api_base=http://localhost:8000/v1 "
+    set_: list[str] = typer.Option([], "--set", help="A model setting, e.g. --set api_base=URL "
                                    "(repeatable; any load_model keyword: timeout_s, max_retries, cooldown_s, ...)."),
     executor: str = typer.Option("inprocess", "--executor", help=f"Where rollouts run: {' or '.join(EXECUTORS)} "
                                  "(Ray workers of $RAY_ADDRESS, or a local Ray instance; needs coevo[ray])."),
 ) -> None:
-    """Evaluate a harness with a model on an env split: print pass@k, avg@k, the reward mode and the
-    mean reward (credit), TIMR, tokens, cost and latency beside the trivial baseline, and store
-    every trajectory."""
+    """Evaluate a harness with a model on an env split and store every trajectory.
+
+    Prints pass@k, avg@k, the reward mode and the mean reward (credit), TIMR, tokens, cost and
+    latency, each score with its 95 % interval and beside the trivial baseline.
+
+    Example:
+
+    `coevo eval --env showcase --harness showcase --model local:smollm2-135m --n 20`"""
     with user_errors():
         archive = Archive(db)
         resumed = _resumed_run(archive, run_id, create, db) if run_id else None
@@ -142,7 +151,8 @@ def eval_cmd(
                   highlight=False, soft_wrap=True)
     with user_errors():
         try:
-            with Heartbeat(archive, run.id), RichReporter(console=console, transient=True) as reporter:
+            with Heartbeat(archive, run.id), framework_noise_to(log_folder(db) / f"eval-{run.id}.log"), \
+                    RichReporter(console=console, transient=True, every_s=PROGRESS_EVERY_S) as reporter:
                 result = asyncio.run(evaluate(spec, ckpt, suite, split, k=k, seeds=seed, n_tasks=n, model=policy,
                                               archive=archive, concurrency=concurrency, progress=reporter,
                                               run_id=run.id, executor=runner, temperature=temperature))

@@ -18,8 +18,14 @@ def report_cmd(run_id: str = typer.Argument(..., help="The run id or a unique pr
                out: Path = typer.Option(None, "-o", "--out",
                                         help="Output folder (default: OUT_DIR/reports/RUN_ID, OUT_DIR the run's "
                                              "own out_dir).")) -> None:
-    """Write an HTML report with plots (validation per round, train reward per step, lineage), the test
-    scores with their intervals and paired difference, and the final diff."""
+    """Write a run's HTML report with its plots.
+
+    Validation per round, train reward per step, the lineage, the test scores with their intervals
+    and paired difference, and the final diff.
+
+    Example:
+
+    `coevo report RUN_ID`"""
     with user_errors():
         with open_archive(db) as archive:  # a missing file is an error here, never a new empty archive
             run = archive.get(RunRecord, archive.resolve_id("runs", run_id))  # an id or a unique prefix

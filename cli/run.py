@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from coevo.cli.common import RUN_DB_HELP, console, key_values, print_failure, shown, user_errors
+from coevo.cli.common import RUN_DB_HELP, console, key_values, log_folder, print_failure, shown, user_errors
 from coevo.config import ConfigError, RunConfig, load_config
 from coevo.errors import CoevoError
 from coevo.evaluation.results import paired_difference
@@ -161,8 +161,17 @@ def run_cmd(
         "mlflow, wandb or none (default: the config's report_to, none). The loop's numbers per round and TRL's "
         "weight-stage steps; needs coevo[tracking] (wandb: pip install wandb)."),
 ) -> None:
-    """Run VACE (or a baseline): RL stage -> refine the harness from its trajectories -> paired validation -> gate."""
+    """Run a meta-loop strategy (VACE by default) and print its summary.
+
+    Each round: a weight stage, a harness refinement from its trajectories, paired validation of
+    incumbent and candidate under the new weights, and the gate. Without CONFIG it runs
+    configs/default.toml; --resume RUN_ID continues a stopped or failed run.
+
+    Example:
+
+    `coevo run configs/default.toml --set rounds=2`"""
     from coevo.app.run import full_run_id, new_run_id
+    from coevo.observe.log import framework_noise_to
     from coevo.observe.progress import RichReporter
 
     with user_errors():
@@ -183,7 +192,8 @@ def run_cmd(
         if resume and db is None and config is None:
             cfg = RunConfig(db=cfg.db)
         run_id = full_run_id(cfg.db, resume) if resume else new_run_id(cfg)  # a unique prefix names the run
-    with RichReporter(console=console) as reporter:
+    log_file = log_folder(cfg.db) / f"{run_id}.log"
+    with framework_noise_to(log_file), RichReporter(console=console) as reporter:
         try:
             state = _drive(cfg, run_id, resume is not None, approve_gate, _answers(answer), reporter)
         except CoevoError as err:  # a user's mistake, e.g. coevo[postgres] missing: one paragraph
@@ -203,6 +213,9 @@ def run_cmd(
             raise typer.Exit(1) from None
     if state is None:
         return
+    if log_file.is_file():
+        console.print(f"log file (every line, and the frameworks' messages): {log_file}", highlight=False,
+                      soft_wrap=True)
     from coevo.storage import Archive
 
     console.print(summary_table(state, Archive(cfg.db)))

@@ -99,13 +99,13 @@ class RsiConfig(Section):
 
 class EvoHarnessConfig(Section):
     """EvoHarness-RL (strategy evoharness_rl; first abstract of
-    ``shared/papers/harness_learning_abstracts.txt``): ``sft_steps``, the RSFT rounds of supervised
+    arXiv:2608.05446): ``sft_steps``, the RSFT rounds of supervised
     harness fine-tuning before the first cost-aware GRPO stage, trained on the BPE-using turns of
     accepted rollouts only (``coevo.training.harness_cost.harness_sft_rows``; batch, threshold and
     minibatch from ``[train]``); 0: no SFT stage. ``sft_epochs`` and ``sft_learning_rate``: the SFT
     passes over each round's rows and its learning rate (None: ``train.epochs`` and
     ``train.learning_rate``, which the GRPO stages keep): on chain_sum SmolLM2-135M calls the actions
-    after 12 optimiser steps at 1e-3, not after 8 (``benchmarks/README.md``). ``teacher``: the SFT
+    after 12 optimiser steps at 1e-3, not after 8 (``docs/benchmarks/evoharness.md``). ``teacher``: the SFT
     rollouts are played by the scripted harness teacher (``coevo.training.teacher``: the env's
     solution of each train task with the BPE actions used in a fixed schedule, tokenised as the
     policy would) instead of sampled from the policy, which a small model needs (SmolLM2-135M makes
@@ -119,7 +119,7 @@ class EvoHarnessConfig(Section):
 
 
 class HarnessR1Config(Section):
-    """Harness-R1 (strategy harness_r1; third abstract of ``shared/papers/harness_learning_abstracts.txt``):
+    """Harness-R1 (strategy harness_r1; arXiv:2608.02276, its abstract):
     the harness engineer, trained with GRPO on the outcomes of its own edits between the target's rounds.
 
     ``engineer``: its model reference (``local:smollm2-135m``, the cached weights the policy uses, on

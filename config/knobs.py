@@ -1,4 +1,4 @@
-"""No silent knobs (issue 22): the run-config keys that have no effect somewhere, and those that act
+"""No silent knobs (docs/design.md, Principles): the run-config keys that have no effect somewhere, and those that act
 on speed or memory only, each with its reason.
 
 Every numeric and boolean key of ``RunConfig`` either changes something observable when flipped —

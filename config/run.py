@@ -147,7 +147,7 @@ MOVED = {"pace_patience": ("pace", "patience"), "candidates": ("search", "candid
 
 
 class RunConfig(Section):
-    """One run of a meta-loop strategy (DESIGN.md, The loop)."""
+    """One run of a meta-loop strategy (docs/design.md, The loop)."""
 
     strategy: str = Field(default="vace", description="a name from the strategy table (coevo.graphs.registry)")
     rounds: int = Field(default=2, ge=1)

@@ -1,4 +1,4 @@
-"""coevo.envs: task suites with automatic verifiers (DESIGN.md, Task, Env).
+"""coevo.envs: task suites with automatic verifiers (docs/design.md, Task and Env).
 
 ``get_env("reasoning_gym:size=60")`` builds a suite; ``available()`` lists them (built-ins and the
 entry-point group ``coevo.envs``); ``redact_for_meta`` cuts val/test scoring diagnostics before they

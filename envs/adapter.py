@@ -1,4 +1,5 @@
-"""``AdapterEnv``: the shared skeleton of the environment adapters (Gymnasium, verifiers, OpenEnv; issue 28).
+"""``AdapterEnv``: the shared skeleton of the environment adapters (Gymnasium, verifiers, OpenEnv;
+docs/how-to/own-env.md).
 
 An adapter wraps another framework's environment as a coevo ``Env``: it lists task items (a reset
 seed, a dataset row), fixes each one's split by its position (``split_sizes``: train first, then

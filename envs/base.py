@@ -1,6 +1,6 @@
 """The task-suite contract: ``Task``, ``Score``, ``Tool``, ``Episode`` and the ``Env`` protocol.
 
-See DESIGN.md (Core objects: Task, Env). A suite makes tasks by split, gives every rollout a
+See docs/design.md (Core objects: Task and Env). A suite makes tasks by split, gives every rollout a
 fresh ``Episode`` (its own tools and state), and scores a finished trajectory with an automatic
 verifier. The verifier's answer lives inside the env and never appears in a ``Task``.
 """
@@ -109,7 +109,7 @@ class Episode:
 
 @runtime_checkable
 class Env(Protocol):
-    """A task suite with an automatic verifier (DESIGN.md, Env).
+    """A task suite with an automatic verifier (docs/design.md, Task and Env).
 
     Implementations register under the entry-point group ``coevo.envs``. coevo's suites also
     carry ``reward_mode`` (``correct`` or ``partial``, see ``Score``); reports show it.

@@ -1,4 +1,5 @@
-"""Trivial-policy baselines: the best single constant answer and the empty answer (issue 3).
+"""Trivial-policy baselines: the best single constant answer and the empty answer: every
+score is reported beside what a trivial policy gets (docs/design.md, Principles).
 
 A gain that is really reward hacking shows up against these: on reasoning-gym 0.1.25 ``coin_flip``
 gives full credit to "0" on ~90% of items, ``letter_counting`` 45% to "1". Each suite scores the

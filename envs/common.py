@@ -1,7 +1,7 @@
 """Small helpers every suite shares: stable task ids, content splits, cache dirs, optional imports.
 
 Splits are made from ONE ordered, content-deduplicated item list per suite config, cut by index
-ranges (issue 3: reasoning-gym builds item ``i`` from ``Random(seed + i)``, so datasets built with
+ranges (reasoning-gym builds item ``i`` from ``Random(seed + i)``, so datasets built with
 neighbouring seeds share items; splitting one list by ranges after dedupe makes the splits disjoint
 by content, not just by seed).
 """

@@ -8,7 +8,7 @@
 - ``public``: a dict of diagnostics that never contain the gold answer (family, category, the
   checker's error *type*, won/score/moves, whether the verifier raised).
 
-Rules (issue 3, issue 22, DESIGN.md "Validation and test splits are sealed"): no gold answer
+Rules (docs/design.md, Principles: "Validation and test splits are sealed"; docs/concepts/sealing.md): no gold answer
 reaches a meta role in a verdict. A train task's detail reaches meta roles without its secret keys
 (what the agent answered, the public diagnostics and anything else the suite wrote); a val/test
 task's detail is cut to ``public`` only. A gold answer reaches a role only where the role builds a

@@ -1,4 +1,4 @@
-"""Finding suites by name: built-ins plus the entry-point group ``coevo.envs`` (DESIGN.md, Env).
+"""Finding suites by name: built-ins plus the entry-point group ``coevo.envs`` (docs/design.md, Task and Env).
 
 A reference is ``name`` or ``name:key=value,key=value`` — e.g.
 ``reasoning_gym:families=word_sorting,size=60,seed=0`` or ``bfcl:categories=simple_python``.

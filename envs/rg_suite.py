@@ -7,7 +7,7 @@ for gold ``1000``: the gold is a substring). The credit is in ``detail["public"]
 Splits: for each family ONE dataset of ``size`` items is built from ``seed``, deduplicated by
 question text (also across families), and cut by index ranges into train/val/test (see
 ``coevo.envs.common``). The default family is ``word_sorting``: families where a constant answer
-wins (``coin_flip``, ``letter_counting``, ``gcd``; issue 3) are allowed but never defaults, and
+wins (``coin_flip``, ``letter_counting``, ``gcd``: a constant scores well there) are allowed but never defaults, and
 ``trivial_baseline`` measures the effect for any config.
 
 Reference: ``reasoning_gym:families=word_sorting+chain_sum,size=100,seed=0,tools=python+calculator``

@@ -19,7 +19,7 @@ they are listed numbered, one a line ("1. go north"), and ``act`` also takes the
 the CURRENT list (``3``, ``3.``, ``3)``, ``3:`` or ``option 3`` at the start of the command:
 ``coevo.envs.common.leading_choice``); a number outside the list is an invalid action (the game is
 not stepped, the reply says so and repeats the list). The number form is for small policies that
-cannot write a command or a JSON action (benchmarks/README.md, "An environment where H0 succeeds
+cannot write a command or a JSON action (docs/benchmarks/evoharness.md, "An environment where H0 succeeds
 sometimes"); base harness ``textworld_numbered`` reads a bare number as the ``act`` call.
 With either listing, ``act`` also declares the commands it accepts now (``Tool.accepts``: ``command`` as an
 ``enum`` of the admissible commands), so a harness that decodes under a constraint (``decoding.constrain``,

@@ -1,4 +1,4 @@
-"""Evaluate a harness on a checkpoint: k rollouts per task, persisted, aggregated (DESIGN.md, the
+"""Evaluate a harness on a checkpoint: k rollouts per task, persisted, aggregated (docs/design.md, the
 ``validate`` step of VACE Algorithm 1).
 
 Rollout j of every task uses seed ``seeds[j]`` (``base_seed + j``), so two harnesses evaluated
@@ -115,7 +115,7 @@ def _frozen_heap() -> Iterator[None]:
     evaluation instead of during it. Why: a full (generation-2) pass scans the whole heap, mostly
     the imported libraries (LangChain, LangGraph, pydantic, torch) and a loaded model: ~120 ms on
     the 2-core dev box, during which every in-flight rollout stalls; at 32 concurrent rollouts of a
-    50 ms model one such pause cost 3–5 points of throughput (``benchmarks/README.md``, row (a)).
+    50 ms model one such pause cost 3–5 points of throughput (``docs/benchmarks/engine.md``, row (a)).
     Left alone when the process already froze its heap itself (``gc.get_freeze_count() > 0``);
     a ``gc.freeze()`` made by other code during an evaluation is undone with it.
     """

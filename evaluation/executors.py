@@ -1,4 +1,4 @@
-"""Where rollouts run (DESIGN.md, Scale): in the driver process, or on Ray workers.
+"""Where rollouts run (docs/design.md, Scale): in the driver process, or on Ray workers.
 
 An executor has ``arun_rollout``'s signature — ``await executor.rollout(spec, model, env, task,
 seed=, checkpoint_id=, split=)`` returns a scored ``Trajectory`` — so it is what

@@ -1,4 +1,4 @@
-"""Suite parity (issue 29, item 8): when a harness changes a reply before the verifier sees it, the
+"""Suite parity: when a harness changes a reply before the verifier sees it, the
 score is coevo's, not the suite's; the report says so beside the score and gives the suite's own
 score of the raw replies.
 

@@ -1,4 +1,4 @@
-"""A user's LangGraph ReAct agent co-evolved by coevo (README, "Bring your own agent"; issue 28).
+"""A user's LangGraph ReAct agent co-evolved by coevo (docs/how-to/own-agent.md).
 
 This is what an app would write, with nothing coevo-specific but the params model: a ReAct loop
 (model → tools → model …, the shape of LangGraph's ``react-agent`` template) with a calculator

@@ -1,4 +1,5 @@
-"""A user's LangGraph agent as the harness: ``harness = "package.module:make_agent"`` (issue 28).
+"""A user's LangGraph agent as the harness: ``harness = "package.module:make_agent"``
+(docs/how-to/own-agent.md).
 
 The factory is ``make_agent(params, model)`` (optionally ``make_agent(params, model, tools)``)
 returning a LangGraph graph (anything with ``ainvoke`` taking ``{"messages": [...]}``). ``params``

@@ -1,6 +1,7 @@
 """EvoHarness-RL's Belief-Progress-Experience (BPE) state and the harness actions that reach it.
 
-Source: EvoHarness-RL, the first abstract of ``shared/papers/harness_learning_abstracts.txt``: the
+Source: EvoHarness-RL ("Learning Runtime Harness Coordination for Self-Evolving Agents",
+arXiv:2608.05446), its abstract: the
 policy builds and uses external harness state (Belief: hypotheses about the world state; Progress:
 subgoals done and pending; Experience: lessons that persist across episodes) through harness
 actions, each with a cost, so that cost-aware GRPO can teach *selective* access. The abstract fixes

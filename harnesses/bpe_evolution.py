@@ -1,5 +1,5 @@
-"""EvoHarness-RL's harness evolution, offline (first abstract of
-``shared/papers/harness_learning_abstracts.txt``: "progress updates and experience consolidation
+"""EvoHarness-RL's harness evolution, offline (arXiv:2608.05446, its
+abstract: "progress updates and experience consolidation
 refine the harness into a compact, task-adaptive state substrate"). The abstract gives no
 algorithm; the two below are coevo's choice, pure functions the evoharness_rl nodes call:
 

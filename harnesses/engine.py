@@ -1,6 +1,6 @@
 """The harness engine: node functions and routers of the agent loop, and the context they run in.
 
-The loop (DESIGN.md, Harness graph) is assemble context → call model → parse reply → run tools →
+The loop (docs/design.md, Harness graph) is assemble context → call model → parse reply → run tools →
 (loop | finish), with hooks firing at ``before_model``, ``after_model``, ``after_tool``,
 ``on_tool_error`` and ``before_finish`` (Harness-S Table 7) and budgets (Harness-S Table 8) ending
 every episode. Nodes are flat functions ``node(state, runtime) -> dict`` (a partial update of
@@ -44,7 +44,7 @@ def call_seed(seed: int, index: int) -> int:
     """The sampling seed of model call ``index`` (0-based) of a rollout sampled with ``seed``.
 
     A pure function of ``(seed, index)``: a rollout replays exactly, yet a retry after an interface
-    violation samples afresh instead of repeating the reply it replaces (issue 17, item 4).
+    violation samples afresh instead of repeating the reply it replaces.
     Returns an int in [0, 2**31) (what every backend accepts as a seed).
     """
     digest = hashlib.blake2b(f"{seed}:{index}".encode(), digest_size=4).digest()

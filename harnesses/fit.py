@@ -1,4 +1,5 @@
-"""Does a harness's prompt fit its context budget? Checked before any rollout runs (issue 29, item 5).
+"""Does a harness's prompt fit its context budget? Checked before any rollout runs, so
+an overlong prompt fails at once instead of truncating silently.
 
 The engine shows the model the prompt (system message, few-shot turns, the task) plus as many recent
 turns as fit ``budget.max_context_tokens``, counting ``CHARS_PER_TOKEN`` characters a token

@@ -1,4 +1,4 @@
-"""Turning a model reply into actions or a final answer, per ``Parser`` mode (DESIGN.md, parser).
+"""Turning a model reply into actions or a final answer, per ``Parser`` mode (docs/design.md, HarnessSpec).
 
 Modes: ``native`` (the chat model's own tool calls), ``json`` (``{"tool": name, "arguments": {...}}``
 or ``{"final_answer": ...}`` in the text), ``python_call`` (``[f(a=1), g(b="x")]``, keyword

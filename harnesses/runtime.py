@@ -1,4 +1,4 @@
-"""The agent: a ``HarnessSpec`` compiled to a LangGraph state machine (DESIGN.md, Harness graph).
+"""The agent: a ``HarnessSpec`` compiled to a LangGraph state machine (docs/design.md, Harness graph).
 
 Loop: assemble context → call model → parse reply → run tools → (loop | finish), with hooks
 firing at ``before_model``, ``after_model``, ``after_tool``, ``on_tool_error`` and

@@ -1,6 +1,6 @@
 """``HarnessSpec``: the harness as a versioned, content-addressed JSON document.
 
-Components follow DESIGN.md and Harness-S Table 8 (prompt, skills, context, memory, hooks,
+Components follow docs/design.md and Harness-S Table 8 (prompt, skills, context, memory, hooks,
 tool view, parser, budget, decoding), plus EvoHarness-RL's optional BPE state (``bpe``; left out
 of the JSON, and so of the id, when unset). A spec is pure data: code components (hook conditions and
 actions) are named from ``coevo.harnesses.registry`` and checked when the spec validates.
@@ -239,7 +239,7 @@ class ActionCosts(Strict):
 
 class BPE(Strict):
     """EvoHarness-RL's policy-facing harness state (first abstract of
-    ``shared/papers/harness_learning_abstracts.txt``): Belief (hypotheses about the world state),
+    arXiv:2608.05446): Belief (hypotheses about the world state),
     Progress (subgoals done and pending) and Experience (lessons that persist across episodes of a
     harness lineage), read and written through the harness actions ``bpe_read``, ``bpe_update_belief``,
     ``bpe_update_progress`` and ``bpe_consolidate`` (``coevo.harnesses.bpe``), each costing ``costs``.
@@ -273,7 +273,7 @@ class BPE(Strict):
 
 class HarnessSpec(Strict):
     """A harness: everything around the model that decides what it sees and how its output
-    becomes actions (DESIGN.md, HarnessSpec).
+    becomes actions (docs/design.md, HarnessSpec).
 
     ``id`` is the sha256 of the canonical JSON of the spec without ``parents`` (same content,
     same id; ``bpe`` unset is left out, so specs without it keep their ids). ``agent`` names a
@@ -331,7 +331,7 @@ class HarnessSpec(Strict):
 def harness_warnings(spec: HarnessSpec) -> list[Problem]:
     """What is valid in ``spec`` but works against its use, each with its JSON path and the fix
     (``coevo harness validate`` prints them, the ``check`` node records them): a fixed
-    ``decoding.seed`` (issue 29, item 6), with which the k rollouts of a task in an evaluation sample
+    ``decoding.seed``, with which the k rollouts of a task in an evaluation sample
     one random stream, and which a GRPO group would share (no reward contrast) had training not
     replaced it by a seed per rollout."""
     seed = spec.decoding.seed

@@ -1,4 +1,4 @@
-"""What CoEvo-RSI's inheritance steps pass along (``coevo_rsi.txt``, §Harness Inheritance, §Model
+"""What CoEvo-RSI's inheritance steps pass along (docs/papers.md, §Harness Inheritance, §Model
 Inheritance and Selection): the archive A<t as the meta roles see it, each editor's chosen base,
 each model proposal and the round's promotion. Pure pydantic (the meta state and the archive tables
 mirror them); ``coevo.graphs.coevo_rsi.archive_view`` builds ``ArchiveSummary`` from the archive.

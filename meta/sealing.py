@@ -1,4 +1,5 @@
-"""Sealing: which train tasks a harness answers (DESIGN.md, Principles; issue 22).
+"""Sealing: which train tasks a harness answers (docs/design.md, Principles;
+docs/concepts/sealing.md).
 
 A gold answer reaches a meta role only inside a demonstration the role builds, and a task whose
 answer is written into any accepted or pending harness leaves later weight stages, checks and

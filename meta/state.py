@@ -94,7 +94,7 @@ class Candidate(BaseModel):
     the child spec's id once the patch applied; ``patch`` is the RFC 6902 operation list.
     ``demo_tasks``: the train tasks whose answers the child spec carries — what the role declared
     plus what ``realise`` finds by comparing every train task's gold answer with the spec
-    (``MetaContext.demonstrated``): DESIGN.md, Principles, keeps them out of later weight stages,
+    (``MetaContext.demonstrated``): docs/design.md, Principles, keeps them out of later weight stages,
     checks and search scoring while the candidate is pending or accepted.
     """
 

@@ -1,5 +1,5 @@
-"""LoRA adapter folders on disk: written whole or not at all, checked before they are loaded
-(issue 29, item 10).
+"""LoRA adapter folders on disk: written whole or not at all, checked before they are loaded,
+so a crash mid-write or a damaged file is one clear error, not a broken run.
 
 A weight stage killed while it saves its adapter used to leave a half-written folder that later
 loads failed on with an ~80-line ``SafetensorError`` traceback, or an empty ``adapter_config.json``

@@ -1,4 +1,4 @@
-"""``Checkpoint``: policy weights as a base model plus an optional LoRA adapter (DESIGN.md, Checkpoint).
+"""``Checkpoint``: policy weights as a base model plus an optional LoRA adapter (docs/design.md, Checkpoint).
 
 A training stage returns a new ``Checkpoint`` and the archive stores it as it is (its
 ``policy_checkpoints`` table has one column per field); ``coevo.training.checkpoint.load_policy``

@@ -1,4 +1,4 @@
-"""The local engine's decoding loop (DESIGN.md, Models): one batch of requests decoded together.
+"""The local engine's decoding loop (docs/design.md, Models): one batch of requests decoded together.
 
 What ``model.generate`` does for a left-padded batch, with each row's own sampler and stop rule
 (``coevo.models.sampling``), and two differences that leave every row's distribution unchanged:

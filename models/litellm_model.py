@@ -1,4 +1,4 @@
-"""API models and OpenAI-compatible servers through LiteLLM (DESIGN.md, Models).
+"""API models and OpenAI-compatible servers through LiteLLM (docs/design.md, Models).
 
 ``LiteLLMChatModel`` is a thin LangChain ``BaseChatModel`` over ``litellm.completion`` /
 ``litellm.acompletion``. One model string reaches any provider LiteLLM knows

@@ -1,4 +1,4 @@
-"""Loading a local transformers checkpoint for the local backend (DESIGN.md, Models).
+"""Loading a local transformers checkpoint for the local backend (docs/design.md, Models).
 
 ``load_pretrained`` reads a directory saved with ``save_pretrained`` (e.g. the converted
 SmolLM2 cache, ``coevo.models.smollm2``) onto a device; ``default_device`` picks CUDA when a GPU

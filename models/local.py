@@ -1,4 +1,4 @@
-"""Local transformers policy as a LangChain chat model (DESIGN.md, Models).
+"""Local transformers policy as a LangChain chat model (docs/design.md, Models).
 
 ``LocalChatModel`` is the ``BaseChatModel`` face of a ``LocalEngine``
 (``coevo.models.local_engine``: batching, LoRA adapters, per-row sampling): it renders the chat

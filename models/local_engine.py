@@ -1,4 +1,4 @@
-"""The local backend's batching engine (DESIGN.md, Models): one causal LM, LoRA adapters, a worker.
+"""The local backend's batching engine (docs/design.md, Models): one causal LM, LoRA adapters, a worker.
 
 ``LocalEngine`` owns one causal LM + tokenizer (a checkpoint path, or objects already in memory
 such as the PEFT model under training), any number of named LoRA adapters sharing its base

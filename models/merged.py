@@ -1,4 +1,4 @@
-"""Sampling with a LoRA adapter folded into the base weights (DESIGN.md, Models; issue 24).
+"""Sampling with a LoRA adapter folded into the base weights (docs/design.md, Models).
 
 A PEFT LoRA layer computes ``W x + s B (A x)`` (Hu et al. 2021, LoRA, Eq. 3): on a CPU, decoding is
 bound by reading the weights, and the adapter path adds two small matmuls, a scale and an add per

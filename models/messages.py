@@ -1,4 +1,4 @@
-"""LangChain messages and tools as chat dicts, shared by every chat-model backend (DESIGN.md, Models).
+"""LangChain messages and tools as chat dicts, shared by every chat-model backend (docs/design.md, Models).
 
 One conversion serves both backends: ``messages_to_chat`` feeds a tokenizer's chat template (the
 local transformers backend: text content, tool-call arguments as dicts, which HF templates

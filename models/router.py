@@ -1,4 +1,4 @@
-"""One policy served by several OpenAI-compatible servers (DESIGN.md, Scale): spread the calls,
+"""One policy served by several OpenAI-compatible servers (docs/design.md, Scale): spread the calls,
 cool a failing server down, retry its requests on a healthy one.
 
 ``RouterChatModel`` holds one ``LiteLLMChatModel`` per server (a LiteLLM Router model list: the

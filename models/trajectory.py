@@ -1,4 +1,4 @@
-"""``ModelCall`` and ``Trajectory``: what one rollout of a harness produced (DESIGN.md, Trajectory).
+"""``ModelCall`` and ``Trajectory``: what one rollout of a harness produced (docs/design.md, Trajectory).
 
 Every model call made through the harness graph is recorded with its input messages, its output
 and, when the model provides them, the prompt token ids, the sampled completion token ids and
@@ -67,7 +67,7 @@ class Segment(BaseModel):
 
 
 class Trajectory(BaseModel):
-    """One rollout of a harness on a task (DESIGN.md, Trajectory).
+    """One rollout of a harness on a task (docs/design.md, Trajectory).
 
     ``messages`` is the episode's message history as plain dicts (LangChain ``message_to_dict``
     shape); ``calls`` the recorded model calls in order. ``reward``/``passed``/``score_detail``

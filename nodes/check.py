@@ -40,7 +40,7 @@ async def _pair(ctx: MetaContext, state: MetaState, cand: Candidate,
 def demonstrated(state: MetaState, cand: Candidate) -> set[str]:
     """Train tasks a check must not score: those any live harness answers — accepted, pooled or
     pending, this round's other candidates included (``sealed_tasks``) — and those ``cand`` itself
-    answers (DESIGN.md, Principles)."""
+    answers (docs/design.md, Principles)."""
     return sealed_tasks(state) | set(cand.demo_tasks)
 
 

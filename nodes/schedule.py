@@ -9,6 +9,7 @@ from langgraph.runtime import Runtime
 
 from coevo.meta.context import MetaContext
 from coevo.meta.state import Candidate, CandidateOutcome, EvalSummary, MetaState, RoundSummary
+from coevo.observe.text import plain
 from coevo.records import GateDecision
 
 
@@ -71,5 +72,5 @@ async def final_test(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     else:
         start, final = await asyncio.gather(*(ctx.evaluate(h, w, "test") for h, w in pairs))
     ctx.log("test", f"start {start.mean_reward:.3f} -> final {final.mean_reward:.3f} "
-                     f"(trivial {start.trivial_baseline})")
+                     f"(trivial {plain(start.trivial_baseline)})")
     return {"test": {"start": EvalSummary.of(start), "final": EvalSummary.of(final)}, **measured}

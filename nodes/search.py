@@ -8,7 +8,7 @@
 
 The search split D_search is ``search.tasks`` train-split tasks after the weight phases' own
 (``MetaContext.search_tasks``; WHALE §5 keeps them disjoint), less those a live harness answers
-(DESIGN.md Principles), one rollout per task with the run's seed, so every archived harness is
+(docs/design.md, Principles), one rollout per task with the run's seed, so every archived harness is
 scored on the same tasks and seeds. Ties go to fewer model calls, then to the older harness. Only
 training signals are read: no node here touches val or test. Every proposal is pending in
 ``sealed`` until its phase ends. What ends a phase and what is accepted after an

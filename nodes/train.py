@@ -19,7 +19,7 @@ from coevo.training.stage import Route, StageOptions, training_spec
 
 
 def stage_tasks(ctx: MetaContext, state: MetaState) -> list[Task]:
-    """The run's train tasks less those a live harness answers (``sealed_tasks``; DESIGN.md,
+    """The run's train tasks less those a live harness answers (``sealed_tasks``; docs/design.md,
     Principles). Raises ``ValueError`` when none is left."""
     excluded = sealed_tasks(state)
     tasks = [t for t in ctx.tasks("train") if t.id not in excluded]

@@ -8,6 +8,7 @@ from langgraph.runtime import Runtime
 
 from coevo.meta.context import MetaContext
 from coevo.meta.state import EvalSummary, MetaState
+from coevo.observe.text import plain
 
 
 async def validate(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
@@ -20,5 +21,5 @@ async def validate(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     results = await asyncio.gather(*(ctx.evaluate(i, state["checkpoint"], "val") for i in ids))
     validation = {i: EvalSummary.of(r) for i, r in zip(ids, results)}
     ctx.log("validate", f"round {state.get('round', 0)}: " + ", ".join(
-        f"{i[:12]}={v.score:.3f}" for i, v in validation.items()) + f" (trivial {results[0].trivial_baseline})")
+        f"{i[:12]}={v.score:.3f}" for i, v in validation.items()) + f" (trivial {plain(results[0].trivial_baseline)})")
     return {"validation": validation}

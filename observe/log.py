@@ -11,9 +11,12 @@ consumer: while it runs it prints the channel's lines above its bars (``ChannelH
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import time
-from typing import Callable
+from pathlib import Path
+from typing import Callable, Iterator
 
 from coevo.masking import redact
 
@@ -73,3 +76,71 @@ def attach(handler: logging.Handler) -> Callable[[], None]:
         channel.setLevel(level)
 
     return detach
+
+
+FRAMEWORKS = ("transformers", "trl", "peft", "accelerate", "datasets", "huggingface_hub", "torch", "py.warnings")
+"""The loggers of the frameworks under coevo, and ``py.warnings`` (Python warnings, captured): what they say
+is for the log file, not the run's console (e.g. transformers' ``is_gradient_checkpointing`` FutureWarning,
+TRL's "experimental rollout_func" UserWarning)."""
+QUIET_BARS = {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "HF_DATASETS_DISABLE_PROGRESS_BARS": "1"}
+"""Environment settings that keep the hub's and datasets' progress bars off the console."""
+
+
+@contextlib.contextmanager
+def framework_noise_to(path: str | os.PathLike) -> Iterator[Path]:
+    """While open, write the channel's lines and everything the frameworks log or warn to the file
+    ``path`` (appended), and keep the frameworks' messages and progress bars (transformers' weight-loading
+    bar) off the console; on exit every setting is restored. Yields the file's path."""
+    path = Path(path)
+    handler = _LazyFile(path, encoding="utf-8", delay=True)
+    handler.setFormatter(LineFormatter())
+    handler.setLevel(logging.INFO)
+    detach = attach(handler)
+    saved = {name: (logging.getLogger(name).propagate, list(logging.getLogger(name).handlers)) for name in FRAMEWORKS}
+    env = {key: os.environ.get(key) for key in QUIET_BARS}
+    os.environ.update(QUIET_BARS)
+    logging.captureWarnings(True)
+    hf = _transformers_logging()
+    bars = hf.is_progress_bar_enabled() if hf else None
+    try:
+        for name in FRAMEWORKS:
+            logger = logging.getLogger(name)
+            logger.handlers = [h for h in logger.handlers if not isinstance(h, logging.StreamHandler)
+                               or isinstance(h, logging.FileHandler)] + [handler]
+            logger.propagate = False
+        if hf:
+            hf.disable_progress_bar()
+        yield path
+    finally:
+        logging.captureWarnings(False)
+        for name, (propagate, handlers) in saved.items():
+            logger = logging.getLogger(name)
+            logger.handlers, logger.propagate = handlers, propagate
+        if hf and bars:
+            hf.enable_progress_bar()
+        for key, value in env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        detach()
+        handler.close()
+
+
+class _LazyFile(logging.FileHandler):
+    """A log file (and its folder) made by its first line: a command that logs nothing leaves nothing."""
+
+    def _open(self):  # noqa: ANN202  (logging's own signature)
+        Path(self.baseFilename).parent.mkdir(parents=True, exist_ok=True)
+        return super()._open()
+
+
+def _transformers_logging():  # noqa: ANN202  (the module, or None)
+    """transformers' logging module, once imported here so that its default console handler exists and can
+    be set aside (the run imports transformers anyway); None when transformers is not installed."""
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:
+        return None
+    hf_logging.get_logger()  # installs transformers' default handler, which framework_noise_to sets aside
+    return hf_logging

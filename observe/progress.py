@@ -10,6 +10,7 @@ object with the same methods.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any, Protocol
 
 from rich.console import Console
@@ -70,11 +71,16 @@ class RichReporter:
     highlighting), one line each (never wrapped or suffixed with the source file, so piped output
     stays greppable), above the bars on a terminal.
 
+    With ``every_s`` set (``coevo eval``: one long job), a pipe also gets a line while a job runs, as its
+    tasks finish, at most one per ``every_s`` seconds, so a long evaluation is not silent until its end;
+    without it (``coevo run``: many jobs) only finished jobs are written.
+
     Use as a context manager (``with RichReporter() as reporter: ...``) so the live display is
     closed, and the channel released, even on error; ``transient=True`` erases the bars when it closes.
     """
 
-    def __init__(self, console: Console | None = None, transient: bool = False) -> None:
+    def __init__(self, console: Console | None = None, transient: bool = False,
+                 every_s: float | None = None) -> None:
         self.progress = Progress(
             SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
             TextColumn("mean {task.fields[score]}"), TimeElapsedColumn(), TextColumn("ETA"),
@@ -83,6 +89,9 @@ class RichReporter:
         self.bars = self.progress.console.is_interactive
         """Whether bars are drawn (a terminal); else each finished job is one line."""
         self._detach: Any = None
+        self.every_s = every_s
+        """In a pipe, the least seconds between two lines of a running job (None: finished jobs only)."""
+        self._last: dict[Any, float] = {}
 
     def __enter__(self) -> "RichReporter":
         if self.bars:
@@ -108,6 +117,22 @@ class RichReporter:
     def update(self, handle: Any, done: int, score: float | None = None) -> None:
         """Move bar ``handle`` to ``done`` units and show ``score`` (3 decimals; "–" when None)."""
         self.progress.update(handle, completed=done, score="–" if score is None else f"{score:.3f}")
+        if self.bars or self.every_s is None:
+            return
+        task = self._task(handle)
+        if done <= 0 or (task.total and done >= task.total):
+            return  # nothing finished yet, or ``stop`` writes the finished job's line
+        now, last = time.monotonic(), self._last.get(handle)
+        if last is None or now - last >= self.every_s:
+            self._last[handle] = now
+            self._write(task)
+
+    def _task(self, handle: Any) -> Any:
+        return self.progress.tasks[self.progress.task_ids.index(handle)]
+
+    def _write(self, task: Any) -> None:
+        log.info("%s: %d/%d tasks, mean %s, %.1f s", task.description, task.completed, task.total,
+                 task.fields["score"], task.elapsed or 0.0)
 
     def stop(self, handle: Any) -> None:
         """On a terminal, redraw so the bar shows its last state (it stays until the reporter closes);
@@ -115,6 +140,5 @@ class RichReporter:
         if self.bars:
             self.progress.refresh()
             return
-        task = self.progress.tasks[self.progress.task_ids.index(handle)]
-        log.info("%s: %d/%d tasks, mean %s, %.1f s", task.description, task.completed, task.total,
-                 task.fields["score"], task.elapsed or 0.0)
+        self._last.pop(handle, None)
+        self._write(self._task(handle))

@@ -1,4 +1,4 @@
-"""coevo.records: every persisted domain model, declared once (DESIGN.md, Storage).
+"""coevo.records: every persisted domain model, declared once (docs/design.md, Storage).
 
 Plain pydantic models with UTC-aware timestamps (``coevo.timestamps.UTCTime``) and no SQL: the meta
 state, the roles and the reports use them as they are, and ``coevo.storage`` derives one table from

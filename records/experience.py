@@ -1,7 +1,7 @@
 """EvoHarness-RL's experience, persisted: one row per consolidation of a harness lineage's lessons
-(first abstract of ``shared/papers/harness_learning_abstracts.txt``: Experience is the BPE state
-that outlives the episode). The archive stores them (``experience``); the lineage's current lessons
-are those of its highest ``version`` (``coevo.harnesses.bpe.ArchiveExperience``)."""
+("Learning Runtime Harness Coordination for Self-Evolving Agents", arXiv:2608.05446: Experience
+is the BPE state that outlives the episode). The archive stores them (``experience``); the lineage's current
+lessons are those of its highest ``version`` (``coevo.harnesses.bpe.ArchiveExperience``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""CoEvo-RSI's persisted models (``coevo_rsi.txt``, §Harness Inheritance, §Model Inheritance and
+"""CoEvo-RSI's persisted models (docs/papers.md, §Harness Inheritance, §Model Inheritance and
 Selection): each editor's chosen base, each model proposal and the round's promotion. The same
 objects travel in the meta state and the archive stores them (``base_choices``, ``model_proposals``,
 ``promotions``)."""

@@ -1,5 +1,5 @@
 """The records of one run's bookkeeping: the run itself, its harnesses, edits, evaluations, meta-role
-LLM calls and budget rows (DESIGN.md, Storage). Plain pydantic models: ``coevo.storage`` derives a
+LLM calls and budget rows (docs/design.md, Storage). Plain pydantic models: ``coevo.storage`` derives a
 table from each (``storage/README.md``)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The Harness-R1 part of the run report (third abstract of
-``shared/papers/harness_learning_abstracts.txt``: a harness engineer trained with cold-start SFT, then
+"""The Harness-R1 part of the run report (arXiv:2608.02276, its
+abstract: a harness engineer trained with cold-start SFT, then
 GRPO on the outcomes of its own patches): per engineer stage (``EngineerStage``, from the run's final
 state), the cold-start SFT examples, the GRPO reward per step (patched minus unpatched rerun of the
 frozen target; the penalty for an invalid patch), and the patches' validity rate with its 95 %

@@ -1,5 +1,5 @@
-"""The EvoHarness-RL part of the run report (first abstract of
-``shared/papers/harness_learning_abstracts.txt``: harness annealing is the shift from frequent
+"""The EvoHarness-RL part of the run report (arXiv:2608.05446, its
+abstract: harness annealing is the shift from frequent
 harness calls to selective access over training; harness evolution the state growing compact):
 per GRPO step of the run's stages, the BPE harness-action rate per model turn, reads and writes per
 rollout, the final state's size, success and the task reward, as a curve

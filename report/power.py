@@ -1,5 +1,5 @@
 """Can a comparison separate its strategies at all? The warnings ``coevo compare`` prints above its
-table (issue 29, item 9): a comparison run on a budget that allows one proposal per run and ten
+table: a comparison run on a budget that allows one proposal per run and ten
 test tasks prints intervals like any other, and a reader takes a tie for a finding (the complaint of
 gepa#375). Each warning says which number is too small, what it costs, and the fix.
 """

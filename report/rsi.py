@@ -1,4 +1,4 @@
-"""The CoEvo-RSI part of the run report (``coevo_rsi.txt``, Figures 3 and 8): per round, each
+"""The CoEvo-RSI part of the run report (docs/papers.md, Figures 3 and 8): per round, each
 editor's chosen base, each model proposal (selection or merge with alpha) with its val score and
 TIMR, the promotion with its margin, and the harness × checkpoint TIMR matrix on val."""
 

@@ -1,4 +1,4 @@
-"""The papers' comparison tables' extra numbers (issue 25; ``coevo.app.tables``), summarised from a
+"""The papers' comparison tables' extra numbers (``coevo.app.tables``), summarised from a
 ``coevo.app.compare.Comparison``, the archive and the re-evaluations ``coevo.app.tables`` ran. Every
 interval is a 95 % one over test tasks (``coevo.evaluation.stats``); a value the runs do not have is None."""
 

@@ -50,7 +50,7 @@ class OfflineCurator:
     ``cause@category``; the leftovers of one cause across categories pool into a direction ``cause``
     when they reach ``min_failed`` together. With one category in the train tasks the category is
     left out. Directions are ordered by support, largest first; each carries one excerpt per failed
-    task (at most ``max_evidence``). Distinct causes give distinct directions (issue 23, item 1).
+    task (at most ``max_evidence``). Distinct causes give distinct directions.
     """
 
     def __init__(self, min_failed: int = 2, max_evidence: int = 5) -> None:

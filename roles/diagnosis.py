@@ -1,4 +1,5 @@
-"""Reading a failed trajectory for its root cause (issue 23, item 1; Harness-S §3.2's curator).
+"""Reading a failed trajectory for its root cause (Harness-S §3.2's curator;
+docs/papers.md).
 
 ``diagnose`` looks at the whole trajectory, not only the verifier's label: whether an answer was
 parsed at all, whether the reply carries the harness's final-answer marker, whether the last model
@@ -10,7 +11,7 @@ the task's category (reasoning-gym family, BFCL category, ...) rides beside it a
 (``with_category`` / ``split_cause``), so one kind of failure in two categories gives two directions.
 
 The expected answer is read from the trajectory's own scoring diagnostics (``detail["expected"]``),
-which only *train* trajectories may show a meta role (DESIGN.md, Principles); without it (val
+which only *train* trajectories may show a meta role (docs/design.md, Principles); without it (val
 trajectories for a profiler) the gold-dependent causes are not diagnosed.
 """
 

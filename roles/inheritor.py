@@ -1,4 +1,4 @@
-"""CoEvo-RSI's inheritance role (``coevo_rsi.txt``, §Harness Inheritance, §Model Inheritance and
+"""CoEvo-RSI's inheritance role (docs/papers.md, §Harness Inheritance, §Model Inheritance and
 Selection): for each brief, the base harness an editor builds on (an index into the archive A<t,
 any archived harness, not only the incumbent); for each offspring harness, its model
 initialisations (one-hot selection of an archived checkpoint, or a TIES merge with coefficients

@@ -1,6 +1,6 @@
 """The summariser: experience summarisation at consolidation, EvoHarness-RL's harness evolution
-(first abstract of ``shared/papers/harness_learning_abstracts.txt``: "experience consolidation
-refine[s] the harness into a compact, task-adaptive state substrate"; the abstract gives no
+("Learning Runtime Harness Coordination for Self-Evolving Agents", arXiv:2608.05446: "experience
+consolidation refine[s] the harness into a compact, task-adaptive state substrate"; the abstract gives no
 algorithm, the two below are coevo's).
 
 Two implementations side by side. ``OfflineSummariser`` (no key, the default): exact duplicates

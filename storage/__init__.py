@@ -1,4 +1,4 @@
-"""coevo.storage: the SQLModel archive of the persisted domain models (``coevo.records``; DESIGN.md,
+"""coevo.storage: the SQLModel archive of the persisted domain models (``coevo.records``; docs/design.md,
 Storage). The only package that touches SQL."""
 
 from coevo.storage.archive import Archive

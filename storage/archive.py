@@ -1,4 +1,4 @@
-"""``Archive``: the one class that reads and writes the coevo database (DESIGN.md, Storage).
+"""``Archive``: the one class that reads and writes the coevo database (docs/design.md, Storage).
 
 A SQLite file in WAL mode by default (``Archive("runs/coevo.db")``), or any SQLAlchemy URL
 (``Archive("postgresql+psycopg://...")``) for shared or large runs. It stores the persisted domain

@@ -1,4 +1,4 @@
-"""The archive's tables (DESIGN.md, Storage), derived from the persisted domain models through one
+"""The archive's tables (docs/design.md, Storage), derived from the persisted domain models through one
 registry, ``TABLES``.
 
 Each kind of record is a pydantic model declared once, in ``coevo.records`` (``Checkpoint`` and

@@ -1,4 +1,4 @@
-"""coevo.training: the weight half of co-evolution (DESIGN.md, Training).
+"""coevo.training: the weight half of co-evolution (docs/design.md, Training).
 
 - ``grpo.train_grpo``: a GRPO stage on harness rollouts (TRL ``GRPOTrainer`` + PEFT LoRA; Harness-S §7
   objective, Eq. 5 rescue hook); ``trainer.HarnessGRPOTrainer`` is the one-method TRL subclass and

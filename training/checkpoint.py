@@ -1,4 +1,4 @@
-"""Loading and recording a ``Checkpoint`` (``coevo.models.checkpoint``; DESIGN.md, Checkpoint).
+"""Loading and recording a ``Checkpoint`` (``coevo.models.checkpoint``; docs/design.md, Checkpoint).
 
 A training stage returns a new ``Checkpoint`` and records it in the archive when given one
 (``record_checkpoint``); ``load_policy`` turns a checkpoint into a transformers ``(model, tokenizer)``

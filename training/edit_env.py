@@ -2,7 +2,8 @@
 under the current harness and frozen weights; the engineer's action is a JSON Patch of that harness;
 the reward is the success the patch buys on a fresh rerun of the same batch.
 
-Harness-R1 (``shared/papers/harness_learning_abstracts.txt``, third abstract): "a separate engineer
+Harness-R1 ("Learning to Edit Executable Runtime Harnesses from Agent Failure Trajectories",
+arXiv:2608.02276, its abstract): "a separate engineer
 converts batches of target-agent failures into validated executable patches; fresh same-batch
 reruns of the frozen target provide outcome rewards, so training updates only the engineer". Here:
 
@@ -71,7 +72,7 @@ def failure_excerpt(t: Trajectory, chars: int = 300) -> dict[str, Any]:
 
 def train_only(tasks: Sequence[Task], what: str = "the harness engineer") -> list[Task]:
     """``tasks`` unchanged when every one is a train task. Raises ``SplitLeakError`` naming the first
-    val/test task (DESIGN.md, Principles: editors see train trajectories only)."""
+    val/test task (docs/design.md, Principles: editors see train trajectories only)."""
     for t in tasks:
         if t.split != "train":
             raise SplitLeakError(f"task {t.id!r} is a {t.split} task but {what} may see train tasks only; build its "

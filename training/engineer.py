@@ -1,7 +1,7 @@
 """Training Harness-R1's harness engineer: cold-start SFT on accepted edits, then GRPO on the
-outcomes of its own patches (Harness-R1, third abstract of ``shared/papers/harness_learning_abstracts.txt``:
-"cold-start supervised fine-tuning initializes this editing policy, which is then trained online with
-group-relative policy optimization"; "training updates only the engineer").
+outcomes of its own patches (Harness-R1 ("Learning to Edit Executable Runtime Harnesses from Agent Failure
+Trajectories", arXiv:2608.02276), abstract: "cold-start supervised fine-tuning initializes this editing policy,
+which is then trained online with group-relative policy optimization"; "training updates only the engineer").
 
 - ``train_engineer_sft``: LoRA SFT on ``coevo.training.engineer_data.accepted_examples`` (the reply's
   tokens carry the loss; the prompt's do not), with RSFT's masked, token-normalised NLL steps

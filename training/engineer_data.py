@@ -1,6 +1,6 @@
 """Harness-R1's cold-start data: the archive's *accepted* edits with their evidence, as prompt/reply
-pairs for supervised fine-tuning of the harness engineer (Harness-R1, third abstract of
-``shared/papers/harness_learning_abstracts.txt``: "cold-start supervised fine-tuning initializes
+pairs for supervised fine-tuning of the harness engineer (Harness-R1, arXiv:2608.02276, its
+abstract: "cold-start supervised fine-tuning initializes
 this editing policy").
 
 An edit is accepted when a ``GateDecision`` of its run accepted its child harness

@@ -1,7 +1,7 @@
 """Cost-aware GRPO's reward, the harness-use numbers of a batch and the rows of supervised harness
 fine-tuning (EvoHarness-RL).
 
-Source: EvoHarness-RL, first abstract of ``shared/papers/harness_learning_abstracts.txt``:
+Source: EvoHarness-RL ("Learning Runtime Harness Coordination for Self-Evolving Agents", arXiv:2608.05446), abstract:
 cost-aware GRPO trains the policy to access its BPE harness state *selectively*. Here the reward
 that enters Eq. 6's group advantages (Harness-S §3; ``coevo.training.advantages``) is
 

@@ -1,4 +1,4 @@
-"""The live sampler of a weight stage (DESIGN.md, Training): the trainer's own current weights as a
+"""The live sampler of a weight stage (docs/design.md, Training): the trainer's own current weights as a
 chat model, and the mode a block of rollouts samples in (eval mode; the LoRA adapter merged into the
 base weights, ``coevo.models.merged``, while no optimiser step runs)."""
 

@@ -1,4 +1,5 @@
-"""Which rollouts a training step learns from: failures are masked, not learned (issue 29, item 7).
+"""Which rollouts a training step learns from: failures are masked, not
+learned.
 
 A rollout that raised (the model, the env, the harness: ``guarded`` turns it into a
 ``failed_trajectory``) or that carries no sampled token (no model call returned completion token

@@ -44,7 +44,7 @@ another kind than plain LoRA on Linear layers (DoRA, LoRA biases, ``modules_to_s
 ``rank_pattern`` / ``alpha_pattern``, weight-altering inits such as PiSSA/LoftQ, any PEFT option
 coevo does not model), adapters whose target modules or layer shapes differ, and ``ties`` /
 ``dare_ties`` over adapters whose ranks differ. The merged checkpoint records its parents and the
-merge config; like any candidate, it must be validated before it is used (DESIGN.md, Training).
+merge config; like any candidate, it must be validated before it is used (docs/design.md, Training).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Sampling seeds of training rollouts, owned by training (issue 29, item 6).
+"""Sampling seeds of training rollouts, owned by training, so a GRPO group's
+rollouts differ even under a harness that fixes ``decoding.seed``.
 
 GRPO learns from the reward contrast inside a group (Harness-S Eq. 6), so the K rollouts of a task
 must sample independently of one another, and a step's groups independently of each other. Training

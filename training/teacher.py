@@ -1,10 +1,10 @@
 """A scripted harness teacher: demonstrations that use the BPE harness actions correctly, for
 EvoHarness-RL's supervised harness fine-tuning.
 
-Source: EvoHarness-RL, first abstract of ``shared/papers/harness_learning_abstracts.txt``:
+Source: EvoHarness-RL ("Learning Runtime Harness Coordination for Self-Evolving Agents", arXiv:2608.05446), abstract:
 "supervised harness fine-tuning teaches the base agent the harness action space and how to
 construct useful external state" before cost-aware GRPO. A small policy (SmolLM2-135M) never calls
-the BPE actions on its own (issue 26: 0 actions in 26 rollouts), so RSFT on its own accepted
+the BPE actions on its own (0 actions in 26 rollouts, measured), so RSFT on its own accepted
 rollouts has no BPE-using turn to train on. The teacher plays the env instead, with a fixed
 schedule the abstract's action space implies (coevo's choice; the paper gives no schedule)::
 

@@ -1,4 +1,4 @@
-"""GPU path: hot-load trained LoRA adapters into a running vLLM server (DESIGN.md, Training).
+"""GPU path: hot-load trained LoRA adapters into a running vLLM server (docs/design.md, Training).
 
 vLLM's OpenAI-compatible server loads adapters at run time through ``POST /v1/load_lora_adapter``
 (``{"lora_name", "lora_path"}``) and drops them through ``POST /v1/unload_lora_adapter`` when

@@ -1,4 +1,4 @@
-"""The archive A<t as CoEvo-RSI browses it (``coevo_rsi.txt``, §Harness Inheritance; Figure 8):
+"""The archive A<t as CoEvo-RSI browses it (docs/papers.md, §Harness Inheritance; Figure 8):
 per (harness, checkpoint) pair its pooled score and TIMR on a split, and the ``ArchiveSummary`` the
 editors and the model proposer choose from. Reads the archive through ``Archive`` methods only.
 """

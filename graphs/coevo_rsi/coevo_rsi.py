@@ -1,4 +1,5 @@
-"""CoEvo-RSI (``shared/papers/coevo_rsi.txt``, Figure 3) as a LangGraph graph::
+"""CoEvo-RSI ("When Harnesses Evolve, Which Models Should Follow?"; docs/papers.md, Figure 3) as a
+LangGraph graph::
 
     for t in rounds:
         T[t]           = sample(p_t, D_train)                   # the incumbent pair's train evidence

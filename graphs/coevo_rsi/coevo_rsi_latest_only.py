@@ -1,4 +1,5 @@
-"""CoEvo-RSI's Latest-only ablation (``shared/papers/coevo_rsi.txt``, Figure 4): the CoEvo-RSI
+"""CoEvo-RSI's Latest-only ablation ("When Harnesses Evolve, Which Models
+Should Follow?", Figure 4; docs/papers.md): the CoEvo-RSI
 wiring with A<t restricted to the incumbent harness and the current checkpoint, so editors can
 only edit the incumbent and the model proposals can only select the current checkpoint."""
 

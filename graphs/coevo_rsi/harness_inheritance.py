@@ -1,4 +1,4 @@
-"""CoEvo-RSI Harness Inheritance (``coevo_rsi.txt``, §Harness Inheritance; Figure 3, left and
+"""CoEvo-RSI Harness Inheritance (docs/papers.md, §Harness Inheritance; Figure 3, left and
 centre): ``survey`` reads the archive A<t into an ``ArchiveSummary`` and probes every archived
 harness under the current checkpoint on the same few train tasks; ``curate_archive`` assembles
 the round's briefs from the archive's train evidence (this round's train rollouts plus every past

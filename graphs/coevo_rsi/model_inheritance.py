@@ -1,4 +1,4 @@
-"""CoEvo-RSI Model Inheritance, adaptation and promotion (``coevo_rsi.txt``, §Model Inheritance and
+"""CoEvo-RSI Model Inheritance, adaptation and promotion (docs/papers.md, §Model Inheritance and
 Selection, steps 1-6; Figure 3, right):
 
 - ``inherit``: for each offspring harness (the round's checked candidates, else the incumbent),

@@ -1,4 +1,4 @@
-"""EvoHarness-RL (first abstract of ``shared/papers/harness_learning_abstracts.txt``): the policy
+"""EvoHarness-RL ("Learning Runtime Harness Coordination for Self-Evolving Agents", arXiv:2608.05446): the policy
 learns to build and use Belief-Progress-Experience harness state through costed harness actions,
 trained with cost-aware GRPO; between stages the harness evolves (experience consolidated and
 summarised, progress schema refined)::

@@ -1,5 +1,5 @@
-"""The nodes only EvoHarness-RL's family uses (first abstract of
-``shared/papers/harness_learning_abstracts.txt``): ``equip`` (give the incumbent its BPE state),
+"""The nodes only EvoHarness-RL's family uses (arXiv:2608.05446,
+its abstract): ``equip`` (give the incumbent its BPE state),
 ``harness_sft`` (supervised harness fine-tuning on BPE-using turns), ``train_bpe`` (the weight
 stage with the lineage's experience in every rollout), and the harness evolution between stages:
 ``consolidate`` (the lessons successful rollouts saved, summarised into the lineage's store by the

@@ -1,7 +1,7 @@
-"""Harness-R1 (third abstract of ``shared/papers/harness_learning_abstracts.txt``) co-evolved with the
-target, as a LangGraph graph: the paper trains a harness engineer on the outcomes of its own edits and
-"points toward co-evolving the harness engineer and the target agent"; here each round alternates
-the two::
+"""Harness-R1 ("Learning to Edit Executable Runtime Harnesses from Agent Failure Trajectories",
+arXiv:2608.02276) co-evolved with the target, as a LangGraph graph: the paper trains a harness engineer on the
+outcomes of its own edits and "points toward co-evolving the harness engineer and the target agent"; here each
+round alternates the two::
 
     for t in rounds:
         W[t+1], T[t] = train(W[t], H[t], D_train)               # the target's weight stage

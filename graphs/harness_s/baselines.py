@@ -1,6 +1,6 @@
-"""The weight stages of Harness-S's comparison variants (``shared/papers/harness_s.txt`` Table 1,
-Table 2 and App. 8 "Implementation of Comparison Variants"); each differs from ``rescue_train``
-(Alg. 1, Eq. 5 with the router's top-K) in one thing only:
+"""The weight stages of Harness-S's comparison variants ("Learning from Sibling Harnesses for
+Generalizable Agent Training"; docs/papers.md, Table 1, Table 2 and App. 8 "Implementation of Comparison
+Variants"); each differs from ``rescue_train`` (Alg. 1, Eq. 5 with the router's top-K) in one thing only:
 
 - ``h0_rescue_train`` — "GRPO (H0 rescue)": an all-failure group under H0 is replaced by K fresh
   rollouts under H0 itself (same trigger and per-task allocation as Harness-S, no sibling).

@@ -184,7 +184,7 @@ def coverage_parents(solved: Mapping[str, set[str]], budget: int, exact_limit: i
 def carried_tasks(spec: HarnessSpec, tasks: Iterable[Task]) -> list[str]:
     """The ids of ``tasks`` whose prompt text occurs in ``spec`` (a demonstration carries it, with its
     answer). A pool member can be a child whose revision failed, so its candidate no longer names
-    its demonstrations; the spec itself does (DESIGN.md, Principles: such tasks leave later weight
+    its demonstrations; the spec itself does (docs/design.md, Principles: such tasks leave later weight
     stages and checks)."""
     text = spec.model_dump_json()
     return [t.id for t in tasks if len(t.prompt) >= 8 and json.dumps(t.prompt, ensure_ascii=False)[1:-1] in text]

@@ -1,7 +1,7 @@
-"""Harness-S's "GRPO (H0 rescue)" control (``shared/papers/harness_s.txt`` Table 1, Table 9 and App. 8
-"GRPO and H0 rescue"): the shared optimizer under H0 with Eq. 5's all-failure trigger and per-task
-allocation, but the failed group is replaced by K fresh rollouts under H0 itself — no sibling pool,
-no router, no harness evolution::
+"""Harness-S's "GRPO (H0 rescue)" control ("Learning from Sibling Harnesses for Generalizable Agent
+Training"; docs/papers.md, Table 1, Table 9 and App. 8 "GRPO and H0 rescue"): the shared optimizer under H0
+with Eq. 5's all-failure trigger and per-task allocation, but the failed group is replaced by K fresh rollouts
+under H0 itself — no sibling pool, no router, no harness evolution::
 
     for t in rounds:
         W[t+1] = GRPO(W[t], H0, rescue under H0)        # train (``h0_rescue_train``)

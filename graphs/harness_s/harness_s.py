@@ -1,4 +1,5 @@
-"""Harness-S (``shared/papers/harness_s.txt``, §3.2-3.4, Alg. 1) as a LangGraph graph::
+"""Harness-S ("Learning from Sibling Harnesses for Generalizable Agent Training"; docs/papers.md,
+§3.2-3.4, Alg. 1) as a LangGraph graph::
 
     P_1 = {H0}; for g in evolution rounds (frozen W0):               # directional evolution (§3.2)
         T_g  = sample(W0, P_g, D_train)                               # sample_parents

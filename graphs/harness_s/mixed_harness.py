@@ -1,8 +1,8 @@
-"""Harness-S's fixed mixed-harness GRPO control (``shared/papers/harness_s.txt`` Table 1 "GRPO Mixed
-Harness (DSH H0 + Top-4)", Table 9, App. 8 "Fixed mixed-harness GRPO"): Harness-S's evolution and
-pool, then GRPO whose every group mixes H0 with a fixed set of selected siblings — "The same mixture
-is used across training tasks, without waiting for an all-failure base group" — and no rescue;
-the policy is evaluated under H0 (and, as for Harness-S, under Rank-r routing)::
+"""Harness-S's fixed mixed-harness GRPO control ("Learning from Sibling Harnesses for Generalizable
+Agent Training"; docs/papers.md, Table 1 "GRPO Mixed Harness (DSH H0 + Top-4)", Table 9, App. 8 "Fixed
+mixed-harness GRPO"): Harness-S's evolution and pool, then GRPO whose every group mixes H0 with a fixed set of
+selected siblings — "The same mixture is used across training tasks, without waiting for an all-failure base
+group" — and no rescue; the policy is evaluated under H0 (and, as for Harness-S, under Rank-r routing)::
 
     P_1 = {H0}; directional evolution (frozen W0) -> the sibling pool              # as Harness-S
     for t in rounds:

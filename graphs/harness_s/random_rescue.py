@@ -1,7 +1,7 @@
-"""Harness-S with random rescue allocation (``shared/papers/harness_s.txt`` Table 2, "Random Harness
-samples pool members"): Harness-S's directional evolution, sibling pool, profiles and routed test,
-with the rescue group of an all-failure task run under pool members drawn at random instead of the
-router's top-K (Eq. 10)::
+"""Harness-S with random rescue allocation ("Learning from Sibling Harnesses for Generalizable Agent
+Training"; docs/papers.md, Table 2, "Random Harness samples pool members"): Harness-S's directional evolution,
+sibling pool, profiles and routed test, with the rescue group of an all-failure task run under pool members
+drawn at random instead of the router's top-K (Eq. 10)::
 
     P_1 = {H0}; directional evolution (frozen W0) -> the sibling pool              # as Harness-S
     for t in rounds:

@@ -23,6 +23,7 @@ from coevo.meta.context import MetaContext
 from coevo.meta.state import EvalSummary
 from coevo.nodes.schedule import val_at_budget
 from coevo.nodes.train import run_stage
+from coevo.observe.text import plain
 from coevo.records import Trajectory
 
 
@@ -113,7 +114,8 @@ async def routed_test(state: HarnessSState, runtime: Runtime[MetaContext]) -> di
     start, final = (EvalSummary.of(await ctx.evaluate(h0, state["start_checkpoint"], "test")),
                     EvalSummary.of(await ctx.evaluate(h0, checkpoint, "test")))
     test = {"start": start, "final": final}
-    ctx.log("test", f"start {start.score:.3f} -> final under H0 {final.score:.3f} (trivial {start.trivial_baseline})")
+    ctx.log("test", f"start {start.score:.3f} -> final under H0 {final.score:.3f} "
+                    f"(trivial {plain(start.trivial_baseline)})")
     if h0 not in state.get("profiles", {}):
         why = state.get("budget_stop") or "no profile node ran"
         ctx.log("test", f"no Rank-r routing: the run ended before the pool was profiled ({why})")

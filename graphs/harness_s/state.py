@@ -1,5 +1,5 @@
 """Harness-S's state: the core ``MetaState`` plus the directional evolution's parents, briefs,
-sibling pool and round, and the pool's profiles (``shared/papers/harness_s.txt`` §3.2-3.4)."""
+sibling pool and round, and the pool's profiles (Harness-S §3.2-3.4; docs/papers.md)."""
 
 from __future__ import annotations
 

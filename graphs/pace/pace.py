@@ -1,4 +1,4 @@
-"""PACE (Prompt And Control Logic Evolution; abstract in ``shared/papers/vace_and_related_abstracts.txt``)
+"""PACE (Prompt And Control Logic Evolution; its abstract; docs/papers.md)
 as a LangGraph graph, weights frozen::
 
     phase = prompt                                        # plan: edits confined to PROMPT_FIELDS

@@ -1,4 +1,4 @@
-"""The harness-only baseline (DESIGN.md strategy table): VACE's refinement and gate with frozen
+"""The harness-only baseline (docs/design.md, Strategies): VACE's refinement and gate with frozen
 weights W0; the trajectories T[t] come from evaluating H[t] on train (``sample``)::
 
     for t in rounds:

@@ -11,6 +11,7 @@ from langgraph.runtime import Runtime
 from coevo.meta.context import MetaContext
 from coevo.meta.sealing import unseal
 from coevo.meta.state import EvalSummary, MetaState
+from coevo.observe.text import plain
 
 
 async def stage_effect(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
@@ -27,7 +28,7 @@ async def stage_effect(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
                                          ctx.evaluate(stage.harness_id, stage.checkpoint_after, "val"))
     ctx.log("stage", f"round {stage.round}: val of {stage.harness_id[:12]} {before.mean_reward:.3f} under "
                      f"{stage.checkpoint_before} -> {after.mean_reward:.3f} under {stage.checkpoint_after} "
-                     f"(n={after.n_tasks}, trivial {after.trivial_baseline})")
+                     f"(n={after.n_tasks}, trivial {plain(after.trivial_baseline)})")
     effect = stage.model_copy(update={"before": EvalSummary.of(before), "after": EvalSummary.of(after)})
     return {"stage": effect, "validation": {stage.harness_id: effect.after}}
 

@@ -1,4 +1,4 @@
-"""The RL-only baseline (DESIGN.md strategy table): the weight stage every round under the frozen
+"""The RL-only baseline (docs/design.md, Strategies): the weight stage every round under the frozen
 harness H0::
 
     for t in rounds:

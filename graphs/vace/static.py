@@ -1,4 +1,4 @@
-"""The static baseline (DESIGN.md strategy table): the start pair (H0, W0) is tested as it is —
+"""The static baseline (docs/design.md, Strategies): the start pair (H0, W0) is tested as it is —
 no weight stage, no refinement, no rounds."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""VACE without its gate (the paper's "ungated alternation", DESIGN.md strategy table): the refined
+"""VACE without its gate (the paper's "ungated alternation", docs/design.md, Strategies): the refined
 candidate replaces the incumbent with no validation and no check gate::
 
     for t in rounds:

@@ -1,4 +1,4 @@
-"""VACE (Algorithm 1 in ``shared/papers/vace_and_related_abstracts.txt``) as a LangGraph graph::
+"""VACE (Algorithm 1 of "Validation-Gated Alternating CoEvolution"; docs/papers.md) as a LangGraph graph::
 
     for t in rounds:
         W[t+1], T[t] = train(W[t], H[t], D_train)      # train

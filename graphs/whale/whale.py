@@ -1,4 +1,5 @@
-"""WHALE (``shared/papers/whale.txt`` §3-4, Algorithm 1) as a LangGraph graph::
+"""WHALE ("A Simple Recipe for Joint Harness-Weight Optimization", arXiv:2609.00196, §3-4, Algorithm 1)
+as a LangGraph graph::
 
     plan                                        # plan: the phase plan (fixed lengths or adaptive)
     for c in cycles:

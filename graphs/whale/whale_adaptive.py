@@ -1,4 +1,4 @@
-"""WHALE with the adaptive schedule (``shared/papers/whale.txt`` §4, App. A.1) as its own strategy, so a
+"""WHALE with the adaptive schedule (arXiv:2609.00196, §4, App. A.1) as its own strategy, so a
 comparison (``coevo compare``, one config) holds both of WHALE's schedules side by side::
 
     plan                                        # the adaptive plan, whatever whale.schedule says

@@ -1,5 +1,5 @@
-"""The offline operator library (issue 23, item 2): edit mechanisms over every harness component,
-each declaring the failure causes it addresses, sampled per candidate by ``draw``.
+"""The offline operator library (docs/concepts/meta-loop.md, Offline meta roles): edit mechanisms over every
+harness component, each declaring the failure causes it addresses, sampled per candidate by ``draw``.
 
 Importing the package registers every operator in ``OPERATORS``: prompt rules and output-format
 instructions, a category procedure and a lesson (``prompt``), demonstrations from train tasks

@@ -1,11 +1,11 @@
 """The operator library's contract: an ``Operator`` edits one harness component for the failure
 causes it declares, from ``Material`` (the direction, the spec, train tasks and solved train
 rollouts), with a seeded ``random.Random`` choosing among its variants; ``draw`` samples which
-operator a candidate uses (issue 23, item 2).
+operator a candidate uses, so candidates of one direction differ.
 
 An operator never sees a val or test task: ``Material.tasks`` holds train tasks, and a demonstration
 names the train tasks whose answers it carries (``Edit.demo_tasks``), which then leave later weight
-stages, checks and search scoring (DESIGN.md, Principles).
+stages, checks and search scoring (docs/design.md, Principles).
 """
 
 from __future__ import annotations

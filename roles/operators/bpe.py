@@ -1,7 +1,7 @@
 """The BPE settings operator (``/bpe``): EvoHarness-RL's harness state is a component the meta-loop
-may edit like any other (first abstract of ``shared/papers/harness_learning_abstracts.txt``; issue
-26, item 4). It applies only to a spec that has ``bpe`` (``Operator.needs``), so a spec without BPE
-state is offered exactly the operators, in exactly the order, it was before.
+may edit like any other ("Learning Runtime Harness Coordination for Self-Evolving Agents",
+arXiv:2608.05446). It applies only to a spec that has ``bpe`` (``Operator.needs``), so a spec without BPE state
+is offered exactly the operators, in exactly the order, it was before.
 
 Its variants (coevo's choice; the abstract fixes no settings) read the direction's causes as context
 pressure (``truncated:``, ``no_answer:budget:context_tokens``) or not:

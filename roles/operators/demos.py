@@ -2,7 +2,7 @@
 task's expected answer from its scoring diagnostics, shown as a prior exchange (or as an example in
 the system prompt, always or retrieved for the category). Every demonstration names its train task
 in ``Edit.demo_tasks``: the task then leaves later weight stages, checks and search scoring
-(DESIGN.md, Principles); a task that is not a train task is never used.
+(docs/design.md, Principles); a task that is not a train task is never used.
 """
 
 from __future__ import annotations

@@ -35,3 +35,30 @@ def test_the_rich_reporter_prints_the_channel_above_its_bars_only_while_it_runs(
     loop.info("after the run: not printed", extra={"topic": "setup"})
     assert "setup    round 1: H0=abc" in out.getvalue() and "after the run" not in out.getvalue()
     assert logging.getLogger(CHANNEL).handlers == handlers
+
+
+def test_framework_messages_and_warnings_go_to_the_log_file_not_the_console(tmp_path, capsys):
+    import warnings
+
+    from transformers.utils import logging as hf_logging
+
+    from coevo.observe.log import framework_noise_to
+
+    hf_logger = logging.getLogger("transformers")
+    before = (list(hf_logger.handlers), hf_logger.propagate, hf_logging.is_progress_bar_enabled())
+    with framework_noise_to(tmp_path / "logs" / "run.log") as path:
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            warnings.warn("You are using 'rollout_func', which is an experimental feature.", UserWarning)
+            warnings.warn("`is_gradient_checkpointing` is deprecated", FutureWarning)
+        logging.getLogger("transformers.modeling_utils").warning("some weights were not initialized")
+        logging.getLogger("trl.trainer").warning("a TRL notice")
+        logging.getLogger("coevo.loop").info("round 0: a loop line", extra={"topic": "train"})
+        assert not hf_logging.is_progress_bar_enabled()  # the weight-loading bar stays off the console
+    captured = capsys.readouterr()
+    assert "rollout_func" not in captured.err + captured.out and "not initialized" not in captured.err + captured.out
+    text = path.read_text()
+    for expected in ("rollout_func", "is_gradient_checkpointing", "not initialized", "a TRL notice", "a loop line"):
+        assert expected in text, text
+    assert (list(hf_logger.handlers), hf_logger.propagate, hf_logging.is_progress_bar_enabled()) == before
+    assert not logging.getLogger("py.warnings").handlers

@@ -131,3 +131,24 @@ def test_an_unfinished_run_has_no_empty_test_section(tmp_path):
     page = write_report("run-1", config.db, tmp_path / "r").read_text()
     assert "<h2>Test</h2>" not in page and "<h2>Gate decisions</h2>" not in page
     assert Archive(config.db).get(RunRecord, "run-1").status == "failed"
+
+
+def test_a_piped_long_evaluation_writes_lines_as_its_tasks_finish():
+    out = io.StringIO()
+    with RichReporter(console=Console(file=out, force_terminal=False), every_s=0.0) as reporter:
+        asyncio.run(evaluate(spec(), "ck", AdderEnv(), "val", n_tasks=4, model=model(), progress=reporter))
+    lines = out.getvalue().splitlines()
+    assert all(PROGRESS.fullmatch(line) for line in lines), lines
+    done = [int(PROGRESS.fullmatch(line).group(2)) for line in lines]
+    assert done == sorted(done) and done[-1] == 4 and len(done) >= 2, done  # lines before the last, then 4/4
+
+
+def test_without_every_s_a_piped_evaluation_writes_only_its_finished_line():
+    out = io.StringIO()
+    with RichReporter(console=Console(file=out, force_terminal=False)) as reporter:
+        handle = reporter.start("eval x", 3)
+        reporter.update(handle, 1, 0.5)
+        reporter.update(handle, 2, 0.5)
+        assert out.getvalue() == ""
+        reporter.stop(handle)
+    assert len(out.getvalue().splitlines()) == 1
