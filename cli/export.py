@@ -21,10 +21,16 @@ def export_cmd(run_id: str = typer.Argument(..., help="The run id or a unique pr
                                             "DIR/current at it; `coevo release rollback DIR` moves the pointer back."),
                force: bool = typer.Option(False, "--force", help="Replace a folder coevo exported before."),
                db: str = typer.Option(DEFAULT_DB, "--db", envvar="COEVO_DB", help=DB_HELP)) -> None:
-    """Write the run's final pair (or --harness/--checkpoint) as a self-contained agent folder: the harness
-    spec (a user agent's params and factory; a Harness-S run's pool and router), the adapter's files
-    (copied, checksummed), the base model's reference, an agent card (README.md) and langgraph.json.
-    Load it with coevo.load_agent(DIR); serve it with `langgraph dev` in DIR."""
+    """Write a run's final pair as a self-contained agent folder.
+
+    The folder holds the harness spec (a user agent's params and factory; a Harness-S run's pool and
+    router), the adapter's files (copied, checksummed), the base model's reference, an agent card
+    (README.md) and langgraph.json. Load it with coevo.load_agent(DIR); serve it with `langgraph dev`
+    in DIR. --harness/--checkpoint export another pair of the archive.
+
+    Example:
+
+    `coevo export RUN_ID -o agents/RUN_ID`"""
     from coevo.app.export import run_export
 
     with user_errors():
@@ -41,16 +47,22 @@ def export_cmd(run_id: str = typer.Argument(..., help="The run id or a unique pr
                   f"export {done.record.id[:12]} is stored in {shown(db)}", highlight=False, soft_wrap=True)
 
 
-release = typer.Typer(help="Versioned agent folders (coevo export RUN -o DIR --version): move the pointer.",
-                      no_args_is_help=True)
+release = typer.Typer(help="Versioned agent folders (coevo export RUN -o DIR --version): move the pointer."
+                           "\n\nExample: `coevo release rollback agents/RUN_ID`", no_args_is_help=True)
 
 
 @release.command()
 def rollback(folder: Path = typer.Argument(..., help="A versioned agent folder (with a `current` pointer)."),
              to: str = typer.Option(None, "--to", help="The version to point at, e.g. v2 (default: the newest one "
                                     "older than the current).")) -> None:
-    """Point the folder's `current` at an older version: coevo.load_agent(DIR) and `langgraph dev` in DIR
-    (after a restart) then load it. Nothing is deleted; roll forward with --to."""
+    """Point a versioned folder's `current` at an older version.
+
+    coevo.load_agent(DIR) and `langgraph dev` in DIR (after a restart) then load it. Nothing is
+    deleted; roll forward with --to.
+
+    Example:
+
+    `coevo release rollback agents/RUN_ID --to v1`"""
     from coevo.app.release import AgentFolderError
     from coevo.app.release import rollback as move
 
