@@ -107,12 +107,16 @@ def versions(root: Path) -> list[int]:
 
 
 def current_version(root: Path) -> int | None:
-    """The version ``root/current`` names (None: no pointer). Raises ``AgentFolderError`` for a pointer
-    that names no ``vN`` folder of ``root``."""
+    """The version ``root/current`` names (None: no pointer). The pointer is the one-line file coevo
+    writes, or a symlink to a ``vN`` folder (a hand-made release link). Raises ``AgentFolderError`` for a
+    pointer that names no ``vN`` folder of ``root``."""
     pointer = root / CURRENT
-    if not pointer.is_file():
+    if pointer.is_symlink():
+        name = Path(os.readlink(pointer).rstrip("/\\")).name
+    elif pointer.is_file():
+        name = pointer.read_text().strip()
+    else:
         return None
-    name = pointer.read_text().strip()
     match = VERSION_DIR.match(name)
     if match is None or not (root / name / MANIFEST).is_file():
         found = ", ".join(f"v{n}" for n in versions(root)) or "none"
@@ -120,6 +124,13 @@ def current_version(root: Path) -> int | None:
                                f"there (versions: {found}); point it at one with `coevo release rollback {root} --to "
                                "vN`, or export again with --version")
     return int(match.group(1))
+
+
+def is_versioned(root: Path) -> bool:
+    """Whether ``root`` is a versioned agent folder: it has a ``current`` pointer (even a dangling one) or a
+    ``vN`` folder with a manifest."""
+    pointer = root / CURRENT
+    return pointer.is_file() or pointer.is_symlink() or bool(versions(root))
 
 
 def point(root: Path, version: int) -> None:
@@ -141,6 +152,11 @@ def resolve(folder: str | Path) -> Path:
         return path / f"v{version}"
     if (path / MANIFEST).is_file():
         return path
+    known = versions(path)
+    if known:
+        raise AgentFolderError(f"agent folder {path} holds versions ({', '.join(f'v{n}' for n in known)}) but no "
+                               f"{CURRENT} pointer naming the one to load: point it at one with `coevo release "
+                               f"rollback {path} --to v{known[-1]}`, or pass a version folder ({path}/v{known[-1]})")
     raise AgentFolderError(f"{path} is not an exported agent folder (it has no {MANIFEST} and no {CURRENT} "
                            "pointer): pass the folder `coevo export RUN -o DIR` wrote")
 
@@ -308,18 +324,29 @@ def _user_agent(spec: Any, policy: Any, episode: Episode) -> Any:
     return with_config(recursion_limit=recursion_limit(spec)) if with_config is not None else graph
 
 
-def rollback(folder: str | Path, to: int | None = None) -> tuple[int, int]:
+def rollback(folder: str | Path, to: int | None = None) -> tuple[int | None, int]:
     """Point the versioned folder ``folder``'s ``current`` at version ``to`` (default: the newest version
-    older than the current one). Returns ``(from, to)``. Raises ``AgentFolderError`` for a folder without
-    versions, no older version, or an unknown ``to``."""
+    older than the current one). Returns ``(from, to)`` (from: None when the pointer was missing or named
+    no version, which ``to`` repairs). Raises ``AgentFolderError`` for a folder without versions, no older
+    version, or an unknown ``to``."""
     root = Path(folder).expanduser()
-    now = current_version(root) if root.is_dir() else None
     known = versions(root)
-    if now is None or not known:
+    if not root.is_dir() or not is_versioned(root):
         raise AgentFolderError(f"{root} is not a versioned agent folder (no {CURRENT} pointer): rollback moves the "
                                "pointer of a folder written with `coevo export RUN -o DIR --version`")
-    listed = ", ".join(f"v{n}" for n in known)
+    listed = ", ".join(f"v{n}" for n in known) or "none"
+    if not known:
+        raise AgentFolderError(f"agent folder {root} holds no version folder (v1, v2, ... with an {MANIFEST}): "
+                               "export again with `coevo export RUN -o DIR --version`")
+    try:
+        now = current_version(root)
+    except AgentFolderError:
+        now = None  # a dangling pointer: --to repairs it
     if to is None:
+        if now is None:
+            raise AgentFolderError(f"agent folder {root}: its {CURRENT} pointer is missing or names no version "
+                                   f"(versions: {listed}); name the version to point at: `coevo release rollback "
+                                   f"{root} --to v{known[-1]}`")
         older = [n for n in known if n < now]
         if not older:
             raise AgentFolderError(f"agent folder {root}: current is v{now}, the oldest version there ({listed}); "

@@ -73,4 +73,5 @@ def rollback(folder: Path = typer.Argument(..., help="A versioned agent folder (
                 raise AgentFolderError(f"--to {to!r}: name a version as vN, e.g. --to v2")
             number = int(to.lstrip("v"))
         before, after = move(folder, number)
-    console.print(f"{escape(str(folder))}/current: v{before} -> v{after}", highlight=False)
+    was = "none" if before is None else f"v{before}"
+    console.print(f"{escape(str(folder))}/current: {was} -> v{after}", highlight=False)

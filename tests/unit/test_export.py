@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -312,3 +313,77 @@ def test_an_explicit_pair_without_a_stored_test_says_so_on_its_card(finished, tm
     card = (export(archive, config.db, tmp_path / "a", checkpoint="side").folder / "README.md").read_text()
     assert "No test evaluation of this pair is stored" in card
     assert [e for e in archive.list(EvaluationRecord, run_id="run-1") if e.checkpoint_id == "side"] == []
+
+
+def test_force_replaces_only_a_coevo_export_never_other_files_or_a_folder_of_versions(finished, tmp_path,
+                                                                                     monkeypatch):
+    config, archive, state, _ = finished
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "agent.json").write_text('{"name": "another tool\'s agent.json"}')
+    (project / "main.py").write_text("keep")
+    with pytest.raises(AgentFolderError, match="holds files that are not an exported agent"):
+        export(archive, config.db, project, force=True)
+    assert sorted(p.name for p in project.iterdir()) == ["agent.json", "main.py"]
+    root = tmp_path / "releases"
+    export(archive, config.db, root, version=True)
+    export(archive, config.db, root, version=True)
+    archive.close()
+    monkeypatch.setattr("coevo.envs.registry.get_env", lambda ref, **kw: WordEnv())
+    one_paragraph_error(runner.invoke(app, ["export", "run-1", "-o", str(root), "--force", "--db", config.db]),
+                        f"{root} is a versioned agent folder (v1, v2): add a version with --version")
+    assert sorted(p.name for p in root.iterdir()) == ["current", "graph.py", "langgraph.json", "v1", "v2"]
+    assert len(Archive(config.db).list(ExportRecord, run_id="run-1")) == 2
+
+
+def test_a_versioned_folder_with_a_dangling_or_missing_pointer_is_repaired_and_numbers_are_not_reused(finished,
+                                                                                                     tmp_path):
+    config, archive, state, _ = finished
+    root = tmp_path / "releases"
+    export(archive, config.db, root, version=True)
+    export(archive, config.db, root, version=True, harness=state["start_harness"])
+    shutil.rmtree(root / "v2")  # deleted by hand: current names no folder
+    with pytest.raises(AgentFolderError, match=r"names 'v2', which is no version folder there \(versions: v1\); "
+                                               r"point it at one with `coevo release rollback .* --to vN`"):
+        load_agent(root, model=policy("help"))
+    out = runner.invoke(app, ["release", "rollback", str(root), "--to", "v1"])  # the fix the message names
+    assert out.exit_code == 0 and "current: none -> v1" in words(out), out.output
+    assert load_agent(root, model=policy("help")).invoke({"task": "Repeat the word: fig"})["answer"] == "fig"
+
+    (root / "current").unlink()  # lost in a copy
+    with pytest.raises(AgentFolderError, match=r"holds versions \(v1\) but no current pointer.*`coevo release "
+                                               r"rollback .* --to v1`"):
+        load_agent(root, model=policy("help"))
+    one_paragraph_error(runner.invoke(app, ["release", "rollback", str(root)]), "pointer is missing or names no "
+                        "version (versions: v1)", "--to v1")
+    os.symlink("v1", root / "current")  # a hand-made release link
+    assert load_agent(root, model=policy("help")).invoke({"task": "Repeat the word: fig"})["answer"] == "fig"
+    (root / "current").unlink()
+
+    third = export(archive, config.db, root, version=True)  # v2 was recorded: its number is not reused
+    assert third.folder.name == "v3" and (root / "current").read_text().strip() == "v3"
+    (root / "v4").mkdir()
+    (root / "v4" / "notes.txt").write_text("keep")  # a leftover that is no version
+    assert export(archive, config.db, root, version=True).folder.name == "v5"
+    assert (root / "v4" / "notes.txt").read_text() == "keep"
+
+
+def test_a_version_number_a_concurrent_export_took_is_skipped(finished, tmp_path, monkeypatch):
+    config, archive, state, _ = finished
+    root = tmp_path / "releases"
+    export(archive, config.db, root, version=True)
+    monkeypatch.setattr("coevo.app.export._taken", lambda root: 0)  # as if v1 appeared after the look
+    assert export(archive, config.db, root, version=True).folder.name == "v2"
+    assert sorted(p.name for p in root.iterdir()) == ["current", "graph.py", "langgraph.json", "v1", "v2"]
+
+
+def test_an_unwritable_destination_is_one_paragraph_and_stores_nothing(finished, tmp_path, monkeypatch):
+    config, archive, state, _ = finished
+    archive.close()
+    monkeypatch.setattr("coevo.envs.registry.get_env", lambda ref, **kw: WordEnv())
+    (tmp_path / "afile").write_text("x")
+    out = tmp_path / "afile" / "agent"  # under a file
+    for extra in ([], ["--version"]):
+        one_paragraph_error(runner.invoke(app, ["export", "run-1", "-o", str(out), "--db", config.db, *extra]),
+                            "cannot write the agent folder", str(out), "pass -o a folder you can write to")
+    assert Archive(config.db).list(ExportRecord) == []
