@@ -163,7 +163,30 @@ def _destination(out: Path, version: bool, force: bool, recorded: int = 0) -> tu
         raise AgentFolderError(f"{out} already holds an exported agent: pass --force to replace it, --version to add "
                                "a version beside it in a versioned folder (DIR/vN with a DIR/current pointer), or "
                                "another folder")
+    added = _added_files(out) if busy else []
+    if added:
+        shown = ", ".join(added[:5]) + (f" and {len(added) - 5} more" if len(added) > 5 else "")
+        raise AgentFolderError(f"{out} holds an exported agent and files coevo did not write there ({shown}), which "
+                               "--force would delete: move them out of the folder, or export into another folder")
     return out, None
+
+
+WRITTEN = {MANIFEST, "README.md", "langgraph.json", "graph.py"}
+"""The files of an agent folder that its manifest does not list (it cannot list itself)."""
+SCRATCH = ("__pycache__", ".langgraph_api")
+"""Folders that loading or serving an agent folder makes in it (``graph.py``'s bytecode, ``langgraph dev``'s
+local state): not a user's files."""
+
+
+def _added_files(folder: Path) -> list[str]:
+    """The files of the exported folder ``folder`` that coevo did not write (neither listed in its manifest
+    nor one of ``WRITTEN``, nor under a ``SCRATCH`` folder), relative to it."""
+    try:
+        listed = set(json.loads((folder / MANIFEST).read_text()).get("files") or {})
+    except (OSError, ValueError, AttributeError):
+        listed = set()
+    files = (f.relative_to(folder) for f in sorted(folder.rglob("*")) if f.is_file() or f.is_symlink())
+    return [f.as_posix() for f in files if f.as_posix() not in listed | WRITTEN and not set(f.parts) & set(SCRATCH)]
 
 
 def _unwritable(out: Path, err: OSError) -> AgentFolderError:

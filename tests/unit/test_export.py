@@ -387,3 +387,16 @@ def test_an_unwritable_destination_is_one_paragraph_and_stores_nothing(finished,
         one_paragraph_error(runner.invoke(app, ["export", "run-1", "-o", str(out), "--db", config.db, *extra]),
                             "cannot write the agent folder", str(out), "pass -o a folder you can write to")
     assert Archive(config.db).list(ExportRecord) == []
+
+
+def test_force_keeps_a_users_files_added_to_an_exported_folder(finished, tmp_path):
+    config, archive, state, _ = finished
+    folder = export(archive, config.db, tmp_path / "agent").folder
+    (folder / "__pycache__").mkdir()
+    (folder / "__pycache__" / "graph.cpython-311.pyc").write_bytes(b"x")  # made by loading graph.py: not the user's
+    assert read_manifest(export(archive, config.db, folder, force=True).folder).harness_id == state["incumbent"]
+    (folder / "Dockerfile").write_text("FROM python:3.11\n")  # added to deploy the folder
+    with pytest.raises(AgentFolderError, match=r"files coevo did not write there \(Dockerfile\), which --force "
+                                               "would delete: move them out"):
+        export(archive, config.db, folder, force=True, harness=state["start_harness"])
+    assert (folder / "Dockerfile").is_file() and read_manifest(folder).harness_id == state["incumbent"]
