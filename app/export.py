@@ -448,7 +448,7 @@ async def export_agent(db: str, run_id: str, out: str | Path, harness: str | Non
             lineage=_lineage(archive, pair[0]), checkpoints=_checkpoints(archive, pair[1]), scores=rows,
             differences=diffs, decomposition=_decomposition(archive, run.id), config=run.config, files=files)
         (tmp / "README.md").write_text(agent_card(facts))
-        _move_into_place(tmp, target, number is not None)
+        _move_into_place(tmp, target, number is not None, force)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         if number is not None and target.is_dir() and not any(target.iterdir()):
@@ -463,11 +463,15 @@ async def export_agent(db: str, run_id: str, out: str | Path, harness: str | Non
     return Exported(target, exported, manifest)
 
 
-def _move_into_place(tmp: Path, target: Path, reserved: bool) -> None:
+def _move_into_place(tmp: Path, target: Path, reserved: bool, force: bool) -> None:
     """Rename the written folder ``tmp`` to ``target``: a version folder onto its reserved empty folder; a
     forced export's old folder is set aside first and deleted only once the new one is in place (put back
-    when the rename fails). Raises ``AgentFolderError`` when another export took ``target`` meanwhile."""
+    when the rename fails). Raises ``AgentFolderError`` when another export took ``target`` meanwhile (and,
+    without ``force``, when one wrote it while this one was writing)."""
     old = None
+    if target.exists() and not reserved and not force:
+        raise AgentFolderError(f"{target} was written by another export while this one was writing: nothing was "
+                               "replaced; pass --force to replace it, or export into another folder")
     if target.exists() and not reserved:
         old = target.with_name(f"{target.name}.replaced-{os.getpid()}")
         shutil.rmtree(old, ignore_errors=True)

@@ -400,3 +400,21 @@ def test_force_keeps_a_users_files_added_to_an_exported_folder(finished, tmp_pat
                                                "would delete: move them out"):
         export(archive, config.db, folder, force=True, harness=state["start_harness"])
     assert (folder / "Dockerfile").is_file() and read_manifest(folder).harness_id == state["incumbent"]
+
+
+def test_an_export_that_appears_while_another_writes_is_not_replaced_without_force(finished, tmp_path, monkeypatch):
+    import coevo.app.export as module
+
+    config, archive, state, _ = finished
+    folder, other = tmp_path / "agent", export(archive, config.db, tmp_path / "other", harness=state["start_harness"])
+    write_card = module.agent_card
+
+    def meanwhile(facts):  # a second `coevo export -o agent` finishes first
+        shutil.copytree(other.folder, folder)
+        return write_card(facts)
+
+    monkeypatch.setattr(module, "agent_card", meanwhile)
+    with pytest.raises(AgentFolderError, match="written by another export while this one was writing: nothing was "
+                                               "replaced"):
+        export(archive, config.db, folder)
+    assert read_manifest(folder).harness_id == state["start_harness"] and not list(tmp_path.glob("agent.*"))
