@@ -364,7 +364,9 @@ async def export_agent(db: str, run_id: str, out: str | Path, harness: str | Non
     final pair yet (naming its status and the fix) or an env that cannot be built; ``ArchiveError`` for an
     unknown id; ``CheckpointError`` for a missing or damaged adapter; ``AgentFolderError`` for a
     destination that exists (without ``force``) or is no export."""
-    archive = archive or Archive(db)
+    if archive is None:  # opened here, so closed here (a library caller may export many times in one process)
+        with Archive(db) as opened:
+            return await export_agent(db, run_id, out, harness, checkpoint, version, force, opened, env)
     run = find_run(archive, run_id, db)
     if run.strategy not in STRATEGIES:
         raise RunError(f"run {run.id} is a {run.strategy or 'coevo eval'} run, not a meta-loop run: export the run "

@@ -418,3 +418,27 @@ def test_an_export_that_appears_while_another_writes_is_not_replaced_without_for
                                                "replaced"):
         export(archive, config.db, folder)
     assert read_manifest(folder).harness_id == state["start_harness"] and not list(tmp_path.glob("agent.*"))
+
+
+def test_run_export_closes_the_archive_it_opened_each_time(finished, tmp_path, monkeypatch):
+    from coevo.app import export as module
+
+    config, archive, state, _ = finished
+    archive.close()
+    opened: list[Archive] = []
+
+    class Tracked(Archive):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.closed = False
+            opened.append(self)
+
+        def close(self):
+            self.closed = True
+            super().close()
+
+    monkeypatch.setattr(module, "Archive", Tracked)
+    module.run_export(config.db, "run-1", tmp_path / "a", env=WordEnv())
+    with pytest.raises(AgentFolderError):
+        module.run_export(config.db, "run-1", tmp_path / "a", env=WordEnv())  # refused: closed all the same
+    assert len(opened) == 2 and all(a.closed for a in opened)
