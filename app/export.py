@@ -471,6 +471,8 @@ def _move_into_place(tmp: Path, target: Path, reserved: bool, force: bool) -> No
     when the rename fails). Raises ``AgentFolderError`` when another export took ``target`` meanwhile (and,
     without ``force``, when one wrote it while this one was writing)."""
     old = None
+    if not reserved and target.is_dir() and not any(target.iterdir()):
+        target.rmdir()  # the empty folder -o named
     if target.exists() and not reserved and not force:
         raise AgentFolderError(f"{target} was written by another export while this one was writing: nothing was "
                                "replaced; pass --force to replace it, or export into another folder")

@@ -418,6 +418,10 @@ def test_an_export_that_appears_while_another_writes_is_not_replaced_without_for
                                                "replaced"):
         export(archive, config.db, folder)
     assert read_manifest(folder).harness_id == state["start_harness"] and not list(tmp_path.glob("agent.*"))
+    monkeypatch.setattr(module, "agent_card", write_card)
+    empty = tmp_path / "empty"
+    empty.mkdir()  # made beforehand: an empty folder is written into
+    assert read_manifest(export(archive, config.db, empty).folder).harness_id == state["incumbent"]
 
 
 def test_run_export_closes_the_archive_it_opened_each_time(finished, tmp_path, monkeypatch):
