@@ -49,14 +49,16 @@ from coevo.strategies import STRATEGIES
 
 GRAPH_MODULE = '''"""The agent coevo exported into this folder, as `langgraph dev` / LangGraph Server serve it
 (langgraph.json points here). COEVO_AGENT_MODEL, when set, is the model reference to use instead of
-the folder's base model and adapter (e.g. a vLLM server with the adapter loaded)."""
+the folder's base model and adapter (e.g. a vLLM server with the adapter loaded); COEVO_AGENT_BASE, the
+base model's reference on this machine (local:/path/to/base) when it is not where the folder says."""
 
 import os
 from pathlib import Path
 
 from coevo import load_agent
 
-graph = load_agent(Path(__file__).resolve().parent, model=os.environ.get("COEVO_AGENT_MODEL") or None)
+graph = load_agent(Path(__file__).resolve().parent, model=os.environ.get("COEVO_AGENT_MODEL") or None,
+                   base=os.environ.get("COEVO_AGENT_BASE") or None)
 '''
 """``graph.py`` of an exported folder (and of a versioned folder's root, where it loads ``current``)."""
 LANGGRAPH_JSON = {"dependencies": ["."], "graphs": {"agent": "./graph.py:graph"}, "env": {}}

@@ -216,28 +216,37 @@ def coevo_version() -> str:
         return "unknown"
 
 
-def _policy(folder: Path, manifest: AgentManifest, model: Any) -> Any:
+def _policy(folder: Path, manifest: AgentManifest, model: Any, base: str | None = None) -> Any:
     """The chat model: ``model`` (a reference string or a chat model) when given, else the base
-    reference with the folder's adapter (``local:BASE+<folder>/adapter``)."""
+    reference (``base``, else the manifest's) with the folder's adapter (``local:BASE+<folder>/adapter``).
+    A ``local:`` ``model`` without an adapter for a folder that has one is refused: it would load the base
+    alone, silently another agent than the one coevo evaluated."""
     from coevo.models.refs import ModelRefError, load_model
     from coevo.models.smollm2 import SmolLM2NotInstalledError
 
     if model is not None and not isinstance(model, str):
         return model
     ref = model
+    if ref is not None and manifest.adapter and ref.startswith("local:") and "+" not in ref:
+        raise AgentFolderError(f"agent folder {folder}: model={ref!r} is the base alone, without the folder's adapter: "
+                               f"pass base={ref!r} to load it with the adapter (model= is for a served model that has "
+                               "the adapter loaded, or a chat model)")
     if ref is None:
+        policy = base or manifest.policy
         adapter = folder / manifest.adapter if manifest.adapter else None
-        if adapter is not None and not manifest.policy.startswith("local:"):
-            raise AgentFolderError(f"agent folder {folder}: its adapter was trained for {manifest.policy!r}, a "
+        if adapter is not None and not policy.startswith("local:"):
+            raise AgentFolderError(f"agent folder {folder}: its adapter was trained for {policy!r}, a "
                                    "server, which this process cannot load an adapter into: serve the adapter (e.g. "
                                    "vLLM --lora-modules) and pass it, load_agent(folder, model='litellm:hosted_vllm/"
                                    "NAME?api_base=URL')")
-        ref = f"{manifest.policy}+{adapter}" if adapter is not None else manifest.policy
+        ref = f"{policy}+{adapter}" if adapter is not None else policy
     try:
         return load_model(ref)
     except (ModelRefError, SmolLM2NotInstalledError, OSError) as err:
         raise AgentFolderError(f"agent folder {folder}: its model {ref!r} cannot be loaded here ({err}); install or "
-                               "copy the base model it names, or pass another: load_agent(folder, model=REF)") from None
+                               "copy the base model it names, or say where the same base is here: load_agent(folder, "
+                               "base='local:/path/to/base') (the folder's adapter on top), or pass a served model: "
+                               "load_agent(folder, model=REF)") from None
 
 
 def env_tools(folder: Path, env: EnvInfo) -> list[Tool]:
@@ -265,7 +274,8 @@ def _decoded(spec: Any, temperature: float | None) -> Any:
     return spec.model_copy(update={"decoding": spec.decoding.model_copy(update={"temperature": temperature})})
 
 
-def load_agent(folder: str | Path, model: Any = None, tools: Sequence[Tool] | None = None) -> Any:
+def load_agent(folder: str | Path, model: Any = None, tools: Sequence[Tool] | None = None,
+               base: str | None = None) -> Any:
     """The compiled LangGraph graph of the agent an exported folder holds, with its policy loaded: the graph
     coevo evaluated (the same harness, decoding temperature, seed and tools).
 
@@ -273,7 +283,10 @@ def load_agent(folder: str | Path, model: Any = None, tools: Sequence[Tool] | No
     names). ``model``: None (the folder's base model reference plus its adapter, loaded in this process),
     a model reference (``litellm:hosted_vllm/NAME?api_base=URL``: a server with the adapter loaded) or a
     chat model. ``tools``: the env tools the agent sees (coevo ``Tool``\\ s; default: the ones the folder
-    names, from a fresh episode of its env, which is built only then).
+    names, from a fresh episode of its env, which is built only then). ``base``: the base model's reference
+    on this machine when it differs from the one the folder names (``local:/path/to/base``; a folder copied
+    to another machine), loaded with the folder's adapter; a ``local:`` ``model`` without an adapter is
+    refused for a folder that has one (it would drop the adapter).
 
     The graph: for a harness (and a Harness-S router) input ``{"task": str}``, output ``HarnessState``
     (``answer``, ``stop_reason``, ``messages``; a routed agent also ``harness``, the sibling chosen); for a
@@ -290,7 +303,7 @@ def load_agent(folder: str | Path, model: Any = None, tools: Sequence[Tool] | No
     manifest = read_manifest(path)
     verify(path, manifest, adapter=model is None)
     spec = load_harness(path / "harness.json")
-    policy = _policy(path, manifest, model)
+    policy = _policy(path, manifest, model, base)
     task = Task(id=f"agent-{manifest.export_id[:8]}", env=manifest.env.name or "agent", split="test", prompt="")
     episode = Episode(task=task, tools=list(tools) if tools is not None else env_tools(path, manifest.env))
     if manifest.kind == "agent":

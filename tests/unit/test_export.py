@@ -446,3 +446,33 @@ def test_run_export_closes_the_archive_it_opened_each_time(finished, tmp_path, m
     with pytest.raises(AgentFolderError):
         module.run_export(config.db, "run-1", tmp_path / "a", env=WordEnv())  # refused: closed all the same
     assert len(opened) == 2 and all(a.closed for a in opened)
+
+
+def test_a_folder_whose_base_model_moved_loads_with_base_and_never_drops_its_adapter(finished, tmp_path,
+                                                                                    monkeypatch):
+    import runpy
+
+    from training_kit import random_adapter, tiny_chat_checkpoint
+
+    config, archive, state, _ = finished
+    base = tiny_chat_checkpoint(tmp_path / "base")
+    trained = random_adapter(base, tmp_path / "run" / "ckpt-7" / "adapter", seed=7)
+    archive.put(trained.model_copy(update={"parents": [state["checkpoint"]], "run_id": "run-1"}))
+    run = archive.get(RunRecord, "run-1")
+    archive.put(run.model_copy(update={"config": {**run.config, "policy": f"local:{base.base_model}"}}))
+    folder = export(archive, config.db, tmp_path / "agent", checkpoint="ckpt-7").folder
+    moved = Path(shutil.move(base.base_model, tmp_path / "elsewhere"))  # another machine keeps the base elsewhere
+    try:
+        with pytest.raises(AgentFolderError, match=r"its model .* cannot be loaded here.*load_agent\(folder, "
+                                                   r"base='local:/path/to/base'\)"):
+            load_agent(folder)
+        with pytest.raises(AgentFolderError, match=rf"model='local:{moved}' is the base alone, without the folder's "
+                                                   rf"adapter: pass base='local:{moved}'"):
+            load_agent(folder, model=f"local:{moved}")
+        graph = load_agent(folder, base=f"local:{moved}")
+        assert Path(graph.bound_context.model.adapter_path).resolve() == (folder / "adapter").resolve()
+        monkeypatch.setenv("COEVO_AGENT_BASE", f"local:{moved}")  # langgraph dev in the copied folder
+        served = runpy.run_path(str(folder / "graph.py"))["graph"]
+        assert Path(served.bound_context.model.adapter_path).resolve() == (folder / "adapter").resolve()
+    finally:
+        clear_model_cache()
