@@ -458,12 +458,12 @@ async def export_agent(db: str, run_id: str, out: str | Path, harness: str | Non
         if number is not None and target.is_dir() and not any(target.iterdir()):
             target.rmdir()  # the reserved version number, unused
         raise
+    exported = ExportRecord(id=export_id, run_id=run.id, harness_id=pair[0], checkpoint_id=pair[1], kind=kind,
+                            path=str(target), version=number, created_at=manifest.exported_at)
+    archive.put(exported)  # the folder is in place: recorded even if its pointer cannot be moved
     if number is not None:
         _serving_files(target.parent)
         point(target.parent, number)
-    exported = ExportRecord(id=export_id, run_id=run.id, harness_id=pair[0], checkpoint_id=pair[1], kind=kind,
-                            path=str(target), version=number, created_at=manifest.exported_at)
-    archive.put(exported)
     return Exported(target, exported, manifest)
 
 

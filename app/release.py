@@ -134,10 +134,19 @@ def is_versioned(root: Path) -> bool:
 
 
 def point(root: Path, version: int) -> None:
-    """Make ``root/current`` name ``vN`` (written to a temporary file, then renamed over the pointer)."""
+    """Make ``root/current`` name ``vN`` (written to a temporary file, then renamed over the pointer; a
+    symlink pointer is replaced by the file). Raises ``AgentFolderError`` naming the pointer and the fix
+    when it cannot be written (a folder named ``current``, a read-only folder)."""
     tmp = root / f".{CURRENT}.{os.getpid()}"
-    tmp.write_text(f"v{version}\n")
-    os.replace(tmp, root / CURRENT)
+    try:
+        tmp.write_text(f"v{version}\n")
+        os.replace(tmp, root / CURRENT)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        raise AgentFolderError(f"agent folder {root}: its pointer {root / CURRENT} cannot be written "
+                               f"({err.strerror or err}): coevo's pointer is a one-line file naming the version; "
+                               f"move away what is there (a folder named {CURRENT}?) or make {root} writable, then "
+                               f"point it again with `coevo release rollback {root} --to v{version}`") from None
 
 
 def resolve(folder: str | Path) -> Path:

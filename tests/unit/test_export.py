@@ -360,6 +360,11 @@ def test_a_versioned_folder_with_a_dangling_or_missing_pointer_is_repaired_and_n
     assert load_agent(root, model=policy("help")).invoke({"task": "Repeat the word: fig"})["answer"] == "fig"
     (root / "current").unlink()
 
+    (root / "current").mkdir()  # a deploy script copied a version to current/
+    one_paragraph_error(runner.invoke(app, ["release", "rollback", str(root), "--to", "v1"]),
+                        f"its pointer {root / 'current'} cannot be written", "a folder named current?")
+    (root / "current").rmdir()
+
     third = export(archive, config.db, root, version=True)  # v2 was recorded: its number is not reused
     assert third.folder.name == "v3" and (root / "current").read_text().strip() == "v3"
     (root / "v4").mkdir()
