@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 
 from coevo.cli.common import DB_HELP, DEFAULT_DB, console, open_archive, shown, user_errors
 
@@ -37,15 +36,16 @@ def export_cmd(run_id: str = typer.Argument(..., help="The run id or a unique pr
         open_archive(db).close()  # a missing file is an error here, never a new empty archive
         done = run_export(db, run_id, out, harness=harness, checkpoint=checkpoint, version=version, force=force)
     m = done.manifest
-    what = {"agent": f"user agent {m.harness_id[:12]} ({escape(str(done.folder / 'params.json'))})",
+    what = {"agent": f"user agent {m.harness_id[:12]} ({done.folder / 'params.json'})",
             "routed": f"Harness-S pool and router, H0 {m.harness_id[:12]}"}.get(m.kind, f"harness {m.harness_id[:12]}")
+    # paths as they are (a folder may be named a[1]): no markup in these lines
     console.print(f"exported run {m.run_id}: {what} x checkpoint {m.checkpoint_id} "
-                  f"({'adapter copied' if m.adapter else 'base weights, no adapter'}) to {escape(str(done.folder))}"
-                  + (f" (version {m.version}, now current)" if m.version else ""), highlight=False)
+                  f"({'adapter copied' if m.adapter else 'base weights, no adapter'}) to {done.folder}"
+                  + (f" (version {m.version}, now current)" if m.version else ""), markup=False, highlight=False)
     folder = done.folder.parent if m.version else done.folder
-    console.print(f"load it: coevo.load_agent({str(folder)!r}); serve it: cd {escape(str(folder))} && langgraph dev; "
-                  f"export {done.record.id[:12]} is stored in {shown(db)}", highlight=False, soft_wrap=True)
-
+    console.print(f"load it: coevo.load_agent({str(folder)!r}); serve it: cd {folder} && langgraph dev; "
+                  f"export {done.record.id[:12]} is stored in {shown(db)}", markup=False, highlight=False,
+                  soft_wrap=True)
 
 release = typer.Typer(help="Versioned agent folders (coevo export RUN -o DIR --version): move the pointer."
                            "\n\nExample: `coevo release rollback agents/RUN_ID`", no_args_is_help=True)
@@ -74,4 +74,4 @@ def rollback(folder: Path = typer.Argument(..., help="A versioned agent folder (
             number = int(to.lstrip("v"))
         before, after = move(folder, number)
     was = "none" if before is None else f"v{before}"
-    console.print(f"{escape(str(folder))}/current: {was} -> v{after}", highlight=False)
+    console.print(f"{folder}/current: {was} -> v{after}", markup=False, highlight=False)

@@ -481,3 +481,20 @@ def test_a_folder_whose_base_model_moved_loads_with_base_and_never_drops_its_ada
         assert Path(served.bound_context.model.adapter_path).resolve() == (folder / "adapter").resolve()
     finally:
         clear_model_cache()
+
+
+def test_folder_names_with_brackets_are_printed_as_they_are(finished, tmp_path, monkeypatch):
+    config, archive, state, _ = finished
+    archive.close()
+    monkeypatch.setattr("coevo.envs.registry.get_env", lambda ref, **kw: WordEnv())
+    for name in ("agent[/b]", "agent[bold]"):
+        for sub, extra in (("single", []), ("versions", ["--version"])):
+            out = tmp_path / name / sub
+            done = runner.invoke(app, ["export", "run-1", "-o", str(out), "--db", config.db, *extra])
+            assert done.exit_code == 0 and done.exception is None, done.output
+            assert f"coevo.load_agent({str(out)!r})" in words(done) and f"cd {out} && langgraph dev" in words(done)
+    export(Archive(config.db), config.db, tmp_path / "agent[bold]" / "versions", version=True)
+    moved = runner.invoke(app, ["release", "rollback", str(tmp_path / "agent[bold]" / "versions")])
+    assert moved.exit_code == 0 and "agent[bold]/versions/current: v2 -> v1" in words(moved), moved.output
+    listed = runner.invoke(app, ["archive", "list", "exports", "--db", config.db], terminal_width=400)
+    assert listed.exit_code == 0 and str(tmp_path / "agent[/b]" / "versions" / "v1") in listed.output, listed.output
