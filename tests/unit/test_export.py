@@ -498,3 +498,15 @@ def test_folder_names_with_brackets_are_printed_as_they_are(finished, tmp_path, 
     assert moved.exit_code == 0 and "agent[bold]/versions/current: v2 -> v1" in words(moved), moved.output
     listed = runner.invoke(app, ["archive", "list", "exports", "--db", config.db], terminal_width=400)
     assert listed.exit_code == 0 and str(tmp_path / "agent[/b]" / "versions" / "v1") in listed.output, listed.output
+
+
+def test_a_run_whose_archive_folder_has_brackets_prints_its_log_file_and_export_command(tmp_path, monkeypatch):
+    home = tmp_path / "runs[bold]"
+    home.mkdir()
+    config, ctx, _ = setup_run(home, "help")
+    patch_services(monkeypatch, ctx)
+    monkeypatch.setattr("coevo.envs.registry.get_env", lambda ref, **kw: WordEnv())
+    ran = runner.invoke(app, ["run", str(write_config(home, config)), "--no-report"], terminal_width=300)
+    assert ran.exit_code == 0 and ran.exception is None, ran.output
+    assert f"log file (every line, and the frameworks' messages): {home / 'logs'}" in words(ran)
+    assert f"--db {Path(config.db).resolve()}" in words(ran) and f"archive: {Path(config.db).resolve()}" in words(ran)
