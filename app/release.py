@@ -25,7 +25,7 @@ import hashlib
 import json
 import os
 import re
-from pathlib import Path
+from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any, Literal, Sequence
 
 from pydantic import BaseModel, Field, ValidationError
@@ -189,11 +189,23 @@ def read_manifest(folder: Path) -> AgentManifest:
                                f"{coevo_version()}): upgrade coevo (pip install -U coevo) where you load it, or export "
                                "the pair again with this coevo")
     try:
-        return AgentManifest.model_validate(data)
+        manifest = AgentManifest.model_validate(data)
     except ValidationError as err:
         raise AgentFolderError(f"agent folder {folder}: {file} does not validate ({err.error_count()} problem(s), "
                                f"first: {err.errors()[0]['msg']} at {'/'.join(map(str, err.errors()[0]['loc']))}); "
                                "export the agent again") from None
+    outside = [n for n in [manifest.adapter or "", *manifest.files] if n and not _inside(n)]
+    if outside:
+        raise AgentFolderError(f"agent folder {folder}: {file} names {outside[0]!r}, a path outside the folder (the "
+                               "manifest was edited; coevo writes paths relative to the folder): export the agent "
+                               "again, or copy the folder again from where it was exported")
+    return manifest
+
+
+def _inside(name: str) -> bool:
+    """Whether the manifest path ``name`` stays inside its folder: relative, no ``..``, no drive."""
+    path = PurePosixPath(name.replace("\\", "/"))
+    return not path.is_absolute() and ".." not in path.parts and not PureWindowsPath(name).drive
 
 
 def verify(folder: Path, manifest: AgentManifest, adapter: bool = True) -> None:

@@ -212,6 +212,10 @@ def test_a_folder_from_a_newer_coevo_or_not_a_folder_is_one_paragraph(finished, 
         load_agent(tmp_path)
     with pytest.raises(AgentFolderError, match="no agent folder at"):
         load_agent(tmp_path / "nowhere")
+    for edited in ({"adapter": "../../elsewhere"}, {"files": {**data["files"], "/etc/hostname": "0" * 64}}):
+        (folder / "agent.json").write_text(json.dumps({**data, **edited}))
+        with pytest.raises(AgentFolderError, match="a path outside the folder .*export the agent again"):
+            load_agent(folder, model=policy("help"))
     (folder / "agent.json").write_text(json.dumps(data))
     spec = (folder / "harness.json").read_text()
     (folder / "harness.json").unlink()
