@@ -25,7 +25,7 @@ import hashlib
 import json
 import os
 import re
-from pathlib import Path
+from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any, Literal, Sequence
 
 from pydantic import BaseModel, Field, ValidationError
@@ -107,12 +107,16 @@ def versions(root: Path) -> list[int]:
 
 
 def current_version(root: Path) -> int | None:
-    """The version ``root/current`` names (None: no pointer). Raises ``AgentFolderError`` for a pointer
-    that names no ``vN`` folder of ``root``."""
+    """The version ``root/current`` names (None: no pointer). The pointer is the one-line file coevo
+    writes, or a symlink to a ``vN`` folder (a hand-made release link). Raises ``AgentFolderError`` for a
+    pointer that names no ``vN`` folder of ``root``."""
     pointer = root / CURRENT
-    if not pointer.is_file():
+    if pointer.is_symlink():
+        name = Path(os.readlink(pointer).rstrip("/\\")).name
+    elif pointer.is_file():
+        name = pointer.read_text().strip()
+    else:
         return None
-    name = pointer.read_text().strip()
     match = VERSION_DIR.match(name)
     if match is None or not (root / name / MANIFEST).is_file():
         found = ", ".join(f"v{n}" for n in versions(root)) or "none"
@@ -122,11 +126,27 @@ def current_version(root: Path) -> int | None:
     return int(match.group(1))
 
 
+def is_versioned(root: Path) -> bool:
+    """Whether ``root`` is a versioned agent folder: it has a ``current`` pointer (even a dangling one) or a
+    ``vN`` folder with a manifest."""
+    pointer = root / CURRENT
+    return pointer.is_file() or pointer.is_symlink() or bool(versions(root))
+
+
 def point(root: Path, version: int) -> None:
-    """Make ``root/current`` name ``vN`` (written to a temporary file, then renamed over the pointer)."""
+    """Make ``root/current`` name ``vN`` (written to a temporary file, then renamed over the pointer; a
+    symlink pointer is replaced by the file). Raises ``AgentFolderError`` naming the pointer and the fix
+    when it cannot be written (a folder named ``current``, a read-only folder)."""
     tmp = root / f".{CURRENT}.{os.getpid()}"
-    tmp.write_text(f"v{version}\n")
-    os.replace(tmp, root / CURRENT)
+    try:
+        tmp.write_text(f"v{version}\n")
+        os.replace(tmp, root / CURRENT)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        raise AgentFolderError(f"agent folder {root}: its pointer {root / CURRENT} cannot be written "
+                               f"({err.strerror or err}): coevo's pointer is a one-line file naming the version; "
+                               f"move away what is there (a folder named {CURRENT}?) or make {root} writable, then "
+                               f"point it again with `coevo release rollback {root} --to v{version}`") from None
 
 
 def resolve(folder: str | Path) -> Path:
@@ -141,6 +161,11 @@ def resolve(folder: str | Path) -> Path:
         return path / f"v{version}"
     if (path / MANIFEST).is_file():
         return path
+    known = versions(path)
+    if known:
+        raise AgentFolderError(f"agent folder {path} holds versions ({', '.join(f'v{n}' for n in known)}) but no "
+                               f"{CURRENT} pointer naming the one to load: point it at one with `coevo release "
+                               f"rollback {path} --to v{known[-1]}`, or pass a version folder ({path}/v{known[-1]})")
     raise AgentFolderError(f"{path} is not an exported agent folder (it has no {MANIFEST} and no {CURRENT} "
                            "pointer): pass the folder `coevo export RUN -o DIR` wrote")
 
@@ -164,11 +189,23 @@ def read_manifest(folder: Path) -> AgentManifest:
                                f"{coevo_version()}): upgrade coevo (pip install -U coevo) where you load it, or export "
                                "the pair again with this coevo")
     try:
-        return AgentManifest.model_validate(data)
+        manifest = AgentManifest.model_validate(data)
     except ValidationError as err:
         raise AgentFolderError(f"agent folder {folder}: {file} does not validate ({err.error_count()} problem(s), "
                                f"first: {err.errors()[0]['msg']} at {'/'.join(map(str, err.errors()[0]['loc']))}); "
                                "export the agent again") from None
+    outside = [n for n in [manifest.adapter or "", *manifest.files] if n and not _inside(n)]
+    if outside:
+        raise AgentFolderError(f"agent folder {folder}: {file} names {outside[0]!r}, a path outside the folder (the "
+                               "manifest was edited; coevo writes paths relative to the folder): export the agent "
+                               "again, or copy the folder again from where it was exported")
+    return manifest
+
+
+def _inside(name: str) -> bool:
+    """Whether the manifest path ``name`` stays inside its folder: relative, no ``..``, no drive."""
+    path = PurePosixPath(name.replace("\\", "/"))
+    return not path.is_absolute() and ".." not in path.parts and not PureWindowsPath(name).drive
 
 
 def verify(folder: Path, manifest: AgentManifest, adapter: bool = True) -> None:
@@ -200,28 +237,37 @@ def coevo_version() -> str:
         return "unknown"
 
 
-def _policy(folder: Path, manifest: AgentManifest, model: Any) -> Any:
+def _policy(folder: Path, manifest: AgentManifest, model: Any, base: str | None = None) -> Any:
     """The chat model: ``model`` (a reference string or a chat model) when given, else the base
-    reference with the folder's adapter (``local:BASE+<folder>/adapter``)."""
+    reference (``base``, else the manifest's) with the folder's adapter (``local:BASE+<folder>/adapter``).
+    A ``local:`` ``model`` without an adapter for a folder that has one is refused: it would load the base
+    alone, silently another agent than the one coevo evaluated."""
     from coevo.models.refs import ModelRefError, load_model
     from coevo.models.smollm2 import SmolLM2NotInstalledError
 
     if model is not None and not isinstance(model, str):
         return model
     ref = model
+    if ref is not None and manifest.adapter and ref.startswith("local:") and "+" not in ref:
+        raise AgentFolderError(f"agent folder {folder}: model={ref!r} is the base alone, without the folder's adapter: "
+                               f"pass base={ref!r} to load it with the adapter (model= is for a served model that has "
+                               "the adapter loaded, or a chat model)")
     if ref is None:
+        policy = base or manifest.policy
         adapter = folder / manifest.adapter if manifest.adapter else None
-        if adapter is not None and not manifest.policy.startswith("local:"):
-            raise AgentFolderError(f"agent folder {folder}: its adapter was trained for {manifest.policy!r}, a "
+        if adapter is not None and not policy.startswith("local:"):
+            raise AgentFolderError(f"agent folder {folder}: its adapter was trained for {policy!r}, a "
                                    "server, which this process cannot load an adapter into: serve the adapter (e.g. "
                                    "vLLM --lora-modules) and pass it, load_agent(folder, model='litellm:hosted_vllm/"
                                    "NAME?api_base=URL')")
-        ref = f"{manifest.policy}+{adapter}" if adapter is not None else manifest.policy
+        ref = f"{policy}+{adapter}" if adapter is not None else policy
     try:
         return load_model(ref)
     except (ModelRefError, SmolLM2NotInstalledError, OSError) as err:
         raise AgentFolderError(f"agent folder {folder}: its model {ref!r} cannot be loaded here ({err}); install or "
-                               "copy the base model it names, or pass another: load_agent(folder, model=REF)") from None
+                               "copy the base model it names, or say where the same base is here: load_agent(folder, "
+                               "base='local:/path/to/base') (the folder's adapter on top), or pass a served model: "
+                               "load_agent(folder, model=REF)") from None
 
 
 def env_tools(folder: Path, env: EnvInfo) -> list[Tool]:
@@ -249,7 +295,8 @@ def _decoded(spec: Any, temperature: float | None) -> Any:
     return spec.model_copy(update={"decoding": spec.decoding.model_copy(update={"temperature": temperature})})
 
 
-def load_agent(folder: str | Path, model: Any = None, tools: Sequence[Tool] | None = None) -> Any:
+def load_agent(folder: str | Path, model: Any = None, tools: Sequence[Tool] | None = None,
+               base: str | None = None) -> Any:
     """The compiled LangGraph graph of the agent an exported folder holds, with its policy loaded: the graph
     coevo evaluated (the same harness, decoding temperature, seed and tools).
 
@@ -257,7 +304,10 @@ def load_agent(folder: str | Path, model: Any = None, tools: Sequence[Tool] | No
     names). ``model``: None (the folder's base model reference plus its adapter, loaded in this process),
     a model reference (``litellm:hosted_vllm/NAME?api_base=URL``: a server with the adapter loaded) or a
     chat model. ``tools``: the env tools the agent sees (coevo ``Tool``\\ s; default: the ones the folder
-    names, from a fresh episode of its env, which is built only then).
+    names, from a fresh episode of its env, which is built only then). ``base``: the base model's reference
+    on this machine when it differs from the one the folder names (``local:/path/to/base``; a folder copied
+    to another machine), loaded with the folder's adapter; a ``local:`` ``model`` without an adapter is
+    refused for a folder that has one (it would drop the adapter).
 
     The graph: for a harness (and a Harness-S router) input ``{"task": str}``, output ``HarnessState``
     (``answer``, ``stop_reason``, ``messages``; a routed agent also ``harness``, the sibling chosen); for a
@@ -274,7 +324,7 @@ def load_agent(folder: str | Path, model: Any = None, tools: Sequence[Tool] | No
     manifest = read_manifest(path)
     verify(path, manifest, adapter=model is None)
     spec = load_harness(path / "harness.json")
-    policy = _policy(path, manifest, model)
+    policy = _policy(path, manifest, model, base)
     task = Task(id=f"agent-{manifest.export_id[:8]}", env=manifest.env.name or "agent", split="test", prompt="")
     episode = Episode(task=task, tools=list(tools) if tools is not None else env_tools(path, manifest.env))
     if manifest.kind == "agent":
@@ -308,18 +358,29 @@ def _user_agent(spec: Any, policy: Any, episode: Episode) -> Any:
     return with_config(recursion_limit=recursion_limit(spec)) if with_config is not None else graph
 
 
-def rollback(folder: str | Path, to: int | None = None) -> tuple[int, int]:
+def rollback(folder: str | Path, to: int | None = None) -> tuple[int | None, int]:
     """Point the versioned folder ``folder``'s ``current`` at version ``to`` (default: the newest version
-    older than the current one). Returns ``(from, to)``. Raises ``AgentFolderError`` for a folder without
-    versions, no older version, or an unknown ``to``."""
+    older than the current one). Returns ``(from, to)`` (from: None when the pointer was missing or named
+    no version, which ``to`` repairs). Raises ``AgentFolderError`` for a folder without versions, no older
+    version, or an unknown ``to``."""
     root = Path(folder).expanduser()
-    now = current_version(root) if root.is_dir() else None
     known = versions(root)
-    if now is None or not known:
+    if not root.is_dir() or not is_versioned(root):
         raise AgentFolderError(f"{root} is not a versioned agent folder (no {CURRENT} pointer): rollback moves the "
                                "pointer of a folder written with `coevo export RUN -o DIR --version`")
-    listed = ", ".join(f"v{n}" for n in known)
+    listed = ", ".join(f"v{n}" for n in known) or "none"
+    if not known:
+        raise AgentFolderError(f"agent folder {root} holds no version folder (v1, v2, ... with an {MANIFEST}): "
+                               "export again with `coevo export RUN -o DIR --version`")
+    try:
+        now = current_version(root)
+    except AgentFolderError:
+        now = None  # a dangling pointer: --to repairs it
     if to is None:
+        if now is None:
+            raise AgentFolderError(f"agent folder {root}: its {CURRENT} pointer is missing or names no version "
+                                   f"(versions: {listed}); name the version to point at: `coevo release rollback "
+                                   f"{root} --to v{known[-1]}`")
         older = [n for n in known if n < now]
         if not older:
             raise AgentFolderError(f"agent folder {root}: current is v{now}, the oldest version there ({listed}); "

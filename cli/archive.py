@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 
@@ -103,14 +104,15 @@ def _tables(archive: Archive, kind: Kind, limit: int) -> list[Table]:
     if kind == Kind.checkpoints:
         t = _table("checkpoints", "id", "base model", "adapter", "parents", "created (UTC)")
         for c in archive.list(Checkpoint)[-limit:]:
-            t.add_row(c.id, c.base_model, c.adapter_path or "-", ", ".join(c.parents), _when(c.created_at))
+            t.add_row(c.id, escape(c.base_model), escape(c.adapter_path or "-"), ", ".join(c.parents),
+                      _when(c.created_at))
         tables.append(t)
     if kind == Kind.exports:
         t = _table("exports (coevo export)", "id", "run", "harness", "checkpoint", "kind", "version", "folder",
                    "created (UTC)")
         for x in archive.list(ExportRecord)[-limit:]:
             t.add_row(x.id[:12], x.run_id or "-", x.harness_id[:12], x.checkpoint_id, x.kind,
-                      "-" if x.version is None else f"v{x.version}", x.path, _when(x.created_at))
+                      "-" if x.version is None else f"v{x.version}", escape(x.path), _when(x.created_at))
         tables.append(t)
     return tables
 
@@ -338,7 +340,7 @@ def gc(run_id: str = typer.Option(None, "--run", help="Only this run's folders (
     table = _table(f"folders of unfinished stages ({'removed' if delete else 'kept: --delete removes them'})",
                    "run", "folder", "why", "MB")
     for item in found:
-        table.add_row(item.run_id, str(item.path), item.reason, f"{item.size / 1e6:.1f}")
+        table.add_row(item.run_id, escape(str(item.path)), item.reason, f"{item.size / 1e6:.1f}")
     freed = remove(found) if delete else sum(item.size for item in found)
     console.print(table)
     console.print(f"{len(found)} folder(s), {freed / 1e6:.1f} MB {'freed' if delete else 'to free with --delete'}")

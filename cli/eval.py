@@ -176,7 +176,7 @@ def eval_cmd(
     note = result.budget_note()
     if note:
         console.print(f"[yellow bold]warning:[/yellow bold] [yellow]{escape(note)}[/yellow]", highlight=False)
-    console.print(f"run {run.id} stored in {shown(db)}")
+    console.print(f"run {run.id} stored in {shown(db)}", markup=False)
 
 
 def new_eval_run_id() -> str:

@@ -214,8 +214,8 @@ def run_cmd(
     if state is None:
         return
     if log_file.is_file():
-        console.print(f"log file (every line, and the frameworks' messages): {log_file}", highlight=False,
-                      soft_wrap=True)
+        console.print(f"log file (every line, and the frameworks' messages): {log_file}", markup=False,
+                      highlight=False, soft_wrap=True)
     from coevo.storage import Archive
 
     console.print(summary_table(state, Archive(cfg.db)))
@@ -227,14 +227,14 @@ def run_cmd(
         from coevo.report.html import write_report
 
         path = write_report(state["run_id"], cfg.db, Path(cfg.out_dir) / "reports" / state["run_id"], state)
-        console.print(f"report: {path}")
+        console.print(f"report: {path}", markup=False)
     if cfg.report_to != "none":
         from coevo.observe.tracking import tracking_folder
 
         folder = tracking_folder(cfg.out_dir, state["run_id"])
-        console.print(f"{cfg.report_to}: {folder}", highlight=False, soft_wrap=True)
+        console.print(f"{cfg.report_to}: {folder}", markup=False, highlight=False, soft_wrap=True)
     _final_pair(state, cfg.db)
-    console.print(f"archive: {shown(cfg.db)}  run id: {state['run_id']}")
+    console.print(f"archive: {shown(cfg.db)}  run id: {state['run_id']}", markup=False)
 
 
 def _final_pair(state: dict[str, Any], db: str) -> None:
@@ -250,6 +250,6 @@ def _final_pair(state: dict[str, Any], db: str) -> None:
         checkpoint = archive.get(Checkpoint, pair[1])
     adapter = checkpoint.adapter_path if checkpoint is not None and checkpoint.adapter_path else "none: base weights"
     how = " with the Harness-S pool and its Rank-1 router" if routed(state) else ""
+    command = escape(export_command(state["run_id"], shown(db)))
     console.print(f"final pair: harness {pair[0][:12]}{how} x checkpoint {escape(pair[1])} (adapter "
-                  f"{escape(adapter)}); export it as an agent folder: {export_command(state['run_id'], shown(db))}",
-                  highlight=False, soft_wrap=True)
+                  f"{escape(adapter)}); export it as an agent folder: {command}", highlight=False, soft_wrap=True)

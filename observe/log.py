@@ -99,6 +99,7 @@ def framework_noise_to(path: str | os.PathLike) -> Iterator[Path]:
     saved = {name: (logging.getLogger(name).propagate, list(logging.getLogger(name).handlers)) for name in FRAMEWORKS}
     env = {key: os.environ.get(key) for key in QUIET_BARS}
     os.environ.update(QUIET_BARS)
+    captured = getattr(logging, "_warnings_showwarning", None) is not None  # a caller's captureWarnings(True)
     logging.captureWarnings(True)
     hf = _transformers_logging()
     bars = hf.is_progress_bar_enabled() if hf else None
@@ -112,7 +113,8 @@ def framework_noise_to(path: str | os.PathLike) -> Iterator[Path]:
             hf.disable_progress_bar()
         yield path
     finally:
-        logging.captureWarnings(False)
+        if not captured:  # a capture the caller (or an enclosing call) set stays on
+            logging.captureWarnings(False)
         for name, (propagate, handlers) in saved.items():
             logger = logging.getLogger(name)
             logger.handlers, logger.propagate = handlers, propagate

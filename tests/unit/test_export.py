@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -211,6 +212,10 @@ def test_a_folder_from_a_newer_coevo_or_not_a_folder_is_one_paragraph(finished, 
         load_agent(tmp_path)
     with pytest.raises(AgentFolderError, match="no agent folder at"):
         load_agent(tmp_path / "nowhere")
+    for edited in ({"adapter": "../../elsewhere"}, {"files": {**data["files"], "/etc/hostname": "0" * 64}}):
+        (folder / "agent.json").write_text(json.dumps({**data, **edited}))
+        with pytest.raises(AgentFolderError, match="a path outside the folder .*export the agent again"):
+            load_agent(folder, model=policy("help"))
     (folder / "agent.json").write_text(json.dumps(data))
     spec = (folder / "harness.json").read_text()
     (folder / "harness.json").unlink()
@@ -312,3 +317,200 @@ def test_an_explicit_pair_without_a_stored_test_says_so_on_its_card(finished, tm
     card = (export(archive, config.db, tmp_path / "a", checkpoint="side").folder / "README.md").read_text()
     assert "No test evaluation of this pair is stored" in card
     assert [e for e in archive.list(EvaluationRecord, run_id="run-1") if e.checkpoint_id == "side"] == []
+
+
+def test_force_replaces_only_a_coevo_export_never_other_files_or_a_folder_of_versions(finished, tmp_path,
+                                                                                     monkeypatch):
+    config, archive, state, _ = finished
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "agent.json").write_text('{"name": "another tool\'s agent.json"}')
+    (project / "main.py").write_text("keep")
+    with pytest.raises(AgentFolderError, match="holds files that are not an exported agent"):
+        export(archive, config.db, project, force=True)
+    assert sorted(p.name for p in project.iterdir()) == ["agent.json", "main.py"]
+    root = tmp_path / "releases"
+    export(archive, config.db, root, version=True)
+    export(archive, config.db, root, version=True)
+    archive.close()
+    monkeypatch.setattr("coevo.envs.registry.get_env", lambda ref, **kw: WordEnv())
+    one_paragraph_error(runner.invoke(app, ["export", "run-1", "-o", str(root), "--force", "--db", config.db]),
+                        f"{root} is a versioned agent folder (v1, v2): add a version with --version")
+    assert sorted(p.name for p in root.iterdir()) == ["current", "graph.py", "langgraph.json", "v1", "v2"]
+    assert len(Archive(config.db).list(ExportRecord, run_id="run-1")) == 2
+
+
+def test_a_versioned_folder_with_a_dangling_or_missing_pointer_is_repaired_and_numbers_are_not_reused(finished,
+                                                                                                     tmp_path):
+    config, archive, state, _ = finished
+    root = tmp_path / "releases"
+    export(archive, config.db, root, version=True)
+    export(archive, config.db, root, version=True, harness=state["start_harness"])
+    shutil.rmtree(root / "v2")  # deleted by hand: current names no folder
+    with pytest.raises(AgentFolderError, match=r"names 'v2', which is no version folder there \(versions: v1\); "
+                                               r"point it at one with `coevo release rollback .* --to vN`"):
+        load_agent(root, model=policy("help"))
+    out = runner.invoke(app, ["release", "rollback", str(root), "--to", "v1"])  # the fix the message names
+    assert out.exit_code == 0 and "current: none -> v1" in words(out), out.output
+    assert load_agent(root, model=policy("help")).invoke({"task": "Repeat the word: fig"})["answer"] == "fig"
+
+    (root / "current").unlink()  # lost in a copy
+    with pytest.raises(AgentFolderError, match=r"holds versions \(v1\) but no current pointer.*`coevo release "
+                                               r"rollback .* --to v1`"):
+        load_agent(root, model=policy("help"))
+    one_paragraph_error(runner.invoke(app, ["release", "rollback", str(root)]), "pointer is missing or names no "
+                        "version (versions: v1)", "--to v1")
+    os.symlink("v1", root / "current")  # a hand-made release link
+    assert load_agent(root, model=policy("help")).invoke({"task": "Repeat the word: fig"})["answer"] == "fig"
+    (root / "current").unlink()
+
+    (root / "current").mkdir()  # a deploy script copied a version to current/
+    one_paragraph_error(runner.invoke(app, ["release", "rollback", str(root), "--to", "v1"]),
+                        f"its pointer {root / 'current'} cannot be written", "a folder named current?")
+    (root / "current").rmdir()
+
+    third = export(archive, config.db, root, version=True)  # v2 was recorded: its number is not reused
+    assert third.folder.name == "v3" and (root / "current").read_text().strip() == "v3"
+    (root / "v4").mkdir()
+    (root / "v4" / "notes.txt").write_text("keep")  # a leftover that is no version
+    assert export(archive, config.db, root, version=True).folder.name == "v5"
+    assert (root / "v4" / "notes.txt").read_text() == "keep"
+
+
+def test_a_version_number_a_concurrent_export_took_is_skipped(finished, tmp_path, monkeypatch):
+    config, archive, state, _ = finished
+    root = tmp_path / "releases"
+    export(archive, config.db, root, version=True)
+    monkeypatch.setattr("coevo.app.export._taken", lambda root: 0)  # as if v1 appeared after the look
+    assert export(archive, config.db, root, version=True).folder.name == "v2"
+    assert sorted(p.name for p in root.iterdir()) == ["current", "graph.py", "langgraph.json", "v1", "v2"]
+
+
+def test_an_unwritable_destination_is_one_paragraph_and_stores_nothing(finished, tmp_path, monkeypatch):
+    config, archive, state, _ = finished
+    archive.close()
+    monkeypatch.setattr("coevo.envs.registry.get_env", lambda ref, **kw: WordEnv())
+    (tmp_path / "afile").write_text("x")
+    out = tmp_path / "afile" / "agent"  # under a file
+    for extra in ([], ["--version"]):
+        one_paragraph_error(runner.invoke(app, ["export", "run-1", "-o", str(out), "--db", config.db, *extra]),
+                            "cannot write the agent folder", str(out), "pass -o a folder you can write to")
+    assert Archive(config.db).list(ExportRecord) == []
+
+
+def test_force_keeps_a_users_files_added_to_an_exported_folder(finished, tmp_path):
+    config, archive, state, _ = finished
+    folder = export(archive, config.db, tmp_path / "agent").folder
+    (folder / "__pycache__").mkdir()
+    (folder / "__pycache__" / "graph.cpython-311.pyc").write_bytes(b"x")  # made by loading graph.py: not the user's
+    assert read_manifest(export(archive, config.db, folder, force=True).folder).harness_id == state["incumbent"]
+    (folder / "Dockerfile").write_text("FROM python:3.11\n")  # added to deploy the folder
+    with pytest.raises(AgentFolderError, match=r"files coevo did not write there \(Dockerfile\), which --force "
+                                               "would delete: move them out"):
+        export(archive, config.db, folder, force=True, harness=state["start_harness"])
+    assert (folder / "Dockerfile").is_file() and read_manifest(folder).harness_id == state["incumbent"]
+
+
+def test_an_export_that_appears_while_another_writes_is_not_replaced_without_force(finished, tmp_path, monkeypatch):
+    import coevo.app.export as module
+
+    config, archive, state, _ = finished
+    folder, other = tmp_path / "agent", export(archive, config.db, tmp_path / "other", harness=state["start_harness"])
+    write_card = module.agent_card
+
+    def meanwhile(facts):  # a second `coevo export -o agent` finishes first
+        shutil.copytree(other.folder, folder)
+        return write_card(facts)
+
+    monkeypatch.setattr(module, "agent_card", meanwhile)
+    with pytest.raises(AgentFolderError, match="written by another export while this one was writing: nothing was "
+                                               "replaced"):
+        export(archive, config.db, folder)
+    assert read_manifest(folder).harness_id == state["start_harness"] and not list(tmp_path.glob("agent.*"))
+    monkeypatch.setattr(module, "agent_card", write_card)
+    empty = tmp_path / "empty"
+    empty.mkdir()  # made beforehand: an empty folder is written into
+    assert read_manifest(export(archive, config.db, empty).folder).harness_id == state["incumbent"]
+
+
+def test_run_export_closes_the_archive_it_opened_each_time(finished, tmp_path, monkeypatch):
+    from coevo.app import export as module
+
+    config, archive, state, _ = finished
+    archive.close()
+    opened: list[Archive] = []
+
+    class Tracked(Archive):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.closed = False
+            opened.append(self)
+
+        def close(self):
+            self.closed = True
+            super().close()
+
+    monkeypatch.setattr(module, "Archive", Tracked)
+    module.run_export(config.db, "run-1", tmp_path / "a", env=WordEnv())
+    with pytest.raises(AgentFolderError):
+        module.run_export(config.db, "run-1", tmp_path / "a", env=WordEnv())  # refused: closed all the same
+    assert len(opened) == 2 and all(a.closed for a in opened)
+
+
+def test_a_folder_whose_base_model_moved_loads_with_base_and_never_drops_its_adapter(finished, tmp_path,
+                                                                                    monkeypatch):
+    import runpy
+
+    from training_kit import random_adapter, tiny_chat_checkpoint
+
+    config, archive, state, _ = finished
+    base = tiny_chat_checkpoint(tmp_path / "base")
+    trained = random_adapter(base, tmp_path / "run" / "ckpt-7" / "adapter", seed=7)
+    archive.put(trained.model_copy(update={"parents": [state["checkpoint"]], "run_id": "run-1"}))
+    run = archive.get(RunRecord, "run-1")
+    archive.put(run.model_copy(update={"config": {**run.config, "policy": f"local:{base.base_model}"}}))
+    folder = export(archive, config.db, tmp_path / "agent", checkpoint="ckpt-7").folder
+    moved = Path(shutil.move(base.base_model, tmp_path / "elsewhere"))  # another machine keeps the base elsewhere
+    try:
+        with pytest.raises(AgentFolderError, match=r"its model .* cannot be loaded here.*load_agent\(folder, "
+                                                   r"base='local:/path/to/base'\)"):
+            load_agent(folder)
+        with pytest.raises(AgentFolderError, match=rf"model='local:{moved}' is the base alone, without the folder's "
+                                                   rf"adapter: pass base='local:{moved}'"):
+            load_agent(folder, model=f"local:{moved}")
+        graph = load_agent(folder, base=f"local:{moved}")
+        assert Path(graph.bound_context.model.adapter_path).resolve() == (folder / "adapter").resolve()
+        monkeypatch.setenv("COEVO_AGENT_BASE", f"local:{moved}")  # langgraph dev in the copied folder
+        served = runpy.run_path(str(folder / "graph.py"))["graph"]
+        assert Path(served.bound_context.model.adapter_path).resolve() == (folder / "adapter").resolve()
+    finally:
+        clear_model_cache()
+
+
+def test_folder_names_with_brackets_are_printed_as_they_are(finished, tmp_path, monkeypatch):
+    config, archive, state, _ = finished
+    archive.close()
+    monkeypatch.setattr("coevo.envs.registry.get_env", lambda ref, **kw: WordEnv())
+    for name in ("agent[/b]", "agent[bold]"):
+        for sub, extra in (("single", []), ("versions", ["--version"])):
+            out = tmp_path / name / sub
+            done = runner.invoke(app, ["export", "run-1", "-o", str(out), "--db", config.db, *extra])
+            assert done.exit_code == 0 and done.exception is None, done.output
+            assert f"coevo.load_agent({str(out)!r})" in words(done) and f"cd {out} && langgraph dev" in words(done)
+    export(Archive(config.db), config.db, tmp_path / "agent[bold]" / "versions", version=True)
+    moved = runner.invoke(app, ["release", "rollback", str(tmp_path / "agent[bold]" / "versions")])
+    assert moved.exit_code == 0 and "agent[bold]/versions/current: v2 -> v1" in words(moved), moved.output
+    listed = runner.invoke(app, ["archive", "list", "exports", "--db", config.db], terminal_width=400)
+    assert listed.exit_code == 0 and str(tmp_path / "agent[/b]" / "versions" / "v1") in listed.output, listed.output
+
+
+def test_a_run_whose_archive_folder_has_brackets_prints_its_log_file_and_export_command(tmp_path, monkeypatch):
+    home = tmp_path / "runs[bold]"
+    home.mkdir()
+    config, ctx, _ = setup_run(home, "help")
+    patch_services(monkeypatch, ctx)
+    monkeypatch.setattr("coevo.envs.registry.get_env", lambda ref, **kw: WordEnv())
+    ran = runner.invoke(app, ["run", str(write_config(home, config)), "--no-report"], terminal_width=300)
+    assert ran.exit_code == 0 and ran.exception is None, ran.output
+    assert f"log file (every line, and the frameworks' messages): {home / 'logs'}" in words(ran)
+    assert f"--db {Path(config.db).resolve()}" in words(ran) and f"archive: {Path(config.db).resolve()}" in words(ran)

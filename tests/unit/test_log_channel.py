@@ -62,3 +62,29 @@ def test_framework_messages_and_warnings_go_to_the_log_file_not_the_console(tmp_
         assert expected in text, text
     assert (list(hf_logger.handlers), hf_logger.propagate, hf_logging.is_progress_bar_enabled()) == before
     assert not logging.getLogger("py.warnings").handlers
+
+
+def test_framework_noise_to_leaves_a_library_users_warning_capture_and_handlers_as_they_were(tmp_path):
+    import warnings
+
+    from coevo.observe.log import framework_noise_to
+
+    user_file = logging.FileHandler(tmp_path / "mine.log")
+    logging.getLogger("py.warnings").addHandler(user_file)
+    logging.captureWarnings(True)  # the user routes warnings to their own log
+    try:
+        for n in range(2):  # two coevo calls in one process
+            with framework_noise_to(tmp_path / "logs" / f"run{n}.log") as path:
+                warnings.warn(f"inside call {n}", UserWarning, stacklevel=1)
+            assert f"inside call {n}" in path.read_text()
+            assert logging.getLogger("py.warnings").handlers == [user_file]
+            assert not logging.getLogger(CHANNEL).handlers
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            warnings.warn("after the calls", UserWarning, stacklevel=1)
+        user_file.flush()
+        assert "after the calls" in (tmp_path / "mine.log").read_text()  # still captured into the user's log
+    finally:
+        logging.captureWarnings(False)
+        logging.getLogger("py.warnings").removeHandler(user_file)
+        user_file.close()
