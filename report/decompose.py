@@ -38,6 +38,13 @@ def stored_effects(archive: Any, record: Decomposition) -> Effects | None:
     return effects(per_task)
 
 
+def newest_effects(archive: Any, run_id: str) -> Effects | None:
+    """The ``Effects`` of run ``run_id``'s newest stored decomposition with all four evaluations
+    finished; None when it has none."""
+    records = sorted(archive.list(Decomposition, run_id=run_id), key=lambda r: r.created_at, reverse=True)
+    return next((e for e in (stored_effects(archive, r) for r in records) if e is not None), None)
+
+
 def decompose_section(archive: Any, run_id: str) -> str:
     """The report's "Which lever did what" section: every stored decomposition of run ``run_id``, newest
     first, as a 2×2 table and its effects; ``""`` when the run has none (``coevo decompose RUN`` makes one)."""

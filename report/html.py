@@ -12,13 +12,13 @@ from coevo.evaluation.results import paired_difference
 from coevo.evaluation.stats import score_estimate
 from coevo.harnesses import diff, load_harness
 from coevo.records import BudgetRecord, Checkpoint, EvaluationRecord, GateDecision, HarnessRecord, RunRecord
-from coevo.report.decompose import decompose_section
+from coevo.report.decompose import decompose_section, newest_effects
 from coevo.report.engineer import engineer_section
 from coevo.report.harness_s import harness_s_sections
 from coevo.report.harness_use import harness_use_section
 from coevo.report.numbers import difference_text, plain, score_text, stored_estimate
 from coevo.report.phases import phases_html
-from coevo.report.plots import lineage_plot, train_plot, validation_plot
+from coevo.report.plots import decompose_plot, lineage_plot, train_plot, validation_plot
 from coevo.report.rsi import rsi_section
 from coevo.report.stages import weight_stages
 from coevo.storage import Archive
@@ -153,6 +153,10 @@ def write_report(run_id: str, db: str, out_dir: Path, state: dict[str, Any] | No
         figures.append(("Train reward per step", train_plot(steps, trivial_train, out_dir / "train_reward.png")))
     if harnesses:
         figures.append(("Harness lineage", lineage_plot(harnesses, set(accepted), out_dir / "lineage.png")))
+    if (numbers := newest_effects(archive, run_id)) is not None:
+        trivial_test = next((e.aggregates.get("trivial_baseline") for e in evals if e.split == "test"), None)
+        figures.append(("Which lever did what (coevo decompose)",
+                        decompose_plot(numbers.cells, trivial_test, out_dir / "decompose.png")))
     final_diff = ""
     if base is not None:
         incumbent = (state or {}).get("incumbent")  # gateless strategies (WHALE) accept without a gate decision

@@ -1,4 +1,5 @@
-"""Report figures (matplotlib, Agg): validation per round, train reward per step, harness lineage."""
+"""Report figures (matplotlib, Agg): validation per round, train reward per step, harness lineage, the
+decomposition's 2×2."""
 
 from __future__ import annotations
 
@@ -50,6 +51,28 @@ def train_plot(steps: Sequence[dict[str, Any]], trivial: float | None, path: Pat
         ax.axhline(trivial, ls="--", color="#999", label=f"trivial baseline ({trivial:.2f})")
     ax.set_xlabel("training step (all stages)")
     ax.set_ylabel("reward")
+    ax.legend(fontsize=8)
+    return save_figure(fig, path)
+
+
+def decompose_plot(cells: dict[str, Any], trivial: float | None, path: Path, title: str = "") -> Path:
+    """The 2×2 of ``coevo decompose`` as an interaction plot: the weights (W0, W_final) on the x axis, one
+    line per harness (H0 grey, H_final green), each cell's score with its 95 % interval as an error bar
+    (``cells``: ``coevo.evaluation.decompose.CELLS`` name -> an ``Estimate``), the trivial baseline dashed.
+    Parallel lines: the levers add; diverging lines: a positive interaction."""
+    fig, ax = plt.subplots(figsize=(5, 3.6))
+    for harness, color, label in (("h0", "#777", "H0"), ("hf", "#2a9d4b", "H_final")):
+        points = [cells[f"{harness}_{w}"] for w in ("w0", "wf")]
+        means = [e.mean for e in points]
+        errors = [[m - e.low for m, e in zip(means, points)], [e.high - m for m, e in zip(means, points)]]
+        ax.errorbar([0, 1], means, yerr=errors, fmt="o-", color=color, capsize=4,
+                    label=f"{label}: {means[0]:.3f} → {means[1]:.3f}")
+    if trivial is not None:
+        ax.axhline(trivial, ls="--", color="#999", label=f"trivial baseline ({trivial:.3f})")
+    ax.set_xticks([0, 1], ["W0 (start weights)", "W_final"])
+    ax.set_xlim(-0.3, 1.3)
+    ax.set_ylabel("test score (mean reward)")
+    ax.set_title(title or f"which lever did what (n = {cells['h0_w0'].n})", fontsize=10)
     ax.legend(fontsize=8)
     return save_figure(fig, path)
 

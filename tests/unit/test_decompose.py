@@ -16,7 +16,8 @@ from coevo.evaluation.decompose import effects
 from coevo.evaluation.results import TaskOutcome
 from coevo.models.fake import ScriptedChatModel
 from coevo.records import Decomposition, EvaluationRecord, RunRecord
-from coevo.report.decompose import decompose_section, stored_effects
+from coevo.report.decompose import decompose_section, newest_effects, stored_effects
+from coevo.report.html import write_report
 
 
 def lever_policy(checkpoint: str) -> ScriptedChatModel:
@@ -69,6 +70,18 @@ def test_the_2x2_separates_the_harness_lever_from_the_weight_lever(finished):
     assert stored_effects(archive, again.record) == n
     page = decompose_section(archive, "run-1")
     assert "Which lever did what" in page and "+0.500" in page and "H_final × W0" not in page  # grid, not rows
+    assert newest_effects(archive, "run-1") == n and newest_effects(archive, "no-such-run") is None
+
+
+def test_the_report_draws_the_2x2_once_the_run_has_a_decomposition(finished, tmp_path):
+    config, ctx, archive, _ = finished
+    before = write_report("run-1", config.db, tmp_path / "before")
+    assert not (before.parent / "decompose.png").exists()
+    asyncio.run(decompose(config.db, "run-1", archive=archive, context=ctx))
+    page = write_report("run-1", config.db, tmp_path / "after")
+    png = page.parent / "decompose.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+    assert "<img src='decompose.png'" in page.read_text()
 
 
 def test_k_asks_for_new_evaluations_of_every_cell(finished):
