@@ -98,11 +98,12 @@ def preflight(config: RunConfig, strategy: Strategy) -> tuple[Env, Executor | No
     with a weight stage needs one, since the trainer holds the weights), H0 and the executor. Returns
     the env and the executor (None: in process; the run's, built here once). Raises ``RunError``
     naming the reference and the fix, or ``HarnessError`` for a bad H0, including one whose prompt
-    fits the context budget on none of the run's tasks (``coevo.harnesses.fit``; on some: a warning)."""
+    fits the context budget on none of the run's tasks (``coevo.harnesses.fit``: the smaller of H0's
+    ``max_context_tokens`` and the policy's context, counted by its tokenizer when local; on some: a warning)."""
     from coevo.envs.registry import get_env
     from coevo.evaluation.executors import make_executor
     from coevo.harnesses.agent import start_harness
-    from coevo.harnesses.fit import check_prompt_fits
+    from coevo.harnesses.fit import check_prompt_fits, meter_of
     from coevo.models.refs import ModelRefError, load_model
     from coevo.models.smollm2 import SmolLM2NotInstalledError
 
@@ -113,7 +114,7 @@ def preflight(config: RunConfig, strategy: Strategy) -> tuple[Env, Executor | No
         raise RunError(f"env {config.env.ref!r} cannot be built: {message}. Fix env.ref in the config "
                        f"(`coevo envs list` shows the suites); nothing was started") from None
     try:
-        load_model(config.policy)
+        policy = load_model(config.policy)
     except (ModelRefError, SmolLM2NotInstalledError, OSError) as err:
         raise RunError(f"policy {config.policy!r} cannot be loaded: {err}. Fix it with --set policy=... "
                        f"or the config's policy key; nothing was started") from None
@@ -126,7 +127,8 @@ def preflight(config: RunConfig, strategy: Strategy) -> tuple[Env, Executor | No
     h0 = start_harness(config.harness, env.name)
     sizes = {split: getattr(config.env, f"n_{split}") for split in ("train", "val", "test")}
     prompts = [t.prompt for split, n in sizes.items() if n for t in env.tasks(split, n)]
-    fit = check_prompt_fits(h0, prompts, source=f"H0 ({config.harness or env.name})")  # before any rollout
+    # before any rollout, counted as the policy counts and against its own context where it is smaller
+    fit = check_prompt_fits(h0, prompts, source=f"H0 ({config.harness or env.name})", meter=meter_of(policy))
     if not fit.fits:
         log.warning("H0: %s", fit.text())
     try:

@@ -18,7 +18,7 @@ from coevo.evaluation.executors import EXECUTORS, make_executor
 from coevo.evaluation.results import EvalResult, Metric, outcome_estimate
 from coevo.harnesses import HarnessSpec, load_harness
 from coevo.harnesses.agent import is_agent_ref, start_harness
-from coevo.harnesses.fit import check_prompt_fits
+from coevo.harnesses.fit import check_prompt_fits, meter_of
 from coevo.masking import redact
 from coevo.models.refs import load_model
 from coevo.observe.log import framework_noise_to
@@ -136,8 +136,9 @@ def eval_cmd(
         if resumed is not None:
             _same_evaluation(resumed, run)
             run.created_at = resumed.created_at
-        fit = check_prompt_fits(spec, [t.prompt for t in suite.tasks(split, n)], source=f"harness {spec.id[:12]}")
         policy = load_model(model, **settings)
+        fit = check_prompt_fits(spec, [t.prompt for t in suite.tasks(split, n)], source=f"harness {spec.id[:12]}",
+                                meter=meter_of(policy))
         runner = make_executor(executor)
         if archive.get(Checkpoint, ckpt) is None:
             archive.put(Checkpoint(id=ckpt, base_model=model))

@@ -176,7 +176,8 @@ CHARS_PER_TOKEN = 4
 
 class Budget(Strict):
     """Per-episode limits (defaults: Harness-S Table 8): model calls, env actions, context tokens
-    (estimated as characters / 4), output tokens per model call."""
+    (the smaller of this and the policy's own context, counted with a local policy's tokenizer, else as
+    characters / 4: ``coevo.harnesses.fit``), output tokens per model call."""
 
     max_model_calls: int = Field(default=32, ge=1)
     max_env_actions: int = Field(default=30, ge=0)
