@@ -92,8 +92,36 @@ def anchored(config: RunConfig) -> RunConfig:
     return config.model_copy(update=update)
 
 
+def check_splits(config: RunConfig, strategy: Strategy, env: Env) -> dict[str, int]:
+    """The number of tasks each split of ``env`` gives the run (``env.tasks(split, n_split)``), checked
+    against what its stages and evaluations take: train at least ``train.tasks_per_step`` when the
+    strategy trains weights (a step samples that many) and at least one otherwise, val at least one
+    (validation and the gate), test at least one unless ``env.n_test`` is 0. Returns the sizes.
+    Raises ``RunError`` naming every split's size, what it falls short of and the setting to change
+    (an env with too few distinct tasks: a larger ``size`` in ``env.ref``)."""
+    sizes = {split: len(env.tasks(split, getattr(config.env, f"n_{split}")))  # type: ignore[arg-type]
+             for split in ("train", "val", "test")}
+    needs = {"train": config.train.tasks_per_step if strategy.trains else 1, "val": 1,
+             "test": 1 if config.env.n_test else 0}
+    short = [split for split in sizes if sizes[split] < needs[split]]
+    if short:
+        whats = {"train": (f"train.tasks_per_step = {config.train.tasks_per_step} per weight step" if strategy.trains
+                           else "at least 1 to train on"), "val": "at least 1 to validate and gate on",
+                 "test": "at least 1 for the final test (env.n_test = 0: none)"}
+        got = ", ".join(f"{split} {n}" for split, n in sizes.items())
+        lacks = "; ".join(f"{split} needs {whats[split]}" for split in short)
+        raise RunError(f"env {config.env.ref!r} gives {got} tasks (n_train={config.env.n_train}, "
+                       f"n_val={config.env.n_val}, n_test={config.env.n_test} asked): {lacks}. An env with too few "
+                       "distinct tasks (e.g. a game whose start is the same for every seed) needs a larger size "
+                       "in env.ref (size=N) or more varied tasks"
+                       + ("; or lower train.tasks_per_step" if "train" in short and strategy.trains else "")
+                       + "; nothing was started")
+    return sizes
+
+
 def preflight(config: RunConfig, strategy: Strategy) -> tuple[Env, Executor | None]:
-    """Check the references a run of ``strategy`` depends on before anything is stored: the env, the
+    """Check the references a run of ``strategy`` depends on before anything is stored: the env and
+    the sizes of its splits (``check_splits``, before any model loads), the
     policy (a ``local:`` model is loaded here, once: the run's policies share its engine; a strategy
     with a weight stage needs one, since the trainer holds the weights), H0 and the executor. Returns
     the env and the executor (None: in process; the run's, built here once). Raises ``RunError``
@@ -113,6 +141,7 @@ def preflight(config: RunConfig, strategy: Strategy) -> tuple[Env, Executor | No
         message = err.args[0] if isinstance(err, KeyError) and err.args else err
         raise RunError(f"env {config.env.ref!r} cannot be built: {message}. Fix env.ref in the config "
                        f"(`coevo envs list` shows the suites); nothing was started") from None
+    check_splits(config, strategy, env)  # before any model loads
     try:
         policy = load_model(config.policy)
     except (ModelRefError, SmolLM2NotInstalledError, OSError) as err:
