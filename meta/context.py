@@ -152,16 +152,22 @@ class MetaContext(Recording):
         """The train (and, for a searching strategy, search-split) tasks whose gold answer ``spec``
         writes beyond H0 (``coevo.meta.sealing.demonstrated``): they leave later weight stages,
         checks and search scoring while ``spec`` is live. Gold answers come from the env's
-        ``reveal`` (the loop's bookkeeping; never shown to a role); an env without it gives none."""
+        ``reveal`` (``train_answers``; never shown to a role); an env without it gives none."""
+        if self._start is None:
+            self._start = self.start_spec() or HarnessSpec()
+        return demonstrated(spec, self.train_answers(), self._start)
+
+    def train_answers(self) -> dict[str, str]:
+        """The gold answer of every train (and, for a searching strategy, search-split) task by id, from
+        the env's ``reveal`` (the loop's bookkeeping; never shown to a role), as text; empty for an env
+        without ``reveal``. Read once."""
         if self._answers is None:
             reveal = getattr(self.env, "reveal", None)
             tasks = self.tasks("train")
             if self.searches and self.config.search.tasks:
                 tasks += self.search_tasks()
             self._answers = {t.id: str(reveal(t)) for t in tasks} if callable(reveal) else {}
-        if self._start is None:
-            self._start = self.start_spec() or HarnessSpec()
-        return demonstrated(spec, self._answers, self._start)
+        return self._answers
 
     def spec(self, harness_id: str) -> HarnessSpec:
         """The ``HarnessSpec`` stored under ``harness_id``. Raises ``KeyError`` when the archive lacks it."""

@@ -261,3 +261,29 @@ def test_consolidation_never_keeps_a_lesson_holding_a_train_gold_answer(tmp_path
                  ("w-c", False, "7", lessons("it is 7")))
     assert consolidate({**state, "train_trajectories": ids}, SimpleNamespace(context=ctx)) == {}
     assert ctx.experience.lessons(spec.id) == ["read the task twice"]
+
+
+class WalkthroughEnv(WordEnv):
+    """``WordEnv`` whose gold answers the loop can read (``reveal``): train task ``w-apple``'s is a command
+    list, as TextWorld's walkthroughs are; the others are their word."""
+
+    def reveal(self, task):
+        return ["go north", "take key"] if task.id == "w-apple" else task.prompt.rsplit(" ", 1)[1]
+
+
+def test_lessons_and_schema_entries_are_sealed_as_every_edit_is(tmp_path):
+    """Against every train task's gold (not only this round's), in any case, spacing or punctuation,
+    and a command list's commands in order: what the sealing module checks an editor's text with."""
+    ctx, spec, state = node_context(tmp_path, {})
+    ctx.env = WalkthroughEnv()
+    lessons = lambda *s: {"consolidated": list(s)}  # noqa: E731
+    ids = played(ctx, ("w-b", True, "7", lessons("Go North, take key!", "read the task twice")),
+                 ("w-c", True, "9", lessons("the fruit was PEAR.", "look before you act")))
+    assert consolidate({**state, "train_trajectories": ids}, SimpleNamespace(context=ctx)) == {}
+    assert ctx.experience.lessons(spec.id) == ["read the task twice", "look before you act"]
+
+    done = lambda *s: {"progress": {"done": list(s)}}  # noqa: E731
+    ids = played(ctx, ("w-b", True, "7", done("go north; take key", "open the door")),
+                 ("w-c", True, "9", done("GO  NORTH take-key", "open the door")), prefix="p")
+    out = refine_progress({**state, "train_trajectories": ids}, SimpleNamespace(context=ctx))
+    assert ctx.spec(out["incumbent"]).bpe.progress_schema == ["open the door"]
