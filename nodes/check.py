@@ -21,7 +21,7 @@ from __future__ import annotations
 from langgraph.runtime import Runtime
 
 from coevo.evaluation.results import EvalResult
-from coevo.harnesses.fit import meter_of, prompt_fit
+from coevo.harnesses.fit import TokenMeter, meter_of, prompt_fit
 from coevo.harnesses.spec import harness_warnings
 from coevo.meta.context import MetaContext
 from coevo.meta.sealing import sealed_tasks, unseal
@@ -66,7 +66,8 @@ async def check_one(ctx: MetaContext, state: MetaState, cand: Candidate, directi
     if again := gated_before(state, cand.spec_id):
         return again
     prompts = [t.prompt for t in ctx.tasks("train")]
-    meter = meter_of(ctx.policy(state["checkpoint"]))  # the policy's tokenizer and context, where it is local
+    # the policy's tokenizer and context, where it is local (no prompt to count: no policy needed)
+    meter = meter_of(ctx.policy(state["checkpoint"])) if prompts else TokenMeter()
     fit = prompt_fit(ctx.spec(cand.spec_id or ""), prompts, meter=meter)
     parent_fit = prompt_fit(ctx.spec(cand.parent_id), prompts, meter=meter)
     if fit.over > parent_fit.over:  # no rollout needed: such tasks would end before any model call
