@@ -12,9 +12,10 @@ Rules (docs/design.md, Principles: "Validation and test splits are sealed"; docs
 reaches a meta role in a verdict. What a meta role may read is an allow-list (``META_KEYS``), never
 a list of what to strip, so a user env's diagnostics that carry the gold under a key of their own
 (``solution``, ``target``, ...) never reach a curator: a train task's detail is cut to what the agent
-answered (``got``) and the ``public`` diagnostics, plus ``answer_kind``, the kind of answer the task
-expects (``number``, ``text`` or ``structured``, read from the gold without any of its content: what
-tells an editor a number-reading parser may help); a val/test task's detail is cut to ``public`` only.
+answered (``got``), the checker's error type (``error_type``) and the ``public`` diagnostics, plus
+``answer_kind``, the kind of answer the task expects (``number``, ``text`` or ``structured``, read from
+the gold without any of its content: what tells an editor a number-reading parser may help); a val/test
+task's detail is cut to ``public`` only.
 A gold answer reaches a role only where the role builds a demonstration from it (the offline editor,
 ``coevo.roles.editor``), and the loop then keeps that task out of later weight stages, checks and
 search scoring (``coevo.meta.sealing``).
@@ -31,8 +32,10 @@ from coevo.envs.base import Score, Task
 PUBLIC_KEY = "public"
 SECRET_KEYS = ("expected", "error")
 """The keys of coevo's own suites that hold or may quote the gold answer (never in ``META_KEYS``)."""
-META_KEYS = ("got", PUBLIC_KEY)
-"""The only keys of a train task's ``Score.detail`` a meta role reads (module doc)."""
+META_KEYS = ("got", "error_type", PUBLIC_KEY)
+"""The only keys of a train task's ``Score.detail`` a meta role reads (module doc): what the agent
+answered, the checker's error type (a label such as ``wrong_func_name``, never its message, which may
+quote the gold) and the public diagnostics."""
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
