@@ -30,9 +30,10 @@ from coevo.roles.operators.base import expected_answer
 from coevo.roles.summariser import OfflineSummariser
 
 
-def lineage(state: MetaState) -> str:
-    """The experience key of the run's harness lineage: its start harness id."""
-    return state["start_harness"]
+def lineage(ctx: MetaContext, state: MetaState) -> str:
+    """The experience key of the run's harness lineage: its start harness and the run's env config
+    (``MetaContext.experience_lineage``)."""
+    return ctx.experience_lineage(state["start_harness"])
 
 
 def derive(ctx: MetaContext, spec: HarnessSpec, bpe: BPE, origin: str) -> HarnessSpec:
@@ -69,7 +70,7 @@ async def harness_sft(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
         return {}
     spec = ctx.spec(state["incumbent"])
     checkpoint, _, _ = await run_stage(ctx, state, spec, state["checkpoint"], harness_sft=steps,
-                                       experience=ctx.experience.lessons(lineage(state)))
+                                       experience=ctx.experience.lessons(lineage(ctx, state)))
     return {"checkpoint": checkpoint}
 
 
@@ -80,7 +81,7 @@ async def train_bpe(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     ``WeightStage`` numbers, as the shared ``train`` node does."""
     ctx = runtime.context
     spec = ctx.spec(state["incumbent"])
-    lessons = ctx.experience.lessons(lineage(state))
+    lessons = ctx.experience.lessons(lineage(ctx, state))
     checkpoint, trajectories, stage = await run_stage(ctx, state, spec, state["checkpoint"],
                                                       rescue_pool(ctx, state, spec), experience=lessons)
     return {"checkpoint": checkpoint, "train_trajectories": [t.id for t in trajectories], "stage": stage}
@@ -117,7 +118,7 @@ def consolidate(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
         return {}
     passed, holds_gold = played(ctx, state)
     offered = [lesson for t in passed for lesson in t.harness_state.get("consolidated", [])]
-    held = ctx.experience.lessons(lineage(state))
+    held = ctx.experience.lessons(lineage(ctx, state))
     existing, new = ([x for x in lessons if not holds_gold(x)] for lessons in (held, offered))
     rnd = state.get("round", 0)
     summary = (ctx.summariser or OfflineSummariser()).summarise(existing, new, spec.bpe)
@@ -127,7 +128,7 @@ def consolidate(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     clean = [x for x in summary.lessons if not holds_gold(x)]  # an LLM summary may have joined words into one
     if dropped := len(held) - len(existing) + len(offered) - len(new) + len(summary.lessons) - len(clean):
         ctx.log("experience", f"round {rnd}: {dropped} lessons left out: they hold a gold answer of a train task")
-    kept = ctx.experience.consolidate(lineage(state), offered, spec.bpe.max_experience, round=rnd, kept=clean)
+    kept = ctx.experience.consolidate(lineage(ctx, state), offered, spec.bpe.max_experience, round=rnd, kept=clean)
     ctx.log("experience", f"round {rnd}: {len(offered)} lessons from {len(passed)} successful rollouts, "
                           f"{summary.merged} merged ({summary.source}) -> {len(kept)} kept "
                           f"(cap {spec.bpe.max_experience})")
