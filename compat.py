@@ -12,7 +12,7 @@ the new release.
 - ``areply``: an unobserved chat model's ``_agenerate`` called directly (``BaseChatModel`` private).
 - ``arun_state``: a compiled graph's nodes, routers and reducers run in a plain loop (reads the
   builder's ``nodes``/``branches``/``edges``, which LangGraph does not document).
-- ``bind_tools_within`` / ``unbind``: a ``RunnableBinding``'s ``bound``/``kwargs``/``config`` fields.
+- ``bind_tools_within`` / ``unbind`` / ``innermost``: a ``RunnableBinding``'s ``bound``/``kwargs``/``config`` fields.
 - ``detached``: LangChain's context variable of the parent runnable config (``var_child_runnable_config``).
 - ``GRPOBatchHook``: TRL's ``GRPOTrainer._generate_and_score_completions`` answered by coevo's
   own batch, with TRL's private per-token log-probs and metric store; its private scoring
@@ -250,6 +250,15 @@ def unbind(model: Runnable) -> tuple[Runnable, dict[str, Any]]:
     on every model call of every rollout (``harnesses.engine.EngineContext``)."""
     plain = isinstance(model, RunnableBinding) and not model.config and not model.config_factories
     return (model.bound, dict(model.kwargs)) if plain else (model, {})
+
+
+def innermost(model: Runnable) -> Runnable:
+    """The chat model inside every wrapper around ``model`` (``.bind``, ``with_config``, ``with_retry``).
+    Why: the context-budget check asks the policy itself for its tokenizer and context length
+    (``coevo.harnesses.fit.meter_of``), which no wrapper forwards (``RunnableBindingBase.bound``)."""
+    while isinstance(model, RunnableBindingBase):
+        model = model.bound
+    return model
 
 
 @contextmanager

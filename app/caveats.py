@@ -2,7 +2,7 @@
 caveat, from a ``coevo.app.compare.Comparison``, printed under the table and listed in the report.
 
 ``comparison_warnings`` is the one place such checks go (today: at a budget, strategies that cannot
-reach it or stopped well short of it); ``ended`` says how one run at a budget ended.
+reach it or stopped well short of it; strategies with no learning signal); ``ended`` says how one run at a budget ended.
 """
 
 from __future__ import annotations
@@ -26,8 +26,16 @@ def comparison_warnings(comparison: Any) -> list[str]:
     """What keeps ``comparison`` from comparing its strategies at equal spend, one sentence each
     (printed under the table, listed in the report): at a budget N, every strategy that cannot reach
     it (a seed whose schedule ended short of N), and every one the cap stopped more than a tenth short
-    of N (its next phase was that large)."""
+    of N (its next phase was that large); and, with or without a budget, the strategies whose weight
+    stages had no learning signal (``StrategyRow.no_signal``)."""
     out = []
+    silent = [row.strategy for row in comparison.rows if getattr(row, "no_signal", False)]
+    if silent:
+        out.append(f"no learning signal in {', '.join(silent)}: in every seed no GRPO group held a reward contrast "
+                   "(each group's rollouts all scored alike, e.g. all 0) and the weights did not move (||dW|| = 0), so "
+                   "their final weights are their start weights and a difference of 0 between them is no measured "
+                   "tie; give the policy train tasks it sometimes solves (partial credit, easier tasks, more "
+                   "rollouts per group) before comparing them")
     for row in comparison.rows if comparison.budget else []:
         n, mine = comparison.budget, [r for r in comparison.runs if r.strategy == row.strategy]
         short = [r for r in mine if not r.budget_stop]

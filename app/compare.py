@@ -24,6 +24,10 @@ The numbers (``summarise``), per strategy, on the test split's final pair (H[T],
   Beside it the **reward-spread rate**: the mean over training steps of the fraction of groups whose
   rewards differ at all (``nonzero_std_rate``), which is what gives GRPO a gradient under partial
   credit even when no rollout fully passes.
+- **no learning signal**: a strategy whose weight stages, in every seed, had no group with a reward
+  contrast or any reward spread and moved the weights by ||ΔW|| = 0 (``no_learning_signal``) learned
+  nothing it could; the table says so where a difference to the reference (also without a signal)
+  would read as a measured tie, and a warning names every such strategy (``coevo.app.caveats``).
 - **budget** (WHALE §6, VACE: methods compared at equal rollout budgets): each run's spend from the
   archive's budget rows (``coevo.meta.budget``): rollouts on train and val (test rollouts measure,
   they do not search), policy tokens, meta-LLM tokens and cost, as means over seeds; its
@@ -77,7 +81,8 @@ REFERENCE = "vace"
 class StrategyRun(BaseModel):
     """One (strategy, seed) run as the comparison reads it: the test evaluations of the start pair
     (H0, W0) and the final pair, gate counts, the weight stages' effective-group rate (None: no
-    stage reported one) and reward-spread rate, its spend (``budget``: ``coevo.meta.budget.totals``, test
+    stage reported one) and reward-spread rate, ``delta_norm`` the sum of its weight stages' ||ΔW||
+    (``coevo.training.delta``; None: no stage recorded one), its spend (``budget``: ``coevo.meta.budget.totals``, test
     rollouts excluded) and score-vs-rollouts ``curve``, and how it was obtained: ``ran`` now (``wall_s`` its
     wall seconds, ``cpu_s`` the process's CPU seconds meanwhile, all threads), ``resumed`` or ``reused``
     (finished before; nothing ran); at a budget, its rollouts per phase, why the cap stopped it ("" when
@@ -96,6 +101,7 @@ class StrategyRun(BaseModel):
     adopted: int = 0
     effective_group_rate: float | None = None
     spread_rate: float | None = None
+    delta_norm: float | None = None
     budget: dict[str, float] = Field(default_factory=dict)
     curve: list[CurvePoint] = Field(default_factory=list)
     source: str = "ran"
@@ -112,7 +118,8 @@ class StrategyRow(BaseModel):
     """A strategy's line of the comparison (module docstring): ``score`` of the final pair on test,
     ``start`` of the start pair, ``per_seed`` final scores in seed order, ``vs_reference`` (None for
     the reference itself or when it did not run), gate counts summed over seeds, mean effective-group
-    and reward-spread rates over the seeds that trained, the trivial-policy baseline on test, and the
+    and reward-spread rates over the seeds that trained, ``no_signal`` (``no_learning_signal`` in every
+    seed: its weight stages had no reward contrast and made no update), the trivial-policy baseline on test, and the
     budget: mean ``rollouts`` (train + val), ``policy_tokens``, ``policy_cost_usd``, ``meta_tokens``
     and ``meta_cost_usd`` over seeds, the seed-mean ``curve`` and ``val_at_budget`` (its val score at the comparison's
     matched budget). At a budget (module doc): ``val_at_budget`` is the final pair's val score at the
@@ -131,6 +138,7 @@ class StrategyRow(BaseModel):
     adopted: int = 0
     effective_group_rate: float | None = None
     spread_rate: float | None = None
+    no_signal: bool = False
     trivial: float | None = None
     rollouts: float = 0.0
     policy_tokens: float = 0.0
@@ -203,6 +211,25 @@ def stage_rates(archive: Archive, run_id: str) -> tuple[float | None, float | No
     return _mean([m.get("effective_group_rate") for m in metrics]), _mean(spread)
 
 
+def stage_update(archive: Archive, run_id: str) -> float | None:
+    """The sum of the run's weight stages' own ||ΔW|| (``delta_norm`` in their checkpoint metrics;
+    ``coevo.training.delta``); None when no stage recorded one."""
+    norms = [(c.metrics or {}).get("delta_norm") for c in archive.list(Checkpoint, run_id=run_id)]
+    present = [n for n in norms if n is not None]
+    return float(sum(present)) if present else None
+
+
+def no_learning_signal(run: StrategyRun) -> bool:
+    """True when ``run`` trained weights but learned nothing it could: no GRPO group of any stage held a
+    reward contrast or any reward spread (every rollout of a group scored alike, e.g. all 0), and its
+    stages' ||ΔW|| is 0 (or not recorded beside a zero contrast). Its final weights are its start
+    weights, so a difference of 0 to another such strategy is no measured tie. False for a run
+    without a weight stage (nothing recorded)."""
+    if run.effective_group_rate is None and run.delta_norm is None:
+        return False
+    return not (run.effective_group_rate or run.spread_rate or run.delta_norm)
+
+
 def read_run(archive: Archive, state: dict[str, Any], strategy: str, seed: int, source: str,
              wall_s: float | None = None) -> StrategyRun:
     """A ``StrategyRun`` from a run's final ``state`` (``run_meta``'s result or ``read_state``'s)."""
@@ -212,7 +239,8 @@ def read_run(archive: Archive, state: dict[str, Any], strategy: str, seed: int, 
     budgets = archive.list(BudgetRecord, run_id=state["run_id"])
     return StrategyRun(strategy=strategy, seed=seed, run_id=state["run_id"], start=test.get("start"),
                        final=test.get("final"), accepted=accepted, rejected=rejected, adopted=adopted,
-                       effective_group_rate=effective, spread_rate=spread, budget=totals(budgets),
+                       effective_group_rate=effective, spread_rate=spread,
+                       delta_norm=stage_update(archive, state["run_id"]), budget=totals(budgets),
                        curve=score_curve(budgets, state.get("history", [])), source=source, wall_s=wall_s,
                        spent_by_phase=by_phase(budgets), budget_stop=state.get("budget_stop", ""),
                        final_val=state.get("final_val"),
@@ -304,6 +332,7 @@ def summarise(comparison_id: str, runs: Sequence[StrategyRun], strategies: Seque
             adopted=sum(r.adopted for r in mine),
             effective_group_rate=_mean([r.effective_group_rate for r in mine]),
             spread_rate=_mean([r.spread_rate for r in mine]),
+            no_signal=bool(mine) and all(no_learning_signal(r) for r in mine),
             trivial=next((r.final.trivial_baseline for r in mine if r.final is not None), None),
             rollouts=spent("rollouts"), policy_tokens=spent("policy_input_tokens", "policy_output_tokens"),
             policy_cost_usd=spent("policy_cost_usd"),

@@ -405,9 +405,10 @@ async def export_agent(db: str, run_id: str, out: str | Path, harness: str | Non
                            "cannot name the tools the agent sees: install what it needs, then export again") from None
     experience: list[str] = []
     if spec.bpe is not None:
-        from coevo.harnesses.bpe import ArchiveExperience
+        from coevo.harnesses.bpe import ArchiveExperience, experience_key
 
-        experience = ArchiveExperience(archive, run.id).lessons(state.get("start_harness") or pair[0])
+        key = experience_key(state.get("start_harness") or pair[0], config.env.model_dump(mode="json"))
+        experience = ArchiveExperience(archive, run.id).lessons(key)
     out = Path(out).expanduser().resolve()
     recorded = max((r.version or 0 for r in archive.list(ExportRecord) if Path(r.path).parent == out), default=0)
     target, number = _destination(out, version, force, recorded)

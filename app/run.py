@@ -92,17 +92,46 @@ def anchored(config: RunConfig) -> RunConfig:
     return config.model_copy(update=update)
 
 
+def check_splits(config: RunConfig, strategy: Strategy, env: Env) -> dict[str, int]:
+    """The number of tasks each split of ``env`` gives the run (``env.tasks(split, n_split)``), checked
+    against what its stages and evaluations take: train at least ``train.tasks_per_step`` when the
+    strategy trains weights (a step samples that many) and at least one otherwise, val at least one
+    (validation and the gate), test at least one unless ``env.n_test`` is 0. Returns the sizes.
+    Raises ``RunError`` naming every split's size, what it falls short of and the setting to change
+    (an env with too few distinct tasks: a larger ``size`` in ``env.ref``)."""
+    sizes = {split: len(env.tasks(split, getattr(config.env, f"n_{split}")))  # type: ignore[arg-type]
+             for split in ("train", "val", "test")}
+    needs = {"train": config.train.tasks_per_step if strategy.trains else 1, "val": 1,
+             "test": 1 if config.env.n_test else 0}
+    short = [split for split in sizes if sizes[split] < needs[split]]
+    if short:
+        whats = {"train": (f"train.tasks_per_step = {config.train.tasks_per_step} per weight step" if strategy.trains
+                           else "at least 1 to train on"), "val": "at least 1 to validate and gate on",
+                 "test": "at least 1 for the final test (env.n_test = 0: none)"}
+        got = ", ".join(f"{split} {n}" for split, n in sizes.items())
+        lacks = "; ".join(f"{split} needs {whats[split]}" for split in short)
+        raise RunError(f"env {config.env.ref!r} gives {got} tasks (n_train={config.env.n_train}, "
+                       f"n_val={config.env.n_val}, n_test={config.env.n_test} asked): {lacks}. An env with too few "
+                       "distinct tasks (e.g. a game whose start is the same for every seed) needs a larger size "
+                       "in env.ref (size=N) or more varied tasks"
+                       + ("; or lower train.tasks_per_step" if "train" in short and strategy.trains else "")
+                       + "; nothing was started")
+    return sizes
+
+
 def preflight(config: RunConfig, strategy: Strategy) -> tuple[Env, Executor | None]:
-    """Check the references a run of ``strategy`` depends on before anything is stored: the env, the
+    """Check the references a run of ``strategy`` depends on before anything is stored: the env and
+    the sizes of its splits (``check_splits``, before any model loads), the
     policy (a ``local:`` model is loaded here, once: the run's policies share its engine; a strategy
     with a weight stage needs one, since the trainer holds the weights), H0 and the executor. Returns
     the env and the executor (None: in process; the run's, built here once). Raises ``RunError``
     naming the reference and the fix, or ``HarnessError`` for a bad H0, including one whose prompt
-    fits the context budget on none of the run's tasks (``coevo.harnesses.fit``; on some: a warning)."""
+    fits the context budget on none of the run's tasks (``coevo.harnesses.fit``: the smaller of H0's
+    ``max_context_tokens`` and the policy's context, counted by its tokenizer when local; on some: a warning)."""
     from coevo.envs.registry import get_env
     from coevo.evaluation.executors import make_executor
     from coevo.harnesses.agent import start_harness
-    from coevo.harnesses.fit import check_prompt_fits
+    from coevo.harnesses.fit import check_prompt_fits, meter_of
     from coevo.models.refs import ModelRefError, load_model
     from coevo.models.smollm2 import SmolLM2NotInstalledError
 
@@ -112,8 +141,9 @@ def preflight(config: RunConfig, strategy: Strategy) -> tuple[Env, Executor | No
         message = err.args[0] if isinstance(err, KeyError) and err.args else err
         raise RunError(f"env {config.env.ref!r} cannot be built: {message}. Fix env.ref in the config "
                        f"(`coevo envs list` shows the suites); nothing was started") from None
+    check_splits(config, strategy, env)  # before any model loads
     try:
-        load_model(config.policy)
+        policy = load_model(config.policy)
     except (ModelRefError, SmolLM2NotInstalledError, OSError) as err:
         raise RunError(f"policy {config.policy!r} cannot be loaded: {err}. Fix it with --set policy=... "
                        f"or the config's policy key; nothing was started") from None
@@ -126,7 +156,8 @@ def preflight(config: RunConfig, strategy: Strategy) -> tuple[Env, Executor | No
     h0 = start_harness(config.harness, env.name)
     sizes = {split: getattr(config.env, f"n_{split}") for split in ("train", "val", "test")}
     prompts = [t.prompt for split, n in sizes.items() if n for t in env.tasks(split, n)]
-    fit = check_prompt_fits(h0, prompts, source=f"H0 ({config.harness or env.name})")  # before any rollout
+    # before any rollout, counted as the policy counts and against its own context where it is smaller
+    fit = check_prompt_fits(h0, prompts, source=f"H0 ({config.harness or env.name})", meter=meter_of(policy))
     if not fit.fits:
         log.warning("H0: %s", fit.text())
     try:

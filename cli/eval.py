@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import uuid
+from pathlib import Path
+from typing import Iterator
 
 import typer
 from rich.markup import escape
@@ -18,18 +21,41 @@ from coevo.evaluation.executors import EXECUTORS, make_executor
 from coevo.evaluation.results import EvalResult, Metric, outcome_estimate
 from coevo.harnesses import HarnessSpec, load_harness
 from coevo.harnesses.agent import is_agent_ref, start_harness
-from coevo.harnesses.fit import check_prompt_fits
+from coevo.harnesses.fit import check_prompt_fits, meter_of
 from coevo.masking import redact
 from coevo.models.refs import load_model
 from coevo.observe.log import framework_noise_to
 from coevo.observe.progress import RichReporter
 from coevo.records import Checkpoint, HarnessRecord, RunRecord
 from coevo.storage import Archive, ArchiveError, ArchiveFullError
+from coevo.storage.connection import is_url
 
 _HEX = re.compile(r"^[0-9a-f]{6,64}$")
 REWARD_TEXT = {"correct": "correct (1/0)", "partial": "partial credit"}
 PROGRESS_EVERY_S = 10.0
 """In a pipe or a log file, an evaluation's progress line at most every this many seconds as rollouts finish."""
+
+
+@contextlib.contextmanager
+def new_archive_removed_on_error(db: str) -> Iterator[None]:
+    """Run the block; when it raises and ``db`` is a SQLite file the block created (with the folders
+    made for it), remove the file, its ``-wal``/``-shm``/``-journal`` companions and those folders, so
+    a command refused before it stored anything (a bad env, model or harness) leaves no empty archive
+    behind. A URL, ``:memory:`` or an archive that existed before is never touched."""
+    path = None if is_url(db) or db == ":memory:" else Path(db).expanduser().absolute()
+    if path is None or path.exists():
+        yield
+        return
+    folders = [p for p in path.parents if not p.exists()]
+    try:
+        yield
+    except BaseException:
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+        for folder in folders:  # the deepest first
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
 
 
 def resolve_harness(source: str, archive: Archive, env_name: str = "") -> HarnessSpec:
@@ -122,7 +148,7 @@ def eval_cmd(
     Example:
 
     `coevo eval --env showcase --harness showcase --model local:smollm2-135m --n 20`"""
-    with user_errors():
+    with user_errors(), new_archive_removed_on_error(db):
         archive = Archive(db)
         resumed = _resumed_run(archive, run_id, create, db) if run_id else None
         suite = get_env(env) if reward is None else get_env(env, reward=reward)
@@ -136,8 +162,9 @@ def eval_cmd(
         if resumed is not None:
             _same_evaluation(resumed, run)
             run.created_at = resumed.created_at
-        fit = check_prompt_fits(spec, [t.prompt for t in suite.tasks(split, n)], source=f"harness {spec.id[:12]}")
         policy = load_model(model, **settings)
+        fit = check_prompt_fits(spec, [t.prompt for t in suite.tasks(split, n)], source=f"harness {spec.id[:12]}",
+                                meter=meter_of(policy))
         runner = make_executor(executor)
         if archive.get(Checkpoint, ckpt) is None:
             archive.put(Checkpoint(id=ckpt, base_model=model))

@@ -124,8 +124,11 @@ class HarnessR1Config(Section):
 
     ``engineer``: its model reference (``local:smollm2-135m``, the cached weights the policy uses, on
     CPU; ``local:BASE+ADAPTER`` a trained one; any reference on a GPU host — only a ``local:`` one
-    can be trained here). Cold start: ``sft_epochs`` passes of SFT on the archive's accepted edits
-    before its first GRPO stage (0, or an archive without any: no cold start). Each round: ``episodes``
+    can be trained here). Cold start: ``sft_epochs`` passes of SFT on the accepted edits of the runs
+    ``cold_start_from`` names (empty: the archive's runs with this run's env config, so another suite's
+    or another config's edits never come in) before its first GRPO stage (0, or no such edit: no cold
+    start); an edit whose evidence is one of this run's val or test tasks, or whose text carries one of
+    their answers, is left out (sealed). Each round: ``episodes``
     episodes of ``batch`` failed train tasks of the incumbent, ``steps`` GRPO steps of
     ``episodes_per_step`` episodes x ``group`` patches (G), reward = success of the frozen target
     rerun with the patch minus without it (same tasks, same fresh seed), ``penalty`` for an invalid
@@ -145,3 +148,6 @@ class HarnessR1Config(Section):
     max_tokens: int = Field(default=384, ge=32)
     max_ops: int = Field(default=2, ge=1)
     as_editor: bool = False
+    cold_start_from: list[str] = Field(default_factory=list, description=(
+        "run ids whose accepted edits the cold start learns from (empty: every run in the archive with this "
+        "run's env config)"))

@@ -262,7 +262,8 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
     ``overrides`` maps dotted keys (``"train.steps"``) to values applied on top; ``flags`` the
     command-line flag that set a key (``{"strategy": "--strategy"}``; others: ``--set KEY=VALUE``),
     named in the error when that value is bad. Raises ``ConfigError`` for a missing file, a parse
-    error, or invalid keys.
+    error (text that is not UTF-8 included), a top level that is not a mapping (a YAML list or scalar),
+    or invalid keys.
     """
     data: dict[str, Any] = {}
     if path is not None:
@@ -270,9 +271,15 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
         if not p.is_file():
             raise ConfigError(f"no config file {str(p)!r}; see configs/default.toml for an example")
         try:
-            data = tomllib.loads(p.read_text()) if p.suffix == ".toml" else (yaml.safe_load(p.read_text()) or {})
-        except (tomllib.TOMLDecodeError, yaml.YAMLError) as err:
+            data = tomllib.loads(p.read_text()) if p.suffix == ".toml" else yaml.safe_load(p.read_text())
+        except (tomllib.TOMLDecodeError, yaml.YAMLError, UnicodeDecodeError) as err:
             raise ConfigError(f"{p} does not parse: {err}") from None
+        data = {} if data is None else data
+        if not isinstance(data, dict):
+            kind = "list" if isinstance(data, list) else type(data).__name__
+            raise ConfigError(f"{p}: its top level is a {kind}, but a run config is a mapping of keys "
+                              "(strategy: vace, rounds: 2, train: {steps: 4}, ...); see configs/default.toml "
+                              "for an example") from None
     set_dotted(data, overrides or {})
     origins = {key: f"{flags[key]} {value}" if flags and key in flags else f"--set {key}={value}"
                for key, value in (overrides or {}).items()}

@@ -24,8 +24,11 @@ class AdapterEnv(ABC):
     and ``score``.
 
     ``size`` items are made; ``val_frac``/``test_frac`` of them go to val and test. Items whose
-    prompt repeats an earlier one are dropped (two reset seeds of a deterministic game are one
-    task). ``reward``: ``correct`` (1 when the framework's success rule passes, else 0) or
+    ``_identity`` repeats an earlier one's are dropped (by default the prompt: two rows of the same
+    text are one task; the Gymnasium adapter's also holds the env's state after its reset, so two
+    reset seeds of a deterministic game are one task and those of a hidden-state game are not). A
+    kept item whose prompt repeats an earlier one's gets an id that also names its key.
+    ``reward``: ``correct`` (1 when the framework's success rule passes, else 0) or
     ``partial`` (the framework's reward scaled to [0, 1]) when ``partial_ok``; else ``ValueError``.
     """
 
@@ -60,6 +63,11 @@ class AdapterEnv(ABC):
         """The prompt and metadata of the item reset with ``reset_seed`` (adapters that reset by seed)."""
         raise NotImplementedError(f"{type(self).__name__} makes its items in _items")
 
+    def _identity(self, item: tuple[Any, str, dict[str, Any]]) -> str:
+        """What makes two items one task: their prompt (an adapter whose prompt may not reveal its hidden
+        state, such as a reset seed's, adds that state)."""
+        return item[1]
+
     def _sizes(self, items: list[tuple[Any, str, dict[str, Any]]]) -> dict[Split, int]:
         """How many of the deduplicated ``items`` (in order) each split takes: ``split_sizes`` of their
         number by default; an adapter whose items carry their own boundary (verifiers' eval rows) overrides it."""
@@ -67,15 +75,20 @@ class AdapterEnv(ABC):
 
     def _ensure(self) -> dict[Split, list[Task]]:
         if self._splits is None:
-            items = dedupe(self._items(), key=lambda item: item[1])
+            items = dedupe(self._items(), key=self._identity)
             sizes = self._sizes(items)
             bounds = {"train": (0, sizes["train"]), "val": (sizes["train"], sizes["train"] + sizes["val"]),
                       "test": (sizes["train"] + sizes["val"], len(items))}
             self._splits = {}
+            prompts: set[str] = set()
+            ids = []  # a prompt shared by two distinct items: the later one's id names its key too
+            for key, prompt, _ in items:
+                ids.append(task_id(self.name, prompt if prompt not in prompts else f"{prompt}\0{key!r}"))
+                prompts.add(prompt)
             for split in SPLITS:
                 lo, hi = bounds[split]
-                self._splits[split] = [Task(id=task_id(self.name, prompt), env=self.name, split=split, prompt=prompt,
-                                            metadata=meta) for _, prompt, meta in items[lo:hi]]
+                self._splits[split] = [Task(id=i, env=self.name, split=split, prompt=prompt, metadata=meta)
+                                       for i, (_, prompt, meta) in zip(ids[lo:hi], items[lo:hi])]
                 self._keys.update({t.id: key for t, (key, _, _) in zip(self._splits[split], items[lo:hi])})
         return self._splits
 

@@ -5,8 +5,12 @@ Reference: ``gym:FrozenLake-v1,size=40,seed=0`` — the env id first, then the a
 other key, passed to ``gymnasium.make`` (``is_slippery=false``, ``map_name=8x8``).
 
 Tasks: item ``i`` is the env reset with seed ``seed * 100000 + i``; its prompt says which env, the
-actions and the first observation. Items whose first observation repeats an earlier one are one
-task (a deterministic start gives a single task). Per episode: a fresh env reset with the task's
+actions and the first observation. A seed is a task of its own unless its reset leaves the env exactly
+as an earlier seed's did: the same first observation and the same state (the unwrapped env's
+attributes, its random generator aside; ``reset_state``) — so a deterministic start (FrozenLake
+without slipping) is one task, while a game whose first observation hides what the seed drew (a
+number to guess, the dealer's hole card, a shuffled deck) keeps every seed. An env whose state does
+not pickle keeps every seed. Per episode: a fresh env reset with the task's
 seed and one tool, ``step(action)``, which plays one action and returns the observation, the
 step's reward and whether the episode ended. Score: passed when the episode *terminated* (not
 truncated) with a last reward > 0 — the goal reached in FrozenLake, a delivery in Taxi, a won hand
@@ -25,6 +29,8 @@ Limits (stated in the README too):
 
 from __future__ import annotations
 
+import hashlib
+import pickle
 import re
 from typing import Any
 
@@ -65,6 +71,17 @@ def plain(text: str) -> str:
     return _ANSI.sub("", _SPAN.sub(span, text)).strip("\n")
 
 
+def reset_state(env: Any) -> str | None:
+    """A digest of what a reset left in ``env``: the unwrapped env's attributes (a random generator's
+    aside, which differs by seed even where nothing draws from it), pickled; None when they do not pickle
+    (a render window, a handle), so two such resets are never taken to be the same."""
+    attrs = {k: v for k, v in vars(env.unwrapped).items() if "random" not in k}
+    try:
+        return hashlib.sha256(pickle.dumps(attrs)).hexdigest()
+    except Exception:  # any attribute pickle refuses: nothing to compare
+        return None
+
+
 class GymEnv(AdapterEnv):
     """A Gymnasium env as a coevo suite (module doc). ``id``: the Gymnasium env id; ``make``: the
     other keyword arguments, passed to ``gymnasium.make``. Raises ``MissingExtraError`` without
@@ -100,6 +117,7 @@ class GymEnv(AdapterEnv):
         finally:
             probe.close()
         self.legend = LEGENDS.get(family, "")
+        self._states: dict[int, str | None] = {}
         self.config.update(id=self.id, seed=seed, success=success, make=self.make_kwargs)
 
     def _make(self) -> Any:
@@ -117,6 +135,7 @@ class GymEnv(AdapterEnv):
         try:
             obs, _ = env.reset(seed=reset_seed)
             first = self._observe(env, obs)
+            self._states[reset_seed] = reset_state(env)
         finally:
             env.close()
         how = ("Play one action per call with the step tool; actions: " + ", ".join(self.actions)
@@ -125,6 +144,12 @@ class GymEnv(AdapterEnv):
                                        f"Observation:\n{first}",
                                        "When the episode has ended, reply with your final answer: done.") if t)
         return prompt, {"gym_id": self.id, "reset_seed": reset_seed}
+
+    def _identity(self, item: tuple[Any, str, dict[str, Any]]) -> str:
+        """The prompt and the env's state after the reset (module doc); the seed itself when that state
+        could not be read, so such seeds are never merged."""
+        state = self._states.get(item[0])
+        return f"{item[1]}\0{state if state is not None else f'seed {item[0]}'}"
 
     def _action(self, action: str) -> Any:
         if self.text_actions:

@@ -20,8 +20,12 @@ says ``files: bwrap``):
   all that user's processes): ``isolation()["processes"]`` says ``none`` then.
 - wall time: the child runs in its own session; at ``timeout_s`` the whole process group gets
   SIGKILL (and with it the namespace). RLIMIT_CPU (``timeout_s`` + 1 s) backs it up.
-- memory: RLIMIT_AS = ``memory_mb`` (allocations past it raise ``MemoryError`` in the child); the
-  scratch tmpfs is memory too, up to ``scratch_mb``.
+- memory: ``memory_mb`` bounds the whole call, every process it forks together: the parent measures
+  the memory of the call's process tree every ``MEMORY_POLL_S`` (proportional set sizes, so pages a
+  fork shares count once) and kills the tree when it holds more (``SandboxResult.memory_killed_mb``;
+  between two measurements it can overshoot by what it allocates in ``MEMORY_POLL_S``). Each process
+  also has RLIMIT_AS = ``memory_mb`` (one allocation past it raises ``MemoryError`` in the child). The
+  scratch tmpfs is memory too, up to ``scratch_mb``, on top.
 - output: stdout/stderr go to files the parent opened, capped by RLIMIT_FSIZE (8 MiB, as is every
   file the child writes: past it a write fails with ``File too large``, or SIGXFSZ kills a child
   that does not ignore it), cut to ``max_output_chars``.
@@ -45,6 +49,7 @@ compiled (no ``preexec_fn``, which is unsafe in a threaded parent such as the as
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import os
@@ -122,18 +127,25 @@ exec(compile(source, "<tool>", "exec"))
 @dataclass
 class SandboxResult:
     """What a sandboxed run did: exit code (negative = killed by that signal), captured output (cut),
-    whether the wall timeout fired, and the wall time in seconds."""
+    whether the wall timeout fired, the wall time in seconds, ``memory_killed_mb`` the call's memory
+    limit (MiB) when its processes together held more and were killed (else 0), and ``peak_mb`` the
+    most they were measured to hold together (MiB; 0 when the call ended before the first measurement)."""
 
     exit_code: int
     stdout: str
     stderr: str
     timed_out: bool
     wall_s: float
+    memory_killed_mb: int = 0
+    peak_mb: int = 0
 
     def observation(self) -> str:
         """The text the agent sees: status line, then stdout and stderr (when non-empty)."""
         if self.timed_out:
             status = f"TIMEOUT: killed after {self.wall_s:.1f}s wall time"
+        elif self.memory_killed_mb:
+            status = (f"MEMORY: killed when its processes held {self.peak_mb} MB together (the limit is "
+                      f"{self.memory_killed_mb} MB for the whole call)")
         elif self.exit_code < 0:
             sig = -self.exit_code
             name = signal.Signals(sig).name if sig in signal.valid_signals() else str(sig)
@@ -187,7 +199,6 @@ def _run(code: str, python: str, bwrap: str | None, *, timeout_s: float, memory_
     args = [*prefix, "-I", "-c", _BOOTSTRAP, str(memory_mb * 1024 * 1024), str(int(timeout_s) + 1),
             str(OUTPUT_FILE_LIMIT), str(PROCESS_LIMIT), str(uid), mode] + (["--probe"] if probe else [])
     started = time.perf_counter()
-    timed_out = False
     try:
         with open(out_path, "wb") as out, open(err_path, "wb") as err:
             proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=out, stderr=err, cwd=cwd,
@@ -197,24 +208,83 @@ def _run(code: str, python: str, bwrap: str | None, *, timeout_s: float, memory_
                 proc.stdin.close()  # type: ignore[union-attr]
             except BrokenPipeError:
                 pass
-            try:
-                code_ = proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                code_ = proc.wait()
+            code_, timed_out, peak = _watch(proc, started + timeout_s, memory_mb * 1024 * 1024)
         wall = time.perf_counter() - started
         if bwrap and code_ > 128 and code_ - 128 in signal.valid_signals():
             code_ = 128 - code_
         return SandboxResult(code_, _read_cut(out_path, max_output_chars), _read_cut(err_path, max_output_chars),
-                             timed_out, wall)
+                             timed_out, wall, memory_mb if peak > memory_mb * 1024 * 1024 else 0,
+                             -(-peak // (1024 * 1024)))
     finally:
         if workdir:
             shutil.rmtree(workdir, ignore_errors=True)
         shutil.rmtree(outdir, ignore_errors=True)
+
+
+MEMORY_POLL_S = 0.02
+"""How often (seconds) the parent measures the memory a call's processes hold together (``_watch``)."""
+
+
+def _watch(proc: subprocess.Popen, deadline: float, limit: int) -> tuple[int, bool, int]:
+    """Wait for ``proc`` until ``deadline`` (``time.perf_counter`` seconds), measuring every
+    ``MEMORY_POLL_S`` the memory its whole process tree holds (``_tree_bytes``). At the deadline, or
+    once the tree holds more than ``limit`` bytes, every process of the tree and the child's process
+    group get SIGKILL. Returns ``(exit code, timed out, peak bytes held)``."""
+    peak = 0
+    while True:
+        try:
+            return proc.wait(timeout=max(0.0, min(MEMORY_POLL_S, deadline - time.perf_counter()))), False, peak
+        except subprocess.TimeoutExpired:
+            pass
+        tree = _tree(proc.pid)
+        peak = max(peak, _tree_bytes(tree))
+        late = time.perf_counter() >= deadline
+        if late or peak > limit:
+            for pid in [proc.pid, *tree]:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            return proc.wait(), late, peak
+
+
+def _tree(root: int) -> list[int]:
+    """``root`` and every process descended from it (from each ``/proc/PID/stat``'s parent pid). A
+    process the child orphaned is adopted by the sandbox's PID-namespace init, itself in the tree;
+    only in the fallback (no bubblewrap) can an orphan leave it."""
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(name))
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(children.get(pid, []))
+    return out
+
+
+def _tree_bytes(pids: Sequence[int]) -> int:
+    """The memory ``pids`` hold together, in bytes: the sum of their proportional set sizes (``Pss``
+    in ``/proc/PID/smaps_rollup``: a page shared by n processes counts 1/n to each, so forked
+    children are not counted n times), or their resident sets where that file is missing."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
+                total += next(int(line.split()[1]) * 1024 for line in f if line.startswith(b"Pss:"))
+        except (OSError, StopIteration, ValueError, IndexError):
+            try:
+                with open(f"/proc/{pid}/statm", "rb") as f:
+                    total += int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+            except (OSError, ValueError, IndexError):
+                continue
+    return total
 
 
 @lru_cache(maxsize=8)
@@ -244,9 +314,10 @@ def run_python(code: str, *, timeout_s: float = 5.0, memory_mb: int = 512, max_o
                python: str | None = None, _probe: bool = False) -> SandboxResult:
     """Run ``code`` (Python 3 source) in the sandbox described in the module doc.
 
-    ``timeout_s`` (> 0) is the wall limit in seconds, ``memory_mb`` (>= 64) the address-space
-    limit in MiB, ``scratch_mb`` (>= 1) the size of the writable scratch directory in MiB,
-    ``readable`` extra absolute paths the child may read (a task's data; never an answer file).
+    ``timeout_s`` (> 0) is the wall limit in seconds, ``memory_mb`` (>= 64) the memory limit in MiB
+    of the whole call (every process it forks together) and of each process's address space,
+    ``scratch_mb`` (>= 1) the size of the writable scratch directory in MiB, ``readable`` extra
+    absolute paths the child may read (a task's data; never an answer file).
     ``filesystem_view=False`` runs the fallback on purpose. ``python``: the interpreter (default
     this one; in the view its base interpreter, without the venv). Never raises for anything the
     code does; raises ``ValueError`` for bad limits or a ``readable`` path that does not exist.
@@ -286,7 +357,9 @@ def python_tool(timeout_s: float = 5.0, memory_mb: int = 512, max_output_chars: 
     return Tool(
         name="python",
         description=(f"Run a Python 3 program (standard library only) and see what it prints. Limits: "
-                     f"{timeout_s:g}s wall time, {memory_mb} MB memory, no network, a {scratch_mb} MB scratch "
+                     f"{timeout_s:g}s wall time; {memory_mb} MB of memory for the whole call, all the processes "
+                     f"it starts together (past it every one is killed; one allocation over {memory_mb} MB raises "
+                     f"MemoryError); at most {PROCESS_LIMIT} processes; no network; a {scratch_mb} MB scratch "
                      "directory (the working directory), no files kept between calls. Use print()."),
         parameters={"type": "object", "properties": {"code": {"type": "string", "description": "Python 3 source code"}},
                     "required": ["code"]},

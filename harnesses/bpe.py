@@ -22,8 +22,10 @@ which the meta-loop reaches through its run context.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
-from typing import Any, Protocol, Sequence
+from typing import Any, Mapping, Protocol, Sequence
 
 from coevo.envs.base import Tool
 from coevo.harnesses.spec import BPE
@@ -192,6 +194,14 @@ class InMemoryExperience:
         given); returns the lineage's lessons."""
         self._lessons[lineage] = _merged(self._lessons.get(lineage, []), lessons, cap, kept)
         return self.lessons(lineage)
+
+
+def experience_key(start_harness: str, env: Mapping[str, Any]) -> str:
+    """The experience store's key of a harness lineage: its start harness id and a digest of the env
+    config it plays (``RunConfig.env``, as JSON), so runs of one start harness on another env config
+    (whose train tasks may be this config's val or test tasks) never share lessons."""
+    digest = hashlib.sha256(json.dumps(dict(env), sort_keys=True, default=str).encode()).hexdigest()[:12]
+    return f"{start_harness}@env-{digest}"
 
 
 class ArchiveExperience:

@@ -30,9 +30,10 @@ from coevo.envs.interaction import next_user_turn
 from coevo.harnesses.bpe import ACTIONS as BPE_ACTIONS
 from coevo.harnesses.bpe import action_record, apply_action, bpe_tools, initial_state, render_state
 from coevo.harnesses.constrain import constrained_format
+from coevo.harnesses.fit import TokenMeter, meter_of
 from coevo.harnesses.hooks import fire
 from coevo.harnesses.parse import parse_reply as parse
-from coevo.harnesses.spec import CHARS_PER_TOKEN, HarnessSpec
+from coevo.harnesses.spec import HarnessSpec
 from coevo.harnesses.state import HarnessState
 from coevo.harnesses.view import render_messages
 from coevo.models.base import record_call
@@ -71,8 +72,9 @@ class EngineContext:
     Derived once (``bind_tools``): ``tools`` the model-visible tools by shown name (the episode's
     tools filtered and renamed by ``spec.tool_view``, plus ``note`` when the scratchpad is on and the
     four BPE harness actions with ``spec.bpe``),
-    ``schemas`` their function schemas, and ``target``/``kwargs``, what ``call_model`` calls:
-    ``target.invoke(messages, **call_kwargs(i))`` for call ``i``.
+    ``schemas`` their function schemas, ``target``/``kwargs``, what ``call_model`` calls:
+    ``target.invoke(messages, **call_kwargs(i))`` for call ``i``, and ``meter``, how ``visible`` counts
+    the context against its budget (``coevo.harnesses.fit.meter_of(target)``).
     """
 
     spec: HarnessSpec
@@ -85,6 +87,7 @@ class EngineContext:
     target: Runnable = field(init=False, repr=False)
     kwargs: dict[str, Any] = field(init=False, repr=False)
     n_env_tools: int = field(init=False, repr=False)
+    meter: TokenMeter = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.spec.decoding.seed is not None:
@@ -112,6 +115,7 @@ class EngineContext:
                  else self.model).bind(**decoding_kwargs(spec))
         # a plain kwargs binding is called as bound(**kwargs): same call, without a config merge per model call
         self.target, self.kwargs = unbind(model)
+        self.meter = meter_of(self.target)
 
     def call_kwargs(self, index: int, env_actions: int = 0) -> dict[str, Any]:
         """Model call ``index``'s (0-based) keyword arguments: decoding, seed, ``constrained_format``'s schema
@@ -173,8 +177,9 @@ def assemble_context(state: HarnessState, runtime: Runtime[EngineContext]) -> di
 def visible(ctx: EngineContext, state: HarnessState) -> list[BaseMessage] | None:
     """What the model sees: prompt + the last ``history_turns`` turns (+ scratchpad, + the BPE state
     when ``spec.bpe.render`` is ``always``; with ``on_read`` only ``bpe_read`` shows it), cut to the
-    context-token budget (4 characters a token) by dropping the oldest turns; ``None`` if even the
-    prompt is too long."""
+    context-token budget (``ctx.meter``: the smaller of ``budget.max_context_tokens`` and the policy's own
+    context, counted by its tokenizer where it is local, else 4 characters a token) by dropping the
+    oldest turns; ``None`` if even the prompt is too long."""
     msgs = list(state["messages"])
     n = next((i for i, m in enumerate(msgs) if m.additional_kwargs.get(ROLE) != "prompt"), len(msgs))
     head = msgs[:n]  # system, few-shot turns and the task: never windowed away
@@ -188,10 +193,10 @@ def visible(ctx: EngineContext, state: HarnessState) -> list[BaseMessage] | None
              if state.get("scratchpad") else [])
     if ctx.spec.bpe is not None and ctx.spec.bpe.render == "always" and state.get("bpe"):
         notes.append(_harness("Harness state:\n" + render_state(state["bpe"])))
-    budget = ctx.spec.budget.max_context_tokens * CHARS_PER_TOKEN
+    budget = ctx.meter.budget(ctx.spec)
     while True:
         seq = head + [m for t in turns for m in t] + notes
-        if sum(len(str(m.content)) for m in seq) <= budget:
+        if ctx.meter.tokens(seq) <= budget:
             return seq
         if not turns:
             return None

@@ -1,15 +1,18 @@
 """Edits: RFC 6902 JSON Patches (``jsonpatch``) that turn a parent spec into a child spec.
 
-A patch that does not apply, a result that does not validate, a hook naming an unregistered
-condition/action, a tool view naming a tool the env lacks, or an edit of a user agent's harness
-outside its declared params (``check_agent_edit``) all raise ``HarnessError`` carrying every problem
-found — an editor's malformed edit becomes a rejected candidate with its reasons. ``apply_edit`` (what
-editors' edits go through) also rejects a no-op: a patch whose child is its parent (``NOOP``).
+A patch that is not a list of RFC 6902 operations or names a malformed JSON Pointer (no leading
+``/``, a bad ``~`` escape: ``POINTER_RULE``), a patch that does not apply, a result that does not
+validate, a hook naming an unregistered condition/action, a tool view naming a tool the env lacks,
+or an edit of a user agent's harness outside its declared params (``check_agent_edit``) all raise
+``HarnessError`` carrying every problem found — an editor's malformed edit becomes a rejected
+candidate with its reasons, never an exception that ends a run. ``apply_edit`` (what editors' edits
+go through) also rejects a no-op: a patch whose child is its parent (``NOOP``).
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+import json
+from typing import Any, Iterable, Mapping, Sequence
 
 import jsonpatch
 import jsonpointer
@@ -36,14 +39,12 @@ def apply_patch(parent: HarnessSpec, patch: list[dict[str, Any]] | str,
     a user agent's harness is checked by ``check_agent_edit``. A BPE spec's empty ``progress_schema``
     (left out of its JSON) is patched as ``[]``, so ``/bpe/progress_schema`` can be replaced or appended to;
     likewise ``/decoding/stop`` (``[]``) and ``/decoding/constrain`` (``"none"``).
-    Raises ``HarnessError`` with every problem: each operation that does not apply (path missing,
-    test failed, malformed op), then every validation/registry/tool/field problem of the result.
+    Raises ``HarnessError`` with every problem: each malformed operation (unknown op, a ``path`` or
+    ``from`` that is no JSON Pointer: ``_operations``), else each operation that does not apply (path
+    missing, test failed, the whole harness replaced by a non-object), then every
+    validation/registry/tool/field problem of the result.
     """
-    try:
-        ops = jsonpatch.JsonPatch.from_string(patch) if isinstance(patch, str) else jsonpatch.JsonPatch(list(patch))
-    except (jsonpatch.JsonPatchException, ValueError, TypeError) as err:
-        raise HarnessError([Problem("", f"not a JSON Patch: {err}; a patch is a list of RFC 6902 operations")],
-                           "patch") from None
+    ops = _operations(patch)
     doc = parent.model_dump(mode="json")
     # left out of the JSON at their defaults (ids kept), yet fields an edit may replace
     doc["decoding"].setdefault("stop", [])
@@ -54,9 +55,14 @@ def apply_patch(parent: HarnessSpec, patch: list[dict[str, Any]] | str,
     for i, op in enumerate(ops):  # one at a time, so that every operation that does not apply is reported
         try:
             doc = jsonpatch.JsonPatch([op]).apply(doc, in_place=True)
-        except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException, KeyError, IndexError, TypeError) as err:
+        except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException, KeyError, IndexError, TypeError,
+                ValueError) as err:
             problems.append(Problem(op.get("path", ""),
                                     f"operation {i} ({op.get('op')}) does not apply: {_short(err)}"))
+        if not isinstance(doc, dict):  # the root ("") replaced by a value that is no harness
+            raise HarnessError([Problem("", f"operation {i} ({op.get('op')}) replaces the whole harness with "
+                                            f"{json.dumps(doc)[:40]}; an edit changes fields, e.g. /prompt/system")],
+                               "patch")
     if problems:
         raise HarnessError(problems, "patch")
     doc["parents"] = [parent.id]
@@ -67,6 +73,73 @@ def apply_patch(parent: HarnessSpec, patch: list[dict[str, Any]] | str,
         check_fields(parent, child, allowed)
     check_agent_edit(parent, child)
     return child
+
+
+POINTER_RULE = ("a JSON Pointer (RFC 6901) is '' for the whole harness or starts with '/', each step a field name "
+                "with '~' written '~0' and '/' written '~1', e.g. /prompt/system")
+"""What an operation's ``path`` and ``from`` must look like: the fix a malformed pointer's reason names."""
+
+
+def _operations(patch: list[dict[str, Any]] | str) -> list[dict[str, Any]]:
+    """``patch`` as a list of well-formed RFC 6902 operations (each ``op`` known, each ``path`` and ``from``
+    a JSON Pointer). Raises ``HarnessError``: one problem when ``patch`` is not a list of operations, else
+    one per malformed operation, naming its index, what is wrong and the fix (``POINTER_RULE`` for a pointer
+    without its leading ``/``, a bad ``~`` escape or a non-string path)."""
+    try:
+        raw = json.loads(patch) if isinstance(patch, str) else patch
+        if isinstance(raw, (str, bytes, Mapping)) or not isinstance(raw, Iterable):
+            raise ValueError("Document is expected to be sequence of operations")
+        raw = list(raw)
+    except (ValueError, TypeError) as err:
+        raise HarnessError([Problem("", f"not a JSON Patch: {err}; a patch is a list of RFC 6902 operations")],
+                           "patch") from None
+    problems: list[Problem] = []
+    for i, op in enumerate(raw):
+        reason = ""
+        try:
+            jsonpatch.JsonPatch([op])  # checks op and path without applying (not from)
+        except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException, ValueError, TypeError) as err:
+            reason = _short(err)
+        if isinstance(op, Mapping) and op.get("op") in ("move", "copy") and "from" not in op:
+            reason = reason or f"a {op['op']} names its source in 'from'"
+        fix = _pointer_fix(op)
+        if reason or fix:
+            problems.append(Problem(_path_of(op), f"not a JSON Patch: operation {i} is malformed: "
+                                                  f"{reason or 'a pointer is malformed'}{fix}; "
+                                                  "a patch is a list of RFC 6902 operations"))
+    if problems:
+        raise HarnessError(problems, "patch")
+    return raw
+
+
+def _path_of(op: Any) -> str:
+    """An operation's ``path`` when it is a string (for the problem's location), else ``""``."""
+    path = op.get("path") if isinstance(op, Mapping) else None
+    return path if isinstance(path, str) else ""
+
+
+def _pointer_fix(op: Any) -> str:
+    """The fix for each malformed pointer of ``op`` (``path``, ``from``): ``POINTER_RULE``, and the
+    pointer it probably meant when only the leading ``/`` is missing or a URI fragment's ``#`` added."""
+    if not isinstance(op, Mapping):
+        return ""
+    fixes = []
+    for member in ("path", "from") if op.get("op") in ("move", "copy") else ("path",):
+        value = op.get(member)
+        if member not in op or (isinstance(value, str) and _is_pointer(value)):
+            continue
+        meant = ("/" + value.lstrip("#/")) if isinstance(value, str) and value.lstrip("#/") else ""
+        fixes.append(f"{member} {value!r} is not a JSON Pointer" + (f" (did you mean {meant!r}?)"
+                                                                     if meant and _is_pointer(meant) else ""))
+    return f" ({'; '.join(fixes)}: {POINTER_RULE})" if fixes else ""
+
+
+def _is_pointer(text: str) -> bool:
+    try:
+        jsonpointer.JsonPointer(text)
+    except jsonpointer.JsonPointerException:
+        return False
+    return True
 
 
 NOOP = "no-op: the patch leaves the harness unchanged"

@@ -34,9 +34,30 @@ SLOTS: tuple[str, ...] = ("system", "task_framing", "action_guidance", "output_f
 
 
 class Strict(BaseModel):
-    """Base for spec components: unknown keys are errors, so a typo in an edit is caught."""
+    """Base for spec components: unknown keys are errors, so a typo in an edit is caught, and no text
+    (a value or a map's key, at any depth) may hold a NUL character: no tokenizer, terminal or C
+    string carries it faithfully, so it would reach the model as something other than the spec says."""
 
     model_config = ConfigDict(extra="forbid")
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _no_nul(cls, value: Any) -> Any:
+        if _holds_nul(value):
+            raise ValueError("holds a NUL character (\\x00); remove it (no model or tokenizer reads it as text)")
+        return value
+
+
+def _holds_nul(value: Any) -> bool:
+    """True when ``value`` (a string, or a list, tuple or dict of them, keys included; not a nested
+    spec component, which checks its own fields) holds ``\\x00``."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_holds_nul(k) or _holds_nul(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(_holds_nul(v) for v in value)
+    return False
 
 
 class Rule(Strict):
@@ -176,7 +197,8 @@ CHARS_PER_TOKEN = 4
 
 class Budget(Strict):
     """Per-episode limits (defaults: Harness-S Table 8): model calls, env actions, context tokens
-    (estimated as characters / 4), output tokens per model call."""
+    (the smaller of this and the policy's own context, counted with a local policy's tokenizer, else as
+    characters / 4: ``coevo.harnesses.fit``), output tokens per model call."""
 
     max_model_calls: int = Field(default=32, ge=1)
     max_env_actions: int = Field(default=30, ge=0)

@@ -19,7 +19,7 @@ from coevo.evaluation.engine import evaluate, evaluation_id
 from coevo.evaluation.executors import Executor
 from coevo.evaluation.results import EvalResult
 from coevo.harnesses.agent import start_harness
-from coevo.harnesses.bpe import ExperienceStore, InMemoryExperience
+from coevo.harnesses.bpe import ExperienceStore, InMemoryExperience, experience_key
 from coevo.harnesses.errors import HarnessError
 from coevo.harnesses.spec import HarnessSpec, load_harness
 from coevo.meta.budget import (
@@ -34,7 +34,7 @@ from coevo.meta.budget import (
 )
 from coevo.meta.recording import Recording
 from coevo.meta.roles import Curator, Editor, Inheritor, Profiler, Proposer, Summariser, Voter
-from coevo.meta.sealing import demonstrated
+from coevo.meta.sealing import carried, demonstrated
 from coevo.models.trajectory import Trajectory
 from coevo.observe.log import loop
 from coevo.observe.progress import NullReporter, Reporter
@@ -152,16 +152,42 @@ class MetaContext(Recording):
         """The train (and, for a searching strategy, search-split) tasks whose gold answer ``spec``
         writes beyond H0 (``coevo.meta.sealing.demonstrated``): they leave later weight stages,
         checks and search scoring while ``spec`` is live. Gold answers come from the env's
-        ``reveal`` (the loop's bookkeeping; never shown to a role); an env without it gives none."""
+        ``reveal`` (``train_answers``; never shown to a role); an env without it gives none."""
+        if self._start is None:
+            self._start = self.start_spec() or HarnessSpec()
+        return demonstrated(spec, self.train_answers(), self._start)
+
+    def experience_lineage(self, start_harness: str) -> str:
+        """The experience key of the lineage that starts at ``start_harness`` in this run: the start
+        harness and this run's env config (``coevo.harnesses.bpe.experience_key``)."""
+        return experience_key(start_harness, self.config.env.model_dump(mode="json"))
+
+    def lessons_for(self, start_harness: str, split: str, tasks: Sequence[Task]) -> list[str]:
+        """The lineage's lessons a rollout of ``split`` starts with: all of them on train; on val and
+        test, none that carries the gold answer of one of the evaluated ``tasks`` (``sealing.carried``;
+        the answers from the env's ``reveal``, read for this check only), each left out logged."""
+        lessons = self.experience.lessons(self.experience_lineage(start_harness))
+        reveal = getattr(self.env, "reveal", None)
+        if split == "train" or not lessons or not callable(reveal):
+            return lessons
+        answers = {t.id: str(reveal(t)) for t in tasks}
+        kept = [x for x in lessons if not carried([x], answers)]
+        if len(kept) < len(lessons):
+            self.log("experience", f"{len(lessons) - len(kept)} lesson(s) left out of the {split} rollouts: they "
+                                   f"hold the answer of a {split} task")
+        return kept
+
+    def train_answers(self) -> dict[str, str]:
+        """The gold answer of every train (and, for a searching strategy, search-split) task by id, from
+        the env's ``reveal`` (the loop's bookkeeping; never shown to a role), as text; empty for an env
+        without ``reveal``. Read once."""
         if self._answers is None:
             reveal = getattr(self.env, "reveal", None)
             tasks = self.tasks("train")
             if self.searches and self.config.search.tasks:
                 tasks += self.search_tasks()
             self._answers = {t.id: str(reveal(t)) for t in tasks} if callable(reveal) else {}
-        if self._start is None:
-            self._start = self.start_spec() or HarnessSpec()
-        return demonstrated(spec, self._answers, self._start)
+        return self._answers
 
     def spec(self, harness_id: str) -> HarnessSpec:
         """The ``HarnessSpec`` stored under ``harness_id``. Raises ``KeyError`` when the archive lacks it."""
@@ -189,7 +215,7 @@ class MetaContext(Recording):
         if temperature is not None:
             extra["temperature"] = temperature
         if spec.bpe is not None and (start := self.start_spec()) is not None:
-            extra["experience"] = self.experience.lessons(start.id)
+            extra["experience"] = self.lessons_for(start.id, split, tasks)
         if k > 1 and (spec.decoding.temperature if temperature is None else temperature) == 0 and not self._warned:
             self._warned = True
             self.log("eval", f"k = {k} rollouts per task at temperature 0 (greedy) repeat one rollout: pass@k = "

@@ -9,6 +9,7 @@ these and never import storage.
 
 from __future__ import annotations
 
+import hashlib
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from coevo.records import (
@@ -82,8 +83,11 @@ class Recording:
         return stored
 
     def record_votes(self, votes: Sequence[Ballot]) -> None:
-        """Store router ballots under the run's id."""
-        self.record(*votes)
+        """Store router ballots under the run's id, each id made the run's own (a digest of the run id and
+        the router's ``ballot_id``), so two runs routing at one checkpoint keep their ballots apart while
+        a routing repeated after a resume replaces the earlier attempt's."""
+        self.record(*(v.model_copy(update={"id": hashlib.sha256(f"{self.run_id}\0{v.id}".encode()).hexdigest()[:32]})
+                      for v in votes))
 
     def record_base_choice(self, round: int, choice: BaseChoice, direction: Direction, incumbent: str,
                            candidate: Candidate, summary: ArchiveSummary) -> None:

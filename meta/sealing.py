@@ -97,10 +97,17 @@ def added_text(spec: HarnessSpec, start: HarnessSpec | None = None) -> list[str]
 
 def demonstrated(spec: HarnessSpec, answers: Mapping[str, str], start: HarnessSpec | None = None) -> list[str]:
     """The ids of ``answers`` (task id -> its gold answer) whose answer occurs in ``spec``'s
-    ``added_text`` as a run of ``answer_tokens`` — any length, any formatting. A one-token answer
-    ("7") matches any occurrence of that token in added text, so short answers mark more tasks
-    than strictly copied: sealing errs towards leaving a task out. Answers with no token are skipped."""
-    texts = ["\x1f" + "\x1f".join(answer_tokens(s)) + "\x1f" for s in added_text(spec, start)]
+    ``added_text`` (``carried``)."""
+    return carried(added_text(spec, start), answers)
+
+
+def carried(texts: Iterable[str], answers: Mapping[str, str]) -> list[str]:
+    """The ids of ``answers`` (task id -> its gold answer) whose answer occurs in any of ``texts`` as a
+    run of ``answer_tokens`` — any length, any formatting (a command list's commands in order, whatever
+    punctuation joins them). A one-token answer ("7") matches any occurrence of that token, so short
+    answers mark more tasks than strictly copied: sealing errs towards leaving a task out. Answers with
+    no token are skipped. What every text a harness or a lesson may carry is checked with."""
+    texts = ["\x1f" + "\x1f".join(answer_tokens(s)) + "\x1f" for s in texts]
     found = []
     for task_id, answer in answers.items():
         tokens = answer_tokens(answer)

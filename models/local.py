@@ -116,6 +116,19 @@ class LocalChatModel(BaseChatModel):
         copy = self.model_copy(update={"tools": [tool_schema(t) for t in tools]})
         return copy.bind(**kwargs) if kwargs else copy
 
+    @property
+    def context_tokens(self) -> int | None:
+        """The model's context window in tokens (``max_position_embeddings``; None when unknown): a prompt
+        of that many tokens or more is refused at the call (the harness's context budget is the smaller
+        of this less one and its own ``max_context_tokens``: ``coevo.harnesses.fit.TokenMeter``)."""
+        return self.engine.context_length
+
+    def count_tokens(self, messages: Sequence[BaseMessage]) -> int:
+        """The prompt length in tokens of ``messages`` as a call would send them: the chat template with
+        the generation prompt and the bound tool schemas, through the model's own tokenizer. Raises
+        ``ValueError`` when the tokenizer has no chat template."""
+        return len(self.engine.render(list(messages), self.tools))
+
     def _request(self, messages: list[BaseMessage], stop: list[str] | None,
                  kwargs: dict[str, Any]) -> GenerationRequest:
         unknown = set(kwargs) - {"temperature", "top_p", "seed", "max_tokens", "stop", "tools", "tool_choice",

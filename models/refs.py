@@ -204,7 +204,8 @@ def router_from_file(path: str, model_name: str | None = None, **overrides: Any)
     entries ``{"model_name": ..., "litellm_params": {"model", "api_base", "api_key", ...}}`` of group
     ``model_name`` (default: the only group), ``router_settings.cooldown_time`` (seconds) as the
     cooldown. ``overrides`` (decoding settings) apply to every server. Raises ``ModelRefError`` for
-    a missing file, no ``model_list``, or an unknown or ambiguous group."""
+    a missing file, one that does not parse, no ``model_list`` (or one that is not a list of entries),
+    or an unknown or ambiguous group."""
     import yaml
 
     from coevo.models.litellm_model import LiteLLMChatModel
@@ -213,9 +214,12 @@ def router_from_file(path: str, model_name: str | None = None, **overrides: Any)
     file = Path(path).expanduser()
     if not file.is_file():
         raise ModelRefError(f"router file {path!r} does not exist; write a LiteLLM Router model_list (YAML)")
-    data = yaml.safe_load(file.read_text()) or {}
+    try:
+        data = yaml.safe_load(file.read_text()) or {}
+    except (yaml.YAMLError, UnicodeDecodeError) as err:
+        raise ModelRefError(f"router file {path!r} does not parse as YAML: {err}") from None
     entries = data.get("model_list") if isinstance(data, dict) else None
-    if not entries:
+    if not entries or not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
         raise ModelRefError(f"router file {path!r} has no model_list: list entries like "
                             "{model_name: policy, litellm_params: {model: openai/NAME, api_base: http://host:8000/v1}}")
     groups = sorted({e.get("model_name") for e in entries})

@@ -1,8 +1,9 @@
 """``check``: static and local checks of each candidate, with at most one revision (Harness-S Table 8).
 
 Static: the child spec validated when its patch applied (``edit``), and its rendered prompt fits its
-context budget on at least the train tasks its parent's fits (``coevo.harnesses.fit``: a task whose
-prompt does not fit ends before any model call); here its interface-mismatch
+context budget on at least the train tasks its parent's fits (``coevo.harnesses.fit``: the smaller of
+its ``max_context_tokens`` and the policy's context, counted by the policy's tokenizer where it is local;
+a task whose prompt does not fit ends before any model call); here its interface-mismatch
 rate (TIMR, CoEvo-RSI) on a small train smoke run must not exceed the incumbent's by more than
 ``meta.max_timr_increase``. Local (optional): on ≤ 30 train tasks — the direction's failed tasks
 plus ≤ 10 previously solved controls — the candidate must beat the incumbent's mean reward.
@@ -20,7 +21,7 @@ from __future__ import annotations
 from langgraph.runtime import Runtime
 
 from coevo.evaluation.results import EvalResult
-from coevo.harnesses.fit import prompt_fit
+from coevo.harnesses.fit import TokenMeter, meter_of, prompt_fit
 from coevo.harnesses.spec import harness_warnings
 from coevo.meta.context import MetaContext
 from coevo.meta.sealing import sealed_tasks, unseal
@@ -65,7 +66,10 @@ async def check_one(ctx: MetaContext, state: MetaState, cand: Candidate, directi
     if again := gated_before(state, cand.spec_id):
         return again
     prompts = [t.prompt for t in ctx.tasks("train")]
-    fit, parent_fit = prompt_fit(ctx.spec(cand.spec_id or ""), prompts), prompt_fit(ctx.spec(cand.parent_id), prompts)
+    # the policy's tokenizer and context, where it is local (no prompt to count: no policy needed)
+    meter = meter_of(ctx.policy(state["checkpoint"])) if prompts else TokenMeter()
+    fit = prompt_fit(ctx.spec(cand.spec_id or ""), prompts, meter=meter)
+    parent_fit = prompt_fit(ctx.spec(cand.parent_id), prompts, meter=meter)
     if fit.over > parent_fit.over:  # no rollout needed: such tasks would end before any model call
         return f"context budget: {fit.text()}"
     excluded = demonstrated(state, cand)

@@ -21,13 +21,22 @@ def gate_text(row: Any) -> str:
     return f"no gate ({row.adopted} adopted)" if row.adopted else "–"
 
 
+NO_SIGNAL = "no learning signal (no contrast, no update)"
+"""The difference cell of two strategies whose weight stages had no reward contrast and made no update."""
+
+
 def table_rows(comparison: Any) -> list[tuple[str, ...]]:
     """The comparison's rows as text cells: strategy, seeds, final test score [95 %] n, per-seed
     scores, start pair, difference to the reference, gate accepted / rejected, effective-group and
-    reward-spread rates, trivial baseline (``coevo.app.compare.Comparison``)."""
+    reward-spread rates, trivial baseline (``coevo.app.compare.Comparison``). Where this strategy and
+    the reference both had no learning signal (``StrategyRow.no_signal``) the difference cell says
+    ``NO_SIGNAL`` instead of a difference that would read as a measured tie."""
     out = []
+    silent = {r.strategy for r in comparison.rows if getattr(r, "no_signal", False)}
     for r in comparison.rows:
         vs = "(reference)" if r.strategy == comparison.reference else difference_text(r.vs_reference)
+        if r.strategy in silent and (comparison.reference in silent or r.strategy == comparison.reference):
+            vs = NO_SIGNAL if r.strategy != comparison.reference else "(reference) " + NO_SIGNAL
         out.append((r.strategy, str(len(r.seeds)), score_text(r.score), " ".join(f"{x:.2f}" for x in r.per_seed),
                     score_text(r.start), vs, gate_text(r), plain(r.effective_group_rate), plain(r.spread_rate),
                     plain(r.trivial)))

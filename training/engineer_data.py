@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 from coevo.envs.base import Task
 from coevo.harnesses.spec import validate_spec
@@ -31,14 +31,15 @@ OP_KEYS = ("op", "path", "value")
 
 @dataclass
 class EngineerExample:
-    """One SFT example: the ``system`` and ``user`` prompt, the ``reply`` text, and where it came
-    from (``edit_id``, the accepting ``gate_id``)."""
+    """One SFT example: the ``system`` and ``user`` prompt, the ``reply`` text, where it came from
+    (``edit_id``, the accepting ``gate_id``) and the ids of the train tasks its evidence shows (``tasks``)."""
 
     system: str
     user: str
     reply: str
     edit_id: str
     gate_id: str
+    tasks: tuple[str, ...] = ()
 
 
 def reply_text(rationale: str, patch: list[dict[str, Any]]) -> str:
@@ -60,13 +61,14 @@ def _evidence(archive: Any, run_id: str | None, parent_id: str, max_evidence: in
     return distinct[:max_evidence]
 
 
-def accepted_examples(archive: Any, run_id: str | None = None, max_evidence: int = 5) -> list[EngineerExample]:
-    """The SFT examples of every accepted edit in the archive (of run ``run_id`` when given; module
-    doc), oldest gate first; an accepted edit with no stored parent spec or no stored failed train
-    trajectory of its parent is skipped (no evidence to condition on). Raises ``SplitLeakError``
-    should an evidence task not be a train task."""
+def accepted_examples(archive: Any, run_id: str | None = None, max_evidence: int = 5,
+                      runs: Sequence[str] | None = None) -> list[EngineerExample]:
+    """The SFT examples of every accepted edit in the archive (of run ``run_id``, or of the runs
+    ``runs``, when given; module doc), oldest gate first; an accepted edit with no stored parent spec
+    or no stored failed train trajectory of its parent is skipped (no evidence to condition on).
+    Raises ``SplitLeakError`` should an evidence task not be a train task."""
     where = {"run_id": run_id} if run_id is not None else {}
-    gates = [g for g in archive.list(GateDecision, **where) if g.accepted]
+    gates = [g for g in archive.list(GateDecision, **where) if g.accepted and (runs is None or g.run_id in runs)]
     examples: list[EngineerExample] = []
     seen: set[str] = set()
     for gate in sorted(gates, key=lambda g: g.created_at):
@@ -84,5 +86,6 @@ def accepted_examples(archive: Any, run_id: str | None = None, max_evidence: int
         edit = edits[-1]
         system, user = engineer_messages(validate_spec(parent.spec, parent.id), [failure_excerpt(f) for f in failures],
                                          tasks, focus=edit.direction)
-        examples.append(EngineerExample(system, user, reply_text(edit.rationale, edit.patch), edit.id, gate.id))
+        examples.append(EngineerExample(system, user, reply_text(edit.rationale, edit.patch), edit.id, gate.id,
+                                        tuple(f.task_id for f in failures)))
     return examples

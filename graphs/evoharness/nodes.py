@@ -14,12 +14,15 @@ harness the run derives from H0 shares its experience, also across runs from the
 
 from __future__ import annotations
 
+from typing import Callable
+
 from langgraph.runtime import Runtime
 
 from coevo.harnesses.bpe import entry_key
-from coevo.harnesses.bpe_evolution import mentions, refined_schema
+from coevo.harnesses.bpe_evolution import refined_schema
 from coevo.harnesses.spec import BPE, HarnessSpec, validate_spec
 from coevo.meta.context import MetaContext
+from coevo.meta.sealing import carried
 from coevo.meta.state import MetaState
 from coevo.models.trajectory import Trajectory
 from coevo.nodes.train import rescue_pool, run_stage
@@ -27,9 +30,10 @@ from coevo.roles.operators.base import expected_answer
 from coevo.roles.summariser import OfflineSummariser
 
 
-def lineage(state: MetaState) -> str:
-    """The experience key of the run's harness lineage: its start harness id."""
-    return state["start_harness"]
+def lineage(ctx: MetaContext, state: MetaState) -> str:
+    """The experience key of the run's harness lineage: its start harness and the run's env config
+    (``MetaContext.experience_lineage``)."""
+    return ctx.experience_lineage(state["start_harness"])
 
 
 def derive(ctx: MetaContext, spec: HarnessSpec, bpe: BPE, origin: str) -> HarnessSpec:
@@ -66,7 +70,7 @@ async def harness_sft(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
         return {}
     spec = ctx.spec(state["incumbent"])
     checkpoint, _, _ = await run_stage(ctx, state, spec, state["checkpoint"], harness_sft=steps,
-                                       experience=ctx.experience.lessons(lineage(state)))
+                                       experience=ctx.experience.lessons(lineage(ctx, state)))
     return {"checkpoint": checkpoint}
 
 
@@ -77,21 +81,25 @@ async def train_bpe(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     ``WeightStage`` numbers, as the shared ``train`` node does."""
     ctx = runtime.context
     spec = ctx.spec(state["incumbent"])
-    lessons = ctx.experience.lessons(lineage(state))
+    lessons = ctx.experience.lessons(lineage(ctx, state))
     checkpoint, trajectories, stage = await run_stage(ctx, state, spec, state["checkpoint"],
                                                       rescue_pool(ctx, state, spec), experience=lessons)
     return {"checkpoint": checkpoint, "train_trajectories": [t.id for t in trajectories], "stage": stage}
 
 
-def played(ctx: MetaContext, state: MetaState) -> tuple[list[Trajectory], list[str]]:
+def played(ctx: MetaContext, state: MetaState) -> tuple[list[Trajectory], Callable[[str], bool]]:
     """This round's training rollouts (``state["train_trajectories"]``, read from the archive): the
-    successful ones, and the gold answers of every task the round played as their scores state them
-    (``expected`` or ``gold``, ``coevo.roles.operators.base.expected_answer``; none for an env that
-    states none). No lesson or schema entry may hold one (``mentions``): shown on that train task when
-    it is trained on again, its answer would reach it."""
+    successful ones, and whether a text holds a gold answer — of any train task of the run
+    (``MetaContext.train_answers``, the env's ``reveal``) or of a task the round played as its score
+    states it (``expected`` or ``gold``, ``coevo.roles.operators.base.expected_answer``) — matched as
+    every edit's text is sealed (``coevo.meta.sealing.carried``: any case, spacing or punctuation, a
+    command list's commands in order). No lesson or schema entry may hold one: shown on that train task
+    when it is trained on again, its answer would reach it."""
     rollouts = [t for i in state.get("train_trajectories", []) if (t := ctx.archive.get(Trajectory, i)) is not None]
-    golds = {gold: None for t in rollouts if (gold := expected_answer(None, t.score_detail or {})) is not None}
-    return [t for t in rollouts if t.passed], list(golds)  # each task's gold once, not once per rollout
+    stated = {f"{t.task_id} (as scored)": gold for t in rollouts
+              if (gold := expected_answer(None, t.score_detail or {})) is not None}
+    answers = {**ctx.train_answers(), **stated}
+    return [t for t in rollouts if t.passed], lambda text: bool(carried([text], answers))
 
 
 def consolidate(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
@@ -100,28 +108,27 @@ def consolidate(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     lineage's lessons are summarised by the run's summariser (``MetaContext.summariser``, offline when
     unset: exact and near duplicates merged, the newest ``bpe.max_experience`` kept; or the LLM role,
     whose rejected reply is logged and replaced by the offline summary) and stored as the lineage's
-    next experience (``ExperienceStore.consolidate``). A lesson holding a gold answer of a task the
-    round played (``played``), held before, offered or in the summary, is left out and counted in the
-    log. Stores the role's LLM calls; logs and tracks the lessons offered, merged and kept; changes no
+    next experience (``ExperienceStore.consolidate``). A lesson holding a gold answer of any train task
+    (``played``: sealed as every edit is), held before, offered or in the summary, is left out and
+    counted in the log. Stores the role's LLM calls; logs and tracks the lessons offered, merged and kept; changes no
     state."""
     ctx = runtime.context
     spec = ctx.spec(state["incumbent"])
     if spec.bpe is None:
         return {}
-    passed, golds = played(ctx, state)
+    passed, holds_gold = played(ctx, state)
     offered = [lesson for t in passed for lesson in t.harness_state.get("consolidated", [])]
-    held = ctx.experience.lessons(lineage(state))
-    existing, new = ([x for x in lessons if not mentions(x, golds)] for lessons in (held, offered))
+    held = ctx.experience.lessons(lineage(ctx, state))
+    existing, new = ([x for x in lessons if not holds_gold(x)] for lessons in (held, offered))
     rnd = state.get("round", 0)
     summary = (ctx.summariser or OfflineSummariser()).summarise(existing, new, spec.bpe)
     ctx.store_calls(summary.calls)
     if summary.reason:
         ctx.log("experience", f"round {rnd}: {summary.reason}")
-    clean = [x for x in summary.lessons if not mentions(x, golds)]  # an LLM summary may have joined words into one
+    clean = [x for x in summary.lessons if not holds_gold(x)]  # an LLM summary may have joined words into one
     if dropped := len(held) - len(existing) + len(offered) - len(new) + len(summary.lessons) - len(clean):
-        ctx.log("experience", f"round {rnd}: {dropped} lessons left out: they hold a gold answer of a train task "
-                              "played this round")
-    kept = ctx.experience.consolidate(lineage(state), offered, spec.bpe.max_experience, round=rnd, kept=clean)
+        ctx.log("experience", f"round {rnd}: {dropped} lessons left out: they hold a gold answer of a train task")
+    kept = ctx.experience.consolidate(lineage(ctx, state), offered, spec.bpe.max_experience, round=rnd, kept=clean)
     ctx.log("experience", f"round {rnd}: {len(offered)} lessons from {len(passed)} successful rollouts, "
                           f"{summary.merged} merged ({summary.source}) -> {len(kept)} kept "
                           f"(cap {spec.bpe.max_experience})")
@@ -134,7 +141,7 @@ def refine_progress(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """Progress schema refinement between stages (EvoHarness-RL's harness evolution; coevo's rule,
     the abstract gives none): the subgoals done (``Trajectory.harness_state["progress"]["done"]``) in
     successful training rollouts of at least 2 of this round's tasks (a GRPO group's rollouts of one
-    task count once), none holding a gold answer of a task the round played (``played``), most
+    task count once), none holding a gold answer of any train task (``played``: sealed as every edit is), most
     frequent first, at most ``bpe.max_progress`` and cut to ``bpe.max_chars`` (a rescue sibling may
     allow longer entries) (``coevo.harnesses.bpe_evolution.refined_schema``), become the incumbent's
     ``bpe.progress_schema``: the pending subgoals every later episode starts with. When they differ
@@ -146,8 +153,8 @@ def refine_progress(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     spec = ctx.spec(state["incumbent"])
     if spec.bpe is None:
         return {}
-    passed, golds = played(ctx, state)
-    done = [[s for s in (t.harness_state.get("progress") or {}).get("done", []) if not mentions(s, golds)]
+    passed, holds_gold = played(ctx, state)
+    done = [[s for s in (t.harness_state.get("progress") or {}).get("done", []) if not holds_gold(s)]
             for t in passed]
     schema = refined_schema(done, spec.bpe.max_progress, tasks=[t.task_id for t in passed],
                             max_chars=spec.bpe.max_chars)

@@ -15,8 +15,8 @@ from coevo.config.train import StageConfig
 from coevo.graphs.harness_r1.state import EngineerStage, HarnessR1State
 from coevo.meta.budget import engineer_budget
 from coevo.meta.context import MetaContext
-from coevo.meta.sealing import sealed_tasks
-from coevo.records import Checkpoint, Trajectory
+from coevo.meta.sealing import carried, sealed_tasks
+from coevo.records import Checkpoint, RunRecord, Trajectory
 from coevo.roles.engineer import EngineerEditor
 from coevo.training.edit_env import EditEnv, EditEpisode, evaluation_rerun
 from coevo.training.engineer import (
@@ -26,7 +26,7 @@ from coevo.training.engineer import (
     train_engineer_grpo,
     train_engineer_sft,
 )
-from coevo.training.engineer_data import accepted_examples
+from coevo.training.engineer_data import EngineerExample, accepted_examples
 
 FRESH_SEED = 10_000_000
 """Rerun seeds start here (+ 1000 x round + episode): apart from the seeds the failures were sampled with."""
@@ -94,9 +94,34 @@ async def engineer_grpo(ctx: MetaContext, state: HarnessR1State, ckpt: Checkpoin
     return new, [o for _, _, o in rollout.outcomes]
 
 
+def cold_start(ctx: MetaContext) -> list[EngineerExample]:
+    """The engineer's cold-start SFT examples: the accepted edits (``accepted_examples``) of the runs
+    ``harness_r1.cold_start_from`` names, else of every run in the archive whose env config is this
+    run's (``RunRecord.config["env"]``), without any example whose evidence is one of this run's val or
+    test tasks or whose prompt or reply carries one of their gold answers (``coevo.meta.sealing.carried``;
+    the answers from the env's ``reveal``, read for this check only). Each one left out is logged."""
+    named = ctx.config.harness_r1.cold_start_from
+    env = ctx.config.env.model_dump(mode="json")
+    runs = named or [r.id for r in ctx.archive.list(RunRecord) if (r.config or {}).get("env") == env]
+    held = [t for split in ("val", "test") for t in ctx.tasks(split)]  # type: ignore[arg-type]
+    reveal = getattr(ctx.env, "reveal", None)
+    answers = {t.id: str(reveal(t)) for t in held} if callable(reveal) else {}
+    held_ids = {t.id for t in held}
+    out = []
+    for example in accepted_examples(ctx.archive, runs=runs):
+        leaked = (held_ids & set(example.tasks)) or set(carried([example.user, example.reply], answers))
+        if leaked:
+            ctx.log("engineer", f"cold start: edit {example.edit_id} left out: it shows or answers this run's "
+                                f"val/test task(s) {sorted(leaked)[:3]}")
+        else:
+            out.append(example)
+    return out
+
+
 async def train_engineer(state: HarnessR1State, runtime: Runtime[MetaContext]) -> dict:
-    """One engineer stage (Harness-R1): on the first, cold-start SFT on the archive's accepted edits
-    (``harness_r1.sft_epochs`` passes; none stored: skipped); then ``harness_r1.steps`` GRPO steps on
+    """One engineer stage (Harness-R1): on the first, cold-start SFT on the accepted edits of this env
+    config's runs, sealed against this run's val and test (``cold_start``; ``harness_r1.sft_epochs``
+    passes; none: skipped); then ``harness_r1.steps`` GRPO steps on
     episodes of the incumbent's failed train tasks (``failure_episodes``), rewarded by reruns of the
     frozen target W[t+1] (``EditEnv``); the context's editor then edits with the new adapter. With
     nothing to train (no accepted edit, ``steps`` 0 or too few failures) the engineer stays as it is.
@@ -116,7 +141,7 @@ async def train_engineer(state: HarnessR1State, runtime: Runtime[MetaContext]) -
     current = state.get("engineer")
     ckpt = ctx.archive.get(Checkpoint, current) if current else None
     stage = engineer_stage(ctx, rnd)
-    data = accepted_examples(ctx.archive) if not current and cfg.sft_epochs else []
+    data = cold_start(ctx) if not current and cfg.sft_epochs else []
     examples = len(data) if not current and cfg.sft_epochs else None
     episodes = failure_episodes(ctx, state, rnd)
     grpo = bool(cfg.steps) and len(episodes) >= cfg.episodes_per_step

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import hashlib
 import operator
 import random
 from dataclasses import dataclass, field
@@ -108,11 +109,21 @@ def build() -> StateGraph:
 
 
 
+def ballot_id(checkpoint_id: str, purpose: str, task_id: str, n: int, i: int, voter: str) -> str:
+    """A ballot's id (32 hex): the ``i``-th ballot (voter ``voter``) of this router's ``n``-th routing of
+    ``task_id`` for ``purpose`` at ``checkpoint_id``. The same routings in the same order give the same
+    ids, so a stage that runs again after a kill (a fresh router) replaces its earlier attempt's ballots
+    in the archive instead of adding to them."""
+    key = "\0".join((checkpoint_id, purpose, task_id, str(n), str(i), voter))
+    return hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
 class Router:
     """Routes tasks over the pool ``profiles`` (harness id -> its profile at ``checkpoint_id``; the
     pool is their keys, H0 = ``h0`` among them) with ``voters``; ``val_tasks`` the val tasks by id;
     ``ballot`` the ballot length; ``seed`` the shuffles' seed; ``on_votes(records)`` and
-    ``on_calls(llm_calls)`` receive every ballot and voter LLM call (default: dropped)."""
+    ``on_calls(llm_calls)`` receive every ballot (its id from ``ballot_id``) and voter LLM call
+    (default: dropped)."""
 
     def __init__(self, voters: Sequence[Voter], profiles: Mapping[str, Profile], val_tasks: Mapping[str, Task],
                  h0: str, ballot: int = 4, seed: int = 0, checkpoint_id: str = "",
@@ -122,6 +133,7 @@ class Router:
             raise ValueError(f"the router's pool must hold H0 ({h0[:12]}); it has {[h[:12] for h in profiles]}")
         self.profiles, self.h0, self.checkpoint_id = dict(profiles), h0, checkpoint_id
         self.on_votes = on_votes or (lambda records: None)
+        self._routed: dict[tuple[str, str], int] = {}  # (purpose, task id) -> routings so far
         self.context = RouterContext(voters=list(voters), profiles=self.profiles, val_tasks=dict(val_tasks),
                                      ballot=ballot, seed=seed, on_calls=on_calls or (lambda calls: None))
 
@@ -140,8 +152,10 @@ class Router:
         # asks (its ballots are archived below): run it outside the caller's runnable context
         call = graph.ainvoke({"task": task, "candidates": candidates, "purpose": purpose}, context=self.context)
         out = await asyncio.get_running_loop().create_task(call, context=contextvars.Context())
-        self.on_votes([b.model_copy(update={"checkpoint_id": self.checkpoint_id, "purpose": purpose})
-                       for b in out.get("ballots", [])])
+        n = self._routed[(purpose, task.id)] = self._routed.get((purpose, task.id), -1) + 1
+        self.on_votes([b.model_copy(update={"checkpoint_id": self.checkpoint_id, "purpose": purpose,
+                                            "id": ballot_id(self.checkpoint_id, purpose, task.id, n, i, b.voter)})
+                       for i, b in enumerate(out.get("ballots", []))])
         return out["ranking"]
 
     async def top_k(self, task: Task, k: int) -> list[str]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import random
 
-from coevo.roles.diagnosis import NUMBER
 from coevo.roles.operators.base import Edit, Material, operator
 
 MARKER_PATTERNS: dict[str, str] = {
@@ -27,11 +26,13 @@ JSON_FIELD = r'"(?:final_answer|answer)"\s*:\s*"?([^",}\n]+)"?'
 
 
 def numeric(m: Material) -> bool:
-    """Whether the direction's expected answers (train diagnostics) are numbers: what makes the
-    number-reading variants sensible."""
-    golds = [str(ev.diagnostics.get("expected", "")).strip() for ev in m.direction.evidence]
-    golds = [g for g in golds if g]
-    return bool(golds) and all(NUMBER.fullmatch(g) for g in golds)
+    """Whether the direction's train tasks expect numbers: every evidence whose redacted diagnostics
+    say what kind of answer it expects (``answer_kind``, ``coevo.envs.redact``; the gold itself never
+    reaches a role) says ``number``, and at least one does. What makes the number-reading variants
+    sensible."""
+    kinds = [ev.diagnostics.get("answer_kind") for ev in m.direction.evidence]
+    kinds = [k for k in kinds if k]
+    return bool(kinds) and all(k == "number" for k in kinds)
 
 
 def _pattern(m: Material, pattern: str, why: str) -> Edit | None:

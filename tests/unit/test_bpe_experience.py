@@ -96,9 +96,9 @@ def test_meta_context_evaluates_a_bpe_harness_with_its_lineages_lessons(tmp_path
         h0 = archive.add_harness(HarnessSpec(), [], "base", "r1")
         bpe = archive.add_harness(HarnessSpec(bpe={}), [h0], "bpe", "r1")
         store = ArchiveExperience(archive, "r1")
-        store.consolidate(h0, ["lesson one"], cap=5)
         ctx = MetaContext(config=RunConfig(out_dir=str(tmp_path)), env=env, archive=archive, policy=lambda c: None,
                           evaluator=evaluator, run_id="r1", experience=store)
+        store.consolidate(ctx.experience_lineage(h0), ["lesson one"], cap=5)  # the lineage on this env config
         for harness in (bpe, h0):
             with pytest.raises(StopAsyncIteration):
                 asyncio.run(ctx.evaluate(harness, "ck0", "val", tasks=[make_task()]))

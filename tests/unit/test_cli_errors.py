@@ -65,6 +65,22 @@ def test_bad_model_and_env_references_are_refused_before_a_run_starts(tmp_path, 
     one_paragraph_error(ev, "local model 'nonexistent'")
 
 
+
+@pytest.mark.parametrize("env, harness, model, words", [
+    ("nope", "reasoning_gym", "fake:x", "unknown env 'nope'"),
+    ("reasoning_gym:size=10", "reasoning_gym", "local:nonexistent", "local model 'nonexistent'"),
+    ("reasoning_gym:size=10", "no-such-harness", "fake:x", "no-such-harness"),
+])
+def test_coevo_eval_refused_before_it_stores_anything_leaves_no_archive_behind(tmp_path, env, harness, model, words):
+    db = tmp_path / "new" / "eval.db"
+    result = runner.invoke(app, ["eval", "--env", env, "--harness", harness, "--model", model, "--db", str(db)])
+    assert result.exit_code == 1 and "Traceback" not in result.output and words in " ".join(result.output.split())
+    assert not db.exists() and not (tmp_path / "new").exists()
+    kept = tmp_path / "kept.db"  # an archive that was there before is never removed
+    Archive(kept).put(RunRecord(id="r1", strategy="eval"))
+    result = runner.invoke(app, ["eval", "--env", env, "--harness", harness, "--model", model, "--db", str(kept)])
+    assert result.exit_code == 1 and Archive(kept).get(RunRecord, "r1") is not None
+
 def test_a_failed_run_is_stored_failed_with_its_error_and_resume_continues_it(tmp_path):
     config, ctx, archive = setup_run(tmp_path, "help", fail_once_at=0)
     with pytest.raises(RuntimeError, match="simulated crash"):

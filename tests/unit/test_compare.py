@@ -6,13 +6,15 @@ import asyncio
 import json
 
 import pytest
+from langchain_core.messages import AIMessage
 from rich.console import Console
 from test_meta_loop import FakeTrainer, WordEnv, policy, setup_run  # noqa: E402  (tests/unit is on sys.path)
 
-from coevo.app.compare import compare, compare_run_id, run_config
+from coevo.app.compare import StrategyRun, compare, compare_run_id, no_learning_signal, run_config
 from coevo.cli.compare import compare_table
 from coevo.graphs.registry import get_strategy
 from coevo.meta.context import MetaContext
+from coevo.models.fake import ScriptedChatModel
 from coevo.records import Checkpoint, RunRecord, Trajectory
 from coevo.report.compare import write_compare_report
 from coevo.roles.curator import OfflineCurator
@@ -135,3 +137,47 @@ def test_compare_refuses_unknown_strategies_and_empty_lists(tmp_path):
     with pytest.raises(ValueError, match="strategies is empty"):
         asyncio.run(compare(config, [], 1, archive=archive))
     assert Archive(config.db).list(RunRecord) == []
+
+
+class SilentTrainer(RatedTrainer):
+    """A weight stage that learned nothing: no group held a reward contrast or any spread, ||dW|| = 0."""
+
+    async def __call__(self, checkpoint_id, spec, tasks, round, options=StageOptions()):
+        new, trajs = await super().__call__(checkpoint_id, spec, tasks, round, options)
+        silent = {"effective_group_rate": 0.0, "history": [{"nonzero_std_rate": 0.0}], "delta_norm": 0.0}
+        self.archive.put(self.archive.get(Checkpoint, new).model_copy(update={"metrics": silent}))
+        return new, trajs
+
+
+def test_compare_says_no_learning_signal_where_no_group_had_a_contrast_and_the_weights_did_not_move(tmp_path):
+    config, _, archive = setup_run(tmp_path)
+    env, never = WordEnv(), ScriptedChatModel(script=[lambda messages: AIMessage(content="Final answer: banana")])
+
+    def context_for(cfg):
+        trainer = SilentTrainer(env, never, archive)
+        trainer.run_id = compare_run_id(base_config(cfg), cfg.strategy, cfg.seed)
+        refine = "editor" in get_strategy(cfg.strategy).roles
+        return MetaContext(config=cfg, env=env, archive=archive, policy=lambda ckpt: never, trainer=trainer,
+                           curator=OfflineCurator(2) if refine else None,
+                           editor=OfflineEditor(demo_answer=demonstration_source(env)) if refine else None)
+
+    result = asyncio.run(compare(config, ["vace", "rl_only"], 1, archive=archive, context_for=context_for))
+    vace, rl = result.rows
+    assert vace.no_signal and rl.no_signal and rl.vs_reference.mean == 0.0
+    console = Console(record=True, width=250)
+    console.print(compare_table(result))
+    text = console.export_text()
+    assert "no learning signal (no contrast, no update)" in text
+    assert "not significant" not in text and "+0.000" not in text  # never a measured tie
+    assert any(w.startswith("no learning signal in vace, rl_only:") and "||dW|| = 0" in w for w in result.warnings)
+
+
+def test_a_run_has_no_learning_signal_only_when_it_trained_without_contrast_or_update():
+    run = StrategyRun(strategy="rl_only", seed=0, run_id="r")
+    assert not no_learning_signal(run)  # nothing trained: nothing to say
+    assert no_learning_signal(run.model_copy(update={"effective_group_rate": 0.0, "spread_rate": 0.0,
+                                                     "delta_norm": 0.0}))
+    assert no_learning_signal(run.model_copy(update={"delta_norm": 0.0}))
+    assert not no_learning_signal(run.model_copy(update={"effective_group_rate": 0.0, "spread_rate": 0.25,
+                                                         "delta_norm": 0.0}))  # partial credit: a gradient
+    assert not no_learning_signal(run.model_copy(update={"effective_group_rate": 0.0, "delta_norm": 0.3}))

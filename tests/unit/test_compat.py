@@ -19,7 +19,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, messag
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import RunnableLambda
 
-from coevo.compat import areply, arun_state, bind_context, bind_tools_within, unbind
+from coevo.compat import areply, arun_state, bind_context, bind_tools_within, innermost, unbind
 from coevo.envs.base import Episode, Tool
 from coevo.envs.interaction import NEXT_USER_TURN
 from coevo.harnesses import load_harness
@@ -269,7 +269,7 @@ def test_a_bound_graph_shares_the_compiled_nodes_and_shows_no_context_schema():
     assert bind_context(bound, "other").bound_context == "other"
 
 
-# --- bind_tools_within / unbind: a RunnableBinding's fields --------------------------------------
+# --- bind_tools_within / unbind / innermost: a RunnableBinding's fields --------------------------------------
 
 SCHEMA = {"type": "function", "function": {"name": "lookup", "description": "Look up a key.",
                                            "parameters": {"type": "object", "properties": {}}}}
@@ -304,3 +304,10 @@ def test_bind_tools_within_keeps_the_wrappers_and_their_kwargs():
     assert "'stop', ['\\n']" in kept.invoke("x").content and "'tools'" in kept.invoke("x").content
     assert kept.config["tags"] == ["t"]
     assert bind_tools_within(base, [SCHEMA]).invoke("x").content == base.bind_tools([SCHEMA]).invoke("x").content
+
+
+def test_innermost_finds_the_chat_model_that_every_wrapper_calls():
+    base = KwargsModel(script=[])
+    wrapped = base.bind(stop=["\n"]).with_config(tags=["t"]).with_retry(stop_after_attempt=2)
+    assert innermost(wrapped) is base and innermost(base) is base
+    assert innermost(bind_tools_within(wrapped, [SCHEMA])).invoke("x").content == base.invoke("x").content

@@ -43,6 +43,40 @@ def test_yaml_overrides_and_missing_file(tmp_path):
         load_config(tmp_path / "broken.toml")
 
 
+@pytest.mark.parametrize("name, text, kind", [
+    ("list.yaml", "- strategy: vace\n- rounds: 2\n", "list"),
+    ("scalar.yaml", "vace\n", "str"),
+    ("number.yml", "3\n", "int"),
+])
+def test_a_config_whose_top_level_is_not_a_mapping_is_a_one_paragraph_error(tmp_path, name, text, kind):
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    message = str(err.value)
+    assert f"its top level is a {kind}, but a run config is a mapping of keys" in message
+    assert "configs/default.toml" in message and "\n" not in message and "Traceback" not in message
+    (tmp_path / "empty.yaml").write_text("")  # an empty file is the defaults, as before
+    assert load_config(tmp_path / "empty.yaml") == load_config(None)
+
+
+def test_a_config_that_is_not_text_is_a_parse_error(tmp_path):
+    (tmp_path / "binary.yaml").write_bytes(b"\xff\xfe\x00strategy")
+    with pytest.raises(ConfigError, match="does not parse"):
+        load_config(tmp_path / "binary.yaml")
+
+
+def test_the_cli_prints_a_top_level_list_as_one_paragraph(tmp_path):
+    from typer.testing import CliRunner
+
+    from coevo.cli.app import app
+
+    (tmp_path / "list.yaml").write_text("- strategy: vace\n")
+    result = CliRunner().invoke(app, ["run", str(tmp_path / "list.yaml")])  # refused before anything runs
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert "top level is a list" in " ".join(result.output.split())
+
+
 def test_train_section_builds_each_rounds_stage_config_with_one_set_of_defaults(tmp_path):
     cfg = load_config(None, {"train.algorithm": "rsft", "train.epsilon_high": 0.3, "train.micro_batches": 4,
                              "seed": 5, "out_dir": str(tmp_path)})

@@ -15,7 +15,8 @@ def _task(split):
 def test_train_detail_reaches_meta_roles_without_the_gold_answer():
     score = redact_for_meta(_task("train"), Score(reward=0.5, passed=False, detail=DETAIL))
     assert "GOLD-42" not in str(score.detail) and score.reward == 0.5
-    assert score.detail == {"got": "41", "public": {"family": "f"}}  # what the agent answered, public diagnostics
+    # what the agent answered, the public diagnostics and the kind of answer expected
+    assert score.detail == {"got": "41", "public": {"family": "f"}, "answer_kind": "text"}
 
 
 def test_val_and_test_details_are_redacted_to_public():
@@ -30,3 +31,18 @@ def test_trajectory_detail_is_redacted_by_its_split():
     traj = Trajectory(task_id="t", split="val", score_detail=DETAIL)
     assert "GOLD-42" not in str(redact_trajectory_detail(traj).score_detail)
     assert "GOLD-42" not in str(redact_detail("train", DETAIL))
+
+
+def test_a_train_detail_keeps_only_what_a_curator_may_read_whatever_a_user_env_writes():
+    detail = {"got": "41", "solution": "GOLD-42", "target": ["GOLD-42"], "hint": {"answer": "GOLD-42"},
+              "public": {"family": "f"}}
+    assert redact_detail("train", detail) == {"got": "41", "public": {"family": "f"}}
+    assert "GOLD-42" not in str(redact_detail("val", detail))
+
+
+def test_the_kind_of_answer_reaches_a_curator_without_the_answer():
+    kinds = {gold: redact_detail("train", {"expected": gold})["answer_kind"] for gold in ("42", " -3.5 ", "drow")}
+    assert kinds == {"42": "number", " -3.5 ": "number", "drow": "text"}
+    assert redact_detail("train", {"expected": 7})["answer_kind"] == "number"
+    assert redact_detail("train", {"expected": [{"f": {"x": 1}}]})["answer_kind"] == "structured"
+    assert "answer_kind" not in redact_detail("val", {"expected": "42"})  # val/test: public only

@@ -33,6 +33,36 @@ def test_memory_limit_raises_memory_error_inside_the_child():
     assert result.exit_code != 0 and "MemoryError" in result.stderr and "allocated" not in result.stdout
 
 
+FORKS = """
+import os, time
+for i in range(3):
+    if os.fork() == 0:
+        block = bytearray(60 * 1024 * 1024)
+        block[::4096] = b"x" * len(block[::4096])  # touched: resident, not only reserved
+        time.sleep(2)
+        os._exit(0)
+time.sleep(2)
+print("survived")
+"""
+"""Three children of 60 MB each: under a per-process limit of 128 MB, over a limit of 128 MB for the call."""
+
+
+@pytest.mark.parametrize("filesystem_view", [True, False])
+def test_the_memory_limit_covers_every_process_a_call_forks(filesystem_view):
+    over = run_python(FORKS, memory_mb=128, timeout_s=10, filesystem_view=filesystem_view)
+    assert over.memory_killed_mb == 128 and over.peak_mb > 128 and not over.timed_out
+    assert "survived" not in over.stdout and over.wall_s < 2
+    assert over.observation().startswith("MEMORY: killed") and "128 MB for the whole call" in over.observation()
+    under = run_python(FORKS, memory_mb=256, timeout_s=10, filesystem_view=filesystem_view)
+    assert under.exit_code == 0 and "survived" in under.stdout and not under.memory_killed_mb
+    assert 180 <= under.peak_mb <= 256  # the three children measured together
+
+
+def test_the_tool_says_what_its_memory_limit_covers():
+    text = python_tool(memory_mb=300).description
+    assert "300 MB of memory for the whole call, all the processes it starts together" in text
+    assert f"at most {sandbox.PROCESS_LIMIT} processes" in text
+
 def test_a_crash_is_an_observation():
     obs = python_tool().fn(code="import os\nos.abort()")
     assert "CRASHED" in obs and "SIGABRT" in obs

@@ -97,7 +97,8 @@ def test_evoharness_rl_equips_bpe_trains_with_experience_and_consolidates_it(tmp
     assert trainer.given == [*sft, (0, []), (0, [LESSON])]  # round 1 starts from round 0's consolidated lesson
     assert [h.round for h in state["history"]] == [0, 1]
     assert state["checkpoint"] == state["start_checkpoint"] + "+r0" * (1 + bool(sft_steps)) + "+r1"
-    assert ctx.experience.lessons(h0.id) == [LESSON]  # deduplicated; the failed rollout's lesson is not kept
+    # deduplicated; the failed rollout's lesson is not kept
+    assert ctx.experience.lessons(ctx.experience_lineage(h0.id)) == [LESSON]
     round1 = [t for t in archive.list(Trajectory, run_id="run-1", split="train") if "+r1" in t.checkpoint_id]
     assert round1 and all(t.harness_state["experience"][0] == LESSON for t in round1)
     assert all(t.harness_actions[0]["action"] == "consolidate" for t in round1)
@@ -172,7 +173,8 @@ def test_progress_schema_is_refined_from_successful_rollouts_and_seeds_the_next_
 
 def test_consolidation_merges_near_duplicate_lessons_and_tracks_offered_merged_kept(tmp_path):
     ctx, state, archive, h0 = evolve(tmp_path, rounds=1)
-    assert ctx.experience.lessons(h0.id) == [NEAR["plum"], NEAR["fig"]]  # plum's wording replaced apple's
+    # plum's wording replaced apple's
+    assert ctx.experience.lessons(ctx.experience_lineage(h0.id)) == [NEAR["plum"], NEAR["fig"]]
     (scalars,) = [s for _, s in ctx.tracker.scalars if "experience/kept" in s]
     assert scalars == {"experience/offered": 3.0, "experience/merged": 1.0, "experience/kept": 2.0}
 
@@ -186,7 +188,7 @@ def test_an_llm_summariser_consolidates_or_its_rejected_reply_falls_back_offline
     summariser = LLMSummariser("openai/fake", mock_response=json.dumps(reply))
     with caplog.at_level(logging.INFO, logger="coevo.loop"):
         ctx, state, archive, h0 = evolve(tmp_path, summariser, rounds=1)
-    assert ctx.experience.lessons(h0.id) == kept
+    assert ctx.experience.lessons(ctx.experience_lineage(h0.id)) == kept
     assert archive.list(LLMCallRecord, run_id="run-1", role="summariser")  # the calls are stored
     assert f"merged ({source})" in caplog.text
     assert ("LLM reply rejected" in caplog.text) == (source == "offline")
@@ -255,9 +257,56 @@ def test_the_schema_counts_tasks_not_rollouts_never_carries_a_gold_answer_and_fi
 def test_consolidation_never_keeps_a_lesson_holding_a_train_gold_answer(tmp_path):
     ctx, spec, state = node_context(tmp_path, {})
     lessons = lambda *s: {"consolidated": list(s)}  # noqa: E731
-    ctx.experience.consolidate(spec.id, ["the answer to the fig task is 42"], cap=16)  # kept before this round
+    ctx.experience.consolidate(ctx.experience_lineage(spec.id), ["the answer to the fig task is 42"],
+                               cap=16)  # kept before this round
     ids = played(ctx, ("w-a", True, "42", lessons("answer 42", "read the task twice")),
                  ("w-b", True, "Paris", lessons("the capital asked is paris")),
                  ("w-c", False, "7", lessons("it is 7")))
     assert consolidate({**state, "train_trajectories": ids}, SimpleNamespace(context=ctx)) == {}
-    assert ctx.experience.lessons(spec.id) == ["read the task twice"]
+    assert ctx.experience.lessons(ctx.experience_lineage(spec.id)) == ["read the task twice"]
+
+
+class WalkthroughEnv(WordEnv):
+    """``WordEnv`` whose gold answers the loop can read (``reveal``): train task ``w-apple``'s is a command
+    list, as TextWorld's walkthroughs are; the others are their word."""
+
+    def reveal(self, task):
+        return ["go north", "take key"] if task.id == "w-apple" else task.prompt.rsplit(" ", 1)[1]
+
+
+def test_lessons_and_schema_entries_are_sealed_as_every_edit_is(tmp_path):
+    """Against every train task's gold (not only this round's), in any case, spacing or punctuation,
+    and a command list's commands in order: what the sealing module checks an editor's text with."""
+    ctx, spec, state = node_context(tmp_path, {})
+    ctx.env = WalkthroughEnv()
+    lessons = lambda *s: {"consolidated": list(s)}  # noqa: E731
+    ids = played(ctx, ("w-b", True, "7", lessons("Go North, take key!", "read the task twice")),
+                 ("w-c", True, "9", lessons("the fruit was PEAR.", "look before you act")))
+    assert consolidate({**state, "train_trajectories": ids}, SimpleNamespace(context=ctx)) == {}
+    assert ctx.experience.lessons(ctx.experience_lineage(spec.id)) == ["read the task twice", "look before you act"]
+
+    done = lambda *s: {"progress": {"done": list(s)}}  # noqa: E731
+    ids = played(ctx, ("w-b", True, "7", done("go north; take key", "open the door")),
+                 ("w-c", True, "9", done("GO  NORTH take-key", "open the door")), prefix="p")
+    out = refine_progress({**state, "train_trajectories": ids}, SimpleNamespace(context=ctx))
+    assert ctx.spec(out["incumbent"]).bpe.progress_schema == ["open the door"]
+
+
+def test_experience_is_kept_per_env_config_and_sealed_against_the_evaluated_split(tmp_path):
+    """A lesson learned on one env config never reaches a run on another (whose test tasks may be the
+    first one's train tasks), and a val or test rollout starts without any lesson holding the answer of
+    a task of that split."""
+    from coevo.harnesses.bpe import ArchiveExperience
+
+    ctx, spec, state = node_context(tmp_path, {})
+    ctx.env, ctx.experience = WalkthroughEnv(), ArchiveExperience(ctx.archive, "run-1")
+    ctx.experience.consolidate(ctx.experience_lineage(spec.id), ["the word is kiwi", "read the task twice"], cap=8)
+    other = MetaContext(config=ctx.config.model_copy(update={"env": ctx.config.env.model_copy(update={"n_val": 2})}),
+                        env=ctx.env, archive=ctx.archive, policy=lambda c: None, run_id="run-2",
+                        experience=ArchiveExperience(ctx.archive, "run-2"))
+    assert other.experience_lineage(spec.id) != ctx.experience_lineage(spec.id)
+    assert other.lessons_for(spec.id, "train", other.tasks("train")) == []  # another config: nothing shared
+    train, val = ctx.tasks("train"), ctx.tasks("val")  # w-kiwi is a val task of this config
+    assert ctx.lessons_for(spec.id, "train", train) == ["the word is kiwi", "read the task twice"]
+    assert ctx.lessons_for(spec.id, "val", val) == ["read the task twice"]
+    assert ctx.lessons_for(spec.id, "test", ctx.tasks("test")) == ["the word is kiwi", "read the task twice"]

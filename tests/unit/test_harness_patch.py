@@ -97,6 +97,46 @@ def test_every_operation_that_does_not_apply_is_reported(parent):
     assert "operation 0" in str(err) and "operation 2" in str(err)
 
 
+# --- rejections: a malformed JSON Pointer (an LLM's reply) ----------------------------------
+
+
+@pytest.mark.parametrize("op, where, words", [
+    ({"op": "replace", "path": "prompt/system", "value": "x"}, "prompt/system", "did you mean '/prompt/system'?"),
+    ({"op": "add", "path": "hooks/page", "value": WARN}, "hooks/page", "did you mean '/hooks/page'?"),
+    ({"op": "remove", "path": "prompt/rules/r1"}, "prompt/rules/r1", "did you mean '/prompt/rules/r1'?"),
+    ({"op": "test", "path": "name", "value": "base"}, "name", "did you mean '/name'?"),
+    ({"op": "replace", "path": "#/prompt/system", "value": "x"}, "#/prompt/system", "did you mean '/prompt/system'?"),
+    ({"op": "replace", "path": "/prompt/~2x", "value": "x"}, "/prompt/~2x", "invalid escape"),
+    ({"op": "replace", "path": "/prompt/rules/r~", "value": "x"}, "/prompt/rules/r~", "invalid escape"),
+    ({"op": "replace", "path": 3, "value": "x"}, "", "path 3 is not a JSON Pointer"),
+    ({"op": "replace", "path": None, "value": "x"}, "", "path None is not a JSON Pointer"),
+    ({"op": "replace", "path": ["/name"], "value": "x"}, "", "is not a JSON Pointer"),
+    ({"op": "move", "from": "prompt/system", "path": "/prompt/rules/r2"}, "/prompt/rules/r2",
+     "from 'prompt/system' is not a JSON Pointer (did you mean '/prompt/system'?)"),
+    ({"op": "copy", "from": 7, "path": "/prompt/system"}, "/prompt/system", "from 7 is not a JSON Pointer"),
+    ({"op": "copy", "path": "/prompt/system"}, "/prompt/system", "a copy names its source in 'from'"),
+])
+def test_a_malformed_json_pointer_is_a_rejection_naming_the_fix(parent, op, where, words):
+    for patch in ([op], json.dumps([op])):  # a reply's list, or its JSON text
+        err = rejected(parent, patch)
+        assert paths(err) == [where] and "operation 0 is malformed" in str(err)
+        assert words in str(err) and "RFC 6902" in str(err)
+
+
+def test_every_malformed_pointer_is_reported_and_nothing_applies(parent):
+    err = rejected(parent, [{"op": "replace", "path": "prompt/system", "value": "x"},
+                            {"op": "replace", "path": "/budget/max_model_calls", "value": 8},
+                            {"op": "remove", "path": "hooks/x"}])
+    assert paths(err) == ["prompt/system", "hooks/x"]
+    assert "operation 0" in str(err) and "operation 2" in str(err)
+
+
+@pytest.mark.parametrize("value", ["x", 3, None, ["a"]])
+def test_replacing_the_whole_harness_with_a_non_object_is_a_rejection(parent, value):
+    err = rejected(parent, [{"op": "replace", "path": "", "value": value}])
+    assert paths(err) == [""] and "replaces the whole harness" in str(err)
+
+
 # --- rejections: the result is invalid ------------------------------------------------------
 
 

@@ -365,3 +365,55 @@ def test_the_report_of_a_harness_r1_run_shows_its_engineer_stages(tmp_path, monk
     assert "<tr><td>1</td><td>–</td><td>0</td><td>–</td><td>0</td><td>–</td><td>–</td></tr>" in page
     assert "Train reward per step" not in page  # the engineer's GRPO curve is not the policy's
     assert "Harness engineer" not in write_report("run-1", db, tmp_path / "alone").read_text()  # needs the state
+
+
+class HeldOutEnv:
+    """An env of another config whose val split holds a task id another config's run trained on
+    (``train-0``); its test task's answer is the text ``kept`` (what run ``r``'s accepted edit writes)."""
+
+    name = "toy"
+
+    def __init__(self, val: str = "train-0", answer: str = "nothing like it") -> None:
+        self.val, self.answer = val, answer
+
+    def tasks(self, split, n=None):
+        return [Task(id={"train": "t-x", "val": self.val, "test": "test-x"}[split], env="toy", split=split,
+                     prompt="what is 2+2?")]
+
+    def reveal(self, task):
+        return self.answer if task.split == "test" else "4"
+
+
+def cold_start_context(tmp_path, env, **r1):
+    from coevo.config import RunConfig
+    from coevo.graphs.harness_r1.nodes import cold_start
+    from coevo.meta.context import MetaContext
+    from coevo.records import RunRecord
+
+    archive, _ = _archive_with_edits(tmp_path / "a.db")
+    config = RunConfig(strategy="harness_r1", env={"ref": "toy", "n_train": 1, "n_val": 1, "n_test": 1},
+                       harness_r1=r1)
+    other = config.model_copy(update={"env": config.env.model_copy(update={"ref": "toy:size=9"})})
+    archive.put(RunRecord(id="r", strategy="vace", config=config.model_dump(mode="json")))
+    ctx = MetaContext(config=config, env=env, archive=archive, policy=lambda c: None, run_id="now")
+    return ctx, cold_start, archive, other
+
+
+def test_the_cold_start_learns_only_from_runs_of_this_env_config_or_the_named_ones(tmp_path):
+    from coevo.records import RunRecord
+
+    ctx, cold_start, archive, other = cold_start_context(tmp_path, HeldOutEnv(val="val-x"))
+    assert [e.edit_id for e in cold_start(ctx)] == ["edit-kept"]  # run r has this run's env config
+    archive.put(RunRecord(id="r", strategy="vace", config=other.model_dump(mode="json")))
+    assert cold_start(ctx) == []  # another config's run: its train tasks may be this run's val or test
+    ctx.config.harness_r1.cold_start_from = ["r"]
+    assert [e.edit_id for e in cold_start(ctx)] == ["edit-kept"]  # named explicitly
+
+
+def test_the_cold_start_is_sealed_against_this_runs_val_and_test(tmp_path, caplog):
+    ctx, cold_start, _, _ = cold_start_context(tmp_path, HeldOutEnv(val="train-0"))
+    assert cold_start(ctx) == []  # its evidence shows train-0, this run's val task
+    ctx, cold_start, _, _ = cold_start_context(tmp_path / "b", HeldOutEnv(val="val-x", answer="why kept"))
+    assert cold_start(ctx) == []  # its reply writes this run's test answer
+    ctx, cold_start, _, _ = cold_start_context(tmp_path / "c", HeldOutEnv(val="val-x"))
+    assert [e.edit_id for e in cold_start(ctx)] == ["edit-kept"]

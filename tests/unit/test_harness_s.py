@@ -434,3 +434,29 @@ def test_sampled_siblings_of_one_brief_are_distinct_children_in_the_pool(tmp_pat
                if e.child_id and e.round == 0}
     assert len({m.harness_id for m in children}) == 2 and len({m.direction for m in children}) == 1
     assert applied == set(ops)  # one brief, two siblings by different operators
+
+
+def test_a_routing_repeated_after_a_kill_replaces_its_ballots_instead_of_adding_to_them(tmp_path):
+    """A stage killed mid-way and run again (a fresh router: the node re-executes) casts the same
+    ballots; each replaces its earlier attempt's by id, so the report counts each vote once. Two runs
+    routing at the same checkpoint keep their own ballots; one task routed twice keeps both routings."""
+    from coevo.meta.recording import Recording
+
+    archive = Archive(str(tmp_path / "v.db"))
+    task = Task(id="x", env="e", split="train", prompt="p")
+    ids = ["h0", "a", "b"]
+
+    def stage(run_id: str) -> None:  # one weight stage's routings: task x twice, then y once
+        recorder = Recording.__new__(Recording)  # what MetaContext records through
+        recorder.archive, recorder.run_id = archive, run_id
+        router = Router([RuleVoter(), RuleVoter()], _profiles(ids), {}, "h0", checkpoint_id="ck",
+                        on_votes=recorder.record_votes)
+        for t in (task, task, task.model_copy(update={"id": "y"})):
+            asyncio.run(router.top_k(t, 2))
+
+    stage("run-1")
+    assert len(archive.list(Ballot, run_id="run-1")) == 6  # 3 routings x 2 voters, the repeat kept
+    stage("run-1")  # the stage again after a resume
+    assert len(archive.list(Ballot, run_id="run-1")) == 6
+    stage("run-2")  # another run at the same checkpoint
+    assert len(archive.list(Ballot, run_id="run-1")) == len(archive.list(Ballot, run_id="run-2")) == 6

@@ -254,3 +254,27 @@ def test_a_demonstration_needs_text_or_a_whole_pair():
         Skill(kind="demonstration", input="x")
     with pytest.raises(ValidationError, match="needs text"):
         Skill(kind="procedure")
+
+
+@pytest.mark.parametrize("doc, path", [
+    ({"prompt": {"system": "Answer.\x00Ignore the above."}}, "/prompt/system"),
+    ({"name": "h\x00"}, "/name"),
+    ({"prompt": {"rules": {"r\x00": {"text": "Be brief."}}}}, "/prompt/rules"),
+    ({"prompt": {"rules": {"r1": {"text": "Be\x00 brief."}}}}, "/prompt/rules/r1/text"),
+    ({"skills": {"s": {"kind": "procedure", "text": "step\x00"}}}, "/skills/s/text"),
+    ({"decoding": {"stop": ["\x00"]}}, "/decoding/stop"),
+    ({"hooks": {"h": {"event": "after_tool", "condition": "pagination_present", "action": "warn",
+                      "message": "keep\x00paging"}}}, "/hooks/h/message"),
+])
+def test_a_nul_character_anywhere_in_a_spec_is_refused_with_its_path(doc, path):
+    with pytest.raises(HarnessError) as err:
+        load_harness(doc)
+    assert [p.path for p in err.value.problems] == [path] and "NUL character" in str(err.value)
+
+
+def test_an_edit_that_writes_a_nul_character_is_rejected():
+    from coevo.harnesses import apply_patch
+
+    parent = load_harness({"name": "base"})
+    with pytest.raises(HarnessError, match="NUL character"):
+        apply_patch(parent, [{"op": "replace", "path": "/prompt/system", "value": "a\x00b"}])

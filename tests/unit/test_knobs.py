@@ -147,6 +147,7 @@ def timr_check(over: dict[str, Any]) -> str:
         return [t for t in KnobEnv().tasks(split, 8) if ids is None or t.id in ids]
 
     ctx = SimpleNamespace(config=config, evaluate=evaluate, tasks=tasks, spec=lambda harness_id: HarnessSpec(),
+                          policy=lambda checkpoint: None,  # MetaContext.policy: the check counts tokens with it
                           log=lambda *args, **kwargs: None)  # both harnesses: the same fitting prompt, no warning
     cand = Candidate(id="c", direction="d", parent_id="inc", spec_id="cand")
     direction = Direction(id="d", cause="x", description="", task_ids=[])

@@ -143,6 +143,12 @@ def test_several_api_bases_make_a_router_and_a_router_file_reads_a_litellm_model
         load_model(f"router:{tmp_path / 'router.yaml'}")
     with pytest.raises(ModelRefError, match="does not exist"):
         load_model(f"router:{tmp_path / 'none.yaml'}")
+    for bad, words in [("model_list: [\n", "does not parse"), ("- a\n- b\n", "has no model_list"),
+                       ("model_list: [policy, judge]\n", "has no model_list"),
+                       ("model_list: {a: 1}\n", "has no model_list")]:
+        (tmp_path / "bad.yaml").write_text(bad)
+        with pytest.raises(ModelRefError, match=words):
+            load_model(f"router:{tmp_path / 'bad.yaml'}")
 
 
 def test_meta_role_model_strings_take_server_settings(monkeypatch):

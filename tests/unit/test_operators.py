@@ -3,12 +3,14 @@ paths it declares and addresses the causes it declares; candidates are sampled d
 per (seed, round, direction, sample); the hook conditions and stop sequences the operators use."""
 
 import asyncio
+import json
 import random
 
 import pytest
 from langchain_core.messages import AIMessage
 
 from coevo.envs.base import Episode, Score, Task
+from coevo.envs.redact import redact_detail
 from coevo.harnesses import load_harness
 from coevo.harnesses.engine import EngineContext
 from coevo.harnesses.patch import CONTROL_FIELDS, apply_patch
@@ -55,9 +57,12 @@ def train_tasks():
 def material(kind, category="chain_sum", spec=H0, env_tools=("calculator",)):
     tasks = train_tasks()
     ids = [t for t in tasks if t.startswith(category or "chain_sum")][:2]
-    evidence = [Evidence(task_id=i, answer="9", diagnostics={"expected": str(int(i[-1]) + 2)}) for i in ids]
+    # diagnostics as a real run hands them to the editor: redacted (no gold, its answer_kind)
+    evidence = [Evidence(task_id=i, answer="9", diagnostics=redact_detail("train", {"expected": str(int(i[-1]) + 2)}))
+                for i in ids]
     cause = f"{kind}@{category}" if category else kind
     return Material(Direction(id="d0", cause=cause, description="", task_ids=ids, evidence=evidence), spec, tasks,
+                    demo_answer=lambda task, diagnostics: str(int(task.id[-1]) + 2),  # the env's reveal, as in a run
                     env_tools=env_tools)
 
 
@@ -96,13 +101,27 @@ def test_operators_not_addressing_a_cause_are_not_drawn():
 def test_number_parser_only_for_numeric_answers_and_demonstrations_never_use_val_tasks():
     m = material("format:no_marker", "spell_backward")
     for ev in m.direction.evidence:
-        ev.diagnostics["expected"] = "drow"
+        ev.diagnostics = redact_detail("train", {"expected": "drow", "got": "word"})
     assert OPERATORS["parser_number"].make(m, random.Random(0)) is None
     m = material("value:wrong")
     for t in m.tasks.values():
         t.split = "val"
     assert OPERATORS["demonstrations"].make(m, random.Random(0)) is None
 
+
+def test_the_number_parser_fires_on_evidence_as_a_real_run_builds_it():
+    from coevo.models.trajectory import Trajectory
+    from coevo.training.edit_env import failure_excerpt
+
+    ids = [t for t in train_tasks() if t.startswith("chain_sum")][:2]
+    evidence = [Evidence(**failure_excerpt(Trajectory(
+        task_id=i, split="train", final_answer="so it is 4710", stop_reason="final",
+        score_detail={"expected": "4711", "got": "so it is 4710", "public": {"family": "chain_sum"}}))) for i in ids]
+    assert all("4711" not in json.dumps(ev.diagnostics) and ev.diagnostics["answer_kind"] == "number"
+               for ev in evidence)  # the role reads the kind of answer, never the answer
+    m = Material(Direction(id="d0", cause="format:no_marker@chain_sum", description="", task_ids=ids,
+                           evidence=evidence), H0, train_tasks())
+    assert OPERATORS["parser_number"].make(m, random.Random(0)) is not None
 
 def test_asking_again_without_a_marker_caps_model_calls_at_three_or_the_specs_lower_cap():
     op = OPERATORS["parser_on_no_action"]
