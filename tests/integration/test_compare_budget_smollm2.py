@@ -54,7 +54,8 @@ k = 1
     assert f"at equal spend: {BUDGET} rollouts" in done.output and done.output.count(f"{BUDGET} / {BUDGET}") == 2
 
     data = json.loads((out / "comparison.json").read_text())
-    assert data["budget"] == BUDGET and data["warnings"] == []
+    # at this size no group may hold a contrast: the only warning allowed says so (no learning signal)
+    assert data["budget"] == BUDGET and [w for w in data["warnings"] if not w.startswith("no learning signal")] == []
     rows = {r["strategy"]: r for r in data["rows"]}
     for name in ("rl_only", "ungated"):
         row = rows[name]

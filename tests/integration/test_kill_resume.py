@@ -119,8 +119,11 @@ def kill(proc: subprocess.Popen) -> None:
 
 
 def summary(stdout: str, run_id: str) -> str:
-    """The printed summary table, the run id masked."""
-    table = stdout[stdout.index(f"run {run_id}: summary"):stdout.index("archive: ")]
+    """The printed summary table, the run id masked (up to the report line: the lines after it name the
+    run's own folders, such as the final pair's adapter path)."""
+    start = stdout.index(f"run {run_id}: summary")
+    end = min(i for i in (stdout.find(mark, start) for mark in ("report", "final pair", "archive: ")) if i >= 0)
+    table = stdout[start:end]
     return table.replace(run_id, "RUN")
 
 
