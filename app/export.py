@@ -41,7 +41,7 @@ from coevo.envs.base import Env
 from coevo.evaluation.results import TaskOutcome, outcome_estimate, paired_difference
 from coevo.harnesses.spec import HarnessSpec, load_harness
 from coevo.models.adapters import STAGE_MARK, check_adapter
-from coevo.records import Checkpoint, Decomposition, EvaluationRecord, ExportRecord, HarnessRecord, RunRecord
+from coevo.records import Checkpoint, EvaluationRecord, ExportRecord, HarnessRecord, RunRecord
 from coevo.records.fields import new_id
 from coevo.report.card import CardFacts, ScoreRow, agent_card
 from coevo.storage import Archive
@@ -289,14 +289,12 @@ def _scores(archive: Archive, run: RunRecord, state: Mapping[str, Any], pair: tu
 
 def _decomposition(archive: Archive, run_id: str) -> tuple[str, dict[str, str], Any] | None:
     """The run's newest ``coevo decompose`` with its effects (title, cell ids, ``Effects``), or None."""
-    from coevo.report.decompose import stored_effects
+    from coevo.report.decompose import stored_decompositions
 
-    for record in sorted(archive.list(Decomposition, run_id=run_id), key=lambda r: r.created_at, reverse=True):
-        numbers = stored_effects(archive, record)
-        if numbers is not None:
-            ids = {"h0": record.harnesses["start"], "hf": record.harnesses["final"],
-                   "w0": record.checkpoints["start"], "wf": record.checkpoints["final"]}
-            return f"{record.env}/{record.split}, k = {record.k}, {numbers.n} tasks.", ids, numbers
+    for record, numbers in stored_decompositions(archive, run_id):
+        ids = {"h0": record.harnesses["start"], "hf": record.harnesses["final"],
+               "w0": record.checkpoints["start"], "wf": record.checkpoints["final"]}
+        return f"{record.env}/{record.split}, k = {record.k}, {numbers.n} tasks.", ids, numbers
     return None
 
 

@@ -4,7 +4,7 @@ effect under the other lever's start and final value, and their interaction (``c
 from __future__ import annotations
 
 import html
-from typing import Any
+from typing import Any, Iterator
 
 from coevo.evaluation.decompose import CELLS, EFFECTS, Effects, effects
 from coevo.records import Decomposition, EvaluationRecord
@@ -38,22 +38,24 @@ def stored_effects(archive: Any, record: Decomposition) -> Effects | None:
     return effects(per_task)
 
 
+def stored_decompositions(archive: Any, run_id: str) -> Iterator[tuple[Decomposition, Effects]]:
+    """Run ``run_id``'s stored decompositions with their ``Effects``, newest first, leaving out any
+    whose four evaluations are not all finished (``stored_effects``)."""
+    for record in sorted(archive.list(Decomposition, run_id=run_id), key=lambda r: r.created_at, reverse=True):
+        if (numbers := stored_effects(archive, record)) is not None:
+            yield record, numbers
+
+
 def newest_effects(archive: Any, run_id: str) -> Effects | None:
-    """The ``Effects`` of run ``run_id``'s newest stored decomposition with all four evaluations
-    finished; None when it has none."""
-    records = sorted(archive.list(Decomposition, run_id=run_id), key=lambda r: r.created_at, reverse=True)
-    return next((e for e in (stored_effects(archive, r) for r in records) if e is not None), None)
+    """The ``Effects`` of run ``run_id``'s newest finished decomposition; None when it has none."""
+    return next((numbers for _, numbers in stored_decompositions(archive, run_id)), None)
 
 
 def decompose_section(archive: Any, run_id: str) -> str:
     """The report's "Which lever did what" section: every stored decomposition of run ``run_id``, newest
     first, as a 2×2 table and its effects; ``""`` when the run has none (``coevo decompose RUN`` makes one)."""
     parts = []
-    records = sorted(archive.list(Decomposition, run_id=run_id), key=lambda r: r.created_at, reverse=True)
-    for record in records:
-        numbers = stored_effects(archive, record)
-        if numbers is None:
-            continue
+    for record, numbers in stored_decompositions(archive, run_id):
         cell = {c: score_text(numbers.cells[c]) for c in CELLS}
         h0, hf = record.harnesses["start"][:12], record.harnesses["final"][:12]
         grid = ("<table><tr><th></th><th>W0</th><th>W_final</th></tr>"
