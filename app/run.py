@@ -119,6 +119,16 @@ def check_splits(config: RunConfig, strategy: Strategy, env: Env) -> dict[str, i
     return sizes
 
 
+def engine_options(config: RunConfig) -> dict[str, int]:
+    """The engine options a ``local:`` policy is loaded with (``coevo.models.refs.ENGINE_KWARGS``): up to
+    ``eval.concurrency`` rows a batch, so the requests an evaluation keeps in flight decode together, and
+    ``eval.threads`` torch threads in its decoding worker when set. Empty for a server policy."""
+    if not config.policy.startswith("local:"):
+        return {}
+    options = {"max_batch": config.eval.concurrency}
+    return {**options, "threads": config.eval.threads} if config.eval.threads else options
+
+
 def preflight(config: RunConfig, strategy: Strategy) -> tuple[Env, Executor | None]:
     """Check the references a run of ``strategy`` depends on before anything is stored: the env and
     the sizes of its splits (``check_splits``, before any model loads), the
@@ -143,7 +153,7 @@ def preflight(config: RunConfig, strategy: Strategy) -> tuple[Env, Executor | No
                        f"(`coevo envs list` shows the suites); nothing was started") from None
     check_splits(config, strategy, env)  # before any model loads
     try:
-        policy = load_model(config.policy)
+        policy = load_model(config.policy, **engine_options(config))
     except (ModelRefError, SmolLM2NotInstalledError, OSError) as err:
         raise RunError(f"policy {config.policy!r} cannot be loaded: {err}. Fix it with --set policy=... "
                        f"or the config's policy key; nothing was started") from None

@@ -162,7 +162,8 @@ def eval_cmd(
         if resumed is not None:
             _same_evaluation(resumed, run)
             run.created_at = resumed.created_at
-        policy = load_model(model, **settings)
+        batch = {"max_batch": concurrency} if model.startswith("local:") else {}  # in flight = one batch
+        policy = load_model(model, **{**batch, **settings})
         fit = check_prompt_fits(spec, [t.prompt for t in suite.tasks(split, n)], source=f"harness {spec.id[:12]}",
                                 meter=meter_of(policy))
         runner = make_executor(executor)

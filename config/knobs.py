@@ -41,7 +41,10 @@ PERFORMANCE: dict[str, str] = {
     "train.use_cpu": "where the trainer runs (None: CPU without a CUDA device).",
     "train.logging_steps": "how often TRL logs a step's metrics (1: one history row per step).",
     "train.max_batch": "requests the RSFT live sampler batches together: speed.",
-    "eval.concurrency": "rollouts in flight during an evaluation: speed; each rollout keeps its seed.",
+    "eval.concurrency": "rollouts in flight during an evaluation, and the rows a local policy's engine decodes in "
+                        "one batch: speed; each rollout keeps its seed.",
+    "eval.threads": "torch threads of a local policy's decoding worker: speed (one costs less CPU than two for a "
+                    "135M model's short replies); the replies are those of the default up to float rounding.",
 }
 """Key -> what it changes (speed, memory, logging) while the numbers stay the same by design; the
 knob test checks the setting reaches that mechanism."""

@@ -127,12 +127,15 @@ class EvalConfig(Section):
     temperature; WHALE: mean@8); ``k > 1`` with a ``temperature`` > 0 reports pass@k and mean@k with
     their intervals. The default job keeps ``k = 1`` and the harness's greedy decoding to stay short
     on a CPU (then pass@k = avg@k and one run per task); ``configs/papers/`` sets the papers' protocol.
-    Train-split checks and search scoring decode as the harness says."""
+    Train-split checks and search scoring decode as the harness says. A ``local:`` policy's engine batches
+    up to ``concurrency`` requests per forward pass and decodes them on ``threads`` torch threads."""
 
     k: int = Field(default=1, ge=1)
     concurrency: int = Field(default=16, ge=1)
     temperature: float | None = Field(default=None, ge=0, description="decoding temperature of val/test rollouts; "
                                       "None: the harness's own")
+    threads: int | None = Field(default=None, ge=1, description="torch threads decoding a local policy's rollouts "
+                                "outside weight stages (None: torch's default, one per core)")
 
     @model_validator(mode="after")
     def _sampled(self) -> "EvalConfig":

@@ -49,16 +49,23 @@ class LocalEngine:
     ``generate`` call; ``batch_window_s`` how long the worker waits for more requests after the
     first one arrives (seconds); ``hold_s`` the longest it holds a batch for clients that have not
     submitted yet (``client``); ``share_prefix`` prefill a prompt prefix common to a batch's rows
-    once; ``name`` a label for logs and ``model_name``.
+    once; ``threads`` torch's intra-op threads in the worker thread that decodes queued requests
+    (``None``: torch's default, one per core; a thread's own setting, so the caller's threads, a
+    trainer's backward pass among them, keep theirs); ``name`` a label for logs and ``model_name``.
+    Decoding a batch of a few short rows through a small model, one thread costs less CPU than two
+    (docs/benchmarks/showcase.md: 0.18 against 0.47 CPU-s per rollout, 32 rows a batch).
 
     Thread-safe: ``submit`` may be called from any thread; one worker thread runs ``generate``.
     """
 
     def __init__(self, model: Any, tokenizer: Any, *, adapter: str | Path | None = None,
                  max_batch: int = 16, batch_window_s: float = 0.01, hold_s: float = 0.5, share_prefix: bool = True,
-                 name: str = "local"):
+                 threads: int | None = None, name: str = "local"):
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
+        if threads is not None and threads < 1:
+            raise ValueError(f"threads must be >= 1 (or None: torch's default), got {threads}")
+        self.threads = threads
         self.model = model
         self.tokenizer = tokenizer
         self.max_batch = max_batch
@@ -255,6 +262,8 @@ class LocalEngine:
                 self._worker.start()
 
     def _serve(self) -> None:
+        if self.threads:
+            torch.set_num_threads(self.threads)  # this thread's own setting (OpenMP's is per thread)
         while True:
             item = self._queue.get()
             if item is None:

@@ -55,7 +55,7 @@ VALID_FORMS = (
 SCHEMES = ("local", "litellm", "router")
 REF_KEY, SETTINGS_KEY = "coevo_ref", "coevo_settings"
 VLLM_API_BASE_ENV = "COEVO_VLLM_API_BASE"
-ENGINE_KWARGS = ("device", "dtype", "max_batch", "batch_window_s")
+ENGINE_KWARGS = ("device", "dtype", "max_batch", "batch_window_s", "threads")
 
 _engines: dict[tuple, Any] = {}
 _engines_lock = threading.Lock()
@@ -100,7 +100,7 @@ def local_engine(base: str, **engine_kwargs: Any) -> Any:
     """The shared ``LocalEngine`` for ``base``, loading it on first use.
 
     ``engine_kwargs``: ``device``, ``dtype`` (part of the cache key), ``max_batch``,
-    ``batch_window_s`` (used when the engine is first built). Raises ``ModelRefError`` for a
+    ``batch_window_s``, ``threads`` (used when the engine is first built). Raises ``ModelRefError`` for a
     missing base directory.
     """
     from coevo.models.local_engine import LocalEngine
@@ -242,7 +242,7 @@ def load_model(ref: str, **decoding: Any) -> BaseChatModel:
         ref: ``local:...``, ``litellm:...[?settings]`` or ``router:FILE[?settings]``.
         **decoding: chat-model fields — ``temperature``, ``top_p``, ``seed``, ``max_tokens``,
             ``stop``; for ``local:`` also the engine options ``device``, ``dtype``, ``max_batch``,
-            ``batch_window_s``; for ``litellm:`` any ``LiteLLMChatModel`` field (``api_base``,
+            ``batch_window_s``, ``threads``; for ``litellm:`` any ``LiteLLMChatModel`` field (``api_base``,
             ``timeout_s``, ``max_retries``, ...), other keys passed to LiteLLM (``litellm_fields``).
 
     Returns: a ``LocalChatModel`` (sharing a cached engine; with ``+adapter`` its ``adapter`` names

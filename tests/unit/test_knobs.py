@@ -129,6 +129,13 @@ def eval_call(over: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in seen.items() if k in ("concurrency", "k", "temperature", "seeds")}
 
 
+def local_engine_options(over: dict[str, Any]) -> dict[str, Any]:
+    """The engine options a run's ``local:`` policy is loaded with (``coevo.app.run.engine_options``)."""
+    from coevo.app.run import engine_options
+
+    return engine_options(load_config(None, {**BASE, "policy": "local:smollm2-135m", **over}))
+
+
 def timr_check(over: dict[str, Any]) -> str:
     """``check_one``'s verdict on a candidate whose smoke-run TIMR rises from 0 to 0.2."""
     from types import SimpleNamespace
@@ -297,6 +304,7 @@ PROBES: dict[str, Probe] = {
     "eval.k": Probe(run, 2, {"eval.temperature": 0.5}),
     "eval.temperature": Probe(run, 0.5),
     "eval.concurrency": Probe(eval_call, 1),
+    "eval.threads": Probe(local_engine_options, 1),
     "train.rescue": Probe(run, True),
     "train.temperature": Probe(training_variant, 0.3),
     "train.max_new_tokens": Probe(training_variant, 12),

@@ -304,3 +304,26 @@ async def test_a_retry_after_an_interface_violation_samples_a_fresh_reply(chat):
     first = await replies()
     assert len({tuple(r) for r in first}) == 3, "each retry sees the same context and samples a different reply"
     assert await replies() == first
+
+
+async def test_threads_apply_to_the_decoding_worker_only_and_keep_the_replies(tokenizer):
+    """``threads`` sets torch's intra-op threads in the engine's worker (OpenMP's setting is per thread): the
+    forward passes of queued requests run on one thread while the caller keeps its own, and greedy replies
+    are those of the default engine."""
+    seen: list[int] = []
+    model = tiny_llama(tokenizer)
+    model.register_forward_pre_hook(lambda module, args: seen.append(torch.get_num_threads()))
+    replies = {}
+    caller = torch.get_num_threads()
+    for threads in (None, 1):
+        engine = LocalEngine(model, tokenizer, max_batch=4, batch_window_s=0.05, threads=threads)
+        chat = LocalChatModel(engine=engine, max_tokens=5)
+        seen.clear()
+        out = await asyncio.gather(*(chat.ainvoke([HumanMessage(p)]) for p in PROMPTS))
+        engine.close()
+        replies[threads] = [r.content for r in out]
+        assert seen and set(seen) == ({1} if threads == 1 else {caller})
+    assert torch.get_num_threads() == caller
+    assert replies[1] == replies[None]
+    with pytest.raises(ValueError, match="threads must be >= 1"):
+        LocalEngine(model, tokenizer, threads=0)
