@@ -34,7 +34,7 @@ from pydantic import ValidationError
 
 from coevo.app.checkpointer import open_checkpointer
 from coevo.app.heartbeat import Heartbeat
-from coevo.app.services import make_context
+from coevo.app.services import engine_options, make_context
 from coevo.app.stage_folders import leftovers, remove
 from coevo.config import RunConfig
 from coevo.envs.base import Env
@@ -117,16 +117,6 @@ def check_splits(config: RunConfig, strategy: Strategy, env: Env) -> dict[str, i
                        + ("; or lower train.tasks_per_step" if "train" in short and strategy.trains else "")
                        + "; nothing was started")
     return sizes
-
-
-def engine_options(config: RunConfig) -> dict[str, int]:
-    """The engine options a ``local:`` policy is loaded with (``coevo.models.refs.ENGINE_KWARGS``): up to
-    ``eval.concurrency`` rows a batch, so the requests an evaluation keeps in flight decode together, and
-    ``eval.threads`` torch threads in its decoding worker when set. Empty for a server policy."""
-    if not config.policy.startswith("local:"):
-        return {}
-    options = {"max_batch": config.eval.concurrency}
-    return {**options, "threads": config.eval.threads} if config.eval.threads else options
 
 
 def preflight(config: RunConfig, strategy: Strategy) -> tuple[Env, Executor | None]:

@@ -26,6 +26,16 @@ from coevo.strategies import Strategy, get_strategy
 from coevo.training.stage import StageTrainer
 
 
+def engine_options(config: RunConfig) -> dict[str, int]:
+    """The engine options a ``local:`` policy is loaded with (``coevo.models.refs.ENGINE_KWARGS``): up to
+    ``eval.concurrency`` rows a batch, so the requests an evaluation keeps in flight decode together, and
+    ``eval.threads`` torch threads in its decoding worker when set. Empty for a server policy."""
+    if not config.policy.startswith("local:"):
+        return {}
+    options = {"max_batch": config.eval.concurrency}
+    return {**options, "threads": config.eval.threads} if config.eval.threads else options
+
+
 class PolicyCache:
     """``policy(checkpoint_id) -> BaseChatModel``: the configured ref, plus the checkpoint's adapter
     (``local:BASE+ADAPTER``) or the name it is served under (``Checkpoint.model_ref``). A checkpoint
@@ -52,7 +62,7 @@ class PolicyCache:
                 from coevo.training.vllm_sync import publish_checkpoint
 
                 publish_checkpoint(rec, rec.vllm)  # after a server restart (a resume); else a no-op
-            self.models[checkpoint_id] = load_model(ref)
+            self.models[checkpoint_id] = load_model(ref, **engine_options(self.config))
         return self.models[checkpoint_id]
 
 

@@ -89,6 +89,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from coevo.app.run import run_meta
+    from coevo.app.services import engine_options
     from coevo.cli.common import key_values
     from coevo.config import load_config
     from coevo.envs.registry import get_env
@@ -100,7 +101,7 @@ def main() -> None:
     config = load_config(args.config, key_values(args.set, "env.n_val=100"))
     env = get_env(config.env.ref, **config.env.settings())
     h0 = start_harness(config.harness, env.name)
-    model = load_model(config.policy)
+    model = load_model(config.policy, **engine_options(config))  # as a run loads it (eval.concurrency, eval.threads)
     temperature = config.train.temperature
     val = env.tasks("val", config.env.n_val)
     out: dict = {"config": args.config, "overrides": args.set, "env": config.env.ref, "harness": h0.id,

@@ -130,8 +130,8 @@ def eval_call(over: dict[str, Any]) -> dict[str, Any]:
 
 
 def local_engine_options(over: dict[str, Any]) -> dict[str, Any]:
-    """The engine options a run's ``local:`` policy is loaded with (``coevo.app.run.engine_options``)."""
-    from coevo.app.run import engine_options
+    """The engine options a run's ``local:`` policy is loaded with (``coevo.app.services.engine_options``)."""
+    from coevo.app.services import engine_options
 
     return engine_options(load_config(None, {**BASE, "policy": "local:smollm2-135m", **over}))
 
