@@ -40,6 +40,9 @@ PERFORMANCE: dict[str, str] = {
     "train.max_concurrency": "rollouts in flight during a stage: speed; each rollout keeps its seed.",
     "train.use_cpu": "where the trainer runs (None: CPU without a CUDA device).",
     "train.logging_steps": "how often TRL logs a step's metrics (1: one history row per step).",
+    "train.sampler_threads": "torch threads decoding a stage's rollouts (the live sampler's worker; the backward "
+                             "pass keeps torch's default): speed; the tokens are those of the default up to float "
+                             "rounding.",
     "train.max_batch": "requests the RSFT live sampler batches together: speed.",
     "eval.concurrency": "rollouts in flight during an evaluation, and the rows a local policy's engine decodes in "
                         "one batch: speed; each rollout keeps its seed.",

@@ -95,6 +95,8 @@ class StageSettings(BaseModel):
         "replace Eq. 5's retained groups): a group whose rewards are all equal is replaced by the group of another "
         "stage task when that one has a contrast; 0 (the default): off")
     max_concurrency: int | None = Field(default=None, ge=1, description="rollouts in flight (None: all)")
+    sampler_threads: int | None = Field(default=None, ge=1, description="torch threads of the live sampler's decoding "
+                                        "worker (None: torch's default); the optimiser step keeps its own")
     use_cpu: bool | None = Field(default=None, description="None: CPU when no CUDA device is visible")
     report_to: str | list[str] = "none"
     logging_steps: int = Field(default=1, ge=1, description="1 gives stage_metrics a history row per step")

@@ -69,10 +69,12 @@ class LocalChatModel(BaseChatModel):
 
     @classmethod
     def from_model(cls, model: Any, tokenizer: Any, *, adapter: str | Path | None = None, max_batch: int = 16,
-                   batch_window_s: float = 0.01, name: str = "local", **decoding: Any) -> "LocalChatModel":
-        """Wrap an already-loaded model and tokenizer (e.g. the PEFT model under training)."""
+                   batch_window_s: float = 0.01, name: str = "local", threads: int | None = None,
+                   **decoding: Any) -> "LocalChatModel":
+        """Wrap an already-loaded model and tokenizer (e.g. the PEFT model under training); ``threads``: the
+        engine's decoding worker's torch threads (``LocalEngine``)."""
         engine = LocalEngine(model, tokenizer, adapter=adapter, max_batch=max_batch,
-                             batch_window_s=batch_window_s, name=name)
+                             batch_window_s=batch_window_s, name=name, threads=threads)
         return cls(engine=engine, **decoding)
 
     @property

@@ -19,10 +19,11 @@ class LivePolicy:
     current LoRA policy and the sampler is the trainer (no Eq. 16 correction needed). One engine
     per stage, made at the first call and kept in ``policy``, batching a whole generation batch
     (``max_batch`` rows per ``generate`` call; ``None``: the trainer's ``generation_batch_size``);
-    ``close`` stops its worker thread."""
+    ``threads`` torch threads in its decoding worker (``None``: torch's default; the trainer's own
+    thread, which runs the backward pass, keeps its setting); ``close`` stops its worker thread."""
 
-    def __init__(self, max_batch: int | None = None) -> None:
-        self.max_batch = max_batch
+    def __init__(self, max_batch: int | None = None, threads: int | None = None) -> None:
+        self.max_batch, self.threads = max_batch, threads
         self.policy: Any = None
 
     def __call__(self, trainer: Any) -> BaseChatModel:
@@ -33,7 +34,7 @@ class LivePolicy:
             model = trainer.accelerator.unwrap_model(trainer.model)
             batch = self.max_batch or max(1, int(trainer.args.generation_batch_size))
             self.policy = LocalChatModel.from_model(model, trainer.processing_class, name="grpo-policy",
-                                                    max_batch=batch)
+                                                    max_batch=batch, threads=self.threads)
         return self.policy
 
     def close(self) -> None:

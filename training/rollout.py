@@ -179,7 +179,8 @@ class HarnessRollout:
     K under ``spec``); ``merge_sampler`` decodes each call's rollouts with the LoRA adapter merged
     (``sampling_mode``: the policy's local engine; speed only); ``action_cost`` cost-aware GRPO's
     lambda: advantages come from
-    ``task reward - lambda x harness cost`` (``coevo.training.harness_cost``; 0: the task reward).
+    ``task reward - lambda x harness cost`` (``coevo.training.harness_cost``; 0: the task reward);
+    ``sampler_threads`` the default sampler's decoding threads (``LivePolicy``).
 
     After each call: ``trajectories`` holds every rollout so far (initial groups, including
     all-fail groups that rescue replaced, then rescue groups, then groups drawn by dynamic
@@ -191,12 +192,12 @@ class HarnessRollout:
                  policy_factory: PolicyFactory | None = None, rollout_fn: RolloutFn | None = None,
                  max_len: int | None = None, seed: int = 0, checkpoint_id: str = "",
                  max_concurrency: int | None = None, resample: int = 0, mixture: Sequence[Any] = (),
-                 action_cost: float = 0.0, merge_sampler: bool = True) -> None:
+                 action_cost: float = 0.0, merge_sampler: bool = True, sampler_threads: int | None = None) -> None:
         self.spec, self.env, self.rescue = without_fixed_seed(spec), env, rescue
         self.merge_sampler = merge_sampler
         self.mixture = [without_fixed_seed(s) for s in mixture]
         self.tasks = {t.id: t for t in tasks}
-        self.policy_factory: PolicyFactory = policy_factory or LivePolicy()
+        self.policy_factory: PolicyFactory = policy_factory or LivePolicy(threads=sampler_threads)
         self.rollout_fn = rollout_fn
         self.max_len, self.seed, self.checkpoint_id = max_len, seed, checkpoint_id
         self.max_concurrency, self.resample, self.action_cost = max_concurrency, resample, action_cost

@@ -123,7 +123,8 @@ def train_rsft(
     if torch.cuda.is_available():
         model = model.to("cuda")
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.learning_rate)
-    policy = policy_factory(model, tokenizer) if policy_factory else _local(model, tokenizer, cfg.max_batch)
+    policy = (policy_factory(model, tokenizer) if policy_factory
+              else _local(model, tokenizer, cfg.max_batch, cfg.sampler_threads))
     if executor is not None:
         from coevo.evaluation.executors import sampling_on
 
@@ -193,10 +194,10 @@ def train_rsft(
     return new, trajectories
 
 
-def _local(model: Any, tokenizer: Any, max_batch: int) -> Any:
+def _local(model: Any, tokenizer: Any, max_batch: int, threads: int | None = None) -> Any:
     from coevo.models.local import LocalChatModel
 
-    return LocalChatModel.from_model(model, tokenizer, name="rsft-policy", max_batch=max_batch)
+    return LocalChatModel.from_model(model, tokenizer, name="rsft-policy", max_batch=max_batch, threads=threads)
 
 
 def sft_epochs(model: Any, optimizer: Any, rows: list[Row], cfg: StageConfig, rng: random.Random) -> list[float]:

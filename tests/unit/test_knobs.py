@@ -99,6 +99,29 @@ def live_sampler(over: dict[str, Any]) -> dict[str, Any]:
     return {"merges": merges, "batches": sampler.policy.engine.batch_sizes}
 
 
+def sampler_threads(over: dict[str, Any]) -> set[int]:
+    """A real GRPO step on the tiny chat Llama with the stage's own default sampler: torch's thread count
+    in the thread that decodes its rollouts (the engine's worker)."""
+    import tempfile
+
+    import torch
+    from training_kit import NamingEnv, tiny_chat_checkpoint
+
+    from coevo.models.local_engine import LocalEngine
+    from coevo.training.grpo import train_grpo
+
+    folder, env, seen = Path(tempfile.mkdtemp(prefix="knob-threads-")), NamingEnv(), set()
+    original = LocalEngine.generate_batch
+    LocalEngine.generate_batch = lambda self, requests: (seen.add(torch.get_num_threads()),
+                                                         original(self, requests))[1]
+    try:
+        train_grpo(tiny_chat_checkpoint(folder / "base"), HarnessSpec(budget={"max_output_tokens": 4}), env,
+                   env.tasks(), {"steps": 1, "output_dir": str(folder), **stage_settings(over)})
+    finally:
+        LocalEngine.generate_batch = original
+    return seen
+
+
 def training_variant(over: dict[str, Any]) -> tuple:
     """The harness as training rollouts run it (``training_spec``: temperature, output budget)."""
     from coevo.harnesses.spec import HarnessSpec
@@ -330,7 +353,8 @@ PROBES: dict[str, Probe] = {
     "train.micro_batches": Probe(trl_args, 2),
     "train.activation_checkpointing": Probe(trl_args, False),
     "train.pack_prefixes": Probe(trl_args, False),  # unpacked: one micro-step per row
-    "train.merge_sampler": Probe(live_sampler, False),  # unmerged: no merge of the adapter per step
+    "train.merge_sampler": Probe(live_sampler, False),
+    "train.sampler_threads": Probe(sampler_threads, 1),  # unmerged: no merge of the adapter per step
     "train.use_cpu": Probe(trl_args, False),
     "train.logging_steps": Probe(trl_args, 2),
     # the RSFT stage (real, tiny Llama)
