@@ -36,6 +36,7 @@ from coevo.app.checkpointer import open_checkpointer
 from coevo.app.heartbeat import Heartbeat
 from coevo.app.services import engine_options, make_context
 from coevo.app.stage_folders import leftovers, remove
+from coevo.app.task_ids import StaleTaskIdsError, check_task_ids
 from coevo.config import RunConfig
 from coevo.envs.base import Env
 from coevo.errors import CoevoError
@@ -294,7 +295,8 @@ async def run_meta(config: RunConfig, run_id: str | None = None, resume: bool = 
     naming the command that resumes the run.
     While it runs, the process beats for the run (``coevo.app.heartbeat``), so a killed run shows as dead.
     Raises ``RunError`` for an unknown run or a bad reference or answer, ``AmbiguousIdError`` for a
-    prefix several runs share, ``MissingExtraError`` for
+    prefix several runs share, ``StaleTaskIdsError`` for a resume whose stored task ids its env no
+    longer gives (``coevo.app.task_ids``), ``MissingExtraError`` for
     a tracker whose package is missing (nothing changed).
     """
     env: Env | None = None
@@ -318,16 +320,23 @@ async def run_meta(config: RunConfig, run_id: str | None = None, resume: bool = 
         run_id = found.id
         config = _open_run(archive, config, found, approve)
         strategy = get_strategy(config.strategy)
-        dead = leftovers(archive, run_id)  # the folders of stages the stopped run never finished: redone anew
-        if dead:
-            freed = remove(dead)
-            log.info("run %s: removed %d folder(s) of unfinished stages (%.1f MB)", run_id, len(dead), freed / 1e6)
     run_id = run_id or new_run_id(config)
     if context is not None:
         gate = context.config.gate.model_copy(update={"approve": config.gate.approve})
         ctx = dataclasses.replace(context, run_id=run_id, config=context.config.model_copy(update={"gate": gate}))
     else:
         ctx = make_context(config, archive, run_id, reporter=reporter, env=env, executor=executor, strategy=strategy)
+    if resume:  # ids stored by a coevo whose task ids did not name their env config would unseal its tasks
+        try:
+            check_task_ids(archive, run_id, ctx.env, config.env.ref)
+        except StaleTaskIdsError:
+            if context is None and ctx.executor is not None:
+                ctx.executor.close()
+            raise
+        dead = leftovers(archive, run_id)  # the folders of stages the stopped run never finished: redone anew
+        if dead:
+            freed = remove(dead)
+            log.info("run %s: removed %d folder(s) of unfinished stages (%.1f MB)", run_id, len(dead), freed / 1e6)
     async with _graph(config.db, strategy) as graph:
         payload: Any = {"run_id": run_id}
         if resume:

@@ -8,6 +8,7 @@ rounds (``configs/chain_sum.toml`` lists them). ``coevo run`` without a config r
 
 from __future__ import annotations
 
+import json
 import re
 import tomllib
 from pathlib import Path
@@ -246,14 +247,21 @@ def parse_config(data: dict[str, Any], source: str = "config", origins: dict[str
                           + "\n".join(lines)) from None
 
 
-def set_dotted(data: dict[str, Any], pairs: dict[str, Any]) -> dict[str, Any]:
+def set_dotted(data: dict[str, Any], pairs: dict[str, Any], source: str = "the config") -> dict[str, Any]:
     """Set each dotted key of ``pairs`` (``{"eval.k": 3}``) in the nested ``data`` in place, creating
-    missing tables (``data["eval"]["k"] = 3``); returns ``data``."""
+    missing tables (``data["eval"]["k"] = 3``); returns ``data``. Raises ``ConfigError`` when a table on
+    the way is something else in ``data`` (``env: null``, ``train = 3``; ``source`` names where it was
+    written), which the key cannot be set inside."""
     for key, value in pairs.items():
         node = data
         *parents, leaf = key.split(".")
-        for part in parents:
+        for i, part in enumerate(parents):
             node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                table = ".".join(parents[:i + 1])
+                raise ConfigError(f"{key} cannot be set to {value!r} from the command line: {table} is "
+                                  f"{json.dumps(node, default=str)[:40]} in {source}, not a table of keys; make "
+                                  f"{table} a table there (or remove it), or leave {key} unset")
         node[leaf] = value
     return data
 
@@ -283,7 +291,7 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
             raise ConfigError(f"{p}: its top level is a {kind}, but a run config is a mapping of keys "
                               "(strategy: vace, rounds: 2, train: {steps: 4}, ...); see configs/default.toml "
                               "for an example") from None
-    set_dotted(data, overrides or {})
+    set_dotted(data, overrides or {}, str(path) if path is not None else "the config")
     origins = {key: f"{flags[key]} {value}" if flags and key in flags else f"--set {key}={value}"
                for key, value in (overrides or {}).items()}
     return parse_config(data, str(path) if path is not None else "the built-in defaults", origins)

@@ -83,7 +83,7 @@ class AdapterEnv(ABC):
             prompts: set[str] = set()
             ids = []  # a prompt shared by two distinct items: the later one's id names its key too
             for key, prompt, _ in items:
-                ids.append(task_id(self.name, prompt if prompt not in prompts else f"{prompt}\0{key!r}"))
+                ids.append(task_id(self.name, prompt if prompt not in prompts else f"{prompt}\0{key!r}", self.config))
                 prompts.add(prompt)
             for split in SPLITS:
                 lo, hi = bounds[split]

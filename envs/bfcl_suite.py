@@ -160,7 +160,7 @@ class BfclEnv(Suite):
             for e in entries:
                 first = _render_question(e["question"][0])
                 split = hash_split(first, self.seed, self.val_frac, self.test_frac)
-                tid = task_id(self.name, f"{cat}\n{content(e)}")
+                tid = task_id(self.name, f"{cat}\n{content(e)}", self.config)
                 if multi:
                     prompt = first
                     meta = {"category": cat, "bfcl_id": e["id"], "turns": len(e["question"]),

@@ -1,4 +1,5 @@
-"""Small helpers every suite shares: stable task ids, content splits, cache dirs, optional imports.
+"""Small helpers every suite shares: stable task ids (naming their env config), content splits, cache
+dirs, optional imports.
 
 Splits are made from ONE ordered, content-deduplicated item list per suite config, cut by index
 ranges (reasoning-gym builds item ``i`` from ``Random(seed + i)``, so datasets built with
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import json
 import os
 import re
 from pathlib import Path
@@ -37,13 +39,46 @@ def require(module: str, extra: str, package: str) -> ModuleType:
             f"Install it with: pip install 'coevo[{extra}]'") from err
 
 
-def task_id(env: str, content: str) -> str:
-    """A stable task id: ``<env>-<first 16 hex of sha256(env NUL content)>``.
+SCORING_ONLY = ("reward",)
+"""Config keys that change how a reply is scored but not which tasks a config makes, their splits or their
+golds: left out of ``config_digest``, so a ``reward=partial`` run and a ``reward=correct`` one share task ids."""
 
-    The same content gives the same id in every run, whatever the seed or position.
-    """
+
+def _canonical(value: Any) -> Any:
+    """``value`` as JSON-able data that is the same in every process: mappings with string keys,
+    sets sorted, tuples as lists, anything else JSON cannot write as its ``repr``."""
+    if isinstance(value, Mapping):
+        return {str(k): _canonical(v) for k, v in value.items()}
+    if isinstance(value, (set, frozenset)):
+        return sorted((_canonical(v) for v in value), key=repr)
+    if isinstance(value, (list, tuple)):
+        return [_canonical(v) for v in value]
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return repr(value)
+
+
+def config_digest(config: Mapping[str, Any]) -> str:
+    """8 hex digits naming a suite's config (its ``config`` dict, normalised by the suite; the keys in
+    ``SCORING_ONLY`` left out): equal for equal configs in every process, different for any other value
+    of a key that decides the tasks (size, seed, fractions, families, a Gymnasium env's ``make``
+    arguments...)."""
+    kept = {k: v for k, v in config.items() if k not in SCORING_ONLY}
+    text = json.dumps(_canonical(kept), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+def task_id(env: str, content: str, config: Mapping[str, Any]) -> str:
+    """A stable task id naming the env config it came from:
+    ``<env>-<config_digest(config)>-<first 16 hex of sha256(env NUL content)>``.
+
+    The same content under the same config gives the same id in every run, whatever the seed or
+    position; under another config (another size, seed or split fraction, where the same prompt may
+    sit in another split) it is another task with another id, so no record of one config's task (its
+    split in the archive, a demonstration sealed by id, a lesson, a cold-start example) is ever read as
+    the other's."""
     digest = hashlib.sha256(f"{env}\0{content}".encode()).hexdigest()[:16]
-    return f"{env}-{digest}"
+    return f"{env}-{config_digest(config)}-{digest}"
 
 
 def check_split(split: str) -> Split:

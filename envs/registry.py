@@ -20,6 +20,7 @@ from importlib.metadata import entry_points
 from typing import Any, Callable
 
 from coevo.envs.base import Env
+from coevo.errors import CoevoError
 
 BUILTINS: dict[str, str] = {
     "reasoning_gym": "coevo.envs.rg_suite:ReasoningGymEnv",
@@ -31,6 +32,11 @@ BUILTINS: dict[str, str] = {
     "showcase": "coevo.envs.showcase_suite:ShowcaseEnv",
 }
 GROUP = "coevo.envs"
+
+
+class EnvRefError(CoevoError, ValueError):
+    """An env reference whose settings the suite cannot be built with (a key it does not take, a value of
+    a type or size it cannot use); the message names the reference, the setting and the fix."""
 
 
 def _coerce(text: str) -> Any:
@@ -92,9 +98,10 @@ def get_env(ref: str, **settings: Any) -> Env:
     ``settings`` (e.g. ``reward="partial"`` from a run config; ``None`` values are left out).
 
     Raises ``KeyError`` naming the known suites for an unknown name, ``MissingExtraError`` (an
-    ``ImportError``) naming the extra to install when a suite's optional package is missing, and
-    ``ValueError``/``TypeError`` from the suite for bad arguments or for a setting the ref gives a
-    different value.
+    ``ImportError``) naming the extra to install when a suite's optional package is missing,
+    ``EnvRefError`` (a ``ValueError``) for a key the suite does not take or a value it cannot be built
+    with (a list or an infinite number where it wants a number), and ``ValueError`` from the suite for
+    other bad arguments or for a setting the ref gives a different value.
     """
     name, kwargs = parse_ref(ref)
     known = available()
@@ -105,6 +112,11 @@ def get_env(ref: str, **settings: Any) -> Env:
     if "id" in kwargs and not _accepts(factory, "id"):
         raise ValueError(f"env reference {ref!r}: {kwargs['id']!r} has no key, and {name!r} takes no target; "
                          "write key=value")
+    for key in kwargs:
+        if not key or not _accepts(factory, key):
+            what = f"takes no setting {key!r}" if key else "has an item '=...' with no key"
+            raise EnvRefError(f"env reference {ref!r}: {name!r} {what}; its settings: {_settings(factory)} "
+                              f"(coevo envs list shows the suites)")
     for key, value in settings.items():
         if value is None:
             continue
@@ -115,7 +127,22 @@ def get_env(ref: str, **settings: Any) -> Env:
             raise ValueError(f"env {name!r} takes no setting {key!r} (asked for {key}={value}); remove it, "
                              f"the suite decides that itself")
         kwargs[key] = value
-    return factory(**kwargs)
+    try:
+        return factory(**kwargs)
+    except (TypeError, ArithmeticError) as err:  # e.g. size=1+2 (a list) or size=inf where a number is wanted
+        raise EnvRefError(f"env reference {ref!r} cannot be built: {err}; write each setting as {name!r} takes it "
+                          f"(its settings: {_settings(factory)}), e.g. size=60 for a whole number") from None
+
+
+def _settings(factory: Callable[..., Any]) -> str:
+    """The keyword parameters ``factory`` takes, comma-separated (``any`` when it takes ``**kwargs`` or has
+    no signature)."""
+    try:
+        params = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        return "any"
+    named = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    return ", ".join(named) + (", ..." if any(p.kind is p.VAR_KEYWORD for p in params) else "") or "none"
 
 
 def _accepts(factory: Callable[..., Any], key: str) -> bool:

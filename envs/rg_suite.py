@@ -87,7 +87,7 @@ class ReasoningGymEnv(Suite):
             for split, chunk in cut_splits(entries, self.val_frac, self.test_frac).items():
                 tasks = []
                 for entry in chunk:
-                    tid = task_id(self.name, f"{fam}\n{entry['question']}")
+                    tid = task_id(self.name, f"{fam}\n{entry['question']}", self.config)
                     meta = {"family": fam, "index": entry.get("metadata", {}).get("source_index")}
                     tasks.append(Task(id=tid, env=self.name, split=split, prompt=entry["question"], metadata=meta))
                     self._entries[tid] = (fam, entry)

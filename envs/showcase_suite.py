@@ -78,7 +78,7 @@ class ShowcaseEnv(Suite):
             out[split] = []
             for prompt in prompts:
                 answer, asked = drawn[prompt]
-                task = Task(id=task_id(self.name, prompt), env=self.name, split=split, prompt=prompt,
+                task = Task(id=task_id(self.name, prompt, self.config), env=self.name, split=split, prompt=prompt,
                             metadata={"family": "lookup"})
                 self._gold[task.id], self._position[task.id] = answer, asked  # both private: they give the answer
                 out[split].append(task)

@@ -199,7 +199,7 @@ class TextWorldEnv(Suite):
             if self.admissible:  # another prompt, so another task id
                 kind = f"{kind}+admissible" + ("+numbered" if self.listing == "numbered" else "")
                 prompt = f"{prompt}\n\n{self.commands_text(self._first_commands(path))}"
-            tid = task_id(self.name, f"{kind}\n{meta['intro']}\n" + "\n".join(meta["walkthrough"]))
+            tid = task_id(self.name, f"{kind}\n{meta['intro']}\n" + "\n".join(meta["walkthrough"]), self.config)
             out[split].append(Task(id=tid, env=self.name, split=split, prompt=prompt,
                                    metadata={"challenge": self.challenge, "game_seed": game_seed,
                                              "max_score": meta["max_score"]}))

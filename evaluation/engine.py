@@ -225,6 +225,7 @@ async def _evaluate(spec: Any, checkpoint: Any, env: Env, split: str, k: int, se
 
     pending: list[Trajectory] = []
     write_lock = asyncio.Lock()
+    writes: set[asyncio.Task[None]] = set()  # the shielded group commits, awaited (and their errors read) at the end
 
     async def flush() -> None:
         """Group commit: write every finished task queued so far in one transaction (one writer
@@ -242,7 +243,10 @@ async def _evaluate(spec: Any, checkpoint: Any, env: Env, split: str, k: int, se
         if archive is not None:
             pending.extend(trajs)
             # shielded: a cancelled evaluation still finishes (and below, waits for) this write
-            await asyncio.shield(flush())
+            write = asyncio.ensure_future(flush())
+            writes.add(write)
+            write.add_done_callback(lambda w: w.cancelled() or w.exception() or writes.discard(w))  # keep failures
+            await asyncio.shield(write)
         done_trajs[task.id] = trajs
         reward_sum += sum(t.reward for t in trajs)
         rollouts_done += len(trajs)
@@ -255,6 +259,10 @@ async def _evaluate(spec: Any, checkpoint: Any, env: Env, split: str, k: int, se
                     group.create_task(run_task(task))
     except BaseException as exc:
         if archive is not None:
+            # the writes of tasks cancelled while they waited for the lock: each is awaited here, so a
+            # write that failed too (a full disk fails them all) is read, not left for asyncio to print
+            # as "Task exception was never retrieved" beside the error raised below
+            await asyncio.gather(*writes, return_exceptions=True)
             await asyncio.shield(flush())
             archive.put(record.model_copy(update={"status": "interrupted"}))
         raise _first(exc) from None

@@ -426,15 +426,40 @@ def load_harness(source: str | Path | dict[str, Any] | HarnessSpec) -> HarnessSp
     return validate_spec(data, name)
 
 
+def _is_file(path: Path) -> bool:
+    """Whether ``path`` is a file; False for a name no file can have (too long, a NUL byte)."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def _is_dir(path: Path) -> bool:
+    """Whether ``path`` is a folder; False for a name no folder can have."""
+    try:
+        return path.is_dir()
+    except (OSError, ValueError):
+        return False
+
+
 def _read_source(source: str) -> tuple[str, str]:
+    """``(text, name)`` of a harness source that is not a dict: JSON text as it is, else the file at
+    ``source`` or the shipped base harness of that name. Raises ``HarnessError`` for a folder, a name
+    that is neither a file nor a base harness, or a file that cannot be read as text."""
     if source.lstrip().startswith("{"):
         return source, "harness"
     path = Path(source)
-    if not path.exists():
+    if not _is_file(path):
         shipped = Path(__file__).parent / "base" / f"{source}.json"
-        if shipped.exists():
+        if source and "/" not in source and _is_file(shipped):
             path = shipped
         else:
-            raise HarnessError(
-                [Problem("", f"no file {source!r}; pass a JSON file path or a shipped base harness name")], source)
-    return path.read_text(), str(path)
+            what = (f"{source!r} is a folder" if source and _is_dir(path) else f"no file {source!r}" if source
+                    else "an empty name")
+            raise HarnessError([Problem("", f"{what}; pass a JSON file path, JSON text or a shipped base harness "
+                                            "name")], source or "harness")
+    try:
+        return path.read_text(), str(path)
+    except (OSError, UnicodeDecodeError) as err:
+        raise HarnessError([Problem("", f"cannot read {source!r} as text ({getattr(err, 'strerror', None) or err}); "
+                                        "a harness file is JSON text")], source) from None

@@ -154,7 +154,9 @@ def test_success_and_reward_modes_read_the_rubric_reward(vf_envs):
     half = env.score(task, "the answer is 0", env.episode(task))
     assert half.reward == 0.5 and half.passed  # 0.5 >= the default success 0.5
     strict = get_env("verifiers:vf_fake,kind=partial,size=4,success=0.9")
-    assert strict.score(task, "0", strict.episode(task)).reward == 0.0
+    same = strict.tasks("train")[0]  # the same row under another success rule: another config's task
+    assert same.prompt == task.prompt and same.id != task.id
+    assert strict.score(same, "0", strict.episode(same)).reward == 0.0
     weighted = get_env("verifiers:vf_fake,size=4,held=0,weight=3.0,reward=partial")
     t = weighted.tasks("train")[1]
     assert weighted.score(t, "2", weighted.episode(t)).reward == 1.0  # 3.0 clipped to [0, 1]

@@ -58,9 +58,15 @@ def test_missing_optional_package_names_the_extra(monkeypatch, ref, module, extr
         registry.get_env(ref)
 
 
-def test_task_id_is_stable_and_content_addressed():
-    assert task_id("e", "abc") == task_id("e", "abc")
-    assert task_id("e", "abc") != task_id("e", "abd") != task_id("f", "abc")
+def test_task_id_is_stable_content_addressed_and_names_the_env_config():
+    config = {"size": 10, "seed": 0, "families": ["a", "b"], "make": {"is_slippery": False}, "reward": "correct"}
+    assert task_id("e", "abc", config) == task_id("e", "abc", dict(reversed(config.items())))
+    assert task_id("e", "abc", config) != task_id("e", "abd", config) != task_id("f", "abc", config)
+    assert task_id("e", "abc", config) != task_id("e", "abc", {**config, "seed": 1})
+    assert task_id("e", "abc", config) != task_id("e", "abc", {**config, "make": {"is_slippery": True}})
+    assert task_id("e", "abc", config) == task_id("e", "abc", {**config, "reward": "partial"})  # scoring only
+    # the same in every process (no hash randomisation, no set order): pinned
+    assert task_id("e", "abc", {"seed": 0, "tags": {"y", "x"}}) == "e-c2de915d-9f19900ddc3193b7"
 
 
 def test_split_sizes_cover_all_items():

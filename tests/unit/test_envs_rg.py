@@ -38,13 +38,20 @@ def test_splits_and_ids_are_deterministic(env):
     assert env.tasks("train", 3) == env.tasks("train")[:3]
 
 
-def test_task_ids_follow_content_not_position():
-    # seed 1 shifts reasoning-gym's item stream by one: the shared questions keep their ids.
+def test_task_ids_follow_content_and_name_their_env_config():
+    # seed 1 shifts reasoning-gym's item stream by one: the shared questions are other tasks there (a split
+    # boundary moves by one item, so a train question of one config is a val question of the other), and
+    # carry other ids; the same config gives the same ids in a second instance.
     a, b = get_env("reasoning_gym:size=20,seed=0"), get_env("reasoning_gym:size=20,seed=1")
     ids_a = {t.prompt: t.id for s in SPLITS for t in a.tasks(s)}
     ids_b = {t.prompt: t.id for s in SPLITS for t in b.tasks(s)}
     shared = set(ids_a) & set(ids_b)
-    assert len(shared) >= 15 and all(ids_a[q] == ids_b[q] for q in shared)
+    assert len(shared) >= 15 and not any(ids_a[q] == ids_b[q] for q in shared)
+    split_a = {t.prompt: s for s in SPLITS for t in a.tasks(s)}
+    split_b = {t.prompt: s for s in SPLITS for t in b.tasks(s)}
+    assert any(split_a[q] != split_b[q] for q in shared)
+    again = get_env("reasoning_gym:size=20,seed=0,reward=partial")  # the reward mode makes no other task
+    assert {t.prompt: t.id for s in SPLITS for t in again.tasks(s)} == ids_a
 
 
 def test_gold_answer_scores_one_and_a_wrong_one_less(env):

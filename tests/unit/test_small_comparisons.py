@@ -217,3 +217,35 @@ def test_a_run_that_hits_a_full_disk_is_marked_failed_and_resumes_to_the_same_re
     assert archive.get(RunRecord, "run-1").status == "done"
     assert state["incumbent"] == reference["incumbent"]
     assert state["test"]["final"].score == reference["test"]["final"].score
+
+
+def test_a_full_disk_under_concurrent_tasks_leaves_no_unretrieved_write_behind(tmp_path):
+    """Tasks that finish while a write is failing queue their own group commit; once the evaluation is
+    cancelled, each of those writes fails too and must be read, not printed by asyncio as "Task exception
+    was never retrieved" (a traceback before the one-paragraph error)."""
+    import gc
+    import time
+
+    from coevo.evaluation.engine import evaluate
+
+    archive = Archive(tmp_path / "a.db")
+    writes = []
+
+    def full(batch, *args, **kwargs):
+        writes.append(len(batch))
+        time.sleep(0.05)  # the other tasks finish and queue their writes meanwhile
+        raise ArchiveFullError(archive.url, f"{len(batch)} row(s) of trajectories")
+
+    archive.add_trajectories = full
+    unretrieved = []
+
+    async def main():
+        asyncio.get_running_loop().set_exception_handler(lambda loop, context: unretrieved.append(context))
+        with pytest.raises(ArchiveFullError):
+            await evaluate(spec(), "ck", AdderEnv(size=20), "val", model=model(latency_s=0.01), archive=archive,
+                           concurrency=8)
+        gc.collect()  # a task whose exception nobody read reports it when collected
+
+    asyncio.run(main())
+    assert len(writes) >= 2, writes  # a queued write ran after the first one failed
+    assert [c["message"] for c in unretrieved] == []
