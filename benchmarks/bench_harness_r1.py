@@ -51,7 +51,7 @@ def train(args: argparse.Namespace) -> None:
         train_engineer_sft,
     )
     from coevo.training.engineer_data import accepted_examples
-    from coevo.training.stage import training_spec
+    from coevo.training.kinds import training_spec
 
     config = load_config(args.config)
     env = get_env(config.env.ref, **config.env.settings())

@@ -106,7 +106,7 @@ class EvoHarnessConfig(Section):
     passes over each round's rows and its learning rate (None: ``train.epochs`` and
     ``train.learning_rate``, which the GRPO stages keep): on chain_sum SmolLM2-135M calls the actions
     after 12 optimiser steps at 1e-3, not after 8 (``docs/benchmarks/evoharness.md``). ``teacher``: the SFT
-    rollouts are played by the scripted harness teacher (``coevo.training.teacher``: the env's
+    rollouts are played by the scripted harness teacher (``coevo.training.evoharness.teacher``: the env's
     solution of each train task with the BPE actions used in a fixed schedule, tokenised as the
     policy would) instead of sampled from the policy, which a small model needs (SmolLM2-135M makes
     no BPE action of its own); false: RSFT on the policy's own accepted rollouts."""

@@ -166,7 +166,7 @@ class LLMEditor(JsonRole):
 UNMEASURED_UNDER_EVAL_TEMPERATURE = ("decoding_temperature",)
 """Offline operators whose edit no evaluation of the run can see when ``eval.temperature`` is set: val
 and test then sample at it whatever the harness's ``decoding.temperature`` says, and training rollouts
-always sample at ``train.temperature`` (``coevo.training.stage.training_spec``), so such a candidate
+always sample at ``train.temperature`` (``coevo.training.kinds.training_spec``), so such a candidate
 would score exactly its parent and only spend a val evaluation."""
 
 

@@ -9,7 +9,12 @@
 - ``samples``: trajectories -> rows with a policy-token mask.
 - ``config.StageConfig``: every setting of a GRPO or RSFT stage, declared once (the run config's
   ``[train]`` section builds it with ``TrainConfig.stage``).
-- ``stage.StageTrainer``: the weight stage of a meta-loop round (``MetaContext.trainer``).
+- ``kinds``: the kinds of weight stage, one typed object each (``GRPO``, ``RSFT``; ``configured`` picks the
+  one ``train.algorithm`` names), the ``Room`` they run in and what each declares it can spend
+  (``stage_rollouts``); the families' own kinds: ``harness_s`` (``Routed`` rescue, ``Mixture``) and
+  ``evoharness.sft.HarnessSFT`` (with its scripted teacher, ``evoharness.teacher``).
+- ``stage.StageTrainer``: the weight stage of a meta-loop round (``MetaContext.trainer``): runs the kind a
+  family chose and records the new checkpoint.
 - ``checkpoint.Checkpoint``: base model + LoRA adapter, parents, config, metrics (also the archive's
   checkpoint record).
 - ``vllm_sync``: hot-load adapters into a vLLM server (GPU path).

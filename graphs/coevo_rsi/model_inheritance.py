@@ -28,6 +28,7 @@ from coevo.meta.sealing import unseal
 from coevo.meta.state import EvalSummary
 from coevo.nodes.train import run_stage
 from coevo.records import Checkpoint
+from coevo.training.kinds import configured
 from coevo.training.schedule import PersistentSampler, WeightPhase
 
 
@@ -116,7 +117,7 @@ async def adapt(state: CoevoRsiState, runtime: Runtime[MetaContext]) -> dict:
     phase = WeightPhase(sampler=PersistentSampler(ctx.config.seed), stream=ctx.tasks("train"), position=position,
                         max_steps=ctx.config.train.steps)
     checkpoint, trajectories, stage = await run_stage(ctx, state, ctx.spec(best.harness_id), best.checkpoint_id or "",
-                                                      [], phase=phase)
+                                                      configured(ctx.config.train, phase=phase))
     record = ctx.archive.get(Checkpoint, checkpoint)
     metrics = record.metrics if record is not None else {}
     after_position = int(metrics.get("sampler_position", position + ctx.config.train.steps

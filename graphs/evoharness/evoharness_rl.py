@@ -14,7 +14,7 @@ lambda is ``train.action_cost``; the stage's metrics log task reward, harness co
 harness-action rate per turn, reads, writes and state size (``coevo.training.harness_cost``).
 The SFT stage plays under H_BPE (RSFT) and trains only on turns that made a BPE action: the
 scripted teacher's demonstrations of the train tasks (``evoharness.teacher``, the default;
-``coevo.training.teacher``: a small policy never calls the actions), else the policy's own samples.
+``coevo.training.evoharness.teacher``: a small policy never calls the actions), else the policy's own samples.
 E is kept in the archive per lineage (``coevo.harnesses.bpe.ArchiveExperience``); ``summarise`` is
 the run's summariser (``coevo.roles.summariser``: offline, or the LLM role when ``meta.model`` is a
 model, its rejected replies replaced by the offline summary); a refined progress schema is stored as

@@ -28,6 +28,8 @@ from coevo.models.trajectory import Trajectory
 from coevo.nodes.train import rescue_pool, run_stage
 from coevo.roles.operators.base import expected_answer
 from coevo.roles.summariser import OfflineSummariser
+from coevo.training.evoharness.sft import HarnessSFT
+from coevo.training.kinds import configured
 
 
 def lineage(ctx: MetaContext, state: MetaState) -> str:
@@ -61,16 +63,16 @@ def equip(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
 
 async def harness_sft(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """Supervised harness fine-tuning before RL: ``evoharness.sft_steps`` RSFT rounds under the BPE
-    incumbent whose rows are the BPE-using turns of accepted rollouts only (``StageOptions.harness_sft``;
-    rollouts start from the lineage's experience). Returns the new checkpoint; nothing when
-    ``sft_steps`` is 0."""
+    incumbent whose rows are the BPE-using turns of accepted rollouts only (the stage kind
+    ``coevo.training.evoharness.sft.HarnessSFT``; rollouts start from the lineage's experience).
+    Returns the new checkpoint; nothing when ``sft_steps`` is 0."""
     ctx = runtime.context
     steps = ctx.config.evoharness.sft_steps
     if not steps:
         return {}
     spec = ctx.spec(state["incumbent"])
-    checkpoint, _, _ = await run_stage(ctx, state, spec, state["checkpoint"], harness_sft=steps,
-                                       experience=ctx.experience.lessons(lineage(ctx, state)))
+    kind = HarnessSFT(rounds=steps, experience=tuple(ctx.experience.lessons(lineage(ctx, state))))
+    checkpoint, _, _ = await run_stage(ctx, state, spec, state["checkpoint"], kind)
     return {"checkpoint": checkpoint}
 
 
@@ -82,8 +84,8 @@ async def train_bpe(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     ctx = runtime.context
     spec = ctx.spec(state["incumbent"])
     lessons = ctx.experience.lessons(lineage(ctx, state))
-    checkpoint, trajectories, stage = await run_stage(ctx, state, spec, state["checkpoint"],
-                                                      rescue_pool(ctx, state, spec), experience=lessons)
+    kind = configured(ctx.config.train, rescue_pool(ctx, state, spec), experience=lessons)
+    checkpoint, trajectories, stage = await run_stage(ctx, state, spec, state["checkpoint"], kind)
     return {"checkpoint": checkpoint, "train_trajectories": [t.id for t in trajectories], "stage": stage}
 
 

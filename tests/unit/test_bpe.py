@@ -241,8 +241,9 @@ def test_a_harness_sft_stage_runs_rsft_on_bpe_turns_whatever_the_algorithm(tmp_p
     from coevo.models.checkpoint import Checkpoint
     from coevo.storage import Archive
     from coevo.training import rsft
+    from coevo.training.evoharness.sft import HarnessSFT
     from coevo.training.harness_cost import harness_sft_rows
-    from coevo.training.stage import StageOptions, StageTrainer
+    from coevo.training.stage import StageTrainer
 
     calls = []
 
@@ -256,7 +257,7 @@ def test_a_harness_sft_stage_runs_rsft_on_bpe_turns_whatever_the_algorithm(tmp_p
     config = RunConfig(out_dir=str(tmp_path), train={"algorithm": "grpo", "steps": 5, "learning_rate": 3e-4},
                        evoharness={"teacher": False, "sft_epochs": 3, "sft_learning_rate": 1e-3})
     env = LookupEnv()
-    options = StageOptions(harness_sft=2, experience=("a lesson",))
+    options = HarnessSFT(rounds=2, experience=("a lesson",))
     with Archive(tmp_path / "a.db") as archive:
         archive.put(Checkpoint(id="ck0", base_model="base"))
         trainer = StageTrainer(config, env, archive, "r1")

@@ -26,10 +26,10 @@ from coevo.models.trajectory import ModelCall, Trajectory
 from coevo.nodes.gate import bootstrap_p, decide
 from coevo.records import BudgetRecord, Checkpoint, EvaluationRecord, GatePair
 from coevo.training.advantages import needs_rescue, rescued_better
+from coevo.training.kinds import grpo_phase
 from coevo.training.rollout import HarnessRollout
 from coevo.training.rsft import accepted
 from coevo.training.schedule import PersistentSampler, WeightPhase
-from coevo.training.stage import grpo_phase
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT = tomllib.loads((ROOT / "configs" / "chain_sum.toml").read_text())  # RunConfig()'s own values

@@ -102,7 +102,7 @@ def live_sampler(over: dict[str, Any]) -> dict[str, Any]:
 def training_variant(over: dict[str, Any]) -> tuple:
     """The harness as training rollouts run it (``training_spec``: temperature, output budget)."""
     from coevo.harnesses.spec import HarnessSpec
-    from coevo.training.stage import training_spec
+    from coevo.training.kinds import training_spec
 
     spec = training_spec(HarnessSpec(name="h0"), load_config(None, over).train)
     return spec.decoding.temperature, spec.budget.max_output_tokens
