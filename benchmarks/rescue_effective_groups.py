@@ -5,7 +5,7 @@ Both arms run one weight stage (``coevo.training.stage.StageTrainer``) from W0 u
 train tasks, with the same seeds, steps, group size K and no dynamic sampling; the rescue arm
 replaces each all-fail group by one rollout under each of the Rule Router's top-K siblings from a
 finished ``harness_s`` run's pool (its profiles at W0). An effective group has both a success and a
-failure (``coevo.training.advantages.effective_group_rate``). The rescue arm samples K more rollouts
+failure (``coevo.training.grpo.advantages.effective_group_rate``). The rescue arm samples K more rollouts
 per triggered group (the paper's accounting too); the rollout counts are printed beside the rates.
 
     coevo run configs/harness_s_small.toml                       # the pool (any harness_s run)

@@ -22,7 +22,7 @@ COLUMNS = ("step", "stage", "action rate / turn", "reads / rollout", "writes / r
 
 def harness_use_steps(archive: Archive, run_id: str) -> list[dict[str, Any]]:
     """One dict per training step that logged harness use (GRPO's ``history`` entries with
-    ``action_rate``; ``coevo.training.harness_cost.harness_metrics``), stages oldest first: ``step``
+    ``action_rate``; ``coevo.training.grpo.harness_cost.harness_metrics``), stages oldest first: ``step``
     (1-based over the run), ``stage`` (the checkpoint the stage made), ``action_rate`` (BPE actions
     per model turn), ``reads``, ``writes`` (per rollout), ``state_chars``, ``success`` (the step's
     pass rate), ``task_reward``, ``harness_cost``."""

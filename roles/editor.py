@@ -34,7 +34,7 @@ from coevo.models.trajectory import Trajectory
 from coevo.roles.llm import JsonRole
 from coevo.roles.operators import OPERATORS, Material, draw, expected_answer, seed_of
 from coevo.roles.operators.prompt import RULE_HINTS  # noqa: F401  (re-exported)
-from coevo.training.edit_env import EditReply, edit_system
+from coevo.training.harness_r1.edit_env import EditReply, edit_system
 
 
 class OfflineEditor:

@@ -34,7 +34,7 @@ class Routed(GRPO):
         route = self.route
         if route is None or not variants:
             return None
-        from coevo.training.rollout import sibling_rescue
+        from coevo.training.grpo.rollout import sibling_rescue
 
         async def choose(task: Task, k: int) -> list[HarnessSpec]:
             return [variants[h] for h in await route(task, k) if h in variants]

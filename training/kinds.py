@@ -5,7 +5,7 @@ A family picks the kind of its weight stage (``coevo.nodes.train.run_stage`` tak
 hands both to the kind as a ``Room``, and records what the kind returns. The kinds here are the two
 algorithms every family may run as the run's ``[train]`` section says (``configured``):
 
-- ``GRPO``: Harness-S §7's objective (``coevo.training.grpo.train_grpo``), with the Eq. 5 rescue
+- ``GRPO``: Harness-S §7's objective (``coevo.training.grpo.stage.train_grpo``), with the Eq. 5 rescue
   pool used under ``train.rescue`` and a weight phase's sampler (``grpo_phase``);
 - ``RSFT``: WHALE §3.1's online rejection-sampling fine-tuning (``coevo.training.rsft.train_rsft``),
   a weight phase going to it as its sampler, position, length and stopping rule.
@@ -39,7 +39,7 @@ Route = Callable[[Task, int], Awaitable[list[str]]]
 def training_spec(spec: HarnessSpec, train: TrainConfig) -> HarnessSpec:
     """``spec`` as training rollouts run it: sampled at ``train.temperature`` with
     ``train.max_new_tokens`` output tokens per model call and no fixed seed (training seeds each
-    rollout itself, ``coevo.training.seeds``), whatever its own decoding and budget say (a new spec
+    rollout itself, ``coevo.training.grpo.seeds``), whatever its own decoding and budget say (a new spec
     id; everything else unchanged)."""
     return spec.model_copy(update={
         "decoding": spec.decoding.model_copy(update={"temperature": train.temperature, "seed": None}),
@@ -112,12 +112,12 @@ class Room:
     def placement(self, experience: Sequence[str], teacher: bool = False) -> dict[str, Any]:
         """Where the stage's rollouts run, as a stage function's keyword arguments: with ``experience``
         (EvoHarness-RL's BPE lessons) a ``rollout_fn`` that starts every rollout from them
-        (``coevo.training.rollout.with_experience``), wrapped outside the executor's placement so the
+        (``coevo.training.grpo.rollout.with_experience``), wrapped outside the executor's placement so the
         lessons reach its workers (not for a ``teacher``, who samples here); else the ``executor``
         when there is one and no teacher; else nothing (in process)."""
         if experience:
             from coevo.evaluation.executors import sampling_on
-            from coevo.training.rollout import with_experience
+            from coevo.training.grpo.rollout import with_experience
 
             return {"rollout_fn": with_experience(experience, None if teacher else sampling_on(self.executor))}
         if self.executor is not None and not teacher:
@@ -177,7 +177,7 @@ class RSFT(StageKind):
 class GRPO(StageKind):
     """Harness-S §7's GRPO stage (``train_grpo``). ``siblings``: the Eq. 5 rescue pool, used under
     ``train.rescue`` (an all-fail group re-rolled once under each sibling, cycled to the group size
-    and sampled like the incumbent; ``coevo.training.rollout.sibling_rescue``); ``phase``: a weight
+    and sampled like the incumbent; ``coevo.training.grpo.rollout.sibling_rescue``); ``phase``: a weight
     phase the stage draws its tasks from (``grpo_phase``; the sampler position after them goes into
     the checkpoint's metrics as ``sampler_position``); ``experience``: the lessons every rollout starts
     with. With ``train.vllm`` the stage samples on those servers (``VLLMStepSync``) and the new
@@ -215,7 +215,7 @@ class GRPO(StageKind):
         placement, None: in process), seeded by the stage's ``seed``."""
         if not (room.train.rescue and self.siblings):
             return None
-        from coevo.training.rollout import sibling_rescue
+        from coevo.training.grpo.rollout import sibling_rescue
 
         return sibling_rescue(list(variants.values()), room.env, rollout_fn=placed, seed=seed)
 
@@ -226,7 +226,7 @@ class GRPO(StageKind):
     def run(self, room: Room) -> tuple[Checkpoint, list[Trajectory]]:
         """One ``train_grpo`` stage in ``room``, its checkpoint measured, its sampler position recorded
         and, with ``train.vllm``, published on the servers."""
-        from coevo.training.grpo import train_grpo
+        from coevo.training.grpo.stage import train_grpo
 
         train, options = room.train, room.placement(self.experience)
         tasks, config, drawn_to = room.tasks, room.stage, None

@@ -11,7 +11,7 @@ summarised, progress schema refined)::
         H_BPE.progress_schema = subgoals done in >= 2 tasks' successful T[t]   # when changed: a child
 
 lambda is ``train.action_cost``; the stage's metrics log task reward, harness cost, shaped reward,
-harness-action rate per turn, reads, writes and state size (``coevo.training.harness_cost``).
+harness-action rate per turn, reads, writes and state size (``coevo.training.grpo.harness_cost``).
 The SFT stage plays under H_BPE (RSFT) and trains only on turns that made a BPE action: the
 scripted teacher's demonstrations of the train tasks (``evoharness.teacher``, the default;
 ``coevo.training.evoharness.teacher``: a small policy never calls the actions), else the policy's own samples.

@@ -78,7 +78,7 @@ async def harness_sft(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
 
 async def train_bpe(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """The weight stage under the BPE incumbent (``coevo.nodes.train.run_stage``): cost-aware GRPO
-    when ``train.action_cost`` > 0 (``coevo.training.harness_cost``), every rollout starting from the
+    when ``train.action_cost`` > 0 (``coevo.training.grpo.harness_cost``), every rollout starting from the
     lineage's experience lessons. Returns the new checkpoint, the stage's trajectory ids and its
     ``WeightStage`` numbers, as the shared ``train`` node does."""
     ctx = runtime.context

@@ -24,7 +24,7 @@ from coevo.graphs.harness_s.router import Router
 from coevo.harnesses.runtime import build_harness_graph
 from coevo.harnesses.spec import HarnessSpec
 from coevo.harnesses.state import HarnessState
-from coevo.training.rollout import run_sync
+from coevo.training.grpo.rollout import run_sync
 
 
 class RoutedState(HarnessState, total=False):

@@ -192,7 +192,7 @@ def grpo(over: dict[str, Any], spec: HarnessSpec | None = None, policy: Scripted
     number of rollouts in flight; returns the adapter's digest, the trajectories' (task, reward), the
     per-step metrics (timings dropped) and the peak."""
     from coevo.harnesses.runtime import arun_rollout
-    from coevo.training.grpo import train_grpo
+    from coevo.training.grpo.stage import train_grpo
 
     flight = {"now": 0, "peak": 0}
 

@@ -25,7 +25,7 @@ from coevo.records import Ballot, Checkpoint, EditRecord, PoolMember
 from coevo.roles.editor import OfflineEditor
 from coevo.roles.proposer import OfflineProposer
 from coevo.storage import Archive
-from coevo.training.rollout import HarnessRollout
+from coevo.training.grpo.rollout import HarnessRollout
 
 # -- VACE Table 5: SIA-style -----------------------------------------------------------------------
 

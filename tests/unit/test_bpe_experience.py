@@ -110,7 +110,7 @@ def test_a_stage_ships_the_lineages_lessons_with_rollouts_placed_on_the_executor
 
     from coevo.config import RunConfig
     from coevo.models.checkpoint import Checkpoint
-    from coevo.training import grpo
+    from coevo.training.grpo import stage as grpo
     from coevo.training.kinds import GRPO
     from coevo.training.stage import StageTrainer
 

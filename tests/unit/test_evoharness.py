@@ -24,7 +24,7 @@ from coevo.models.trajectory import Trajectory
 from coevo.records import HarnessRecord, LLMCallRecord
 from coevo.roles.summariser import LLMSummariser
 from coevo.storage import Archive
-from coevo.training.harness_cost import harness_metrics
+from coevo.training.grpo.harness_cost import harness_metrics
 
 WORDS = ["apple", "pear", "plum", "fig", "kiwi", "lime", "date", "sloe", "yuzu", "quince", "lemon", "grape"]
 LESSON = "repeat the last word of the task"

@@ -25,9 +25,9 @@ from coevo.harnesses.spec import HarnessSpec
 from coevo.models.trajectory import ModelCall, Trajectory
 from coevo.nodes.gate import bootstrap_p, decide
 from coevo.records import BudgetRecord, Checkpoint, EvaluationRecord, GatePair
-from coevo.training.advantages import needs_rescue, rescued_better
+from coevo.training.grpo.advantages import needs_rescue, rescued_better
+from coevo.training.grpo.rollout import HarnessRollout
 from coevo.training.kinds import grpo_phase
-from coevo.training.rollout import HarnessRollout
 from coevo.training.rsft import accepted
 from coevo.training.schedule import PersistentSampler, WeightPhase
 
@@ -102,7 +102,7 @@ def test_dynamic_sampling_is_off_by_default_and_draws_only_when_asked():
 
 
 def test_group_size_k_is_the_configs_num_generations():
-    from coevo.training.grpo import grpo_args
+    from coevo.training.grpo.stage import grpo_args
 
     cfg = TrainConfig(num_generations=8).stage(0, 0, "/tmp/coevo-k")
     assert grpo_args(cfg, "/tmp/coevo-k").num_generations == 8

@@ -29,7 +29,7 @@ from coevo.roles.editor import OfflineEditor
 from coevo.roles.profiler import LLMProfiler, OfflineProfiler
 from coevo.roles.voter import LLMVoter, RuleVoter, combine, weight
 from coevo.storage import Archive
-from coevo.training.rollout import HarnessRollout, sibling_rescue
+from coevo.training.grpo.rollout import HarnessRollout, sibling_rescue
 
 # -- Eq. 3 -------------------------------------------------------------------------------------
 

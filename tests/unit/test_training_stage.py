@@ -11,7 +11,8 @@ from coevo.harnesses.spec import HarnessSpec
 from coevo.models.checkpoint import Checkpoint
 from coevo.models.trajectory import Trajectory
 from coevo.storage import Archive
-from coevo.training import grpo, rsft
+from coevo.training import rsft
+from coevo.training.grpo import stage as grpo
 from coevo.training.harness_s import Routed
 from coevo.training.kinds import GRPO, RSFT
 from coevo.training.schedule import PersistentSampler, WeightPhase
@@ -185,7 +186,7 @@ def test_one_stage_keeps_the_runs_executor_with_a_router_or_a_whale_phase(tmp_pa
     RSFT options reach ``train_rsft`` together with the executor and the tracked stage config."""
     from coevo.evaluation import executors
     from coevo.evaluation.executors import InProcessExecutor
-    from coevo.training import rollout
+    from coevo.training.grpo import rollout
 
     runner, placed, seen = InProcessExecutor(), object(), {}
     monkeypatch.setattr(executors, "sampling_on", lambda executor, rollout_fn=None: placed)

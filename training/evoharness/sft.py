@@ -14,7 +14,7 @@ from coevo.training.kinds import Room, StageKind, declared, training_spec
 class HarnessSFT(StageKind):
     """``rounds`` RSFT rounds whatever ``train.algorithm`` says (``evoharness.sft_epochs`` passes at
     ``evoharness.sft_learning_rate`` when set), trained on the BPE-using turns of accepted rollouts
-    only (``coevo.training.harness_cost.harness_sft_rows``), played by the scripted harness teacher
+    only (``coevo.training.grpo.harness_cost.harness_sft_rows``), played by the scripted harness teacher
     when ``evoharness.teacher`` (``coevo.training.evoharness.teacher.teacher_rollout``); every rollout
     starts from ``experience``, the BPE lineage's lessons."""
 
@@ -28,7 +28,7 @@ class HarnessSFT(StageKind):
     def run(self, room: Room) -> tuple[Checkpoint, list[Trajectory]]:
         """One ``train_rsft`` stage of harness SFT in ``room``. Raises ``TypeError`` (before any
         rollout) when the teacher plays and the env cannot be taught (``require_teachable``)."""
-        from coevo.training.harness_cost import harness_sft_rows
+        from coevo.training.grpo.harness_cost import harness_sft_rows
         from coevo.training.rsft import train_rsft
 
         sft, teacher = room.config.evoharness, room.config.evoharness.teacher
