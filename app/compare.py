@@ -27,7 +27,7 @@ The numbers (``summarise``), per strategy, on the test split's final pair (H[T],
 - **no learning signal**: a strategy whose weight stages, in every seed, had no group with a reward
   contrast or any reward spread and moved the weights by ||ΔW|| = 0 (``no_learning_signal``) learned
   nothing it could; the table says so where a difference to the reference (also without a signal)
-  would read as a measured tie, and a warning names every such strategy (``coevo.app.caveats``).
+  would read as a measured tie, and a warning names every such strategy (``coevo.report.caveats``).
 - **budget** (WHALE §6, VACE: methods compared at equal rollout budgets): each run's spend from the
   archive's budget rows (``coevo.meta.budget``): rollouts on train and val (test rollouts measure,
   they do not search), policy tokens, meta-LLM tokens and cost, as means over seeds; its
@@ -48,7 +48,7 @@ evaluated on val (``final_val``, measurement outside the cap). Each row then rep
 with its interval at that spend, ``val_at_budget`` (that final val score, for every strategy) with its
 interval, the spend by phase (``spent_by_phase``) and how each seed's run ended (``ended``: at the cap,
 or its schedule ended first — a strategy that cannot reach N says so); ``warnings`` lists what keeps the
-table from comparing at equal spend (``coevo.app.caveats``).
+table from comparing at equal spend (``coevo.report.caveats``).
 """
 
 from __future__ import annotations
@@ -61,7 +61,6 @@ from typing import Any, Callable, Sequence
 
 from pydantic import BaseModel, Field
 
-from coevo.app.caveats import comparison_warnings, ended
 from coevo.app.run import anchored, read_state, run_meta
 from coevo.config import RunConfig
 from coevo.evaluation.stats import Estimate, difference_estimate, score_estimate
@@ -71,6 +70,7 @@ from coevo.meta.context import MetaContext
 from coevo.meta.state import EvalSummary
 from coevo.observe.progress import NullReporter, Reporter
 from coevo.records import BudgetRecord, Checkpoint, RunRecord
+from coevo.report.caveats import comparison_warnings, ended
 from coevo.storage import Archive
 
 log = logging.getLogger(__name__)
@@ -156,7 +156,7 @@ class Comparison(BaseModel):
     """The whole comparison: its id, the ``reference`` strategy, one row per strategy (the order
     asked for), every run, the number of test tasks, and the ``matched_budget`` (rollouts) at which
     the rows' ``val_at_budget`` are read (None: no strategy has a curve); ``budget``: the rollout cap
-    every run had (0: none; then ``matched_budget`` is N); ``warnings`` (``coevo.app.caveats``)."""
+    every run had (0: none; then ``matched_budget`` is N); ``warnings`` (``coevo.report.caveats``)."""
 
     id: str
     reference: str
