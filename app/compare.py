@@ -70,6 +70,7 @@ from coevo.meta.context import MetaContext
 from coevo.meta.state import EvalSummary
 from coevo.observe.progress import NullReporter, Reporter
 from coevo.records import BudgetRecord, Checkpoint, RunRecord
+from coevo.records.pairing import paired_tasks
 from coevo.report.caveats import comparison_warnings, ended
 from coevo.storage import Archive
 
@@ -292,11 +293,10 @@ def _paired(runs: Sequence[StrategyRun], reference: Sequence[StrategyRun]) -> Es
         ref = by_seed.get(run.seed)
         if run.final is None or ref is None:
             continue
-        for task_id, outcome in run.final.per_task.items():
-            if task_id in ref.per_task:
-                mine, theirs = sides.setdefault(task_id, ([], []))
-                mine.append(outcome.mean_reward)
-                theirs.append(ref.per_task[task_id].mean_reward)
+        for task_id in paired_tasks(run.final.per_task, ref.per_task):
+            mine, theirs = sides.setdefault(task_id, ([], []))
+            mine.append(run.final.per_task[task_id].mean_reward)
+            theirs.append(ref.per_task[task_id].mean_reward)
     if not sides:
         return None
     reference_means = [sum(t) / len(t) for _, t in sides.values()]

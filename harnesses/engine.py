@@ -245,7 +245,7 @@ def parse_reply(state: HarnessState, runtime: Runtime[EngineContext]) -> dict:
     msgs: list[BaseMessage] = []
     if effect.retry:
         msgs.append(RemoveMessage(id=reply.id))
-    elif not ok and ctx.spec.parser.on_no_action == "violation" or parsed.error:
+    elif (not ok and ctx.spec.parser.on_no_action == "violation") or parsed.error:
         msgs.append(_harness(f"{ctx.spec.parser.violation_message} ({parsed.error})"))
     elif parsed.actions and not (effect.block or effect.stop):
         update["pending"] = [{"name": a.name, "args": a.args, "id": a.id, "native": a.native} for a in parsed.actions]

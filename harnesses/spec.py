@@ -15,8 +15,6 @@ from pathlib import Path
 from typing import Any, Literal, Mapping
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
     ValidationError,
@@ -25,6 +23,7 @@ from pydantic import (
     model_validator,
 )
 
+from coevo.config.base import Section
 from coevo.harnesses.errors import HarnessError, Problem, problems_from_validation
 from coevo.harnesses.registry import ACTIONS, EVENTS, parameter_problems
 
@@ -33,12 +32,11 @@ Slot = Literal["system", "task_framing", "action_guidance", "output_format"]
 SLOTS: tuple[str, ...] = ("system", "task_framing", "action_guidance", "output_format")
 
 
-class Strict(BaseModel):
-    """Base for spec components: unknown keys are errors, so a typo in an edit is caught, and no text
-    (a value or a map's key, at any depth) may hold a NUL character: no tokenizer, terminal or C
-    string carries it faithfully, so it would reach the model as something other than the spec says."""
-
-    model_config = ConfigDict(extra="forbid")
+class Strict(Section):
+    """Base for spec components: unknown keys are errors (a config ``Section``), so a typo in an edit
+    is caught, and no text (a value or a map's key, at any depth) may hold a NUL character: no
+    tokenizer, terminal or C string carries it faithfully, so it would reach the model as something
+    other than the spec says."""
 
     @field_validator("*", mode="after")
     @classmethod
