@@ -10,7 +10,7 @@ from coevo.meta.context import MetaContext
 from coevo.meta.sealing import accepted_harnesses, sealed_tasks
 from coevo.meta.state import MetaState, WeightStage
 from coevo.models.trajectory import Trajectory
-from coevo.observe.text import percent
+from coevo.observe.text import magnitude, percent
 from coevo.records import Checkpoint
 from coevo.training.kinds import StageKind, configured, training_spec
 
@@ -79,12 +79,8 @@ async def run_stage(ctx: MetaContext, state: MetaState, spec: HarnessSpec, befor
     ctx.log("train", f"round {rnd}: {before} -> {checkpoint}  {len(trajectories)} rollouts on {len(tasks)} "
                      f"tasks, mean reward {mean:.3f}, effective groups {percent(stage.effective_group_rate)} "
                      f"(with reward contrast {percent(stage.contrast_rate)}){rescue}, "
-                     f"||dW|| {_num(stage.delta_norm)}")
+                     f"||dW|| {magnitude(stage.delta_norm, 4)}")
     return checkpoint, trajectories, stage
-
-
-def _num(x: float | None) -> str:
-    return "–" if x is None else f"{x:.4g}"
 
 
 async def sample(state: MetaState, runtime: Runtime[MetaContext]) -> dict:

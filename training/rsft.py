@@ -26,6 +26,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from coevo.aio import run_sync
 from coevo.config.train import StageConfig
 from coevo.envs.base import Env, Task
 from coevo.models.adapters import stage_folder, writing_adapter
@@ -34,7 +35,7 @@ from coevo.models.checkpoint import Checkpoint, new_checkpoint_id
 from coevo.models.trajectory import Trajectory
 from coevo.training.checkpoint import load_policy, record_checkpoint
 from coevo.training.grpo.masking import guarded, mask_counts, members
-from coevo.training.grpo.rollout import RolloutFn, default_rollout_fn, run_sync, sampling_mode
+from coevo.training.grpo.rollout import RolloutFn, default_rollout_fn, sampling_mode
 from coevo.training.grpo.samples import Row, trajectory_rows
 from coevo.training.grpo.seeds import rollout_seed, without_fixed_seed
 from coevo.training.schedule import PersistentSampler, run_phase

@@ -97,7 +97,7 @@ def played(ctx: MetaContext, state: MetaState) -> tuple[list[Trajectory], Callab
     every edit's text is sealed (``coevo.meta.sealing.carried``: any case, spacing or punctuation, a
     command list's commands in order). No lesson or schema entry may hold one: shown on that train task
     when it is trained on again, its answer would reach it."""
-    rollouts = [t for i in state.get("train_trajectories", []) if (t := ctx.archive.get(Trajectory, i)) is not None]
+    rollouts = ctx.archive.get_many(Trajectory, state.get("train_trajectories", []))
     stated = {f"{t.task_id} (as scored)": gold for t in rollouts
               if (gold := expected_answer(None, t.score_detail or {})) is not None}
     answers = {**ctx.train_answers(), **stated}

@@ -39,7 +39,7 @@ def failure_episodes(ctx: MetaContext, state: HarnessR1State, rnd: int) -> list[
     cfg = ctx.config.harness_r1
     train = {t.id: t for t in ctx.tasks("train")}
     excluded = sealed_tasks(state)
-    found = [t for i in state.get("train_trajectories", []) for t in ctx.archive.list(Trajectory, id=i)]
+    found = ctx.archive.get_many(Trajectory, state.get("train_trajectories", []))
     failed = list({t.task_id: t for t in found if t.split == "train" and not t.passed
                    and t.task_id in train and t.task_id not in excluded}.values())
     random.Random(f"{ctx.config.seed}-{rnd}").shuffle(failed)

@@ -11,12 +11,12 @@ from rich.console import Console
 from test_meta_loop import FakeTrainer, WordEnv, policy, setup_run  # noqa: E402  (tests/unit is on sys.path)
 
 from coevo.app.compare import StrategyRun, compare, compare_run_id, no_learning_signal, run_config
-from coevo.cli.compare import compare_table
 from coevo.graphs.registry import get_strategy
 from coevo.meta.context import MetaContext
 from coevo.models.fake import ScriptedChatModel
 from coevo.records import Checkpoint, RunRecord, Trajectory
 from coevo.report.compare import write_compare_report
+from coevo.report.terminal import compare_table
 from coevo.roles.curator import OfflineCurator
 from coevo.roles.editor import OfflineEditor, demonstration_source
 from coevo.storage import Archive

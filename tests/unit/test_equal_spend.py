@@ -15,12 +15,12 @@ from test_compare import services
 from test_meta_loop import _run, setup_run
 
 from coevo.app.compare import compare, compare_run_id, run_config
-from coevo.cli.compare import spend_table
 from coevo.config import RunConfig
 from coevo.harnesses.spec import load_harness
 from coevo.meta.budget import BudgetExhausted, by_phase, ending, phased, totals
 from coevo.records import BudgetRecord, RunRecord
 from coevo.report.compare import write_compare_report
+from coevo.report.terminal import spend_table
 from coevo.strategies import STRATEGIES
 from coevo.training.harness_s import Routed
 from coevo.training.kinds import GRPO, RSFT, stage_rollouts

@@ -132,7 +132,7 @@ class Recorder:
 def test_sampled_evaluation_decodes_at_the_eval_temperature_and_reports_pass_and_mean_at_k(tmp_path):
     from rich.console import Console
 
-    from coevo.cli.run import summary_table
+    from coevo.report.terminal import summary_table
 
     greedy = HarnessSpec(decoding={"temperature": 0.0})
     env, model = WordEnv(), setup_run(tmp_path)[1].policy("w0")

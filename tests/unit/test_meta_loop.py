@@ -246,8 +246,8 @@ def test_a_run_killed_mid_round_resumes_to_the_same_final_state(tmp_path, db_url
 def test_report_and_summary_show_rounds_decisions_and_plots(tmp_path):
     from rich.console import Console
 
-    from coevo.cli.run import summary_table
     from coevo.report.html import write_report
+    from coevo.report.terminal import summary_table
 
     config, ctx, archive = setup_run(tmp_path, "help")
     state = asyncio.run(_run(config, ctx, archive))

@@ -28,12 +28,12 @@ import itertools
 import logging
 import random
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Coroutine, Iterator, Sequence, TypeVar
+from typing import Any, Awaitable, Callable, Iterator, Sequence
 
 from langchain_core.language_models import BaseChatModel
 
+from coevo.aio import run_sync
 from coevo.envs.base import Env, Task
 from coevo.models.base import batched
 from coevo.models.trajectory import Trajectory
@@ -61,24 +61,12 @@ from coevo.training.grpo.samples import Row, rollout_output, trajectory_rows
 from coevo.training.grpo.seeds import rollout_seed, without_fixed_seed
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 Group = list[Trajectory]
 __all__ = ["HarnessRollout", "LivePolicy", "sibling_rescue", "failed_trajectory", "guarded", "has_contrast",
-           "is_failed", "run_sync", "eval_mode", "fill_prompt_ids", "sampling_mode"]
+           "is_failed", "eval_mode", "fill_prompt_ids", "sampling_mode"]
 PolicyFactory = Callable[[Any], BaseChatModel]
 Rescue = Callable[..., "Group | Awaitable[Group] | None"]
 Choose = Callable[[Task, int], "Sequence[Any] | Awaitable[Sequence[Any]]"]
-
-
-def run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` to completion from sync code, also when an event loop is already running
-    in this thread (then it runs on a fresh loop in a worker thread)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coro).result()
 
 
 def sibling_rescue(siblings: Sequence[Any] | Choose, env: Env, rollout_fn: RolloutFn | None = None,
