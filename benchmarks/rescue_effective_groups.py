@@ -39,6 +39,8 @@ def main() -> None:
     from coevo.records import Checkpoint, HarnessRecord, PoolMember, Profile, RunRecord
     from coevo.roles.voter import RuleVoter
     from coevo.storage import Archive
+    from coevo.training.harness_s import Routed
+    from coevo.training.kinds import GRPO
     from coevo.training.stage import StageTrainer
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -85,9 +87,9 @@ def main() -> None:
         return await router.top_k(task, config.harness_s.rescue_k or k)
 
     results = {}
-    for arm, options in (("plain GRPO", {}), ("GRPO + rescue", {"siblings": siblings, "route": route})):
+    for arm, kind in (("plain GRPO", GRPO()), ("GRPO + rescue", Routed(siblings=tuple(siblings), route=route))):
         trainer = StageTrainer(config, env, archive, f"bench-{arm}")
-        checkpoint, trajectories = asyncio.run(trainer(w0, specs[h0], tasks, 0, **options))
+        checkpoint, trajectories = asyncio.run(trainer(w0, specs[h0], tasks, 0, kind))
         m = archive.get(Checkpoint, checkpoint).metrics
         results[arm] = {"effective_group_rate": m["effective_group_rate"], "rescue_rate": m.get("rescue_rate"),
                         "rescue_success": m.get("rescue_success"), "groups": args.steps * args.tasks_per_step,

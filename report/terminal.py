@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable, Sequence
 
 from rich.markup import escape
 from rich.table import Table
@@ -77,34 +77,31 @@ def summary_table(state: dict[str, Any], archive: Any = None) -> Table:
 
 
 
-def compare_table(comparison) -> Table:
-    """The comparison as a rich table (``coevo.report.compare.table_rows``)."""
-    table = Table(title=f"compare {comparison.id}: test, {comparison.n_test} tasks, reference {comparison.reference}")
-    for header in HEADERS:
+def rich_table(title: str, headers: Sequence[str], rows: Iterable[Sequence[str]]) -> Table:
+    """A rich ``Table`` titled ``title`` with ``headers`` as its columns and one row per item of ``rows``."""
+    table = Table(title=title)
+    for header in headers:
         table.add_column(header)
-    for row in table_rows(comparison):
+    for row in rows:
         table.add_row(*row)
     return table
+
+
+def compare_table(comparison) -> Table:
+    """The comparison as a rich table (``coevo.report.compare.table_rows``)."""
+    return rich_table(f"compare {comparison.id}: test, {comparison.n_test} tasks, reference {comparison.reference}",
+                      HEADERS, table_rows(comparison))
 
 
 def budget_table(comparison) -> Table:
     """The comparison's budgets as a rich table (``coevo.report.compare.budget_rows``)."""
     budget = comparison.matched_budget
     title = "budget per strategy (means over seeds)" + (f", matched at {budget:.0f} rollouts" if budget else "")
-    table = Table(title=title)
-    for header in BUDGET_HEADERS:
-        table.add_column(header)
-    for row in budget_rows(comparison):
-        table.add_row(*row)
-    return table
+    return rich_table(title, BUDGET_HEADERS, budget_rows(comparison))
 
 
 def spend_table(comparison) -> Table:
     """The equal-spend table of a comparison at a budget (``coevo.report.compare.spend_rows``)."""
-    table = Table(title=f"at equal spend: {comparison.budget} rollouts on train + val + search per run "
-                        "(a phase that would overrun ends the run before it starts)")
-    for header in SPEND_HEADERS:
-        table.add_column(header)
-    for row in spend_rows(comparison):
-        table.add_row(*row)
-    return table
+    return rich_table(f"at equal spend: {comparison.budget} rollouts on train + val + search per run "
+                      "(a phase that would overrun ends the run before it starts)", SPEND_HEADERS,
+                      spend_rows(comparison))
