@@ -154,7 +154,8 @@ def run_cmd(
                       highlight=False, soft_wrap=True)
     from coevo.storage import Archive
 
-    console.print(summary_table(state, Archive(cfg.db)))
+    with Archive(cfg.db) as archive:  # closed once the table has read the run's val intervals
+        console.print(summary_table(state, archive))
     from coevo.report.phases import phases_tables
 
     for table in phases_tables(state):
