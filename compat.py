@@ -288,7 +288,7 @@ class GRPOBatchHook:
     TRL's own generation; TRL keeps the loss, optimiser, accumulation, logging and saving.
 
     Why: TRL's public ``rollout_func`` must return one completion per prompt, and a harness
-    trajectory is several training rows (``coevo.training.trainer``). The override point is
+    trajectory is several training rows (``coevo.training.grpo.trainer``). The override point is
     ``_generate_and_score_completions`` (private; ``_prepare_inputs`` calls it once per generation
     batch and splits what it returns into micro-batches): its output keys are what ``_compute_loss``
     reads (``prompt_ids``/``prompt_mask``, ``completion_ids``/``completion_mask``, ``tool_mask``,
@@ -307,7 +307,7 @@ class GRPOBatchHook:
     packed_scorer: Any = None
     """``None``, or ``scorer(model, input_ids, attention_mask, completion_length, compute_entropy) ->
     (logps, entropies | None)`` that TRL's scoring calls (``_get_per_token_logps_and_entropies``) go
-    to instead of TRL's row-by-row forward (``coevo.training.packing.packed_logps``)."""
+    to instead of TRL's row-by-row forward (``coevo.training.grpo.packing.packed_logps``)."""
 
     def _get_per_token_logps_and_entropies(self, model: Any, input_ids: Any, attention_mask: Any,
                                            logits_to_keep: int, batch_size: int | None = None,

@@ -27,7 +27,7 @@ The numbers (``summarise``), per strategy, on the test split's final pair (H[T],
 - **no learning signal**: a strategy whose weight stages, in every seed, had no group with a reward
   contrast or any reward spread and moved the weights by ||ΔW|| = 0 (``no_learning_signal``) learned
   nothing it could; the table says so where a difference to the reference (also without a signal)
-  would read as a measured tie, and a warning names every such strategy (``coevo.app.caveats``).
+  would read as a measured tie, and a warning names every such strategy (``coevo.report.caveats``).
 - **budget** (WHALE §6, VACE: methods compared at equal rollout budgets): each run's spend from the
   archive's budget rows (``coevo.meta.budget``): rollouts on train and val (test rollouts measure,
   they do not search), policy tokens, meta-LLM tokens and cost, as means over seeds; its
@@ -48,7 +48,7 @@ evaluated on val (``final_val``, measurement outside the cap). Each row then rep
 with its interval at that spend, ``val_at_budget`` (that final val score, for every strategy) with its
 interval, the spend by phase (``spent_by_phase``) and how each seed's run ended (``ended``: at the cap,
 or its schedule ended first — a strategy that cannot reach N says so); ``warnings`` lists what keeps the
-table from comparing at equal spend (``coevo.app.caveats``).
+table from comparing at equal spend (``coevo.report.caveats``).
 """
 
 from __future__ import annotations
@@ -59,114 +59,23 @@ import logging
 import time
 from typing import Any, Callable, Sequence
 
-from pydantic import BaseModel, Field
-
-from coevo.app.caveats import comparison_warnings, ended
+from coevo.app.comparison import Comparison, StrategyRow, StrategyRun
 from coevo.app.run import anchored, read_state, run_meta
 from coevo.config import RunConfig
 from coevo.evaluation.stats import Estimate, difference_estimate, score_estimate
 from coevo.graphs.registry import get_strategy
-from coevo.meta.budget import CurvePoint, by_phase, matched_budget, mean_curve, score_at, score_curve, totals
+from coevo.meta.budget import by_phase, matched_budget, mean_curve, score_at, score_curve, totals
 from coevo.meta.context import MetaContext
 from coevo.meta.state import EvalSummary
 from coevo.observe.progress import NullReporter, Reporter
 from coevo.records import BudgetRecord, Checkpoint, RunRecord
+from coevo.records.pairing import paired_tasks
+from coevo.report.caveats import comparison_warnings, ended
 from coevo.storage import Archive
 
 log = logging.getLogger(__name__)
 
 REFERENCE = "vace"
-
-
-class StrategyRun(BaseModel):
-    """One (strategy, seed) run as the comparison reads it: the test evaluations of the start pair
-    (H0, W0) and the final pair, gate counts, the weight stages' effective-group rate (None: no
-    stage reported one) and reward-spread rate, ``delta_norm`` the sum of its weight stages' ||ΔW||
-    (``coevo.training.delta``; None: no stage recorded one), its spend (``budget``: ``coevo.meta.budget.totals``, test
-    rollouts excluded) and score-vs-rollouts ``curve``, and how it was obtained: ``ran`` now (``wall_s`` its
-    wall seconds, ``cpu_s`` the process's CPU seconds meanwhile, all threads), ``resumed`` or ``reused``
-    (finished before; nothing ran); at a budget, its rollouts per phase, why the cap stopped it ("" when
-    its schedule ended first) and the final pair's val score;
-    ``tests``: the run's other final test evaluations by name (Harness-S's ``rank1``, ``rank2``, ...: the final
-    policy under Rank-r routing), beside ``final``; ``rounds``: each round summary's (round, incumbent harness,
-    checkpoint), the pairs the run held round by round."""
-
-    strategy: str
-    seed: int
-    run_id: str
-    start: EvalSummary | None = None
-    final: EvalSummary | None = None
-    accepted: int = 0
-    rejected: int = 0
-    adopted: int = 0
-    effective_group_rate: float | None = None
-    spread_rate: float | None = None
-    delta_norm: float | None = None
-    budget: dict[str, float] = Field(default_factory=dict)
-    curve: list[CurvePoint] = Field(default_factory=list)
-    source: str = "ran"
-    wall_s: float | None = None
-    cpu_s: float | None = None
-    spent_by_phase: dict[str, float] = Field(default_factory=dict)
-    budget_stop: str = ""
-    final_val: EvalSummary | None = None
-    tests: dict[str, EvalSummary] = Field(default_factory=dict)
-    rounds: list[tuple[int, str, str]] = Field(default_factory=list)
-
-
-class StrategyRow(BaseModel):
-    """A strategy's line of the comparison (module docstring): ``score`` of the final pair on test,
-    ``start`` of the start pair, ``per_seed`` final scores in seed order, ``vs_reference`` (None for
-    the reference itself or when it did not run), gate counts summed over seeds, mean effective-group
-    and reward-spread rates over the seeds that trained, ``no_signal`` (``no_learning_signal`` in every
-    seed: its weight stages had no reward contrast and made no update), the trivial-policy baseline on test, and the
-    budget: mean ``rollouts`` (train + val), ``policy_tokens``, ``policy_cost_usd``, ``meta_tokens``
-    and ``meta_cost_usd`` over seeds, the seed-mean ``curve`` and ``val_at_budget`` (its val score at the comparison's
-    matched budget). At a budget (module doc): ``val_at_budget`` is the final pair's val score at the
-    cap (``val_estimate`` with its interval over val tasks), ``spent_by_phase`` the mean rollouts per
-    phase and ``ended`` how each seed's run ended."""
-
-    strategy: str
-    seeds: list[int]
-    score: Estimate
-    start: Estimate
-    per_seed: list[float]
-    vs_reference: Estimate | None = None
-    gated: bool = True
-    accepted: int = 0
-    rejected: int = 0
-    adopted: int = 0
-    effective_group_rate: float | None = None
-    spread_rate: float | None = None
-    no_signal: bool = False
-    trivial: float | None = None
-    rollouts: float = 0.0
-    policy_tokens: float = 0.0
-    policy_cost_usd: float = 0.0
-    meta_tokens: float = 0.0
-    meta_cost_usd: float = 0.0
-    curve: list[CurvePoint] = Field(default_factory=list)
-    val_at_budget: float | None = None
-    val_estimate: Estimate | None = None
-    spent_by_phase: dict[str, float] = Field(default_factory=dict)
-    ended: list[str] = Field(default_factory=list)
-
-
-class Comparison(BaseModel):
-    """The whole comparison: its id, the ``reference`` strategy, one row per strategy (the order
-    asked for), every run, the number of test tasks, and the ``matched_budget`` (rollouts) at which
-    the rows' ``val_at_budget`` are read (None: no strategy has a curve); ``budget``: the rollout cap
-    every run had (0: none; then ``matched_budget`` is N); ``warnings`` (``coevo.app.caveats``)."""
-
-    id: str
-    reference: str
-    rows: list[StrategyRow]
-    runs: list[StrategyRun]
-    n_test: int
-    config: dict[str, Any] = Field(default_factory=dict)
-    matched_budget: float | None = None
-    budget: int = 0
-    warnings: list[str] = Field(default_factory=list)
 
 
 def run_config(config: RunConfig, strategy: str, seed: int) -> RunConfig:
@@ -292,11 +201,10 @@ def _paired(runs: Sequence[StrategyRun], reference: Sequence[StrategyRun]) -> Es
         ref = by_seed.get(run.seed)
         if run.final is None or ref is None:
             continue
-        for task_id, outcome in run.final.per_task.items():
-            if task_id in ref.per_task:
-                mine, theirs = sides.setdefault(task_id, ([], []))
-                mine.append(outcome.mean_reward)
-                theirs.append(ref.per_task[task_id].mean_reward)
+        for task_id in paired_tasks(run.final.per_task, ref.per_task):
+            mine, theirs = sides.setdefault(task_id, ([], []))
+            mine.append(run.final.per_task[task_id].mean_reward)
+            theirs.append(ref.per_task[task_id].mean_reward)
     if not sides:
         return None
     reference_means = [sum(t) / len(t) for _, t in sides.values()]

@@ -12,7 +12,6 @@ folder is written under a temporary name and renamed into place, so a folder app
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import shutil
 import subprocess
@@ -20,48 +19,27 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from coevo.app.agent_folder import copy_adapter, destination, move_into_place, serving_files, unwritable, write_json
 from coevo.app.decompose import stored_config
 from coevo.app.release import (
     ADAPTER,
-    FORMAT_NAME,
     MANIFEST,
-    VERSION_DIR,
-    AgentFolderError,
     AgentManifest,
     EnvInfo,
     coevo_version,
-    is_versioned,
     point,
     sha256,
-    versions,
 )
 from coevo.app.run import RunError, find_run, read_state
 from coevo.config import RunConfig
 from coevo.envs.base import Env
 from coevo.evaluation.results import TaskOutcome, outcome_estimate, paired_difference
 from coevo.harnesses.spec import HarnessSpec, load_harness
-from coevo.models.adapters import STAGE_MARK, check_adapter
 from coevo.records import Checkpoint, EvaluationRecord, ExportRecord, HarnessRecord, RunRecord
 from coevo.records.fields import new_id
 from coevo.report.card import CardFacts, ScoreRow, agent_card
 from coevo.storage import Archive
 from coevo.strategies import STRATEGIES
-
-GRAPH_MODULE = '''"""The agent coevo exported into this folder, as `langgraph dev` / LangGraph Server serve it
-(langgraph.json points here). COEVO_AGENT_MODEL, when set, is the model reference to use instead of
-the folder's base model and adapter (e.g. a vLLM server with the adapter loaded); COEVO_AGENT_BASE, the
-base model's reference on this machine (local:/path/to/base) when it is not where the folder says."""
-
-import os
-from pathlib import Path
-
-from coevo import load_agent
-
-graph = load_agent(Path(__file__).resolve().parent, model=os.environ.get("COEVO_AGENT_MODEL") or None,
-                   base=os.environ.get("COEVO_AGENT_BASE") or None)
-'''
-"""``graph.py`` of an exported folder (and of a versioned folder's root, where it loads ``current``)."""
-LANGGRAPH_JSON = {"dependencies": ["."], "graphs": {"agent": "./graph.py:graph"}, "env": {}}
 
 
 @dataclass(frozen=True)
@@ -106,94 +84,6 @@ def _no_final_pair(run: RunRecord, db: str, state: Mapping[str, Any]) -> RunErro
             else f"continue it with `coevo run --resume {run.id} --db {db}`")
     return RunError(f"run {run.id} has no final pair yet: its status is {run.status!r}; {what}, or export a pair it "
                     f"holds now with `coevo export {run.id} -o DIR --harness ID --checkpoint ID`{holds}")
-
-
-def _is_export(folder: Path) -> bool:
-    """Whether ``folder`` holds an agent coevo exported: an ``agent.json`` in the ``coevo-agent`` format (a
-    file of that name another tool wrote does not count)."""
-    try:
-        data = json.loads((folder / MANIFEST).read_text())
-    except (OSError, ValueError):
-        return False
-    return isinstance(data, dict) and str(data.get("format", "")).startswith(f"{FORMAT_NAME}/")
-
-
-def _taken(root: Path) -> int:
-    """The highest N of any ``vN`` entry of ``root`` (a version folder, whole or not, or a deleted one's
-    leftover), 0 when none: a new version takes a number no folder there ever showed."""
-    if not root.is_dir():
-        return 0
-    found = (VERSION_DIR.match(p.name) for p in root.iterdir())
-    return max((int(m.group(1)) for m in found if m), default=0)
-
-
-def _destination(out: Path, version: bool, force: bool, recorded: int = 0) -> tuple[Path, int | None]:
-    """The folder to write (``out``, or ``out/vN`` with ``version``, reserved by making it empty) and N,
-    above every ``vN`` there and ``recorded`` (the highest N the archive recorded there: a deleted
-    version's number is not reused).
-    Raises ``AgentFolderError`` for an existing export without ``force`` (or, with ``version``, one
-    written without it; without ``version``, a versioned folder, whose versions ``force`` would delete),
-    for a folder of other files (coevo replaces only a folder it exported) and for a place that cannot
-    be written."""
-    if out.exists() and not out.is_dir():
-        raise AgentFolderError(f"{out} is a file: pass a folder to export into with -o")
-    busy = out.is_dir() and any(out.iterdir())
-    versioned = out.is_dir() and is_versioned(out)
-    if busy and not (versioned or _is_export(out)):
-        raise AgentFolderError(f"{out} already holds files that are not an exported agent: export into a new or "
-                               "empty folder (coevo replaces only a folder it exported, with --force)")
-    if version:
-        if busy and not versioned:
-            raise AgentFolderError(f"{out} holds an agent exported without --version: export versions into a new "
-                                   "folder, or replace this one with --force (without --version)")
-        number = max(_taken(out), recorded) + 1
-        while True:  # a concurrent export may take N first: the next one is ours
-            try:
-                (out / f"v{number}").mkdir(parents=True)
-            except FileExistsError:
-                number += 1
-                continue
-            except OSError as err:
-                raise _unwritable(out, err) from None
-            return out / f"v{number}", number
-    if busy and versioned:
-        found = ", ".join(f"v{n}" for n in versions(out)) or "no version yet"
-        raise AgentFolderError(f"{out} is a versioned agent folder ({found}): add a version with --version, or "
-                               "export into another folder (--force replaces a single agent folder, never a "
-                               "folder of versions)")
-    if busy and not force:
-        raise AgentFolderError(f"{out} already holds an exported agent: pass --force to replace it, --version to add "
-                               "a version beside it in a versioned folder (DIR/vN with a DIR/current pointer), or "
-                               "another folder")
-    added = _added_files(out) if busy else []
-    if added:
-        shown = ", ".join(added[:5]) + (f" and {len(added) - 5} more" if len(added) > 5 else "")
-        raise AgentFolderError(f"{out} holds an exported agent and files coevo did not write there ({shown}), which "
-                               "--force would delete: move them out of the folder, or export into another folder")
-    return out, None
-
-
-WRITTEN = {MANIFEST, "README.md", "langgraph.json", "graph.py"}
-"""The files of an agent folder that its manifest does not list (it cannot list itself)."""
-SCRATCH = ("__pycache__", ".langgraph_api")
-"""Folders that loading or serving an agent folder makes in it (``graph.py``'s bytecode, ``langgraph dev``'s
-local state): not a user's files."""
-
-
-def _added_files(folder: Path) -> list[str]:
-    """The files of the exported folder ``folder`` that coevo did not write (neither listed in its manifest
-    nor one of ``WRITTEN``, nor under a ``SCRATCH`` folder), relative to it."""
-    try:
-        listed = set(json.loads((folder / MANIFEST).read_text()).get("files") or {})
-    except (OSError, ValueError, AttributeError):
-        listed = set()
-    files = (f.relative_to(folder) for f in sorted(folder.rglob("*")) if f.is_file() or f.is_symlink())
-    return [f.as_posix() for f in files if f.as_posix() not in listed | WRITTEN and not set(f.parts) & set(SCRATCH)]
-
-
-def _unwritable(out: Path, err: OSError) -> AgentFolderError:
-    return AgentFolderError(f"cannot write the agent folder {out} ({err.strerror or err}): pass -o a folder you can "
-                            "write to, under a folder that exists or can be made")
 
 
 def _commit() -> str | None:
@@ -328,29 +218,6 @@ def _checkpoints(archive: Archive, checkpoint_id: str) -> list[tuple[str, str]]:
     return chain[::-1]
 
 
-def _copy_adapter(checkpoint: Checkpoint, folder: Path) -> None:
-    """Copy the checkpoint's adapter files into ``folder/adapter`` after checking the source, and check
-    the copy. Raises ``CheckpointError`` naming the checkpoint and the file for a missing or damaged one."""
-    source = Path(checkpoint.adapter_path or "")
-    check_adapter(source, checkpoint.id)
-    target = folder / ADAPTER
-    target.mkdir()
-    for file in sorted(source.iterdir()):
-        if file.is_file() and file.name != STAGE_MARK:
-            shutil.copy2(file, target / file.name)
-    check_adapter(target, checkpoint.id)
-
-
-def _write_json(path: Path, data: Any) -> None:
-    path.write_text(json.dumps(data, indent=2) + "\n")
-
-
-def _serving_files(folder: Path) -> None:
-    """``langgraph.json`` and ``graph.py``: ``langgraph dev`` in ``folder`` serves the agent as ``agent``."""
-    (folder / "langgraph.json").write_text(json.dumps(LANGGRAPH_JSON, indent=2) + "\n")
-    (folder / "graph.py").write_text(GRAPH_MODULE)
-
-
 async def export_agent(db: str, run_id: str, out: str | Path, harness: str | None = None,
                        checkpoint: str | None = None, version: bool = False, force: bool = False,
                        archive: Archive | None = None, env: Env | None = None) -> Exported:
@@ -409,7 +276,7 @@ async def export_agent(db: str, run_id: str, out: str | Path, harness: str | Non
         experience = ArchiveExperience(archive, run.id).lessons(key)
     out = Path(out).expanduser().resolve()
     recorded = max((r.version or 0 for r in archive.list(ExportRecord) if Path(r.path).parent == out), default=0)
-    target, number = _destination(out, version, force, recorded)
+    target, number = destination(out, version, force, recorded)
     export_id = new_id()
     tmp = target.with_name(f"{target.name}.partial-{os.getpid()}")
     try:
@@ -418,18 +285,18 @@ async def export_agent(db: str, run_id: str, out: str | Path, harness: str | Non
     except OSError as err:
         if number is not None:
             target.rmdir()
-        raise _unwritable(target, err) from None
+        raise unwritable(target, err) from None
     try:
-        _write_json(tmp / "harness.json", record.spec)
+        write_json(tmp / "harness.json", record.spec)
         if kind == "agent":
             from coevo.harnesses.agent import load_agent as load_factory
 
-            _write_json(tmp / "params.json", spec.model_dump(mode="json", include=set(load_factory(
+            write_json(tmp / "params.json", spec.model_dump(mode="json", include=set(load_factory(
                 spec.agent or "").fields)))
         if bundle is not None:
-            _write_json(tmp / "router.json", bundle)
+            write_json(tmp / "router.json", bundle)
         if ckpt.adapter_path:
-            _copy_adapter(ckpt, tmp)
+            copy_adapter(ckpt, tmp)
         files = {str(f.relative_to(tmp)): sha256(f) for f in sorted(tmp.rglob("*")) if f.is_file()}
         served = ckpt.model_ref if ckpt.model_ref and ckpt.model_ref != config.policy else None
         manifest = AgentManifest(
@@ -440,7 +307,7 @@ async def export_agent(db: str, run_id: str, out: str | Path, harness: str | Non
             seed=config.seed, temperature=config.eval.temperature, experience=experience, version=number,
             files=files)
         (tmp / MANIFEST).write_text(manifest.model_dump_json(indent=2) + "\n")
-        _serving_files(tmp)
+        serving_files(tmp)
         rows, diffs = _scores(archive, run, state, pair, final is not None and pair == final)
         facts = CardFacts(
             title=f"{spec.name} from run {run.id}", run_id=run.id, strategy=run.strategy, status=run.status,
@@ -451,7 +318,7 @@ async def export_agent(db: str, run_id: str, out: str | Path, harness: str | Non
             lineage=_lineage(archive, pair[0]), checkpoints=_checkpoints(archive, pair[1]), scores=rows,
             differences=diffs, decomposition=_decomposition(archive, run.id), config=run.config, files=files)
         (tmp / "README.md").write_text(agent_card(facts))
-        _move_into_place(tmp, target, number is not None, force)
+        move_into_place(tmp, target, number is not None, force)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         if number is not None and target.is_dir() and not any(target.iterdir()):
@@ -461,41 +328,9 @@ async def export_agent(db: str, run_id: str, out: str | Path, harness: str | Non
                             path=str(target), version=number, created_at=manifest.exported_at)
     archive.put(exported)  # the folder is in place: recorded even if its pointer cannot be moved
     if number is not None:
-        _serving_files(target.parent)
+        serving_files(target.parent)
         point(target.parent, number)
     return Exported(target, exported, manifest)
-
-
-def _move_into_place(tmp: Path, target: Path, reserved: bool, force: bool) -> None:
-    """Rename the written folder ``tmp`` to ``target``: a version folder onto its reserved empty folder; a
-    forced export's old folder is set aside first and deleted only once the new one is in place (put back
-    when the rename fails). Raises ``AgentFolderError`` when another export took ``target`` meanwhile (and,
-    without ``force``, when one wrote it while this one was writing)."""
-    old = None
-    if not reserved and target.is_dir() and not any(target.iterdir()):
-        target.rmdir()  # the empty folder -o named
-    if target.exists() and not reserved and not force:
-        raise AgentFolderError(f"{target} was written by another export while this one was writing: nothing was "
-                               "replaced; pass --force to replace it, or export into another folder")
-    if target.exists() and not reserved:
-        old = target.with_name(f"{target.name}.replaced-{os.getpid()}")
-        shutil.rmtree(old, ignore_errors=True)
-        os.rename(target, old)
-    try:
-        try:
-            os.replace(tmp, target)
-        except OSError:
-            if not reserved or any(target.iterdir()):
-                raise
-            target.rmdir()  # a platform that renames onto no folder
-            os.rename(tmp, target)
-    except OSError as err:
-        if old is not None and not target.exists():
-            os.rename(old, target)
-        raise AgentFolderError(f"cannot move the agent folder into {target} ({err.strerror or err}): another export "
-                               "may have written it meanwhile; export again (with --force to replace it)") from None
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 def run_export(db: str, run_id: str, out: str | Path, **options: Any) -> Exported:

@@ -6,7 +6,7 @@ archive: ``setup`` (H0, W0, the tasks) -> ``equip`` (H_BPE) -> ``harness_sft`` (
 rounds of the scripted teacher's demonstrations on train tasks, ``evoharness.sft_epochs`` passes at
 ``evoharness.sft_learning_rate``, each defaulting to ``[train]``'s), then evaluates the SFT checkpoint
 under H_BPE on the val and test tasks (never trained on) as GRPO's rollouts run
-(``coevo.training.stage.training_spec``: sampled at ``train.temperature``, ``train.max_new_tokens`` per
+(``coevo.training.kinds.training_spec``: sampled at ``train.temperature``, ``train.max_new_tokens`` per
 reply), ``--k`` rollouts per task. Prints, with 95 % intervals over the n rollouts
 (``coevo.evaluation.stats.score_estimate``):
 
@@ -47,7 +47,7 @@ async def measure(config: Any, folder: Path, k: int) -> dict[str, Any]:
     from coevo.models.trajectory import Trajectory
     from coevo.nodes.setup import setup
     from coevo.storage.archive import Archive
-    from coevo.training.stage import training_spec
+    from coevo.training.kinds import training_spec
 
     with Archive(folder / "coevo.db") as archive:
         ctx = make_context(config, archive, "bench-bpe-sft")

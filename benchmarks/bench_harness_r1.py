@@ -43,15 +43,15 @@ def train(args: argparse.Namespace) -> None:
     from coevo.models.refs import load_model
     from coevo.records import Trajectory
     from coevo.storage import Archive
-    from coevo.training.edit_env import EditEnv, EditEpisode, evaluation_rerun
-    from coevo.training.engineer import (
+    from coevo.training.harness_r1.edit_env import EditEnv, EditEpisode, evaluation_rerun
+    from coevo.training.harness_r1.engineer import (
         engineer_checkpoint,
         engineer_reference,
         train_engineer_grpo,
         train_engineer_sft,
     )
-    from coevo.training.engineer_data import accepted_examples
-    from coevo.training.stage import training_spec
+    from coevo.training.harness_r1.engineer_data import accepted_examples
+    from coevo.training.kinds import training_spec
 
     config = load_config(args.config)
     env = get_env(config.env.ref, **config.env.settings())

@@ -35,7 +35,7 @@ def workload(stage: dict[str, Any], engine: Any, tasks: int) -> list[Any]:
 
     from coevo.harnesses.view import render_messages
     from coevo.models.sampling import GenerationRequest
-    from coevo.training.seeds import rollout_seed
+    from coevo.training.grpo.seeds import rollout_seed
 
     spec, cfg = stage["spec"], stage["config"]
     out = []
@@ -56,7 +56,7 @@ def engines(stage: dict[str, Any], adapter: str | None) -> dict[str, Any]:
 
     from coevo.models.local_engine import LocalEngine
     from coevo.training.checkpoint import load_policy
-    from coevo.training.grpo import lora_config
+    from coevo.training.grpo.stage import lora_config
 
     base, tokenizer = load_policy(stage["checkpoint"])
     model, _ = load_policy(stage["checkpoint"])

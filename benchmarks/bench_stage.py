@@ -37,7 +37,7 @@ from stage_kit import default_stage
 def coevo_stage(stage: dict[str, Any], callbacks: list | None = None) -> dict[str, Any]:
     """One coevo stage (``train_grpo``; ``callbacks``: transformers ``TrainerCallback``s for its trainer):
     ``train_s`` (``trainer.train()``), ``sampled_tokens_per_s``, rollouts."""
-    from coevo.training.grpo import train_grpo
+    from coevo.training.grpo.stage import train_grpo
 
     new, trajectories = train_grpo(stage["checkpoint"], stage["spec"], stage["env"], stage["tasks"], stage["config"],
                                    callbacks=callbacks)
@@ -57,7 +57,7 @@ def trl_stage(stage: dict[str, Any], callbacks: list | None = None) -> dict[str,
     from coevo.harnesses.parse import parse_reply
     from coevo.harnesses.view import render_messages
     from coevo.training.checkpoint import load_policy
-    from coevo.training.grpo import grpo_args, lora_config
+    from coevo.training.grpo.stage import grpo_args, lora_config
 
     spec, env, cfg = stage["spec"], stage["env"], stage["config"]
     tasks = {t.id: t for t in stage["tasks"]}

@@ -7,7 +7,7 @@ installs the wheels and runs this script once per shape. It
 1. builds a **randomly initialised** causal LM of a named shape (``SHAPES``: the published
    ``config.json`` values of SmolLM2-135M-Instruct and Qwen2.5-1.5B-Instruct, and a ``tiny`` one for
    CPU), with the bundled SmolLM2 tokenizer, and saves it as a checkpoint directory;
-2. runs coevo's GRPO stage on it (``coevo.training.grpo.train_grpo``, through
+2. runs coevo's GRPO stage on it (``coevo.training.grpo.stage.train_grpo``, through
    ``bench_stage.coevo_stage``: rollouts through the harness graph and the live-weights sampler), the
    default job's stage (``stage_kit.default_stage``: showcase price look-ups under H0) with K rollouts
    per task, LoRA r, dynamic sampling off;
@@ -18,7 +18,7 @@ installs the wheels and runs this script once per shape. It
    (steady state: steps 2.., the first step apart), sampled tokens and tokens/s, peak GPU memory
    (``torch.cuda.max_memory_allocated``; None on CPU), and the coevo/TRL ratios.
 
-On CUDA both trainers run bf16 mixed precision (``coevo.training.grpo.grpo_args``: ``bf16=True`` when
+On CUDA both trainers run bf16 mixed precision (``coevo.training.grpo.stage.grpo_args``: ``bf16=True`` when
 the device supports it) over float32 master weights, as a coevo stage does on a GPU. Random weights
 measure speed and memory, not quality: rewards are noise, and a random model rarely stops early, so
 nearly every completion runs to the token limit. The Qwen2.5 shape keeps its own 151,936-row

@@ -45,7 +45,7 @@ def main() -> None:
     from coevo.harnesses.runtime import arun_rollout
     from coevo.models.checkpoint import Checkpoint
     from coevo.models.litellm_model import LiteLLMChatModel
-    from coevo.training.grpo import train_grpo
+    from coevo.training.grpo.stage import train_grpo
     from coevo.training.vllm_sync import VLLMStepSync, publish_checkpoint
 
     out = Path(args.out).resolve()

@@ -1,7 +1,7 @@
 """A short real GRPO run: train reward per step against the trivial (best constant) baseline.
 
 SmolLM2-135M-Instruct on CPU, LoRA via PEFT, rollouts through the harness graph, Harness-S §7
-objective (``coevo.training.grpo.train_grpo``). The harness is the env's base harness H0 plus two
+objective (``coevo.training.grpo.stage.train_grpo``). The harness is the env's base harness H0 plus two
 demonstrations built from the gold answers of two train tasks that are then *left out* of the
 training pool. Not part of CI. Writes ``<out>/grpo_curve.png`` (train reward per step, its running
 mean, and the best constant answer's mean reward on the same tasks) and ``<out>/grpo_curve.json``.
@@ -122,7 +122,7 @@ def main() -> None:
     from coevo.config.train import StageConfig
     from coevo.envs.registry import get_env
     from coevo.models.checkpoint import Checkpoint
-    from coevo.training.grpo import train_grpo
+    from coevo.training.grpo.stage import train_grpo
 
     torch.set_num_threads(args.threads)
     out = Path(args.out)

@@ -1,6 +1,6 @@
 """Where a GRPO weight stage's time goes (issue 24, item 1): the default job's stage, timed by part.
 
-Runs ``coevo.training.grpo.train_grpo`` on the default job's stage (``stage_kit.default_stage``:
+Runs ``coevo.training.grpo.stage.train_grpo`` on the default job's stage (``stage_kit.default_stage``:
 chain_sum, SmolLM2-135M-Instruct, 2 tasks x 4 rollouts a step at T = 0.7, 48 new tokens) with a
 timer on each part, then stores the stage's trajectories and checkpoint in a fresh archive as the
 meta-loop's train node does, and prints one table row per part:
@@ -44,10 +44,10 @@ def profile(round: int, steps: int, **train: Any) -> dict[str, Any]:
     from coevo.models import local_engine
     from coevo.models.sampling import RowSampler
     from coevo.storage.archive import Archive
-    from coevo.training import grpo
     from coevo.training.checkpoint import record_checkpoint
-    from coevo.training.rollout import HarnessRollout
-    from coevo.training.trainer import HarnessGRPOTrainer
+    from coevo.training.grpo import stage as grpo
+    from coevo.training.grpo.rollout import HarnessRollout
+    from coevo.training.grpo.trainer import HarnessGRPOTrainer
 
     stage = default_stage(round, steps, **train)
     env = stage["env"]

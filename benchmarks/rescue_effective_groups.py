@@ -5,7 +5,7 @@ Both arms run one weight stage (``coevo.training.stage.StageTrainer``) from W0 u
 train tasks, with the same seeds, steps, group size K and no dynamic sampling; the rescue arm
 replaces each all-fail group by one rollout under each of the Rule Router's top-K siblings from a
 finished ``harness_s`` run's pool (its profiles at W0). An effective group has both a success and a
-failure (``coevo.training.advantages.effective_group_rate``). The rescue arm samples K more rollouts
+failure (``coevo.training.grpo.advantages.effective_group_rate``). The rescue arm samples K more rollouts
 per triggered group (the paper's accounting too); the rollout counts are printed beside the rates.
 
     coevo run configs/harness_s_small.toml                       # the pool (any harness_s run)
@@ -39,6 +39,8 @@ def main() -> None:
     from coevo.records import Checkpoint, HarnessRecord, PoolMember, Profile, RunRecord
     from coevo.roles.voter import RuleVoter
     from coevo.storage import Archive
+    from coevo.training.harness_s import Routed
+    from coevo.training.kinds import GRPO
     from coevo.training.stage import StageTrainer
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -85,9 +87,9 @@ def main() -> None:
         return await router.top_k(task, config.harness_s.rescue_k or k)
 
     results = {}
-    for arm, options in (("plain GRPO", {}), ("GRPO + rescue", {"siblings": siblings, "route": route})):
+    for arm, kind in (("plain GRPO", GRPO()), ("GRPO + rescue", Routed(siblings=tuple(siblings), route=route))):
         trainer = StageTrainer(config, env, archive, f"bench-{arm}")
-        checkpoint, trajectories = asyncio.run(trainer(w0, specs[h0], tasks, 0, **options))
+        checkpoint, trajectories = asyncio.run(trainer(w0, specs[h0], tasks, 0, kind))
         m = archive.get(Checkpoint, checkpoint).metrics
         results[arm] = {"effective_group_rate": m["effective_group_rate"], "rescue_rate": m.get("rescue_rate"),
                         "rescue_success": m.get("rescue_success"), "groups": args.steps * args.tasks_per_step,

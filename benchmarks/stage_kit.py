@@ -34,7 +34,7 @@ def default_stage(round: int = 0, steps: int | None = None, base_model: str | No
     from coevo.envs.registry import get_env
     from coevo.harnesses.spec import load_harness
     from coevo.models.checkpoint import Checkpoint
-    from coevo.training.stage import training_spec
+    from coevo.training.kinds import training_spec
 
     overrides = {f"train.{k}": v for k, v in train.items()}
     if steps is not None:

@@ -85,10 +85,10 @@ def main() -> None:
     fitted per-rollout CPU costs of finished results instead)."""
     from coevo.app.tables import load_table, run_table
     from coevo.cli.common import console, key_values, user_errors
-    from coevo.cli.compare import budget_table, compare_table, spend_table
     from coevo.observe.progress import RichReporter
     from coevo.report.compare import write_compare_report
     from coevo.report.plots import compare_plot
+    from coevo.report.terminal import budget_table, compare_table, spend_table
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("table", nargs="?", help="a table config, configs/tables/NAME.toml")

@@ -63,7 +63,7 @@ def main() -> None:
     from coevo.records import Trajectory
     from coevo.roles.diagnosis import diagnose, task_category
     from coevo.storage import Archive
-    from coevo.training.stage import training_spec
+    from coevo.training.kinds import training_spec
 
     config = load_config(args.config)
     env = get_env(config.env.ref, **config.env.settings())

@@ -29,6 +29,7 @@ from coevo.records import (
     RunRecord,
     Trajectory,
 )
+from coevo.report.numbers import stored_score as score
 from coevo.storage import AmbiguousIdError, Archive, ArchiveError
 
 app = typer.Typer(help="Read the archive: list runs, harnesses and evaluations; show one; export a harness."
@@ -54,10 +55,6 @@ SHOWN: dict[str, type] = {"evaluations": EvaluationRecord, "harnesses": HarnessR
 
 def _when(ts: dt.datetime) -> str:
     return ts.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M")
-
-
-def _num(value: Any) -> str:
-    return f"{value:.3f}" if isinstance(value, (int, float)) else "-"
 
 
 def _table(title: str, *columns: str) -> Table:
@@ -98,8 +95,8 @@ def _tables(archive: Archive, kind: Kind, limit: int) -> list[Table]:
         for e in archive.list(EvaluationRecord)[-limit:]:
             a = e.aggregates
             t.add_row(e.id[:12], e.harness_id[:12], e.checkpoint_id, f"{e.env}/{e.split}", str(e.k),
-                      str(len(e.task_ids)), _num(a.get("pass_at_k")), _num(a.get("mean_reward")),
-                      _num(a.get("trivial_baseline")), e.status)
+                      str(len(e.task_ids)), score(a.get("pass_at_k")), score(a.get("mean_reward")),
+                      score(a.get("trivial_baseline")), e.status)
         tables.append(t)
     if kind == Kind.checkpoints:
         t = _table("checkpoints", "id", "base model", "adapter", "parents", "created (UTC)")

@@ -10,52 +10,13 @@ from typing import Optional
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from coevo.cli.common import RUN_DB_HELP, console, key_values, shown, user_errors
 from coevo.config import ConfigError, load_config
 from coevo.graphs.registry import get_strategy, strategy_names
+from coevo.report.terminal import budget_table, compare_table, spend_table
 
 DEFAULT_STRATEGIES = "vace,ungated,rl_only,harness_only,static"
-
-
-def compare_table(comparison) -> Table:
-    """The comparison as a rich table (``coevo.report.compare.table_rows``)."""
-    from coevo.report.compare import HEADERS, table_rows
-
-    table = Table(title=f"compare {comparison.id}: test, {comparison.n_test} tasks, reference {comparison.reference}")
-    for header in HEADERS:
-        table.add_column(header)
-    for row in table_rows(comparison):
-        table.add_row(*row)
-    return table
-
-
-def budget_table(comparison) -> Table:
-    """The comparison's budgets as a rich table (``coevo.report.compare.budget_rows``)."""
-    from coevo.report.compare import BUDGET_HEADERS, budget_rows
-
-    budget = comparison.matched_budget
-    title = "budget per strategy (means over seeds)" + (f", matched at {budget:.0f} rollouts" if budget else "")
-    table = Table(title=title)
-    for header in BUDGET_HEADERS:
-        table.add_column(header)
-    for row in budget_rows(comparison):
-        table.add_row(*row)
-    return table
-
-
-def spend_table(comparison) -> Table:
-    """The equal-spend table of a comparison at a budget (``coevo.report.compare.spend_rows``)."""
-    from coevo.report.compare import SPEND_HEADERS, spend_rows
-
-    table = Table(title=f"at equal spend: {comparison.budget} rollouts on train + val + search per run "
-                        "(a phase that would overrun ends the run before it starts)")
-    for header in SPEND_HEADERS:
-        table.add_column(header)
-    for row in spend_rows(comparison):
-        table.add_row(*row)
-    return table
 
 
 def compare_cmd(
@@ -88,8 +49,8 @@ def compare_cmd(
     `coevo compare configs/chain_sum.toml --strategies vace,rl_only --seeds 3`"""
     from coevo.app.compare import compare
     from coevo.observe.progress import RichReporter
+    from coevo.report.caveats import separation_warnings
     from coevo.report.compare import write_compare_report
-    from coevo.report.power import separation_warnings
 
     with user_errors():
         overrides = key_values(set_, "train.steps=4")

@@ -9,83 +9,19 @@ from typing import Any, Optional
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from coevo.cli.common import RUN_DB_HELP, console, key_values, log_folder, print_failure, shown, user_errors
 from coevo.config import ConfigError, RunConfig, load_config
 from coevo.errors import CoevoError
-from coevo.evaluation.results import paired_difference
 from coevo.graphs.registry import strategy_names
 from coevo.masking import redact
-from coevo.report.numbers import difference_text, plain, score_text, stored_estimates
+from coevo.report.terminal import summary_table
 
 DEFAULT_JOB = Path(__file__).resolve().parents[1] / "configs" / "default.toml"
 """The default job ``coevo run`` runs without a config (shipped as package data): VACE on the showcase suite.
 Keys it leaves out take ``RunConfig``'s defaults, as in any config. With ``--env``, ``--harness`` or an
 ``env.*`` override and no config, the run starts from ``RunConfig``'s defaults instead: the showcase job's
 sizes and training settings are tuned to that suite."""
-
-WEIGHT_COLUMNS = ("val H[t]: W[t] -> W[t+1]", "train reward", "effective groups (contrast)", "||dW||")
-"""The weight stage's columns of the summary table (``weight_cells``)."""
-
-
-def weight_cells(summary: Any) -> list[str]:
-    """A round's weight-stage cells (``RoundSummary.weights``, a ``WeightStage``): val of the
-    incumbent before -> after the stage (same tasks and seeds), the stage's train reward, its
-    effective-group rate (and in brackets the rate of groups with any reward contrast), and the size
-    of its LoRA change; dashes when the round trained nothing."""
-    w = getattr(summary, "weights", None)
-    if w is None:
-        return ["–"] * len(WEIGHT_COLUMNS)
-    groups = "–" if w.effective_group_rate is None else f"{w.effective_group_rate:.0%}"
-    if w.contrast_rate is not None:
-        groups += f" ({w.contrast_rate:.0%})"
-    norm = "–" if w.delta_norm is None else f"{w.delta_norm:.3g}"
-    return [f"{plain(w.val_before)} -> {plain(w.val_after)}", plain(w.train_reward), groups, norm]
-
-
-def summary_table(state: dict[str, Any], archive: Any = None) -> Table:
-    """Rounds, incumbent val score, candidates with their val scores and fate, and the test scores of
-    the start and final pairs (mean@k, and pass@k for the final pair) with their paired difference
-    final − start — each score with its 95 %
-    interval and n (``coevo.report.numbers``) beside the trivial-policy baseline, and, when the
-    strategy trains, each round's weight stage (``weight_cells``) (``state`` as
-    ``run_meta`` returns it: ``RoundSummary`` history, ``EvalSummary`` test scores). Val intervals
-    come from the run's stored evaluations in ``archive`` (a ``coevo.storage.Archive``); without
-    it, val scores are printed alone."""
-    val = stored_estimates(archive, state["run_id"], "val") if archive is not None else {}
-
-    def val_text(harness: str | None, checkpoint: str, score: float | None) -> str:
-        est = val.get((harness or "", checkpoint))
-        return score_text(est) if est is not None and score is not None else plain(score)
-
-    table = Table(title=f"run {state['run_id']}: summary (score [95 % interval] n=tasks)")
-    trained = any(getattr(h, "weights", None) is not None for h in state.get("history", []))
-    for col in ("round", "incumbent", "incumbent val", "candidates (val, fate)", "trivial") + WEIGHT_COLUMNS * trained:
-        table.add_column(escape(col))
-    for h in state.get("history", []):
-        cands = ", ".join(f"{(c.id or '-')[:8]} {val_text(c.id, h.checkpoint, c.val)} {c.fate}"
-                          for c in h.candidates) or "none"
-        table.add_row(str(h.round), h.incumbent[:12], val_text(h.incumbent, h.checkpoint, h.incumbent_val), cands,
-                      plain(h.trivial), *weight_cells(h)[:len(WEIGHT_COLUMNS) * trained])
-    test = state.get("test") or {}
-    if test:
-        start, final = test["start"], test["final"]
-        diff = paired_difference(start.per_task, final.per_task)
-        table.add_row("test", "start pair (H0, W0)", score_text(start.estimate), "", plain(start.trivial_baseline))
-        table.add_row("test", "final pair", score_text(final.estimate),
-                      f"pass@{final.k} {score_text(final.pass_estimate)} (start {score_text(start.pass_estimate)})",
-                      plain(start.trivial_baseline))
-        table.add_row("test", "final − start (paired)", difference_text(diff), "same tasks and seeds", "")
-        for r in sorted(k for k in test if k.startswith("rank")):  # Harness-S: final W under router rank r
-            routed = test[r]
-            table.add_row("test", f"final W, {r[:4].title()}-{r[4:]} routing", score_text(routed.estimate),
-                          f"vs final pair {difference_text(paired_difference(final.per_task, routed.per_task))}",
-                          plain(start.trivial_baseline))
-        table.caption = (f"test: final − start = {difference_text(diff)} "
-                         "(paired bootstrap over test tasks; significant when the interval excludes 0)")
-    return table
-
 
 FLAGS = {"meta.model": "--meta-model", "harness": "--harness", "env.ref": "--env", "strategy": "--strategy",
          "db": "--db", "executor": "--executor", "report_to": "--report-to"}
@@ -218,7 +154,8 @@ def run_cmd(
                       highlight=False, soft_wrap=True)
     from coevo.storage import Archive
 
-    console.print(summary_table(state, Archive(cfg.db)))
+    with Archive(cfg.db) as archive:  # closed once the table has read the run's val intervals
+        console.print(summary_table(state, archive))
     from coevo.report.phases import phases_tables
 
     for table in phases_tables(state):

@@ -86,7 +86,7 @@ class RsiConfig(Section):
     """CoEvo-RSI (``coevo_rsi`` strategies): ``promotion_margin`` δ_prom (a new pair replaces the
     incumbent only if its val score beats the incumbent pair's by more than it), ``merge`` (propose
     TIES merges of archived adapters beside selections), the merge's ``combination_type`` and
-    ``density`` (None: ``coevo.training.merge``'s default), and ``adapt`` (train the best proposal
+    ``density`` (None: ``coevo.training.coevo_rsi.merge``'s default), and ``adapt`` (train the best proposal
     under its harness with the ``[train]`` algorithm: ``rsft`` = SFT on its accepted train
     rollouts, ``grpo``)."""
 
@@ -101,12 +101,12 @@ class EvoHarnessConfig(Section):
     """EvoHarness-RL (strategy evoharness_rl; first abstract of
     arXiv:2608.05446): ``sft_steps``, the RSFT rounds of supervised
     harness fine-tuning before the first cost-aware GRPO stage, trained on the BPE-using turns of
-    accepted rollouts only (``coevo.training.harness_cost.harness_sft_rows``; batch, threshold and
+    accepted rollouts only (``coevo.training.grpo.harness_cost.harness_sft_rows``; batch, threshold and
     minibatch from ``[train]``); 0: no SFT stage. ``sft_epochs`` and ``sft_learning_rate``: the SFT
     passes over each round's rows and its learning rate (None: ``train.epochs`` and
     ``train.learning_rate``, which the GRPO stages keep): on chain_sum SmolLM2-135M calls the actions
     after 12 optimiser steps at 1e-3, not after 8 (``docs/benchmarks/evoharness.md``). ``teacher``: the SFT
-    rollouts are played by the scripted harness teacher (``coevo.training.teacher``: the env's
+    rollouts are played by the scripted harness teacher (``coevo.training.evoharness.teacher``: the env's
     solution of each train task with the BPE actions used in a fixed schedule, tokenised as the
     policy would) instead of sampled from the policy, which a small model needs (SmolLM2-135M makes
     no BPE action of its own); false: RSFT on the policy's own accepted rollouts."""

@@ -63,14 +63,14 @@ class StageSettings(BaseModel):
                                 "distribution); RSFT's SFT steps use it")
     lora_target_modules: str | list[str] = "all-linear"
     max_len: int = Field(default=4096, ge=16, description="tokens per training sequence (longer ones lose their tail)")
-    # GRPO only (Harness-S §7; coevo.training.grpo)
+    # GRPO only (Harness-S §7; coevo.training.grpo.stage)
     micro_batches: int | None = Field(
         default=None, ge=1, description="gradient-accumulation micro-steps per step; None: one step of the whole "
         "batch with pack_prefixes (its shared prompt tokens run once), else one row each (bounds activation memory "
         "on long prompts: few-shot turns with function docs)")
     pack_prefixes: bool = Field(
         default=True, description="score each micro-batch with the prompt tokens its rows share run once "
-        "(coevo.training.packing: the same log-probs, loss and gradients as row by row)")
+        "(coevo.training.grpo.packing: the same log-probs, loss and gradients as row by row)")
     activation_checkpointing: bool = Field(default=True, description="recompute activations in the backward pass")
     merge_sampler: bool = Field(
         default=True, description="the live sampler decodes a step's rollouts with the LoRA adapter merged into the "
@@ -89,7 +89,7 @@ class StageSettings(BaseModel):
     is_clip: tuple[float, float] = Field(default=(0.0, 2.0), description="Eq. 16 clip range of pi_old / q")
     action_cost: float = Field(
         default=0.0, ge=0, description="cost-aware GRPO's lambda (EvoHarness-RL): the reward of Eq. 6 is the task "
-        "reward - lambda x the rollout's declared BPE harness-action cost (coevo.training.harness_cost); 0: off")
+        "reward - lambda x the rollout's declared BPE harness-action cost (coevo.training.grpo.harness_cost); 0: off")
     resample: int = Field(
         default=0, ge=0, description="rounds of dynamic sampling per step (DAPO §3.2, not in Harness-S: it would "
         "replace Eq. 5's retained groups): a group whose rewards are all equal is replaced by the group of another "

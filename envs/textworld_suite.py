@@ -222,7 +222,7 @@ class TextWorldEnv(Suite):
 
     def walkthrough(self, task: Task) -> tuple[list[tuple[str, dict[str, Any]]], str]:
         """The winning commands as ``act`` tool calls and the closing answer ``done``: the
-        demonstration the harness teacher plays on a train task (``coevo.training.teacher``)."""
+        demonstration the harness teacher plays on a train task (``coevo.training.evoharness.teacher``)."""
         return [("act", {"command": c}) for c in self._known(task)], "done"
 
     def constant_candidates(self, split: Split) -> list[str]:

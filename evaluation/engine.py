@@ -3,7 +3,7 @@
 
 Rollout j of every task uses seed ``seeds[j]`` (``base_seed + j``), so two harnesses evaluated
 with the same seeds on the same tasks give paired outcomes — what the validation gate compares
-(``paired_evaluate``). Rollouts run concurrently under an ``asyncio.Semaphore``; the k
+(``coevo.evaluation.results.paired_tasks``). Rollouts run concurrently under an ``asyncio.Semaphore``; the k
 trajectories of a task are written to the archive as soon as the task is done, in one transaction
 with any other tasks finished meanwhile (group commit), so an evaluation killed half way keeps
 every finished task and no partial one. Ids are
@@ -34,9 +34,11 @@ from langchain_core.language_models import BaseChatModel
 from coevo.envs.base import Env, Task
 from coevo.evaluation.executors import Executor
 from coevo.evaluation.parity import reply_transforms, suite_reward
-from coevo.evaluation.results import EvalResult, PairedResult, TaskOutcome, TaskPair
+from coevo.evaluation.results import EvalResult, TaskOutcome
 from coevo.harnesses.runtime import arun_rollout
+from coevo.harnesses.spec import HarnessSpec
 from coevo.models.base import batched
+from coevo.models.checkpoint import Checkpoint
 from coevo.models.trajectory import Trajectory
 from coevo.observe.progress import NullReporter, Reporter
 from coevo.records import EvaluationRecord, HarnessRecord
@@ -56,7 +58,7 @@ def _seeds(seeds: int | Sequence[int] | None, k: int) -> list[int]:
     return seeds
 
 
-def _checkpoint_id(checkpoint: Any) -> str:
+def _checkpoint_id(checkpoint: str | Checkpoint | None) -> str:
     if checkpoint is None:
         return ""
     return checkpoint if isinstance(checkpoint, str) else str(getattr(checkpoint, "id"))
@@ -169,7 +171,8 @@ def _aggregate(outcomes: dict[str, TaskOutcome], trajs: list[Trajectory]) -> dic
     }
 
 
-async def _evaluate(spec: Any, checkpoint: Any, env: Env, split: str, k: int, seeds: Any, n_tasks: int | None,
+async def _evaluate(spec: HarnessSpec, checkpoint: str | Checkpoint, env: Env, split: str, k: int,
+                    seeds: int | Sequence[int] | None, n_tasks: int | None,
                     model: BaseChatModel | None, archive: Archive | None, semaphore: asyncio.Semaphore,
                     progress: Reporter, run_id: str | None, tasks: Sequence[Task] | None,
                     label: str | None, resume: bool, executor: Executor | None,
@@ -292,7 +295,7 @@ async def _evaluate(spec: Any, checkpoint: Any, env: Env, split: str, k: int, se
     return result
 
 
-async def evaluate(spec: Any, checkpoint: Any, env: Env, split: str, k: int = 1,
+async def evaluate(spec: HarnessSpec, checkpoint: str | Checkpoint, env: Env, split: str, k: int = 1,
                    seeds: int | Sequence[int] | None = None, n_tasks: int | None = None,
                    model: BaseChatModel | None = None, archive: Archive | None = None, concurrency: int = 8,
                    progress: Reporter | None = None, run_id: str | None = None,
@@ -302,7 +305,7 @@ async def evaluate(spec: Any, checkpoint: Any, env: Env, split: str, k: int = 1,
     """Run ``k`` rollouts of harness ``spec`` on each task of ``env``'s ``split`` and aggregate.
 
     Args:
-        spec: a ``HarnessSpec``. checkpoint: the checkpoint id (str, or an object with ``.id``)
+        spec: the harness. checkpoint: the checkpoint id (or the ``Checkpoint``)
             recorded with every trajectory; ``model`` must be the policy it names.
         env, split: the suite and ``train``/``val``/``test``; ``n_tasks`` the first n tasks
             (all when None) unless ``tasks`` gives the task list explicitly.
@@ -333,37 +336,3 @@ async def evaluate(spec: Any, checkpoint: Any, env: Env, split: str, k: int = 1,
         return await _evaluate(spec, checkpoint, env, split, k, seeds, n_tasks, model, archive,
                                asyncio.Semaphore(concurrency), progress or NullReporter(), run_id, tasks, None, resume,
                                executor, temperature, experience)
-
-
-async def paired_evaluate(spec_a: Any, spec_b: Any, checkpoint: Any, env: Env, split: str, k: int = 1,
-                          seeds: int | Sequence[int] | None = None, n_tasks: int | None = None,
-                          model: BaseChatModel | None = None, archive: Archive | None = None,
-                          concurrency: int = 8, progress: Reporter | None = None, run_id: str | None = None,
-                          tasks: Sequence[Task] | None = None, resume: bool = True,
-                          executor: Executor | None = None) -> PairedResult:
-    """Evaluate ``spec_a`` (e.g. the incumbent) and ``spec_b`` (the candidate) on the same tasks
-    with the same seeds, concurrently under one ``concurrency`` bound, and pair the outcomes per
-    task (VACE Algorithm 1's ``b, c = validate(W, H), validate(W, H')``).
-
-    Arguments as ``evaluate``. Returns ``PairedResult`` with ``pairs`` in task order.
-    """
-    if concurrency < 1:
-        raise ValueError(f"concurrency={concurrency}: must be at least 1")
-    task_list = list(tasks) if tasks is not None else env.tasks(split, n_tasks)  # type: ignore[arg-type]
-    semaphore = asyncio.Semaphore(concurrency)
-    reporter = progress or NullReporter()
-    try:
-        with _frozen_heap():
-            async with asyncio.TaskGroup() as group:
-                runs = [group.create_task(_evaluate(spec, checkpoint, env, split, k, seeds, n_tasks, model, archive,
-                                                    semaphore, reporter, run_id, task_list,
-                                                    f"{tag} {spec.id[:12]} on {env.name}/{split}",
-                                                    resume, executor))
-                        for tag, spec in (("A", spec_a), ("B", spec_b))]
-    except BaseExceptionGroup as exc:
-        raise _first(exc) from None
-    a, b = runs[0].result(), runs[1].result()
-    pairs = [TaskPair(task_id=t.id, seeds=a.seeds, a_rewards=a.per_task[t.id].rewards,
-                      b_rewards=b.per_task[t.id].rewards, a_passed=a.per_task[t.id].passed,
-                      b_passed=b.per_task[t.id].passed) for t in task_list]
-    return PairedResult(a=a, b=b, pairs=pairs)

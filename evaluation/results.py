@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any, Literal, Mapping, Sequence
 
 from pydantic import BaseModel, Field
 
+from coevo.records.pairing import paired_tasks
+
 if TYPE_CHECKING:  # stats imports SciPy (~1 s): loaded when an interval is first computed
     from coevo.evaluation.stats import Estimate
 
@@ -66,7 +68,7 @@ def paired_difference(a: Mapping[str, TaskOutcome], b: Mapping[str, TaskOutcome]
     candidate); ``Estimate.excludes_zero`` says whether the difference is significant at 95 %."""
     from coevo.evaluation.stats import difference_estimate
 
-    common = [task_id for task_id in a if task_id in b]
+    common = paired_tasks(a, b)
     return difference_estimate([a[t].value(metric) for t in common], [b[t].value(metric) for t in common])
 
 
@@ -133,32 +135,3 @@ class EvalResult(BaseModel):
                 + ", ".join(f"{r} {n}" for r, n in sorted(self.stop_reasons.items()))
                 + "): their rewards measure nothing. The harness's prompt does not fit its context budget: "
                 "see `coevo harness validate`")
-
-
-class TaskPair(BaseModel):
-    """One task under harness A and harness B, same seeds: per-rollout rewards and passes."""
-
-    task_id: str
-    seeds: list[int]
-    a_rewards: list[float]
-    b_rewards: list[float]
-    a_passed: list[bool]
-    b_passed: list[bool]
-
-    @property
-    def a(self) -> float:
-        """A's mean reward on the task."""
-        return _mean(self.a_rewards)
-
-    @property
-    def b(self) -> float:
-        """B's mean reward on the task."""
-        return _mean(self.b_rewards)
-
-
-class PairedResult(BaseModel):
-    """Two evaluations on the same tasks and seeds and their per-task ``pairs`` (task order)."""
-
-    a: EvalResult
-    b: EvalResult
-    pairs: list[TaskPair]

@@ -7,15 +7,14 @@ every episode. Nodes are flat functions ``node(state, runtime) -> dict`` (a part
 ``coevo.harnesses.state.HarnessState``); the run's spec, model and episode reach them as
 ``runtime.context``, an ``EngineContext``, through LangGraph's ``context_schema`` as in the meta graphs.
 Each node that awaits (the model call, tools) has an ``a``-prefixed async twin so that ``ainvoke``
-never hops to a thread. The wiring is in ``coevo.harnesses.runtime``.
+never hops to a thread. The ``run_tools`` node is in ``coevo.harnesses.acting``; the wiring is in
+``coevo.harnesses.runtime``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import hashlib
-import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,8 +26,7 @@ from langgraph.runtime import Runtime
 from coevo.compat import areply, bind_tools_within, unbind
 from coevo.envs.base import Episode, Tool
 from coevo.envs.interaction import next_user_turn
-from coevo.harnesses.bpe import ACTIONS as BPE_ACTIONS
-from coevo.harnesses.bpe import action_record, apply_action, bpe_tools, initial_state, render_state
+from coevo.harnesses.bpe import bpe_tools, initial_state, render_state
 from coevo.harnesses.constrain import constrained_format
 from coevo.harnesses.fit import TokenMeter, meter_of
 from coevo.harnesses.hooks import fire
@@ -245,7 +243,7 @@ def parse_reply(state: HarnessState, runtime: Runtime[EngineContext]) -> dict:
     msgs: list[BaseMessage] = []
     if effect.retry:
         msgs.append(RemoveMessage(id=reply.id))
-    elif not ok and ctx.spec.parser.on_no_action == "violation" or parsed.error:
+    elif (not ok and ctx.spec.parser.on_no_action == "violation") or parsed.error:
         msgs.append(_harness(f"{ctx.spec.parser.violation_message} ({parsed.error})"))
     elif parsed.actions and not (effect.block or effect.stop):
         update["pending"] = [{"name": a.name, "args": a.args, "id": a.id, "native": a.native} for a in parsed.actions]
@@ -277,107 +275,6 @@ def _orphan_tool_results(reply: BaseMessage, pending: list[dict], retried: bool)
         return []
     return [ToolMessage("Not executed.", tool_call_id=c["id"] or "call", additional_kwargs={ROLE: "observation"})
             for c in reply.tool_calls]
-
-
-def _observe(ctx: EngineContext, action: dict, text: str) -> BaseMessage:
-    if ctx.spec.parser.mode == "native" and action.get("native", True):  # a choice_action reply has no tool call
-        return ToolMessage(text, tool_call_id=action["id"], name=action["name"],
-                           additional_kwargs={ROLE: "observation"})
-    return _harness(f"[{action['name']} output]\n{text}", "observation")
-
-
-def _format(ctx: EngineContext, output: Any) -> str:
-    """A tool's output as the model sees it: JSON pretty-printed when the view asks, then truncated."""
-    text = output if isinstance(output, str) else json.dumps(output, default=str)
-    if ctx.spec.tool_view.output_format == "json":
-        try:
-            text = json.dumps(json.loads(text), indent=2, sort_keys=True)
-        except (json.JSONDecodeError, TypeError):
-            pass
-    cut = ctx.spec.context.tool_output_chars
-    if cut is not None and len(text) > cut:
-        text = text[:cut] + f"\n[... truncated {len(text) - cut} characters]"
-    return text
-
-
-def _run_one(ctx: EngineContext, action: dict, state: dict) -> tuple[dict, list[BaseMessage]]:
-    """Execute one action; returns the state delta and the messages it adds. An unexposed tool or a
-    missing required argument is an interface violation; a tool that raises is an observation."""
-    name, args = action["name"], action["args"]
-    tool = ctx.tools.get(name)
-    delta: dict[str, Any] = {}
-    error = ""
-    bpe = ctx.spec.bpe is not None and name in BPE_ACTIONS
-    if tool is None:
-        delta.update(_violation(state))
-        error = f"unknown tool {name!r}; available tools: {sorted(ctx.tools)}"
-        text = f"Error: {error}"
-    else:
-        missing = [r for r in tool.parameters.get("required", []) if r not in args]
-        try:
-            if missing:
-                delta.update(_violation(state))
-                raise TypeError(f"missing required argument(s) {missing}")
-            if bpe:
-                delta["bpe"], text = apply_action(ctx.spec.bpe, state.get("bpe")
-                                                  or initial_state(ctx.experience, ctx.spec.bpe), name, args)
-            else:
-                text = _format(ctx, tool.fn(**args))
-        except Exception as err:  # a tool that raises is an observation, not a crash
-            error = f"{type(err).__name__}: {err}"
-            text = f"Error: {error}"
-        if name == "note" and ctx.spec.memory.scratchpad and not error:
-            delta["scratchpad"] = list(state.get("scratchpad", [])) + [str(args.get("text", ""))]
-        elif bpe:
-            delta["harness_actions"] = [*state.get("harness_actions", []),
-                                        action_record(ctx.spec.bpe, name, state.get("model_calls", 0), error)]
-        else:
-            delta["env_actions"] = state.get("env_actions", 0) + 1
-    delta["last"] = {**state.get("last", {}), "observation": text, "tool": name, "error": error}
-    effect, events, stopped = fire(ctx.spec, "on_tool_error" if error else "after_tool", {**state, **delta})
-    if effect.block:
-        text, effect.messages = " ".join(effect.messages) or "Tool output withheld by the harness.", []
-    delta["hook_events"] = events
-    if stopped:
-        delta["stop_reason"] = stopped
-    return delta, [_observe(ctx, action, text)] + [_harness(m) for m in effect.messages]
-
-
-_TOOL_KEYS = ("env_actions", "violations", "violated_turns", "scratchpad", "bpe", "harness_actions", "last",
-              "stop_reason")
-
-
-def run_tools(state: HarnessState, runtime: Runtime[EngineContext]) -> dict:
-    """Run the pending actions in order, enforcing the env-action budget; fire ``after_tool`` or
-    ``on_tool_error`` after each."""
-    ctx = engine(runtime)
-    cur: dict[str, Any] = dict(state)
-    msgs: list[BaseMessage] = []
-    events: list[dict] = []
-    for action in state.get("pending", []):
-        if cur.get("stop_reason"):
-            msgs.append(_observe(ctx, action, "Not executed: the episode has ended."))
-            continue
-        harness_action = action["name"] == "note" or (ctx.spec.bpe is not None and action["name"] in BPE_ACTIONS)
-        if cur.get("env_actions", 0) >= ctx.spec.budget.max_env_actions and not harness_action:
-            cur["stop_reason"] = "budget:env_actions"
-            msgs.append(_observe(ctx, action, "Not executed: the env-action budget is spent."))
-            continue
-        delta, new = _run_one(ctx, action, cur)
-        events += delta.pop("hook_events")
-        cur.update(delta)
-        msgs += new
-    return {**{k: cur[k] for k in _TOOL_KEYS if k in cur}, "messages": msgs, "hook_events": events, "pending": []}
-
-
-async def arun_tools(state: HarnessState, runtime: Runtime[EngineContext]) -> dict:
-    """``run_tools`` under ``ainvoke``: on the event loop when every pending tool is fast
-    (``Tool.blocking`` false), else in a worker thread so a slow tool (the Python sandbox, a game
-    engine) never stalls the other rollouts."""
-    tools = engine(runtime).tools
-    if any(getattr(tools.get(a["name"]), "blocking", False) for a in state.get("pending", [])):
-        return await asyncio.to_thread(run_tools, state, runtime)
-    return run_tools(state, runtime)
 
 
 def finish(state: HarnessState) -> dict:

@@ -23,6 +23,7 @@ from langsmith.utils import tracing_is_enabled
 
 from coevo.compat import arun_state, bind_context, node, route
 from coevo.envs.base import Env, Episode, Task
+from coevo.harnesses.acting import arun_tools, run_tools
 from coevo.harnesses.agent_run import arun_agent_rollout
 from coevo.harnesses.engine import (
     EngineContext,
@@ -31,12 +32,10 @@ from coevo.harnesses.engine import (
     after_call,
     after_parse,
     after_tools,
-    arun_tools,
     assemble_context,
     call_model,
     finish,
     parse_reply,
-    run_tools,
 )
 from coevo.harnesses.spec import HarnessSpec
 from coevo.harnesses.state import HarnessState

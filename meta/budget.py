@@ -22,8 +22,8 @@ vs rollouts").
 **A rollout cap** (``RunConfig.budget`` = N rollouts on train + val + search; ``coevo compare
 --budget``): every spending call declares its size before it starts — an evaluation ``tasks x k``
 (0 when the same evaluation was paid for before), a weight stage its most rollouts
-(``coevo.training.stage.stage_rollouts``), an engineer stage its most reruns
-(``coevo.training.engineer.grpo_rollouts``) — and ``MetaContext.reserve`` raises ``BudgetExhausted``
+(``coevo.training.kinds.stage_rollouts``), an engineer stage its most reruns
+(``coevo.training.harness_r1.engineer.grpo_rollouts``) — and ``MetaContext.reserve`` raises ``BudgetExhausted``
 when that would take the run past N. The phase (the node) that made the call ends there, having
 spent only what fit (an earlier call of the same node stays counted), and so does the run: ``phased``
 turns the exception into the state's ``budget_stop``, every later node but ``final_test`` is passed

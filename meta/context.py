@@ -42,7 +42,7 @@ from coevo.observe.tracking import NullTracker, Tracker
 from coevo.records import BudgetRecord, Checkpoint, HarnessRecord, LLMCallRecord
 from coevo.storage import Archive
 from coevo.strategies import get_strategy
-from coevo.training.stage import StageOptions, stage_rollouts
+from coevo.training.kinds import StageKind, stage_rollouts
 
 Split = Literal["train", "val", "test"]
 
@@ -52,10 +52,11 @@ class Trainer(Protocol):
     checkpoint id and the stage's trajectories (the tokens the policy really generated)."""
 
     async def __call__(self, checkpoint_id: str, spec: HarnessSpec, tasks: Sequence[Task], round: int,
-                       options: StageOptions = StageOptions()) -> tuple[str, list[Trajectory]]:
-        """Train ``checkpoint_id`` in ``round`` (``options``: the Eq. 5 rescue pool, Harness-S's
-        per-task router choice among it, a WHALE weight phase; ``StageOptions``); returns (new
-        checkpoint id, the stage's trajectories)."""
+                       kind: StageKind | None = None) -> tuple[str, list[Trajectory]]:
+        """Train ``checkpoint_id`` in ``round`` as the stage ``kind`` says (``coevo.training.kinds``:
+        GRPO with its Eq. 5 rescue pool, RSFT on a WHALE weight phase, Harness-S's routed rescue, ...;
+        None: the configured algorithm's plain stage); returns (new checkpoint id, the stage's
+        trajectories)."""
 
 
 @dataclass
@@ -234,18 +235,18 @@ class MetaContext(Recording):
         return result
 
     async def train(self, checkpoint_id: str, spec: HarnessSpec, tasks: Sequence[Task], round: int,
-                    options: StageOptions = StageOptions()) -> tuple[str, list[Trajectory]]:
-        """The weight stage: ``trainer(checkpoint_id, spec, tasks, round, options)``, its rollouts and
+                    kind: StageKind | None = None) -> tuple[str, list[Trajectory]]:
+        """The weight stage: ``trainer(checkpoint_id, spec, tasks, round, kind)``, its rollouts and
         policy tokens accounted (``stage_budget``), the new checkpoint's numeric metrics tracked as
         ``train/<metric>`` at ``round`` and its per-step ``history`` as ``train_step/<key>`` at step
         ``round * train.steps + i``. Nodes call this, not ``trainer``. Under a rollout cap it first
-        reserves the stage's most rollouts (``stage_rollouts``). Raises ``ValueError`` when the run has
-        no trainer, ``BudgetExhausted`` when the stage would overrun the cap."""
+        reserves the stage's most rollouts (``stage_rollouts``: the kind's ``rollouts``). Raises
+        ``ValueError`` when the run has no trainer, ``BudgetExhausted`` when the stage would overrun the cap."""
         if self.trainer is None:
             raise ValueError("this strategy trains weights but the run has no trainer; use strategy harness_only or "
                              "static")
-        async with self.reserved(stage_rollouts(self.config.train, options), f"round {round}'s weight stage"):
-            checkpoint, trajectories = await self.trainer(checkpoint_id, spec, tasks, round, options)
+        async with self.reserved(stage_rollouts(self.config.train, kind), f"round {round}'s weight stage"):
+            checkpoint, trajectories = await self.trainer(checkpoint_id, spec, tasks, round, kind)
         self.account(stage_budget(self.run_id, checkpoint, trajectories))
         record = self.archive.get(Checkpoint, checkpoint)
         metrics = record.metrics if record is not None else {}

@@ -169,7 +169,7 @@ class WeightStage(BaseModel):
     incumbent H[t] on val under W[t] (``before``) and under W[t+1] (``after``), same tasks and seeds,
     so ``after.score - before.score`` is what the stage changed with the harness held fixed.
 
-    Training numbers come from the new checkpoint's metrics (``coevo.training.grpo.stage_metrics``):
+    Training numbers come from the new checkpoint's metrics (``coevo.training.grpo.stage.stage_metrics``):
     ``train_reward`` the mean reward of the rollouts sampled under H[t] at the training temperature,
     ``effective_group_rate`` the fraction of retained groups with both a success and a failure
     (Harness-S §3), ``contrast_rate`` that of retained groups whose rewards differ (with partial

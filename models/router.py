@@ -25,7 +25,6 @@ import asyncio
 import logging
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -35,6 +34,7 @@ from langchain_core.messages import BaseMessage
 from langchain_core.outputs import ChatResult
 from pydantic import ConfigDict, Field, PrivateAttr
 
+from coevo.aio import run_sync
 from coevo.models.litellm_model import LiteLLMCallError, LiteLLMChatModel, is_transient
 
 log = logging.getLogger(__name__)
@@ -183,13 +183,7 @@ class RouterChatModel(BaseChatModel):
 
     def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
                   run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
-        coro = self._agenerate(messages, stop, **kwargs)
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(coro)
-        with ThreadPoolExecutor(max_workers=1) as pool:  # called from inside a running loop
-            return pool.submit(asyncio.run, coro).result()
+        return run_sync(self._agenerate(messages, stop, **kwargs))  # also from inside a running loop
 
     async def _agenerate(self, messages: list[BaseMessage], stop: list[str] | None = None,
                          run_manager: AsyncCallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:

@@ -103,7 +103,7 @@ async def check(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     ctx = runtime.context
     rnd = state.get("round", 0)
     directions = {d.id: d for d in state.get("directions", [])}
-    trajectories = [t for i in state.get("train_trajectories", []) for t in ctx.archive.list(Trajectory, id=i)]
+    trajectories = ctx.archive.get_many(Trajectory, state.get("train_trajectories", []))
     solved = sorted({t.task_id for t in trajectories if t.passed})
     tasks = {t.id: t for t in ctx.tasks("train")}
     out, replaced = [], []

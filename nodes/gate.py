@@ -28,6 +28,7 @@ from coevo.evaluation.stats import difference_estimate
 from coevo.meta.context import MetaContext
 from coevo.meta.sealing import unseal
 from coevo.meta.state import MetaState
+from coevo.observe.text import signed
 from coevo.records import GateDecision, GatePair
 
 
@@ -48,16 +49,11 @@ def mcnemar_p(b_only: int, c_only: int) -> float:
     return sum(math.comb(n, k) for k in range(c_only, n + 1)) / 2 ** n
 
 
-def _signed(x: float, plus: bool = False) -> str:
-    x = round(x, 2) + 0.0  # no "-0.00"
-    return (f"{x:+.2f}" if plus else f"{x:.2f}").replace("-", "−")
-
-
-def difference_text(pairs: list[GatePair], seed: int = 0) -> str:
+def gate_difference(pairs: list[GatePair], seed: int = 0) -> str:
     """The paired difference over the per-task ``pairs`` with its 95 % interval
     (``coevo.evaluation.stats.difference_estimate``), e.g. ``c − b = +0.10 [−0.05, 0.25] over 10 tasks``."""
     est = difference_estimate([p.b for p in pairs], [p.c for p in pairs], seed=seed)
-    return f"c − b = {_signed(est.mean, plus=True)} [{_signed(est.low)}, {_signed(est.high)}] over {est.n} tasks"
+    return f"c − b = {signed(est.mean, plus=True)} [{signed(est.low)}, {signed(est.high)}] over {est.n} tasks"
 
 
 def decide(b: float, c: float, pairs: list[GatePair], cfg: GateConfig, seed: int = 0,
@@ -65,14 +61,14 @@ def decide(b: float, c: float, pairs: list[GatePair], cfg: GateConfig, seed: int
     """The gate rule on scores ``b`` (incumbent) and ``c`` (candidate) and the per-task ``pairs``,
     one of ``m`` candidates gated in the round (module doc: ``gate.multiplicity``). Returns
     ``(accepted, reason)``; with pairs, the reason ends with their paired difference and its 95 %
-    interval (``difference_text``)."""
+    interval (``gate_difference``)."""
     rule = cfg
     if m > 1 and cfg.multiplicity == "bonferroni":
         rule = cfg.model_copy(update={"test": "bootstrap" if cfg.test == "none" else cfg.test, "alpha": cfg.alpha / m})
     accepted, reason = _rule(b, c, pairs, rule, seed)
     if rule is not cfg:
         reason += f" (Bonferroni over {m} candidates: level {cfg.alpha:g}/{m})"
-    return accepted, f"{reason}; {difference_text(pairs, seed)}" if pairs else reason
+    return accepted, f"{reason}; {gate_difference(pairs, seed)}" if pairs else reason
 
 
 def _rule(b: float, c: float, pairs: list[GatePair], cfg: GateConfig, seed: int) -> tuple[bool, str]:

@@ -74,7 +74,7 @@ def best_of_archive(entries: list[SearchEntry], excluded: set[str] = frozenset()
 
 def _trajectories(ctx: MetaContext, entries: list[SearchEntry], harness_id: str) -> list[Trajectory]:
     entry = next(e for e in entries if e.harness_id == harness_id)
-    return [t for o in entry.per_task.values() for i in o.trajectory_ids for t in ctx.archive.list(Trajectory, id=i)]
+    return ctx.archive.get_many(Trajectory, [i for o in entry.per_task.values() for i in o.trajectory_ids])
 
 
 def close_phase(ctx: MetaContext, phase: Phase, started: datetime | None) -> Phase:

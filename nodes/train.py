@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Sequence
-
 from langgraph.runtime import Runtime
 
 from coevo.envs.base import Task
@@ -12,10 +10,9 @@ from coevo.meta.context import MetaContext
 from coevo.meta.sealing import accepted_harnesses, sealed_tasks
 from coevo.meta.state import MetaState, WeightStage
 from coevo.models.trajectory import Trajectory
-from coevo.observe.text import percent
+from coevo.observe.text import magnitude, percent
 from coevo.records import Checkpoint
-from coevo.training.schedule import WeightPhase
-from coevo.training.stage import Route, StageOptions, training_spec
+from coevo.training.kinds import StageKind, configured, training_spec
 
 
 def stage_tasks(ctx: MetaContext, state: MetaState) -> list[Task]:
@@ -46,31 +43,24 @@ async def train(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     ctx = runtime.context
     spec = ctx.spec(state["incumbent"])
     pool = rescue_pool(ctx, state, spec) if ctx.config.train.rescue else []
-    checkpoint, trajectories, stage = await run_stage(ctx, state, spec, state["checkpoint"], pool)
+    checkpoint, trajectories, stage = await run_stage(ctx, state, spec, state["checkpoint"],
+                                                      configured(ctx.config.train, pool))
     return {"checkpoint": checkpoint, "train_trajectories": [t.id for t in trajectories], "stage": stage}
 
 
 async def run_stage(ctx: MetaContext, state: MetaState, spec: HarnessSpec, before: str,
-                    siblings: Sequence[HarnessSpec] = (), *, route: Route | None = None,
-                    phase: WeightPhase | None = None,
-                    mixture: Sequence[HarnessSpec] = (), experience: Sequence[str] = (),
-                    harness_sft: int = 0) -> tuple[str, list[Trajectory], WeightStage]:
-    """One weight stage from checkpoint ``before`` under ``spec`` on ``stage_tasks`` (``siblings``: the
-    Eq. 5 rescue pool; ``route``: the router's per-task top-K among them, Harness-S Alg. 1;
-    ``phase``: a weight phase's trainer options, e.g. WHALE's; ``mixture``: the harness of each GRPO
-    group position, Harness-S App. 8's fixed mixed-harness control; ``experience``: the BPE lessons every
-    rollout starts with, and ``harness_sft``: that many rounds of supervised harness fine-tuning in place
-    of the configured algorithm, EvoHarness-RL's; ``StageOptions``): the new
-    checkpoint id, its trajectories (stored, split ``train``, under the harnesses themselves rather
-    than their training variants) and its ``WeightStage`` numbers. Raises ``ValueError`` when the run
-    has no trainer or no train task is left."""
+                    kind: StageKind | None = None) -> tuple[str, list[Trajectory], WeightStage]:
+    """One weight stage from checkpoint ``before`` under ``spec`` on ``stage_tasks``, of the ``kind`` the
+    family chose (``coevo.training.kinds``; None: ``configured``, the ``[train]`` algorithm's plain
+    stage): the new checkpoint id, its trajectories (stored, split ``train``, under the harnesses
+    themselves rather than their training variants) and its ``WeightStage`` numbers. Raises
+    ``ValueError`` when the run has no trainer or no train task is left."""
     rnd = state.get("round", 0)
     tasks = stage_tasks(ctx, state)
-    options = StageOptions(siblings=list(siblings), route=route if siblings else None, phase=phase,
-                           mixture=list(mixture), experience=tuple(experience), harness_sft=harness_sft)
-    checkpoint, trajectories = await ctx.train(before, spec, tasks, rnd, options)  # accounted
+    kind = kind if kind is not None else configured(ctx.config.train)
+    checkpoint, trajectories = await ctx.train(before, spec, tasks, rnd, kind)  # accounted
     # rollouts ran the training variants (``training_spec``); they are stored under the harnesses themselves
-    names = {training_spec(s, ctx.config.train).id: s.id for s in [spec, *siblings, *mixture]}
+    names = {training_spec(s, ctx.config.train).id: s.id for s in [spec, *kind.harnesses()]}
     trajectories = [t.model_copy(update={"split": "train", "harness_id": names.get(t.harness_id, spec.id)})
                     for t in trajectories]
     ctx.archive.add_trajectories(trajectories, None, ctx.run_id)
@@ -85,16 +75,12 @@ async def run_stage(ctx: MetaContext, state: MetaState, spec: HarnessSpec, befor
                         excluded_tasks=len(ctx.tasks("train")) - len(tasks))
     mean = sum(t.reward for t in trajectories) / len(trajectories) if trajectories else 0.0
     rescue = (f", rescue triggered {percent(stage.rescue_rate)} (rescued groups with a success "
-              f"{percent(stage.rescue_success)})" if siblings else "")
+              f"{percent(stage.rescue_success)})" if kind.pool() else "")
     ctx.log("train", f"round {rnd}: {before} -> {checkpoint}  {len(trajectories)} rollouts on {len(tasks)} "
                      f"tasks, mean reward {mean:.3f}, effective groups {percent(stage.effective_group_rate)} "
                      f"(with reward contrast {percent(stage.contrast_rate)}){rescue}, "
-                     f"||dW|| {_num(stage.delta_norm)}")
+                     f"||dW|| {magnitude(stage.delta_norm, 4)}")
     return checkpoint, trajectories, stage
-
-
-def _num(x: float | None) -> str:
-    return "–" if x is None else f"{x:.4g}"
 
 
 async def sample(state: MetaState, runtime: Runtime[MetaContext]) -> dict:

@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from coevo.records.fields import created
+from coevo.records.pairing import paired_tasks
 from coevo.timestamps import UTCTime
 
 
@@ -25,13 +26,11 @@ class GatePair(BaseModel):
     def pairs(cls, incumbent: Any, candidate: Any) -> list[GatePair]:
         """The per-task pairs of two evaluations on the same tasks, in the incumbent's task order.
         Each argument has ``per_task``: task id -> an outcome with ``mean_reward`` and ``passed``
-        (``coevo.meta.state.EvalSummary``); a task the candidate lacks counts as 0 and not passed."""
-        pairs = []
-        for task_id, b in incumbent.per_task.items():
-            c = candidate.per_task.get(task_id)
-            pairs.append(cls(task_id=task_id, b=b.mean_reward, c=c.mean_reward if c else 0.0,
-                             b_passed=any(b.passed), c_passed=bool(c and any(c.passed))))
-        return pairs
+        (``coevo.meta.state.EvalSummary``); paired on the tasks both hold (``paired_tasks``: a gate's
+        candidate is validated on the incumbent's tasks, so that is every one of them)."""
+        b, c = incumbent.per_task, candidate.per_task
+        return [cls(task_id=t, b=b[t].mean_reward, c=c[t].mean_reward, b_passed=any(b[t].passed),
+                    c_passed=any(c[t].passed)) for t in paired_tasks(b, c)]
 
 
 class GateDecision(BaseModel):

@@ -7,10 +7,10 @@ import html
 from pathlib import Path
 from typing import Any
 
+from coevo.report.caveats import separation_warnings
 from coevo.report.markup import html_table
 from coevo.report.numbers import difference_text, plain, score_text
 from coevo.report.plots import compare_plot, rollout_plot
-from coevo.report.power import separation_warnings
 
 
 def gate_text(row: Any) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
+from coevo.observe.text import magnitude
 from coevo.records import Checkpoint, HarnessRecord
 from coevo.report.markup import html_table
 from coevo.report.plots import plt, save_figure
@@ -22,7 +23,7 @@ COLUMNS = ("step", "stage", "action rate / turn", "reads / rollout", "writes / r
 
 def harness_use_steps(archive: Archive, run_id: str) -> list[dict[str, Any]]:
     """One dict per training step that logged harness use (GRPO's ``history`` entries with
-    ``action_rate``; ``coevo.training.harness_cost.harness_metrics``), stages oldest first: ``step``
+    ``action_rate``; ``coevo.training.grpo.harness_cost.harness_metrics``), stages oldest first: ``step``
     (1-based over the run), ``stage`` (the checkpoint the stage made), ``action_rate`` (BPE actions
     per model turn), ``reads``, ``writes`` (per rollout), ``state_chars``, ``success`` (the step's
     pass rate), ``task_reward``, ``harness_cost``."""
@@ -55,10 +56,6 @@ def harness_use_plot(steps: Sequence[dict[str, Any]], path: Path) -> Path:
     return save_figure(fig, path)
 
 
-def _cell(x: Any) -> str:
-    return "–" if x is None else f"{x:.3g}" if isinstance(x, float) else str(x)
-
-
 def harness_use_section(archive: Archive, run_id: str, out_dir: Path) -> str:
     """The HTML of the action-rate curve (``harness_use.png`` in ``out_dir``) and its table; "" when
     the run has no BPE harness or no GRPO step logged harness use."""
@@ -68,7 +65,7 @@ def harness_use_section(archive: Archive, run_id: str, out_dir: Path) -> str:
     if not steps:
         return ""
     plot = harness_use_plot(steps, out_dir / "harness_use.png")
-    table = html_table(COLUMNS, [[s["step"], s["stage"][:12], *(_cell(s[k]) for k in (
+    table = html_table(COLUMNS, [[s["step"], s["stage"][:12], *(magnitude(s[k]) for k in (
         "action_rate", "reads", "writes", "state_chars", "success", "task_reward", "harness_cost"))] for s in steps])
     return ("<h2>Harness use over training (EvoHarness-RL)</h2><p>BPE harness actions per model turn, reads and "
             "writes per rollout, the final BPE state's size and success, per GRPO step (harness annealing: the "

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from coevo.observe.text import percent, plain
+from coevo.observe.text import magnitude, percent, plain, signed
 from coevo.records import EvaluationRecord
 
-__all__ = ["difference_text", "percent", "plain", "score_text", "significance", "stored_estimate", "stored_estimates"]
+__all__ = ["difference_text", "magnitude", "percent", "plain", "score_text", "significance", "signed",
+           "stored_estimate", "stored_estimates", "stored_score"]
 
 if TYPE_CHECKING:  # SciPy (~1 s) loads only when an interval is computed
     from coevo.evaluation.stats import Estimate
@@ -18,6 +19,12 @@ if TYPE_CHECKING:  # SciPy (~1 s) loads only when an interval is computed
 def score_text(est: Estimate | None) -> str:
     """``0.300 [0.17, 0.47] n=40`` (``–`` for None)."""
     return "–" if est is None else str(est)
+
+
+def stored_score(value: Any) -> str:
+    """A number read from a stored record (an evaluation's aggregates) with three decimals (``plain``),
+    ``–`` when it is missing or not a number."""
+    return plain(value if isinstance(value, (int, float)) else None)
 
 
 def significance(est: Estimate) -> str:

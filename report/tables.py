@@ -8,6 +8,7 @@ from typing import Any, Sequence
 
 from coevo.evaluation.stats import difference_estimate, score_estimate
 from coevo.records import Promotion
+from coevo.records.pairing import paired_tasks
 
 
 def strategy_rows(comparison: Any) -> dict[str, dict[str, Any]]:
@@ -32,7 +33,7 @@ def rejection_summary(rejections: Sequence[Any]) -> dict[str, Any]:
         mine = [r for r in rejections if r.strategy == name]
         inc, cand = [], []
         for r in mine:
-            shared = [t for t in r.incumbent.per_task if t in r.candidate.per_task]
+            shared = paired_tasks(r.incumbent.per_task, r.candidate.per_task)
             inc += [r.incumbent.per_task[t].mean_reward for t in shared]
             cand += [r.candidate.per_task[t].mean_reward for t in shared]
         out[name] = {"decisions": len(mine), "right": sum(r.candidate.score <= r.incumbent.score for r in mine),
@@ -65,7 +66,7 @@ def rank_summary(comparison: Any) -> dict[str, Any]:
         entry: dict[str, Any] = {"h0": score_estimate(list(h0.values())).model_dump()}
         for key in keys:
             routed = _task_means([r.tests[key] for r in runs if key in r.tests])
-            shared = [t for t in routed if t in h0]
+            shared = paired_tasks(routed, h0)
             entry[key] = {"score": score_estimate([routed[t] for t in shared]).model_dump(),
                           "minus_h0": difference_estimate([h0[t] for t in shared],
                                                           [routed[t] for t in shared]).model_dump()}

@@ -27,7 +27,7 @@ from coevo.meta.state import Direction, Evidence
 from coevo.models.trajectory import Trajectory
 from coevo.roles.diagnosis import CAUSES, diagnose, task_category, with_category
 from coevo.roles.llm import JsonRole, narrowed
-from coevo.training.edit_env import failure_excerpt
+from coevo.training.harness_r1.edit_env import failure_excerpt
 
 
 def failure_cause(t: Trajectory) -> str:

@@ -34,7 +34,7 @@ from coevo.models.trajectory import Trajectory
 from coevo.roles.llm import JsonRole
 from coevo.roles.operators import OPERATORS, Material, draw, expected_answer, seed_of
 from coevo.roles.operators.prompt import RULE_HINTS  # noqa: F401  (re-exported)
-from coevo.training.edit_env import EditReply, edit_system
+from coevo.training.harness_r1.edit_env import EditReply, edit_system
 
 
 class OfflineEditor:
@@ -166,7 +166,7 @@ class LLMEditor(JsonRole):
 UNMEASURED_UNDER_EVAL_TEMPERATURE = ("decoding_temperature",)
 """Offline operators whose edit no evaluation of the run can see when ``eval.temperature`` is set: val
 and test then sample at it whatever the harness's ``decoding.temperature`` says, and training rollouts
-always sample at ``train.temperature`` (``coevo.training.stage.training_spec``), so such a candidate
+always sample at ``train.temperature`` (``coevo.training.kinds.training_spec``), so such a candidate
 would score exactly its parent and only spend a val evaluation."""
 
 

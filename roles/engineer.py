@@ -1,5 +1,5 @@
 """Harness-R1's harness engineer as an editor role: the model Harness-R1 trains
-(``coevo.training.engineer``) proposing the edits of any strategy that refines.
+(``coevo.training.harness_r1.engineer``) proposing the edits of any strategy that refines.
 
 ``EngineerEditor`` is an ``LLMEditor`` whose prompt is the engineer's own (``engineer_messages``:
 the harness, the direction's failed *train* episodes — its evidence, with the tasks' prompts — and
@@ -26,7 +26,7 @@ from coevo.meta.state import Direction
 from coevo.models.refs import as_reference, load_model, split_settings
 from coevo.roles.editor import LLMEditor, editor_for
 from coevo.roles.llm import DEFAULT_SETTINGS, LOCAL_SETTINGS
-from coevo.training.edit_env import engineer_messages
+from coevo.training.harness_r1.edit_env import engineer_messages
 
 
 class EngineerEditor(LLMEditor):

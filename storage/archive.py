@@ -27,7 +27,7 @@ import builtins
 import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Sequence, TypeVar
+from typing import Any, Iterable, Iterator, Sequence, TypeVar
 
 from pydantic import BaseModel
 from sqlalchemy import Table, delete, func, select
@@ -235,6 +235,19 @@ class Archive:
         with self.engine.connect() as conn:
             row = conn.execute(self._query(entry, [entry.table], {"id": id})).mappings().first()
         return entry.record(row) if row is not None else None
+
+    def get_many(self, kind: type[R], ids: Iterable[str], /) -> builtins.list[R]:
+        """The ``kind`` records with the given ``ids``, read in one query (per 500 ids), in the order of
+        ``ids``: an id not in the archive is left out, a repeated one repeated."""
+        ids = builtins.list(ids)
+        entry = stored(kind)
+        found: dict[str, R] = {}
+        with self.engine.connect() as conn:
+            for start in range(0, len(set(ids)), 500):
+                chunk = sorted(set(ids))[start:start + 500]
+                query = self._query(entry, [entry.table], {}).where(entry.table.c.id.in_(chunk))
+                found.update((r.id, r) for r in (entry.record(row) for row in conn.execute(query).mappings()))
+        return [found[i] for i in ids if i in found]
 
     def list(self, kind: type[R], /, **where: Any) -> builtins.list[R]:
         """The ``kind`` records whose fields equal every given value (a None value filters nothing;

@@ -1,17 +1,23 @@
 """coevo.training: the weight half of co-evolution (docs/design.md, Training).
 
-- ``grpo.train_grpo``: a GRPO stage on harness rollouts (TRL ``GRPOTrainer`` + PEFT LoRA; Harness-S §7
-  objective, Eq. 5 rescue hook); ``trainer.HarnessGRPOTrainer`` is the one-method TRL subclass and
-  ``rollout.HarnessRollout`` its ``rollout_func``.
-- ``rsft.train_rsft``: online rejection-sampling fine-tuning (WHALE §3.1).
-- ``merge.merge_adapters``: LoRA merges with stated exactness (linear task arithmetic, CoEvo-RSI TIES, svd variants).
-- ``advantages``: Eq. 6 advantages, effective-group rate, effective-token share, Eq. 15/16 weights.
-- ``samples``: trajectories -> rows with a policy-token mask.
+- ``grpo``: the GRPO core, one readable unit (``grpo.stage.train_grpo``: TRL ``GRPOTrainer`` + PEFT LoRA,
+  Harness-S §7 objective, Eq. 5 rescue hook; its trainer subclass, rollout, advantages, samples,
+  packing, masking, seeds and action cost).
+- ``rsft.train_rsft``: online rejection-sampling fine-tuning (WHALE §3.1); ``schedule``: WHALE's weight
+  phases and persistent task sampler.
+- ``kinds``: the kinds of weight stage, one typed object each (``GRPO``, ``RSFT``; ``configured`` picks the
+  one ``train.algorithm`` names), the ``Room`` they run in and what each declares it can spend
+  (``stage_rollouts``).
+- ``stage.StageTrainer``: the weight stage of a meta-loop round (``MetaContext.trainer``): runs the kind a
+  family chose and records the new checkpoint.
+- The families' training, where a reader of the family finds it: ``harness_s`` (``Routed`` rescue,
+  ``Mixture``), ``evoharness`` (``sft.HarnessSFT``, the scripted ``teacher``), ``harness_r1`` (the
+  engineer's edit env, its GRPO and SFT, its examples), ``coevo_rsi`` (``merge.merge_adapters``: LoRA
+  merges with stated exactness, linear task arithmetic, TIES, svd variants).
 - ``config.StageConfig``: every setting of a GRPO or RSFT stage, declared once (the run config's
   ``[train]`` section builds it with ``TrainConfig.stage``).
-- ``stage.StageTrainer``: the weight stage of a meta-loop round (``MetaContext.trainer``).
-- ``checkpoint.Checkpoint``: base model + LoRA adapter, parents, config, metrics (also the archive's
-  checkpoint record).
+- ``checkpoint``: loading and recording a ``Checkpoint`` (base model + LoRA adapter); ``delta``: the size
+  of a LoRA change.
 - ``vllm_sync``: hot-load adapters into a vLLM server (GPU path).
 
 Submodules are imported on use: importing ``coevo.training`` loads neither torch nor TRL.

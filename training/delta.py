@@ -1,7 +1,7 @@
 """How far a weight stage moved the policy: the size of its LoRA change.
 
 Per LoRA layer the adapter adds ``D = s B A`` to the base weight (``s = lora_alpha / r``, or
-``/ sqrt(r)`` with rsLoRA; ``coevo.training.merge.load_adapter`` reads the factors). The size of a
+``/ sqrt(r)`` with rsLoRA; ``coevo.training.coevo_rsi.merge.load_adapter`` reads the factors). The size of a
 checkpoint's change from the base model is ``sum over layers of ||D||_F`` (a Frobenius norm per
 layer, summed over the adapted layers); a stage's own change is the same sum over ``D_new - D_old``
 with ``D_old`` its parent's adapter (zero when the parent is the base model). A stage whose
@@ -16,7 +16,7 @@ from coevo.models.checkpoint import Checkpoint
 
 
 def _deltas(checkpoint: Checkpoint) -> dict[str, Any]:
-    from coevo.training.merge import load_adapter
+    from coevo.training.coevo_rsi.merge import load_adapter
 
     adapter = load_adapter(checkpoint)
     return {name: adapter.scaling * (b @ a) for name, (a, b) in adapter.layers.items()}

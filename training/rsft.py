@@ -8,9 +8,9 @@ partial credit: reward > it) are kept, and the adapter takes minibatch
 gradient steps on the token-normalised log-likelihood of their *policy* tokens only
 (``Trajectory.segments`` masks: user prompts, tool results and harness injections excluded). The
 next round samples from the updated weights ("synchronise the updated weights to the rollout
-workers"). Each rollout samples with its own seed (``coevo.training.seeds``); a rollout that raised
+workers"). Each rollout samples with its own seed (``coevo.training.grpo.seeds``); a rollout that raised
 or carries no sampled tokens is recorded and counted but neither a sample of the round's statistics
-nor accepted (``coevo.training.masking``).
+nor accepted (``coevo.training.grpo.masking``).
 
 A small loop rather than TRL's ``SFTTrainer``: the data change every round and the optimiser
 state must persist across rounds; the loss is exactly WHALE's masked, token-normalised NLL.
@@ -26,6 +26,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from coevo.aio import run_sync
 from coevo.config.train import StageConfig
 from coevo.envs.base import Env, Task
 from coevo.models.adapters import stage_folder, writing_adapter
@@ -33,11 +34,11 @@ from coevo.models.base import batched
 from coevo.models.checkpoint import Checkpoint, new_checkpoint_id
 from coevo.models.trajectory import Trajectory
 from coevo.training.checkpoint import load_policy, record_checkpoint
-from coevo.training.masking import guarded, mask_counts, members
-from coevo.training.rollout import RolloutFn, default_rollout_fn, run_sync, sampling_mode
-from coevo.training.samples import Row, trajectory_rows
+from coevo.training.grpo.masking import guarded, mask_counts, members
+from coevo.training.grpo.rollout import RolloutFn, default_rollout_fn, sampling_mode
+from coevo.training.grpo.samples import Row, trajectory_rows
+from coevo.training.grpo.seeds import rollout_seed, without_fixed_seed
 from coevo.training.schedule import PersistentSampler, run_phase
-from coevo.training.seeds import rollout_seed, without_fixed_seed
 
 
 def accepted(trajectories: Sequence[Trajectory], threshold: float | None = None) -> list[Trajectory]:
@@ -97,7 +98,7 @@ def train_rsft(
     and ``stop(rewards so far, one per round)`` returning a reason ends the phase early
     (``Patience.stop``). ``rows_fn(trajectory, max_len)`` the training rows of an accepted rollout
     (default: all its policy tokens, ``trajectory_rows``; EvoHarness-RL's harness SFT passes
-    ``coevo.training.harness_cost.harness_sft_rows``: its BPE-using turns only). Returns
+    ``coevo.training.grpo.harness_cost.harness_sft_rows``: its BPE-using turns only). Returns
     ``(new checkpoint, every rollout sampled)``; metrics hold ``loss``
     (mean over SFT steps), ``reward_mean`` (of the samples), ``kept_rate``, ``tokens`` (policy tokens
     trained on), ``wall_time_s``, a per-round ``history`` (with ``failed_rollouts`` and
@@ -108,7 +109,7 @@ def train_rsft(
     """
     from peft import get_peft_model
 
-    from coevo.training.grpo import lora_config
+    from coevo.training.grpo.stage import lora_config
 
     cfg = StageConfig.parse(config)
     if not tasks:

@@ -69,7 +69,7 @@ def curate_archive(state: CoevoRsiState, runtime: Runtime[MetaContext]) -> dict:
     candidates."""
     ctx = runtime.context
     summary = state["archive_view"]
-    current = [t for i in state.get("train_trajectories", []) for t in ctx.archive.list(Trajectory, id=i)]
+    current = ctx.archive.get_many(Trajectory, state.get("train_trajectories", []))
     alias, kept = harness_aliases(ctx.archive, ctx.run_id), {e.harness_id for e in summary.entries}
     past = [t for t in ctx.archive.list(Trajectory, run_id=ctx.run_id, split="train")
             if t.violation_turns and alias.get(t.harness_id, t.harness_id) in kept
@@ -107,7 +107,7 @@ def edit_from_base(request: BaseRequest, runtime: Runtime[MetaContext]) -> dict:
     inheritance = ctx.inheritor.choose_base(direction, summary)
     ctx.store_calls(inheritance.calls)
     choice = inheritance.choice
-    trajectories = [t for i in request["train_trajectories"] for t in ctx.archive.list(Trajectory, id=i)]
+    trajectories = ctx.archive.get_many(Trajectory, request["train_trajectories"])
     solved = [t for t in trajectories if t.passed and t.split == "train"]
     proposal = ctx.editor.propose(direction, ctx.spec(choice.base_id), {t.id: t for t in ctx.tasks("train")}, solved,
                                   round=rnd, sample=request.get("sample", 0))

@@ -3,7 +3,7 @@ Selection, steps 1-6; Figure 3, right):
 
 - ``inherit``: for each offspring harness (the round's checked candidates, else the incumbent),
   the inheritor's proposals: one-hot selection of an archived checkpoint, or a TIES merge with
-  coefficients alpha (``coevo.training.merge.merge_adapters``, which refuses adapters whose ranks,
+  coefficients alpha (``coevo.training.coevo_rsi.merge.merge_adapters``, which refuses adapters whose ranks,
   target modules or kind differ, or whose merge is undefined, before any file is written: the
   proposal is then ``refused`` with that reason). Every proposal is scored on validation (score
   and TIMR), beside the incumbent pair p_t.
@@ -28,6 +28,7 @@ from coevo.meta.sealing import unseal
 from coevo.meta.state import EvalSummary
 from coevo.nodes.train import run_stage
 from coevo.records import Checkpoint
+from coevo.training.kinds import configured
 from coevo.training.schedule import PersistentSampler, WeightPhase
 
 
@@ -43,7 +44,7 @@ def materialise(ctx: MetaContext, proposal: ModelProposal, merged: dict[tuple, s
     ``merged`` caches merges by (sources, alpha) within a round). A merge that ``merge_adapters``
     refuses (``ValueError``, raised before any file is written) makes the proposal ``refused`` with
     the reason; an unknown checkpoint too."""
-    from coevo.training.merge import MergeConfig, merge_adapters
+    from coevo.training.coevo_rsi.merge import MergeConfig, merge_adapters
 
     kept = [(c, a) for c, a in zip(proposal.sources, proposal.alpha) if a > 0]
     if proposal.kind == "select" or len(kept) == 1:
@@ -116,7 +117,7 @@ async def adapt(state: CoevoRsiState, runtime: Runtime[MetaContext]) -> dict:
     phase = WeightPhase(sampler=PersistentSampler(ctx.config.seed), stream=ctx.tasks("train"), position=position,
                         max_steps=ctx.config.train.steps)
     checkpoint, trajectories, stage = await run_stage(ctx, state, ctx.spec(best.harness_id), best.checkpoint_id or "",
-                                                      [], phase=phase)
+                                                      configured(ctx.config.train, phase=phase))
     record = ctx.archive.get(Checkpoint, checkpoint)
     metrics = record.metrics if record is not None else {}
     after_position = int(metrics.get("sampler_position", position + ctx.config.train.steps

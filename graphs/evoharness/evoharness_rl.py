@@ -11,10 +11,10 @@ summarised, progress schema refined)::
         H_BPE.progress_schema = subgoals done in >= 2 tasks' successful T[t]   # when changed: a child
 
 lambda is ``train.action_cost``; the stage's metrics log task reward, harness cost, shaped reward,
-harness-action rate per turn, reads, writes and state size (``coevo.training.harness_cost``).
+harness-action rate per turn, reads, writes and state size (``coevo.training.grpo.harness_cost``).
 The SFT stage plays under H_BPE (RSFT) and trains only on turns that made a BPE action: the
 scripted teacher's demonstrations of the train tasks (``evoharness.teacher``, the default;
-``coevo.training.teacher``: a small policy never calls the actions), else the policy's own samples.
+``coevo.training.evoharness.teacher``: a small policy never calls the actions), else the policy's own samples.
 E is kept in the archive per lineage (``coevo.harnesses.bpe.ArchiveExperience``); ``summarise`` is
 the run's summariser (``coevo.roles.summariser``: offline, or the LLM role when ``meta.model`` is a
 model, its rejected replies replaced by the offline summary); a refined progress schema is stored as

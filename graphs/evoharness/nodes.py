@@ -28,6 +28,8 @@ from coevo.models.trajectory import Trajectory
 from coevo.nodes.train import rescue_pool, run_stage
 from coevo.roles.operators.base import expected_answer
 from coevo.roles.summariser import OfflineSummariser
+from coevo.training.evoharness.sft import HarnessSFT
+from coevo.training.kinds import configured
 
 
 def lineage(ctx: MetaContext, state: MetaState) -> str:
@@ -61,29 +63,29 @@ def equip(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
 
 async def harness_sft(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """Supervised harness fine-tuning before RL: ``evoharness.sft_steps`` RSFT rounds under the BPE
-    incumbent whose rows are the BPE-using turns of accepted rollouts only (``StageOptions.harness_sft``;
-    rollouts start from the lineage's experience). Returns the new checkpoint; nothing when
-    ``sft_steps`` is 0."""
+    incumbent whose rows are the BPE-using turns of accepted rollouts only (the stage kind
+    ``coevo.training.evoharness.sft.HarnessSFT``; rollouts start from the lineage's experience).
+    Returns the new checkpoint; nothing when ``sft_steps`` is 0."""
     ctx = runtime.context
     steps = ctx.config.evoharness.sft_steps
     if not steps:
         return {}
     spec = ctx.spec(state["incumbent"])
-    checkpoint, _, _ = await run_stage(ctx, state, spec, state["checkpoint"], harness_sft=steps,
-                                       experience=ctx.experience.lessons(lineage(ctx, state)))
+    kind = HarnessSFT(rounds=steps, experience=tuple(ctx.experience.lessons(lineage(ctx, state))))
+    checkpoint, _, _ = await run_stage(ctx, state, spec, state["checkpoint"], kind)
     return {"checkpoint": checkpoint}
 
 
 async def train_bpe(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
     """The weight stage under the BPE incumbent (``coevo.nodes.train.run_stage``): cost-aware GRPO
-    when ``train.action_cost`` > 0 (``coevo.training.harness_cost``), every rollout starting from the
+    when ``train.action_cost`` > 0 (``coevo.training.grpo.harness_cost``), every rollout starting from the
     lineage's experience lessons. Returns the new checkpoint, the stage's trajectory ids and its
     ``WeightStage`` numbers, as the shared ``train`` node does."""
     ctx = runtime.context
     spec = ctx.spec(state["incumbent"])
     lessons = ctx.experience.lessons(lineage(ctx, state))
-    checkpoint, trajectories, stage = await run_stage(ctx, state, spec, state["checkpoint"],
-                                                      rescue_pool(ctx, state, spec), experience=lessons)
+    kind = configured(ctx.config.train, rescue_pool(ctx, state, spec), experience=lessons)
+    checkpoint, trajectories, stage = await run_stage(ctx, state, spec, state["checkpoint"], kind)
     return {"checkpoint": checkpoint, "train_trajectories": [t.id for t in trajectories], "stage": stage}
 
 
@@ -95,7 +97,7 @@ def played(ctx: MetaContext, state: MetaState) -> tuple[list[Trajectory], Callab
     every edit's text is sealed (``coevo.meta.sealing.carried``: any case, spacing or punctuation, a
     command list's commands in order). No lesson or schema entry may hold one: shown on that train task
     when it is trained on again, its answer would reach it."""
-    rollouts = [t for i in state.get("train_trajectories", []) if (t := ctx.archive.get(Trajectory, i)) is not None]
+    rollouts = ctx.archive.get_many(Trajectory, state.get("train_trajectories", []))
     stated = {f"{t.task_id} (as scored)": gold for t in rollouts
               if (gold := expected_answer(None, t.score_detail or {})) is not None}
     answers = {**ctx.train_answers(), **stated}

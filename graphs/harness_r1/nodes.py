@@ -18,15 +18,15 @@ from coevo.meta.context import MetaContext
 from coevo.meta.sealing import carried, sealed_tasks
 from coevo.records import Checkpoint, RunRecord, Trajectory
 from coevo.roles.engineer import EngineerEditor
-from coevo.training.edit_env import EditEnv, EditEpisode, evaluation_rerun
-from coevo.training.engineer import (
+from coevo.training.harness_r1.edit_env import EditEnv, EditEpisode, evaluation_rerun
+from coevo.training.harness_r1.engineer import (
     engineer_checkpoint,
     engineer_reference,
     grpo_rollouts,
     train_engineer_grpo,
     train_engineer_sft,
 )
-from coevo.training.engineer_data import EngineerExample, accepted_examples
+from coevo.training.harness_r1.engineer_data import EngineerExample, accepted_examples
 
 FRESH_SEED = 10_000_000
 """Rerun seeds start here (+ 1000 x round + episode): apart from the seeds the failures were sampled with."""
@@ -39,7 +39,7 @@ def failure_episodes(ctx: MetaContext, state: HarnessR1State, rnd: int) -> list[
     cfg = ctx.config.harness_r1
     train = {t.id: t for t in ctx.tasks("train")}
     excluded = sealed_tasks(state)
-    found = [t for i in state.get("train_trajectories", []) for t in ctx.archive.list(Trajectory, id=i)]
+    found = ctx.archive.get_many(Trajectory, state.get("train_trajectories", []))
     failed = list({t.task_id: t for t in found if t.split == "train" and not t.passed
                    and t.task_id in train and t.task_id not in excluded}.values())
     random.Random(f"{ctx.config.seed}-{rnd}").shuffle(failed)

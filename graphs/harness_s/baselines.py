@@ -23,6 +23,7 @@ from coevo.graphs.harness_s.state import HarnessSState
 from coevo.harnesses.spec import HarnessSpec
 from coevo.meta.context import MetaContext
 from coevo.nodes.train import run_stage
+from coevo.training.harness_s import Mixture, routed
 
 
 def _update(checkpoint: str, trajectories: list, stage) -> dict:
@@ -39,7 +40,7 @@ async def h0_rescue_train(state: HarnessSState, runtime: Runtime[MetaContext]) -
     async def itself(task: Task, k: int) -> list[str]:
         return [h0.id]
 
-    return _update(*await run_stage(ctx, state, h0, state["checkpoint"], [h0], route=itself))
+    return _update(*await run_stage(ctx, state, h0, state["checkpoint"], routed(ctx.config.train, [h0], itself)))
 
 
 def random_pick(ids: list[str], seed: int, round: int, task_id: str, k: int) -> list[str]:
@@ -62,8 +63,8 @@ async def random_rescue_train(state: HarnessSState, runtime: Runtime[MetaContext
     async def drawn(task: Task, k: int) -> list[str]:
         return random_pick(ids, ctx.config.seed, rnd, task.id, ctx.config.harness_s.rescue_k or k)
 
-    return _update(*await run_stage(ctx, state, ctx.spec(state["incumbent"]), state["checkpoint"], siblings,
-                                    route=drawn))
+    return _update(*await run_stage(ctx, state, ctx.spec(state["incumbent"]), state["checkpoint"],
+                                    routed(ctx.config.train, siblings, drawn)))
 
 
 def mixture_members(state: HarnessSState, group: int) -> list[str]:
@@ -99,5 +100,5 @@ async def mixed_train(state: HarnessSState, runtime: Runtime[MetaContext]) -> di
     if state.get("mixture") is None:
         ctx.log("train", f"mixture: {group // 2 if chosen else group} x H0 + "
                          f"{', '.join(h[:12] for h in chosen) or 'no sibling (the pool has none)'}")
-    update = _update(*await run_stage(ctx, state, h0, state["checkpoint"], mixture=positions))
+    update = _update(*await run_stage(ctx, state, h0, state["checkpoint"], Mixture(positions=tuple(positions))))
     return {**update, "mixture": chosen}

@@ -110,7 +110,7 @@ def curate_briefs(state: HarnessSState, runtime: Runtime[MetaContext]) -> dict:
     train = {t.id: t for t in ctx.tasks("train")}
     per_parent: list[list[tuple[str, list[Direction], list[str]]]] = []
     for sample in state.get("briefs", []):
-        trajectories = [t for i in sample.trajectories for t in ctx.archive.list(Trajectory, id=i)]
+        trajectories = ctx.archive.get_many(Trajectory, sample.trajectories)
         curation = ctx.curator.curate([t for t in trajectories if t.split == "train"], ctx.spec(sample.parent), train)
         ctx.store_calls(curation.calls)
         groups = related_groups(curation.directions, hs.causes_per_candidate)

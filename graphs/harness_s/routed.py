@@ -18,13 +18,13 @@ from langgraph.graph import START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
+from coevo.aio import run_sync
 from coevo.compat import node
 from coevo.envs.base import Episode
 from coevo.graphs.harness_s.router import Router
 from coevo.harnesses.runtime import build_harness_graph
 from coevo.harnesses.spec import HarnessSpec
 from coevo.harnesses.state import HarnessState
-from coevo.training.rollout import run_sync
 
 
 class RoutedState(HarnessState, total=False):

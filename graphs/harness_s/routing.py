@@ -25,6 +25,7 @@ from coevo.nodes.schedule import val_at_budget
 from coevo.nodes.train import run_stage
 from coevo.observe.text import plain
 from coevo.records import Trajectory
+from coevo.training.harness_s import routed
 
 
 def pool_ids(state: HarnessSState) -> list[str]:
@@ -77,7 +78,7 @@ async def rescue_train(state: HarnessSState, runtime: Runtime[MetaContext]) -> d
         return await router.top_k(task, ctx.config.harness_s.rescue_k or k)
 
     checkpoint, trajectories, stage = await run_stage(ctx, state, ctx.spec(state["incumbent"]), state["checkpoint"],
-                                                      siblings, route=route)
+                                                      routed(ctx.config.train, siblings, route))
     return {"checkpoint": checkpoint, "train_trajectories": [t.id for t in trajectories], "stage": stage}
 
 

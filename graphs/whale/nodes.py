@@ -21,6 +21,7 @@ from coevo.nodes.search import best_of_archive, close_phase, iteration_record, r
 from coevo.nodes.train import run_stage, stage_tasks
 from coevo.records import Checkpoint, Phase
 from coevo.timestamps import utcnow
+from coevo.training.kinds import RSFT
 from coevo.training.schedule import Patience, PersistentSampler, WeightPhase, epochs_to_steps
 
 
@@ -110,7 +111,7 @@ async def weight_phase(state: WhaleState, runtime: Runtime[MetaContext]) -> dict
     spec = ctx.spec(state["incumbent"])
     options = phase_options(ctx, state, len(stage_tasks(ctx, state)))
     started = utcnow()
-    checkpoint, trajectories, stage = await run_stage(ctx, state, spec, state["checkpoint"], phase=options)
+    checkpoint, trajectories, stage = await run_stage(ctx, state, spec, state["checkpoint"], RSFT(phase=options))
     record = ctx.archive.get(Checkpoint, checkpoint)
     metrics = record.metrics if record is not None else {}
     return {"checkpoint": checkpoint, "train_trajectories": [t.id for t in trajectories], "stage": stage,

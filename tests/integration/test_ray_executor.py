@@ -74,7 +74,7 @@ async def test_ray_equals_in_process_and_survives_a_killed_worker(local_ray, tmp
 def test_training_rollouts_sample_on_ray_workers(local_ray):
     import torch
 
-    from coevo.training.rollout import HarnessRollout
+    from coevo.training.grpo.rollout import HarnessRollout
 
     env, spec = BusyEnv(2, cpu_ms=1.0), busy_spec()
     tasks = env.tasks("train")

@@ -21,7 +21,7 @@ from coevo.models.trajectory import MissingTokensError
 from coevo.records import EditRecord, EvaluationRecord, LLMCallRecord, RunRecord, Trajectory
 from coevo.roles.editor import LLMEditor
 from coevo.storage import Archive
-from coevo.training.samples import trajectory_rows
+from coevo.training.grpo.samples import trajectory_rows
 
 pytestmark = pytest.mark.integration
 

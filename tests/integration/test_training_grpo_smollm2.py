@@ -13,7 +13,7 @@ from training_kit import NamingEnv
 
 from coevo.harnesses.spec import HarnessSpec
 from coevo.models.checkpoint import Checkpoint
-from coevo.training.grpo import train_grpo
+from coevo.training.grpo.stage import train_grpo
 
 pytestmark = pytest.mark.integration
 

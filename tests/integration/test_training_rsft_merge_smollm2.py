@@ -11,7 +11,7 @@ from coevo.harnesses.runtime import arun_rollout
 from coevo.harnesses.spec import HarnessSpec
 from coevo.models.checkpoint import Checkpoint
 from coevo.models.refs import resolve_base
-from coevo.training.merge import merge_adapters
+from coevo.training.coevo_rsi.merge import merge_adapters
 from coevo.training.rsft import train_rsft
 
 pytestmark = pytest.mark.integration

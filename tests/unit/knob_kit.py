@@ -192,7 +192,7 @@ def grpo(over: dict[str, Any], spec: HarnessSpec | None = None, policy: Scripted
     number of rollouts in flight; returns the adapter's digest, the trajectories' (task, reward), the
     per-step metrics (timings dropped) and the peak."""
     from coevo.harnesses.runtime import arun_rollout
-    from coevo.training.grpo import train_grpo
+    from coevo.training.grpo.stage import train_grpo
 
     flight = {"now": 0, "peak": 0}
 
@@ -247,11 +247,12 @@ def rsft(over: dict[str, Any]) -> dict[str, Any]:
 
 
 def harness_sft(over: dict[str, Any]) -> dict[str, Any]:
-    """One real supervised harness fine-tuning stage (``StageTrainer`` with ``StageOptions.harness_sft``
+    """One real supervised harness fine-tuning stage (``StageTrainer`` with the ``HarnessSFT`` kind
     = 1) on ``LookupEnv`` (with ``reveal``) under a BPE json harness from the tiny chat checkpoint,
     the run config ``over`` applied (``evoharness.teacher``: the scripted teacher plays, else the live
     tiny policy samples). Returns the adapter's digest and the round's kept count and SFT tokens."""
-    from coevo.training.stage import StageOptions, StageTrainer
+    from coevo.training.evoharness.sft import HarnessSFT
+    from coevo.training.stage import StageTrainer
 
     class Revealed(LookupEnv):
         def reveal(self, task: Task) -> str:
@@ -263,7 +264,7 @@ def harness_sft(over: dict[str, Any]) -> dict[str, Any]:
     with Archive(folder / "a.db") as archive:
         archive.put(tiny_chat_checkpoint(folder / "base"))
         new_id, _ = asyncio.run(StageTrainer(config, env, archive, "r1")("ckpt-tiny", spec, env.tasks(), 0,
-                                                                          StageOptions(harness_sft=1)))
+                                                                          HarnessSFT(rounds=1)))
         new = archive.get(Checkpoint, new_id)
     (round_,) = new.metrics["history"]
     return {"adapter": adapter_digest(new.adapter_path), "kept": round_["kept"], "tokens": round_["tokens"]}

@@ -155,6 +155,19 @@ def test_trajectory_round_trips_with_token_ids_and_logprobs(archive):
     assert archive.list(Trajectory, evaluation_id="other") == []
 
 
+def test_get_many_reads_trajectories_in_one_query_in_the_order_asked(archive):
+    trajs = [Trajectory(id=f"t{i}", task_id=f"task-{i}", reward=i / 10) for i in range(3)]
+    archive.add_trajectories(trajs, evaluation_id="e1", run_id="r1")
+    statements = []
+    from sqlalchemy import event
+
+    event.listen(archive.engine, "before_cursor_execute", lambda *args: statements.append(args[2]))
+    got = archive.get_many(Trajectory, ["t2", "missing", "t0", "t2"])
+    assert [t.id for t in got] == ["t2", "t0", "t2"] and got[1] == trajs[0]
+    assert len([s for s in statements if s.lstrip().upper().startswith("SELECT")]) == 1
+    assert archive.get_many(Trajectory, []) == []
+
+
 def test_codec_shares_prefixes_and_restores_unchained_calls_exactly():
     traj = chained_trajectory(turns=6)
     body = codec.encode(traj)

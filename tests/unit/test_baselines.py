@@ -25,8 +25,7 @@ from coevo.records import Ballot, Checkpoint, EditRecord, PoolMember
 from coevo.roles.editor import OfflineEditor
 from coevo.roles.proposer import OfflineProposer
 from coevo.storage import Archive
-from coevo.training.rollout import HarnessRollout
-from coevo.training.stage import StageOptions
+from coevo.training.grpo.rollout import HarnessRollout
 
 # -- VACE Table 5: SIA-style -----------------------------------------------------------------------
 
@@ -133,13 +132,13 @@ class OptionsTrainer:
         self.env, self.model, self.archive = env, model, archive
         self.siblings, self.routed, self.mixtures = [], [], []
 
-    async def __call__(self, checkpoint_id, spec, tasks, round, options=StageOptions()):
+    async def __call__(self, checkpoint_id, spec, tasks, round, options=None):
         new = f"{checkpoint_id}+r{round}"
         trajs = [await arun_rollout(spec, self.model, self.env, t, checkpoint_id=new) for t in tasks]
-        self.siblings.append([s.id for s in options.siblings])
-        self.mixtures.append([s.id for s in options.mixture])
+        self.siblings.append([s.id for s in options.pool()])
+        self.mixtures.append([s.id for s in getattr(options, "positions", ())])
         for t, traj in zip(tasks, trajs):
-            if not traj.passed and options.route is not None:
+            if not traj.passed and getattr(options, "route", None) is not None:
                 self.routed.append(await options.route(t, 4))
         self.archive.put(Checkpoint(id=new, base_model="fake", parents=[checkpoint_id],
                                                      metrics={"reward_mean": 0.0}, run_id="run-1"))

@@ -20,8 +20,8 @@ from coevo.harnesses.spec import BPE, HarnessSpec, validate_spec
 from coevo.harnesses.view import diff
 from coevo.models.fake import ScriptedChatModel
 from coevo.models.trajectory import ModelCall, Trajectory
-from coevo.training.harness_cost import harness_metrics, shaped_reward
-from coevo.training.rollout import HarnessRollout
+from coevo.training.grpo.harness_cost import harness_metrics, shaped_reward
+from coevo.training.grpo.rollout import HarnessRollout
 
 BPE_SPEC = {"bpe": {}}
 FINAL = AIMessage(content="Final answer: 42")
@@ -179,7 +179,7 @@ def test_a_cost_aware_grpo_stage_learns_from_the_cost_alone_and_records_both_par
     metrics keep task reward, harness cost and the shaped reward apart."""
     from training_kit import LookupEnv, belief_policy, tiny_llama_checkpoint
 
-    from coevo.training.grpo import train_grpo
+    from coevo.training.grpo.stage import train_grpo
 
     spec, policy = HarnessSpec(parser={"mode": "python_call"}, bpe={}), belief_policy()
     env = LookupEnv()
@@ -219,7 +219,7 @@ def test_the_editors_patch_schema_adds_bpe_whole_when_absent_and_edits_its_field
 
 
 def test_the_harness_sft_rows_hold_only_the_policy_tokens_of_bpe_using_turns():
-    from coevo.training.harness_cost import bpe_turns, harness_sft_rows
+    from coevo.training.grpo.harness_cost import bpe_turns, harness_sft_rows
 
     spec, env = validate_spec(BPE_SPEC), ToyEnv()
     model = ScriptedChatModel(script=[call("lookup", key="x"), call("bpe_update_belief", hypothesis="it is 42"),
@@ -241,8 +241,9 @@ def test_a_harness_sft_stage_runs_rsft_on_bpe_turns_whatever_the_algorithm(tmp_p
     from coevo.models.checkpoint import Checkpoint
     from coevo.storage import Archive
     from coevo.training import rsft
-    from coevo.training.harness_cost import harness_sft_rows
-    from coevo.training.stage import StageOptions, StageTrainer
+    from coevo.training.evoharness.sft import HarnessSFT
+    from coevo.training.grpo.harness_cost import harness_sft_rows
+    from coevo.training.stage import StageTrainer
 
     calls = []
 
@@ -256,7 +257,7 @@ def test_a_harness_sft_stage_runs_rsft_on_bpe_turns_whatever_the_algorithm(tmp_p
     config = RunConfig(out_dir=str(tmp_path), train={"algorithm": "grpo", "steps": 5, "learning_rate": 3e-4},
                        evoharness={"teacher": False, "sft_epochs": 3, "sft_learning_rate": 1e-3})
     env = LookupEnv()
-    options = StageOptions(harness_sft=2, experience=("a lesson",))
+    options = HarnessSFT(rounds=2, experience=("a lesson",))
     with Archive(tmp_path / "a.db") as archive:
         archive.put(Checkpoint(id="ck0", base_model="base"))
         trainer = StageTrainer(config, env, archive, "r1")

@@ -110,8 +110,9 @@ def test_a_stage_ships_the_lineages_lessons_with_rollouts_placed_on_the_executor
 
     from coevo.config import RunConfig
     from coevo.models.checkpoint import Checkpoint
-    from coevo.training import grpo
-    from coevo.training.stage import StageOptions, StageTrainer
+    from coevo.training.grpo import stage as grpo
+    from coevo.training.kinds import GRPO
+    from coevo.training.stage import StageTrainer
 
     captured = {}
 
@@ -125,7 +126,7 @@ def test_a_stage_ships_the_lineages_lessons_with_rollouts_placed_on_the_executor
     with Archive(tmp_path / "a.db") as archive:
         archive.put(Checkpoint(id="ck0", base_model="base"))
         trainer = StageTrainer(RunConfig(out_dir=str(tmp_path)), env, archive, "r1", executor)
-        asyncio.run(trainer("ck0", HarnessSpec(bpe={}), env.tasks(), 0, StageOptions(experience=("lesson one",))))
+        asyncio.run(trainer("ck0", HarnessSpec(bpe={}), env.tasks(), 0, GRPO(experience=("lesson one",))))
     assert "executor" not in captured  # placement is inside the experience wrapper, not around it
     policy = ScriptedChatModel(script=["Final answer: VALUE-a"])  # a shippable (not live-weights) policy
     asyncio.run(captured["rollout_fn"](HarnessSpec(bpe={}), policy, env, env.tasks()[0], seed=0))

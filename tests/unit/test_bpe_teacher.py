@@ -12,9 +12,9 @@ from harness_kit import ToyEnv, make_task
 from coevo.envs.base import Episode, Score, Task, Tool
 from coevo.harnesses.spec import validate_spec
 from coevo.models.fake import char_tokens, fake_template
-from coevo.training.harness_cost import bpe_turns, harness_sft_rows
-from coevo.training.rollout import with_experience
-from coevo.training.teacher import demonstration, reply_text, schedule, teacher_rollout
+from coevo.training.evoharness.teacher import demonstration, reply_text, schedule, teacher_rollout
+from coevo.training.grpo.harness_cost import bpe_turns, harness_sft_rows
+from coevo.training.grpo.rollout import with_experience
 
 
 class DoorGame:

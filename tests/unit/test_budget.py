@@ -87,8 +87,8 @@ def test_compare_matches_budgets_and_draws_score_vs_rollouts(tmp_path):
     from test_compare import services
 
     from coevo.app.compare import compare
-    from coevo.cli.compare import budget_table
     from coevo.report.compare import write_compare_report
+    from coevo.report.terminal import budget_table
 
     config, _, archive = setup_run(tmp_path)
     result = asyncio.run(compare(config, ["vace", "rl_only", "static"], 1, archive=archive,

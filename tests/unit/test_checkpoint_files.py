@@ -66,7 +66,7 @@ HOW = ["truncated", "short", "no_weights", "empty", "not_json", "no_type"]
 def test_every_loader_refuses_a_damaged_adapter_naming_the_checkpoint_and_the_file(tmp_path, tiny, how):
     from coevo.models.refs import load_model
     from coevo.training.checkpoint import load_policy
-    from coevo.training.merge import load_adapter
+    from coevo.training.coevo_rsi.merge import load_adapter
 
     base, adapter = tiny
     check_adapter(adapter.adapter_path, adapter.id)  # the whole one passes
@@ -182,7 +182,7 @@ def test_a_grpo_stage_saves_its_adapter_whole_in_a_marked_folder(tmp_path):
     from training_kit import LookupEnv, lookup_policy
 
     from coevo.harnesses.spec import HarnessSpec
-    from coevo.training.grpo import train_grpo
+    from coevo.training.grpo.stage import train_grpo
 
     base = tiny_llama_checkpoint(tmp_path / "base")
     env = LookupEnv()

@@ -206,7 +206,7 @@ def test_run_paths_are_stored_absolute_and_adapters_land_under_them(tmp_path, mo
     assert cfg.policy == f"local:{tmp_path / 'model'}+adapter"  # a missing adapter stays as written (and fails)
     assert anchored(RunConfig(policy="local:smollm2-135m")).policy == "local:smollm2-135m"
 
-    import coevo.training.grpo as grpo
+    import coevo.training.grpo.stage as grpo
     from coevo.harnesses.spec import HarnessSpec
     from coevo.training.stage import StageTrainer
 
@@ -238,7 +238,7 @@ def test_grpo_stage_prints_no_metric_dicts_and_keeps_its_metrics(tmp_path, capfd
     from training_kit import LookupEnv, lookup_policy, tiny_llama_checkpoint
 
     from coevo.harnesses.spec import HarnessSpec
-    from coevo.training.grpo import train_grpo
+    from coevo.training.grpo.stage import train_grpo
 
     ckpt = tiny_llama_checkpoint(tmp_path / "base")
     env = LookupEnv()

@@ -24,7 +24,7 @@ from coevo.meta.state import Direction, Evidence
 from coevo.records import BaseChoice, Checkpoint, EvaluationRecord, HarnessRecord, LLMCallRecord, Promotion, RunRecord
 from coevo.roles.inheritor import LLMInheritor, OfflineInheritor
 from coevo.training.checkpoint import load_policy
-from coevo.training.merge import merge_adapters
+from coevo.training.coevo_rsi.merge import merge_adapters
 
 WRONG_NAME = Direction(id="d0-wrong", cause="wrong_func_name", description="2 train tasks fail", task_ids=["w-apple",
                        "w-pear"], evidence=[Evidence(task_id="w-apple"), Evidence(task_id="w-pear")])

@@ -11,23 +11,22 @@ from rich.console import Console
 from test_meta_loop import FakeTrainer, WordEnv, policy, setup_run  # noqa: E402  (tests/unit is on sys.path)
 
 from coevo.app.compare import StrategyRun, compare, compare_run_id, no_learning_signal, run_config
-from coevo.cli.compare import compare_table
 from coevo.graphs.registry import get_strategy
 from coevo.meta.context import MetaContext
 from coevo.models.fake import ScriptedChatModel
 from coevo.records import Checkpoint, RunRecord, Trajectory
 from coevo.report.compare import write_compare_report
+from coevo.report.terminal import compare_table
 from coevo.roles.curator import OfflineCurator
 from coevo.roles.editor import OfflineEditor, demonstration_source
 from coevo.storage import Archive
-from coevo.training.stage import StageOptions
 
 
 class RatedTrainer(FakeTrainer):
     """``FakeTrainer`` whose checkpoints belong to one run (id suffixed with it) and carry an
     effective-group rate metric (0.25 in round 0, 0.75 in round 1) and two steps' reward-spread rates."""
 
-    async def __call__(self, checkpoint_id, spec, tasks, round, options=StageOptions()):
+    async def __call__(self, checkpoint_id, spec, tasks, round, options=None):
         new, trajs = await super().__call__(checkpoint_id, spec, tasks, round, options)
         rate = {"effective_group_rate": 0.25 + 0.5 * round,
                 "history": [{"nonzero_std_rate": 1.0}, {"nonzero_std_rate": 0.5}]}
@@ -142,7 +141,7 @@ def test_compare_refuses_unknown_strategies_and_empty_lists(tmp_path):
 class SilentTrainer(RatedTrainer):
     """A weight stage that learned nothing: no group held a reward contrast or any spread, ||dW|| = 0."""
 
-    async def __call__(self, checkpoint_id, spec, tasks, round, options=StageOptions()):
+    async def __call__(self, checkpoint_id, spec, tasks, round, options=None):
         new, trajs = await super().__call__(checkpoint_id, spec, tasks, round, options)
         silent = {"effective_group_rate": 0.0, "history": [{"nonzero_std_rate": 0.0}], "delta_norm": 0.0}
         self.archive.put(self.archive.get(Checkpoint, new).model_copy(update={"metrics": silent}))

@@ -18,7 +18,7 @@ import torch
 from training_kit import tiny_llama_checkpoint
 
 from coevo.config.train import StageConfig
-from coevo.training.advantages import group_advantages
+from coevo.training.grpo.advantages import group_advantages
 
 # two tasks x K=4 rollouts; every completion has 3 policy tokens (env_mask [1, 1, 0, 1]), so each task
 # has 12 and Eq. 15's per-task factor N / (|B| N_x) is 1; rewards in {0, 2} with two of each per group
@@ -48,7 +48,7 @@ def trainer(cls, tmp_path, rollout, **kwargs):
     from datasets import Dataset
 
     from coevo.training.checkpoint import load_policy
-    from coevo.training.grpo import grpo_args, lora_config
+    from coevo.training.grpo.stage import grpo_args, lora_config
 
     cfg = StageConfig(micro_batches=1, output_dir=str(tmp_path))
     model, tok = load_policy(tiny_llama_checkpoint(tmp_path / "base"))
@@ -70,7 +70,7 @@ def loss_and_grads(t, batch):
 def test_grpo_batch_hook_gives_the_loss_and_gradients_of_trls_own_batch(tmp_path):
     from trl import GRPOTrainer
 
-    from coevo.training.trainer import HarnessGRPOTrainer
+    from coevo.training.grpo.trainer import HarnessGRPOTrainer
 
     inputs = [{"prompt": "p0"}] * 4 + [{"prompt": "p1"}] * 4
     theirs = trainer(GRPOTrainer, tmp_path / "trl", tokens_rollout)
@@ -91,7 +91,7 @@ def test_grpo_batch_hook_gives_the_loss_and_gradients_of_trls_own_batch(tmp_path
 
 
 def test_policy_logps_are_the_sampling_distribution_s_log_probs(tmp_path):
-    from coevo.training.trainer import HarnessGRPOTrainer
+    from coevo.training.grpo.trainer import HarnessGRPOTrainer
 
     t = trainer(HarnessGRPOTrainer, tmp_path, coevo_rollout)
     ids = torch.tensor([p + c for p, c in zip(PROMPTS[:1], COMPLETIONS[:1])] * 2)
@@ -106,7 +106,7 @@ def test_policy_logps_are_the_sampling_distribution_s_log_probs(tmp_path):
 
 
 def test_log_metric_values_reach_log_history_as_trls_own_metrics(tmp_path):
-    from coevo.training.trainer import HarnessGRPOTrainer
+    from coevo.training.grpo.trainer import HarnessGRPOTrainer
 
     t = trainer(HarnessGRPOTrainer, tmp_path, coevo_rollout)
     t.log_metric("rescue_rate", 1.0)
@@ -120,7 +120,7 @@ def test_route_tensorboard_sends_a_stage_s_events_to_its_folder(tmp_path):
     from transformers.integrations import TensorBoardCallback
 
     from coevo.compat import route_tensorboard
-    from coevo.training.trainer import HarnessGRPOTrainer
+    from coevo.training.grpo.trainer import HarnessGRPOTrainer
 
     t = trainer(HarnessGRPOTrainer, tmp_path, coevo_rollout)
     callback = TensorBoardCallback()
@@ -135,20 +135,20 @@ def test_route_tensorboard_sends_a_stage_s_events_to_its_folder(tmp_path):
 def test_quiet_console_prints_nothing_and_logs_the_metrics_at_debug(tmp_path, capsys, caplog):
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
-    from coevo.training.grpo import quiet_console
-    from coevo.training.trainer import HarnessGRPOTrainer
+    from coevo.training.grpo.stage import quiet_console
+    from coevo.training.grpo.trainer import HarnessGRPOTrainer
 
     t = trainer(HarnessGRPOTrainer, tmp_path, coevo_rollout)
     quiet_console(t)  # stderr is not a terminal under pytest: no bar
     kinds = [type(c) for c in t.callback_handler.callbacks]
     assert ProgressCallback not in kinds and PrinterCallback not in kinds
     capsys.readouterr()
-    with caplog.at_level(logging.DEBUG, logger="coevo.training.grpo"):
+    with caplog.at_level(logging.DEBUG, logger="coevo.training.grpo.stage"):
         t.log({"loss": 0.125})
     assert "0.125" in caplog.text and capsys.readouterr() == ("", "")
 
 
-# --- the packed scorer: TRL's _get_per_token_logps_and_entropies served by coevo.training.packing ---------
+# --- the packed scorer: TRL's _get_per_token_logps_and_entropies served by coevo.training.grpo.packing ---------
 
 
 def shared_prompt_batch():
@@ -171,8 +171,8 @@ def padded_batch(prompts, completions):
 
 @pytest.mark.parametrize("attention", ["sdpa", "eager"])
 def test_packed_scores_equal_trls_row_by_row_scores_and_gradients(tmp_path, attention):
-    from coevo.training.packing import pack, packed_logps
-    from coevo.training.trainer import HarnessGRPOTrainer
+    from coevo.training.grpo.packing import pack, packed_logps
+    from coevo.training.grpo.trainer import HarnessGRPOTrainer
 
     t = trainer(HarnessGRPOTrainer, tmp_path, coevo_rollout)
     t.model.get_base_model().config._attn_implementation = attention
@@ -221,8 +221,8 @@ def one_sgd_step(tmp_path, pack_prefixes, state=None):
     from datasets import Dataset
 
     from coevo.training.checkpoint import load_policy
-    from coevo.training.grpo import grpo_args, lora_config
-    from coevo.training.trainer import HarnessGRPOTrainer
+    from coevo.training.grpo.stage import grpo_args, lora_config
+    from coevo.training.grpo.trainer import HarnessGRPOTrainer
 
     cfg = StageConfig(steps=1, tasks_per_step=2, num_generations=3, pack_prefixes=pack_prefixes,
                       learning_rate=0.5, max_grad_norm=1e6, output_dir=str(tmp_path))

@@ -183,8 +183,8 @@ def test_grpo_groups_get_the_reward_of_the_configured_mode():
 
     from coevo.harnesses.spec import load_harness
     from coevo.models.fake import ScriptedChatModel
-    from coevo.training.advantages import group_advantages
-    from coevo.training.rollout import HarnessRollout
+    from coevo.training.grpo.advantages import group_advantages
+    from coevo.training.grpo.rollout import HarnessRollout
 
     trainer = SimpleNamespace(num_generations=4, state=SimpleNamespace(global_step=0), model=torch.nn.Linear(1, 1))
     for mode in ("correct", "partial"):

@@ -15,15 +15,16 @@ from test_compare import services
 from test_meta_loop import _run, setup_run
 
 from coevo.app.compare import compare, compare_run_id, run_config
-from coevo.cli.compare import spend_table
 from coevo.config import RunConfig
 from coevo.harnesses.spec import load_harness
 from coevo.meta.budget import BudgetExhausted, by_phase, ending, phased, totals
 from coevo.records import BudgetRecord, RunRecord
 from coevo.report.compare import write_compare_report
+from coevo.report.terminal import spend_table
 from coevo.strategies import STRATEGIES
+from coevo.training.harness_s import Routed
+from coevo.training.kinds import GRPO, RSFT, stage_rollouts
 from coevo.training.schedule import PersistentSampler, WeightPhase
-from coevo.training.stage import StageOptions, stage_rollouts
 
 SMALL_STAGE = {"steps": 1, "tasks_per_step": 2, "num_generations": 2, "resample": 0}
 """A weight stage that declares 4 rollouts, what the fake trainer spends on the 4 train tasks."""
@@ -100,12 +101,12 @@ def test_a_weight_stage_declares_its_most_rollouts():
     train = RunConfig().train.model_copy(update={"steps": 3, "tasks_per_step": 2, "num_generations": 4,
                                                  "resample": 1, "rescue": False})
     assert stage_rollouts(train) == 3 * 2 * 4 * 2  # + one dynamic-sampling round per step
-    assert stage_rollouts(train, StageOptions(siblings=[object()])) == 3 * 2 * 4 * 2  # rescue off
-    routed = StageOptions(siblings=[object()], route=lambda t, k: [])
+    assert stage_rollouts(train, GRPO(siblings=(object(),))) == 3 * 2 * 4 * 2  # rescue off
+    routed = Routed(siblings=(object(),), route=lambda t, k: [])
     assert stage_rollouts(train, routed) == 3 * 2 * 4 * 3  # + one rescue group per task
     rsft = train.model_copy(update={"algorithm": "rsft"})
     phase = WeightPhase(sampler=PersistentSampler(0), stream=[], position=0, max_steps=5)
-    assert stage_rollouts(rsft, StageOptions(phase=phase)) == 5 * 2 * 4  # a WHALE phase's length
+    assert stage_rollouts(rsft, RSFT(phase=phase)) == 5 * 2 * 4  # a WHALE phase's length
 
 
 def test_open_ended_strategies_run_until_the_budget_and_planned_ones_keep_their_schedule(tmp_path):

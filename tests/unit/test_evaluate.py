@@ -13,7 +13,7 @@ from rich.console import Console
 
 from coevo.envs.base import Episode, Score, Task, Tool
 from coevo.evaluation import engine as evaluate_module
-from coevo.evaluation.engine import evaluate, paired_evaluate, trajectory_id
+from coevo.evaluation.engine import evaluate, trajectory_id
 from coevo.harnesses import HarnessSpec
 from coevo.models.fake import ScriptedChatModel
 from coevo.models.trajectory import Trajectory
@@ -145,18 +145,6 @@ async def test_evaluate_aggregates_a_scripted_env_and_stores_everything(tmp_path
     assert recorder.started == [(recorder.started[0][0], 4)] and recorder.stopped == 1
     assert recorder.updates[-1] == (4, pytest.approx(0.75))
     assert [d for d, _ in recorder.updates] == sorted(d for d, _ in recorder.updates)
-
-
-async def test_paired_evaluation_pairs_each_task_under_the_same_seeds():
-    careful, sloppy = spec("You are careful."), spec("You are sloppy.")
-    paired = await paired_evaluate(careful, sloppy, "ck", AdderEnv(), "val", k=2, seeds=[7, 9], n_tasks=4,
-                                   model=model(), concurrency=4)
-    assert [p.task_id for p in paired.pairs] == ["val-0", "val-1", "val-2", "val-3"]
-    assert all(p.seeds == [7, 9] for p in paired.pairs)
-    assert [(p.a, p.b) for p in paired.pairs] == [(1.0, 0.5), (0.5, 0.5), (1.0, 0.5), (0.5, 0.5)]
-    assert paired.pairs[0].a_passed == [True, True] and paired.pairs[0].b_passed == [False, False]
-    assert paired.a.harness_id == careful.id and paired.b.harness_id == sloppy.id
-    assert paired.a.pass_at_k == 0.5 and paired.b.pass_at_k == 0.0
 
 
 async def test_rollouts_in_flight_never_exceed_the_concurrency(monkeypatch):
@@ -292,9 +280,6 @@ async def test_the_heap_is_frozen_while_rollouts_run_and_released_after():
     await evaluate(spec(), "ck", AdderEnv(), "val", n_tasks=2, model=watcher)
     assert seen and all(count > 0 for count in seen) and gc.get_freeze_count() == 0
 
-    seen.clear()
-    paired = await paired_evaluate(spec(), spec("You are sloppy."), "ck", AdderEnv(), "val", n_tasks=2, model=watcher)
-    assert len(seen) == 2 * paired.a.model_turns and all(count > 0 for count in seen) and gc.get_freeze_count() == 0
 
     class Cycle:
         pass

@@ -24,8 +24,7 @@ from coevo.models.trajectory import Trajectory
 from coevo.records import HarnessRecord, LLMCallRecord
 from coevo.roles.summariser import LLMSummariser
 from coevo.storage import Archive
-from coevo.training.harness_cost import harness_metrics
-from coevo.training.stage import StageOptions
+from coevo.training.grpo.harness_cost import harness_metrics
 
 WORDS = ["apple", "pear", "plum", "fig", "kiwi", "lime", "date", "sloe", "yuzu", "quince", "lemon", "grape"]
 LESSON = "repeat the last word of the task"
@@ -67,8 +66,8 @@ class ExperienceTrainer:
     def __init__(self, env, model, archive):
         self.env, self.model, self.archive, self.given = env, model, archive, []
 
-    async def __call__(self, checkpoint_id, spec, tasks, round, options=StageOptions()):
-        self.given.append((options.harness_sft, list(options.experience)))
+    async def __call__(self, checkpoint_id, spec, tasks, round, options=None):
+        self.given.append((getattr(options, "rounds", 0), list(options.experience)))
         new = f"{checkpoint_id}+r{round}"
         trajs = [await arun_rollout(spec, self.model, self.env, t, checkpoint_id=new, experience=options.experience)
                  for t in tasks]

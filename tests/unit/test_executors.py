@@ -16,7 +16,7 @@ from coevo.meta.context import MetaContext
 from coevo.models.refs import REF_KEY, load_model
 from coevo.records import Checkpoint
 from coevo.storage import Archive
-from coevo.training.rollout import failed_trajectory
+from coevo.training.grpo.rollout import failed_trajectory
 
 
 class CountingExecutor(InProcessExecutor):

@@ -381,7 +381,7 @@ def test_a_version_number_a_concurrent_export_took_is_skipped(finished, tmp_path
     config, archive, state, _ = finished
     root = tmp_path / "releases"
     export(archive, config.db, root, version=True)
-    monkeypatch.setattr("coevo.app.export._taken", lambda root: 0)  # as if v1 appeared after the look
+    monkeypatch.setattr("coevo.app.agent_folder.taken", lambda root: 0)  # as if v1 appeared after the look
     assert export(archive, config.db, root, version=True).folder.name == "v2"
     assert sorted(p.name for p in root.iterdir()) == ["current", "graph.py", "langgraph.json", "v1", "v2"]
 

@@ -25,11 +25,11 @@ from coevo.harnesses.spec import HarnessSpec
 from coevo.models.trajectory import ModelCall, Trajectory
 from coevo.nodes.gate import bootstrap_p, decide
 from coevo.records import BudgetRecord, Checkpoint, EvaluationRecord, GatePair
-from coevo.training.advantages import needs_rescue, rescued_better
-from coevo.training.rollout import HarnessRollout
+from coevo.training.grpo.advantages import needs_rescue, rescued_better
+from coevo.training.grpo.rollout import HarnessRollout
+from coevo.training.kinds import grpo_phase
 from coevo.training.rsft import accepted
 from coevo.training.schedule import PersistentSampler, WeightPhase
-from coevo.training.stage import grpo_phase
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT = tomllib.loads((ROOT / "configs" / "chain_sum.toml").read_text())  # RunConfig()'s own values
@@ -102,7 +102,7 @@ def test_dynamic_sampling_is_off_by_default_and_draws_only_when_asked():
 
 
 def test_group_size_k_is_the_configs_num_generations():
-    from coevo.training.grpo import grpo_args
+    from coevo.training.grpo.stage import grpo_args
 
     cfg = TrainConfig(num_generations=8).stage(0, 0, "/tmp/coevo-k")
     assert grpo_args(cfg, "/tmp/coevo-k").num_generations == 8
@@ -132,7 +132,7 @@ class Recorder:
 def test_sampled_evaluation_decodes_at_the_eval_temperature_and_reports_pass_and_mean_at_k(tmp_path):
     from rich.console import Console
 
-    from coevo.cli.run import summary_table
+    from coevo.report.terminal import summary_table
 
     greedy = HarnessSpec(decoding={"temperature": 0.0})
     env, model = WordEnv(), setup_run(tmp_path)[1].policy("w0")

@@ -17,7 +17,7 @@ from coevo.app.run import RunError, resolve_answers, run_meta
 from coevo.cli.app import app
 from coevo.config import RunConfig
 from coevo.meta.state import Candidate, Direction
-from coevo.nodes.gate import decide, difference_text
+from coevo.nodes.gate import decide, gate_difference
 from coevo.records import GateDecision, GatePair, RunRecord
 from coevo.roles.curator import Curation
 from coevo.roles.editor import Proposal
@@ -135,14 +135,14 @@ def test_gate_reason_states_the_paired_difference_and_its_interval():
     # 10 val tasks: the incumbent passes 0-4, the candidate 0-3, 5 and 6 (c − b = +0.10)
     pairs = [GatePair(task_id=f"t{i}", b=float(i < 5), c=float(i in (0, 1, 2, 3, 5, 6)), b_passed=i < 5,
                       c_passed=i in (0, 1, 2, 3, 5, 6)) for i in range(10)]
-    assert difference_text(pairs) == "c − b = +0.10 [−0.20, 0.40] over 10 tasks"
+    assert gate_difference(pairs) == "c − b = +0.10 [−0.20, 0.40] over 10 tasks"
     cfg = RunConfig().gate
     accepted, reason = decide(0.5, 0.6, pairs, cfg)
     assert accepted and reason == "c=0.6000 beats b=0.5000; c − b = +0.10 [−0.20, 0.40] over 10 tasks"
     worse = [p.model_copy(update={"b": p.c, "c": p.b}) for p in pairs]
-    assert difference_text(worse) == "c − b = −0.10 [−0.40, 0.20] over 10 tasks"
+    assert gate_difference(worse) == "c − b = −0.10 [−0.40, 0.20] over 10 tasks"
     sure = [GatePair(task_id=f"t{i}", b=0.0, c=float(i < 1), b_passed=False, c_passed=i < 1) for i in range(10)]
-    assert difference_text(sure) == "c − b = +0.10 [0.00, 0.30] over 10 tasks"
+    assert gate_difference(sure) == "c − b = +0.10 [0.00, 0.30] over 10 tasks"
     assert decide(0.5, 0.5, [], cfg) == (False, "c=0.5000 does not beat b=0.5000")  # no pairs: no interval
 
 

@@ -19,9 +19,9 @@ from coevo.models.fake import ScriptedChatModel
 from coevo.models.trajectory import Trajectory
 from coevo.records import EditRecord, GateDecision, HarnessRecord
 from coevo.storage import Archive
-from coevo.training.edit_env import PENALTY, EditEnv, EditEpisode, SplitLeakError
-from coevo.training.engineer import EngineerRollout, episode_task, train_engineer_grpo, train_engineer_sft
-from coevo.training.engineer_data import accepted_examples, reply_text
+from coevo.training.harness_r1.edit_env import PENALTY, EditEnv, EditEpisode, SplitLeakError
+from coevo.training.harness_r1.engineer import EngineerRollout, episode_task, train_engineer_grpo, train_engineer_sft
+from coevo.training.harness_r1.engineer_data import accepted_examples, reply_text
 
 RULE = [{"op": "add", "path": "/prompt/rules/show_work", "value": {"slot": "output_format",
                                                                   "text": "Write the final answer after 'Answer:'."}}]
@@ -336,7 +336,7 @@ def test_an_engineer_stage_that_fails_part_way_still_charges_the_reruns_it_made(
 
 def test_an_engineer_stage_declares_its_most_reruns(episode):
     from coevo.config.train import StageConfig
-    from coevo.training.engineer import grpo_rollouts
+    from coevo.training.harness_r1.engineer import grpo_rollouts
 
     small = EditEpisode("ep-1", episode.spec, episode.tasks[:2], seed=6)
     stage = StageConfig(steps=2, tasks_per_step=1, num_generations=3)

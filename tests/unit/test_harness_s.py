@@ -29,8 +29,7 @@ from coevo.roles.editor import OfflineEditor
 from coevo.roles.profiler import LLMProfiler, OfflineProfiler
 from coevo.roles.voter import LLMVoter, RuleVoter, combine, weight
 from coevo.storage import Archive
-from coevo.training.rollout import HarnessRollout, sibling_rescue
-from coevo.training.stage import StageOptions
+from coevo.training.grpo.rollout import HarnessRollout, sibling_rescue
 
 # -- Eq. 3 -------------------------------------------------------------------------------------
 
@@ -213,8 +212,8 @@ class RescueTrainer:
     def __init__(self, env, model, archive):
         self.env, self.model, self.archive, self.routed = env, model, archive, []
 
-    async def __call__(self, checkpoint_id, spec, tasks, round, options=StageOptions()):
-        route = options.route
+    async def __call__(self, checkpoint_id, spec, tasks, round, options=None):
+        route = getattr(options, "route", None)
         new = f"{checkpoint_id}+r{round}"
         trajs = [await arun_rollout(spec, self.model, self.env, t, checkpoint_id=new) for t in tasks]
         for t, traj in zip(tasks, trajs):

@@ -68,7 +68,7 @@ def rsft_stage(over: dict[str, Any]) -> dict[str, Any]:
 def trl_args(over: dict[str, Any]) -> dict[str, Any]:
     """The TRL ``GRPOConfig`` a stage builds (what the performance keys reach)."""
     from coevo.config.train import StageConfig
-    from coevo.training.grpo import grpo_args
+    from coevo.training.grpo.stage import grpo_args
 
     args = grpo_args(StageConfig(**stage_settings(over)), "/tmp/knob-args")
     return {k: getattr(args, k) for k in ("gradient_accumulation_steps", "per_device_train_batch_size",
@@ -83,8 +83,8 @@ def live_sampler(over: dict[str, Any]) -> dict[str, Any]:
     from training_kit import NamingEnv, tiny_chat_checkpoint
 
     from coevo.models.merged import MergedLora
-    from coevo.training.grpo import train_grpo
-    from coevo.training.rollout import LivePolicy
+    from coevo.training.grpo.rollout import LivePolicy
+    from coevo.training.grpo.stage import train_grpo
 
     folder = Path(tempfile.mkdtemp(prefix="knob-live-"))
     env, sampler, merges = NamingEnv(), LivePolicy(), []
@@ -125,7 +125,7 @@ def sampler_threads(over: dict[str, Any]) -> set[int]:
 def training_variant(over: dict[str, Any]) -> tuple:
     """The harness as training rollouts run it (``training_spec``: temperature, output budget)."""
     from coevo.harnesses.spec import HarnessSpec
-    from coevo.training.stage import training_spec
+    from coevo.training.kinds import training_spec
 
     spec = training_spec(HarnessSpec(name="h0"), load_config(None, over).train)
     return spec.decoding.temperature, spec.budget.max_output_tokens
@@ -232,7 +232,7 @@ def engineer_episodes(over: dict[str, Any]) -> tuple:
     from coevo.harnesses.spec import HarnessSpec
     from coevo.records import Trajectory
     from coevo.storage import Archive
-    from coevo.training.edit_env import EditEnv
+    from coevo.training.harness_r1.edit_env import EditEnv
 
     config = load_config(None, {**BASE, **over})
     archive, train = Archive("sqlite://"), KnobEnv().tasks("train", 8)

@@ -15,7 +15,7 @@ from coevo.models.base import TOKENS_KEY, record_call  # noqa: E402
 from coevo.models.litellm_model import LiteLLMCallError, LiteLLMChatModel, is_transient  # noqa: E402
 from coevo.models.messages import messages_to_openai  # noqa: E402
 from coevo.models.trajectory import MISSING_TOKENS_KEY, MissingTokensError, Trajectory  # noqa: E402
-from coevo.training.samples import trajectory_rows  # noqa: E402
+from coevo.training.grpo.samples import trajectory_rows  # noqa: E402
 
 MODEL = "openai/gpt-4o-mini"
 

@@ -18,7 +18,7 @@ def test_lines_of_every_writer_share_one_aligned_topic_column():
         loop.info("round 0: kept", extra={"topic": "gate"})
         loop.info("round 0: 2 candidates", extra={"topic": "validate"})
         logging.getLogger("coevo.models.router").warning("server %s failed", "http://a")
-        logging.getLogger("coevo.training.grpo").debug("below INFO: not on the channel")
+        logging.getLogger("coevo.training.grpo.stage").debug("below INFO: not on the channel")
     finally:
         detach()
     assert len(lines) == 3, lines

@@ -31,7 +31,6 @@ from coevo.records import (
 from coevo.roles.curator import LLMCurator, OfflineCurator
 from coevo.roles.editor import LLMEditor, OfflineEditor, demonstration_source
 from coevo.storage import Archive
-from coevo.training.stage import StageOptions
 
 WORDS = ["apple", "pear", "plum", "fig", "kiwi", "lime", "date", "sloe", "yuzu", "quince", "lemon", "grape"]
 
@@ -85,8 +84,8 @@ class FakeTrainer:
         self.env, self.model, self.archive, self.fail_once_at = env, model, archive, fail_once_at
         self.stages = []  # (round, task ids, sibling ids) of every stage
 
-    async def __call__(self, checkpoint_id, spec, tasks, round, options=StageOptions()):
-        self.stages.append((round, [t.id for t in tasks], [s.id for s in options.siblings]))
+    async def __call__(self, checkpoint_id, spec, tasks, round, options=None):
+        self.stages.append((round, [t.id for t in tasks], [s.id for s in options.pool()]))
         if self.fail_once_at == round:
             self.fail_once_at = None
             raise RuntimeError("simulated crash in the train node")
@@ -247,8 +246,8 @@ def test_a_run_killed_mid_round_resumes_to_the_same_final_state(tmp_path, db_url
 def test_report_and_summary_show_rounds_decisions_and_plots(tmp_path):
     from rich.console import Console
 
-    from coevo.cli.run import summary_table
     from coevo.report.html import write_report
+    from coevo.report.terminal import summary_table
 
     config, ctx, archive = setup_run(tmp_path, "help")
     state = asyncio.run(_run(config, ctx, archive))

@@ -111,7 +111,7 @@ def test_number_parser_only_for_numeric_answers_and_demonstrations_never_use_val
 
 def test_the_number_parser_fires_on_evidence_as_a_real_run_builds_it():
     from coevo.models.trajectory import Trajectory
-    from coevo.training.edit_env import failure_excerpt
+    from coevo.training.harness_r1.edit_env import failure_excerpt
 
     ids = [t for t in train_tasks() if t.startswith("chain_sum")][:2]
     evidence = [Evidence(**failure_excerpt(Trajectory(

@@ -8,11 +8,11 @@ from rich.console import Console
 from test_meta_loop import _run, setup_run  # noqa: E402  (tests/unit is on sys.path)
 
 from coevo.cli.eval import result_table
-from coevo.cli.run import summary_table
 from coevo.evaluation.results import EvalResult, TaskOutcome, outcome_estimate, paired_difference
 from coevo.meta.state import EvalSummary
 from coevo.report.html import write_report
 from coevo.report.numbers import difference_text, significance
+from coevo.report.terminal import summary_table
 from coevo.storage import Archive
 
 

@@ -24,8 +24,9 @@ from coevo.config import ConfigError, StageConfig, StageConfigError, load_config
 from coevo.envs.base import Task
 from coevo.evaluation.stats import Estimate
 from coevo.records import RunRecord, Trajectory
+from coevo.report.caveats import separation_warnings
 from coevo.report.compare import write_compare_report
-from coevo.report.power import separable_difference, separation_warnings, tasks_needed
+from coevo.report.power import separable_difference, tasks_needed
 from coevo.storage import Archive, ArchiveFullError
 from coevo.storage import archive as archive_module
 from coevo.storage.errors import disk_full

@@ -72,7 +72,7 @@ def test_grpo_stage_reports_its_steps_through_trl_to_the_run_folder(tmp_path):
 
     from coevo.config import RunConfig
     from coevo.harnesses.spec import HarnessSpec
-    from coevo.training.grpo import train_grpo
+    from coevo.training.grpo.stage import train_grpo
     from coevo.training.stage import tracked
 
     run = RunConfig(out_dir=str(tmp_path / "out"), report_to="tensorboard")
@@ -128,7 +128,7 @@ def test_grpo_stage_reports_through_trl_into_the_runs_mlflow_store(tmp_path, mon
     from coevo.config import RunConfig
     from coevo.harnesses.spec import HarnessSpec
     from coevo.observe.tracking import open_tracker
-    from coevo.training.grpo import train_grpo
+    from coevo.training.grpo.stage import train_grpo
     from coevo.training.stage import tracked
 
     monkeypatch.chdir(tmp_path)

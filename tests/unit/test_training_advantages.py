@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from coevo.training.advantages import (
+from coevo.training.grpo.advantages import (
     effective_group_rate,
     effective_token_share,
     group_advantages,

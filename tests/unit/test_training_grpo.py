@@ -22,10 +22,10 @@ from coevo.harnesses.spec import HarnessSpec
 from coevo.models.fake import ScriptedChatModel
 from coevo.models.trajectory import ModelCall, Trajectory
 from coevo.records import Checkpoint
-from coevo.training.advantages import group_advantages, task_token_weights, truncated_is_weight
-from coevo.training.grpo import train_grpo
-from coevo.training.rollout import HarnessRollout, sibling_rescue
-from coevo.training.samples import trajectory_rows
+from coevo.training.grpo.advantages import group_advantages, task_token_weights, truncated_is_weight
+from coevo.training.grpo.rollout import HarnessRollout, sibling_rescue
+from coevo.training.grpo.samples import trajectory_rows
+from coevo.training.grpo.stage import train_grpo
 
 HOOK = {"nudge": {"event": "after_tool", "condition": "always", "action": "inject", "message": "HOOK-TEXT"}}
 
@@ -110,8 +110,8 @@ def test_grpo_batch_carries_policy_mask_and_eq15_eq16_advantages(tmp_path, spec,
     from datasets import Dataset
 
     from coevo.training.checkpoint import load_policy
-    from coevo.training.grpo import grpo_args, lora_config
-    from coevo.training.trainer import HarnessGRPOTrainer
+    from coevo.training.grpo.stage import grpo_args, lora_config
+    from coevo.training.grpo.trainer import HarnessGRPOTrainer
 
     ckpt = tiny_llama_checkpoint(tmp_path / "base")
     cfg = StageConfig(output_dir=str(tmp_path / "runs"))
@@ -176,7 +176,7 @@ def test_fill_prompt_ids_renders_missing_prompts_with_the_chat_template():
     from langchain_core.messages import HumanMessage, messages_to_dict
     from training_kit import char_tokenizer
 
-    from coevo.training.rollout import fill_prompt_ids
+    from coevo.training.grpo.rollout import fill_prompt_ids
 
     tok = char_tokenizer()
     tok.chat_template = "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}{% endfor %}<assistant>"
@@ -194,8 +194,8 @@ def test_batch_pads_rows_to_equal_micro_batches_with_lossless_fillers(tmp_path, 
     from datasets import Dataset
 
     from coevo.training.checkpoint import load_policy
-    from coevo.training.grpo import grpo_args, lora_config
-    from coevo.training.trainer import HarnessGRPOTrainer
+    from coevo.training.grpo.stage import grpo_args, lora_config
+    from coevo.training.grpo.trainer import HarnessGRPOTrainer
 
     def three_rows(prompts, trainer):  # one trajectory split in two segments + one more: 3 rows
         return {"prompt_ids": [[5, 6], [5, 7], [9]], "completion_ids": [[7, 8], [8], [10, 11, 12]],
@@ -354,7 +354,7 @@ def test_a_step_s_rollouts_share_one_generate_call_on_the_live_weights(tmp_path)
     prefix prefilled once), and the step then trains on what was sampled."""
     from training_kit import NamingEnv, tiny_chat_checkpoint
 
-    from coevo.training.rollout import LivePolicy
+    from coevo.training.grpo.rollout import LivePolicy
 
     ckpt = tiny_chat_checkpoint(tmp_path / "base")
     env = NamingEnv()

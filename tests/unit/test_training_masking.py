@@ -14,9 +14,9 @@ from training_kit import LookupEnv, sampled, tiny_llama_checkpoint
 
 from coevo.harnesses.spec import HarnessSpec
 from coevo.models.trajectory import MISSING_TOKENS_KEY, MissingTokensError, ModelCall, Trajectory
-from coevo.training.advantages import group_advantages
-from coevo.training.grpo import stage_metrics
-from coevo.training.rollout import HarnessRollout, sibling_rescue
+from coevo.training.grpo.advantages import group_advantages
+from coevo.training.grpo.rollout import HarnessRollout, sibling_rescue
+from coevo.training.grpo.stage import stage_metrics
 
 
 def trainer(k=4, step=0):

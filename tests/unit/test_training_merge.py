@@ -10,7 +10,7 @@ from training_kit import random_adapter, tiny_llama_checkpoint
 
 from coevo.models.checkpoint import Checkpoint
 from coevo.training.checkpoint import load_policy
-from coevo.training.merge import merge_adapters
+from coevo.training.coevo_rsi.merge import merge_adapters
 
 TYPES = ["linear", "cat", "svd", "ties", "dare_ties", "ties_svd", "dare_ties_svd"]
 PRUNING = {"ties", "dare_ties", "ties_svd", "dare_ties_svd"}

@@ -12,7 +12,7 @@ from coevo.harnesses.spec import HarnessSpec
 from coevo.models.trajectory import Trajectory
 from coevo.training import rsft
 from coevo.training.checkpoint import load_policy
-from coevo.training.samples import Row
+from coevo.training.grpo.samples import Row
 
 SPEC = HarnessSpec(parser={"mode": "python_call"},
                    hooks={"nudge": {"event": "after_tool", "condition": "always", "action": "inject",

@@ -22,7 +22,7 @@ from coevo.harnesses.runtime import arun_rollout
 from coevo.harnesses.spec import HarnessSpec
 from coevo.meta.state import Candidate
 from coevo.models.fake import ScriptedChatModel
-from coevo.training.rollout import HarnessRollout, sibling_rescue
+from coevo.training.grpo.rollout import HarnessRollout, sibling_rescue
 
 HOOK = {"nudge": {"event": "after_tool", "condition": "always", "action": "inject", "message": "HOOK-TEXT"}}
 
@@ -112,8 +112,8 @@ def test_the_rows_of_a_step_s_one_generate_call_are_each_seeded_with_their_own_r
     from training_kit import NamingEnv, tiny_chat_checkpoint
 
     import coevo.models.decode as decode
-    from coevo.training.grpo import train_grpo
-    from coevo.training.rollout import LivePolicy
+    from coevo.training.grpo.rollout import LivePolicy
+    from coevo.training.grpo.stage import train_grpo
 
     batches = []
 
@@ -169,7 +169,7 @@ def test_the_check_node_passes_a_fixed_seed_candidate_with_a_warning_recorded_an
 
 @pytest.mark.parametrize("parts", [(0, "group", 0, "t", 0), (1, "draw", 0, 2, "t", 3)])
 def test_rollout_seeds_are_pure_and_fit_every_backend(parts):
-    from coevo.training.seeds import rollout_seed
+    from coevo.training.grpo.seeds import rollout_seed
 
     assert rollout_seed(7, *parts) == rollout_seed(7, *parts) != rollout_seed(8, *parts)
     assert 0 <= rollout_seed(7, *parts) < 2**31

@@ -11,9 +11,12 @@ from coevo.harnesses.spec import HarnessSpec
 from coevo.models.checkpoint import Checkpoint
 from coevo.models.trajectory import Trajectory
 from coevo.storage import Archive
-from coevo.training import grpo, rsft
+from coevo.training import rsft
+from coevo.training.grpo import stage as grpo
+from coevo.training.harness_s import Routed
+from coevo.training.kinds import GRPO, RSFT
 from coevo.training.schedule import PersistentSampler, WeightPhase
-from coevo.training.stage import StageOptions, StageTrainer
+from coevo.training.stage import StageTrainer
 
 
 @pytest.mark.parametrize("algorithm, module, name", [("grpo", grpo, "train_grpo"), ("rsft", rsft, "train_rsft")])
@@ -68,12 +71,12 @@ def test_stage_trainer_rescues_under_the_siblings_and_records_the_size_of_the_ch
     with Archive(tmp_path / "a.db") as archive:
         archive.put(base)
         new_id, _ = asyncio.run(StageTrainer(config, env, archive, "r1")(base.id, spec, env.tasks(), 0,
-                                                                     StageOptions(siblings=[sibling])))
+                                                                     GRPO(siblings=(sibling,))))
         record = archive.get(Checkpoint, new_id)
     assert callable(seen["rescue"]) == rescue
     if rescue:  # one fresh attempt per failed rollout, under the sibling sampled like the incumbent
         from coevo.models.fake import ScriptedChatModel
-        from coevo.training.stage import training_spec
+        from coevo.training.kinds import training_spec
 
         task = env.tasks()[0]
         group = asyncio.run(seen["rescue"](task, [Trajectory(task_id=task.id)] * 2,
@@ -183,7 +186,7 @@ def test_one_stage_keeps_the_runs_executor_with_a_router_or_a_whale_phase(tmp_pa
     RSFT options reach ``train_rsft`` together with the executor and the tracked stage config."""
     from coevo.evaluation import executors
     from coevo.evaluation.executors import InProcessExecutor
-    from coevo.training import rollout
+    from coevo.training.grpo import rollout
 
     runner, placed, seen = InProcessExecutor(), object(), {}
     monkeypatch.setattr(executors, "sampling_on", lambda executor, rollout_fn=None: placed)
@@ -207,13 +210,13 @@ def test_one_stage_keeps_the_runs_executor_with_a_router_or_a_whale_phase(tmp_pa
         archive.put(Checkpoint(id="ck0", base_model="base"))
         grpo_run = RunConfig(out_dir=str(tmp_path), train={"rescue": False})
         asyncio.run(StageTrainer(grpo_run, env, archive, "r1", runner)("ck0", spec, env.tasks(), 0,
-                                                                        StageOptions([sibling], route=route)))
+                                                                        Routed(siblings=(sibling,), route=route)))
         assert seen["executor"] is runner and seen["rescue"] == ("rescue", True, placed)  # routed, on the executor
         seen.clear()
         rsft_run = RunConfig(out_dir=str(tmp_path), report_to="tensorboard", train={"algorithm": "rsft"})
         stop = lambda rewards: None  # noqa: E731
         phase = WeightPhase(PersistentSampler(0), env.tasks(), position=5, max_steps=2, stop=stop)
         asyncio.run(StageTrainer(rsft_run, env, archive, "r1", runner)("ck0", spec, env.tasks(), 1,
-                                                                        StageOptions(phase=phase)))
+                                                                        RSFT(phase=phase)))
     assert seen["executor"] is runner and (seen["position"], seen["max_steps"], seen["stop"]) == (5, 2, stop)
     assert seen["config"].report_to == "tensorboard" and seen["config"].run_name == "r1/round1"

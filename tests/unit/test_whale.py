@@ -26,7 +26,6 @@ from coevo.roles.editor import OfflineEditor, Proposal
 from coevo.roles.proposer import LLMProposer, OfflineProposer, SearchView, ranked
 from coevo.storage import Archive
 from coevo.training.schedule import Patience, PersistentSampler, epochs_to_steps, run_phase
-from coevo.training.stage import StageOptions
 
 
 def test_patience_stops_exactly_when_window_and_patience_say_so_and_never_before_the_minimum():
@@ -74,7 +73,7 @@ class PhaseTrainer:
         self.batches: list[list[str]] = []
         self.phases: list[list[str]] = []
 
-    async def __call__(self, checkpoint_id, spec, tasks, round, options=StageOptions()):
+    async def __call__(self, checkpoint_id, spec, tasks, round, options=None):
         if self.fail_once_at == round:
             self.fail_once_at = None
             raise RuntimeError("simulated crash in a weight phase")

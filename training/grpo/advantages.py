@@ -43,13 +43,13 @@ def needs_rescue(rewards: Sequence[float], full: float = 1.0) -> bool:
     carries a learning signal. Raises ``ValueError`` on an empty group.
 
     ``rewards`` are the *task* rewards, also under cost-aware GRPO (EvoHarness-RL), where Eq. 6
-    normalises the cost-shaped ones (``coevo.training.harness_cost.shaped_reward``): Eq. 5 rescues
+    normalises the cost-shaped ones (``coevo.training.grpo.harness_cost.shaped_reward``): Eq. 5 rescues
     a group for lack of *success*, and neither part of that reads the action cost. On shaped
     rewards, a group in which every rollout passed at one equal cost (all 1 - lambda x cost < 1, no
     contrast) would be "rescued", and a group that failed everywhere but paid different costs
     would keep a signal that teaches only to fail more cheaply in place of the rescue's successes.
     Dynamic sampling, which asks only whether Eq. 6 has a signal, reads the shaped rewards
-    (``coevo.training.masking.has_contrast``)."""
+    (``coevo.training.grpo.masking.has_contrast``)."""
     if len(rewards) == 0:
         raise ValueError("needs_rescue: the group is empty; pass the K rewards of one task")
     return max(rewards) < full and max(rewards) - min(rewards) < 1e-12

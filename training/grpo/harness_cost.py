@@ -3,7 +3,7 @@ fine-tuning (EvoHarness-RL).
 
 Source: EvoHarness-RL ("Learning Runtime Harness Coordination for Self-Evolving Agents", arXiv:2608.05446), abstract:
 cost-aware GRPO trains the policy to access its BPE harness state *selectively*. Here the reward
-that enters Eq. 6's group advantages (Harness-S §3; ``coevo.training.advantages``) is
+that enters Eq. 6's group advantages (Harness-S §3; ``coevo.training.grpo.advantages``) is
 
     r = task reward - lambda x harness cost
 
@@ -20,7 +20,7 @@ from typing import Sequence
 
 from coevo.harnesses.bpe import state_chars
 from coevo.models.trajectory import Trajectory
-from coevo.training.samples import Row, trajectory_rows
+from coevo.training.grpo.samples import Row, trajectory_rows
 
 HARNESS_KEYS = ("task_reward", "harness_cost", "shaped_reward", "action_rate", "harness_reads", "harness_writes",
                 "state_chars")

@@ -25,7 +25,7 @@ from langchain_core.language_models import BaseChatModel
 
 from coevo.envs.base import Env, Task
 from coevo.models.trajectory import Trajectory
-from coevo.training.harness_cost import shaped_reward
+from coevo.training.grpo.harness_cost import shaped_reward
 
 log = logging.getLogger(__name__)
 RolloutFn = Callable[..., Awaitable[Trajectory]]
@@ -67,7 +67,7 @@ def members(group: Sequence[Trajectory]) -> list[Trajectory]:
 
 def has_contrast(group: Sequence[Trajectory], action_cost: float = 0.0) -> bool:
     """Whether the rewards of ``group``'s members (cost-aware at ``action_cost``,
-    ``coevo.training.harness_cost.shaped_reward``) differ (Eq. 6 then gives some rollout a non-zero
+    ``coevo.training.grpo.harness_cost.shaped_reward``) differ (Eq. 6 then gives some rollout a non-zero
     advantage)."""
     return len({shaped_reward(t, action_cost) for t in members(group)}) > 1
 

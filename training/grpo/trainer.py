@@ -8,7 +8,7 @@ saving are TRL's. Why the override (TRL 1.16):
 - TRL's ``rollout_func`` path requires one completion per prompt. A harness trajectory whose
   context was rewritten is several training sequences (``Trajectory.segments``), so the number
   of rows is only known after the rollouts. The override calls the same ``rollout_func``
-  (``coevo.training.rollout.HarnessRollout``; its ``env_mask`` is TRL's per-token mask for
+  (``coevo.training.grpo.rollout.HarnessRollout``; its ``env_mask`` is TRL's per-token mask for
   interleaved multi-turn tokens) and builds the batch from however many rows it returns.
 - TRL normalises rewards with the Bessel-corrected std and ``+1e-4``; Harness-S Eq. 6 uses the
   population std and ``max(std, 1e-6)``. The rollout computes Eq. 6 per group.
@@ -32,8 +32,8 @@ from trl import GRPOTrainer
 from trl.trainer.utils import pad
 
 from coevo.compat import GRPOBatchHook
-from coevo.training.advantages import task_token_weights, truncated_is_weight
-from coevo.training.samples import Row
+from coevo.training.grpo.advantages import task_token_weights, truncated_is_weight
+from coevo.training.grpo.samples import Row
 
 
 def _rows(out: dict[str, Any]) -> list[Row]:
@@ -47,15 +47,15 @@ class HarnessGRPOTrainer(GRPOBatchHook, GRPOTrainer):
     Extra args: ``importance_correction`` apply Eq. 16 (set it when the sampler is another engine
     than the trainer, e.g. vLLM); ``is_clip`` the ``(low, high)`` clip of Eq. 16 (default (0, 2));
     ``pack_prefixes`` score each micro-batch with its rows' shared prompt tokens run once
-    (``coevo.training.packing``: the same log-probs, loss and gradients).
-    Use with ``loss_type="dapo"`` (``coevo.training.grpo.grpo_args`` sets it).
+    (``coevo.training.grpo.packing``: the same log-probs, loss and gradients).
+    Use with ``loss_type="dapo"`` (``coevo.training.grpo.stage.grpo_args`` sets it).
     """
 
     def __init__(self, *args: Any, importance_correction: bool = False,
                  is_clip: tuple[float, float] = (0.0, 2.0), pack_prefixes: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         if pack_prefixes:
-            from coevo.training.packing import packed_logps
+            from coevo.training.grpo.packing import packed_logps
 
             self.packed_scorer = packed_logps
         if self.rollout_func is None:

@@ -26,8 +26,8 @@ loss on policy tokens only                  ``env_mask`` from ``Trajectory.segme
 ==========================================  =================================================
 
 Rollouts that raised or carry no sampled tokens are masked out of their groups, and a group left
-with fewer than two is dropped (``coevo.training.masking``); each rollout samples with its own
-seed (``coevo.training.seeds``).
+with fewer than two is dropped (``coevo.training.grpo.masking``); each rollout samples with its own
+seed (``coevo.training.grpo.seeds``).
 
 Differences: one generation batch per optimiser step (``num_iterations=1`` by default), so
 ``pi_old`` is the sampling policy and the ratio is 1 (up to float rounding when Eq. 16 scores
@@ -40,7 +40,7 @@ segments from the tail.
 Speed without a change of objective: a step's rollouts share ``generate`` calls (each runs as a
 client of the sampler's engine; the prompt prefix the rows share is prefilled once,
 ``coevo.models.decode``), and with ``pack_prefixes`` the whole batch is one micro-step whose
-shared prompt tokens run through the forward and backward once (``coevo.training.packing``); with
+shared prompt tokens run through the forward and backward once (``coevo.training.grpo.packing``); with
 ``merge_sampler`` the live sampler decodes with the LoRA adapter merged into the base weights
 (``coevo.models.merged``).
 """
@@ -61,8 +61,8 @@ from coevo.models.adapters import stage_folder, writing_adapter
 from coevo.models.checkpoint import Checkpoint, new_checkpoint_id
 from coevo.models.trajectory import Trajectory
 from coevo.training.checkpoint import load_policy, record_checkpoint
-from coevo.training.harness_cost import HARNESS_KEYS
-from coevo.training.rollout import HarnessRollout, PolicyFactory, Rescue, RolloutFn
+from coevo.training.grpo.harness_cost import HARNESS_KEYS
+from coevo.training.grpo.rollout import HarnessRollout, PolicyFactory, Rescue, RolloutFn
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +97,7 @@ def grpo_args(cfg: StageConfig, output_dir: Path, temperature: float = 1.0) -> A
 def quiet_console(trainer: Any) -> None:
     """Replace TRL's console output in ``trainer`` (a tqdm bar, and each step's metric dict written
     to stdout between the meta-loop's lines) by a bar on a terminal only and the metrics at DEBUG on
-    the ``coevo.training.grpo`` logger. The metrics stay in ``trainer.state.log_history`` (the
+    the ``coevo.training.grpo.stage`` logger. The metrics stay in ``trainer.state.log_history`` (the
     checkpoint's ``stage_metrics``). Uses transformers' public callback hooks only."""
     from transformers.trainer_callback import PrinterCallback, ProgressCallback, TrainerCallback
 
@@ -137,8 +137,8 @@ def stage_metrics(log_history: list[dict], rollouts: list[dict[str, float]], wal
     dict per step: step, loss, reward, pass_rate, effective_group_rate, nonzero_std_rate,
     effective_token_share, policy_tokens, rescue_rate (Harness-S rescue trigger rate), rescue_success,
     rescued_groups, resampled_groups, resampled_retained,
-    failed_rollouts, tokenless_rollouts, dropped_groups (``coevo.training.masking``), the sampler's
-    rollout_s, the harness-use numbers of ``coevo.training.harness_cost.harness_metrics``
+    failed_rollouts, tokenless_rollouts, dropped_groups (``coevo.training.grpo.masking``), the sampler's
+    rollout_s, the harness-use numbers of ``coevo.training.grpo.harness_cost.harness_metrics``
     (task_reward, harness_cost, shaped_reward, action_rate, harness_reads, harness_writes,
     state_chars; also as means over steps),
     sampled_tokens, sampled_tokens_per_s, and the trainer's grad_norm, entropy and, with Eq. 16,
@@ -191,8 +191,8 @@ def train_grpo(
     Args: ``config`` a ``StageConfig`` (or its dict; ``TrainConfig.stage`` builds it for a run);
     ``rescue`` the Eq. 5 hook
     ``rescue(task, failed_group[, policy=]) -> group`` called for a group without success and without
-    reward contrast (``coevo.training.advantages.needs_rescue``; binary rewards: all K rollouts fail)
-    (``coevo.training.rollout.sibling_rescue`` builds the Harness-S one); ``archive`` a
+    reward contrast (``coevo.training.grpo.advantages.needs_rescue``; binary rewards: all K rollouts fail)
+    (``coevo.training.grpo.rollout.sibling_rescue`` builds the Harness-S one); ``archive`` a
     ``coevo.storage.Archive`` that records the new checkpoint; ``policy_factory(trainer)`` the
     sampler (default: the trainer's own current weights through ``LocalChatModel``; a vLLM-backed
     factory from ``coevo.training.vllm_sync``); ``rollout_fn`` replaces ``arun_rollout`` (tests);
@@ -210,7 +210,7 @@ def train_grpo(
     """
     from datasets import Dataset
 
-    from coevo.training.trainer import HarnessGRPOTrainer
+    from coevo.training.grpo.trainer import HarnessGRPOTrainer
 
     cfg = StageConfig.parse(config)
     cfg.check_grpo()

@@ -25,7 +25,7 @@ demonstration: the teacher refuses val and test tasks, which no demonstration ma
 reply is written in the harness's parser format (native ``<tool_call>`` blocks, a json action
 object or a python call) and tokenised with the policy's own chat template and tokenizer
 (``policy.engine``), so the rows train exactly the tokens the policy would have to produce;
-``coevo.training.harness_cost.harness_sft_rows`` then keeps the BPE-using turns only.
+``coevo.training.grpo.harness_cost.harness_sft_rows`` then keeps the BPE-using turns only.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from coevo.envs.base import Env, Task
 from coevo.models.base import TOKENS_KEY
 from coevo.models.messages import parse_tool_calls, text_of, tool_schema
 from coevo.models.trajectory import Trajectory
-from coevo.training.masking import RolloutFn
+from coevo.training.grpo.masking import RolloutFn
 
 Tokens = Callable[[Sequence[BaseMessage], list[dict] | None, str], tuple[list[int], list[int]]]
 """``tokens(messages, tool schemas, reply) -> (prompt ids, completion ids)``: how the policy would
@@ -212,7 +212,7 @@ def teacher_rollout(run: RolloutFn | None = None, tokens_of: Callable[[Any], Tok
     (default ``arun_rollout``; e.g. ``with_experience``), the replies tokenised as ``policy`` would
     (``tokens_of(policy)``, default ``engine_tokens``). The trajectory is scored by the env like
     any rollout. Raises what ``demonstration`` and ``schedule`` raise."""
-    from coevo.training.rollout import default_rollout_fn
+    from coevo.training.grpo.rollout import default_rollout_fn
 
     base = run or default_rollout_fn()
 

@@ -10,14 +10,14 @@ handed to the optional rescue hook (Harness-S Eq. 5). With
 whose rewards are all equal), a group that still has no reward contrast (all fail or all pass)
 is replaced by the group of another of the stage's tasks, drawn in a seeded order, when that
 group has contrast; all replacements of a round are sampled together. Advantages are Eq. 6 per
-retained group; every trajectory becomes rows with a policy-token mask (``coevo.training.samples``).
+retained group; every trajectory becomes rows with a policy-token mask (``coevo.training.grpo.samples``).
 
 A rollout that raises (the model, the env, the harness) does not abort the step: ``guarded`` turns
 it into a failed trajectory. It, and a rollout without sampled tokens, is recorded and counted in
-the step's metrics but masked out of its group (``coevo.training.masking``): Eq. 6's statistics and
+the step's metrics but masked out of its group (``coevo.training.grpo.masking``): Eq. 6's statistics and
 the loss use the group's other rollouts, and a group left with fewer than two is dropped
 (``dropped_groups``). Every rollout samples with its own seed from (stage seed, step, group, task,
-rollout), whatever the harness's ``decoding.seed`` says (``coevo.training.seeds``).
+rollout), whatever the harness's ``decoding.seed`` says (``coevo.training.grpo.seeds``).
 """
 
 from __future__ import annotations
@@ -28,16 +28,16 @@ import itertools
 import logging
 import random
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Coroutine, Iterator, Sequence, TypeVar
+from typing import Any, Awaitable, Callable, Iterator, Sequence
 
 from langchain_core.language_models import BaseChatModel
 
+from coevo.aio import run_sync
 from coevo.envs.base import Env, Task
 from coevo.models.base import batched
 from coevo.models.trajectory import Trajectory
-from coevo.training.advantages import (
+from coevo.training.grpo.advantages import (
     effective_group_rate,
     effective_token_share,
     group_advantages,
@@ -45,9 +45,9 @@ from coevo.training.advantages import (
     needs_rescue,
     rescued_better,
 )
-from coevo.training.harness_cost import harness_metrics, shaped_reward
-from coevo.training.live import LivePolicy, eval_mode, fill_prompt_ids, sampling_mode
-from coevo.training.masking import (
+from coevo.training.grpo.harness_cost import harness_metrics, shaped_reward
+from coevo.training.grpo.live import LivePolicy, eval_mode, fill_prompt_ids, sampling_mode
+from coevo.training.grpo.masking import (
     MIN_MEMBERS,
     RolloutFn,
     failed_trajectory,
@@ -57,28 +57,16 @@ from coevo.training.masking import (
     mask_counts,
     members,
 )
-from coevo.training.samples import Row, rollout_output, trajectory_rows
-from coevo.training.seeds import rollout_seed, without_fixed_seed
+from coevo.training.grpo.samples import Row, rollout_output, trajectory_rows
+from coevo.training.grpo.seeds import rollout_seed, without_fixed_seed
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 Group = list[Trajectory]
 __all__ = ["HarnessRollout", "LivePolicy", "sibling_rescue", "failed_trajectory", "guarded", "has_contrast",
-           "is_failed", "run_sync", "eval_mode", "fill_prompt_ids", "sampling_mode"]
+           "is_failed", "eval_mode", "fill_prompt_ids", "sampling_mode"]
 PolicyFactory = Callable[[Any], BaseChatModel]
 Rescue = Callable[..., "Group | Awaitable[Group] | None"]
 Choose = Callable[[Task, int], "Sequence[Any] | Awaitable[Sequence[Any]]"]
-
-
-def run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` to completion from sync code, also when an event loop is already running
-    in this thread (then it runs on a fresh loop in a worker thread)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coro).result()
 
 
 def sibling_rescue(siblings: Sequence[Any] | Choose, env: Env, rollout_fn: RolloutFn | None = None,
@@ -88,8 +76,8 @@ def sibling_rescue(siblings: Sequence[Any] | Choose, env: Env, rollout_fn: Rollo
     its trajectories carries its own sibling's context (prompt token ids), so its probability ratio
     (Eq. 7) is computed in the context that generated it. Rescue rollout ``i`` samples with its own
     seed, derived from ``seed`` and the seed of failed rollout ``i`` (so distinct across the step's
-    rollouts and steps; a sibling's fixed ``decoding.seed`` is ignored, ``coevo.training.seeds``);
-    its group is masked like any other (``coevo.training.masking``).
+    rollouts and steps; a sibling's fixed ``decoding.seed`` is ignored, ``coevo.training.grpo.seeds``);
+    its group is masked like any other (``coevo.training.grpo.masking``).
 
     ``siblings``: harness specs in rank order, cycled to the size of the failed group; or a router
     ``choose(task, k) -> specs`` (sync or async; Harness-S Eq. 10, the top-K distinct siblings for
@@ -170,7 +158,7 @@ class HarnessRollout:
     chat model`` (default ``LivePolicy()``: the trainer's current weights; ``close`` stops it);
     ``rollout_fn`` (default
     ``arun_rollout``); ``max_len`` row length cap in tokens; ``seed`` the stage seed every rollout's
-    seed derives from (``coevo.training.seeds``; ``spec``'s own ``decoding.seed`` is cleared); ``checkpoint_id``
+    seed derives from (``coevo.training.grpo.seeds``; ``spec``'s own ``decoding.seed`` is cleared); ``checkpoint_id``
     written on the trajectories (``<id>+step<s>`` after s updates); ``max_concurrency`` caps
     concurrent rollouts (None: all at once, which lets a batching backend fill its batch);
     ``resample`` rounds of dynamic sampling per call (0: off; see module docstring), drawing from
@@ -179,7 +167,7 @@ class HarnessRollout:
     K under ``spec``); ``merge_sampler`` decodes each call's rollouts with the LoRA adapter merged
     (``sampling_mode``: the policy's local engine; speed only); ``action_cost`` cost-aware GRPO's
     lambda: advantages come from
-    ``task reward - lambda x harness cost`` (``coevo.training.harness_cost``; 0: the task reward);
+    ``task reward - lambda x harness cost`` (``coevo.training.grpo.harness_cost``; 0: the task reward);
     ``sampler_threads`` the default sampler's decoding threads (``LivePolicy``).
 
     After each call: ``trajectories`` holds every rollout so far (initial groups, including

@@ -3,10 +3,10 @@ outcomes of its own patches (Harness-R1 ("Learning to Edit Executable Runtime Ha
 Trajectories", arXiv:2608.02276), abstract: "cold-start supervised fine-tuning initializes this editing policy,
 which is then trained online with group-relative policy optimization"; "training updates only the engineer").
 
-- ``train_engineer_sft``: LoRA SFT on ``coevo.training.engineer_data.accepted_examples`` (the reply's
+- ``train_engineer_sft``: LoRA SFT on ``coevo.training.harness_r1.engineer_data.accepted_examples`` (the reply's
   tokens carry the loss; the prompt's do not), with RSFT's masked, token-normalised NLL steps
   (``coevo.training.rsft.sft_epochs``).
-- ``train_engineer_grpo``: the *same* GRPO stage as the target's (``coevo.training.grpo.train_grpo``:
+- ``train_engineer_grpo``: the *same* GRPO stage as the target's (``coevo.training.grpo.stage.train_grpo``:
   TRL's ``GRPOTrainer`` + PEFT LoRA, Eq. 6 group advantages), with ``EngineerRollout`` as its rollout
   function: each of the G rollouts of an episode is one engineer reply decoded under the episode's
   ``patch_schema`` (JSON-schema-constrained on a local model), rewarded by ``EditEnv`` (patched minus
@@ -39,9 +39,9 @@ from coevo.models.refs import split_local, split_settings
 from coevo.models.structured import response_format
 from coevo.models.trajectory import Trajectory
 from coevo.training.checkpoint import load_policy, record_checkpoint
-from coevo.training.edit_env import EditEnv, EditEpisode, EditReply, engineer_messages
-from coevo.training.engineer_data import EngineerExample
-from coevo.training.samples import Row
+from coevo.training.grpo.samples import Row
+from coevo.training.harness_r1.edit_env import EditEnv, EditEpisode, EditReply, engineer_messages
+from coevo.training.harness_r1.engineer_data import EngineerExample
 
 ENV_NAME = "harness_r1"
 """The ``env`` name of the engineer's trajectories and episode tasks."""
@@ -137,7 +137,7 @@ def train_engineer_grpo(checkpoint: Checkpoint, episodes: Sequence[EditEpisode],
     report tells it from the target's stages), every engineer trajectory, and the rollout (its
     ``outcomes``). Raises ``SplitLeakError`` (at episode construction) for a non-train task and
     what ``train_grpo`` raises."""
-    from coevo.training.grpo import train_grpo
+    from coevo.training.grpo.stage import train_grpo
 
     rollout = EngineerRollout(env, episodes, max_tokens, max_ops)
     new, trajectories = train_grpo(checkpoint, engineer_spec(temperature), env,  # type: ignore[arg-type]
@@ -169,7 +169,7 @@ def train_engineer_sft(checkpoint: Checkpoint, examples: Sequence[EngineerExampl
     import torch
     from peft import get_peft_model
 
-    from coevo.training.grpo import lora_config
+    from coevo.training.grpo.stage import lora_config
     from coevo.training.rsft import sft_epochs
 
     if not examples:

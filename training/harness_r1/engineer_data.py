@@ -23,7 +23,7 @@ from coevo.envs.base import Task
 from coevo.harnesses.spec import validate_spec
 from coevo.models.trajectory import Trajectory
 from coevo.records import EditRecord, GateDecision, HarnessRecord
-from coevo.training.edit_env import engineer_messages, failure_excerpt, train_only
+from coevo.training.harness_r1.edit_env import engineer_messages, failure_excerpt, train_only
 
 OP_KEYS = ("op", "path", "value")
 """The key order of a patch operation in ``patch_schema`` (constrained decoding writes keys in it)."""
