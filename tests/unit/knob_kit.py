@@ -229,8 +229,8 @@ def rsft(over: dict[str, Any]) -> dict[str, Any]:
 
     built: dict[str, Any] = {}
 
-    def local(model: Any, tokenizer: Any, max_batch: int) -> Any:
-        built["max_batch"] = max_batch
+    def local(model: Any, tokenizer: Any, max_batch: int, threads: int | None = None) -> Any:
+        built["max_batch"], built["threads"] = max_batch, threads
         return keyed_policy()
 
     original = module._local
