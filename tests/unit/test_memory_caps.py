@@ -35,6 +35,7 @@ def test_a_configuration_that_fits_is_kept_and_one_that_does_not_is_split_then_c
 def test_the_default_budget_is_well_under_the_device():
     plan = plan_memory(StageConfig(), TINY)
     assert plan.budget_gb == pytest.approx(DEFAULT_SHARE * device_memory_gb()) and DEFAULT_SHARE <= 0.75
+    assert (plan.micro_batches, plan.max_len) == (None, 4096)
 
 
 def test_a_stage_that_cannot_fit_one_row_is_refused_naming_the_budget_and_the_fix():
@@ -57,3 +58,13 @@ def test_a_grpo_stage_trains_with_the_planned_micro_batch_or_refuses_before_any_
                                                       "output_dir": str(tmp_path / "runs")},
                        archive=archive, run_id="r", policy_factory=lambda tr: lookup_policy())
         assert [c.id for c in archive.list(Checkpoint)] == [new.id]  # the refused stage recorded nothing
+
+
+def test_the_default_budget_never_reshapes_a_stage_it_only_refuses(caplog):
+    from coevo.config import load_config
+
+    stage = load_config("configs/default.toml").train.stage(0, 0, "/tmp/x")
+    big = ModelShape(params=134_515_008, dtype_bytes=4, hidden=576, intermediate=1536, layers=30, vocab=10**6)
+    plan = plan_memory(stage, big)  # its worst case is far over any machine: logged, not applied
+    assert (plan.micro_batches, plan.max_len) == (stage.micro_batches, stage.max_len) and not plan.changed
+    assert "set train.max_memory_gb to have it" in caplog.text
