@@ -70,8 +70,8 @@ class Archive:
     or any SQLAlchemy URL (``postgresql+psycopg://user@host/db``); ``migrate`` (default) brings an
     older database up to date on open (``coevo.storage.migrate.prepare``; ``revision`` is then the
     head), ``False`` opens it as it is. Raises ``SchemaVersionError`` when the database was created
-    by a newer schema (upgrade coevo, or point at another database) and ``ArchiveError`` when it
-    cannot be opened.
+    by a newer schema (upgrade coevo, or point at another database), ``ArchiveFullError`` when its
+    tables cannot be created or migrated for lack of space, and ``ArchiveError`` when it cannot be opened.
     """
 
     def __init__(self, target: str | Path = "coevo.db", migrate: bool = True) -> None:
@@ -86,6 +86,9 @@ class Archive:
                 version = SchemaVersionRow.__table__.c.version  # type: ignore[attr-defined]
                 self.schema_version = conn.execute(select(version)).scalar()
         except DatabaseError as exc:  # OperationalError (cannot open) or "file is not a database"
+            if disk_full(exc):  # creating or migrating its tables on a full disk: not a bad path
+                raise ArchiveFullError(redact(str(target)), "the archive's tables",
+                                       "the same command; nothing was started") from None
             raise ArchiveError(f"cannot open archive {redact(str(target))}: {redact(str(exc.orig))}; check the path "
                                "or URL") from exc
         except ImportError as exc:  # the URL's driver (psycopg for postgresql+psycopg://)
