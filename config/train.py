@@ -72,6 +72,11 @@ class StageSettings(BaseModel):
         default=True, description="score each micro-batch with the prompt tokens its rows share run once "
         "(coevo.training.grpo.packing: the same log-probs, loss and gradients as row by row)")
     activation_checkpointing: bool = Field(default=True, description="recompute activations in the backward pass")
+    max_memory_gb: float | None = Field(
+        default=None, gt=0, description="GRPO: the memory a stage plans for (GB); more micro_batches, then a lower "
+        "max_len, when its estimate is over, and a clear refusal when one row does not fit "
+        "(coevo.training.memory); None: 60 % of the device's memory, which only refuses a stage whose one row does not "
+        "fit (a reshape it would need is logged)")
     merge_sampler: bool = Field(
         default=True, description="the live sampler decodes a step's rollouts with the LoRA adapter merged into the "
         "base weights (coevo.models.merged: one matmul per layer; logits equal up to float rounding)")

@@ -48,6 +48,7 @@ import asyncio
 import importlib
 import signal
 import threading
+import weakref
 from contextlib import contextmanager
 from typing import Any, Iterator
 
@@ -60,14 +61,31 @@ from coevo.envs.interaction import NEXT_USER_TURN
 
 class _Loop:
     """One event loop in a daemon thread: verifiers' coroutines run there from sync code, also when the
-    caller is itself inside a running loop (the harness graph under ``ainvoke``)."""
+    caller is itself inside a running loop (the harness graph under ``ainvoke``). ``close`` stops the
+    loop and ends the thread (its env calls it, or its finaliser once the env is collected), so envs
+    made one after another do not each leave a thread running."""
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
-        threading.Thread(target=self.loop.run_forever, name="coevo-verifiers", daemon=True).start()
+        self.thread = threading.Thread(target=self._serve, name="coevo-verifiers", daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        try:
+            self.loop.run_forever()
+        finally:
+            self.loop.close()
 
     def run(self, coro: Any) -> Any:
+        """Run ``coro`` on the loop and return its result (raises what it raises)."""
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def close(self) -> None:
+        """Stop the loop and wait (up to 5 s) for its thread to end; safe to call twice."""
+        if self.thread.is_alive():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            if threading.current_thread() is not self.thread:
+                self.thread.join(timeout=5)
 
 
 @contextmanager
@@ -140,7 +158,13 @@ class VerifiersEnv(AdapterEnv):
                              "verifiers adapter plays environments without tools only")
         self.env, self.chat = env, env.message_type == "chat"
         self.loop = _Loop()
+        self._release = weakref.finalize(self, self.loop.close)  # the thread ends with the env
         self.config.update(id=self.id, success=self.success, env_args=self.env_args)
+
+    def close(self) -> None:
+        """End the env's event-loop thread now (it ends anyway once the env is collected); the env
+        cannot play afterwards."""
+        self._release()
 
     @staticmethod
     def _tool_names(env: Any) -> list[str]:

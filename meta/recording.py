@@ -64,9 +64,10 @@ class Recording:
         return phase
 
     def record_base_checkpoint(self, checkpoint: Checkpoint) -> str:
-        """Store W0 (a base model without an adapter) unless the archive holds its id; returns the id."""
-        if self.archive.get(Checkpoint, checkpoint.id) is None:
-            self.record(checkpoint)
+        """Store W0 (a base model without an adapter) under the run's id unless the archive holds its id
+        (``put_new``, atomic: of two runs starting at once on one base, the first to store it keeps it,
+        as a later run does); returns the id."""
+        self.archive.put_new(checkpoint.model_copy(update={"run_id": self.run_id}))
         return checkpoint.id
 
     def record_profiles(self, round: int, checkpoint_id: str, profiles: Mapping[str, Profile]) -> None:

@@ -70,8 +70,8 @@ class Archive:
     or any SQLAlchemy URL (``postgresql+psycopg://user@host/db``); ``migrate`` (default) brings an
     older database up to date on open (``coevo.storage.migrate.prepare``; ``revision`` is then the
     head), ``False`` opens it as it is. Raises ``SchemaVersionError`` when the database was created
-    by a newer schema (upgrade coevo, or point at another database) and ``ArchiveError`` when it
-    cannot be opened.
+    by a newer schema (upgrade coevo, or point at another database), ``ArchiveFullError`` when its
+    tables cannot be created or migrated for lack of space, and ``ArchiveError`` when it cannot be opened.
     """
 
     def __init__(self, target: str | Path = "coevo.db", migrate: bool = True) -> None:
@@ -86,6 +86,9 @@ class Archive:
                 version = SchemaVersionRow.__table__.c.version  # type: ignore[attr-defined]
                 self.schema_version = conn.execute(select(version)).scalar()
         except DatabaseError as exc:  # OperationalError (cannot open) or "file is not a database"
+            if disk_full(exc):  # creating or migrating its tables on a full disk: not a bad path
+                raise ArchiveFullError(redact(str(target)), "the archive's tables",
+                                       "the same command; nothing was started") from None
             raise ArchiveError(f"cannot open archive {redact(str(target))}: {redact(str(exc.orig))}; check the path "
                                "or URL") from exc
         except ImportError as exc:  # the URL's driver (psycopg for postgresql+psycopg://)
@@ -183,14 +186,22 @@ class Archive:
 
     def add_harness(self, spec: Any, parents: Sequence[str] | None = None, origin: str = "",
                     run_id: str | None = None) -> str:
-        """Store a harness spec (a ``HarnessSpec``, as ``HarnessRecord.of``, or a ``HarnessRecord``);
-        returns its id. Raises ``ArchiveError`` for anything else."""
+        """Store a harness spec (a ``HarnessSpec``, as ``HarnessRecord.of``, or a ``HarnessRecord``)
+        unless the archive holds its id; returns its id. The id is the content's, so the row is the first
+        run's to store it: a later run (or a concurrent one) storing the same spec keeps the stored
+        ``run_id``, ``origin`` and ``parents`` instead of taking the row over (``put_new``, atomic across
+        processes), except a row no run owns (``coevo eval`` stores its harness without one), which the
+        first run to store the spec claims. Raises ``ArchiveError`` for anything else."""
         try:
             record = spec if isinstance(spec, HarnessRecord) else HarnessRecord.of(
                 spec, builtins.list(parents) if parents is not None else None, origin, run_id)
         except TypeError as err:
             raise ArchiveError(f"add_harness: {err}") from None
-        self.put(record)
+        if not self.put_new(record) and record.run_id is not None:
+            table, row = TABLES[HarnessRecord].table, TABLES[HarnessRecord].row(record)
+            with self._transaction(f"harness {record.id[:12]}'s run") as conn:  # one UPDATE: atomic
+                conn.execute(table.update().where(table.c.id == record.id, table.c.run_id.is_(None))
+                             .values(run_id=row["run_id"], origin=row["origin"], parents=row["parents"]))
         return record.id
 
     def add_trajectories(self, trajectories: Sequence[Trajectory], evaluation_id: str | None = None,

@@ -29,7 +29,7 @@ def main(argv: list[str]) -> None:
 
     def make_context(cfg, archive, run_id, reporter=None, **built):
         _, ctx, _ = setup_run(Path(tempfile.mkdtemp()), "help", db=cfg.db)
-        ctx.trainer.archive = archive
+        ctx.trainer.archive, ctx.trainer.own_run = archive, run_id  # each run's own checkpoints, as a real trainer's
         return dataclasses.replace(ctx, config=cfg, archive=archive, run_id=run_id, reporter=reporter)
 
     meta_run.preflight = lambda cfg, strategy: (WordEnv(), None)

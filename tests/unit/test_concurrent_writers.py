@@ -14,7 +14,7 @@ from sqlalchemy import func, select
 from sqlmodel import SQLModel
 
 from coevo.harnesses.spec import HarnessSpec, Prompt
-from coevo.records import EvaluationRecord, RunRecord, Trajectory
+from coevo.records import EvaluationRecord, HarnessRecord, RunRecord, Trajectory
 from coevo.storage import Archive
 
 FAKE_CLI = Path(__file__).parent / "fake_cli.py"
@@ -55,13 +55,26 @@ def rows_of_run(db: str, run_id: str) -> dict[str, int]:
                 for name, table in SQLModel.metadata.tables.items() if "run_id" in table.c}
 
 
+def ids_of_run(db: str, table_name: str, run_id: str) -> set[str]:
+    """The ids of the rows of ``table_name`` whose ``run_id`` is ``run_id``."""
+    with Archive(db) as archive, archive.engine.connect() as conn:
+        table = SQLModel.metadata.tables[table_name]
+        return set(conn.execute(select(table.c.id).where(table.c.run_id == run_id)).scalars())
+
+
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory):
-    """The run's rows when it runs alone (SQLite)."""
+def alone(tmp_path_factory):
+    """The database and run id of the run when it runs alone (SQLite)."""
     folder = tmp_path_factory.mktemp("alone")
     db = str(folder / "alone.db")
     out = finish(start("run", str(run_files(folder, db)), "--no-report"))
-    return rows_of_run(db, run_id_of(out))
+    return db, run_id_of(out)
+
+
+@pytest.fixture(scope="module")
+def reference(alone):
+    """The run's rows when it runs alone, per table."""
+    return rows_of_run(*alone)
 
 
 def test_two_evals_and_a_run_write_one_archive_at_once_and_lose_nothing(db_url, tmp_path, reference):
@@ -80,3 +93,60 @@ def test_two_evals_and_a_run_write_one_archive_at_once_and_lose_nothing(db_url, 
             assert evaluation.status == "done" and archive.get(RunRecord, f"eval-{i}").status == "done"
             assert archive.count(Trajectory, evaluation_id=evaluation.id) == 4 * K
             assert len({t.id for t in archive.list(Trajectory, evaluation_id=evaluation.id)}) == 4 * K
+
+
+SHARED = ("harnesses", "policy_checkpoints")
+"""Tables of content-addressed rows two runs of one config both store (H0, an edit's child, W0): one row,
+owned by the run that stored it first."""
+
+
+def test_two_runs_and_an_eval_write_one_archive_at_once_and_archive_list_reads_them(db_url, tmp_path, alone,
+                                                                                    reference):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    configs = [run_files(tmp_path / "a", db_url), run_files(tmp_path / "b", db_url)]
+    evaluation = ("eval", "--env", "words", "--harness", str(tmp_path / "a" / "h0.json"), "--model", "fake:x", "--k",
+                  str(K), "--concurrency", "8", "--db", db_url, "--run-id", "eval-1", "--create")
+    procs = [*(start("run", str(c), "--no-report") for c in configs), start(*evaluation)]
+    outs = [finish(p) for p in procs]
+    run_ids = [run_id_of(out) for out in outs[:2]]
+    assert len(set(run_ids)) == 2
+    own = {k: v for k, v in reference.items() if k not in SHARED}
+    for run_id in run_ids:  # nothing lost, nothing duplicated, nothing taken by the other
+        assert {k: v for k, v in rows_of_run(db_url, run_id).items() if k not in SHARED} == own
+    for table in SHARED:  # each shared row once, owned by one of the two; each run's own rows kept
+        owned = [ids_of_run(db_url, table, r) for r in run_ids]
+        expected = {i.replace(alone[1], r) for r in run_ids for i in ids_of_run(alone[0], table, alone[1])}
+        assert owned[0] | owned[1] == expected and not owned[0] & owned[1]
+    with Archive(db_url) as archive:
+        assert [archive.get(RunRecord, r).status for r in run_ids] == ["done", "done"]
+        (record,) = archive.list(EvaluationRecord, run_id="eval-1")
+        assert record.status == "done" and archive.count(Trajectory, evaluation_id=record.id) == 4 * K
+    listed = subprocess.run([sys.executable, "-m", "coevo.cli.app", "archive", "list", "runs", "--db", db_url],
+                            capture_output=True, text=True, env={**os.environ, "COLUMNS": "300"}, timeout=300)
+    assert listed.returncode == 0, listed.stderr
+    assert all(r in listed.stdout for r in [*run_ids, "eval-1"]), listed.stdout
+
+
+def test_a_spec_or_base_model_another_run_stored_first_stays_that_runs(tmp_path):
+    """A harness row and W0 are content-addressed: a second run storing the same ones (after the first,
+    or racing it) keeps the first run's row (its run, origin and parents) instead of taking it over."""
+    from coevo.meta.recording import Recording
+    from coevo.models.checkpoint import Checkpoint
+
+    archive = Archive(tmp_path / "a.db")
+    spec = HarnessSpec(name="h0")
+    archive.add_harness(spec, [], "base", "run-a")
+    assert archive.add_harness(spec, ["other"], "edit", "run-b") == spec.id
+    stored = archive.list(HarnessRecord)
+    assert [(h.run_id, h.origin, h.parents) for h in stored] == [("run-a", "base", [])]
+    evaluated = HarnessSpec(name="e")
+    archive.add_harness(evaluated, origin="cli")  # coevo eval's: no run owns it, so a run storing it claims it
+    archive.add_harness(evaluated, [], "base", "run-b")
+    assert archive.get(HarnessRecord, evaluated.id).run_id == "run-b"
+    first, second = Recording(), Recording()
+    first.archive = second.archive = archive
+    first.run_id, second.run_id = "run-a", "run-b"
+    w0 = Checkpoint(id="base-1", base_model="fake")
+    assert first.record_base_checkpoint(w0) == second.record_base_checkpoint(w0) == "base-1"
+    assert [c.run_id for c in archive.list(Checkpoint)] == ["run-a"]

@@ -217,3 +217,27 @@ def test_loading_an_environment_keeps_coevos_signal_handlers(vf_envs):
         assert signal.getsignal(signal.SIGTERM) is mine
     finally:
         signal.signal(signal.SIGTERM, old)
+
+
+def test_an_env_releases_its_event_loop_thread_when_closed_or_collected(vf_envs):
+    import gc
+    import threading
+    import time
+
+    def threads():
+        return sum(t.name == "coevo-verifiers" and t.is_alive() for t in threading.enumerate())
+
+    before = threads()
+    envs = [get_env("verifiers:vf_fake,size=4") for _ in range(3)]
+    task = envs[0].tasks("train")[0]
+    assert envs[0].score(task, "0", envs[0].episode(task)).reward in (0.0, 1.0)  # the loop plays
+    assert threads() == before + 3
+    envs[0].close()
+    envs[0].close()  # twice is fine
+    assert threads() == before + 2
+    del envs, task
+    gc.collect()
+    deadline = time.monotonic() + 5
+    while threads() > before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert threads() == before  # before: one daemon thread per env made, for the life of the process

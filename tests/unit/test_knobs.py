@@ -75,6 +75,16 @@ def trl_args(over: dict[str, Any]) -> dict[str, Any]:
                                           "activation_checkpointing", "use_cpu", "logging_steps")}
 
 
+def memory_plan(over: dict[str, Any]) -> dict[str, Any]:
+    """The micro-batch and sequence cap a GRPO stage of the tiny Llama's shape plans (what max_memory_gb reaches)."""
+    from coevo.config.train import StageConfig
+    from coevo.training.memory import ModelShape, plan_memory
+
+    shape = ModelShape(params=30_000, dtype_bytes=4, hidden=32, intermediate=64, layers=2, vocab=128)
+    plan = plan_memory(StageConfig(**{"max_memory_gb": 64.0, **stage_settings(over)}), shape)
+    return {"micro_batches": plan.micro_batches, "max_len": plan.max_len}
+
+
 def live_sampler(over: dict[str, Any]) -> dict[str, Any]:
     """A real GRPO step on the tiny chat Llama with the default live sampler: how many times its engine
     merged the LoRA adapter into the base weights (``coevo.models.merged``) and the batch sizes."""
@@ -351,6 +361,7 @@ PROBES: dict[str, Probe] = {
     "train.max_concurrency": Probe(grpo_stage, 1),
     "train.action_cost": Probe(cost_aware_stage, 0.5),  # BPE actions cost: the shaped reward's groups differ
     "train.micro_batches": Probe(trl_args, 2),
+    "train.max_memory_gb": Probe(memory_plan, 0.52),  # the tiny Llama's step of 8 rows fits in 4 micro-steps
     "train.activation_checkpointing": Probe(trl_args, False),
     "train.pack_prefixes": Probe(trl_args, False),  # unpacked: one micro-step per row
     "train.merge_sampler": Probe(live_sampler, False),

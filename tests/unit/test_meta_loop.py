@@ -78,10 +78,13 @@ def policy(effect: str):
 
 class FakeTrainer:
     """Returns checkpoint ``<parent>+r<round>`` and real rollouts of the incumbent on the train tasks;
-    ``fail_once_at`` raises once in that round (a crash mid-run)."""
+    ``fail_once_at`` raises once in that round (a crash mid-run). With ``own_run`` (several runs in one
+    archive) the checkpoint is ``<parent>+<own_run>-r<round>`` and recorded under that run, as a real
+    trainer's fresh checkpoint ids keep two runs' checkpoints and rollouts apart."""
 
-    def __init__(self, env, model, archive, fail_once_at=None):
+    def __init__(self, env, model, archive, fail_once_at=None, own_run=None):
         self.env, self.model, self.archive, self.fail_once_at = env, model, archive, fail_once_at
+        self.own_run = own_run
         self.stages = []  # (round, task ids, sibling ids) of every stage
 
     async def __call__(self, checkpoint_id, spec, tasks, round, options=None):
@@ -89,12 +92,13 @@ class FakeTrainer:
         if self.fail_once_at == round:
             self.fail_once_at = None
             raise RuntimeError("simulated crash in the train node")
-        new = f"{checkpoint_id}+r{round}"
+        new = f"{checkpoint_id}+r{round}" if self.own_run is None else f"{checkpoint_id}+{self.own_run}-r{round}"
         trajs = [await arun_rollout(spec, self.model, self.env, t, seed=0, checkpoint_id=new) for t in tasks]
         metrics = {"reward_mean": sum(t.reward for t in trajs) / len(trajs), "effective_group_rate": 0.0,
                    "delta_norm": 0.25 * (round + 1), "total_delta_norm": 0.25 * (round + 1)}
         self.archive.put(Checkpoint(id=new, base_model="fake", parents=[checkpoint_id],
-                                                     config={"incumbent_id": spec.id}, metrics=metrics, run_id="run-1"))
+                                                     config={"incumbent_id": spec.id}, metrics=metrics,
+                                                     run_id=self.own_run or "run-1"))
         return new, [t.model_copy(update={"id": f"{new}-{t.task_id}"}) for t in trajs]
 
 

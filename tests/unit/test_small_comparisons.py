@@ -250,3 +250,10 @@ def test_a_full_disk_under_concurrent_tasks_leaves_no_unretrieved_write_behind(t
     asyncio.run(main())
     assert len(writes) >= 2, writes  # a queued write ran after the first one failed
     assert [c["message"] for c in unretrieved] == []
+
+
+def test_a_new_archive_on_a_full_disk_says_the_disk_is_full_not_that_the_path_is_bad(tmp_path, monkeypatch):
+    cap_pages(monkeypatch, 4)  # too few pages for the tables
+    with pytest.raises(ArchiveFullError, match=r"is full: the disk \(or quota\) has no room for the archive's tables.*"
+                                               r"then resume: the same command; nothing was started"):
+        Archive(tmp_path / "new.db")

@@ -63,6 +63,7 @@ from coevo.models.trajectory import Trajectory
 from coevo.training.checkpoint import load_policy, record_checkpoint
 from coevo.training.grpo.harness_cost import HARNESS_KEYS
 from coevo.training.grpo.rollout import HarnessRollout, PolicyFactory, Rescue, RolloutFn
+from coevo.training.memory import fitted
 
 log = logging.getLogger(__name__)
 
@@ -223,6 +224,7 @@ def train_grpo(
     new_id = new_checkpoint_id()
     out_dir = stage_folder(cfg.output_dir, new_id, run_id)  # marked: an unfinished stage's folder can be found
     model, tokenizer = load_policy(checkpoint, trainable=True)
+    cfg = fitted(cfg, model)  # the micro-batch and sequence cap its memory budget allows, or MemoryBudgetError
     if executor is not None:
         from coevo.evaluation.executors import sampling_on
 

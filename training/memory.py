@@ -1,0 +1,167 @@
+"""A weight stage's memory budget: the micro-batch and the sequence cap it trains with, derived from
+``train.max_memory_gb`` (default: ``DEFAULT_SHARE`` of the device's memory), or a clear refusal before
+the first step instead of a process killed for memory half-way through a stage.
+
+The estimate (``stage_gb``) is deliberately simple and conservative, in bytes:
+
+- the base weights: parameters x their dtype's bytes;
+- the LoRA adapter being trained: its parameters x 16 (fp32 weight, gradient and Adam's two moments),
+  its size estimated from ``lora_r`` and the model's shape (every linear layer of every block);
+- one micro-step's activations: rows x tokens x (hidden x layers x 2 with activation checkpointing, x 16
+  without) x the dtype's bytes, plus its logits in fp32 three times over (logits, log-softmax, gradient):
+  rows x tokens x vocabulary x 12;
+- plus ``OVERHEAD_GB`` (the runtime, the tokenizer, the sampler's caches) and 10 %.
+
+The estimate takes every row at ``max_len`` tokens, a worst case; so under the default budget
+(``train.max_memory_gb`` unset) a stage is only refused when one row of ``MIN_LEN`` tokens does not fit,
+and a plan that would reshape it is logged (INFO: the log file) instead. With ``train.max_memory_gb``
+set, ``plan_memory`` keeps the configured micro-batch and
+``max_len`` when they fit; otherwise it first splits
+the step into more gradient-accumulation micro-steps (a divisor of the step's rows; the update is the
+same up to float rounding), then halves ``max_len`` down to ``MIN_LEN`` (longer rows lose their tail, as
+``max_len`` always cuts them), and raises ``MemoryBudgetError`` when one row of ``MIN_LEN`` tokens does
+not fit either.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from coevo.errors import CoevoError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SHARE = 0.6
+"""The share of the device's memory (GPU memory on CUDA, else the machine's RAM) a stage may plan for
+when ``train.max_memory_gb`` is unset: well under the machine, room for the sampler and the rest."""
+MIN_LEN = 256
+"""The shortest sequence cap the plan lowers ``max_len`` to before it refuses."""
+OVERHEAD_GB = 0.5
+"""What a stage holds beside the model and its batch (runtime, tokenizer, caches), in GB."""
+GB = 1024**3
+
+
+class MemoryBudgetError(CoevoError, ValueError):
+    """A weight stage that cannot fit its memory budget even at one row of ``MIN_LEN`` tokens; the
+    message names the estimate, the budget and the settings that fix it."""
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """What the estimate needs of a model: its parameter count, bytes per parameter, hidden size,
+    intermediate (MLP) size, layers and vocabulary."""
+
+    params: int
+    dtype_bytes: int
+    hidden: int
+    intermediate: int
+    layers: int
+    vocab: int
+
+    @classmethod
+    def of(cls, model: Any) -> "ModelShape":
+        """The shape of a transformers causal LM (its ``config`` and parameters)."""
+        config = model.config
+        first = next(model.parameters())
+        hidden = int(getattr(config, "hidden_size", 0) or getattr(config, "n_embd", 0))
+        return cls(params=sum(p.numel() for p in model.parameters()), dtype_bytes=first.element_size(),
+                   hidden=hidden, intermediate=int(getattr(config, "intermediate_size", 0) or 4 * hidden),
+                   layers=int(getattr(config, "num_hidden_layers", 0) or getattr(config, "n_layer", 0)),
+                   vocab=int(getattr(config, "vocab_size", 0)))
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """What a stage trains with: ``micro_batches`` (gradient-accumulation micro-steps per step; None:
+    as configured), ``max_len`` (tokens per row), the estimate and the budget in GB, and ``changed``:
+    the settings the plan lowered or raised to fit (empty: the configuration fits)."""
+
+    micro_batches: int | None
+    max_len: int
+    estimate_gb: float
+    budget_gb: float
+    changed: tuple[str, ...] = ()
+
+
+def device_memory_gb() -> float:
+    """The memory of the device a stage trains on, in GB: the first CUDA device's, else the machine's RAM."""
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            return torch.cuda.get_device_properties(0).total_memory / GB
+    except ImportError:
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / GB
+
+
+def budget_gb(max_memory_gb: float | None) -> float:
+    """``max_memory_gb`` when set, else ``DEFAULT_SHARE`` of ``device_memory_gb()``."""
+    return max_memory_gb if max_memory_gb is not None else DEFAULT_SHARE * device_memory_gb()
+
+
+def stage_gb(shape: ModelShape, rows: int, tokens: int, lora_r: int, checkpointing: bool) -> float:
+    """The estimated peak of a stage training ``shape`` with ``rows`` rows of ``tokens`` tokens per
+    micro-step and a rank-``lora_r`` adapter, in GB (module doc)."""
+    weights = shape.params * shape.dtype_bytes
+    lora = lora_r * shape.layers * (8 * shape.hidden + 3 * (shape.hidden + shape.intermediate)) * 16
+    per_token = shape.hidden * shape.layers * (2 if checkpointing else 16) * shape.dtype_bytes + shape.vocab * 12
+    return 1.1 * (weights + lora + rows * tokens * per_token) / GB + OVERHEAD_GB
+
+
+def plan_memory(settings: Any, shape: ModelShape) -> MemoryPlan:
+    """The micro-batch and sequence cap a stage with ``settings`` (a ``StageSettings``: ``tasks_per_step``,
+    ``num_generations``, ``accumulation_steps``, ``max_len``, ``lora_r``, ``activation_checkpointing``,
+    ``max_memory_gb``) trains ``shape`` with under its budget (module doc). Raises ``MemoryBudgetError``
+    when one row of ``min(max_len, MIN_LEN)`` tokens does not fit."""
+    budget = budget_gb(settings.max_memory_gb)
+    rows = settings.tasks_per_step * settings.num_generations
+    steps = settings.accumulation_steps
+    length = settings.max_len
+
+    def estimate(micro: int, tokens: int) -> float:
+        return stage_gb(shape, rows // micro, tokens, settings.lora_r, settings.activation_checkpointing)
+
+    changed: list[str] = []
+    splits = [d for d in range(steps, rows + 1) if rows % d == 0]
+    while estimate(steps, length) > budget and splits[-1] > steps:
+        steps = next(d for d in splits if d > steps)
+    if steps != settings.accumulation_steps:
+        changed.append(f"micro_batches {settings.accumulation_steps} -> {steps}")
+    floor = min(settings.max_len, MIN_LEN)
+    while estimate(steps, length) > budget and length > floor:
+        length = max(floor, length // 2)
+    if length != settings.max_len:
+        changed.append(f"max_len {settings.max_len} -> {length}")
+    need = estimate(steps, length)
+    if need > budget:
+        raise MemoryBudgetError(
+            f"the weight stage needs about {need:.2f} GB even at one row of {length} tokens per micro-step, but its "
+            f"budget is {budget:.2f} GB (train.max_memory_gb"
+            + (f" = {settings.max_memory_gb}" if settings.max_memory_gb is not None
+               else f" unset: {DEFAULT_SHARE:.0%} of this device's {device_memory_gb():.1f} GB")
+            + f"; model {shape.params / 1e6:.2f} M parameters, vocabulary {shape.vocab}): raise train.max_memory_gb "
+            "if the device has the room, or lower train.lora_r, or train a smaller model; nothing was trained")
+    if changed and settings.max_memory_gb is None:  # the default budget reshapes nothing: it only refuses
+        log.info("weight stage: its worst-case estimate (%d rows of %d tokens per micro-step) is over %.2f GB "
+                 "(%.0f %% of this device); set train.max_memory_gb to have it %s",
+                 rows // settings.accumulation_steps, settings.max_len, budget, 100 * DEFAULT_SHARE, ", ".join(changed))
+        return MemoryPlan(micro_batches=settings.micro_batches, max_len=settings.max_len,
+                          estimate_gb=estimate(settings.accumulation_steps, settings.max_len), budget_gb=budget)
+    if changed:
+        log.warning("weight stage: %s to fit train.max_memory_gb (%.2f GB; estimate %.2f GB)", ", ".join(changed),
+                    budget, need)
+    return MemoryPlan(micro_batches=steps if steps != settings.accumulation_steps else settings.micro_batches,
+                      max_len=length, estimate_gb=need, budget_gb=budget, changed=tuple(changed))
+
+
+def fitted(settings: Any, model: Any) -> Any:
+    """``settings`` (a ``StageConfig``) with the micro-batch and ``max_len`` of ``plan_memory`` for
+    ``model``; the same object when they fit as configured. Raises ``MemoryBudgetError``."""
+    plan = plan_memory(settings, ModelShape.of(model))
+    if not plan.changed:
+        return settings
+    return settings.model_copy(update={"micro_batches": plan.micro_batches, "max_len": plan.max_len})
