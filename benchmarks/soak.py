@@ -77,7 +77,7 @@ def grpo_phase(folder: Path, steps: int, stage_steps: int, verbose: bool) -> lis
 
     from coevo.harnesses.spec import HarnessSpec, Parser, Prompt
     from coevo.storage import Archive
-    from coevo.training.grpo import train_grpo
+    from coevo.training.grpo.stage import train_grpo
 
     env = LookupEnv(("a", "b", "c", "d"))
     spec = HarnessSpec(prompt=Prompt(system="Look the key up, then answer."), parser=Parser(mode="python_call"))

@@ -118,7 +118,7 @@ def sampler_threads(over: dict[str, Any]) -> set[int]:
     from training_kit import NamingEnv, tiny_chat_checkpoint
 
     from coevo.models.local_engine import LocalEngine
-    from coevo.training.grpo import train_grpo
+    from coevo.training.grpo.stage import train_grpo
 
     folder, env, seen = Path(tempfile.mkdtemp(prefix="knob-threads-")), NamingEnv(), set()
     original = LocalEngine.generate_batch

@@ -12,7 +12,7 @@ from coevo.config.train import StageConfig
 from coevo.harnesses.spec import HarnessSpec
 from coevo.records import Checkpoint
 from coevo.storage import Archive
-from coevo.training.grpo import train_grpo
+from coevo.training.grpo.stage import train_grpo
 from coevo.training.memory import DEFAULT_SHARE, MemoryBudgetError, ModelShape, device_memory_gb, plan_memory
 
 TINY = ModelShape(params=30_000, dtype_bytes=4, hidden=32, intermediate=64, layers=2, vocab=128)
