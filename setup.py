@@ -8,7 +8,7 @@ from setuptools.command.build_py import build_py
 # the folders of the checkout that are not part of the package (tests, benchmarks and scripts have no
 # __init__.py today; excluded by name so that one added there never ships)
 NOT_SHIPPED = ["tests", "tests.*", "benchmarks", "benchmarks.*", "scripts", "scripts.*", "docs", "docs.*",
-               "build", "build.*", "site", "site.*", "records"]
+               "build", "build.*", "site", "site.*"]
 
 
 def coevo_packages() -> list[str]:
