@@ -7,7 +7,8 @@
 # to sys.path (the .pth files in that folder, the editable install's finder among them, are not run), so
 # `coevo` can only come from the wheel, and the script checks that it does.
 # It fails when a package file tracked in the checkout is missing from the wheel, when a module of the
-# installed package does not import, or when a smoke command fails: `coevo --help`, `coevo envs list`,
+# installed package does not import, when a shipped config does not load by its path (configs/papers/vace.toml)
+# from outside the checkout, or when a smoke command fails: `coevo --help`, `coevo envs list`,
 # `coevo harness validate` of a shipped base harness, and a one-task `coevo eval` with the bundled model.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -64,6 +65,13 @@ stray = sorted({m.__file__ for name, m in sys.modules.items()
                 if name.split(".")[0] == "coevo" and getattr(m, "__file__", None)
                 and not Path(m.__file__).is_relative_to(package)})
 assert not stray, f"coevo modules loaded from outside the installed package: {stray}"
+# the shipped configs load by their package path from this directory, outside the checkout
+from coevo.app.tables import load_table
+from coevo.config import load_config
+
+for preset in sorted((package / "configs").rglob("*.toml")):
+    rel = preset.relative_to(package).as_posix()
+    load_table(rel) if rel.startswith("configs/tables/") else load_config(rel)
 print(f"wheel: all {len(wanted)} package files shipped, {imported} modules import from {package}")
 PY
 
