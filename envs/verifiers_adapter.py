@@ -29,9 +29,9 @@ kept in the detail) on the rendered completion. ``passed`` when that reward is >
 
 Limits (stated in the README too):
 
-- Tested on verifiers 0.1.10 (the newest release that installs beside bfcl-eval's numpy 1.26 and
-  TRL's datasets >= 4.7); environments written for the 0.2+ API (``tool_defs``, ``verifiers.v1``
-  tasksets) do not load on it.
+- Tested on verifiers 0.1.10 (the 0.1 API this adapter speaks; 0.1.11 to 0.2.0 cap datasets below
+  TRL's 4.7); environments written for the 0.2+ API (``tool_defs``, ``verifiers.v1`` tasksets) do not
+  load on it.
 - Text only: chat prompts and replies as text (image parts are dropped from a prompt); completion
   environments (``message_type="completion"``) get the reply as the completion string.
 - No tools: environments that offer tools (``ToolEnv``, ``StatefulToolEnv``, sandbox and MCP

@@ -50,3 +50,21 @@ def test_every_data_file_the_package_reads_is_package_data():
     read_at_run_time = [*ROOT.glob("configs/**/*.toml"), *ROOT.glob("harnesses/base/*.json"), ROOT / "langgraph.json",
                         ROOT / "storage/migrations/script.py.mako"]
     assert read_at_run_time and [p for p in read_at_run_time if not ships(p)] == []
+
+
+def test_bfcl_eval_installs_without_its_numpy_pin_at_the_release_coevo_scores_with():
+    from coevo.envs.bfcl_import import BFCL_EVAL, BFCL_INSTALL
+
+    setup_sh = (ROOT / "scripts" / "setup.sh").read_text()
+    assert f"python -m pip install -q --no-deps {BFCL_EVAL}\n" in setup_sh and BFCL_INSTALL.endswith(BFCL_EVAL)
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    # the extra cannot name bfcl-eval: its numpy==1.26.4 would hold the whole environment on numpy 1
+    assert not any(req.startswith("bfcl-eval") for req in project["optional-dependencies"]["bfcl"])
+    assert "numpy>=2.0" in project["dependencies"]
+
+
+def test_setup_sh_takes_torchs_version_from_the_cpu_constraint_file():
+    setup_sh = (ROOT / "scripts" / "setup.sh").read_text()
+    pins = [line for line in (ROOT / ".ci" / "constraints-cpu.txt").read_text().splitlines()
+            if line.startswith("torch==")]
+    assert len(pins) == 1 and "-c .ci/constraints-cpu.txt torch " in setup_sh and "torch==" not in setup_sh
