@@ -18,14 +18,16 @@ the new release.
   own batch, with TRL's private per-token log-probs and metric store; its private scoring
   (``_get_per_token_logps_and_entropies``) optionally served by a packed scorer.
 - ``route_tensorboard``: the ``logging_dir`` attribute of transformers' ``TensorBoardCallback``.
-- ``vf_config_type``, ``vf_bare_env``, ``vf_trace_stops``: verifiers' v1 internals the verifiers adapter
-  (``coevo.envs.verifiers_adapter``) plays a taskset through without verifiers' harness and runtime: a
-  plugin class's config type, an ``Env`` made without its harness and runtime loading, and a task's
-  trace-typed ``@vf.stop`` predicates (verifiers 0.4.0).
+- ``vf_config_type``, ``vf_bare_env``, ``vf_trace_stops``, ``vf_tool_methods``, ``vf_tool_call``: verifiers' v1
+  internals the verifiers adapter (``coevo.envs.verifiers_adapter``) plays a taskset through without
+  verifiers' harness, runtime and MCP servers: a plugin class's config type, an ``Env`` made without its
+  harness and runtime loading, a task's trace-typed ``@vf.stop`` predicates, and a ``Toolset``'s tools
+  called in process on the rollout's state (verifiers 0.4.0).
 """
 
 from __future__ import annotations
 
+import inspect
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache, partial
@@ -410,3 +412,30 @@ def vf_trace_stops(task: Any) -> list[Callable[[Any], Any]]:
         return bool(await call_hook(fn, {Trace: trace, "trace": trace, "task": task.data}))
 
     return [partial(check, fn) for fn in task.hooks("stop") if hook_boundary(fn, allow_trace=True) is Trace]
+
+
+def vf_tool_methods(server: Any) -> list[tuple[str, Callable[..., Any]]]:
+    """The ``@vf.tool`` methods of verifiers ``Toolset`` ``server`` as ``(name, method)``, named as verifiers
+    advertises them to the model (``<server>_<tool>``, or the bare tool name for a server without a prefix).
+    Why: verifiers lists them with its private ``utils.decorators.discover_decorated`` when it registers the
+    MCP server. Tested on verifiers 0.4.0."""
+    from verifiers.v1.utils.decorators import discover_decorated
+
+    prefix = server.server_name
+    named = ((getattr(fn, "tool_name", None) or fn.__name__, fn) for fn in discover_decorated(server, "tool"))
+    return [(f"{prefix}_{name}" if prefix else name, fn) for name, fn in named]
+
+
+async def vf_tool_call(fn: Callable[..., Any], state: Any, arguments: dict[str, Any]) -> Any:
+    """Call a ``Toolset``'s tool method ``fn`` in process with ``state`` as the rollout state it reads and
+    writes (``self.state``). Why: verifiers runs the toolset as an MCP server and syncs the state over an
+    HTTP channel around each call (``ServerBase._with_state``, through the private context variable
+    ``mcp.server._call_state``); coevo's episode holds the state itself. Tested on verifiers 0.4.0."""
+    from verifiers.v1.mcp.server import _call_state
+
+    token = _call_state.set(state)
+    try:
+        result = fn(**arguments)
+        return await result if inspect.isawaitable(result) else result
+    finally:
+        _call_state.reset(token)

@@ -22,7 +22,8 @@ val/test from the same taskset with that field set to ``eval_split`` (held-out r
 repeats a train task is dropped, and the boundary stays between the two). A task's prompt is its system
 prompt and prompt as text; its other data (the gold ``answer``, ``info``) stays inside the adapter.
 
-Per episode: a fresh verifiers ``Trace`` holding the conversation, and the env's ``run(task, agents)``
+Per episode: a fresh verifiers ``Trace`` holding the conversation, the task's tools (below), and the env's
+``run(task, agents)``
 running in the adapter's event loop with coevo as its one agent. Every turn-ending reply of coevo's agent
 is one assistant turn; a multi-turn env (``agent.interaction(task)``: a game engine or a scripted user
 answering each move) answers with the next user message (``coevo.envs.interaction``) until its loop
@@ -34,9 +35,13 @@ on it, ``reward=partial`` the reward clipped to [0, 1].
 Limits (stated in docs/how-to/own-env.md too):
 
 - Text only: messages as text (image parts are dropped).
-- No tools yet: a taskset whose tasks or taskset declare tool servers (``toolsets``, MCP) is refused with
-  ``ValueError``; so are envs with more than one agent seat (a modelled user: ``user-sim``), tasks without
-  a prompt, and rewards that need a runtime (they are skipped by verifiers' own offline scoring).
+- Tools: the ``@vf.tool`` methods of the task's tool servers (``Task.toolsets``, fresh per episode and set
+  up for its task) and of the taskset's shared ones (``Taskset.toolsets``, one instance) are the episode's
+  tools, named as verifiers names them (``<server>_<tool>``), called in process on the trace's state
+  (``self.state``) instead of through MCP servers in a runtime; each call and its result land on the trace.
+  A tool server that needs its runtime (a sandbox, a container) is not supported.
+- Refused with ``ValueError``: envs with more than one agent seat (a modelled user: ``user-sim``) and tasks
+  without a prompt; rewards that need a runtime are skipped (as verifiers' own offline scoring does).
 - An env's ``finalize`` (cross-agent judgement) does not run: one agent, one trace.
 """
 
@@ -45,13 +50,15 @@ from __future__ import annotations
 import asyncio
 import importlib
 import itertools
+import json
 import threading
+import uuid
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator
 
-from coevo.compat import vf_bare_env, vf_config_type, vf_trace_stops
+from coevo.compat import vf_bare_env, vf_config_type, vf_tool_call, vf_tool_methods, vf_trace_stops
 from coevo.envs.adapter import AdapterEnv
-from coevo.envs.base import Episode, Score, Split, Task
+from coevo.envs.base import Episode, Score, Split, Task, Tool
 from coevo.envs.common import require, split_sizes
 from coevo.envs.interaction import NEXT_USER_TURN
 
@@ -152,11 +159,13 @@ class _Run:
     """One episode's state on the verifiers side: the trace, the task's stop predicates and the turns."""
 
     def __init__(self, vf: Any, task: Any, turns: _Turns) -> None:
+        from verifiers.v1.state import state_cls
         from verifiers.v1.trace import AgentInfo, Trace, TraceTask
 
         self.vf, self.task, self.turns, self.over = vf, task, turns, False
         self.trace = Trace(task=TraceTask(type=type(task).__name__, data=task.data, key=task.key, hash=task.hash),
                            agent=AgentInfo(config=vf.AgentConfig()))
+        self.trace.state = state_cls(type(task))()  # the rollout state the task's tools read and write
         self.stops = vf_trace_stops(task)
         if task.data.system_prompt:
             self._add(vf.SystemMessage(content=task.data.system_prompt))
@@ -167,6 +176,12 @@ class _Run:
     def _add(self, message: Any, sampled: bool = False) -> None:
         parent = len(self.trace.nodes) - 1 if self.trace.nodes else None
         self.trace.nodes.append(self.vf.MessageNode(parent=parent, message=message, sampled=sampled))
+
+    def tool_turn(self, name: str, arguments: dict[str, Any], result: str) -> None:
+        """A tool call of coevo's agent and its result, as verifiers records them."""
+        call = self.vf.ToolCall(id=uuid.uuid4().hex[:12], name=name, arguments=json.dumps(arguments))
+        self._add(self.vf.AssistantMessage(content="", tool_calls=[call]), sampled=True)
+        self._add(self.vf.ToolMessage(tool_call_id=call.id, content=result, name=name))
 
     async def turn(self, message: str | None = None) -> Any:
         """verifiers' ``Interaction.turn``: send ``message`` (None: the prompt's turn) and return the
@@ -190,8 +205,8 @@ class _Run:
 class VerifiersEnv(AdapterEnv):
     """A verifiers v1 taskset as a coevo suite (module doc). ``id``: a taskset id or
     ``package.module:Taskset``; ``taskset_args``: its config's fields. Raises ``MissingExtraError``
-    without ``verifiers``, ``ValueError`` for a target that cannot be loaded, a bad config, a taskset
-    with tools, an env with several agents, or a bad setting."""
+    without ``verifiers``, ``ValueError`` for a target that cannot be loaded, a bad config, an env with
+    several agents, or a bad setting."""
 
     name = "verifiers"
     partial_ok = True
@@ -207,17 +222,15 @@ class VerifiersEnv(AdapterEnv):
         self.eval_split, self.taskset_args = eval_split, dict(taskset_args)
         self.taskset_cls, env_cls = self._classes()
         self.taskset = self._taskset(self.taskset_args)
-        task_cls = self.taskset_cls.task_type()
-        tools = [*task_cls.toolsets(self.taskset.config.task), *self.taskset_cls.toolsets(self.taskset.config)]
-        if tools:
-            raise ValueError(f"verifiers taskset {self.id!r} declares tool servers "
-                             f"({', '.join(type(t).__name__ for t in tools)}); the adapter plays tasksets without "
-                             "tools only")
+        self.task_cls = self.taskset_cls.task_type()
+        self.loop = _Loop()
+        self.shared = self.taskset_cls.toolsets(self.taskset.config)  # one instance for every episode
+        for server in self.shared:
+            self.loop.run(server.setup())
         self.bare = vf_bare_env(env_cls)
         if len(self.bare.seats) != 1:
             raise ValueError(f"verifiers env {env_cls.__name__} has {len(self.bare.seats)} agent seats "
                              f"({', '.join(self.bare.seats)}); the adapter plays envs with one agent (coevo's)")
-        self.loop = _Loop()
         self.config.update(id=self.id, success=self.success, eval_split=eval_split, taskset_args=self.taskset_args)
 
     def _classes(self) -> tuple[type, type]:
@@ -295,6 +308,7 @@ class VerifiersEnv(AdapterEnv):
         turns = _Turns(self.loop.loop)
         run = _Run(self.vf, vf_task, turns)
         agents = _Agents(self.bare.seats[0], _Agent(run))
+        tools = self._tools(vf_task, run)
         played = asyncio.run_coroutine_threadsafe(self._play(vf_task, agents), self.loop.loop)
         state: dict[str, Any] = {"vf_trace": run.trace, "run": run, "turns": turns, "played": played,
                                  "pending": self._next_ask(turns, played), "replies": 0}
@@ -307,7 +321,30 @@ class VerifiersEnv(AdapterEnv):
             return state["pending"]
 
         state[NEXT_USER_TURN] = next_turn
-        return Episode(task=task, state=state, closer=lambda: self._close(state))
+        return Episode(task=task, tools=tools, state=state, closer=lambda: self._close(state))
+
+    def _tools(self, vf_task: Any, run: _Run) -> list[Tool]:
+        """The episode's tools: the ``@vf.tool`` methods of the task's tool servers (fresh for the episode,
+        set up for its task) and of the taskset's shared ones, called in process on the trace's state;
+        each call and its result land on the trace as an assistant tool call and a tool message."""
+        from langchain_core.utils.function_calling import convert_to_openai_function
+
+        servers = self.task_cls.toolsets(self.taskset.config.task)
+        for server in servers:
+            self.loop.run(server.setup())
+            self.loop.run(server.setup_task(vf_task))
+        tools = []
+        for server in [*servers, *self.shared]:
+            for name, fn in vf_tool_methods(server):
+                def call(_name: str = name, _fn: Any = fn, **arguments: Any) -> str:
+                    result = self.loop.run(vf_tool_call(_fn, run.trace.state, arguments))
+                    text = result if isinstance(result, str) else json.dumps(result, default=str)
+                    run.tool_turn(_name, arguments, text)
+                    return text
+                schema = convert_to_openai_function(fn)
+                tools.append(Tool(name=name, description=(fn.__doc__ or schema.get("description") or name).strip(),
+                                  parameters=schema["parameters"], fn=call, blocking=True))
+        return tools
 
     async def _play(self, task: Any, agents: _Agents) -> None:
         await self.bare.env.setup(agents)

@@ -59,3 +59,17 @@ def test_the_trace_stops_are_the_tasks_trace_typed_stop_predicates():
     reverse = ReverseTask(ReverseData(prompt="p", answer="q"))
     (single,) = vf_trace_stops(reverse)
     assert asyncio.run(single(_trace(reverse, 1)))
+
+
+def test_tool_methods_are_named_as_verifiers_advertises_them_and_called_on_the_given_state():
+    from vf_tools import Calc, CalcState
+
+    from coevo.compat import vf_tool_call, vf_tool_methods
+
+    server = Calc(vf.ToolsetConfig())
+    ((name, fn),) = vf_tool_methods(server)
+    assert name == f"{server.server_name}_multiply" == "calc_multiply"
+    state = CalcState()
+    assert asyncio.run(vf_tool_call(fn, state, {"a": 6, "b": 7})) == 42
+    assert asyncio.run(vf_tool_call(fn, state, {"a": 2, "b": 3})) == 6 and state.calls == 2
+    assert server.state.calls == 0  # outside a call the server sees its own inert state

@@ -2,7 +2,8 @@
 library's own classes (tests/vf_reverse.py: single-turn; tests/vf_guess.py: a multi-turn game with its own
 Env; tests/vf_tools.py: a task with a tool server): tasks and splits, the gold answer and ``info`` kept out,
 the task's rewards and the env's own as the score, the game's answers as user turns, a game cut short,
-the refusals. Through the harness graph and the CLI: tests/integration/test_env_adapters.py."""
+a tool server's tools as the episode's, the refusals. Through the harness graph and the CLI:
+tests/unit/test_env_verifiers_loop.py."""
 
 import pytest
 
@@ -94,9 +95,22 @@ def test_a_game_cut_short_is_scored_on_what_was_played_and_its_loop_ends():
     episode.close()
 
 
+def test_a_tasks_tool_server_gives_the_episodes_tools_on_a_state_of_its_own():
+    env = get_env("verifiers:vf_tools,size=4")
+    task = env.tasks("train")[0]  # 17 * 23
+    episode = env.episode(task)
+    (tool,) = episode.tools
+    assert tool.name == "calc_multiply" and tool.description == "Multiply two integers."
+    assert tool.parameters["properties"] == {"a": {"type": "integer"}, "b": {"type": "integer"}}
+    assert tool.fn(a=17, b=23) == "391"
+    score = env.score(task, "391", episode)
+    assert score.passed and score.detail["public"]["metrics"] == {"tool_calls": 1.0}
+    assert [m.role for m in episode.state["vf_trace"].messages] == ["user", "assistant", "tool", "assistant"]
+    fresh = env.episode(task)  # a new episode: fresh tool servers and state
+    assert env.score(task, "391", fresh).detail["public"]["metrics"] == {"tool_calls": 0.0}
+
+
 def test_refusals_name_the_problem():
-    with pytest.raises(ValueError, match="declares tool servers \\(Echo\\)"):
-        get_env("verifiers:vf_tools")
     with pytest.raises(ValueError, match="not a verifiers Taskset"):
         get_env("verifiers:vf_reverse:TRAIN_WORDS")
     with pytest.raises(ValueError, match="cannot be loaded"):

@@ -1,5 +1,6 @@
-"""verifiers v1 tasksets end to end on scripted policies, offline: the single-turn reverse taskset and the
-multi-turn guessing game (tests/vf_reverse.py, tests/vf_guess.py) played through coevo's harness graph under
+"""verifiers v1 tasksets end to end on scripted policies, offline: the single-turn reverse taskset, the
+multi-turn guessing game and the tool-using product taskset (tests/vf_reverse.py, tests/vf_guess.py,
+tests/vf_tools.py) played through coevo's harness graph under
 the shipped ``verifiers`` base harness, through ``coevo eval``, and through a one-round ``coevo run``."""
 
 import asyncio
@@ -66,6 +67,16 @@ def test_a_multi_turn_game_is_played_move_by_move_through_the_harness_graph():
     assert traj.score_detail["public"]["turns"] == 4  # 5 (higher), 8 (lower), 6 (higher), 7
     stubborn = asyncio.run(arun_rollout(load_harness("verifiers"), ScriptedChatModel(script=["5"]), env, task))
     assert not stubborn.passed and stubborn.score_detail["public"]["turns"] == 5  # the game's own limit
+
+
+def test_a_tool_using_taskset_is_played_with_its_tools_through_the_harness_graph():
+    env = get_env("verifiers:vf_tools,size=4")
+    task = env.tasks("train")[0]  # 17 * 23
+    call = AIMessage(content="", tool_calls=[{"name": "calc_multiply", "args": {"a": 17, "b": 23}, "id": "c1"}])
+    model = ScriptedChatModel(script=[call, "391"])
+    traj = asyncio.run(arun_rollout(load_harness("verifiers"), model, env, task))
+    assert traj.passed and traj.score_detail["public"]["metrics"] == {"tool_calls": 1.0}
+    assert "391" in str(model.calls[-1][-1].content)  # the tool's result reached the model
 
 
 @pytest.mark.parametrize("ref, policy, expected", [(REVERSE, reverser, "1.000"), (GUESS, bisector(), "1.000")])
