@@ -52,6 +52,7 @@ from coevo.app.compare import Comparison, StrategyRun, compare, run_config
 from coevo.app.run import anchored
 from coevo.config import ConfigError, RunConfig
 from coevo.config.run import parse_config, set_dotted
+from coevo.config.shipped import config_path
 from coevo.graphs.registry import get_strategy
 from coevo.meta.state import EvalSummary
 from coevo.observe.progress import Reporter
@@ -82,10 +83,10 @@ class TableSpec(BaseModel):
 
 
 def _toml(path: str | Path, what: str) -> dict[str, Any]:
-    p = Path(path)
+    p = config_path(path)
     if not p.is_file():
         raise ConfigError(f"{what}: no file {str(p)!r}; paths in a table config are relative to the directory "
-                          "you run from (the repository root)")
+                          "you run from, else to the package (its shipped configs/)")
     try:
         return tomllib.loads(p.read_text())
     except tomllib.TOMLDecodeError as err:

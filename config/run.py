@@ -27,6 +27,7 @@ from coevo.config.families import (
     SearchConfig,
     WhaleConfig,
 )
+from coevo.config.shipped import config_path
 from coevo.config.train import TrainConfig
 from coevo.errors import CoevoError
 from coevo.strategies import get_strategy
@@ -278,7 +279,7 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
     """
     data: dict[str, Any] = {}
     if path is not None:
-        p = Path(path)
+        p = config_path(path)
         if not p.is_file():
             raise ConfigError(f"no config file {str(p)!r}; see configs/default.toml for an example")
         try:

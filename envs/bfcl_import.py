@@ -10,6 +10,10 @@ declare, so that import fails on a clean install). ``ast_checker`` only reads
 ``MODEL_CONFIG_MAPPING[model].underscore_to_dot`` for dotted function names, so we import it with a
 small stand-in module for ``model_config`` (installed in ``sys.modules`` only during that import):
 every model name maps to ``underscore_to_dot=False``, which is right for text (prompting) answers.
+
+bfcl-eval pins ``numpy==1.26.4`` (and exact versions of its model clients); none of the parts imported here
+uses numpy, and they run on numpy 2. So it is installed without its dependencies (``BFCL_INSTALL``, run by
+scripts/setup.sh), beside the ``coevo[bfcl]`` extra, which lists what these parts import.
 """
 
 from __future__ import annotations
@@ -23,6 +27,10 @@ from typing import Any
 
 from coevo.envs.common import cache_dir, require
 
+BFCL_EVAL = "bfcl-eval==2026.3.23"
+"""The bfcl-eval release coevo scores with (tests/unit/test_scorer_probes.py verifies it)."""
+BFCL_INSTALL = f"pip install --no-deps {BFCL_EVAL}"
+"""How bfcl-eval is installed: without its pins (module docstring)."""
 MODEL_CONFIG = "bfcl_eval.constants.model_config"
 AST_CHECKER = "bfcl_eval.eval_checker.ast_eval.ast_checker"
 
@@ -45,7 +53,7 @@ def load_bfcl() -> types.SimpleNamespace:
 
     Raises ``MissingExtraError`` naming ``coevo[bfcl]`` when bfcl-eval is not installed.
     """
-    require("bfcl_eval", "bfcl", "bfcl-eval")
+    require("bfcl_eval", "bfcl", "bfcl-eval", then=BFCL_INSTALL)
     return _load()
 
 

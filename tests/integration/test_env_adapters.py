@@ -1,10 +1,8 @@
 """The env adapters (issue 28) against real environments of each package, offline: Gymnasium's
 FrozenLake-v1 and Taxi-v4 (multi-turn: played step by step through coevo's harness graph),
 OpenEnv's own echo environment (``openenv init``'s template) in process (multi-turn) and through
-OpenEnv's client against a local server, and verifiers' own ``ReasoningGymEnv`` (reasoning-gym's
-basic_arithmetic, single-turn, its XML parser and rubric) and ``GymEnv`` around Gymnasium's FrozenLake
-(multi-turn: the environment's responses are the user turns; tests/vf_frozen_lake.py is the
-``load_environment`` module an environment package ships)."""
+OpenEnv's client against a local server. verifiers' v1 tasksets (single- and multi-turn) run through the
+harness graph, coevo eval's engine and one meta-loop round in tests/unit/test_env_verifiers_loop.py."""
 
 import asyncio
 import json
@@ -144,40 +142,3 @@ def test_openenv_echo_through_its_client_against_a_local_server(echo_env):
     finally:
         server.should_exit = True
         thread.join(timeout=10)
-
-
-RG_VF = "verifiers:verifiers.envs.integrations.reasoninggym_env:ReasoningGymEnv"
-
-
-def test_verifiers_reasoning_gym_env_scores_the_gold_answer_through_its_own_parser_and_rubric():
-    pytest.importorskip("verifiers")
-    env = get_env(f"{RG_VF},gym=basic_arithmetic,num_train_examples=12,num_eval_examples=6,size=8")
-    task = env.tasks("train")[0]
-    assert "<answer>answer here</answer>" in task.prompt and "Calculate" in task.prompt  # the env's system prompt
-    gold = env.env.rg_dataset[int(env.key(task)["answer"])]["answer"]
-    assert gold not in task.prompt.split("Calculate")[0]
-    h0 = load_harness("verifiers")
-    right = asyncio.run(arun_rollout(h0, ScriptedChatModel(script=[f"<answer>{gold}</answer>"]), env, task))
-    assert right.passed and right.reward == 1.0
-    assert right.score_detail["public"]["metrics"]["check_answer_reward_func"] == 1.0
-    bare = asyncio.run(arun_rollout(h0, ScriptedChatModel(script=[gold]), env, task))  # no <answer> tags
-    assert not bare.passed and bare.score_detail["public"]["metrics"]["format_reward_func"] < 1.0
-    assert {t.metadata["vf_dataset"] for t in env.tasks("val") + env.tasks("test")} == {"eval"}
-
-
-def test_verifiers_gym_env_frozen_lake_plays_turn_by_turn_through_the_harness_graph():
-    pytest.importorskip("verifiers")
-    pytest.importorskip("gymnasium")
-    env = get_env("verifiers:vf_frozen_lake,size=4")
-    (task,) = env.tasks("train")  # a deterministic start: every reset seed is one task
-    assert "square 0 (row 0, column 0)" in task.prompt and "left, down, right, up" in task.prompt
-    h0 = load_harness("verifiers")
-    path = ["down", "down", "right", "right", "down", "right", "done"]
-    won = asyncio.run(arun_rollout(h0, ScriptedChatModel(script=path), env, task))
-    assert won.passed and won.reward == 1.0
-    assert won.score_detail["public"]["turns"] == 7 and won.score_detail["public"]["stop_condition"] == "is_done"
-    lost = asyncio.run(arun_rollout(h0, ScriptedChatModel(script=["right", "down", "done"]), env, task))
-    assert not lost.passed and lost.score_detail["public"]["turns"] == 3  # into the hole at square 5
-    cut = h0.model_copy(update={"budget": h0.budget.model_copy(update={"max_model_calls": 3})})
-    short = asyncio.run(arun_rollout(cut, ScriptedChatModel(script=path), env, task))
-    assert not short.passed and short.score_detail["public"]["turns"] == 3
