@@ -63,7 +63,7 @@ def test_a_grpo_stage_trains_with_the_planned_micro_batch_or_refuses_before_any_
 def test_the_default_budget_never_reshapes_a_stage_it_only_refuses(caplog):
     import logging
 
-    caplog.set_level(logging.INFO, "coevo.training.memory")
+    caplog.set_level(logging.DEBUG, "coevo.training.memory")
     from coevo.config import load_config
 
     stage = load_config("configs/default.toml").train.stage(0, 0, "/tmp/x")
