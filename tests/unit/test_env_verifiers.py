@@ -64,7 +64,9 @@ def test_success_and_reward_modes_read_the_reward():
     near = partial.score(task, "<reversed>mul</reversed>", partial.episode(task))
     assert near.reward == pytest.approx(6 / 7) and near.passed
     strict = get_env(f"{REVERSE},size=8,success=0.9")
-    assert strict.score(task, "<reversed>mul</reversed>", strict.episode(task)).reward == 0.0
+    own = strict.tasks("train")[0]  # the same word; a task id names its config, so each env scores its own
+    assert own.prompt == task.prompt and own.id != task.id
+    assert strict.score(own, "<reversed>mul</reversed>", strict.episode(own)).reward == 0.0
 
 
 def test_a_multi_turn_env_answers_each_move_until_its_game_ends():
