@@ -20,6 +20,7 @@ What a stage declares it can spend, its most rollouts, is each kind's ``rollouts
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Sequence
@@ -125,7 +126,7 @@ class Room:
         return {}
 
 
-class StageKind:
+class StageKind(ABC):
     """One kind of weight stage: what it may spend (``rollouts``), the harnesses other than the
     incumbent its rollouts may run under (``harnesses``, stored under the harnesses themselves),
     its Eq. 5 rescue pool (``pool``, for the stage's log) and how it runs (``run``: the new
@@ -133,9 +134,9 @@ class StageKind:
 
     experience: tuple[str, ...] = ()
 
+    @abstractmethod
     def rollouts(self, train: TrainConfig) -> int:
         """The stage's most rollouts under ``train`` (``declared``)."""
-        raise NotImplementedError
 
     def harnesses(self) -> list[HarnessSpec]:
         """The harnesses besides the incumbent that the stage's rollouts may run under."""
@@ -145,9 +146,9 @@ class StageKind:
         """The stage's Eq. 5 rescue pool (empty: it does not rescue)."""
         return ()
 
+    @abstractmethod
     def run(self, room: Room) -> tuple[Checkpoint, list[Trajectory]]:
         """Run the stage in ``room``: (the new checkpoint, measured; every training rollout)."""
-        raise NotImplementedError
 
 
 @dataclass(frozen=True)
