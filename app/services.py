@@ -30,10 +30,9 @@ def engine_options(config: RunConfig) -> dict[str, int]:
     """The engine options a ``local:`` policy is loaded with (``coevo.models.refs.ENGINE_KWARGS``): up to
     ``eval.concurrency`` rows a batch, so the requests an evaluation keeps in flight decode together, and
     ``eval.threads`` torch threads in its decoding worker when set. Empty for a server policy."""
-    if not config.policy.startswith("local:"):
-        return {}
-    options = {"max_batch": config.eval.concurrency}
-    return {**options, "threads": config.eval.threads} if config.eval.threads else options
+    from coevo.models.refs import engine_settings
+
+    return engine_settings(config.policy, config.eval.concurrency, config.eval.threads)
 
 
 class PolicyCache:

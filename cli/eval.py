@@ -23,7 +23,7 @@ from coevo.harnesses import HarnessSpec, load_harness
 from coevo.harnesses.agent import is_agent_ref, start_harness
 from coevo.harnesses.fit import check_prompt_fits, meter_of
 from coevo.masking import redact
-from coevo.models.refs import load_model
+from coevo.models.refs import engine_settings, load_model
 from coevo.observe.log import framework_noise_to
 from coevo.observe.progress import RichReporter
 from coevo.records import Checkpoint, HarnessRecord, RunRecord
@@ -162,8 +162,7 @@ def eval_cmd(
         if resumed is not None:
             _same_evaluation(resumed, run)
             run.created_at = resumed.created_at
-        batch = {"max_batch": concurrency} if model.startswith("local:") else {}  # in flight = one batch
-        policy = load_model(model, **{**batch, **settings})
+        policy = load_model(model, **{**engine_settings(model, concurrency), **settings})
         fit = check_prompt_fits(spec, [t.prompt for t in suite.tasks(split, n)], source=f"harness {spec.id[:12]}",
                                 meter=meter_of(policy))
         runner = make_executor(executor)

@@ -116,6 +116,15 @@ def local_engine(base: str, **engine_kwargs: Any) -> Any:
         return _engines[key]
 
 
+def engine_settings(ref: str, in_flight: int, threads: int | None = None) -> dict[str, int]:
+    """The engine options (``ENGINE_KWARGS``) a ``local:`` reference is loaded with when ``in_flight`` requests
+    are kept in flight: up to that many rows a batch, so they decode together, and ``threads`` torch threads in
+    the decoding worker when given. Empty for a server reference, whose batching is the server's."""
+    if not ref.startswith("local:"):
+        return {}
+    return {"max_batch": in_flight, **({"threads": threads} if threads else {})}
+
+
 def clear_model_cache() -> None:
     """Forget the shared local engines (stopping their worker threads)."""
     with _engines_lock:

@@ -171,3 +171,12 @@ def test_meta_role_model_strings_take_server_settings(monkeypatch):
     routed = JsonRole("openai/m?api_base=http://a/v1,http://b/v1").chat
     assert isinstance(routed, RouterChatModel) and [s.api_base for s in routed.servers] == ["http://a/v1",
                                                                                           "http://b/v1"]
+
+
+def test_engine_settings_batch_what_is_in_flight_for_a_local_policy_only():
+    from coevo.models.refs import ENGINE_KWARGS, engine_settings
+
+    assert engine_settings("local:smollm2-135m", 32, 1) == {"max_batch": 32, "threads": 1}
+    assert engine_settings("local:smollm2-135m", 16) == {"max_batch": 16}
+    assert engine_settings("litellm:openai/gpt-4o-mini", 32, 1) == {}
+    assert set(engine_settings("local:x", 8, 2)) <= set(ENGINE_KWARGS)
