@@ -51,12 +51,12 @@ import asyncio
 import importlib
 import itertools
 import json
-import threading
 import uuid
 import weakref
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator
 
+from coevo.aio import LoopThread
 from coevo.compat import vf_bare_env, vf_config_type, vf_tool_call, vf_tool_methods, vf_trace_stops
 from coevo.envs.adapter import AdapterEnv
 from coevo.envs.base import Episode, Score, Split, Task, Tool
@@ -68,34 +68,6 @@ SPLIT_FIELDS = ("split", "dataset_split")
 TIMEOUT_S = 600.0
 """How long the adapter waits for the env's loop to ask for the next reply or finish."""
 _CLOSED = object()
-
-
-class _Loop:
-    """One event loop in a daemon thread: verifiers' coroutines run there from sync code, also when the
-    caller is itself inside a running loop (the harness graph under ``ainvoke``)."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self._serve, name="coevo-verifiers", daemon=True)
-        self.thread.start()
-
-    def _serve(self) -> None:
-        try:
-            self.loop.run_forever()
-        finally:
-            self.loop.close()
-
-    def run(self, coro: Any) -> Any:
-        """Run ``coro`` on the loop and return its result (raises what it raises; ``TimeoutError`` after
-        ``TIMEOUT_S`` seconds)."""
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(TIMEOUT_S)
-
-    def close(self) -> None:
-        """Stop the loop and wait (up to 5 s) for its thread to end; safe to call twice."""
-        if self.thread.is_alive():
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            if threading.current_thread() is not self.thread:
-                self.thread.join(timeout=5)
 
 
 def message_text(message: Any) -> str:
@@ -240,7 +212,7 @@ class VerifiersEnv(AdapterEnv):
         self.taskset_cls, env_cls = self._classes()
         self.taskset = self._taskset(self.taskset_args)
         self.task_cls = self.taskset_cls.task_type()
-        self.loop = _Loop()
+        self.loop = LoopThread("coevo-verifiers", TIMEOUT_S)
         self._release = weakref.finalize(self, self.loop.close)  # the thread ends with the env
         self.shared = self.taskset_cls.toolsets(self.taskset.config)  # one instance for every episode
         for server in self.shared:
