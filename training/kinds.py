@@ -68,16 +68,24 @@ def grpo_phase(phase: WeightPhase, tasks: Sequence[Task], config: StageConfig) -
     if phase.stop is not None:
         raise ValueError("an adaptive weight phase (a stopping rule) runs RSFT; GRPO stages run their length")
     ids = {t.id for t in tasks}
-    batches = -(-phase.max_steps // config.num_iterations)
-    drawn, position = phase.sampler.take(phase.stream, phase.position, batches * config.tasks_per_step,
+    drawn, position = phase.sampler.take(phase.stream, phase.position,
+                                         batches(phase.max_steps, config.num_iterations) * config.tasks_per_step,
                                          keep=lambda t: t.id in ids)
     return drawn, position, config.model_copy(update={"steps": phase.max_steps})
 
 
+def batches(steps: int, num_iterations: int = 1) -> int:
+    """The generation batches a GRPO stage of ``steps`` optimiser steps samples: ceil(steps /
+    ``num_iterations``), TRL's ``num_iterations`` optimiser passes reusing each batch (``grpo_phase``
+    draws this many batches of tasks; ``GRPO.rollouts`` declares this many)."""
+    return -(-steps // num_iterations)
+
+
 def declared(train: TrainConfig, steps: int, groups: int = 1) -> int:
     """A stage's most rollouts: ``steps`` x ``train.tasks_per_step`` x ``train.num_generations`` x
-    ``groups`` (groups per task and step: 1, plus rescue and dynamic-sampling groups for GRPO). Every
-    kind's ``rollouts`` counts with this one formula."""
+    ``groups``, where ``steps`` counts what samples — a GRPO stage's generation batches (``batches``),
+    an RSFT stage's rounds — and ``groups`` the groups per task and batch (1, plus rescue and
+    dynamic-sampling groups for GRPO). Every kind's ``rollouts`` counts with this one formula."""
     return steps * train.tasks_per_step * train.num_generations * groups
 
 
@@ -193,14 +201,15 @@ class GRPO(StageKind):
         return bool(self.siblings) and train.rescue
 
     def rollouts(self, train: TrainConfig) -> int:
-        """``declared`` over the phase's ``max_steps`` (else ``train.steps``) steps with, for GRPO,
-        1 + one Eq. 5 rescue group per task when the stage can rescue + ``train.resample`` rounds of
-        dynamic sampling."""
+        """``declared`` over the generation batches the stage samples — one per ``train.num_iterations``
+        optimiser steps of the phase's ``max_steps`` (else ``train.steps``): ceil(steps / num_iterations),
+        as TRL reuses a batch for num_iterations steps — with, for GRPO, 1 + one Eq. 5 rescue group per
+        task when the stage can rescue + ``train.resample`` rounds of dynamic sampling."""
         steps = self.phase.max_steps if self.phase is not None else train.steps
         groups = 1
         if train.algorithm == "grpo":
             groups += int(self.rescues(train)) + train.resample
-        return declared(train, steps, groups)
+        return declared(train, batches(steps, train.num_iterations), groups)
 
     def harnesses(self) -> list[HarnessSpec]:
         """The rescue siblings."""

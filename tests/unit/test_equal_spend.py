@@ -107,6 +107,22 @@ def test_a_weight_stage_declares_its_most_rollouts():
     rsft = train.model_copy(update={"algorithm": "rsft"})
     phase = WeightPhase(sampler=PersistentSampler(0), stream=[], position=0, max_steps=5)
     assert stage_rollouts(rsft, RSFT(phase=phase)) == 5 * 2 * 4  # a WHALE phase's length
+    # num_iterations passes reuse each generation batch: 3 steps at 2 passes sample ceil(3 / 2) = 2 batches
+    twice = train.model_copy(update={"num_iterations": 2})
+    assert stage_rollouts(twice) == 2 * 2 * 4 * 2 and stage_rollouts(twice.model_copy(update={"steps": 4})) == 2 * 2 * 4 * 2
+    assert stage_rollouts(rsft.model_copy(update={"num_iterations": 2}), RSFT(phase=phase)) == 5 * 2 * 4  # RSFT: rounds
+
+
+@pytest.mark.parametrize("steps,passes", [(4, 2), (3, 2), (2, 1)])
+def test_a_real_grpo_stage_samples_exactly_what_it_declares(steps, passes):
+    # a tiny Llama's GRPO stage (TRL's GRPOTrainer): the rollouts it made are its declared size, so a cap
+    # that fits the stage is never refused for the optimiser's extra passes over one batch (issue 39 item 1)
+    from knob_kit import grpo
+
+    stage = {"steps": steps, "num_iterations": passes, "tasks_per_step": 1, "num_generations": 2, "resample": 0}
+    made = grpo(stage)["trajectories"]
+    train = RunConfig().train.model_copy(update={**stage, "rescue": False})
+    assert len(made) == stage_rollouts(train) == -(-steps // passes) * 2
 
 
 def test_open_ended_strategies_run_until_the_budget_and_planned_ones_keep_their_schedule(tmp_path):
