@@ -64,7 +64,7 @@ from coevo.app.run import anchored, read_state, run_meta
 from coevo.config import RunConfig
 from coevo.evaluation.stats import Estimate, difference_estimate, score_estimate
 from coevo.graphs.registry import get_strategy
-from coevo.meta.budget import by_phase, matched_budget, mean_curve, score_at, score_curve, totals
+from coevo.meta.budget import by_phase, matched_budget, mean_curve, measured_by_phase, score_at, score_curve, totals
 from coevo.meta.context import MetaContext
 from coevo.meta.state import EvalSummary
 from coevo.observe.progress import NullReporter, Reporter
@@ -151,7 +151,8 @@ def read_run(archive: Archive, state: dict[str, Any], strategy: str, seed: int, 
                        effective_group_rate=effective, spread_rate=spread,
                        delta_norm=stage_update(archive, state["run_id"]), budget=totals(budgets),
                        curve=score_curve(budgets, state.get("history", [])), source=source, wall_s=wall_s,
-                       spent_by_phase=by_phase(budgets), budget_stop=state.get("budget_stop", ""),
+                       spent_by_phase=by_phase(budgets), measured_by_phase=measured_by_phase(budgets),
+                       budget_stop=state.get("budget_stop", ""),
                        final_val=state.get("final_val"),
                        tests={k: v for k, v in test.items() if k not in ("start", "final") and v is not None},
                        rounds=[(h.round, h.incumbent, h.checkpoint) for h in state.get("history", [])])
@@ -211,10 +212,12 @@ def _paired(runs: Sequence[StrategyRun], reference: Sequence[StrategyRun]) -> Es
     return difference_estimate(reference_means, [sum(m) / len(m) for m, _ in sides.values()])
 
 
-def _phase_means(runs: Sequence[StrategyRun]) -> dict[str, float]:
-    """Rollouts per phase, means over ``runs`` (a phase a run lacks counts 0 there)."""
-    names = list(dict.fromkeys(p for r in runs for p in r.spent_by_phase))
-    return {p: sum(r.spent_by_phase.get(p, 0.0) for r in runs) / len(runs) for p in names} if runs else {}
+def _phase_means(runs: Sequence[StrategyRun], field: str = "spent_by_phase") -> dict[str, float]:
+    """Rollouts per phase (each run's ``field``: spent, or measured), means over ``runs`` (a phase a run
+    lacks counts 0 there)."""
+    per_run = [getattr(r, field) for r in runs]
+    names = list(dict.fromkeys(p for phases in per_run for p in phases))
+    return {p: sum(phases.get(p, 0.0) for phases in per_run) / len(runs) for p in names} if runs else {}
 
 
 def summarise(comparison_id: str, runs: Sequence[StrategyRun], strategies: Sequence[str],
@@ -246,6 +249,7 @@ def summarise(comparison_id: str, runs: Sequence[StrategyRun], strategies: Seque
             policy_cost_usd=spent("policy_cost_usd"),
             meta_tokens=spent("meta_input_tokens", "meta_output_tokens"), meta_cost_usd=spent("meta_cost_usd"),
             curve=mean_curve([r.curve for r in mine]), spent_by_phase=_phase_means(mine),
+            measured_by_phase=_phase_means(mine, "measured_by_phase"),
             ended=[ended(r, budget) for r in mine] if budget else []))
         if budget:
             vals = _seed_means(mine, "final_val")

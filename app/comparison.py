@@ -21,7 +21,8 @@ class StrategyRun(BaseModel):
     rollouts excluded) and score-vs-rollouts ``curve``, and how it was obtained: ``ran`` now (``wall_s`` its
     wall seconds, ``cpu_s`` the process's CPU seconds meanwhile, all threads), ``resumed`` or ``reused``
     (finished before; nothing ran); at a budget, its rollouts per phase, why the cap stopped it ("" when
-    its schedule ended first) and the final pair's val score;
+    its schedule ended first) and the final pair's val score; ``measured_by_phase``: rollouts of
+    phases that measure rather than decide (``coevo.meta.budget.measured_by_phase``: reported, not charged);
     ``tests``: the run's other final test evaluations by name (Harness-S's ``rank1``, ``rank2``, ...: the final
     policy under Rank-r routing), beside ``final``; ``rounds``: each round summary's (round, incumbent harness,
     checkpoint), the pairs the run held round by round."""
@@ -43,6 +44,7 @@ class StrategyRun(BaseModel):
     wall_s: float | None = None
     cpu_s: float | None = None
     spent_by_phase: dict[str, float] = Field(default_factory=dict)
+    measured_by_phase: dict[str, float] = Field(default_factory=dict)
     budget_stop: str = ""
     final_val: EvalSummary | None = None
     tests: dict[str, EvalSummary] = Field(default_factory=dict)
@@ -59,7 +61,8 @@ class StrategyRow(BaseModel):
     and ``meta_cost_usd`` over seeds, the seed-mean ``curve`` and ``val_at_budget`` (its val score at the comparison's
     matched budget). At a budget (module doc): ``val_at_budget`` is the final pair's val score at the
     cap (``val_estimate`` with its interval over val tasks), ``spent_by_phase`` the mean rollouts per
-    phase and ``ended`` how each seed's run ended."""
+    phase, ``measured_by_phase`` the mean rollouts per measuring phase (not charged) and ``ended`` how
+    each seed's run ended."""
 
     strategy: str
     seeds: list[int]
@@ -84,6 +87,7 @@ class StrategyRow(BaseModel):
     val_at_budget: float | None = None
     val_estimate: Estimate | None = None
     spent_by_phase: dict[str, float] = Field(default_factory=dict)
+    measured_by_phase: dict[str, float] = Field(default_factory=dict)
     ended: list[str] = Field(default_factory=list)
 
 

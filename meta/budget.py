@@ -28,8 +28,18 @@ when that would take the run past N. The phase (the node) that made the call end
 spent only what fit (an earlier call of the same node stays counted), and so does the run: ``phased``
 turns the exception into the state's ``budget_stop``, every later node but ``final_test`` is passed
 over, and every loop's router (``ending``) goes to ``done``, so the strategy's own final test
-measures the pair it holds. A run therefore never spends more than N. Measurement is outside the
-cap: test rollouts, and whatever ``final_test`` evaluates (``MEASURE``).
+measures the pair it holds. A run therefore never spends more than N.
+
+**Measurement is reported, not charged.** Spend counts what a strategy's algorithm uses to decide
+(train, checks, val for a gate or a selection, search). Test rollouts, and every evaluation of a
+``MEASURE`` phase — ``final_test``, and VACE's ``stage_effect`` (val of H[t] under W[t] and W[t+1]:
+not a step of VACE's Algorithm 1, it selects nothing in any strategy) — run outside the cap and are
+stored under a ``measure:`` key (``eval_budget``), left out of ``totals`` and listed by
+``measured_by_phase``. An evaluation a measuring phase ran is charged to the first deciding phase
+that uses it (VACE's ``validate`` reads stage_effect's W[t+1] evaluation as its b: it declares and
+is charged its full size there, though nothing is rolled out again), and one already charged is not
+listed again as measurement. So a strategy pays the same for the same decisions whether or not the
+run also measured the stage's own effect.
 """
 
 from __future__ import annotations
@@ -48,9 +58,10 @@ from coevo.records import BudgetRecord, LLMCallRecord
 OUTSIDE = "outside"
 """The phase name of spending outside any meta-graph node (a service called directly)."""
 
-MEASURE = ("final_test",)
-"""Phases whose evaluations measure the run rather than search (the final test, and the final pair's val
-score a budgeted run records there): outside the rollout cap and left out of ``totals``."""
+MEASURE = ("final_test", "stage_effect")
+"""Phases whose evaluations measure the run rather than decide anything (the final test, and the final
+pair's val score a budgeted run records there; VACE's stage effect): outside the rollout cap, stored under
+``measure:`` keys and left out of ``totals`` (module doc)."""
 
 ALWAYS = ("setup", "final_test")
 """Nodes that run even after the budget stopped a run (``phased``)."""
@@ -194,10 +205,22 @@ def _record(run_id: str, key: str, **spent: Any) -> BudgetRecord:
     return BudgetRecord(id=f"{run_id}:{key}", run_id=run_id, round=phase.round, phase=phase.name, **spent)
 
 
+def measuring() -> bool:
+    """Whether the current phase measures rather than decides (``MEASURE``)."""
+    return current_phase().name in MEASURE
+
+
+def charged_key(run_id: str, evaluation_id: str) -> str:
+    """The id of the record that charges an evaluation to a deciding phase (``eval_budget``)."""
+    return f"{run_id}:eval:{evaluation_id}"
+
+
 def eval_budget(run_id: str, result: Any) -> BudgetRecord:
     """The spend of an evaluation (an ``EvalResult``): its rollouts, policy tokens and cost on its
-    split, keyed by its evaluation id."""
-    return _record(run_id, f"eval:{result.evaluation_id}", split=result.split, rollouts=result.n_rollouts,
+    split, keyed by its evaluation id — ``eval:<id>`` (``charged_key``) in a deciding phase,
+    ``measure:<id>`` in a ``MEASURE`` phase (reported, not charged; module doc)."""
+    kind = "measure" if measuring() else "eval"
+    return _record(run_id, f"{kind}:{result.evaluation_id}", split=result.split, rollouts=result.n_rollouts,
                    policy_input_tokens=result.input_tokens, policy_output_tokens=result.output_tokens,
                    policy_cost_usd=result.cost_usd)
 
@@ -249,6 +272,17 @@ def totals(records: Sequence[BudgetRecord], include_test: bool = False) -> dict[
     final test's evaluations, not search) is left out unless ``include_test``."""
     kept = [r for r in records if include_test or not measures(r)]
     return {name: sum(getattr(r, name) for r in kept) for name in SPEND}
+
+
+def measured_by_phase(records: Sequence[BudgetRecord]) -> dict[str, float]:
+    """Rollouts per measuring phase on train and val (``stage_effect``, ``final_test``'s final val), summed
+    over rounds: what the run measured beside its spend, reported and not charged (module doc); test
+    rollouts are left out (every run's test is its measurement)."""
+    out: dict[str, float] = {}
+    for r in records:
+        if r.split != "test" and r.phase in MEASURE and r.rollouts:
+            out[r.phase] = out.get(r.phase, 0.0) + r.rollouts
+    return out
 
 
 def by_phase(records: Sequence[BudgetRecord]) -> dict[str, float]:

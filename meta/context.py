@@ -26,8 +26,10 @@ from coevo.meta.budget import (
     MEASURE,
     BudgetExhausted,
     calls_budget,
+    charged_key,
     current_phase,
     eval_budget,
+    measuring,
     over_cap,
     stage_budget,
     totals,
@@ -227,7 +229,8 @@ class MetaContext(Recording):
                                           model=self.policy(checkpoint), archive=self.archive,
                                           concurrency=self.config.eval.concurrency, progress=self.reporter,
                                           run_id=self.run_id, tasks=tasks, **extra)
-        self.account(eval_budget(self.run_id, result))
+        if not (measuring() and self.charged(result.evaluation_id)):  # measured once, charged where it decides
+            self.account(eval_budget(self.run_id, result))
         self.track({f"score/{split}/{harness_id[:12]}": result.mean_reward})
         note = result.budget_note()
         if note:  # a prompt that cannot fit its budget scores 0 having measured nothing: say so
@@ -259,13 +262,17 @@ class MetaContext(Recording):
     def _declared(self, spec: HarnessSpec, checkpoint: str, split: str, tasks: Sequence[Task], k: int,
                   seed: int, temperature: float | None = None) -> int:
         """An evaluation's declared size: ``len(tasks) x k`` rollouts, 0 on test (measurement) or when
-        the same evaluation (same id, ``coevo.evaluation.engine.evaluation_id``) was paid for before."""
+        the same evaluation (same id, ``coevo.evaluation.engine.evaluation_id``) was charged before (``charged``)."""
         if split == "test":
             return 0
         eid = evaluation_id(self.run_id, spec.id, checkpoint, self.env.name, split, [seed + j for j in range(k)],
                             [t.id for t in tasks], temperature)
-        paid = self.archive.get(BudgetRecord, f"{self.run_id}:eval:{eid}") is not None
-        return 0 if paid else len(tasks) * k
+        return 0 if self.charged(eid) else len(tasks) * k
+
+    def charged(self, evaluation_id: str) -> bool:
+        """Whether evaluation ``evaluation_id`` was charged to a deciding phase of this run already (a
+        measuring phase's record does not count: ``coevo.meta.budget``, measurement is not charged)."""
+        return self.archive.get(BudgetRecord, charged_key(self.run_id, evaluation_id)) is not None
 
     def reserved(self, rollouts: int, what: str) -> "_Reservation":
         """``async with ctx.reserved(n, what):`` around a spending call of declared size ``n``

@@ -70,14 +70,16 @@ def phases_text(spent: dict[str, float]) -> str:
 def spend_rows(comparison: Any) -> list[tuple[str, ...]]:
     """The equal-spend table's rows (a comparison at a budget N, ``coevo.app.compare``): strategy,
     rollouts spent (mean over seeds) of N, the spend by phase, the final pair's val score at the
-    budget [95 %], the test mean@k [95 %] (the first table's), and how each seed's run ended."""
+    budget [95 %], the test mean@k [95 %] (the first table's), and how each seed's run ended; beside the
+    spend, the rollouts of phases that measure and decide nothing (``coevo.meta.budget``: not charged)."""
     n = comparison.budget
-    return [(r.strategy, f"{r.rollouts:.0f} / {n}", phases_text(r.spent_by_phase), score_text(r.val_estimate),
-             score_text(r.score), "; ".join(r.ended) or "–") for r in comparison.rows]
+    return [(r.strategy, f"{r.rollouts:.0f} / {n}", phases_text(r.spent_by_phase), phases_text(r.measured_by_phase),
+             score_text(r.val_estimate), score_text(r.score), "; ".join(r.ended) or "–") for r in comparison.rows]
 
 
-SPEND_HEADERS = ("strategy", "rollouts spent / budget", "spent by phase (rollouts)", "val at the budget [95 %]",
-                 "test mean@k [95 %]", "how each seed ended")
+SPEND_HEADERS = ("strategy", "rollouts spent / budget", "spent by phase (rollouts)",
+                 "measured, not charged (rollouts)", "val at the budget [95 %]", "test mean@k [95 %]",
+                 "how each seed ended")
 
 
 def write_compare_report(comparison: Any, out_dir: Path) -> Path:

@@ -88,8 +88,8 @@ def _stage_table(archive: Archive, run_id: str) -> str:
 
 def _budget_table(archive: Archive, run_id: str) -> str:
     """The run's spend per phase (``coevo.meta.budget``): one row per (round, phase, split) with its
-    rollouts, policy tokens and meta-LLM calls, tokens and cost, then the total (test rollouts
-    apart); "" when nothing was recorded."""
+    rollouts, policy tokens and meta-LLM calls, tokens and cost, then the total charged (measurement
+    apart: test rollouts and the ``MEASURE`` phases', ``coevo.meta.budget``); "" when nothing was recorded."""
     from coevo.meta.budget import SPEND, totals
 
     records = archive.list(BudgetRecord, run_id=run_id)
@@ -105,7 +105,7 @@ def _budget_table(archive: Archive, run_id: str) -> str:
 
     rows = "".join(f"<tr><td>{rnd}</td><td>{html.escape(phase)}</td><td>{split or '–'}</td>"
                    f"{cells(totals(rs, include_test=True))}</tr>" for (rnd, phase, split), rs in groups.items())
-    rows += f"<tr><th colspan=3>total, test rollouts apart</th>{cells(totals(records))}</tr>"
+    rows += f"<tr><th colspan=3>total charged (measurement apart)</th>{cells(totals(records))}</tr>"
     head = "".join(f"<th>{k.replace('_', ' ')}</th>" for k in SPEND)
     return (f"<h2>Budget per phase</h2><table><tr><th>round</th><th>phase</th><th>split</th>{head}</tr>{rows}"
             "</table>")

@@ -23,22 +23,25 @@ def test_every_phase_of_a_vace_run_is_accounted_once_with_its_round(tmp_path):
     # 3 train tasks no sample of the round demonstrates (the incumbent's and the rule's 3 + 3, the
     # demonstrations sample's 3; h7's sealing leaves w-pear out of every check); the demonstrations sample fails
     # its local check and, with one operation, has no smaller revision; the rule is accepted, so round 1 trains
-    # on all 4 train tasks (no accepted demonstration)
+    # on all 4 train tasks (no accepted demonstration). stage_effect measures (issue 39 item 2: reported, not
+    # charged); validate is charged for its b, stage_effect's W[t+1] evaluation, where the gate first uses it
     assert rows == [(0, "train", "train", 4), (0, "stage_effect", "val", 4), (0, "stage_effect", "val", 4),
                     (0, "check", "train", 2), (0, "check", "train", 2), (0, "check", "train", 3),
                     (0, "check", "train", 3), (0, "check", "train", 2), (0, "check", "train", 3),
-                    (0, "validate", "val", 4),
-                    (1, "train", "train", 4), (1, "stage_effect", "val", 4),
+                    (0, "validate", "val", 4), (0, "validate", "val", 4),
+                    (1, "train", "train", 4), (1, "stage_effect", "val", 4), (1, "validate", "val", 4),
                     (2, "final_test", "test", 4), (2, "final_test", "test", 4)]
-    # validate's incumbent under W[t+1] and round 1's W[t] val are stage_effect's evaluations: not counted again
-    evaluations = {e.id for e in archive.list(EvaluationRecord, run_id="run-1")}
-    assert len(evaluations) == sum(b.id.split(":")[1] == "eval" for b in archive.list(BudgetRecord, run_id="run-1"))
+    # round 1's W[t] val is round 0's validation: charged there, so stage_effect does not list it again
     budgets = archive.list(BudgetRecord, run_id="run-1")
+    evaluations = {e.id for e in archive.list(EvaluationRecord, run_id="run-1")}
+    measured = {b.id.split(":", 2)[2] for b in budgets if b.id.split(":")[1] == "measure"}
+    charged = {b.id.split(":", 2)[2] for b in budgets if b.id.split(":")[1] == "eval"}
+    assert evaluations == measured | charged and len(measured & charged) == 2  # b of round 0 and of round 1
     checks = 2 + 2 + 3 + 3 + 2 + 3
-    assert totals(budgets)["rollouts"] == 4 + 8 + checks + 4 + 4 + 4
-    assert totals(budgets, include_test=True)["rollouts"] == 4 + 8 + checks + 4 + 4 + 4 + 8
+    assert totals(budgets)["rollouts"] == 4 + checks + 8 + 4 + 4
+    assert totals(budgets, include_test=True)["rollouts"] == 4 + checks + 8 + 4 + 4 + 8 + 8 + 4
     curve = score_curve(budgets, state["history"])
-    assert [(c.round, c.rollouts) for c in curve] == [(0, 4 + 8 + checks + 4), (1, 4 + 8 + checks + 4 + 4 + 4)]
+    assert [(c.round, c.rollouts) for c in curve] == [(0, 4 + checks + 8), (1, 4 + checks + 8 + 4 + 4)]
 
 
 def test_a_resumed_run_counts_nothing_twice(tmp_path):
@@ -51,7 +54,7 @@ def test_a_resumed_run_counts_nothing_twice(tmp_path):
     asyncio.run(_run(config, ctx, archive, resume=True))
     after = archive.list(BudgetRecord, run_id="run-1")
     assert before < {b.id for b in after} and len(after) == len({b.id for b in after})
-    assert [b.phase for b in after if b.round == 1] == ["train", "stage_effect"]
+    assert [b.phase for b in after if b.round == 1] == ["train", "stage_effect", "validate"]
 
 
 def test_meta_llm_calls_are_accounted_with_tokens_and_cost_in_their_phase(tmp_path):
@@ -94,28 +97,30 @@ def test_compare_matches_budgets_and_draws_score_vs_rollouts(tmp_path):
     result = asyncio.run(compare(config, ["vace", "rl_only", "static"], 1, archive=archive,
                                  context_for=services(archive)[0]))
     vace, rl, static = result.rows
-    # vace: round 0 trains (4), measures the stage (4 + 4 val), checks two samples per direction (the editor's
-    # full library: demonstrations of w-apple and w-fig, then the rule) and the demonstrations' revision on
-    # the 2 train tasks none demonstrates (h7's sealing), smoke and local check alike, so the local check
-    # reuses the smoke evaluation: incumbent 2 + demonstrations 2 + revision 2 + rule 2 = 8 train; validates
-    # (4 val); round 1 trains and measures W[t+1] (4 + 4; its W[t] is validate's evaluation)
-    assert [(p.round, p.rollouts, p.val) for p in vace.curve] == [(0, 24, 1.0), (1, 32, 1.0)]
-    # rl_only: train 4 + stage effect 8 per round; H0 never improves on val
-    assert [(p.round, p.rollouts, p.val) for p in rl.curve] == [(0, 12, 0.0), (1, 20, 0.0)]
-    assert (vace.rollouts, rl.rollouts, static.rollouts) == (32, 20, 0) and static.curve == []
+    # vace: round 0 trains (4), measures the stage (4 + 4 val: not charged), checks two samples per direction
+    # (the editor's full library: demonstrations of w-apple and w-fig, then the rule) and the demonstrations'
+    # revision on the 2 train tasks none demonstrates (h7's sealing), smoke and local check alike, so the
+    # local check reuses the smoke evaluation: incumbent 2 + demonstrations 2 + revision 2 + rule 2 = 8 train;
+    # validates (8 val: the candidate, and b, stage_effect's W1 evaluation charged where the gate uses it);
+    # round 1 trains and validates its b (4 + 4)
+    assert [(p.round, p.rollouts, p.val) for p in vace.curve] == [(0, 20, 1.0), (1, 28, 1.0)]
+    # rl_only: train 4 per round, its stage effect measured; H0 never improves on val
+    assert [(p.round, p.rollouts, p.val) for p in rl.curve] == [(0, 4, 0.0), (1, 8, 0.0)]
+    assert rl.measured_by_phase == {"stage_effect": 12.0}  # W0 and W1, then W2 (W1's is not listed twice)
+    assert (vace.rollouts, rl.rollouts, static.rollouts) == (28, 8, 0) and static.curve == []
     for row, run in zip(result.rows, result.runs):
         spent = archive.list(BudgetRecord, run_id=run.run_id)
-        assert row.rollouts == sum(b.rollouts for b in spent if b.split != "test")
-    # the matched budget is rl_only's total; vace has no val point by then (its round 0 cost 24)
-    assert result.matched_budget == 20
+        assert row.rollouts == sum(b.rollouts for b in spent if b.split != "test" and b.phase != "stage_effect")
+    # the matched budget is rl_only's total; vace has no val point by then (its round 0 cost 20)
+    assert result.matched_budget == 8
     assert (vace.val_at_budget, rl.val_at_budget, static.val_at_budget) == (None, 0.0, None)
 
     console = Console(record=True, width=200)
     console.print(budget_table(result))
     text = console.export_text()
-    assert "matched at 20 rollouts" in text and "32" in text
+    assert "matched at 8 rollouts" in text and "28" in text
     page = write_compare_report(result, tmp_path / "cmp")
-    assert "Score vs rollouts" in page.read_text() and "matched budget: 20 rollouts" in page.read_text()
+    assert "Score vs rollouts" in page.read_text() and "matched budget: 8 rollouts" in page.read_text()
     assert (tmp_path / "cmp" / "rollouts.png").stat().st_size > 1000
 
 
@@ -128,7 +133,7 @@ def test_the_run_report_tables_the_spend_per_phase(tmp_path):
     assert "Budget per phase" in text
     assert "<tr><td>0</td><td>stage_effect</td><td>val</td><td>8</td>" in text  # two val evaluations of 4 tasks
     assert "<tr><td>2</td><td>final_test</td><td>test</td><td>8</td>" in text
-    assert "<tr><th colspan=3>total, test rollouts apart</th><td>39</td>" in text  # 31 + 8: the first test
+    assert "<tr><th colspan=3>total charged (measurement apart)</th><td>35</td>" in text  # 27 + 8: the first
 
 
 def test_policy_tokens_and_cost_of_evaluations_and_stages_are_summed():

@@ -17,7 +17,7 @@ from test_meta_loop import _run, setup_run
 from coevo.app.compare import compare, compare_run_id, run_config
 from coevo.config import RunConfig
 from coevo.harnesses.spec import load_harness
-from coevo.meta.budget import BudgetExhausted, by_phase, ending, phased, totals
+from coevo.meta.budget import BudgetExhausted, by_phase, ending, measured_by_phase, phased, totals
 from coevo.records import BudgetRecord, RunRecord
 from coevo.report.compare import write_compare_report
 from coevo.report.terminal import spend_table
@@ -38,23 +38,39 @@ def budgeted(tmp_path, budget, strategy="vace"):
 
 
 def test_a_capped_run_stops_before_the_phase_that_would_overrun_and_still_tests_its_pair(tmp_path, caplog):
-    # uncapped, round 0 spends train 4, stage_effect 4 + 4, checks 15 (two samples per direction, w-pear's
-    # demonstration left out of every check), validate 4 (test_budget.py): a cap of 30 stops before validate
-    config, ctx, archive = budgeted(tmp_path, 30)
+    # uncapped, round 0 spends train 4, checks 15 (two samples per direction, w-pear's demonstration left
+    # out of every check), validate 8 (the candidate, and b: stage_effect's W1 evaluation, charged where the
+    # gate first uses it); stage_effect's 8 are measurement, not charged: a cap of 20 stops before validate
+    config, ctx, archive = budgeted(tmp_path, 20)
     with caplog.at_level("INFO", logger="coevo.loop"):
         state = asyncio.run(_run(config, ctx, archive))
     said = [r for r in caplog.records if getattr(r, "topic", "") == "validate"]
     assert said and said[-1].getMessage() == f"{state['budget_stop']}; the run ends here, then its final test"
     budgets = archive.list(BudgetRecord, run_id="run-1")
-    assert totals(budgets)["rollouts"] == 27 <= config.budget
-    assert by_phase(budgets) == {"train": 4, "stage_effect": 8, "check": 15}  # validate's 4 would make 31
-    assert "val evaluation" in state["budget_stop"] and "past budget = 30 (spent 27" in state["budget_stop"]
+    assert totals(budgets)["rollouts"] == 19 <= config.budget
+    assert by_phase(budgets) == {"train": 4, "check": 15}  # validate's first 4 would make 23
+    assert measured_by_phase(budgets) == {"stage_effect": 8}
+    assert "val evaluation" in state["budget_stop"] and "past budget = 20 (spent 19" in state["budget_stop"]
     assert state["history"] == [] and not state.get("decisions")  # gate and next_round were passed over
     assert state["checkpoint"] != state["start_checkpoint"] and state["test"]["final"].score == 0.0
-    # the final pair (H0, W1) on val is stage_effect's evaluation, reused: measured, not paid again
+    # the final pair (H0, W1) on val is stage_effect's evaluation, reused: measured once, not listed again
     assert state["final_val"].evaluation_id == state["stage"].after.evaluation_id
     assert [b.phase for b in budgets if b.split == "val"] == ["stage_effect", "stage_effect"]
     assert {b.phase for b in budgets if b.split == "test"} == {"final_test"}
+
+
+def test_measurement_is_reported_not_charged_and_a_deciding_phase_pays_for_what_it_reuses(tmp_path):
+    # issue 39 item 2: stage_effect (not in VACE's Algorithm 1) measures; the gate's b is its W1 evaluation
+    config, ctx, archive = budgeted(tmp_path, 30)
+    state = asyncio.run(_run(config, ctx, archive))
+    budgets = archive.list(BudgetRecord, run_id="run-1")
+    assert by_phase(budgets) == {"train": 4, "check": 15, "validate": 8} and totals(budgets)["rollouts"] == 27
+    assert measured_by_phase(budgets) == {"stage_effect": 8}
+    charged = {r.id.split(":", 2)[2] for r in budgets if r.phase == "validate"}
+    measured = {r.id.split(":", 2)[2] for r in budgets if r.phase == "stage_effect"}
+    assert len(charged & measured) == 1  # one evaluation, measured in stage_effect, charged in validate
+    assert [d.accepted for d in state["decisions"]] == [True]  # round 0 fits now; round 1's stage would not
+    assert "round 1's weight stage (4 rollouts)" in state["budget_stop"]
 
 
 def test_a_budget_that_fits_the_whole_schedule_changes_nothing_but_measures_val(tmp_path):
@@ -142,14 +158,14 @@ def test_compare_at_a_budget_tables_equal_spend_by_phase_and_says_who_cannot_rea
     vace, rl, static = result.rows
     assert result.budget == 24 and result.matched_budget == 24.0
     assert [archive.get(RunRecord, r.run_id).config["rounds"] for r in result.runs[:2]] == [24, 24]
-    # rl_only: round 0 train 4 + stage_effect 8, then train 4 + stage_effect 4 a round: 12, 20, 24 after
-    # round 2's stage; its stage_effect (4 more) would overrun, so its final pair (H0, W3) is measured on val
-    assert rl.rollouts == 24 and rl.spent_by_phase == {"train": 12.0, "stage_effect": 12.0}
+    # rl_only: train 4 a round, its stage_effect measured and not charged: round 6's stage would overrun,
+    # so its final pair (H0, W6) is measured on val
+    assert rl.rollouts == 24 and rl.spent_by_phase == {"train": 24.0}
+    assert rl.measured_by_phase == {"stage_effect": 28.0}  # 8 in round 0, then only W[t+1]'s 4 (W[t]'s was)
     assert vace.rollouts <= 24 and 24 - vace.rollouts < 8
     assert all(r.budget_stop for r in result.runs if r.strategy != "static")
     assert all("at the cap after" in e for e in vace.ended + rl.ended)
-    assert rl.ended[0].startswith("seed 0: at the cap after 24 rollouts, before val evaluation of ")
-    assert rl.ended[0].endswith(", 4 tasks x k=1 (4 rollouts)")  # the call cut, its size; no repeat of the cap
+    assert rl.ended[0] == "seed 0: at the cap after 24 rollouts, before round 6's weight stage (4 rollouts)"
     assert vace.val_estimate is not None and vace.val_at_budget == vace.val_estimate.mean
     assert rl.val_estimate.n == 4 and rl.val_at_budget == 0.0
     assert static.rollouts == 0 and "short of the budget 24" in static.ended[0]
@@ -159,7 +175,7 @@ def test_compare_at_a_budget_tables_equal_spend_by_phase_and_says_who_cannot_rea
     console = Console(record=True, width=300)
     console.print(spend_table(result))
     text = console.export_text()
-    assert "24 / 24" in text and "train 12, stage_effect 12" in text and "at the cap" in text
+    assert "24 / 24" in text and "train 24" in text and "stage_effect 28" in text and "at the cap" in text
     page = write_compare_report(result, tmp_path / "cmp").read_text()
     assert "At equal spend: 24 rollouts" in page and "static cannot reach the budget" in page
 

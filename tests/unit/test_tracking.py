@@ -13,6 +13,7 @@ from test_gate_approval import patch_services, write_config
 from test_meta_loop import setup_run
 
 from coevo.cli.app import app
+from coevo.meta.budget import totals
 from coevo.observe.events import read_scalars
 from coevo.records import BudgetRecord, GateDecision, RunRecord
 from coevo.storage import Archive
@@ -42,7 +43,7 @@ def test_run_report_to_tensorboard_writes_train_and_meta_loop_scalars(tmp_path, 
     assert (0, 1.0) in scalars[f"score/val/{decisions[0].candidate_id[:12]}"]
     assert scalars["gate/accepted"][0] == (0, sum(d.accepted for d in decisions if d.round == 0))
     rollouts = scalars["budget/rollouts"]
-    assert rollouts[-1][1] == sum(b.rollouts for b in budgets if b.split != "test")
+    assert rollouts[-1][1] == totals(budgets)["rollouts"]  # what the run is charged: measurement apart
     assert [v for _, v in rollouts] == sorted(v for _, v in rollouts)  # cumulative
     assert (2, 1.0) in scalars[f"score/test/{decisions[0].candidate_id[:12]}"]  # the final pair, after 2 rounds
 
@@ -115,7 +116,7 @@ def test_run_report_to_mlflow_logs_the_loop_into_a_store_under_the_run_folder(tm
     assert delta == [(0, 0.25), (1, 0.5)]
     rollouts = client.get_metric_history(run.info.run_id, "budget/rollouts")
     spent = archive.list(BudgetRecord, run_id="run-1")
-    assert max(m.value for m in rollouts) == sum(b.rollouts for b in spent if b.split != "test")
+    assert max(m.value for m in rollouts) == totals(spent)["rollouts"]
 
 
 def test_grpo_stage_reports_through_trl_into_the_runs_mlflow_store(tmp_path, monkeypatch):
