@@ -125,7 +125,8 @@ def test_a_weight_stage_declares_its_most_rollouts():
     assert stage_rollouts(rsft, RSFT(phase=phase)) == 5 * 2 * 4  # a WHALE phase's length
     # num_iterations passes reuse each generation batch: 3 steps at 2 passes sample ceil(3 / 2) = 2 batches
     twice = train.model_copy(update={"num_iterations": 2})
-    assert stage_rollouts(twice) == 2 * 2 * 4 * 2 and stage_rollouts(twice.model_copy(update={"steps": 4})) == 2 * 2 * 4 * 2
+    assert stage_rollouts(twice) == 2 * 2 * 4 * 2
+    assert stage_rollouts(twice.model_copy(update={"steps": 4})) == 2 * 2 * 4 * 2
     assert stage_rollouts(rsft.model_copy(update={"num_iterations": 2}), RSFT(phase=phase)) == 5 * 2 * 4  # RSFT: rounds
 
 
