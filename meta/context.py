@@ -248,6 +248,7 @@ class MetaContext(Recording):
         if self.trainer is None:
             raise ValueError("this strategy trains weights but the run has no trainer; use strategy harness_only or "
                              "static")
+        kind = self.fit(kind, round)
         async with self.reserved(stage_rollouts(self.config.train, kind), f"round {round}'s weight stage"):
             checkpoint, trajectories = await self.trainer(checkpoint_id, spec, tasks, round, kind)
         self.account(stage_budget(self.run_id, checkpoint, trajectories))
@@ -258,6 +259,22 @@ class MetaContext(Recording):
             self.track({f"train_step/{k}": v for k, v in step.items() if k not in ("step", "round")},
                        round * self.config.train.steps + i)
         return checkpoint, trajectories
+
+    def fit(self, kind: StageKind | None, round: int) -> StageKind | None:
+        """``kind`` as it may run under the run's rollout cap (``StageKind.fitted``): an adaptive weight
+        phase whose most rounds would overrun what is left is cut to fit (logged); any other stage is
+        returned as it is (the reservation then refuses one that does not fit). Unchanged without a cap."""
+        cap, train = self.config.budget, self.config.train
+        if not cap or kind is None or self.budget_stop:
+            return kind
+        spent = totals(self.archive.list(BudgetRecord, run_id=self.run_id))["rollouts"]
+        left = int(cap - spent - self._reserved)
+        fitted = kind.fitted(train, left)
+        if fitted is None or fitted is kind:
+            return kind
+        self.log("train", f"round {round}: the adaptive weight phase is cut from {stage_rollouts(train, kind)} to "
+                          f"{stage_rollouts(train, fitted)} rollouts, what is left of budget = {cap}")
+        return fitted
 
     def _declared(self, spec: HarnessSpec, checkpoint: str, split: str, tasks: Sequence[Task], k: int,
                   seed: int, temperature: float | None = None) -> int:

@@ -21,7 +21,7 @@ What a stage declares it can spend, its most rollouts, is each kind's ``rollouts
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Sequence
 
@@ -146,6 +146,12 @@ class StageKind(ABC):
     def rollouts(self, train: TrainConfig) -> int:
         """The stage's most rollouts under ``train`` (``declared``)."""
 
+    def fitted(self, train: TrainConfig, left: int) -> "StageKind | None":
+        """The stage as it may run with ``left`` rollouts left under a rollout cap: itself when its
+        ``rollouts`` fit, else None — a stage of a fixed length is part of its strategy's schedule and is
+        not cut (the cap then ends the run before it, ``coevo.meta.budget``)."""
+        return self if self.rollouts(train) <= left else None
+
     def harnesses(self) -> list[HarnessSpec]:
         """The harnesses besides the incumbent that the stage's rollouts may run under."""
         return []
@@ -171,6 +177,18 @@ class RSFT(StageKind):
     def rollouts(self, train: TrainConfig) -> int:
         """``declared`` over the phase's ``max_steps`` (else ``train.steps``) rounds, one group each."""
         return declared(train, self.phase.max_steps if self.phase is not None else train.steps)
+
+    def fitted(self, train: TrainConfig, left: int) -> "RSFT | None":
+        """As ``StageKind.fitted``, but an adaptive phase (one with a stopping rule, WHALE §4) whose most
+        rounds would overrun runs to what is left: its ``max_steps`` cut to the whole rounds ``left``
+        affords (None when not one round does). Its rule may still stop it earlier; stopping at the cap
+        is recorded like the rule's stop (the stage's ``steps``)."""
+        if self.rollouts(train) <= left:
+            return self
+        rounds = left // declared(train, 1)
+        if self.phase is None or self.phase.stop is None or rounds < 1:
+            return None
+        return replace(self, phase=replace(self.phase, max_steps=rounds))
 
     def run(self, room: Room) -> tuple[Checkpoint, list[Trajectory]]:
         """One ``train_rsft`` stage in ``room``."""

@@ -222,3 +222,30 @@ def test_every_strategy_ends_cleanly_at_a_cap_within_it_with_its_final_pair_meas
         assert state["final_val"].split == "val" and state["final_val"].harness_id == state["incumbent"]
         assert state["final_val"].checkpoint_id == state["checkpoint"]
         assert archive.get(RunRecord, "run-1").status == "done"
+
+
+def test_an_adaptive_phase_under_a_cap_runs_to_what_is_left_and_a_fixed_stage_is_not_cut(tmp_path, caplog):
+    # issue 39 item 4: whale_adaptive's phase declares its most rounds (2 x 4 = 8); at a cap of 6 it used to
+    # end the run before any rollout. Now it runs the one round that fits, and the next phase ends the run
+    config, ctx, archive = family_context(tmp_path, "whale_adaptive", 6)
+    lengths, inner = [], ctx.trainer
+
+    async def trainer(checkpoint, spec, tasks, rnd, kind):
+        lengths.append(kind.phase.max_steps)
+        return await inner(checkpoint, spec, tasks, rnd, kind)
+
+    ctx.trainer = trainer
+    with caplog.at_level("INFO", logger="coevo.loop"):
+        state = asyncio.run(_run(config, ctx, archive))
+    assert lengths == [1]  # cut from 2 rounds to the 1 that fits; round 1's phase finds nothing left
+    assert "cut from 8 to 4 rollouts, what is left of budget = 6" in caplog.text
+    assert "round 1's weight stage (8 rollouts)" in state["budget_stop"]
+    assert 0 < totals(archive.list(BudgetRecord, run_id="run-1"))["rollouts"] <= 6
+
+    train = RunConfig().train.model_copy(update={"steps": 2, "tasks_per_step": 2, "num_generations": 2,
+                                                 "resample": 0, "algorithm": "rsft"})
+    adaptive = WeightPhase(sampler=PersistentSampler(0), stream=[], position=0, max_steps=5, stop=lambda r: None)
+    assert RSFT(phase=adaptive).fitted(train, 13).phase.max_steps == 3 and RSFT(phase=adaptive).fitted(train, 3) is None
+    fixed = WeightPhase(sampler=PersistentSampler(0), stream=[], position=0, max_steps=5)
+    assert RSFT(phase=fixed).fitted(train, 13) is None and RSFT(phase=fixed).fitted(train, 20).phase is fixed
+    assert GRPO().fitted(train, 7) is None  # a fixed schedule's stage is refused whole, never cut
