@@ -48,7 +48,24 @@ evaluated on val (``final_val``, measurement outside the cap). Each row then rep
 with its interval at that spend, ``val_at_budget`` (that final val score, for every strategy) with its
 interval, the spend by phase (``spent_by_phase``) and how each seed's run ended (``ended``: at the cap,
 or its schedule ended first — a strategy that cannot reach N says so); ``warnings`` lists what keeps the
-table from comparing at equal spend (``coevo.report.caveats``).
+table from comparing at equal spend (``coevo.report.caveats``). Measurement that decides nothing (VACE's
+``stage_effect``, the final test and final val) is reported beside the spend, not charged
+(``coevo.meta.budget``).
+
+**Protocols** (``protocol``): the papers compare under three, and a comparison runs under one:
+
+- ``caps`` (neither cap; VACE Table 5): every strategy runs the configured ``rounds`` — at most that
+  many weight stages (B_W) and gated proposals (B_H) — whatever it spends;
+- ``budget`` (``--budget N``; WHALE §6's cumulative budgets): N rollouts on train + val + search (above);
+- ``updates`` (``--updates N``; Harness-S Table 9, methods at equal optimiser updates): a training
+  strategy's weight stages make at most N updates in all (``RunConfig.updates``: each stage declares its
+  ``StageKind.updates``, GRPO optimiser steps or RSFT rounds, and the first that would overrun ends the run
+  before it starts); an open-ended training strategy's ``rounds`` is raised to N so the cap ends it.
+
+Under every protocol the ``reference`` runs first in each seed, and a planned strategy (``sia``,
+``stagewise``, WHALE's single-component baselines) is matched to what the reference actually ran there:
+its ``rounds`` is the reference's number of weight stages (``matched_rounds``), not the configured
+``rounds``.
 """
 
 from __future__ import annotations
@@ -78,12 +95,25 @@ log = logging.getLogger(__name__)
 REFERENCE = "vace"
 
 
-def run_config(config: RunConfig, strategy: str, seed: int) -> RunConfig:
-    """``config`` with ``strategy`` and ``seed`` replaced (validated like any config); under a rollout
-    cap (``config.budget``) an open-ended strategy's ``rounds`` is raised to the cap (module doc)."""
+def protocol(config: RunConfig) -> str:
+    """The comparison protocol ``config`` sets (module doc, "Protocols"): ``"budget"`` (a rollout cap),
+    ``"updates"`` (an updates cap) or ``"caps"`` (neither: the configured rounds)."""
+    return "budget" if config.budget else "updates" if config.updates else "caps"
+
+
+def run_config(config: RunConfig, strategy: str, seed: int, matched: int | None = None) -> RunConfig:
+    """``config`` with ``strategy`` and ``seed`` replaced (validated like any config). An open-ended
+    strategy's ``rounds`` is raised to the cap under a rollout cap (``config.budget``), and, when it
+    trains, under an updates cap (``config.updates``), so the cap ends it; a planned strategy's ``rounds``
+    is ``matched`` when given (the rounds the reference ran in that seed; module doc)."""
     data = {**config.model_dump(mode="json"), "strategy": strategy, "seed": seed}
-    if config.budget and get_strategy(strategy).open_ended:
+    row = get_strategy(strategy)
+    if not row.open_ended:
+        data["rounds"] = matched or config.rounds
+    elif config.budget:
         data["rounds"] = max(config.rounds, config.budget)
+    elif config.updates and row.trains:
+        data["rounds"] = max(config.rounds, config.updates)
     return RunConfig.model_validate(data)
 
 
@@ -93,10 +123,11 @@ def _digest(config: RunConfig) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:8]
 
 
-def compare_run_id(config: RunConfig, strategy: str, seed: int) -> str:
-    """The deterministic run id of ``strategy`` with ``seed`` under ``config``:
-    ``cmp-<config digest>-<strategy>-s<seed>`` (same inputs, same id: the run is found again)."""
-    return f"cmp-{_digest(run_config(config, strategy, seed))}-{strategy}-s{seed}"
+def compare_run_id(config: RunConfig, strategy: str, seed: int, matched: int | None = None) -> str:
+    """The deterministic run id of ``strategy`` with ``seed`` under ``config`` (``matched``: as
+    ``run_config``): ``cmp-<config digest>-<strategy>-s<seed>`` (same inputs, same id: the run is found
+    again)."""
+    return f"cmp-{_digest(run_config(config, strategy, seed, matched))}-{strategy}-s{seed}"
 
 
 def _counts(state: dict[str, Any]) -> tuple[int, int, int]:
@@ -155,16 +186,18 @@ def read_run(archive: Archive, state: dict[str, Any], strategy: str, seed: int, 
                        budget_stop=state.get("budget_stop", ""),
                        final_val=state.get("final_val"),
                        tests={k: v for k, v in test.items() if k not in ("start", "final") and v is not None},
-                       rounds=[(h.round, h.incumbent, h.checkpoint) for h in state.get("history", [])])
+                       rounds=[(h.round, h.incumbent, h.checkpoint) for h in state.get("history", [])],
+                       stages=sum(":stage:" in b.id for b in budgets))
 
 
 async def run_one(config: RunConfig, strategy: str, seed: int, archive: Archive, reporter: Reporter,
-                  context_for: Callable[[RunConfig], MetaContext] | None = None) -> StrategyRun:
+                  context_for: Callable[[RunConfig], MetaContext] | None = None,
+                  matched: int | None = None) -> StrategyRun:
     """Run ``strategy`` with ``seed`` under ``config`` to the end, or read it back when its run (same
     id) already finished, or resume it when it started and stopped. ``context_for(run config)``
-    replaces the default services (tests)."""
-    cfg = run_config(config, strategy, seed)
-    run_id = compare_run_id(config, strategy, seed)
+    replaces the default services (tests); ``matched``: a planned strategy's rounds (``run_config``)."""
+    cfg = run_config(config, strategy, seed, matched)
+    run_id = compare_run_id(config, strategy, seed, matched)
     record = archive.get(RunRecord, run_id)
     if record is not None and record.status == "done":
         state = await read_state(cfg.db, run_id, strategy)
@@ -275,11 +308,13 @@ def comparison_id(config: RunConfig, strategies: Sequence[str], seeds: Sequence[
 async def compare(config: RunConfig, strategies: Sequence[str], seeds: int | Sequence[int] = 3,
                   reporter: Reporter | None = None, archive: Archive | None = None,
                   context_for: Callable[[RunConfig], MetaContext] | None = None,
-                  reference: str = REFERENCE, budget: int | None = None) -> Comparison:
+                  reference: str = REFERENCE, budget: int | None = None, updates: int | None = None) -> Comparison:
     """Run (or read back) every strategy × seed under ``config`` and summarise them.
 
     ``budget``: N rollouts on train + val + search every run spends (module doc, "At equal spend";
-    it sets ``config.budget``; None keeps the config's, 0 none).
+    it sets ``config.budget``; None keeps the config's, 0 none); ``updates``: N weight updates every
+    training run makes (``config.updates``, the same way; module doc, "Protocols"). Within a seed the
+    ``reference`` runs first and each planned strategy gets the rounds it ran (``matched_rounds``).
     ``seeds``: a count n (seeds ``config.seed .. config.seed + n - 1``) or explicit seeds. Paths in
     ``config`` are made absolute first (``anchored``), so the run ids name the same files from any
     working directory. Runs go
@@ -299,6 +334,13 @@ async def compare(config: RunConfig, strategies: Sequence[str], seeds: int | Seq
         if budget < 0:
             raise ValueError(f"--budget {budget}: a rollout budget is a count of rollouts >= 1 (0: no budget)")
         config = config.model_copy(update={"budget": budget})
+    if updates is not None:
+        if updates < 0:
+            raise ValueError(f"--updates {updates}: an updates cap is a count of weight updates >= 1 (0: none)")
+        config = config.model_copy(update={"updates": updates})
+    if config.budget and config.updates:
+        raise ValueError(f"budget = {config.budget} and updates = {config.updates}: a comparison has one protocol, "
+                         "equal rollouts (--budget) or equal updates (--updates); drop one of them")
     config = anchored(config)
     archive = archive or Archive(config.db)
     reporter = reporter or NullReporter()
@@ -308,8 +350,27 @@ async def compare(config: RunConfig, strategies: Sequence[str], seeds: int | Seq
         "runs": {f"{s}/{seed}": compare_run_id(config, s, seed) for seed in seed_list for s in names}})
     archive.put(record)
     runs = []
+    first = [reference] if reference in names else []
     for seed in seed_list:
-        for name in names:
-            runs.append(await run_one(config, name, seed, archive, reporter, context_for))
+        ref_run = None
+        for name in first + [n for n in names if n != reference]:
+            matched = matched_rounds(ref_run, name)
+            runs.append(await run_one(config, name, seed, archive, reporter, context_for, matched))
+            if name == reference:
+                ref_run = runs[-1]
+    runs.sort(key=lambda r: (r.seed, names.index(r.strategy)))
     archive.update_run(record.id, status="done")
-    return summarise(cid, runs, names, reference, record.config, budget=config.budget)
+    comparison = summarise(cid, runs, names, reference, record.config, budget=config.budget)
+    comparison.protocol, comparison.updates = protocol(config), config.updates
+    return comparison
+
+
+def matched_rounds(reference: StrategyRun | None, strategy: str) -> int | None:
+    """The rounds a planned ``strategy`` (``Strategy.open_ended`` False: sia, stagewise, WHALE's
+    single-component baselines) runs in a seed: the weight stages the ``reference`` run made in that seed
+    (at least 1), so it is matched to what the reference actually ran rather than to the configured
+    ``rounds`` (VACE Table 5's B_W and B_H; WHALE §6's cumulative budgets); None for an open-ended
+    strategy or without a reference run."""
+    if reference is None or get_strategy(strategy).open_ended or strategy == reference.strategy:
+        return None
+    return max(1, reference.stages)

@@ -25,7 +25,7 @@ class StrategyRun(BaseModel):
     phases that measure rather than decide (``coevo.meta.budget.measured_by_phase``: reported, not charged);
     ``tests``: the run's other final test evaluations by name (Harness-S's ``rank1``, ``rank2``, ...: the final
     policy under Rank-r routing), beside ``final``; ``rounds``: each round summary's (round, incumbent harness,
-    checkpoint), the pairs the run held round by round."""
+    checkpoint), the pairs the run held round by round; ``stages``: the weight stages it made."""
 
     strategy: str
     seed: int
@@ -49,6 +49,7 @@ class StrategyRun(BaseModel):
     final_val: EvalSummary | None = None
     tests: dict[str, EvalSummary] = Field(default_factory=dict)
     rounds: list[tuple[int, str, str]] = Field(default_factory=list)
+    stages: int = 0
 
 
 class StrategyRow(BaseModel):
@@ -95,7 +96,9 @@ class Comparison(BaseModel):
     """The whole comparison: its id, the ``reference`` strategy, one row per strategy (the order
     asked for), every run, the number of test tasks, and the ``matched_budget`` (rollouts) at which
     the rows' ``val_at_budget`` are read (None: no strategy has a curve); ``budget``: the rollout cap
-    every run had (0: none; then ``matched_budget`` is N); ``warnings`` (``coevo.report.caveats``)."""
+    every run had (0: none; then ``matched_budget`` is N); ``updates``: the updates cap every run had (0:
+    none); ``protocol``: ``caps``, ``budget`` or ``updates`` (``coevo.app.compare.protocol``); ``warnings``
+    (``coevo.report.caveats``)."""
 
     id: str
     reference: str
@@ -105,4 +108,6 @@ class Comparison(BaseModel):
     config: dict[str, Any] = Field(default_factory=dict)
     matched_budget: float | None = None
     budget: int = 0
+    updates: int = 0
+    protocol: str = "caps"
     warnings: list[str] = Field(default_factory=list)

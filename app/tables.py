@@ -13,7 +13,8 @@ A table config::
     strategies = ["static", "vace"]
     reference = "vace"                      # paired differences are to this strategy
     seeds = 3
-    budget = 800                            # rollouts on train + val + search per run
+    budget = 800                            # the protocol: rollouts on train + val + search per run, or
+                                            # updates = N (weight updates per run), or neither (the rounds)
     extras = ["rejected_test"]              # see EXTRAS
 
     [overrides]                             # dotted keys on top (what the table changes, with its reason)
@@ -67,7 +68,8 @@ class TableSpec(BaseModel):
     """A table config's ``[table]`` section (module docstring): ``name`` (file stem of its results),
     ``title``, the ``preset`` and ``suite`` config paths (relative to the working directory), the
     ``strategies`` in table order, the ``reference`` of the paired differences (one of them), ``seeds`` (a
-    count from the config's seed), the matched rollout ``budget`` and the ``extras`` it adds."""
+    count from the config's seed), its protocol (``coevo.app.compare``, "Protocols": a rollout ``budget``,
+    an ``updates`` cap, or neither: the preset's rounds as caps) and the ``extras`` it adds."""
 
     model_config = {"extra": "forbid"}
 
@@ -79,6 +81,7 @@ class TableSpec(BaseModel):
     reference: str
     seeds: int = Field(default=3, ge=1)
     budget: int = Field(default=0, ge=0)
+    updates: int = Field(default=0, ge=0)
     extras: list[Extra] = Field(default_factory=list)
 
 
@@ -225,12 +228,22 @@ async def round_tests(comparison: Comparison, config: RunConfig, archive: Archiv
     return out
 
 
+class Invocation(BaseModel):
+    """One invocation of a table's command: the ``commit`` it ran at, its ``wall_s`` and ``cpu_s``."""
+
+    commit: str = ""
+    wall_s: float = 0.0
+    cpu_s: float = 0.0
+
+
 class TableResult(BaseModel):
     """A table's results (``run_table``): its ``spec``, the shared run ``config`` (JSON), the
     ``comparison``, the extras' raw rows (``rejections``, ``round_tests``) and summaries (``extras``:
-    ``coevo.report.tables.table_extras``), the ``commit`` it ran at, and its cost: ``wall_s`` and the
-    process's ``cpu_s`` (user + system seconds, which on a shared machine estimate a quiet machine's
-    wall time of a single-threaded run better than the wall time does)."""
+    ``coevo.report.tables.table_extras``), the ``commit`` it ran at, and its cost summed over every
+    invocation that worked on this comparison (a table stopped and continued runs in several):
+    ``wall_s`` and the processes' ``cpu_s`` (user + system seconds, which on a shared machine estimate a
+    quiet machine's wall time of a single-threaded run better than the wall time does), each invocation
+    listed in ``invocations`` (``Invocation``; ``continued``)."""
 
     spec: TableSpec
     config: dict[str, Any]
@@ -241,13 +254,27 @@ class TableResult(BaseModel):
     commit: str = ""
     wall_s: float = 0.0
     cpu_s: float = 0.0
+    invocations: list[Invocation] = Field(default_factory=list)
+
+    def continued(self, invocation: Invocation, before: "TableResult | None") -> "TableResult":
+        """This result with ``invocation`` (this process's commit, wall and CPU seconds) after the
+        invocations of ``before`` (the results file an earlier invocation wrote; kept only when it is of the
+        same comparison id, so a fresh table starts its own count), ``wall_s``/``cpu_s`` their sums and
+        ``commit`` this invocation's."""
+        earlier = before.invocations if before is not None and before.comparison.id == self.comparison.id else []
+        if before is not None and not earlier and before.comparison.id == self.comparison.id and before.cpu_s:
+            earlier = [Invocation(commit=before.commit, wall_s=before.wall_s, cpu_s=before.cpu_s)]  # older format
+        every = [*earlier, invocation]
+        return self.model_copy(update={"invocations": every, "commit": invocation.commit,
+                                       "wall_s": sum(i.wall_s for i in every), "cpu_s": sum(i.cpu_s for i in every)})
 
 
 async def run_table(spec: TableSpec, config: RunConfig, reporter: Reporter | None = None,
                     seeds: int | None = None, budget: int | None = None,
                     context_for: ContextFor | None = None, archive: Archive | None = None) -> TableResult:
-    """Run (or read back) the table's comparison (``coevo.app.compare.compare`` at ``spec.budget``
-    rollouts, ``spec.seeds`` seeds, paired to ``spec.reference``; ``seeds`` and ``budget`` replace the
+    """Run (or read back) the table's comparison (``coevo.app.compare.compare`` under the spec's protocol:
+    ``spec.budget`` rollouts or ``spec.updates`` updates, else the preset's rounds; ``spec.seeds`` seeds,
+    paired to ``spec.reference``; ``seeds`` and ``budget`` replace the
     spec's for a smoke run), then its extras (module docstring). ``commit``, ``wall_s`` and ``cpu_s`` are
     left for the caller to fill. ``context_for(run config)`` and ``archive`` replace the default services
     and archive (tests). Raises what ``compare`` raises."""
@@ -259,7 +286,7 @@ async def run_table(spec: TableSpec, config: RunConfig, reporter: Reporter | Non
     archive = archive or Archive(config.db)
     comparison = await compare(config, spec.strategies, seeds or spec.seeds, reporter=reporter, archive=archive,
                                context_for=context_for, reference=spec.reference,
-                               budget=spec.budget if budget is None else budget)
+                               budget=spec.budget if budget is None else budget, updates=spec.updates or None)
     rejections = (await rejected_on_test(comparison, config, archive, context_for)
                   if "rejected_test" in spec.extras else [])
     rounds = await round_tests(comparison, config, archive, context_for) if "best_reached" in spec.extras else []

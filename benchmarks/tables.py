@@ -5,7 +5,8 @@
 runs the table config's strategies × seeds at its matched rollout budget (``coevo compare --budget``: the
 runs go to ``coevo_runs/tables/NAME.db``; finished runs are read back, stopped ones resumed, so the same
 command continues an interrupted table), adds the table's extras (``coevo.app.tables``) and writes
-``benchmarks/results/table_NAME.json`` (the comparison, the extras, commit, wall and CPU seconds) and
+``benchmarks/results/table_NAME.json`` (the comparison, the extras, commit, and the wall and CPU seconds of
+every invocation that worked on it, summed: ``TableResult.continued``) and
 ``benchmarks/results/table_NAME.png`` (test mean@k per strategy with 95 % intervals), the full compare report
 under ``coevo_runs/tables/NAME/compare/``, and prints the tables.
 
@@ -83,7 +84,7 @@ def fit_costs(paths: list[str]) -> dict[str, float]:
 def main() -> None:
     """Parse the flags, run the table, print its tables and write its results (``--fit``: print the
     fitted per-rollout CPU costs of finished results instead)."""
-    from coevo.app.tables import load_table, run_table
+    from coevo.app.tables import Invocation, TableResult, load_table, run_table
     from coevo.cli.common import console, key_values, user_errors
     from coevo.observe.progress import RichReporter
     from coevo.report.compare import write_compare_report
@@ -118,7 +119,12 @@ def main() -> None:
         started, cpu, commit = time.perf_counter(), _cpu_s(), _commit()  # the code the runs start on
         with RichReporter(console=console) as reporter:
             result = asyncio.run(run_table(spec, config, reporter=reporter, seeds=seeds, budget=args.budget))
-        result.wall_s, result.cpu_s, result.commit = time.perf_counter() - started, _cpu_s() - cpu, commit
+        out = Path(args.out)
+        stem = f"table_{spec.name}" + (".smoke" if args.smoke else "")
+        earlier = out / f"{stem}.json"
+        before = TableResult.model_validate_json(earlier.read_text()) if earlier.is_file() else None
+        result = result.continued(Invocation(commit=commit, wall_s=time.perf_counter() - started,
+                                             cpu_s=_cpu_s() - cpu), before)
         comparison = result.comparison
         console.print(compare_table(comparison))
         console.print(budget_table(comparison))
@@ -126,15 +132,13 @@ def main() -> None:
             console.print(spend_table(comparison))
         for name, value in result.extras.items():
             console.print(f"[bold]{name}[/bold]: {value}")
-        out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        stem = f"table_{spec.name}" + (".smoke" if args.smoke else "")
         (out / f"{stem}.json").write_text(result.model_dump_json(indent=1))
         trivial = next((r.trivial for r in comparison.rows if r.trivial is not None), None)
         compare_plot(comparison.rows, trivial, out / f"{stem}.png")
         report = write_compare_report(comparison, Path(config.out_dir) / "compare" / comparison.id)
     console.print(f"results: {out / stem}.json, .png; report: {report}; wall {result.wall_s:.0f} s, "
-                  f"CPU {result.cpu_s:.0f} s at {result.commit}")
+                  f"CPU {result.cpu_s:.0f} s over {len(result.invocations)} invocation(s), the last at {result.commit}")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""``coevo compare CONFIG --strategies vace,rl_only,... --seeds 3 [--budget N]``: run strategies with
+"""``coevo compare CONFIG --strategies vace,rl_only,... --seeds 3 [--budget N | --updates N]``: run strategies with
 matched budgets, splits and seeds (``coevo.app.compare``; at N rollouts each with ``--budget``), print
 the tables, write HTML + PNG."""
 
@@ -30,6 +30,10 @@ def compare_cmd(
         None, "--budget", min=0, help="N rollouts on train + val + search every strategy spends: each runs until the "
         "next phase would take it past N (that phase is cut before it starts), then its final test; the tables add "
         "the spend by phase, val at the budget and how each run ended. Default: the config's budget (0: none)."),
+    updates: Optional[int] = typer.Option(
+        None, "--updates", min=0, help="N weight updates (GRPO optimiser steps, RSFT rounds) every training strategy "
+        "makes (Harness-S Table 9's equal-updates protocol): each runs until its next weight stage would take it "
+        "past N. One protocol per comparison: not with --budget. Default: the config's updates (0: none)."),
     db: Optional[str] = typer.Option(None, "--db", envvar="COEVO_DB", help=RUN_DB_HELP),
     set_: list[str] = typer.Option([], "--set",
                                    help="Override a config key for every run: --set rounds=1 (repeatable)."),
@@ -41,8 +45,10 @@ def compare_cmd(
     Finished runs are read back and stopped ones resumed. Prints and writes test scores with 95 %
     intervals, paired differences to the reference, gate counts, the weight stages'
     effective-group rate, each strategy's budget and its val score at the matched rollout budget,
-    with a score-vs-rollouts plot. With --budget N every strategy spends N rollouts (or says why
-    it could not) and is compared there.
+    with a score-vs-rollouts plot. The protocol: with --budget N every strategy spends N rollouts (or
+    says why it could not) and is compared there; with --updates N every training strategy makes N
+    weight updates; with neither, each runs the configured rounds (VACE's stage and proposal caps).
+    Planned baselines (sia, stagewise) run as many rounds as the reference (vace) ran in each seed.
 
     Example:
 
@@ -65,7 +71,8 @@ def compare_cmd(
                 raise ConfigError(f"--strategies {strategies}: {err}") from None
         with RichReporter(console=console) as reporter:
             try:
-                comparison = asyncio.run(compare(cfg, names, seeds, reporter=reporter, budget=budget))
+                comparison = asyncio.run(compare(cfg, names, seeds, reporter=reporter, budget=budget,
+                                                     updates=updates))
             except KeyboardInterrupt:
                 console.print("[yellow]interrupted: finished runs are kept and read back; run the same command "
                               "to continue[/yellow]")

@@ -159,6 +159,9 @@ class RunConfig(Section):
     budget: int = Field(default=0, ge=0, description="rollouts on train + val + search the run may spend; a phase "
                         "whose declared size would overrun ends the run before it starts, then the final test runs "
                         "(coevo.meta.budget); 0: no cap")
+    updates: int = Field(default=0, ge=0, description="optimiser updates the run's weight stages may make in all "
+                         "(Harness-S Table 9's equal-updates protocol; coevo compare --updates): a stage whose "
+                         "updates would overrun ends the run before it starts, then the final test runs; 0: no cap")
     seed: int = 0
     db: str = "coevo_runs/coevo.db"
     out_dir: str = "coevo_runs"

@@ -83,10 +83,16 @@ def over_cap(what: str, rollouts: int, cap: int, spent: float, running: int = 0)
     return f"budget: {what} ({rollouts} rollouts){_PAST}{cap} (spent {spent:.0f}{held})"
 
 
+def over_updates(what: str, updates: int, cap: int, made: int) -> str:
+    """Why a run stopped at its updates cap (``RunConfig.updates``, Harness-S Table 9's protocol):
+    ``"updates: <what> (<n> updates) would take the run past updates = <cap> (made <m>)"``."""
+    return f"updates: {what} ({updates} updates) would take the run past updates = {cap} (made {made})"
+
+
 def cut_call(stop: str) -> str:
-    """The call an ``over_cap`` message says did not fit, with its size (``"round 2's weight stage
-    (8 rollouts)"``); the message itself when it is not one."""
-    return stop.removeprefix("budget: ").split(_PAST)[0]
+    """The call an ``over_cap`` or ``over_updates`` message says did not fit, with its size (``"round 2's
+    weight stage (8 rollouts)"``); the message itself when it is not one."""
+    return stop.removeprefix("budget: ").removeprefix("updates: ").split(" would take the run past ")[0]
 
 
 @dataclass(frozen=True)

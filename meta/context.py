@@ -31,6 +31,7 @@ from coevo.meta.budget import (
     eval_budget,
     measuring,
     over_cap,
+    over_updates,
     stage_budget,
     totals,
 )
@@ -44,7 +45,7 @@ from coevo.observe.tracking import NullTracker, Tracker
 from coevo.records import BudgetRecord, Checkpoint, HarnessRecord, LLMCallRecord
 from coevo.storage import Archive
 from coevo.strategies import get_strategy
-from coevo.training.kinds import StageKind, stage_rollouts
+from coevo.training.kinds import StageKind, configured, stage_rollouts
 
 Split = Literal["train", "val", "test"]
 
@@ -243,22 +244,46 @@ class MetaContext(Recording):
         policy tokens accounted (``stage_budget``), the new checkpoint's numeric metrics tracked as
         ``train/<metric>`` at ``round`` and its per-step ``history`` as ``train_step/<key>`` at step
         ``round * train.steps + i``. Nodes call this, not ``trainer``. Under a rollout cap it first
-        reserves the stage's most rollouts (``stage_rollouts``: the kind's ``rollouts``). Raises
-        ``ValueError`` when the run has no trainer, ``BudgetExhausted`` when the stage would overrun the cap."""
+        reserves the stage's most rollouts (``stage_rollouts``: the kind's ``rollouts``; an adaptive phase cut
+        to fit, ``fit``); under an updates cap it checks the stage's updates (``updates_left``) and records
+        them in the new checkpoint's metrics (``updates``). Raises ``ValueError`` when the run has no
+        trainer, ``BudgetExhausted`` when the stage would overrun either cap."""
         if self.trainer is None:
             raise ValueError("this strategy trains weights but the run has no trainer; use strategy harness_only or "
                              "static")
-        kind = self.fit(kind, round)
+        kind = self.fit(kind if kind is not None else configured(self.config.train), round)
+        updates = self.updates_left(kind, round)
         async with self.reserved(stage_rollouts(self.config.train, kind), f"round {round}'s weight stage"):
             checkpoint, trajectories = await self.trainer(checkpoint_id, spec, tasks, round, kind)
         self.account(stage_budget(self.run_id, checkpoint, trajectories))
         record = self.archive.get(Checkpoint, checkpoint)
+        if record is not None and "updates" not in (record.metrics or {}):
+            record = record.model_copy(update={"metrics": {**(record.metrics or {}), "updates": updates}})
+            self.archive.put(record)
         metrics = record.metrics if record is not None else {}
         self.track({f"train/{k}": v for k, v in metrics.items()}, round)
         for i, step in enumerate(metrics.get("history") or []):
             self.track({f"train_step/{k}": v for k, v in step.items() if k not in ("step", "round")},
                        round * self.config.train.steps + i)
         return checkpoint, trajectories
+
+    def updates_made(self) -> int:
+        """The weight updates this run's stages made so far: the ``updates`` their checkpoints recorded."""
+        return int(sum((c.metrics or {}).get("updates", 0) for c in self.archive.list(Checkpoint, run_id=self.run_id)))
+
+    def updates_left(self, kind: StageKind, round: int) -> int:
+        """The updates ``kind`` makes (``StageKind.updates``), checked against the run's updates cap
+        (``config.updates``, 0: none). Raises ``BudgetExhausted`` — and sets ``budget_stop`` — when they
+        would take the run past it (``over_updates``), or once the run is stopped."""
+        updates, cap = kind.updates(self.config.train), self.config.updates
+        if cap:
+            if self.budget_stop:
+                raise BudgetExhausted(self.budget_stop)
+            made = self.updates_made()
+            if made + updates > cap:
+                self.budget_stop = over_updates(f"round {round}'s weight stage", updates, cap, made)
+                raise BudgetExhausted(self.budget_stop)
+        return updates
 
     def fit(self, kind: StageKind | None, round: int) -> StageKind | None:
         """``kind`` as it may run under the run's rollout cap (``StageKind.fitted``): an adaptive weight

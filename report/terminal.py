@@ -87,10 +87,22 @@ def rich_table(title: str, headers: Sequence[str], rows: Iterable[Sequence[str]]
     return table
 
 
+def protocol_text(comparison) -> str:
+    """The comparison's protocol in words (``coevo.app.compare``, "Protocols")."""
+    protocol = getattr(comparison, "protocol", "caps")
+    if protocol == "budget":
+        return f"at equal spend ({comparison.budget} rollouts)"
+    if protocol == "updates":
+        return f"at equal updates ({comparison.updates} weight updates)"
+    rounds = (comparison.config.get("run") or {}).get("rounds")
+    return f"at the configured caps ({rounds} rounds: weight stages and gated proposals)" if rounds else \
+        "at the configured caps"
+
+
 def compare_table(comparison) -> Table:
     """The comparison as a rich table (``coevo.report.compare.table_rows``)."""
-    return rich_table(f"compare {comparison.id}: test, {comparison.n_test} tasks, reference {comparison.reference}",
-                      HEADERS, table_rows(comparison))
+    return rich_table(f"compare {comparison.id}: test, {comparison.n_test} tasks, reference {comparison.reference}, "
+                      f"{protocol_text(comparison)}", HEADERS, table_rows(comparison))
 
 
 def budget_table(comparison) -> Table:

@@ -146,6 +146,11 @@ class StageKind(ABC):
     def rollouts(self, train: TrainConfig) -> int:
         """The stage's most rollouts under ``train`` (``declared``)."""
 
+    def updates(self, train: TrainConfig) -> int:
+        """The weight updates the stage makes, what an updates cap counts (``RunConfig.updates``): its
+        ``train.steps`` (GRPO optimiser steps, RSFT rounds)."""
+        return train.steps
+
     def fitted(self, train: TrainConfig, left: int) -> "StageKind | None":
         """The stage as it may run with ``left`` rollouts left under a rollout cap: itself when its
         ``rollouts`` fit, else None — a stage of a fixed length is part of its strategy's schedule and is
@@ -177,6 +182,10 @@ class RSFT(StageKind):
     def rollouts(self, train: TrainConfig) -> int:
         """``declared`` over the phase's ``max_steps`` (else ``train.steps``) rounds, one group each."""
         return declared(train, self.phase.max_steps if self.phase is not None else train.steps)
+
+    def updates(self, train: TrainConfig) -> int:
+        """The phase's ``max_steps`` rounds (else ``train.steps``)."""
+        return self.phase.max_steps if self.phase is not None else train.steps
 
     def fitted(self, train: TrainConfig, left: int) -> "RSFT | None":
         """As ``StageKind.fitted``, but an adaptive phase (one with a stopping rule, WHALE §4) whose most
@@ -228,6 +237,10 @@ class GRPO(StageKind):
         if train.algorithm == "grpo":
             groups += int(self.rescues(train)) + train.resample
         return declared(train, batches(steps, train.num_iterations), groups)
+
+    def updates(self, train: TrainConfig) -> int:
+        """The phase's ``max_steps`` optimiser steps (else ``train.steps``)."""
+        return self.phase.max_steps if self.phase is not None else train.steps
 
     def harnesses(self) -> list[HarnessSpec]:
         """The rescue siblings."""

@@ -330,6 +330,7 @@ PROBES: dict[str, Probe] = {
     "meta.revisions": Probe(run, 0, {"meta.candidates": 2}),
     "meta.samples": Probe(run, 2),
     "budget": Probe(run, 20),
+    "updates": Probe(run, 1),
     "meta.temperature": Probe(role_settings, 0.1, inert={}),
     "gate.min_margin": Probe(run, 1.0),
     "gate.alpha": Probe(run, 0.001, {"gate.test": "bootstrap"}),

@@ -12,7 +12,7 @@ from test_compare import services
 from test_meta_loop import setup_run
 
 from coevo.app.compare import Comparison, StrategyRun, summarise
-from coevo.app.tables import RoundTest, TableResult, TableSpec, load_table, run_table
+from coevo.app.tables import Invocation, RoundTest, TableResult, TableSpec, load_table, run_table
 from coevo.config import ConfigError
 from coevo.evaluation.results import TaskOutcome
 from coevo.graphs.registry import get_strategy
@@ -124,6 +124,12 @@ def test_a_vace_table_re_tests_its_rejected_candidates_under_the_rounds_weights(
     assert again.rejections == result.rejections and again.comparison.runs[0].rounds == result.comparison.runs[0].rounds
     png = compare_plot(result.comparison.rows, None, tmp_path / "table_t.png")
     assert png.stat().st_size > 1000
+    # a table continued over invocations sums their costs (issue 39: not only the last invocation's)
+    first = result.continued(Invocation(commit="a", wall_s=100.0, cpu_s=90.0), None)
+    second = again.continued(Invocation(commit="b", wall_s=10.0, cpu_s=5.0), first)
+    assert (second.wall_s, second.cpu_s, second.commit) == (110.0, 95.0, "b") and len(second.invocations) == 2
+    other = first.model_copy(update={"comparison": first.comparison.model_copy(update={"id": "cmp-other"})})
+    assert again.continued(Invocation(commit="c", wall_s=1.0, cpu_s=1.0), other).cpu_s == 1.0  # another table
 
 
 def _summary(harness: str, rewards: dict[str, float]) -> EvalSummary:

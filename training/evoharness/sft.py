@@ -25,6 +25,10 @@ class HarnessSFT(StageKind):
         """``declared`` over ``rounds`` rounds, one group each."""
         return declared(train, self.rounds)
 
+    def updates(self, train: TrainConfig) -> int:
+        """Its ``rounds``."""
+        return self.rounds
+
     def run(self, room: Room) -> tuple[Checkpoint, list[Trajectory]]:
         """One ``train_rsft`` stage of harness SFT in ``room``. Raises ``TypeError`` (before any
         rollout) when the teacher plays and the env cannot be taught (``require_teachable``)."""
