@@ -45,7 +45,7 @@ async def measure(config: Any, folder: Path, k: int) -> dict[str, Any]:
     from coevo.graphs.evoharness.nodes import equip, harness_sft
     from coevo.models.checkpoint import Checkpoint
     from coevo.models.trajectory import Trajectory
-    from coevo.nodes.setup import setup
+    from coevo.nodes.loop import setup
     from coevo.storage.archive import Archive
     from coevo.training.kinds import training_spec
 

@@ -4,7 +4,7 @@
 A *phase* is one run of one meta-graph node in one round (the weight stage ``train``, the
 refinement steps ``curate``/``edit``/``check``, ``validate``, ``gate``, an evaluation such as
 ``stage_effect`` or ``final_test``, and whatever nodes a strategy adds). Nodes do nothing for it:
-the graph ``meta_graph`` returns (``coevo.graphs.wiring.PhasedGraph``) wraps every node it is
+the graph ``meta_graph`` returns (``coevo.nodes.loop.PhasedGraph``) wraps every node it is
 given (``phased``) so the node runs with its ``PhaseKey``
 (the state's ``round``, the node's name) as the current phase, and the ``MetaContext`` services
 that spend — ``evaluate`` (rollouts), ``train`` (the weight stage's rollouts), ``store_calls``

@@ -30,7 +30,7 @@ from coevo.meta.sealing import sealed_tasks
 from coevo.meta.search import SearchEntry, SearchIteration, SearchState
 from coevo.meta.state import Candidate
 from coevo.models.trajectory import Trajectory
-from coevo.nodes.edit import realise, sealing
+from coevo.nodes.refine import realise, sealing
 from coevo.records import Phase
 from coevo.roles.proposer import SearchView, ranked
 from coevo.timestamps import utcnow

@@ -13,7 +13,7 @@ answer: its directions' evidence is redacted (``coevo.roles.curator.excerpt``).
 
 The offline editor names in ``Candidate.demo_tasks`` the train tasks its demonstrations answer; for
 any editor the loop then finds every train task whose answer the child spec carries
-(``coevo.nodes.edit.realise``, ``coevo.meta.sealing``), so those tasks leave later weight stages,
+(``coevo.nodes.refine.realise``, ``coevo.meta.sealing``), so those tasks leave later weight stages,
 checks and search scoring while the candidate is pending or accepted.
 """
 

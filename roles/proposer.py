@@ -13,7 +13,7 @@ failed trajectory excerpts), then proposes; a malformed reply after one repair i
 candidate.
 
 Both may be given the fields a phase allows (FST, PACE); they aim inside them, but the patch
-checker (``coevo.harnesses.patch.check_fields`` via ``coevo.nodes.edit.realise``) enforces it.
+checker (``coevo.harnesses.patch.check_fields`` via ``coevo.nodes.refine.realise``) enforces it.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The kinds of weight stage, one small typed object each, and the room a stage runs in.
 
-A family picks the kind of its weight stage (``coevo.nodes.train.run_stage`` takes it); the run's
+A family picks the kind of its weight stage (``coevo.nodes.loop.run_stage`` takes it); the run's
 ``StageTrainer`` (``coevo.training.stage``) resolves the checkpoint and the round's ``StageConfig``,
 hands both to the kind as a ``Room``, and records what the kind returns. The kinds here are the two
 algorithms every family may run as the run's ``[train]`` section says (``configured``):

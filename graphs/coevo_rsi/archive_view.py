@@ -13,7 +13,7 @@ from coevo.records import Checkpoint, EvaluationRecord, HarnessRecord
 
 def harness_aliases(archive: Any, run_id: str) -> dict[str, str]:
     """Harness id -> the harness it stands for: a ``sampling`` variant (the train sampler's copy of a
-    harness, ``coevo.nodes.train.sample``) stands for its parent; every other harness for itself."""
+    harness, ``coevo.nodes.loop.sample``) stands for its parent; every other harness for itself."""
     return {h.id: (h.parents[0] if h.origin == "sampling" and h.parents else h.id)
             for h in archive.list(HarnessRecord, run_id=run_id)}
 

@@ -21,9 +21,8 @@ from langgraph.graph import StateGraph
 from coevo.graphs.coevo_rsi.harness_inheritance import curate_archive, edit_from_base, fan_out_with_archive, survey
 from coevo.graphs.coevo_rsi.model_inheritance import adapt, inherit, promote
 from coevo.graphs.coevo_rsi.state import CoevoRsiState
-from coevo.graphs.wiring import add_rounds, meta_graph
-from coevo.nodes.check import check
-from coevo.nodes.train import sample
+from coevo.nodes.loop import add_rounds, meta_graph, sample
+from coevo.nodes.refine import check
 
 
 def wire(survey_node: Callable[..., dict]) -> StateGraph:

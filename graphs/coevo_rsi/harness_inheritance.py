@@ -21,7 +21,7 @@ from coevo.meta.context import MetaContext
 from coevo.meta.inheritance import PairStats
 from coevo.meta.sealing import sealed_tasks
 from coevo.meta.state import RESET
-from coevo.nodes.edit import realise, sealing
+from coevo.nodes.refine import realise, sealing
 from coevo.records import Trajectory
 from coevo.roles.inheritor import with_cause_evidence
 from coevo.roles.operators import assignments

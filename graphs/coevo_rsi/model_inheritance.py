@@ -26,7 +26,7 @@ from coevo.meta.context import MetaContext
 from coevo.meta.inheritance import ModelProposal, PairScore, Promotion
 from coevo.meta.sealing import unseal
 from coevo.meta.state import EvalSummary
-from coevo.nodes.train import run_stage
+from coevo.nodes.loop import run_stage
 from coevo.records import Checkpoint
 from coevo.training.kinds import configured
 from coevo.training.schedule import PersistentSampler, WeightPhase

@@ -28,7 +28,7 @@ from __future__ import annotations
 from langgraph.graph import StateGraph
 
 from coevo.graphs.evoharness.nodes import consolidate, equip, harness_sft, refine_progress, train_bpe
-from coevo.graphs.wiring import add_rounds, meta_graph
+from coevo.nodes.loop import add_rounds, meta_graph
 
 
 def build() -> StateGraph:

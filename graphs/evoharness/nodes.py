@@ -25,7 +25,7 @@ from coevo.meta.context import MetaContext
 from coevo.meta.sealing import carried
 from coevo.meta.state import MetaState
 from coevo.models.trajectory import Trajectory
-from coevo.nodes.train import rescue_pool, run_stage
+from coevo.nodes.loop import rescue_pool, run_stage
 from coevo.roles.operators.base import expected_answer
 from coevo.roles.summariser import OfflineSummariser
 from coevo.training.evoharness.sft import HarnessSFT
@@ -77,7 +77,7 @@ async def harness_sft(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
 
 
 async def train_bpe(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
-    """The weight stage under the BPE incumbent (``coevo.nodes.train.run_stage``): cost-aware GRPO
+    """The weight stage under the BPE incumbent (``coevo.nodes.loop.run_stage``): cost-aware GRPO
     when ``train.action_cost`` > 0 (``coevo.training.grpo.harness_cost``), every rollout starting from the
     lineage's experience lessons. Returns the new checkpoint, the stage's trajectory ids and its
     ``WeightStage`` numbers, as the shared ``train`` node does."""

@@ -17,10 +17,8 @@ from langgraph.graph import StateGraph
 
 from coevo.graphs.harness_r1.nodes import train_engineer
 from coevo.graphs.harness_r1.state import HarnessR1State
-from coevo.graphs.wiring import add_refinement, add_rounds, meta_graph
-from coevo.nodes.gate import gate
-from coevo.nodes.train import train
-from coevo.nodes.validate import validate
+from coevo.nodes.loop import add_rounds, gate, meta_graph, train, validate
+from coevo.nodes.refine import add_refinement
 
 
 def build() -> StateGraph:

@@ -22,7 +22,7 @@ from coevo.graphs.harness_s.routing import pool_ids
 from coevo.graphs.harness_s.state import HarnessSState
 from coevo.harnesses.spec import HarnessSpec
 from coevo.meta.context import MetaContext
-from coevo.nodes.train import run_stage
+from coevo.nodes.loop import run_stage
 from coevo.training.harness_s import Mixture, routed
 
 

@@ -37,7 +37,7 @@ from coevo.meta.context import MetaContext
 from coevo.meta.pool import Brief, PoolMember
 from coevo.meta.sealing import live
 from coevo.meta.state import RESET, Candidate, Direction, EditRequest, EvalSummary
-from coevo.nodes.train import stage_tasks
+from coevo.nodes.loop import stage_tasks
 from coevo.records import Trajectory
 from coevo.roles.operators import assignments
 

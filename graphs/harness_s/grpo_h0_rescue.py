@@ -17,7 +17,7 @@ from __future__ import annotations
 from langgraph.graph import StateGraph
 
 from coevo.graphs.harness_s.baselines import h0_rescue_train
-from coevo.graphs.wiring import add_rounds, meta_graph
+from coevo.nodes.loop import add_rounds, meta_graph
 
 
 def build() -> StateGraph:

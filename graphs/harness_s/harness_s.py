@@ -27,10 +27,8 @@ from coevo.graphs.harness_s.evolution import (
 )
 from coevo.graphs.harness_s.routing import profile, rescue_train, routed_test
 from coevo.graphs.harness_s.state import HarnessSState
-from coevo.graphs.wiring import meta_graph
-from coevo.nodes.check import check
-from coevo.nodes.edit import edit
-from coevo.nodes.schedule import more_rounds, next_round
+from coevo.nodes.loop import meta_graph, more_rounds, next_round
+from coevo.nodes.refine import check, edit
 
 
 def add_evolution(builder: StateGraph, after: str, then: str) -> None:

@@ -18,7 +18,7 @@ from langgraph.graph import StateGraph
 from coevo.graphs.harness_s.harness_s import add_evolution
 from coevo.graphs.harness_s.routing import profile, routed_test
 from coevo.graphs.harness_s.state import HarnessSState
-from coevo.graphs.wiring import meta_graph
+from coevo.nodes.loop import meta_graph
 
 
 def build() -> StateGraph:

@@ -21,8 +21,7 @@ from coevo.graphs.harness_s.router import Router
 from coevo.graphs.harness_s.state import HarnessSState
 from coevo.meta.context import MetaContext
 from coevo.meta.state import EvalSummary
-from coevo.nodes.schedule import val_at_budget
-from coevo.nodes.train import run_stage
+from coevo.nodes.loop import run_stage, val_at_budget
 from coevo.observe.text import plain
 from coevo.records import Trajectory
 from coevo.training.harness_s import routed

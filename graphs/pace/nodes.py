@@ -1,26 +1,39 @@
-"""PACE's own nodes: ``pace_plan`` (frozen weights, the prompt phase first; ``plan_for`` makes the
-single-mode baselines' plans) and ``pace_step`` (its two timescales: a phase ends after
-``pace.patience`` gated iterations without a validated gain, and the prompt phase hands over to
-the control-logic phase). The PACE abstract puts the stopping
-decision on held-out validation gains: the gate's verdicts.
+"""PACE's state (``PaceState``: the search state plus its phase plan and the kind of the phase
+running now, prompt then control) and its own nodes: ``pace_plan`` (frozen weights, the prompt
+phase first; ``plan_for`` makes the single-mode baselines' plans) and ``pace_step`` (its two
+timescales: a phase ends after ``pace.patience`` gated iterations without a validated gain, and the
+prompt phase hands over to the control-logic phase). The PACE abstract puts the stopping decision
+on held-out validation gains: the gate's verdicts.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Literal
 
 from langgraph.runtime import Runtime
 
-from coevo.graphs.pace.state import PaceState
 from coevo.harnesses.patch import CONTROL_FIELDS, PROMPT_FIELDS
 from coevo.meta.context import MetaContext
-from coevo.meta.search import Plan
+from coevo.meta.search import Plan, SearchState
 from coevo.nodes.search import close_phase, iteration_record
 from coevo.records import Phase
 
 TIMESCALES = {"prompt": PROMPT_FIELDS, "control": CONTROL_FIELDS}
 """Each PACE timescale's editable fields: prompt edits, then control logic (hooks, parser, budget,
 tool view, context)."""
+
+
+class PaceState(SearchState, total=False):
+    """``SearchState`` plus PACE's plan and running phase kind."""
+
+    plan: Plan
+    """Replaced once by ``pace_plan``."""
+    phase_kind: Literal["prompt", "control"]
+    """Replaced: the timescale running now (``pace_plan`` starts with ``prompt``, ``pace_step``
+    switches to ``control``)."""
+    timescales: list[Literal["prompt", "control"]]
+    """Replaced: the timescales still to run after this one (PACE: ``["control"]`` during the
+    prompt phase; its single-mode baselines: none)."""
 
 
 def plan_for(*kinds: str) -> Callable[[PaceState, Runtime[MetaContext]], dict]:

@@ -19,13 +19,9 @@ from typing import Callable
 
 from langgraph.graph import StateGraph
 
-from coevo.graphs.pace.nodes import pace_plan, pace_step
-from coevo.graphs.pace.state import PaceState
-from coevo.graphs.wiring import meta_graph
-from coevo.nodes.gate import gate
-from coevo.nodes.schedule import next_round
+from coevo.graphs.pace.nodes import PaceState, pace_plan, pace_step
+from coevo.nodes.loop import gate, meta_graph, next_round, validate
 from coevo.nodes.search import more_search, propose, search_evaluate, search_start
-from coevo.nodes.validate import validate
 
 
 def wire(plan: Callable[..., dict]) -> StateGraph:

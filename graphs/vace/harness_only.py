@@ -12,10 +12,8 @@ from __future__ import annotations
 
 from langgraph.graph import StateGraph
 
-from coevo.graphs.wiring import add_refinement, add_rounds, meta_graph
-from coevo.nodes.gate import gate
-from coevo.nodes.train import sample
-from coevo.nodes.validate import validate
+from coevo.nodes.loop import add_rounds, gate, meta_graph, sample, validate
+from coevo.nodes.refine import add_refinement
 
 
 def build() -> StateGraph:

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from langgraph.graph import StateGraph
 
-from coevo.graphs.vace.nodes import stage_effect
-from coevo.graphs.wiring import add_rounds, meta_graph
-from coevo.nodes.train import train
+from coevo.graphs.vace.vace import stage_effect
+from coevo.nodes.loop import add_rounds, meta_graph, train
 
 
 def build() -> StateGraph:

@@ -21,13 +21,21 @@ stage runs beside it.
 from __future__ import annotations
 
 from langgraph.graph import StateGraph
+from langgraph.runtime import Runtime
 
-from coevo.graphs.vace.nodes import stage_effect, stagewise_rounds
-from coevo.graphs.wiring import add_refinement, meta_graph
-from coevo.nodes.gate import gate
-from coevo.nodes.schedule import next_round
-from coevo.nodes.train import sample, train
-from coevo.nodes.validate import validate
+from coevo.graphs.vace.vace import stage_effect
+from coevo.meta.context import MetaContext
+from coevo.meta.state import MetaState
+from coevo.nodes.loop import gate, meta_graph, next_round, sample, train, validate
+from coevo.nodes.refine import add_refinement
+
+
+def stagewise_rounds(state: MetaState, runtime: Runtime[MetaContext]) -> str:
+    """The SIA-style baseline's two stages over one round counter (VACE Table 5: caps B_W, then B_H):
+    ``"weights"`` while ``round < rounds`` (the weight stages), ``"harness"`` while
+    ``round < 2 * rounds`` (the gated refinements under the final weights), else ``"done"``."""
+    rounds, rnd = state.get("rounds", runtime.context.config.rounds), state.get("round", 0)
+    return "weights" if rnd < rounds else "harness" if rnd < 2 * rounds else "done"
 
 
 def build() -> StateGraph:

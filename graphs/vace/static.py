@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from langgraph.graph import StateGraph
 
-from coevo.graphs.wiring import meta_graph
+from coevo.nodes.loop import meta_graph
 
 
 def build() -> StateGraph:

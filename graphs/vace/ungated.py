@@ -14,10 +14,28 @@ more, ``adopt`` takes the edit of the best-supported direction (the first that a
 from __future__ import annotations
 
 from langgraph.graph import StateGraph
+from langgraph.runtime import Runtime
 
-from coevo.graphs.vace.nodes import adopt, stage_effect
-from coevo.graphs.wiring import add_refinement, add_rounds, meta_graph
-from coevo.nodes.train import train
+from coevo.graphs.vace.vace import stage_effect
+from coevo.meta.context import MetaContext
+from coevo.meta.sealing import unseal
+from coevo.meta.state import MetaState
+from coevo.nodes.loop import add_rounds, meta_graph, train
+from coevo.nodes.refine import add_refinement
+
+
+def adopt(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
+    """No gate (VACE's ungated ablation): H[t+1] = H'[t], the round's edit that applied (of the
+    best-supported direction when ``meta.candidates`` > 1) with no check and no validation; the
+    round then holds no validation. Returns the round's candidates as ``checked`` (for the round
+    summary) and removes the edits not adopted from ``sealed``."""
+    proposed = list(state.get("candidates", []))
+    applied = [c for c in proposed if c.status != "rejected" and c.spec_id]
+    chosen = applied[0].spec_id if applied else None
+    if chosen:
+        runtime.context.log("adopt", f"round {state.get('round', 0)}: {chosen[:12]} (ungated)")
+    dropped = unseal([c.spec_id or "" for c in applied if c.spec_id != chosen], state)
+    return {"checked": proposed, "sealed": dropped, **({"incumbent": chosen, "validation": {}} if chosen else {})}
 
 
 def build() -> StateGraph:

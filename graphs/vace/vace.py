@@ -10,13 +10,35 @@
 
 from __future__ import annotations
 
-from langgraph.graph import StateGraph
+import asyncio
 
-from coevo.graphs.vace.nodes import stage_effect
-from coevo.graphs.wiring import add_refinement, add_rounds, meta_graph
-from coevo.nodes.gate import gate
-from coevo.nodes.train import train
-from coevo.nodes.validate import validate
+from langgraph.graph import StateGraph
+from langgraph.runtime import Runtime
+
+from coevo.meta.context import MetaContext
+from coevo.meta.state import EvalSummary, MetaState
+from coevo.nodes.loop import add_rounds, gate, meta_graph, train, validate
+from coevo.nodes.refine import add_refinement
+from coevo.observe.text import plain
+
+
+async def stage_effect(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
+    """Evaluate the incumbent H[t] on the sealed val split under the checkpoint the stage started
+    from (W[t]) and the one it made (W[t+1]): same tasks, same seeds (``MetaContext.evaluate``),
+    so the difference is the weight stage's own effect with the harness held fixed. Both
+    evaluations are resumable by id: ``validate`` reuses the W[t+1] one for its b, and round t's
+    W[t] one is round t-1's validation of H[t], so in VACE only round 0 pays for an extra
+    evaluation. Returns ``stage`` with ``before`` and ``after`` filled, and the W[t+1] evaluation as
+    the round's ``validation`` of H[t] (what a round without ``validate``, rl_only's, reports)."""
+    ctx = runtime.context
+    stage = state["stage"]
+    before, after = await asyncio.gather(ctx.evaluate(stage.harness_id, stage.checkpoint_before, "val"),
+                                         ctx.evaluate(stage.harness_id, stage.checkpoint_after, "val"))
+    ctx.log("stage", f"round {stage.round}: val of {stage.harness_id[:12]} {before.mean_reward:.3f} under "
+                     f"{stage.checkpoint_before} -> {after.mean_reward:.3f} under {stage.checkpoint_after} "
+                     f"(n={after.n_tasks}, trivial {plain(after.trivial_baseline)})")
+    effect = stage.model_copy(update={"before": EvalSummary.of(before), "after": EvalSummary.of(after)})
+    return {"stage": effect, "validation": {stage.harness_id: effect.after}}
 
 
 def build() -> StateGraph:

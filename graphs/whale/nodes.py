@@ -1,4 +1,5 @@
-"""WHALE's own nodes (§3-4): each strategy's ``plan`` (WHALE's fixed or adaptive phases, FST's
+"""WHALE's state (``WhaleState``: the search state plus the run's phase plan and the persistent
+sampler's position) and its own nodes (§3-4): each strategy's ``plan`` (WHALE's fixed or adaptive phases, FST's
 prompt-only search, stagewise's one long phase each, the single-component baselines' one phase),
 the weight phase (``weight_phase``: §3.1's persistent sampler, a length in epochs or the patience
 rule, RSFT) and ``accept`` (after each search iteration the best of the whole archive, and whether
@@ -12,17 +13,25 @@ from typing import Any, Callable
 
 from langgraph.runtime import Runtime
 
-from coevo.graphs.whale.state import WhaleState
 from coevo.harnesses.patch import PROMPT_FIELDS
 from coevo.meta.context import MetaContext
 from coevo.meta.sealing import sealed_tasks, unseal
-from coevo.meta.search import Plan
+from coevo.meta.search import Plan, SearchState
+from coevo.nodes.loop import run_stage, stage_tasks
 from coevo.nodes.search import best_of_archive, close_phase, iteration_record, rescored
-from coevo.nodes.train import run_stage, stage_tasks
 from coevo.records import Checkpoint, Phase
 from coevo.timestamps import utcnow
 from coevo.training.kinds import RSFT
 from coevo.training.schedule import Patience, PersistentSampler, WeightPhase, epochs_to_steps
+
+
+class WhaleState(SearchState, total=False):
+    """``SearchState`` plus WHALE's phase plan and sampler position."""
+
+    plan: Plan
+    """Replaced once by the strategy's ``plan`` node (WHALE, FST or stagewise)."""
+    sampler_position: int
+    """Replaced by each weight phase: tasks drawn so far from the persistent sampler (WHALE §3.1)."""
 
 
 def _plan(**overrides: Any) -> Callable[[WhaleState, Runtime[MetaContext]], dict]:

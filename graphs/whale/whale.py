@@ -19,9 +19,8 @@ from typing import Callable
 
 from langgraph.graph import StateGraph
 
-from coevo.graphs.whale.nodes import accept, weight_phase, whale_plan
-from coevo.graphs.whale.state import WhaleState
-from coevo.graphs.wiring import add_rounds, meta_graph
+from coevo.graphs.whale.nodes import WhaleState, accept, weight_phase, whale_plan
+from coevo.nodes.loop import add_rounds, meta_graph
 from coevo.nodes.search import more_search, propose, search_evaluate, search_start
 
 

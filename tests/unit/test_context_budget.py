@@ -17,7 +17,7 @@ from coevo.harnesses.fit import TokenMeter, meter_of, prompt_fit
 from coevo.harnesses.runtime import arun_rollout
 from coevo.meta.state import Candidate, Direction
 from coevo.models.local import LocalChatModel
-from coevo.nodes.check import check_one
+from coevo.nodes.refine import check_one
 from coevo.records import Trajectory
 
 CONTEXT = 512

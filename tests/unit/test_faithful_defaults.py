@@ -21,9 +21,9 @@ from coevo.config import ConfigError, RunConfig, TrainConfig, load_config
 from coevo.config.train import StageConfig
 from coevo.envs.base import Task
 from coevo.evaluation.engine import evaluate
+from coevo.evaluation.gate import bootstrap_p, decide
 from coevo.harnesses.spec import HarnessSpec
 from coevo.models.trajectory import ModelCall, Trajectory
-from coevo.nodes.gate import bootstrap_p, decide
 from coevo.records import BudgetRecord, Checkpoint, EvaluationRecord, GatePair
 from coevo.training.grpo.advantages import needs_rescue, rescued_better
 from coevo.training.grpo.rollout import HarnessRollout

@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 from coevo.app.run import RunError, resolve_answers, run_meta
 from coevo.cli.app import app
 from coevo.config import RunConfig
+from coevo.evaluation.gate import decide, gate_difference
 from coevo.meta.state import Candidate, Direction
-from coevo.nodes.gate import decide, gate_difference
 from coevo.records import GateDecision, GatePair, RunRecord
 from coevo.roles.curator import Curation
 from coevo.roles.editor import Proposal

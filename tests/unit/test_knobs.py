@@ -175,7 +175,7 @@ def timr_check(over: dict[str, Any]) -> str:
 
     from coevo.harnesses.spec import HarnessSpec
     from coevo.meta.state import Candidate, Direction
-    from coevo.nodes.check import check_one
+    from coevo.nodes.refine import check_one
 
     config = load_config(None, {**BASE, "meta.local_check": False, **over})
     timr = {"inc": 0.0, "cand": 0.2}

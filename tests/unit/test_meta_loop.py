@@ -10,6 +10,7 @@ from langchain_core.messages import AIMessage
 from coevo.app.run import read_state, run_meta
 from coevo.config import RunConfig
 from coevo.envs.base import Episode, Score, Task
+from coevo.evaluation.gate import decide, mcnemar_p
 from coevo.harnesses.runtime import arun_rollout
 from coevo.harnesses.spec import HarnessSpec, Prompt
 from coevo.meta.context import MetaContext
@@ -17,7 +18,6 @@ from coevo.meta.sealing import sealed_tasks
 from coevo.meta.state import Direction
 from coevo.models.fake import ScriptedChatModel
 from coevo.models.trajectory import Trajectory
-from coevo.nodes.gate import decide, mcnemar_p
 from coevo.records import (
     Checkpoint,
     EditRecord,

@@ -19,7 +19,7 @@ from coevo.evaluation.engine import evaluate
 from coevo.harnesses import HarnessError
 from coevo.harnesses.fit import prompt_fit, prompt_tokens
 from coevo.meta.state import Candidate, Direction
-from coevo.nodes.check import check_one
+from coevo.nodes.refine import check_one
 from coevo.observe.log import ChannelHandler, attach
 from coevo.records import RunRecord, Trajectory
 from coevo.storage import Archive

@@ -150,7 +150,7 @@ def test_harness_validate_warns_about_a_fixed_seed(tmp_path):
 
 
 def test_the_check_node_passes_a_fixed_seed_candidate_with_a_warning_recorded_and_logged():
-    from coevo.nodes.check import check_one
+    from coevo.nodes.refine import check_one
 
     specs = {"h0": HarnessSpec(), "h1": fixed_seed_spec()}
     logged = []

@@ -91,7 +91,7 @@ def test_a_stage_on_vllm_servers_samples_there_and_publishes_its_checkpoint(tmp_
 
     from coevo.app.services import PolicyCache
     from coevo.models.router import RouterChatModel
-    from coevo.nodes.setup import base_checkpoint
+    from coevo.nodes.loop import base_checkpoint
     from coevo.training import vllm_sync
 
     loads, unloads, seen = [], [], {}

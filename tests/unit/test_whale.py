@@ -19,7 +19,7 @@ from coevo.meta.context import MetaContext
 from coevo.meta.search import SearchEntry
 from coevo.meta.state import Candidate
 from coevo.models.fake import ScriptedChatModel
-from coevo.nodes.edit import realise
+from coevo.nodes.refine import realise
 from coevo.nodes.search import best_of_archive
 from coevo.records import Checkpoint, EditRecord, Phase
 from coevo.roles.editor import OfflineEditor, Proposal

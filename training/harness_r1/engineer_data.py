@@ -7,7 +7,7 @@ An edit is accepted when a ``GateDecision`` of its run accepted its child harnes
 (``GateDecision.candidate_id == EditRecord.child_id``, ``accepted``); rejected, unchecked and
 ungated edits never become examples. Its evidence is what the loop refined from: the failed *train*
 trajectories of its parent harness in its run (stored under the parent or under the parent's
-``sampling`` variant, ``coevo.nodes.train``), at most ``max_evidence``; the prompt is
+``sampling`` variant, ``coevo.nodes.loop.sample``), at most ``max_evidence``; the prompt is
 ``engineer_messages`` of the parent spec, that evidence and the edit's direction — the prompt the
 engineer sees in GRPO and in use — and the reply is the patch with its rationale, in the layout the
 engineer's constrained decoding writes (``coevo.models.constrained.JSON_OPTIONS``).

@@ -1,4 +1,4 @@
-"""``gate``: H[t+1] = H'[t] if gate(b, c) else H[t] — VACE's validation gate.
+"""The gate rule: H[t+1] = H'[t] if gate(b, c) else H[t] — VACE's validation gate (Algorithm 1, line 5).
 
 Accept iff the candidate's validation score c beats the incumbent's b by more than
 ``gate.min_margin`` (a tie is rejected) and, when configured, a paired test on the per-task
@@ -9,10 +9,13 @@ one-sided paired test (``gate.test``, or the paired bootstrap when it is ``none`
 ``alpha / m``, bounding the chance that any non-improving candidate is accepted by ``alpha``; the
 best accepted c then wins. VACE's Alg. 1 gates one candidate per round (``meta.candidates = 1``).
 Every decision is stored with b, c, the pairs and the reason; the reason states the paired
-difference c − b with its 95 % interval over the val tasks. A rejected candidate leaves ``sealed``
-(its demonstrated train tasks return to the train set).
+difference c − b with its 95 % interval over the val tasks (``coevo.evaluation.stats``). A rejected
+candidate leaves ``sealed`` (its demonstrated train tasks return to the train set).
 With ``gate.approve`` (``--approve-gate``) a person confirms each decision through a LangGraph
 ``interrupt`` (one question per candidate, answered by its interrupt id; ``coevo.app.run``).
+
+This module holds the pure statistics (no graph, no archive); the ``gate`` node that applies them
+each round is in ``coevo.nodes.loop``.
 """
 
 from __future__ import annotations
@@ -20,16 +23,10 @@ from __future__ import annotations
 import math
 import random
 
-from langgraph.runtime import Runtime
-from langgraph.types import interrupt
-
 from coevo.config import GateConfig
 from coevo.evaluation.stats import difference_estimate
-from coevo.meta.context import MetaContext
-from coevo.meta.sealing import unseal
-from coevo.meta.state import MetaState
 from coevo.observe.text import signed
-from coevo.records import GateDecision, GatePair
+from coevo.records import GatePair
 
 
 def bootstrap_p(diffs: list[float], n: int = 2000, seed: int = 0) -> float:
@@ -85,49 +82,3 @@ def _rule(b: float, c: float, pairs: list[GatePair], cfg: GateConfig, seed: int)
     if p >= cfg.alpha:
         return False, f"c={c:.4f} beats b={b:.4f} but the paired {cfg.test} test gives p={p:.3f} ≥ {cfg.alpha}"
     return True, f"c={c:.4f} beats b={b:.4f}, paired {cfg.test} p={p:.3f}"
-
-
-def gate(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
-    """Decide each validated candidate against the incumbent (``decide``, with the multiplicity rule
-    over the round's m candidates); the best accepted one becomes H[t+1]. Every decision is stored
-    (``MetaContext.record_gate``); the round's accepted and rejected counts and best c − b go to the
-    tracker (``gate/...``); a rejected candidate leaves ``sealed``."""
-    ctx = runtime.context
-    val, inc_id, rnd = state.get("validation", {}), state["incumbent"], state.get("round", 0)
-    decisions: list[GateDecision] = []
-    best: GateDecision | None = None
-    # one decision per distinct child harness: two candidates (samples of directions) that made the
-    # same edit name the same harness, validated once
-    children = dict.fromkeys(c.spec_id for c in state.get("checked", []) if c.status == "checked" and c.spec_id in val)
-    for spec_id in children:
-        incumbent, candidate = val[inc_id], val[spec_id or ""]
-        b, c = incumbent.score, candidate.score
-        pairs = GatePair.pairs(incumbent, candidate)
-        accepted, reason = decide(b, c, pairs, ctx.config.gate, ctx.config.seed, len(children))
-        if ctx.config.gate.approve:
-            # one interrupt per candidate, in order: LangGraph ids each by its place, and a resume
-            # answers exactly the ids it names (an unanswered question stays pending)
-            answer = interrupt({"round": rnd, "incumbent": inc_id, "candidate": candidate.harness_id, "b": b, "c": c,
-                                "gate_says": accepted, "reason": reason, "question": "accept this candidate? (yes/no)"})
-            human = str(answer).strip().lower() in ("y", "yes", "accept")
-            reason, accepted = f"{reason}; person {'accepted' if human else 'rejected'}", human
-        decision = GateDecision(id=f"{ctx.run_id}-r{rnd}-{candidate.harness_id[:12]}", run_id=ctx.run_id, round=rnd,
-                                incumbent_id=inc_id, candidate_id=candidate.harness_id, b=b, c=c, accepted=accepted,
-                                reason=reason, pairs=pairs)
-        decisions.append(decision)
-        if accepted and (best is None or c > best.c):
-            best = decision
-    ctx.record_gate(decisions)
-    if decisions:
-        ctx.track({"gate/accepted": sum(d.accepted for d in decisions),
-                   "gate/rejected": sum(not d.accepted for d in decisions),
-                   "gate/best_c_minus_b": max(d.c - d.b for d in decisions)}, rnd)
-    for d in decisions:
-        verdict = "ACCEPTED" if d is best else "rejected"
-        ctx.log("gate", f"round {rnd}: {d.candidate_id[:12]} {verdict}: {d.reason}")
-    if not decisions:
-        ctx.log("gate", f"round {rnd}: no checked candidate; incumbent kept")
-    new = best.candidate_id if best else inc_id
-    return {"decisions": decisions, "incumbent": new,
-            "sealed": unseal([d.candidate_id for d in decisions if not d.accepted], state)}
-
