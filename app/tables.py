@@ -134,11 +134,11 @@ def load_table(path: str | Path, overrides: dict[str, Any] | None = None) -> tup
     run = _merge(_merge(run, data.get("overrides", {})), set_dotted({}, overrides or {}))
     origins = {k: f"--set {k}={v}" for k, v in (overrides or {}).items()}
     config = parse_config(run, f"table config {path} (preset {spec.preset}, suite {spec.suite})", origins)
-    if config.eval.k < 3 or not config.eval.temperature:
-        raise ConfigError(f"table config {path}: the papers' tables report sampled mean@k with k >= 3, "
+    if config.eval.k < 2 or not config.eval.temperature:
+        raise ConfigError(f"table config {path}: the papers' tables report sampled mean@k with k >= 2, "
                           f"but the run config has eval.k = {config.eval.k} and eval.temperature = "
                           f"{config.eval.temperature}; set eval.temperature > 0 (in the preset {spec.preset}, or "
-                          "--set eval.temperature=1.0) and eval.k >= 3 under [overrides]")
+                          "--set eval.temperature=1.0) and eval.k >= 2 under [overrides]")
     return spec, config
 
 

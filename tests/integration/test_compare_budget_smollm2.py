@@ -3,11 +3,11 @@ offline curator/editor, reasoning-gym chain_sum): 2 strategies x 2 seeds at N = 
 
 Sizes make the spend predictable whatever the model answers: a stage declares and spends
 1 step x 2 tasks x 2 rollouts = 4, a val evaluation 2 tasks x k=1 = 2, and no check spends (no
-smoke or local check). Both strategies spend 4 + 4 in round 0 (the stage, then stage_effect's W0 and
-W1 evaluations; ungated then refines and adopts, which spends no rollout), and round 1's stage (4)
-would overrun: 8 each, the table shows equal spend. (At N = 14 both spend 14 as well — rl_only's
-round 1 adds 4 + 2; ungated's stage_effect evaluates its adopted harness under W1, 2, and is cut
-before W2's — with twice the weight stages.)"""
+smoke or local check). stage_effect's val evaluations measure and are not charged (coevo.meta.budget),
+so both strategies spend 4 a round on their stage (ungated also refines and adopts, which spends no
+rollout) and round 2's stage would overrun: 8 each, two weight stages, the table shows equal spend.
+Measured beside it, not charged: rl_only's stage effect 4 + 2 (W0 and W1, then W2), ungated's 4 + 4
+(its adopted harness is new under W1 and W2), and the final pair's val where no phase had evaluated it."""
 
 import json
 
@@ -15,6 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from coevo.cli.app import app
+from coevo.meta.budget import totals
 from coevo.records import BudgetRecord, Checkpoint, RunRecord
 from coevo.storage import Archive
 
@@ -60,12 +61,12 @@ k = 1
     for name in ("rl_only", "ungated"):
         row = rows[name]
         assert row["seeds"] == [0, 1] and row["rollouts"] == BUDGET  # equal spend: N for every run
-        assert row["spent_by_phase"] == {"train": 4, "stage_effect": 4}
+        assert row["spent_by_phase"] == {"train": 8}
+        assert row["measured_by_phase"]["stage_effect"] == (6 if name == "rl_only" else 8)  # + final val when new
         assert row["score"]["n"] == 3 and row["val_estimate"]["n"] == 2
         assert all(f"at the cap after {BUDGET} rollouts" in e and "weight stage" in e for e in row["ended"])
     archive = Archive(db)
     for run in data["runs"]:
-        spent = sum(b.rollouts for b in archive.list(BudgetRecord, run_id=run["run_id"]) if b.split != "test"
-                    and b.phase != "final_test")
+        spent = totals(archive.list(BudgetRecord, run_id=run["run_id"]))["rollouts"]
         assert spent == BUDGET and archive.get(RunRecord, run["run_id"]).config["rounds"] == BUDGET
-        assert len([c for c in archive.list(Checkpoint, run_id=run["run_id"]) if c.adapter_path]) == 1
+        assert len([c for c in archive.list(Checkpoint, run_id=run["run_id"]) if c.adapter_path]) == 2

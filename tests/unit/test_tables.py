@@ -1,6 +1,6 @@
 """The papers' comparison tables (issue 25, ``coevo.app.tables``, ``coevo.report.tables``): a table config
 inherits its paper preset and takes the suite's tasks; the shipped tables name existing strategies with
-sampled k >= 3, at most 3 seeds and a budget; on fakes a table runs its comparison and re-tests VACE's
+sampled k >= 2, three seeds and their paper's protocol; on fakes a table runs its comparison and re-tests VACE's
 rejected candidates under the round's weights; the extras (Rank-r vs H0, best mean@k and the rollouts to
 reach it, promoted pairs' TIMR) are computed from the runs."""
 
@@ -71,7 +71,7 @@ def test_a_table_inherits_its_preset_takes_the_suites_tasks_and_applies_its_over
     ('strategies = ["static", "vace"]\nreference = "rl_only"\n', "reference 'rl_only' is not among"),
     ('strategies = ["static", "vacee"]\nreference = "vace"\n', "did you mean vace"),
     ('strategies = ["vace"]\nreference = "vace"\n[run]\nrounds = 1\n', "unknown section"),
-    ('strategies = ["vace"]\nreference = "vace"\n[overrides]\neval.k = 1\n', "k >= 3"),
+    ('strategies = ["vace"]\nreference = "vace"\n[overrides]\neval.k = 1\n', "k >= 2"),
     ('strategies = ["vace"]\nreference = "vace"\nextras = ["nope"]\n', "extras"),
 ])
 def test_a_bad_table_config_is_refused_naming_the_fix(tmp_path, body, match):
@@ -86,14 +86,22 @@ def test_a_table_without_sampled_evaluation_is_refused(tmp_path):
         load_table(path)
 
 
-@pytest.mark.parametrize("name", ["vace", "harness_s", "whale", "coevo_rsi", "pace"])
-def test_the_shipped_tables_run_their_papers_strategies_sampled_at_a_budget(name, monkeypatch):
+PROTOCOLS = {"vace": "caps", "harness_s": "updates", "whale": "budget", "coevo_rsi": "caps", "pace": "caps"}
+"""Each paper's own comparison protocol (issue 39 item 3; coevo.app.compare, "Protocols")."""
+
+
+@pytest.mark.parametrize("name", list(PROTOCOLS))
+def test_the_shipped_tables_run_their_papers_strategies_sampled_on_the_showcase_under_their_protocol(name, monkeypatch):
+    from coevo.app.compare import protocol
+
     monkeypatch.chdir(ROOT)
-    spec, config = load_table(ROOT / "configs" / "tables" / f"{name}.toml", {"eval.temperature": 1.0})
-    assert spec.name == name and 1 <= spec.seeds <= 3 and spec.budget > 0 and config.eval.k >= 3
-    assert spec.preset == f"configs/papers/{name}.toml" and spec.suite == "configs/testbed.toml"
-    assert config.env.ref.startswith("reasoning_gym:families=chain_sum+products") and config.harness == "testbed"
+    spec, config = load_table(ROOT / "configs" / "tables" / f"{name}.toml")
+    assert spec.name == name and spec.seeds == 3 and config.eval.k >= 2 and config.eval.temperature
+    assert spec.preset == f"configs/papers/{name}.toml" and spec.suite == "configs/default.toml"
+    assert config.env.ref.startswith("showcase:") and config.env.n_test >= 200 and config.harness == ""
     assert all(get_strategy(s) for s in spec.strategies) and spec.reference == name
+    capped = config.model_copy(update={"budget": spec.budget, "updates": spec.updates})
+    assert protocol(capped) == PROTOCOLS[name]
 
 
 def test_a_vace_table_re_tests_its_rejected_candidates_under_the_rounds_weights(tmp_path):
