@@ -36,6 +36,8 @@ rerun reads them back):
 - ``best_reached`` (WHALE: best accuracy and the rollouts spent to reach it): every round's incumbent pair
   evaluated on test; per run the best mean@k and the cumulative train + val + search rollouts at the
   first round that reached it (``coevo.report.tables.best_rows``).
+- ``decompose`` (which lever did what): ``coevo decompose`` of every run of the reference strategy — the 2x2
+  of (H0, H_final) x (W0, W_final) on test, each effect paired per task (``coevo.app.decompose``).
 - ``promoted_timr`` (CoEvo-RSI: inheritance lowers TIMR): the TIMR of every promoted pair on val from the
   run's promotion records, and the final pair's test TIMR (``coevo.report.tables.timr_rows``).
 """
@@ -54,14 +56,15 @@ from coevo.app.run import anchored
 from coevo.config import ConfigError, RunConfig
 from coevo.config.run import parse_config, set_dotted
 from coevo.config.shipped import config_path
+from coevo.evaluation.stats import Estimate
 from coevo.graphs.registry import get_strategy
 from coevo.meta.state import EvalSummary
 from coevo.observe.progress import Reporter
 from coevo.records import GateDecision
 from coevo.storage import Archive
 
-Extra = Literal["rejected_test", "ranks", "best_reached", "promoted_timr"]
-EXTRAS: tuple[str, ...] = ("rejected_test", "ranks", "best_reached", "promoted_timr")
+Extra = Literal["rejected_test", "ranks", "best_reached", "promoted_timr", "decompose"]
+EXTRAS: tuple[str, ...] = ("rejected_test", "ranks", "best_reached", "promoted_timr", "decompose")
 
 
 class TableSpec(BaseModel):
@@ -228,6 +231,43 @@ async def round_tests(comparison: Comparison, config: RunConfig, archive: Archiv
     return out
 
 
+class Decomposed(BaseModel):
+    """One reference run's ``coevo decompose`` (``decompositions``): its four cells' scores and the paired
+    effects (``coevo.evaluation.decompose.Effects``), each an ``Estimate`` over ``n`` test tasks."""
+
+    strategy: str
+    seed: int
+    run_id: str
+    cells: dict[str, Estimate]
+    effects: dict[str, Estimate]
+    interaction: Estimate
+    total: Estimate
+    n: int
+
+
+async def decompositions(comparison: Comparison, config: RunConfig, archive: Archive,
+                         context_for: ContextFor | None = None) -> list[Decomposed]:
+    """``coevo decompose`` of every run of the comparison's reference strategy (``coevo.app.decompose``),
+    with the run's own test tasks, k, seed and temperature, outside any cap; its two diagonal cells are the
+    run's final test, read back. A run without a final pair is skipped."""
+    from coevo.app.decompose import decompose
+    from coevo.app.run import RunError
+
+    out = []
+    for run in comparison.runs:
+        if run.strategy != comparison.reference or run.final is None:
+            continue
+        try:
+            done = await decompose(config.db, run.run_id, archive=archive,
+                                   context=_evaluator(run, config, archive, context_for))
+        except RunError:
+            continue
+        n = done.numbers
+        out.append(Decomposed(strategy=run.strategy, seed=run.seed, run_id=run.run_id, cells=n.cells,
+                              effects=n.effects, interaction=n.interaction, total=n.total, n=n.n))
+    return out
+
+
 class Invocation(BaseModel):
     """One invocation of a table's command: the ``commit`` it ran at, its ``wall_s`` and ``cpu_s``."""
 
@@ -250,6 +290,7 @@ class TableResult(BaseModel):
     comparison: Comparison
     rejections: list[Rejection] = Field(default_factory=list)
     round_tests: list[RoundTest] = Field(default_factory=list)
+    decompositions: list[Decomposed] = Field(default_factory=list)
     extras: dict[str, Any] = Field(default_factory=dict)
     commit: str = ""
     wall_s: float = 0.0
@@ -290,7 +331,8 @@ async def run_table(spec: TableSpec, config: RunConfig, reporter: Reporter | Non
     rejections = (await rejected_on_test(comparison, config, archive, context_for)
                   if "rejected_test" in spec.extras else [])
     rounds = await round_tests(comparison, config, archive, context_for) if "best_reached" in spec.extras else []
-    extras = table_extras(spec.extras, comparison, archive, rejections, rounds)
+    parts = await decompositions(comparison, config, archive, context_for) if "decompose" in spec.extras else []
+    extras = table_extras(spec.extras, comparison, archive, rejections, rounds, parts)
     return TableResult(spec=spec, config=config.model_dump(mode="json"), comparison=comparison,
-                       rejections=rejections, round_tests=rounds, extras=extras)
+                       rejections=rejections, round_tests=rounds, decompositions=parts, extras=extras)
 

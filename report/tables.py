@@ -9,6 +9,7 @@ from typing import Any, Sequence
 from coevo.evaluation.stats import difference_estimate, score_estimate
 from coevo.records import Promotion
 from coevo.records.pairing import paired_tasks
+from coevo.report.numbers import difference_text
 
 
 def strategy_rows(comparison: Any) -> dict[str, dict[str, Any]]:
@@ -109,8 +110,21 @@ def timr_summary(comparison: Any, archive: Any) -> dict[str, Any]:
     return out
 
 
+def decomposition_summary(parts: Sequence[Any]) -> dict[str, Any]:
+    """Per decomposed run (``coevo.app.tables.Decomposed``), ``"<strategy> seed <s>"`` -> each effect and the
+    interaction and total as ``difference_text`` (paired per task, n tasks), the cells' scores beside."""
+    out = {}
+    for d in parts:
+        row = {name: difference_text(e) for name, e in {**d.effects, "interaction": d.interaction,
+                                                         "total": d.total}.items()}
+        row["cells"] = {name: round(e.mean, 3) for name, e in d.cells.items()}
+        row["n"] = d.n
+        out[f"{d.strategy} seed {d.seed}"] = row
+    return out
+
+
 def table_extras(extras: Sequence[str], comparison: Any, archive: Any, rejections: Sequence[Any] = (),
-                 round_tests: Sequence[Any] = ()) -> dict[str, Any]:
+                 round_tests: Sequence[Any] = (), decompositions: Sequence[Any] = ()) -> dict[str, Any]:
     """The extras a table asks for (``coevo.app.tables.EXTRAS``) by name, plus ``strategies``
     (``strategy_rows``) for every table."""
     out: dict[str, Any] = {"strategies": strategy_rows(comparison)}
@@ -120,6 +134,8 @@ def table_extras(extras: Sequence[str], comparison: Any, archive: Any, rejection
         out["ranks"] = rank_summary(comparison)
     if "best_reached" in extras:
         out["best_reached"] = best_summary(round_tests)
+    if "decompose" in extras:
+        out["decompose"] = decomposition_summary(decompositions)
     if "promoted_timr" in extras:
         out["promoted_timr"] = timr_summary(comparison, archive)
     return out

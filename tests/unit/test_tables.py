@@ -108,7 +108,7 @@ def test_a_vace_table_re_tests_its_rejected_candidates_under_the_rounds_weights(
     config, _, archive = setup_run(tmp_path, "regress")
     config = config.model_copy(update={"meta": config.meta.model_copy(update={"local_check": False})})  # gate judges
     spec = TableSpec(name="t", preset="-", suite="-", strategies=["vace", "static"], reference="vace", seeds=1,
-                     extras=["rejected_test"])
+                     extras=["rejected_test", "decompose"])
     context_for, _ = services(archive, effect="regress")
     result = asyncio.run(run_table(spec, config, context_for=context_for, archive=archive))
     vace = result.comparison.rows[0]
@@ -127,6 +127,13 @@ def test_a_vace_table_re_tests_its_rejected_candidates_under_the_rounds_weights(
     assert summary["difference"]["mean"] == 0.0 and summary["difference"]["n"] == 4 * vace.rejected
     assert result.extras["strategies"]["vace"]["rejected"] == vace.rejected
     assert result.extras["strategies"]["static"]["effective_group_rate"] is None
+    # coevo decompose of the reference's run: its diagonal is the run's own final test, read back
+    (part,) = result.decompositions
+    run = result.comparison.runs[0]
+    assert (part.strategy, part.seed, part.run_id, part.n) == ("vace", 0, run.run_id, 4)
+    assert part.cells["h0_w0"].mean == run.start.score and part.cells["hf_wf"].mean == run.final.score
+    assert part.total.mean == run.final.score - run.start.score
+    assert set(result.extras["decompose"]["vace seed 0"]) >= {"harness_under_w0", "weights_under_h0", "interaction"}
     # what benchmarks/tables.py writes: the results JSON reads back whole, and the table's PNG
     again = TableResult.model_validate_json(result.model_dump_json())
     assert again.rejections == result.rejections and again.comparison.runs[0].rounds == result.comparison.runs[0].rounds
