@@ -11,6 +11,8 @@ the new release.
 - ``node`` / ``route``: LangGraph's own node wrapper ``RunnableCallable`` with an async twin and no
   tracing per step (``langgraph._internal``).
 - ``bind_context``: a compiled graph that carries its run context (LangGraph has no public way yet).
+- ``with_checkpointer`` / ``state_schemas``: a strategy's graph, compiled once at import, given a run's
+  checkpointer (``Pregel.copy``) and its state schemas (the compiled graph's ``builder``).
 - ``areply``: an unobserved chat model's ``_agenerate`` called directly (``BaseChatModel`` private).
 - ``arun_state``: a compiled graph's nodes, routers and reducers run in a plain loop (reads the
   builder's ``nodes``/``branches``/``edges``, which LangGraph does not document).
@@ -30,11 +32,20 @@ the new release.
 from __future__ import annotations
 
 from coevo.compat.langchain import areply, bind_tools_within, detached, innermost, unbind
-from coevo.compat.langgraph import ContextBoundGraph, arun_state, bind_context, node, route
+from coevo.compat.langgraph import (
+    ContextBoundGraph,
+    arun_state,
+    bind_context,
+    node,
+    route,
+    state_schemas,
+    with_checkpointer,
+)
 from coevo.compat.transformers import route_tensorboard
 from coevo.compat.trl import GRPOBatchHook
 from coevo.compat.verifiers import VfBareEnv, vf_bare_env, vf_config_type, vf_tool_call, vf_tool_methods, vf_trace_stops
 
 __all__ = ["ContextBoundGraph", "GRPOBatchHook", "VfBareEnv", "areply", "arun_state", "bind_context",
-           "bind_tools_within", "detached", "innermost", "node", "route", "route_tensorboard",
-           "unbind", "vf_bare_env", "vf_config_type", "vf_tool_call", "vf_tool_methods", "vf_trace_stops"]
+           "bind_tools_within", "detached", "innermost", "node", "route", "route_tensorboard", "state_schemas",
+           "unbind", "vf_bare_env", "vf_config_type", "vf_tool_call", "vf_tool_methods", "vf_trace_stops",
+           "with_checkpointer"]

@@ -81,6 +81,23 @@ def bind_context(graph: CompiledStateGraph, context: Any, **update: Any) -> Comp
 
 
 
+def state_schemas(graph: CompiledStateGraph) -> list[Any]:
+    """The state schemas of the compiled ``graph``'s builder (``StateGraph.schemas``: state, input,
+    output and node-input types), from which a checkpointer's deserialisation allow-list is made
+    (``coevo.meta.state.state_models``). Why: read from the compiled graph's ``builder`` attribute,
+    which LangGraph does not document, so the graph need not be built again for them."""
+    return list(graph.builder.schemas)
+
+
+def with_checkpointer(graph: CompiledStateGraph, checkpointer: Any) -> CompiledStateGraph:
+    """A copy of the compiled ``graph`` (sharing its compiled nodes) that checkpoints with ``checkpointer``.
+
+    Why: a strategy's module compiles its graph once, at import (Studio serves that one); a run needs it
+    with a checkpointer, which only ``compile`` takes, and compiling the builder again would repeat every
+    node's and subgraph's compilation. The copy is made by ``Pregel.copy`` (undocumented), as
+    ``bind_context`` makes its copy; ``compile`` does nothing with the checkpointer but store it."""
+    return graph.copy(update={"checkpointer": checkpointer})
+
 # --- the plain-loop runner ----------------------------------------------------------------------
 
 Step = tuple[Callable[..., Any], bool, bool, Callable[[Any], str]]  # fn, is async, takes runtime, next node

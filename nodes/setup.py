@@ -7,7 +7,6 @@ import hashlib
 from langgraph.runtime import Runtime
 
 from coevo.config import RunConfig
-from coevo.harnesses.agent import start_harness
 from coevo.meta.context import MetaContext
 from coevo.meta.state import MetaState
 from coevo.models.checkpoint import Checkpoint
@@ -28,15 +27,15 @@ def base_checkpoint(config: RunConfig) -> Checkpoint:
 
 
 def setup(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
-    """Store H0 (``config.harness`` or the env's base harness) and W0 unless the input names them
-    (``incumbent``, ``checkpoint``), and the run's train/val/test tasks (and a searching strategy's
-    search split); record the context's run id and the rounds to run (``config.rounds``) in the
-    state. Idempotent."""
+    """Store H0 (``ctx.start()``: ``config.harness`` or the env's base harness, built once) and W0
+    unless the input names them (``incumbent``, ``checkpoint``), and the run's train/val/test tasks
+    (and a searching strategy's search split); record the context's run id and the rounds to run
+    (``config.rounds``) in the state. Idempotent."""
     ctx = runtime.context
     run_id = ctx.run_id
     incumbent = state.get("incumbent")
     if not incumbent:
-        incumbent = ctx.archive.add_harness(start_harness(ctx.config.harness, ctx.env.name), [], "base", run_id)
+        incumbent = ctx.archive.add_harness(ctx.start(), [], "base", run_id)  # H0 as the driver built it
     checkpoint = state.get("checkpoint")
     if not checkpoint:
         checkpoint = ctx.record_base_checkpoint(base_checkpoint(ctx.config))

@@ -11,7 +11,6 @@ from coevo.meta.sealing import accepted_harnesses, sealed_tasks
 from coevo.meta.state import MetaState, WeightStage
 from coevo.models.trajectory import Trajectory
 from coevo.observe.text import magnitude, percent
-from coevo.records import Checkpoint
 from coevo.training.kinds import StageKind, configured, training_spec
 
 
@@ -64,7 +63,7 @@ async def run_stage(ctx: MetaContext, state: MetaState, spec: HarnessSpec, befor
     trajectories = [t.model_copy(update={"split": "train", "harness_id": names.get(t.harness_id, spec.id)})
                     for t in trajectories]
     ctx.archive.add_trajectories(trajectories, None, ctx.run_id)
-    record = ctx.archive.get(Checkpoint, checkpoint)
+    record = ctx.checkpoint(checkpoint)  # the record ctx.train read
     m = record.metrics if record is not None else {}
     stage = WeightStage(round=rnd, harness_id=spec.id, checkpoint_before=before, checkpoint_after=checkpoint,
                         steps=m.get("steps"), train_reward=m.get("reward_mean"),
