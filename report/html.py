@@ -7,6 +7,7 @@ import html
 from pathlib import Path
 from typing import Any
 
+from coevo.errors import InputError
 from coevo.evaluation.parity import parity_note
 from coevo.evaluation.results import paired_difference
 from coevo.evaluation.stats import score_estimate
@@ -140,7 +141,7 @@ def write_report(run_id: str, db: str | Archive, out_dir: Path, state: dict[str,
 def _write(run_id: str, archive: Archive, db: str, out_dir: Path, state: dict[str, Any] | None) -> Path:
     run = archive.get(RunRecord, run_id)
     if run is None:
-        raise ValueError(f"no run {run_id!r} in {db}; `coevo archive list --db {db}` shows the runs")
+        raise InputError(f"no run {run_id!r} in {db}; `coevo archive list --db {db}` shows the runs")
     out_dir.mkdir(parents=True, exist_ok=True)
     decisions = sorted(archive.list(GateDecision, run_id=run_id), key=lambda d: (d.round, d.created_at))
     harnesses = [h for h in archive.list(HarnessRecord, run_id=run_id) if h.origin != "sampling"]  # not their variants
