@@ -18,6 +18,8 @@ import importlib
 from dataclasses import dataclass
 from typing import Any
 
+from coevo.errors import InputError
+
 STUDIO = "app/studio.py"
 """The module (path from the repository root) whose attributes are the strategies' Studio graphs."""
 
@@ -129,6 +131,6 @@ def get_strategy(name: str) -> Strategy:
     """The row of strategy ``name``. Raises ``ValueError`` naming the valid strategies."""
     if name not in STRATEGIES:
         close = difflib.get_close_matches(str(name), list(STRATEGIES), n=1, cutoff=0.6)
-        raise ValueError(f"unknown strategy {name!r}{f' (did you mean {close[0]}?)' if close else ''}: use one of "
+        raise InputError(f"unknown strategy {name!r}{f' (did you mean {close[0]}?)' if close else ''}: use one of "
                          f"{strategy_names()}")
     return STRATEGIES[name]

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from coevo.envs.base import Task
+from coevo.errors import InputError
 from coevo.graphs.harness_s.router import Router
 from coevo.harnesses.spec import HarnessSpec, load_harness
 from coevo.meta.pool import Profile
@@ -33,14 +34,14 @@ def router_bundle(archive: Any, run_id: str) -> dict[str, Any]:
     Raises ``ValueError`` naming the fix when the run has no pool or no profiles."""
     members = archive.list(PoolMember, run_id=run_id)
     if not members:
-        raise ValueError(f"run {run_id!r} has no sibling pool: only a harness_s or harness_s_he_only run has one "
+        raise InputError(f"run {run_id!r} has no sibling pool: only a harness_s or harness_s_he_only run has one "
                          "(see `coevo archive list runs`)")
     h0 = next((m.harness_id for m in members if m.round < 0), members[0].harness_id)
     profiles: dict[str, dict] = {}
     for p in archive.list(Profile, run_id=run_id):  # oldest first: the last re-anchoring wins
         profiles[p.harness_id] = p.model_dump(mode="json", exclude=ARCHIVED)
     if not profiles:
-        raise ValueError(f"run {run_id!r} has no profiles yet: let it reach its profile step, then export again")
+        raise InputError(f"run {run_id!r} has no profiles yet: let it reach its profile step, then export again")
     ids = [m.harness_id for m in members if m.harness_id in profiles]
     specs = {h: archive.get(HarnessRecord, h).spec for h in ids}
     val_ids = sorted({t for h in ids for t in profiles[h].get("per_task", {})})
@@ -66,7 +67,7 @@ def load_router(source: str | Path | dict[str, Any],
     ``voters`` default to one ``RuleVoter``. Raises ``ValueError`` for a file of another format."""
     data = source if isinstance(source, dict) else json.loads(Path(source).read_text())
     if data.get("format") != FORMAT:
-        raise ValueError(f"{source if not isinstance(source, dict) else 'the data'} is not a router file "
+        raise InputError(f"{source if not isinstance(source, dict) else 'the data'} is not a router file "
                          f"(format {data.get('format')!r}, expected {FORMAT!r}); write one with "
                          "`coevo archive export-router RUN_ID -o router.json`")
     pool = {h: load_harness(spec) for h, spec in data["pool"].items()}

@@ -78,7 +78,7 @@ from typing import Any, Callable, Sequence
 
 from coevo.app.comparison import Comparison, StrategyRow, StrategyRun
 from coevo.app.run import anchored, read_state, run_meta
-from coevo.config import RunConfig
+from coevo.config import ConfigError, RunConfig
 from coevo.evaluation.stats import Estimate, difference_estimate, score_estimate
 from coevo.graphs.registry import get_strategy
 from coevo.meta.budget import by_phase, matched_budget, mean_curve, measured_by_phase, score_at, score_curve, totals
@@ -209,8 +209,8 @@ async def run_one(config: RunConfig, strategy: str, seed: int, archive: Archive,
     context = context_for(cfg) if context_for is not None else None
     state = await run_meta(cfg, run_id=run_id, resume=resume, reporter=reporter, context=context, archive=archive)
     if "__interrupt__" in state:
-        raise ValueError(f"run {run_id} paused for gate approval; compare runs without approval: "
-                         "set gate.approve = false in the config")
+        raise ConfigError(f"run {run_id} paused for gate approval; compare runs without approval: "
+                          "set gate.approve = false in the config")
     run = read_run(archive, state, strategy, seed, "resumed" if resume else "ran", time.perf_counter() - started)
     run.cpu_s = time.process_time() - cpu
     return run
@@ -324,15 +324,15 @@ async def compare(config: RunConfig, strategies: Sequence[str], seeds: int | Seq
     """
     names = list(dict.fromkeys(strategies))
     if not names:
-        raise ValueError("--strategies is empty: name at least one strategy, e.g. vace,rl_only")
+        raise ConfigError("--strategies is empty: name at least one strategy, e.g. vace,rl_only")
     for name in names:
         get_strategy(name)  # ValueError naming the valid strategies
     seed_list = [config.seed + i for i in range(seeds)] if isinstance(seeds, int) else list(seeds)
     if not seed_list:
-        raise ValueError("--seeds must be at least 1")
+        raise ConfigError("--seeds must be at least 1")
     if budget is not None:
         if budget < 0:
-            raise ValueError(f"--budget {budget}: a rollout budget is a count of rollouts >= 1 (0: no budget)")
+            raise ConfigError(f"--budget {budget}: a rollout budget is a count of rollouts >= 1 (0: no budget)")
         config = config.model_copy(update={"budget": budget})
     if updates is not None:
         if updates < 0:

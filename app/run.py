@@ -1,10 +1,19 @@
 """Running a meta-loop strategy durably: the checkpointed graph of a run, started or resumed.
 
-``run_meta`` compiles the strategy's graph with a LangGraph checkpointer on the run's database
-(``coevo.app.checkpointer``: SQLite in the archive's file, or Postgres in the archive's database),
-so ``run_meta(..., resume=True)`` continues a crashed, killed, failed or paused run from its last
-completed node. Evaluations are resumable by id, so finished rollouts are never redone and archive
-rows never duplicated.
+A run is driven through one of two doors, each an async context manager yielding a ``Run``:
+``start_run`` for a new run (after ``prepare_start``'s checks, ``coevo.app.preflight``: nothing is
+stored until they pass) and ``resume_run`` for a crashed, killed, failed or paused one, which continues
+from its last completed node. ``run_meta`` is the one-call form of either. The graph is the
+strategy's, given a LangGraph checkpointer on the run's database (``coevo.app.checkpointer``: SQLite
+in the archive's file, or Postgres in the archive's database). Evaluations are resumable by id, so
+finished rollouts are never redone and archive rows never duplicated.
+
+A run builds each thing once: the archive is opened once (by the caller, or by the door, which then
+closes it), the strategy's graph is the one its module compiled at import, given the checkpointer
+(``coevo.compat.with_checkpointer``) rather than compiled again, the env, executor and H0 are built
+by ``preflight`` and handed to the services (``make_context``), and the tracker is opened once.
+``Run.advance`` drives the run to its end or to a pending gate question, and again with the answers
+(the CLI asks at the terminal) on the same services and graph.
 
 What belongs to the run is stored with it when it starts: its config with absolute paths (the
 database, ``out_dir`` and so the adapters under it, a harness file, a local model directory), so a
@@ -13,10 +22,6 @@ place the approval bit lives: the gate reads it from the run's config), so a res
 at the gate. A paused gate is answered by question id (the LangGraph interrupt id):
 ``Command(resume={id: answer})``; a resume without answers changes nothing and returns the pending
 questions again.
-
-The driver builds each thing once per run: the strategy's row (``get_strategy``), the env and the
-executor (``preflight``, for a new run), the tracker check, the services (``make_context``) and the
-compiled graph.
 """
 
 from __future__ import annotations
@@ -24,8 +29,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import uuid
-from contextlib import asynccontextmanager
-from pathlib import Path
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
 from typing import Any, AsyncIterator, Mapping
 
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
@@ -34,23 +39,26 @@ from pydantic import ValidationError
 
 from coevo.app.checkpointer import open_checkpointer
 from coevo.app.heartbeat import Heartbeat
-from coevo.app.services import engine_options, make_context
+from coevo.app.preflight import Prepared, RunError, anchored, approving, check_splits, dry_run_agent, preflight
+from coevo.app.services import make_context
 from coevo.app.stage_folders import leftovers, remove
-from coevo.app.task_ids import StaleTaskIdsError, check_task_ids
+from coevo.app.task_ids import check_task_ids
+from coevo.compat import state_schemas, with_checkpointer
 from coevo.config import RunConfig
-from coevo.envs.base import Env
-from coevo.errors import CoevoError
-from coevo.evaluation.executors import Executor
 from coevo.masking import redact
 from coevo.meta.context import MetaContext
 from coevo.meta.state import state_models
 from coevo.observe.progress import Reporter
-from coevo.observe.tracking import open_tracker, require_tracker
+from coevo.observe.tracking import Tracker, open_tracker, require_tracker
 from coevo.records import RunRecord
 from coevo.storage import AmbiguousIdError, Archive, ArchiveError, ArchiveFullError
-from coevo.storage.connection import exists, location
+from coevo.storage.connection import exists
 from coevo.storage.errors import disk_full
-from coevo.strategies import STRATEGIES, Strategy, get_strategy
+from coevo.strategies import Strategy, get_strategy
+
+__all__ = ["ANSWERS", "Run", "RunError", "Start", "anchored", "check_splits", "existing_archive", "find_run",
+           "new_run_id", "prepare_start", "preflight", "read_state", "resolve_answers", "resume_run", "run_meta",
+           "run_snapshot", "start_run"]
 
 log = logging.getLogger(__name__)
 
@@ -58,153 +66,28 @@ ANSWERS = {"yes": "yes", "y": "yes", "accept": "yes", "no": "no", "n": "no", "re
 """What a person may answer a gate question with -> the answer the gate receives."""
 
 
-class RunError(CoevoError, ValueError):
-    """A run that cannot start or resume as asked (unknown run, bad model or env reference, an
-    answer to no pending question); the message names the input and the fix."""
-
-
 def new_run_id(config: RunConfig) -> str:
     """A fresh run id ``<strategy>-<8 hex>``."""
     return f"{config.strategy}-{uuid.uuid4().hex[:8]}"
 
 
-def _absolute(path: str) -> str:
-    return str(Path(path).expanduser().resolve())
-
-
-def approving(config: RunConfig) -> RunConfig:
-    """``config`` with ``gate.approve`` on: the run pauses before each gate decision."""
-    return config.model_copy(update={"gate": config.gate.model_copy(update={"approve": True})})
-
-
-def anchored(config: RunConfig) -> RunConfig:
-    """``config`` with every path made absolute against the current directory: ``db`` (a file, not a
-    URL), ``out_dir`` (adapters and reports live under it), ``harness`` when it names a file, and the
-    directories of a ``local:`` policy (base and adapter) when they exist."""
-    update: dict[str, Any] = {"out_dir": _absolute(config.out_dir), "db": location(config.db)}
-    if config.harness and Path(config.harness).expanduser().is_file():
-        update["harness"] = _absolute(config.harness)
-    if config.policy.startswith("local:"):
-        from coevo.models.refs import split_local
-
-        parts = split_local(config.policy.removeprefix("local:"))
-        parts = tuple(_absolute(p) if p and Path(p).expanduser().exists() else p for p in parts)
-        update["policy"] = "local:" + "+".join(p for p in parts if p)
-    return config.model_copy(update=update)
-
-
-def check_splits(config: RunConfig, strategy: Strategy, env: Env) -> dict[str, int]:
-    """The number of tasks each split of ``env`` gives the run (``env.tasks(split, n_split)``), checked
-    against what its stages and evaluations take: train at least ``train.tasks_per_step`` when the
-    strategy trains weights (a step samples that many) and at least one otherwise, val at least one
-    (validation and the gate), test at least one unless ``env.n_test`` is 0. Returns the sizes.
-    Raises ``RunError`` naming every split's size, what it falls short of and the setting to change
-    (an env with too few distinct tasks: a larger ``size`` in ``env.ref``)."""
-    sizes = {split: len(env.tasks(split, getattr(config.env, f"n_{split}")))  # type: ignore[arg-type]
-             for split in ("train", "val", "test")}
-    needs = {"train": config.train.tasks_per_step if strategy.trains else 1, "val": 1,
-             "test": 1 if config.env.n_test else 0}
-    short = [split for split in sizes if sizes[split] < needs[split]]
-    if short:
-        whats = {"train": (f"train.tasks_per_step = {config.train.tasks_per_step} per weight step" if strategy.trains
-                           else "at least 1 to train on"), "val": "at least 1 to validate and gate on",
-                 "test": "at least 1 for the final test (env.n_test = 0: none)"}
-        got = ", ".join(f"{split} {n}" for split, n in sizes.items())
-        lacks = "; ".join(f"{split} needs {whats[split]}" for split in short)
-        raise RunError(f"env {config.env.ref!r} gives {got} tasks (n_train={config.env.n_train}, "
-                       f"n_val={config.env.n_val}, n_test={config.env.n_test} asked): {lacks}. An env with too few "
-                       "distinct tasks (e.g. a game whose start is the same for every seed) needs a larger size "
-                       "in env.ref (size=N) or more varied tasks"
-                       + ("; or lower train.tasks_per_step" if "train" in short and strategy.trains else "")
-                       + "; nothing was started")
-    return sizes
-
-
-def preflight(config: RunConfig, strategy: Strategy) -> tuple[Env, Executor | None]:
-    """Check the references a run of ``strategy`` depends on before anything is stored: the env and
-    the sizes of its splits (``check_splits``, before any model loads), the
-    policy (a ``local:`` model is loaded here, once: the run's policies share its engine; a strategy
-    with a weight stage needs one, since the trainer holds the weights), H0 and the executor. Returns
-    the env and the executor (None: in process; the run's, built here once). Raises ``RunError``
-    naming the reference and the fix, or ``HarnessError`` for a bad H0, including one whose prompt
-    fits the context budget on none of the run's tasks (``coevo.harnesses.fit``: the smaller of H0's
-    ``max_context_tokens`` and the policy's context, counted by its tokenizer when local; on some: a warning)."""
-    from coevo.envs.registry import get_env
-    from coevo.evaluation.executors import make_executor
-    from coevo.harnesses.agent import start_harness
-    from coevo.harnesses.fit import check_prompt_fits, meter_of
-    from coevo.models.refs import ModelRefError, load_model
-    from coevo.models.smollm2 import SmolLM2NotInstalledError
-
-    try:
-        env = get_env(config.env.ref, **config.env.settings())
-    except (KeyError, ImportError, TypeError, ValueError) as err:
-        message = err.args[0] if isinstance(err, KeyError) and err.args else err
-        raise RunError(f"env {config.env.ref!r} cannot be built: {message}. Fix env.ref in the config "
-                       f"(`coevo envs list` shows the suites); nothing was started") from None
-    check_splits(config, strategy, env)  # before any model loads
-    try:
-        policy = load_model(config.policy, **engine_options(config))
-    except (ModelRefError, SmolLM2NotInstalledError, OSError) as err:
-        raise RunError(f"policy {config.policy!r} cannot be loaded: {err}. Fix it with --set policy=... "
-                       f"or the config's policy key; nothing was started") from None
-    if strategy.trains and not config.policy.startswith("local:"):
-        frozen = ", ".join(s.name for s in STRATEGIES.values() if not s.trains)
-        raise RunError(f"strategy {config.strategy!r} trains the policy's weights, but policy {config.policy!r} is "
-                       "a server, whose weights the run cannot train: use a local: policy (local:smollm2-135m, "
-                       f"local:/path/to/model; train.vllm then samples it on vLLM servers, README GPU recipe), or a "
-                       f"strategy without a weight stage ({frozen}); nothing was started")
-    h0 = start_harness(config.harness, env.name)
-    sizes = {split: getattr(config.env, f"n_{split}") for split in ("train", "val", "test")}
-    prompts = [t.prompt for split, n in sizes.items() if n for t in env.tasks(split, n)]
-    # before any rollout, counted as the policy counts and against its own context where it is smaller
-    fit = check_prompt_fits(h0, prompts, source=f"H0 ({config.harness or env.name})", meter=meter_of(policy))
-    if not fit.fits:
-        log.warning("H0: %s", fit.text())
-    try:
-        executor = None if config.executor == "inprocess" else make_executor(config.executor)
-    except ValueError as err:  # e.g. Ray is not installed
-        raise RunError(f"{err}; nothing was started") from None
-    return env, executor
-
-
-async def dry_run_agent(config: RunConfig, env: Env, executor: Executor | None = None) -> None:
-    """When ``config.harness`` names a user's agent factory, run it once with a scripted model
-    (``coevo.harnesses.agent_run.dry_run``) before anything is stored; a bad factory or a graph that
-    raises is reported as ``AgentError`` (a ``HarnessError``) and ``executor`` is closed."""
-    from coevo.harnesses.agent import is_agent_ref, start_harness
-    from coevo.harnesses.agent_run import dry_run
-
-    if not is_agent_ref(config.harness):
-        return
-    try:
-        await dry_run(start_harness(config.harness, env.name), env)
-    except BaseException:
-        if executor is not None:
-            executor.close()
-        raise
-
-
-async def _saved(graph: Any, run_id: str) -> StateSnapshot:
-    return await graph.aget_state({"configurable": {"thread_id": run_id}})
-
-
 @asynccontextmanager
 async def _graph(db: str, strategy: Strategy) -> AsyncIterator[Any]:
-    """The strategy's graph compiled with the checkpointer on the archive ``db`` (SQLite or PostgreSQL)."""
-    builder = strategy.build()
+    """The strategy's graph (its module's, compiled once at import) with the checkpointer on the
+    archive ``db`` (SQLite or PostgreSQL)."""
+    graph = strategy.graph()
     # the serialiser revives exactly the pydantic models of the graph's state and node inputs (LangGraph
     # warns on, and will block, others)
-    serde = JsonPlusSerializer(allowed_msgpack_modules=state_models(builder.schemas))
+    serde = JsonPlusSerializer(allowed_msgpack_modules=state_models(state_schemas(graph)))
     async with open_checkpointer(db, serde) as saver:
-        yield builder.compile(checkpointer=saver, name=strategy.name)
+        yield with_checkpointer(graph, saver)
 
 
 async def run_snapshot(db: str, run_id: str, strategy: str) -> StateSnapshot:
     """The run's saved graph state: ``values``, ``next`` (the nodes still to run), ``interrupts``
     (pending gate questions, each with its ``id``) and ``tasks`` (a failed node's ``error``)."""
     async with _graph(db, get_strategy(strategy)) as graph:
-        return await _saved(graph, run_id)
+        return await graph.aget_state({"configurable": {"thread_id": run_id}})
 
 
 def resolve_answers(answers: Mapping[str, str], pending: tuple[Interrupt, ...], run_id: str) -> dict[str, str]:
@@ -244,14 +127,13 @@ def find_run(archive: Archive, run_id: str | None, db: str) -> RunRecord:
     return archive.get(RunRecord, full)  # type: ignore[return-value]
 
 
-def full_run_id(db: str, run_id: str) -> str:
-    """The full id of the run ``run_id`` names (an id or a unique prefix) in the archive at ``db``;
-    ``run_id`` itself when there is no archive there yet (``run_meta`` then says so). Raises as
-    ``find_run``."""
+def existing_archive(db: str, run_id: str | None) -> Archive:
+    """The archive at ``db`` that holds run ``run_id``, to resume it (opened; the caller closes it).
+    Raises ``RunError`` when there is no database there, ``ArchiveError`` when it cannot be opened."""
     if not exists(db):
-        return run_id
-    with Archive(db) as archive:
-        return find_run(archive, run_id, db).id
+        raise RunError(f"cannot resume run {run_id!r}: there is no database at {redact(db)}; pass the --db "
+                       "the run printed (its archive: line)")
+    return Archive(db)
 
 
 def _open_run(archive: Archive, config: RunConfig, run: RunRecord, approve: bool) -> RunConfig:
@@ -269,98 +151,111 @@ def _open_run(archive: Archive, config: RunConfig, run: RunRecord, approve: bool
     return stored.model_copy(update={"db": config.db})
 
 
-async def run_meta(config: RunConfig, run_id: str | None = None, resume: bool = False, approve: bool = False,
-                   reporter: Reporter | None = None, context: MetaContext | None = None,
-                   answers: Mapping[str, str] | None = None, archive: Archive | None = None) -> dict[str, Any]:
-    """Run (or resume) one strategy to the end, or to a pending gate approval.
+@dataclass
+class Start:
+    """A new run checked by ``prepare_start``, nothing stored yet: its config (anchored, with its
+    approval mode), its strategy's row, what ``preflight`` built (None when the caller brings its own
+    services) and its database when it already existed (opened first, so an unreadable one is reported
+    before any model loads; ``open_archive`` makes a new one only after the checks)."""
 
-    Args: ``run_id`` (required with ``resume``: the id or a unique prefix of it); ``approve`` pauses
-    before each gate decision (stored with the run as ``gate.approve``: a resume keeps it, whatever its
-    own ``approve``);
-    ``answers`` answers pending gate questions by id (see ``resolve_answers``); ``context``
-    replaces the default services (tests; its ``run_id`` is set to the run's, and its config's
-    ``gate.approve`` to the run's approval mode; a resume keeps the context's config otherwise).
-    A new run without ``context`` stores ``anchored(config)`` after ``preflight``. The run's
-    numbers go to the tracker ``config.report_to`` names (``coevo.observe.tracking``; files under
-    ``<out_dir>/tracking/<run_id>``; with ``none``, the context's own tracker is kept).
+    config: RunConfig
+    strategy: Strategy
+    prepared: Prepared | None = None
+    archive: Archive | None = None
 
-    Returns the final state (domain objects as the ``coevo.meta.state`` models) with ``run_id``;
-    with a pending approval, ``state["__interrupt__"]`` lists the questions (``Interrupt``: ``id``,
-    ``value``). A resume without answers while questions are pending returns them and runs
-    nothing. A run that raises is stored with status ``failed`` (``interrupted`` when cancelled)
-    and the error stays in its saved graph state (``run_snapshot(...).tasks``); resuming continues it.
-    A resume first removes the folders of the run's stages that never finished
-    (``coevo.app.stage_folders``). A write refused for lack of space (archive or checkpointer) is
-    raised as ``ArchiveFullError``
-    naming the command that resumes the run.
-    While it runs, the process beats for the run (``coevo.app.heartbeat``), so a killed run shows as dead.
-    Raises ``RunError`` for an unknown run or a bad reference or answer, ``AmbiguousIdError`` for a
-    prefix several runs share, ``StaleTaskIdsError`` for a resume whose stored task ids its env no
-    longer gives (``coevo.app.task_ids``), ``MissingExtraError`` for
-    a tracker whose package is missing (nothing changed).
-    """
-    env: Env | None = None
-    executor: Executor | None = None
-    if resume and archive is None and not exists(config.db):
-        raise RunError(f"cannot resume run {run_id!r}: there is no database at {redact(config.db)}; pass the --db "
-                       "the run printed (its archive: line)")
+    def open_archive(self) -> Archive:
+        """The run's archive, opened once: the one found during the checks, else made now. The caller
+        closes it (``with start.open_archive() as archive``). A database that cannot be made releases
+        what preflight built and raises ``ArchiveError``."""
+        if self.archive is None:
+            try:
+                self.archive = Archive(self.config.db)
+            except BaseException:
+                self.release()
+                raise
+        return self.archive
+
+    def release(self) -> None:
+        """Close the executor preflight started (its Ray workers), once; nothing without one."""
+        if self.prepared is not None and self.prepared.executor is not None:
+            self.prepared.executor.close()
+            self.prepared = self.prepared._replace(executor=None)
+
+
+async def prepare_start(config: RunConfig, approve: bool = False, services: bool = True,
+                        archive: Archive | None = None) -> Start:
+    """A new run's checks before anything is stored, each thing built once: an existing database opened
+    (unless the caller passes its ``archive``), the tracker's package (``require_tracker``), the
+    strategy's row, ``approve`` set as ``gate.approve``; with ``services`` (the driver builds them, not
+    the caller) the config anchored (``anchored``), ``preflight`` and a user's agent factory run once
+    (``dry_run_agent``). Raises as those do (``RunError``, ``HarnessError``, ``ArchiveError``,
+    ``MissingExtraError``), having closed what it opened."""
+    start = Start(config=approving(config) if approve else config, strategy=get_strategy(config.strategy))
     if archive is None and exists(config.db):
-        archive = Archive(config.db)  # an unreadable --db is reported before any model is loaded
-    if not resume:
+        start.archive = Archive(config.db)  # an unreadable --db is reported before any model is loaded
+    try:
         require_tracker(config.report_to)  # a missing tracker package is reported before anything is stored
-        strategy = get_strategy(config.strategy)
-        config = approving(config) if approve else config
-        if context is None:
-            config = anchored(config)
-            env, executor = preflight(config, strategy)  # before a new database is made: nothing left behind
-            await dry_run_agent(config, env, executor)
-    archive = archive or Archive(config.db)
-    if resume:
-        found = find_run(archive, run_id, config.db)
-        run_id = found.id
-        config = _open_run(archive, config, found, approve)
-        strategy = get_strategy(config.strategy)
-    run_id = run_id or new_run_id(config)
-    if context is not None:
-        gate = context.config.gate.model_copy(update={"approve": config.gate.approve})
-        ctx = dataclasses.replace(context, run_id=run_id, config=context.config.model_copy(update={"gate": gate}))
-    else:
-        ctx = make_context(config, archive, run_id, reporter=reporter, env=env, executor=executor, strategy=strategy)
-    if resume:  # ids stored by a coevo whose task ids did not name their env config would unseal its tasks
-        try:
-            check_task_ids(archive, run_id, ctx.env, config.env.ref)
-        except StaleTaskIdsError:
-            if context is None and ctx.executor is not None:
-                ctx.executor.close()
-            raise
-        dead = leftovers(archive, run_id)  # the folders of stages the stopped run never finished: redone anew
-        if dead:
-            freed = remove(dead)
-            log.info("run %s: removed %d folder(s) of unfinished stages (%.1f MB)", run_id, len(dead), freed / 1e6)
-    async with _graph(config.db, strategy) as graph:
+        if services:
+            start.config = anchored(start.config)
+            start.prepared = preflight(start.config, start.strategy)  # before a new database: nothing left behind
+            await dry_run_agent(start.config, start.prepared.env, start.prepared.h0)
+    except BaseException:
+        start.release()
+        if start.archive is not None:
+            start.archive.close()
+        raise
+    start.archive = archive or start.archive
+    return start
+
+
+@dataclass
+class Run:
+    """A run opened by ``start_run`` or ``resume_run``: its config, id, strategy row, archive, services
+    and checkpointed graph, each built once; ``resumed``: whether its graph has a saved state to
+    continue from."""
+
+    config: RunConfig
+    run_id: str
+    strategy: Strategy
+    archive: Archive
+    ctx: MetaContext
+    graph: Any
+    resumed: bool
+    tracker: Tracker | None = None
+
+    async def advance(self, answers: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """Run to the end, or to a pending gate question; call again with ``answers`` (see
+        ``resolve_answers``) to go on. Returns the state (domain objects as the ``coevo.meta.state``
+        models) with ``run_id``; with a pending question, ``state["__interrupt__"]`` lists them
+        (``Interrupt``: ``id``, ``value``); a resumed run with pending questions and no answers returns
+        them and runs nothing. The run's status is stored (``running``, then ``done``, ``paused``,
+        ``failed`` or ``interrupted`` when cancelled; the error stays in its saved graph state). A write
+        refused for lack of space is raised as ``ArchiveFullError`` naming the command that resumes the run."""
+        archive, run_id, config = self.archive, self.run_id, self.config
+        thread: dict[str, Any] = {"configurable": {"thread_id": run_id}}
         payload: Any = {"run_id": run_id}
-        if resume:
-            saved = await _saved(graph, run_id)
+        if self.resumed:
+            saved = await self.graph.aget_state(thread)  # read once: what to continue from
             if saved.interrupts and not answers:
                 return {**saved.values, "__interrupt__": list(saved.interrupts), "run_id": run_id}
             if answers:
                 payload = Command(resume=resolve_answers(answers, saved.interrupts, run_id))
             elif saved.created_at is not None:  # continue from the last checkpoint; a run killed before its
                 payload = None  # first one (its row and heartbeat written) starts again from its input
-        if resume or archive.get(RunRecord, run_id) is not None:
+        if self.resumed or archive.get(RunRecord, run_id) is not None:
             archive.update_run(run_id, status="running")
         else:
             archive.put(RunRecord(id=run_id, strategy=config.strategy, config=config.model_dump(mode="json")))
-        opened = config.report_to != "none"
-        if opened:
-            ctx = dataclasses.replace(ctx, tracker=open_tracker(config.report_to, config.out_dir, run_id,
-                                                                config.model_dump(mode="json")))
+        self.resumed = True  # a second call continues what this one stored
+        if self.tracker is None and config.report_to != "none":
+            self.tracker = self.ctx.tracker = open_tracker(config.report_to, config.out_dir, run_id,
+                                                           config.model_dump(mode="json"))
         try:
             # durability="sync": a checkpoint is on disk before the next node runs, so a crash loses at
             # most the running node and checkpointer writes never overlap the archive's (one SQLite file).
             with Heartbeat(archive, run_id):
-                state = await graph.ainvoke(payload, {"configurable": {"thread_id": run_id}, "recursion_limit": 1000},
-                                            context=ctx, durability="sync")
+                state = await self.graph.ainvoke(payload, {**thread, "recursion_limit": 1000}, context=self.ctx,
+                                                 durability="sync")
         except BaseException as err:
             status = "failed" if isinstance(err, Exception) else "interrupted"
             try:
@@ -372,14 +267,111 @@ async def run_meta(config: RunConfig, run_id: str | None = None, resume: bool = 
                                                                                       "the graph's checkpoint")
                 raise full.resumed_with(f"coevo run --resume {run_id} --db {redact(config.db)}") from err
             raise
-        finally:
-            if opened:
-                ctx.tracker.close()
-            if context is None and ctx.executor is not None:
-                ctx.executor.close()  # the run's Ray workers (make_context started them for this run)
-    status = "done" if "__interrupt__" not in state else "paused"
-    archive.update_run(run_id, status=status)
-    return {**state, "run_id": run_id}
+        archive.update_run(run_id, status="done" if "__interrupt__" not in state else "paused")
+        return {**state, "run_id": run_id}
+
+
+def _services(stack: AsyncExitStack, config: RunConfig, archive: Archive, run_id: str, strategy: Strategy,
+              reporter: Reporter | None, context: MetaContext | None, prepared: Prepared | None) -> MetaContext:
+    """The run's services: a copy of ``context`` (its ``run_id`` the run's, its config's ``gate.approve``
+    the run's approval mode) or ``make_context``'s from what preflight built (the executor it starts
+    itself, for a resume, is closed when ``stack`` closes)."""
+    if context is not None:
+        gate = context.config.gate.model_copy(update={"approve": config.gate.approve})
+        return dataclasses.replace(context, run_id=run_id, config=context.config.model_copy(update={"gate": gate}))
+    built = {} if prepared is None else prepared._asdict()
+    ctx = make_context(config, archive, run_id, reporter=reporter, strategy=strategy, **built)
+    if prepared is None and ctx.executor is not None:
+        stack.callback(ctx.executor.close)  # the run's Ray workers (make_context started them for this run)
+    return ctx
+
+
+@asynccontextmanager
+async def _driven(stack: AsyncExitStack, config: RunConfig, run_id: str, strategy: Strategy, archive: Archive,
+                  ctx: MetaContext, resumed: bool) -> AsyncIterator[Run]:
+    graph = await stack.enter_async_context(_graph(config.db, strategy))
+    run = Run(config, run_id, strategy, archive, ctx, graph, resumed)
+    try:
+        yield run
+    finally:
+        if run.tracker is not None:
+            run.tracker.close()
+
+
+@asynccontextmanager
+async def start_run(start: Start, archive: Archive, run_id: str | None = None, reporter: Reporter | None = None,
+                    context: MetaContext | None = None) -> AsyncIterator[Run]:
+    """``async with start_run(start, archive) as run: state = await run.advance()``: the new run ``start``
+    (``prepare_start``) opened on ``archive`` (the caller's, left open) under ``run_id`` (default
+    ``new_run_id``), with ``context`` replacing the default services (tests). On leaving, the tracker,
+    checkpointer and executor are closed."""
+    config = start.config
+    async with AsyncExitStack() as stack:
+        stack.callback(start.release)
+        run_id = run_id or new_run_id(config)
+        ctx = _services(stack, config, archive, run_id, start.strategy, reporter, context, start.prepared)
+        async with _driven(stack, config, run_id, start.strategy, archive, ctx, resumed=False) as run:
+            yield run
+
+
+@asynccontextmanager
+async def resume_run(config: RunConfig, run_id: str | None, archive: Archive, approve: bool = False,
+                     reporter: Reporter | None = None, context: MetaContext | None = None) -> AsyncIterator[Run]:
+    """``async with resume_run(config, run_id, archive) as run: state = await run.advance(answers)``: the
+    stored run ``run_id`` (an id or a unique prefix of it) in ``archive`` (the caller's, left open),
+    continued with the config it was started with (``config`` gives only the database), its approval
+    mode switched on with ``approve`` (and stored so). Before the graph runs, the folders of the run's
+    stages that never finished are removed (``coevo.app.stage_folders``). Raises ``RunError`` for an
+    unknown run, ``AmbiguousIdError`` for a prefix several runs share, ``StaleTaskIdsError`` when its
+    stored task ids are ones its env no longer gives (``coevo.app.task_ids``), nothing changed."""
+    found = find_run(archive, run_id, config.db)
+    config = _open_run(archive, config, found, approve)
+    strategy = get_strategy(config.strategy)
+    async with AsyncExitStack() as stack:
+        ctx = _services(stack, config, archive, found.id, strategy, reporter, context, None)
+        # ids stored by a coevo whose task ids did not name their env config would unseal its tasks
+        check_task_ids(archive, found.id, ctx.env, config.env.ref)
+        dead = leftovers(archive, found.id)  # the folders of stages the stopped run never finished: redone anew
+        if dead:
+            freed = remove(dead)
+            log.info("run %s: removed %d folder(s) of unfinished stages (%.1f MB)", found.id, len(dead), freed / 1e6)
+        async with _driven(stack, config, found.id, strategy, archive, ctx, resumed=True) as run:
+            yield run
+
+
+async def run_meta(config: RunConfig, run_id: str | None = None, resume: bool = False, approve: bool = False,
+                   reporter: Reporter | None = None, context: MetaContext | None = None,
+                   answers: Mapping[str, str] | None = None, archive: Archive | None = None) -> dict[str, Any]:
+    """Run (or resume) one strategy to the end, or to a pending gate approval: ``start_run`` or
+    ``resume_run`` and one ``Run.advance``, on ``archive`` (else the database ``config.db`` names,
+    opened once here and closed).
+
+    Args: ``run_id`` (required with ``resume``: the id or a unique prefix of it); ``approve`` pauses
+    before each gate decision (stored with the run as ``gate.approve``: a resume keeps it, whatever its
+    own ``approve``); ``answers`` answers pending gate questions by id (see ``resolve_answers``);
+    ``context`` replaces the default services (tests; its ``run_id`` is set to the run's, and its
+    config's ``gate.approve`` to the run's approval mode; a resume keeps the context's config
+    otherwise). A new run without ``context`` stores ``anchored(config)`` after ``preflight``. The
+    run's numbers go to the tracker ``config.report_to`` names (``coevo.observe.tracking``; files under
+    ``<out_dir>/tracking/<run_id>``; with ``none``, the context's own tracker is kept). While it runs,
+    the process beats for the run (``coevo.app.heartbeat``), so a killed run shows as dead.
+
+    Returns what ``Run.advance`` returns. Raises ``RunError`` for an unknown run or a bad reference or
+    answer, ``AmbiguousIdError`` for a prefix several runs share, ``StaleTaskIdsError`` (see
+    ``resume_run``), ``MissingExtraError`` for a tracker whose package is missing (nothing changed),
+    ``ArchiveFullError`` (see ``Run.advance``).
+    """
+    async with AsyncExitStack() as stack:
+        if resume:
+            if archive is None:
+                archive = stack.enter_context(existing_archive(config.db, run_id))
+            run = await stack.enter_async_context(resume_run(config, run_id, archive, approve, reporter, context))
+        else:
+            start = await prepare_start(config, approve, services=context is None, archive=archive)
+            if archive is None:
+                archive = stack.enter_context(start.open_archive())
+            run = await stack.enter_async_context(start_run(start, archive, run_id, reporter, context))
+        return await run.advance(answers)
 
 
 async def read_state(db: str, run_id: str, strategy: str) -> dict[str, Any]:

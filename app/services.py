@@ -10,6 +10,7 @@ from coevo.envs.base import Env
 from coevo.envs.registry import get_env
 from coevo.evaluation.executors import Executor, make_executor
 from coevo.harnesses.bpe import ArchiveExperience
+from coevo.harnesses.spec import HarnessSpec
 from coevo.meta.context import MetaContext
 from coevo.models.adapters import check_adapter
 from coevo.observe.progress import NullReporter, Reporter
@@ -82,13 +83,14 @@ def meta_roles(config: RunConfig, env: Env, names: Iterable[str]) -> dict[str, A
 
 def make_context(config: RunConfig, archive: Archive, run_id: str, reporter: Reporter | None = None,
                  env: Env | None = None, executor: Executor | None = None,
-                 strategy: Strategy | None = None) -> MetaContext:
+                 strategy: Strategy | None = None, h0: HarnessSpec | None = None) -> MetaContext:
     """The services of a run built from its config and its strategy's row in the strategy table
     (a trainer only when it trains weights, only the meta roles it needs, the ``config.executor``'s
     workers for its evaluations and the trainer's server-backed sampling): the CLI's and Studio's
-    default wiring. ``env``, ``executor`` and ``strategy``: what the caller built already (the run
-    driver's ``preflight``); each is built here only when not given (the executor only when
-    ``config.executor`` is not ``inprocess``)."""
+    default wiring. ``env``, ``executor``, ``strategy`` and ``h0`` (the run's start harness): what the
+    caller built already (the run driver's ``preflight``); each is built here only when not given (the
+    executor only when ``config.executor`` is not ``inprocess``; H0 when a node first asks for it,
+    ``MetaContext.start``)."""
     env = env or get_env(config.env.ref, **config.env.settings())
     strategy = strategy or get_strategy(config.strategy)
     if executor is None and config.executor != "inprocess":
@@ -96,4 +98,4 @@ def make_context(config: RunConfig, archive: Archive, run_id: str, reporter: Rep
     trainer = StageTrainer(config, env, archive, run_id, executor) if strategy.trains else None
     return MetaContext(config=config, env=env, archive=archive, policy=PolicyCache(config, archive), trainer=trainer,
                        reporter=reporter or NullReporter(), run_id=run_id, executor=executor,
-                       experience=ArchiveExperience(archive, run_id), **meta_roles(config, env, strategy.roles))
+                       experience=ArchiveExperience(archive, run_id), h0=h0, **meta_roles(config, env, strategy.roles))

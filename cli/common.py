@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.measure import Measurement
 
-from coevo.config import RunConfig
+from coevo.config import ConfigError, RunConfig
 from coevo.errors import CoevoError
 from coevo.harnesses.errors import HarnessError
 from coevo.masking import redact
@@ -110,7 +110,7 @@ def key_values(pairs: list[str], example: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for pair in pairs:
         if "=" not in pair:
-            raise ValueError(f"--set {pair!r}: write KEY=VALUE, e.g. --set {example}")
+            raise ConfigError(f"--set {pair!r}: write KEY=VALUE, e.g. --set {example}")
         key, value = pair.split("=", 1)
         try:
             out[key] = tomllib.loads(f"v = {value}")["v"]

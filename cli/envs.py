@@ -6,7 +6,7 @@ import typer
 from rich.table import Table
 
 from coevo.cli.common import console, user_errors
-from coevo.envs.registry import available, get_env
+from coevo.envs.registry import EnvRefError, available, get_env
 from coevo.errors import MissingExtraError
 
 app = typer.Typer(help="List task suites and show their tasks.\n\nExample: `coevo envs show showcase --n 3`",
@@ -46,7 +46,7 @@ def show(ref: str = typer.Argument(..., help="Suite name or name:key=value,... (
             env = get_env(ref)
             tasks = env.tasks(split, n)  # type: ignore[arg-type]
         except MissingExtraError as err:
-            raise ValueError(str(err)) from None
+            raise EnvRefError(str(err)) from None
     config = getattr(env, "config", {})
     table = Table(title=f"{env.name} {split} ({len(tasks)} shown)  config={config}", show_lines=True)
     table.add_column("id", style="bold", no_wrap=True)

@@ -131,8 +131,8 @@ class StageSettings(BaseModel):
         """Raise ``ValueError`` unless these settings can run GRPO: Eq. 6 normalises rewards within a
         group, so a group of one rollout has no advantage."""
         if self.num_generations < 2:
-            raise ValueError(f"GRPO needs num_generations >= 2 (a group of {self.num_generations} rollout has no "
-                             "advantage); raise num_generations or use algorithm 'rsft'")
+            raise StageConfigError(f"GRPO needs num_generations >= 2 (a group of {self.num_generations} rollout has no "
+                                   "advantage); raise num_generations or use algorithm 'rsft'")
 
 
 class StageConfig(StageSettings):

@@ -15,7 +15,7 @@ from typing import Any
 
 from coevo.envs.base import REWARD_MODES, SPLITS, Episode, RewardMode, Score, Split, Task
 from coevo.envs.baseline import constant_baseline
-from coevo.envs.common import check_split, dedupe, first_tasks, split_sizes, task_id
+from coevo.envs.common import EnvRefError, check_split, dedupe, first_tasks, split_sizes, task_id
 
 
 class AdapterEnv(ABC):
@@ -39,9 +39,9 @@ class AdapterEnv(ABC):
                  reward: str = "correct") -> None:
         if reward not in REWARD_MODES or (reward == "partial" and not self.partial_ok):
             modes = "correct or partial" if self.partial_ok else "correct (this adapter has no partial credit)"
-            raise ValueError(f"reward={reward!r} is not a reward mode of {self.name}; write reward={modes}")
+            raise EnvRefError(f"reward={reward!r} is not a reward mode of {self.name}; write reward={modes}")
         if size < 1:
-            raise ValueError(f"size={size} must be >= 1")
+            raise EnvRefError(f"size={size} must be >= 1")
         self.size, self.val_frac, self.test_frac = size, val_frac, test_frac
         self.reward_mode: RewardMode = reward  # type: ignore[assignment]
         self.config: dict[str, Any] = {"size": size, "val_frac": val_frac, "test_frac": test_frac, "reward": reward}

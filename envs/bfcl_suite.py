@@ -38,7 +38,7 @@ from typing import Any
 
 from coevo.envs.base import Episode, Score, Split, Task, Tool
 from coevo.envs.bfcl_import import load_bfcl
-from coevo.envs.common import as_list, dedupe, hash_split, round_robin, task_id
+from coevo.envs.common import EnvRefError, as_list, dedupe, hash_split, round_robin, task_id
 from coevo.envs.interaction import NEXT_USER_TURN
 from coevo.envs.suite import Suite
 
@@ -129,8 +129,8 @@ class BfclEnv(Suite):
             cats += list(GROUPS.get(c, (c,)))
         supported = AST_CATEGORIES + MULTI_TURN_CATEGORIES
         if not cats or (bad := [c for c in cats if c not in supported]):
-            raise ValueError(f"unsupported bfcl categories {cats if not cats else bad}; choose from {list(supported)} "
-                             f"or the groups {sorted(GROUPS)}")
+            raise EnvRefError(f"unsupported bfcl categories {cats if not cats else bad}; choose from {list(supported)} "
+                              f"or the groups {sorted(GROUPS)}")
         self.categories = list(dict.fromkeys(cats))
         self.seed, self.size = int(seed), (None if size is None else int(size))
         self.val_frac, self.test_frac = float(val_frac), float(test_frac)

@@ -19,11 +19,17 @@ from types import ModuleType
 from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 from coevo.envs.base import SPLITS, Split, Task
-from coevo.errors import MissingExtraError
+from coevo.errors import CoevoError, MissingExtraError
 
 __all__ = ["MissingExtraError"]  # re-exported: suites raise it through ``require``
 
 T = TypeVar("T")
+
+
+class EnvRefError(CoevoError, ValueError):
+    """An env reference whose settings the suite cannot be built with (a key it does not take, a value of
+    a type or size it cannot use, a target that cannot be loaded); the message names the reference, the
+    setting and the fix. Raised by ``coevo.envs.registry`` and by every env's constructor."""
 
 
 def require(module: str, extra: str, package: str, then: str | None = None) -> ModuleType:

@@ -36,7 +36,7 @@ from typing import Any
 
 from coevo.envs.adapter import AdapterEnv
 from coevo.envs.base import Episode, Score, Task, Tool
-from coevo.envs.common import require
+from coevo.envs.common import EnvRefError, require
 
 ACTIONS: dict[str, list[str]] = {
     "FrozenLake": ["left", "down", "right", "up"],
@@ -101,19 +101,19 @@ class GymEnv(AdapterEnv):
         try:
             probe = self.gym.make(self.id, **self.make_kwargs)
         except self.gym.error.Error as err:
-            raise ValueError(f"gym env {self.id!r} cannot be made: {err}") from None
+            raise EnvRefError(f"gym env {self.id!r} cannot be made: {err}") from None
         self.ansi = "ansi" in (probe.metadata or {}).get("render_modes", [])
         try:
             self.text_actions = isinstance(probe.action_space, self.gym.spaces.Text)
             if not self.text_actions and not isinstance(probe.action_space, self.gym.spaces.Discrete):
-                raise ValueError(f"gym env {self.id!r} has action space {probe.action_space}; this adapter plays Text "
-                                 "or Discrete actions only")
+                raise EnvRefError(f"gym env {self.id!r} has action space {probe.action_space}; this adapter plays Text "
+                                  "or Discrete actions only")
             names = [actions] if isinstance(actions, str) else actions
             n = 0 if self.text_actions else int(probe.action_space.n)
             self.actions = [str(a).lower() for a in (names or ACTIONS.get(family) or range(n))]
             if not self.text_actions and len(self.actions) != n:
-                raise ValueError(f"actions={names} names {len(self.actions)} actions but {self.id} has {n}; name "
-                                 "each, in order")
+                raise EnvRefError(f"actions={names} names {len(self.actions)} actions but {self.id} has {n}; name "
+                                  "each, in order")
         finally:
             probe.close()
         self.legend = LEGENDS.get(family, "")

@@ -32,7 +32,7 @@ from typing import Any, get_type_hints
 
 from coevo.envs.adapter import AdapterEnv
 from coevo.envs.base import Episode, Score, Task, Tool
-from coevo.envs.common import require
+from coevo.envs.common import EnvRefError, require
 
 HIDDEN = ("done", "reward", "metadata")
 """Observation and action fields that are protocol, not content."""
@@ -41,7 +41,7 @@ HIDDEN = ("done", "reward", "metadata")
 def _import(target: str) -> Any:
     module, _, attr = str(target).partition(":")
     if not attr:
-        raise ValueError(f"openenv target {target!r}: write package.module:ClassName")
+        raise EnvRefError(f"openenv target {target!r}: write package.module:ClassName")
     return getattr(importlib.import_module(module), attr)
 
 
@@ -108,14 +108,14 @@ class OpenEnvEnv(AdapterEnv):
         super().__init__(size, val_frac, test_frac, reward)
         self.core = require("openenv.core", "openenv", "openenv-core")
         if (id is None) == (url is None):
-            raise ValueError("openenv needs one target: openenv:package.module:EnvClass (in process) or "
-                             "openenv:url=http://host:8000 (a running server)")
+            raise EnvRefError("openenv needs one target: openenv:package.module:EnvClass (in process) or "
+                              "openenv:url=http://host:8000 (a running server)")
         self.url, self.seed, self.success, self.kwargs = url, seed, success, kwargs
         if id is not None:
             self.env_cls = _import(id)
             self.action_cls = _import(action) if action else get_type_hints(self.env_cls.step).get("action")
             if not (isinstance(self.action_cls, type) and hasattr(self.action_cls, "model_json_schema")):
-                raise ValueError(f"openenv {id!r}: step() names no action model; pass action=package.module:Action")
+                raise EnvRefError(f"openenv {id!r}: step() names no action model; pass action=package.module:Action")
             schema = self.action_cls.model_json_schema()
             probe = self.env_cls(**kwargs)
             meta = probe.get_metadata()

@@ -20,7 +20,7 @@ from importlib.metadata import entry_points
 from typing import Any, Callable
 
 from coevo.envs.base import Env
-from coevo.errors import CoevoError
+from coevo.envs.common import EnvRefError
 
 BUILTINS: dict[str, str] = {
     "reasoning_gym": "coevo.envs.rg_suite:ReasoningGymEnv",
@@ -32,11 +32,6 @@ BUILTINS: dict[str, str] = {
     "showcase": "coevo.envs.showcase_suite:ShowcaseEnv",
 }
 GROUP = "coevo.envs"
-
-
-class EnvRefError(CoevoError, ValueError):
-    """An env reference whose settings the suite cannot be built with (a key it does not take, a value of
-    a type or size it cannot use); the message names the reference, the setting and the fix."""
 
 
 def _coerce(text: str) -> Any:
@@ -60,7 +55,7 @@ def parse_ref(ref: str) -> tuple[str, dict[str, Any]]:
     """
     name, _, rest = ref.strip().partition(":")
     if not name:
-        raise ValueError(f"env reference {ref!r} has no name; write e.g. 'reasoning_gym:size=60'")
+        raise EnvRefError(f"env reference {ref!r} has no name; write e.g. 'reasoning_gym:size=60'")
     kwargs: dict[str, Any] = {}
     last: str | None = None
     for item in (p.strip() for p in rest.split(",")) if rest else ():
@@ -73,7 +68,7 @@ def parse_ref(ref: str) -> tuple[str, dict[str, Any]]:
         elif last is None and "id" not in kwargs:
             kwargs["id"] = item  # an adapter's target: gym:Taxi-v4, verifiers:NAME, openenv:NAME
         elif last is None:
-            raise ValueError(f"env reference {ref!r}: {item!r} has no key; write key=value")
+            raise EnvRefError(f"env reference {ref!r}: {item!r} has no key; write key=value")
         else:
             prev = kwargs[last]
             kwargs[last] = (prev if isinstance(prev, list) else [prev]) + [_coerce(item)]
@@ -110,8 +105,8 @@ def get_env(ref: str, **settings: Any) -> Env:
                        f"the entry-point group {GROUP!r})")
     factory = _load(known[name])
     if "id" in kwargs and not _accepts(factory, "id"):
-        raise ValueError(f"env reference {ref!r}: {kwargs['id']!r} has no key, and {name!r} takes no target; "
-                         "write key=value")
+        raise EnvRefError(f"env reference {ref!r}: {kwargs['id']!r} has no key, and {name!r} takes no target; "
+                          "write key=value")
     for key in kwargs:
         if not key or not _accepts(factory, key):
             what = f"takes no setting {key!r}" if key else "has an item '=...' with no key"
@@ -121,11 +116,11 @@ def get_env(ref: str, **settings: Any) -> Env:
         if value is None:
             continue
         if key in kwargs and kwargs[key] != value:
-            raise ValueError(f"env reference {ref!r} sets {key}={kwargs[key]} but {key}={value} was also asked for; "
-                             f"keep one of them")
+            raise EnvRefError(f"env reference {ref!r} sets {key}={kwargs[key]} but {key}={value} was also asked for; "
+                              f"keep one of them")
         if not _accepts(factory, key):
-            raise ValueError(f"env {name!r} takes no setting {key!r} (asked for {key}={value}); remove it, "
-                             f"the suite decides that itself")
+            raise EnvRefError(f"env {name!r} takes no setting {key!r} (asked for {key}={value}); remove it, "
+                              f"the suite decides that itself")
         kwargs[key] = value
     try:
         return factory(**kwargs)

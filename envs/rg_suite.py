@@ -23,7 +23,7 @@ from typing import Any
 from coevo.envs.base import Episode, Score, Split, Task
 from coevo.envs.baseline import GENERIC_CONSTANTS, common_answers
 from coevo.envs.calculator import calculator_tool
-from coevo.envs.common import as_list, cut_splits, dedupe, round_robin, task_id
+from coevo.envs.common import EnvRefError, as_list, cut_splits, dedupe, round_robin, task_id
 from coevo.envs.sandbox import python_tool
 from coevo.envs.suite import Suite
 
@@ -53,18 +53,18 @@ class ReasoningGymEnv(Suite):
         fams = as_list(families)
         unknown = [f for f in fams if f not in DATASETS]
         if not fams or unknown:
-            raise ValueError(f"unknown reasoning-gym families {unknown or fams}; known: {sorted(DATASETS)}")
+            raise EnvRefError(f"unknown reasoning-gym families {unknown or fams}; known: {sorted(DATASETS)}")
         tool_names = as_list(tools)
         if bad := [t for t in tool_names if t not in TOOLS]:
-            raise ValueError(f"unknown tools {bad}; choose from {list(TOOLS)}")
+            raise EnvRefError(f"unknown tools {bad}; choose from {list(TOOLS)}")
         if int(size) < 1:
-            raise ValueError(f"size={size} must be >= 1")
+            raise EnvRefError(f"size={size} must be >= 1")
         options: dict[str, dict[str, Any]] = {f: {} for f in fams}
         for key, value in family_options.items():
             fam, dot, opt = key.partition(".")
             if not dot or fam not in options:
-                raise ValueError(f"unknown option {key!r}; family options are written <family>.<option> "
-                                 f"with a family from {fams}")
+                raise EnvRefError(f"unknown option {key!r}; family options are written <family>.<option> "
+                                  f"with a family from {fams}")
             options[fam][opt] = value
         self.families, self.size, self.seed = fams, int(size), int(seed)
         self.val_frac, self.test_frac = float(val_frac), float(test_frac)

@@ -27,7 +27,7 @@ from typing import Any
 
 from coevo.envs.base import Episode, Score, Split, Task
 from coevo.envs.baseline import common_answers
-from coevo.envs.common import cut_splits, task_id
+from coevo.envs.common import EnvRefError, cut_splits, task_id
 from coevo.envs.suite import Suite
 
 ITEMS = ("apple", "pear", "fig", "kiwi", "plum", "lime", "mango", "peach", "grape", "melon", "lemon", "cherry",
@@ -56,9 +56,9 @@ class ShowcaseEnv(Suite):
                  test_frac: float = 0.2, reward: str = "correct") -> None:
         super().__init__(reward)
         if int(size) < 3:
-            raise ValueError(f"showcase size={size}: write size=3 or more (one task per split at least)")
+            raise EnvRefError(f"showcase size={size}: write size=3 or more (one task per split at least)")
         if not 2 <= int(items) <= len(ITEMS):
-            raise ValueError(f"showcase items={items}: write items=2 to {len(ITEMS)} (prices listed per task)")
+            raise EnvRefError(f"showcase items={items}: write items=2 to {len(ITEMS)} (prices listed per task)")
         self.size, self.seed, self.items = int(size), int(seed), int(items)
         self.val_frac, self.test_frac = float(val_frac), float(test_frac)
         self.config = {"size": self.size, "seed": self.seed, "items": self.items, "val_frac": self.val_frac,

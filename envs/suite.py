@@ -17,7 +17,7 @@ from coevo.envs.base import (
     Task,
 )
 from coevo.envs.baseline import GENERIC_CONSTANTS, constant_baseline
-from coevo.envs.common import check_split, first_tasks
+from coevo.envs.common import EnvRefError, check_split, first_tasks
 
 
 class Suite(ABC):
@@ -33,8 +33,9 @@ class Suite(ABC):
 
     def __init__(self, reward: str = "correct") -> None:
         if reward not in REWARD_MODES:
-            raise ValueError(f"reward={reward!r} is not a reward mode; write reward=correct (1 when the checker "
-                             "passes the answer, else 0; the default) or reward=partial (the checker's partial credit)")
+            raise EnvRefError(f"reward={reward!r} is not a reward mode; write reward=correct (1 when the checker "
+                              "passes the answer, else 0; the default) or reward=partial (the checker's partial "
+                              "credit)")
         self.reward_mode: RewardMode = reward  # type: ignore[assignment]
         self.config: dict[str, Any] = {}
         self._splits: dict[Split, list[Task]] | None = None

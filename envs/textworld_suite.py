@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from coevo.envs.base import Episode, Score, Split, Task, Tool
-from coevo.envs.common import cache_dir, dedupe, leading_choice, require, split_sizes, task_id
+from coevo.envs.common import EnvRefError, cache_dir, dedupe, leading_choice, require, split_sizes, task_id
 from coevo.envs.suite import Suite
 
 CHALLENGES: dict[str, dict[str, Any]] = {
@@ -100,16 +100,16 @@ class TextWorldEnv(Suite):
         super().__init__(reward)
         require("textworld", "textworld", "textworld")
         if challenge not in CHALLENGES:
-            raise ValueError(f"unknown textworld challenge {challenge!r}; choose from {sorted(CHALLENGES)}")
+            raise EnvRefError(f"unknown textworld challenge {challenge!r}; choose from {sorted(CHALLENGES)}")
         if bad := [k for k in options if k not in CHALLENGES[challenge]]:
-            raise ValueError(f"unknown {challenge} options {bad}; known: {sorted(CHALLENGES[challenge])}")
+            raise EnvRefError(f"unknown {challenge} options {bad}; known: {sorted(CHALLENGES[challenge])}")
         if str(admissible).lower() not in ADMISSIBLE:
-            raise ValueError(f"admissible={admissible!r}: use true, false or numbered")
+            raise EnvRefError(f"admissible={admissible!r}: use true, false or numbered")
         level = str(options.get("level", 1)).strip()
         if challenge == "tw-coin_collector" and not (level.isdecimal() and 1 <= int(level) <= 300):
-            raise ValueError(f"level={level} must be in 1..300 (an integer: TextWorld's tw-coin_collector levels)")
+            raise EnvRefError(f"level={level} must be in 1..300 (an integer: TextWorld's tw-coin_collector levels)")
         if int(size) < 1:
-            raise ValueError(f"size={size} must be >= 1")
+            raise EnvRefError(f"size={size} must be >= 1")
         self.challenge, self.size, self.seed = challenge, int(size), int(seed)
         self.listing = ADMISSIBLE[str(admissible).lower()]
         self.admissible = bool(self.listing)

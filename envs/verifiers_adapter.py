@@ -60,7 +60,7 @@ from coevo.aio import LoopThread
 from coevo.compat import vf_bare_env, vf_config_type, vf_tool_call, vf_tool_methods, vf_trace_stops
 from coevo.envs.adapter import AdapterEnv
 from coevo.envs.base import Episode, Score, Split, Task, Tool
-from coevo.envs.common import require, split_sizes
+from coevo.envs.common import EnvRefError, require, split_sizes
 from coevo.envs.interaction import NEXT_USER_TURN
 
 SPLIT_FIELDS = ("split", "dataset_split")
@@ -219,8 +219,8 @@ class VerifiersEnv(AdapterEnv):
             self.loop.run(server.setup())
         self.bare = vf_bare_env(env_cls)
         if len(self.bare.seats) != 1:
-            raise ValueError(f"verifiers env {env_cls.__name__} has {len(self.bare.seats)} agent seats "
-                             f"({', '.join(self.bare.seats)}); the adapter plays envs with one agent (coevo's)")
+            raise EnvRefError(f"verifiers env {env_cls.__name__} has {len(self.bare.seats)} agent seats "
+                              f"({', '.join(self.bare.seats)}); the adapter plays envs with one agent (coevo's)")
         self.config.update(id=self.id, success=self.success, eval_split=eval_split, taskset_args=self.taskset_args)
 
     def close(self) -> None:
@@ -238,10 +238,10 @@ class VerifiersEnv(AdapterEnv):
             module = importlib.import_module(module_name)
             cls = getattr(module, attr)
         except (ImportError, AttributeError, TypeError, ValueError) as err:
-            raise ValueError(f"verifiers target {self.id!r} cannot be loaded ({err}); write verifiers:NAME (an "
-                             "installed taskset) or verifiers:package.module:Taskset") from None
+            raise EnvRefError(f"verifiers target {self.id!r} cannot be loaded ({err}); write verifiers:NAME (an "
+                              "installed taskset) or verifiers:package.module:Taskset") from None
         if not (isinstance(cls, type) and issubclass(cls, self.vf.Taskset)):
-            raise ValueError(f"verifiers target {self.id!r} is a {type(cls).__name__}, not a verifiers Taskset class")
+            raise EnvRefError(f"verifiers target {self.id!r} is a {type(cls).__name__}, not a verifiers Taskset class")
         from verifiers.v1.envs.single_agent import SingleAgentEnv
 
         own = _exported(module, self.vf.Taskset) is cls  # the module is cls's package: its Env plays it
@@ -252,15 +252,15 @@ class VerifiersEnv(AdapterEnv):
         try:
             config = config_cls(**({"id": self.id} if ":" not in self.id else {}), **args)
         except Exception as err:  # pydantic's ValidationError: a field the taskset does not have, a bad value
-            raise ValueError(f"verifiers taskset {self.id!r}: bad arguments {args}: {err}") from None
+            raise EnvRefError(f"verifiers taskset {self.id!r}: bad arguments {args}: {err}") from None
         return self.taskset_cls(config)
 
     def _split_field(self) -> str:
         fields = type(self.taskset.config).model_fields
         found = [f for f in SPLIT_FIELDS if f in fields]
         if not found:
-            raise ValueError(f"eval_split={self.eval_split!r}: taskset {self.id!r} has no split field "
-                             f"({' or '.join(SPLIT_FIELDS)}) to load its held-out rows from")
+            raise EnvRefError(f"eval_split={self.eval_split!r}: taskset {self.id!r} has no split field "
+                              f"({' or '.join(SPLIT_FIELDS)}) to load its held-out rows from")
         return found[0]
 
     def _items(self) -> list[tuple[Any, str, dict[str, Any]]]:
@@ -273,11 +273,11 @@ class VerifiersEnv(AdapterEnv):
         if held is not None:
             rows += [("eval", t) for t in itertools.islice(iter(held), self.size - n_train)]
         if not rows:
-            raise ValueError(f"verifiers taskset {self.id!r} has no tasks with {self.taskset_args}")
+            raise EnvRefError(f"verifiers taskset {self.id!r} has no tasks with {self.taskset_args}")
         bare = [t for _, t in rows if t.data.prompt is None]
         if bare:
-            raise ValueError(f"verifiers taskset {self.id!r} has tasks without a prompt (the user opens them); the "
-                             "adapter plays prompted tasks")
+            raise EnvRefError(f"verifiers taskset {self.id!r} has tasks without a prompt (the user opens them); the "
+                              "adapter plays prompted tasks")
         return [(task, prompt_text(task.data.system_prompt, task.data.prompt),
                  {"vf_taskset": self.id, "vf_dataset": which, "vf_idx": task.data.idx, "vf_name": task.data.name})
                 for which, task in rows]

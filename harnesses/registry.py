@@ -24,6 +24,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from coevo.errors import InputError
+
 EVENTS = ("before_model", "after_model", "after_tool", "on_tool_error", "before_finish")
 
 
@@ -74,7 +76,7 @@ def register_condition(name: str) -> Callable[[Callable[..., bool]], Callable[..
 
     def deco(fn: Callable[..., bool]) -> Callable[..., bool]:
         if CONDITIONS.get(name, fn) is not fn:
-            raise ValueError(f"hook condition {name!r} is already registered; pick another name")
+            raise InputError(f"hook condition {name!r} is already registered; pick another name")
         CONDITIONS[name] = fn
         return fn
 
@@ -90,7 +92,7 @@ def register_action(
 
     def deco(fn: Callable[[HookContext, str], Effect]) -> Callable[[HookContext, str], Effect]:
         if ACTIONS.get(name, fn) is not fn:
-            raise ValueError(f"hook action {name!r} is already registered; pick another name")
+            raise InputError(f"hook action {name!r} is already registered; pick another name")
         ACTIONS[name] = fn
         return fn
 

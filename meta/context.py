@@ -81,6 +81,12 @@ class MetaContext(Recording):
     ``coevo.harnesses.bpe.ExperienceStore``; in memory by default, in the archive as ``make_context``
     builds it: across runs that share a start harness); a BPE harness's evaluations start every
     rollout from its lineage's lessons (the run's start harness), on the executor's workers too.
+    ``h0``: the run's H0 as the driver built it (``coevo.app.preflight``; None: built here when first
+    asked, ``start``), so a run builds it once.
+
+    What the loop reads again and again is read once: a stored spec per harness id (``spec``; ids are
+    content addresses, so the spec under one never changes), the run's stored H0 (``start_spec``) and
+    the checkpoint a weight stage recorded (``checkpoint``).
 
     What ``evaluate``, ``train`` and ``store_calls`` spend is stored per phase (``account``;
     ``coevo.meta.budget``) and tracked: ``score/<split>/<harness>`` per evaluation,
@@ -107,12 +113,16 @@ class MetaContext(Recording):
     run_id: str = "studio"
     tracker: Tracker = field(default_factory=NullTracker)
     experience: ExperienceStore = field(default_factory=InMemoryExperience)
+    h0: HarnessSpec | None = None
     budget_stop: str = field(default="", init=False)
     _reserved: int = field(default=0, init=False, repr=False)
     _running: set = field(default_factory=set, init=False, repr=False)
     _answers: dict[str, str] | None = field(default=None, init=False, repr=False)
     _warned: bool = field(default=False, init=False, repr=False)
     _start: HarnessSpec | None = field(default=None, init=False, repr=False)
+    _base: HarnessSpec | None = field(default=None, init=False, repr=False)
+    _specs: dict[str, HarnessSpec] = field(default_factory=dict, init=False, repr=False)
+    _stage: Checkpoint | None = field(default=None, init=False, repr=False)
 
     def tasks(self, split: Split, ids: Sequence[str] | None = None) -> list[Task]:
         """The run's tasks of ``split`` (sizes from ``config.env``), in the env's order; only those in
@@ -141,14 +151,26 @@ class MetaContext(Recording):
         """Whether the run's strategy runs a Meta-Harness search (its row names a proposer)."""
         return "proposer" in get_strategy(self.config.strategy).roles
 
+    def start(self) -> HarnessSpec:
+        """H0 as the run's config names it (``config.harness``, else the env's base harness): ``h0`` when
+        the driver built it, else built now, once (``coevo.harnesses.agent.start_harness``); ``setup``
+        stores it. Raises ``HarnessError`` for a bad harness."""
+        if self.h0 is None:
+            self.h0 = start_harness(self.config.harness, self.env.name)
+        return self.h0
+
     def start_spec(self) -> HarnessSpec | None:
-        """The run's H0: the harness ``setup`` stored as its base, else what it would load
-        (``config.harness`` or the env's base harness); None when neither is found."""
-        for record in self.archive.list(HarnessRecord, run_id=self.run_id):
-            if record.origin == "base":
-                return load_harness(record.spec)
+        """The run's H0: the harness ``setup`` stored as its base (read once), else what it would store
+        (``start``); None when neither is found."""
+        if self._base is None:
+            for record in self.archive.list(HarnessRecord, run_id=self.run_id):
+                if record.origin == "base":
+                    self._base = self.spec(record.id)
+                    break
+        if self._base is not None:
+            return self._base
         try:
-            return start_harness(self.config.harness, self.env.name)
+            return self.start()
         except (HarnessError, OSError):
             return None
 
@@ -194,11 +216,23 @@ class MetaContext(Recording):
         return self._answers
 
     def spec(self, harness_id: str) -> HarnessSpec:
-        """The ``HarnessSpec`` stored under ``harness_id``. Raises ``KeyError`` when the archive lacks it."""
-        record = self.archive.get(HarnessRecord, harness_id)
-        if record is None:
-            raise KeyError(f"harness {harness_id} is not in the archive; the run's database is incomplete")
-        return load_harness(record.spec)
+        """The ``HarnessSpec`` stored under ``harness_id``, read and validated once per run (the same
+        object on every call: a content address's spec, not to be changed in place). Raises ``KeyError``
+        when the archive lacks it."""
+        if harness_id not in self._specs:
+            record = self.archive.get(HarnessRecord, harness_id)
+            if record is None:
+                raise KeyError(f"harness {harness_id} is not in the archive; the run's database is incomplete")
+            self._specs[harness_id] = load_harness(record.spec)
+        return self._specs[harness_id]
+
+    def checkpoint(self, checkpoint_id: str) -> Checkpoint | None:
+        """The stored record of ``checkpoint_id`` (None when the archive lacks it): the one the last
+        weight stage recorded is the record ``train`` read for its metrics, so the stage's node and
+        family read it without asking the archive again."""
+        if self._stage is not None and self._stage.id == checkpoint_id:
+            return self._stage
+        return self.archive.get(Checkpoint, checkpoint_id)
 
     async def evaluate(self, harness_id: str, checkpoint: str, split: Split, tasks: Sequence[Task] | None = None,
                        k: int | None = None, seed: int | None = None) -> EvalResult:
@@ -256,9 +290,9 @@ class MetaContext(Recording):
         async with self.reserved(stage_rollouts(self.config.train, kind), f"round {round}'s weight stage"):
             checkpoint, trajectories = await self.trainer(checkpoint_id, spec, tasks, round, kind)
         self.account(stage_budget(self.run_id, checkpoint, trajectories))
-        record = self.archive.get(Checkpoint, checkpoint)
+        record = self._stage = self.archive.get(Checkpoint, checkpoint)  # read once: ``checkpoint`` keeps it
         if record is not None and "updates" not in (record.metrics or {}):
-            record = record.model_copy(update={"metrics": {**(record.metrics or {}), "updates": updates}})
+            record = self._stage = record.model_copy(update={"metrics": {**(record.metrics or {}), "updates": updates}})
             self.archive.put(record)
         metrics = record.metrics if record is not None else {}
         self.track({f"train/{k}": v for k, v in metrics.items()}, round)

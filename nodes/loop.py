@@ -30,7 +30,6 @@ from langgraph.types import interrupt
 from coevo.config import RunConfig
 from coevo.envs.base import Task
 from coevo.evaluation.gate import decide
-from coevo.harnesses.agent import start_harness
 from coevo.harnesses.spec import HarnessSpec
 from coevo.meta.budget import ending, phased
 from coevo.meta.context import MetaContext
@@ -57,15 +56,15 @@ def base_checkpoint(config: RunConfig) -> Checkpoint:
 
 
 def setup(state: MetaState, runtime: Runtime[MetaContext]) -> dict:
-    """Store H0 (``config.harness`` or the env's base harness) and W0 unless the input names them
-    (``incumbent``, ``checkpoint``), and the run's train/val/test tasks (and a searching strategy's
-    search split); record the context's run id and the rounds to run (``config.rounds``) in the
-    state. Idempotent."""
+    """Store H0 (``ctx.start()``: ``config.harness`` or the env's base harness, built once) and W0
+    unless the input names them (``incumbent``, ``checkpoint``), and the run's train/val/test tasks
+    (and a searching strategy's search split); record the context's run id and the rounds to run
+    (``config.rounds``) in the state. Idempotent."""
     ctx = runtime.context
     run_id = ctx.run_id
     incumbent = state.get("incumbent")
     if not incumbent:
-        incumbent = ctx.archive.add_harness(start_harness(ctx.config.harness, ctx.env.name), [], "base", run_id)
+        incumbent = ctx.archive.add_harness(ctx.start(), [], "base", run_id)  # H0 as the driver built it
     checkpoint = state.get("checkpoint")
     if not checkpoint:
         checkpoint = ctx.record_base_checkpoint(base_checkpoint(ctx.config))
@@ -129,7 +128,7 @@ async def run_stage(ctx: MetaContext, state: MetaState, spec: HarnessSpec, befor
     trajectories = [t.model_copy(update={"split": "train", "harness_id": names.get(t.harness_id, spec.id)})
                     for t in trajectories]
     ctx.archive.add_trajectories(trajectories, None, ctx.run_id)
-    record = ctx.archive.get(Checkpoint, checkpoint)
+    record = ctx.checkpoint(checkpoint)  # the record ctx.train read
     m = record.metrics if record is not None else {}
     stage = WeightStage(round=rnd, harness_id=spec.id, checkpoint_before=before, checkpoint_after=checkpoint,
                         steps=m.get("steps"), train_reward=m.get("reward_mean"),

@@ -25,7 +25,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal, Mapping, Protocol
 
-from coevo.errors import MissingExtraError
+from coevo.errors import InputError, MissingExtraError
 from coevo.masking import redact_data
 
 ReportTo = Literal["none", "tensorboard", "mlflow", "wandb"]
@@ -189,7 +189,7 @@ def require_tracker(report_to: str) -> None:
     if report_to == "none":
         return
     if report_to not in _PACKAGES:
-        raise ValueError(f"report_to {report_to!r} is not a tracker: write one of none, tensorboard, mlflow, wandb")
+        raise InputError(f"report_to {report_to!r} is not a tracker: write one of none, tensorboard, mlflow, wandb")
     modules, package, install = _PACKAGES[report_to]
     try:
         for module in modules:

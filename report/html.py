@@ -7,6 +7,7 @@ import html
 from pathlib import Path
 from typing import Any
 
+from coevo.errors import InputError
 from coevo.evaluation.parity import parity_note
 from coevo.evaluation.results import paired_difference
 from coevo.evaluation.stats import score_estimate
@@ -119,8 +120,9 @@ def _g(x: float | None) -> str:
     return "–" if x is None else f"{x:.4g}"
 
 
-def write_report(run_id: str, db: str, out_dir: Path, state: dict[str, Any] | None = None) -> Path:
-    """Write ``out_dir/index.html`` (+ PNGs) for run ``run_id`` from the archive at ``db``; with the
+def write_report(run_id: str, db: str | Archive, out_dir: Path, state: dict[str, Any] | None = None) -> Path:
+    """Write ``out_dir/index.html`` (+ PNGs) for run ``run_id`` from the archive at ``db`` (a path or URL,
+    opened and closed here, or an open ``Archive``, left open); with the
     run's final ``state`` (``run_meta``'s result, or ``coevo.app.run.read_state``) the test table
     names the start and final pairs and prints their paired difference. A section appears only for
     a mechanism the run used (gate decisions, weight stages, phases, CoEvo-RSI, Harness-S, rescue,
@@ -130,10 +132,16 @@ def write_report(run_id: str, db: str, out_dir: Path, state: dict[str, Any] | No
 
     Raises ``ValueError`` when the run is not in the archive.
     """
-    archive = Archive(db)
+    if isinstance(db, Archive):
+        return _write(run_id, db, db.url, out_dir, state)
+    with Archive(db) as archive:
+        return _write(run_id, archive, db, out_dir, state)
+
+
+def _write(run_id: str, archive: Archive, db: str, out_dir: Path, state: dict[str, Any] | None) -> Path:
     run = archive.get(RunRecord, run_id)
     if run is None:
-        raise ValueError(f"no run {run_id!r} in {db}; `coevo archive list --db {db}` shows the runs")
+        raise InputError(f"no run {run_id!r} in {db}; `coevo archive list --db {db}` shows the runs")
     out_dir.mkdir(parents=True, exist_ok=True)
     decisions = sorted(archive.list(GateDecision, run_id=run_id), key=lambda d: (d.round, d.created_at))
     harnesses = [h for h in archive.list(HarnessRecord, run_id=run_id) if h.origin != "sampling"]  # not their variants

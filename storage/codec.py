@@ -23,6 +23,7 @@ import pydantic_core
 
 from coevo.models.base import TOKENS_KEY
 from coevo.models.trajectory import ModelCall, Trajectory
+from coevo.storage.errors import CorruptArchiveError
 
 _CALL_FIELDS = tuple(ModelCall.model_fields)
 _OTHER_FIELDS = tuple(name for name in Trajectory.model_fields if name != "calls")
@@ -100,7 +101,7 @@ def decode(text: str | bytes) -> Trajectory:
         input_ref = item.pop("input_ref", 0)
         prompt_ref = item.pop("prompt_ref", 0)
         if (input_ref or prompt_ref) and prev is None:
-            raise ValueError("corrupt trajectory body: the first call references a previous call")
+            raise CorruptArchiveError("corrupt trajectory body: the first call references a previous call")
         if prompt_ref:
             chain = prev["prompt_token_ids"] + (prev.get("completion_token_ids") or [])  # type: ignore[index]
             item["prompt_token_ids"] = chain[:prompt_ref] + item["prompt_token_ids"]
@@ -112,7 +113,7 @@ def decode(text: str | bytes) -> Trajectory:
     messages_ref = body.pop("messages_ref", 0)
     if messages_ref:
         if prev is None:
-            raise ValueError("corrupt trajectory body: messages reference a call but there are none")
+            raise CorruptArchiveError("corrupt trajectory body: messages reference a call but there are none")
         body["messages"] = (prev["input"] + [prev["output"]])[:messages_ref] + body["messages"]
     body["calls"] = calls
     return Trajectory.model_validate(body)

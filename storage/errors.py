@@ -12,6 +12,11 @@ class ArchiveError(CoevoError, RuntimeError):
     """The archive cannot be opened or a lookup failed; the message says what to do."""
 
 
+class CorruptArchiveError(ArchiveError, ValueError):
+    """A stored row that cannot be read back (a trajectory body whose calls reference nothing): the
+    database was changed outside coevo or damaged."""
+
+
 class SchemaVersionError(ArchiveError):
     """The database was written by a newer coevo schema than this code understands."""
 

@@ -19,7 +19,7 @@ from coevo.meta.sealing import sealed_tasks, unseal
 from coevo.meta.search import Plan, SearchState
 from coevo.nodes.loop import run_stage, stage_tasks
 from coevo.nodes.search import best_of_archive, close_phase, iteration_record, rescored
-from coevo.records import Checkpoint, Phase
+from coevo.records import Phase
 from coevo.timestamps import utcnow
 from coevo.training.kinds import RSFT
 from coevo.training.schedule import Patience, PersistentSampler, WeightPhase, epochs_to_steps
@@ -121,7 +121,7 @@ async def weight_phase(state: WhaleState, runtime: Runtime[MetaContext]) -> dict
     options = phase_options(ctx, state, len(stage_tasks(ctx, state)))
     started = utcnow()
     checkpoint, trajectories, stage = await run_stage(ctx, state, spec, state["checkpoint"], RSFT(phase=options))
-    record = ctx.archive.get(Checkpoint, checkpoint)
+    record = ctx.checkpoint(checkpoint)  # the record ctx.train read
     metrics = record.metrics if record is not None else {}
     return {"checkpoint": checkpoint, "train_trajectories": [t.id for t in trajectories], "stage": stage,
             **weight_phase_end(ctx, state, options, metrics, checkpoint, started)}

@@ -19,6 +19,7 @@ from test_meta_loop import WordEnv, policy, setup_run  # noqa: E402
 
 import coevo.app.run as meta_run  # noqa: E402
 import coevo.cli.eval as eval_cli  # noqa: E402
+from coevo.app.preflight import Prepared  # noqa: E402
 from coevo.cli.app import app  # noqa: E402
 
 
@@ -32,7 +33,7 @@ def main(argv: list[str]) -> None:
         ctx.trainer.archive, ctx.trainer.own_run = archive, run_id  # each run's own checkpoints, as a real trainer's
         return dataclasses.replace(ctx, config=cfg, archive=archive, run_id=run_id, reporter=reporter)
 
-    meta_run.preflight = lambda cfg, strategy: (WordEnv(), None)
+    meta_run.preflight = lambda cfg, strategy: Prepared(WordEnv(), None, None)
     meta_run.make_context = make_context
     app(argv, prog_name="coevo")
 

@@ -19,7 +19,16 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, messag
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import RunnableLambda
 
-from coevo.compat import areply, arun_state, bind_context, bind_tools_within, innermost, unbind
+from coevo.compat import (
+    areply,
+    arun_state,
+    bind_context,
+    bind_tools_within,
+    innermost,
+    state_schemas,
+    unbind,
+    with_checkpointer,
+)
 from coevo.envs.base import Episode, Tool
 from coevo.envs.interaction import NEXT_USER_TURN
 from coevo.harnesses import load_harness
@@ -268,6 +277,29 @@ def test_a_bound_graph_shares_the_compiled_nodes_and_shows_no_context_schema():
     assert bound.get_context_jsonschema() is None, "Studio has nothing to set: the context is bound"
     assert bind_context(bound, "other").bound_context == "other"
 
+
+
+def test_a_graph_given_a_checkpointer_checkpoints_and_shares_the_compiled_nodes():
+    from typing import TypedDict
+
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import StateGraph
+
+    class Count(TypedDict):
+        n: int
+
+    builder = StateGraph(Count)
+    builder.add_node("up", lambda state: {"n": state["n"] + 1})
+    builder.set_entry_point("up")
+    builder.set_finish_point("up")
+    compiled = builder.compile(name="count")
+    saved = with_checkpointer(compiled, InMemorySaver())
+    thread = {"configurable": {"thread_id": "t"}}
+    assert saved.invoke({"n": 1}, thread) == {"n": 2}
+    assert saved.get_state(thread).values == {"n": 2}, "the copy checkpoints"
+    assert compiled.checkpointer is None and saved.name == "count"
+    assert all(saved.nodes[n] is compiled.nodes[n] for n in compiled.nodes)
+    assert Count in state_schemas(compiled)
 
 # --- bind_tools_within / unbind / innermost: a RunnableBinding's fields --------------------------------------
 

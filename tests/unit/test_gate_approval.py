@@ -13,6 +13,7 @@ import pytest
 from test_meta_loop import setup_run
 from typer.testing import CliRunner
 
+from coevo.app.preflight import Prepared
 from coevo.app.run import RunError, resolve_answers, run_meta
 from coevo.cli.app import app
 from coevo.config import RunConfig
@@ -62,7 +63,7 @@ def patch_services(monkeypatch, ctx):
     archive, id, approval mode and the CLI's reporter; no reference is loaded."""
     import coevo.app.run as meta_run
 
-    monkeypatch.setattr(meta_run, "preflight", lambda cfg, strategy: (ctx.env, None))
+    monkeypatch.setattr(meta_run, "preflight", lambda cfg, strategy: Prepared(ctx.env, None, None))
     monkeypatch.setattr(meta_run, "make_context", lambda cfg, archive, run_id, reporter=None, **built: (
         dataclasses.replace(ctx, config=cfg, archive=archive, run_id=run_id, reporter=reporter)))
 
