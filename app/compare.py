@@ -320,7 +320,8 @@ async def compare(config: RunConfig, strategies: Sequence[str], seeds: int | Seq
     working directory. Runs go
     seed by seed, every strategy within a seed, so a comparison stopped early still pairs whole
     seeds. The comparison itself is stored as a run record (strategy ``compare``) listing its runs.
-    Raises ``ValueError`` for an unknown strategy, an empty strategy list, or no seed.
+    Raises ``ConfigError`` (a ``ValueError``) for an unknown strategy, an empty strategy list, no seed, a
+    negative cap, or both caps at once.
     """
     names = list(dict.fromkeys(strategies))
     if not names:
@@ -336,10 +337,10 @@ async def compare(config: RunConfig, strategies: Sequence[str], seeds: int | Seq
         config = config.model_copy(update={"budget": budget})
     if updates is not None:
         if updates < 0:
-            raise ValueError(f"--updates {updates}: an updates cap is a count of weight updates >= 1 (0: none)")
+            raise ConfigError(f"--updates {updates}: an updates cap is a count of weight updates >= 1 (0: none)")
         config = config.model_copy(update={"updates": updates})
     if config.budget and config.updates:
-        raise ValueError(f"budget = {config.budget} and updates = {config.updates}: a comparison has one protocol, "
+        raise ConfigError(f"budget = {config.budget} and updates = {config.updates}: a comparison has one protocol, "
                          "equal rollouts (--budget) or equal updates (--updates); drop one of them")
     config = anchored(config)
     archive = archive or Archive(config.db)

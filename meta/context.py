@@ -7,7 +7,6 @@ trainer and the meta roles only through it, so a test hands them fakes. Nothing 
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Protocol, Sequence
 
@@ -23,26 +22,21 @@ from coevo.harnesses.bpe import ExperienceStore, InMemoryExperience, experience_
 from coevo.harnesses.errors import HarnessError
 from coevo.harnesses.spec import HarnessSpec, load_harness
 from coevo.meta.budget import (
-    MEASURE,
-    BudgetExhausted,
     calls_budget,
-    charged_key,
     current_phase,
     eval_budget,
     measuring,
-    over_cap,
-    over_updates,
     stage_budget,
-    totals,
 )
 from coevo.meta.recording import Recording
 from coevo.meta.roles import Curator, Editor, Inheritor, Profiler, Proposer, Summariser, Voter
 from coevo.meta.sealing import carried, demonstrated
+from coevo.meta.spending import Spending
 from coevo.models.trajectory import Trajectory
 from coevo.observe.log import loop
 from coevo.observe.progress import NullReporter, Reporter
 from coevo.observe.tracking import NullTracker, Tracker
-from coevo.records import BudgetRecord, Checkpoint, HarnessRecord, LLMCallRecord
+from coevo.records import Checkpoint, HarnessRecord, LLMCallRecord
 from coevo.storage import Archive
 from coevo.strategies import get_strategy
 from coevo.training.kinds import StageKind, configured, stage_rollouts
@@ -63,7 +57,7 @@ class Trainer(Protocol):
 
 
 @dataclass
-class MetaContext(Recording):
+class MetaContext(Recording, Spending):
     """Run-time services of a meta-loop run.
 
     ``policy(checkpoint_id)`` returns the chat model for that checkpoint; ``trainer`` is None for
@@ -301,40 +295,6 @@ class MetaContext(Recording):
                        round * self.config.train.steps + i)
         return checkpoint, trajectories
 
-    def updates_made(self) -> int:
-        """The weight updates this run's stages made so far: the ``updates`` their checkpoints recorded."""
-        return int(sum((c.metrics or {}).get("updates", 0) for c in self.archive.list(Checkpoint, run_id=self.run_id)))
-
-    def updates_left(self, kind: StageKind, round: int) -> int:
-        """The updates ``kind`` makes (``StageKind.updates``), checked against the run's updates cap
-        (``config.updates``, 0: none). Raises ``BudgetExhausted`` — and sets ``budget_stop`` — when they
-        would take the run past it (``over_updates``), or once the run is stopped."""
-        updates, cap = kind.updates(self.config.train), self.config.updates
-        if cap:
-            if self.budget_stop:
-                raise BudgetExhausted(self.budget_stop)
-            made = self.updates_made()
-            if made + updates > cap:
-                self.budget_stop = over_updates(f"round {round}'s weight stage", updates, cap, made)
-                raise BudgetExhausted(self.budget_stop)
-        return updates
-
-    def fit(self, kind: StageKind | None, round: int) -> StageKind | None:
-        """``kind`` as it may run under the run's rollout cap (``StageKind.fitted``): an adaptive weight
-        phase whose most rounds would overrun what is left is cut to fit (logged); any other stage is
-        returned as it is (the reservation then refuses one that does not fit). Unchanged without a cap."""
-        cap, train = self.config.budget, self.config.train
-        if not cap or kind is None or self.budget_stop:
-            return kind
-        spent = totals(self.archive.list(BudgetRecord, run_id=self.run_id))["rollouts"]
-        left = int(cap - spent - self._reserved)
-        fitted = kind.fitted(train, left)
-        if fitted is None or fitted is kind:
-            return kind
-        self.log("train", f"round {round}: the adaptive weight phase is cut from {stage_rollouts(train, kind)} to "
-                          f"{stage_rollouts(train, fitted)} rollouts, what is left of budget = {cap}")
-        return fitted
-
     def _declared(self, spec: HarnessSpec, checkpoint: str, split: str, tasks: Sequence[Task], k: int,
                   seed: int, temperature: float | None = None) -> int:
         """An evaluation's declared size: ``len(tasks) x k`` rollouts, 0 on test (measurement) or when
@@ -345,46 +305,12 @@ class MetaContext(Recording):
                             [t.id for t in tasks], temperature)
         return 0 if self.charged(eid) else len(tasks) * k
 
-    def charged(self, evaluation_id: str) -> bool:
-        """Whether evaluation ``evaluation_id`` was charged to a deciding phase of this run already (a
-        measuring phase's record does not count: ``coevo.meta.budget``, measurement is not charged)."""
-        return self.archive.get(BudgetRecord, charged_key(self.run_id, evaluation_id)) is not None
-
-    def reserved(self, rollouts: int, what: str) -> "_Reservation":
-        """``async with ctx.reserved(n, what):`` around a spending call of declared size ``n``
-        rollouts (``what`` names it): under the run's cap (``config.budget``, 0: none) it raises
-        ``BudgetExhausted`` — and sets ``budget_stop`` — when the run's spend so far (the archive's
-        ``totals``), plus what calls running now reserved, plus ``n`` would exceed the cap, or once the
-        run is stopped. Measurement (``MEASURE`` phases) and 0-rollout calls are never refused."""
-        return _Reservation(self, rollouts, what)
-
-    async def settle(self) -> None:
-        """Wait for the spending calls still running (other than the caller's): the node that hit the
-        cap ends only when its siblings in a ``gather`` have finished and been accounted."""
-        others = [t for t in self._running if t is not asyncio.current_task()]
-        if others:
-            await asyncio.gather(*others, return_exceptions=True)
-
     def store_calls(self, calls: Sequence[LLMCallRecord]) -> None:
         """Store meta-role LLM calls (what a role returned) in the archive under the run's id, and
         account their tokens and cost (``calls_budget``)."""
         if calls:
             self.record(*calls)
             self.account(calls_budget(self.run_id, calls))
-
-    def account(self, record: BudgetRecord) -> None:
-        """Store a phase's spend (``coevo.meta.budget``; once per id: what was paid for before is not
-        counted again) and track the run's cumulative spend without test rollouts
-        (``budget/rollouts``, ``budget/policy_tokens``, ``budget/policy_cost_usd``, ``budget/meta_tokens``,
-        ``budget/meta_cost_usd``)."""
-        if not self.archive.put_new(record):
-            return
-        spent = totals(self.archive.list(BudgetRecord, run_id=self.run_id))
-        self.track({"budget/rollouts": spent["rollouts"],
-                    "budget/policy_tokens": spent["policy_input_tokens"] + spent["policy_output_tokens"],
-                    "budget/policy_cost_usd": spent["policy_cost_usd"],
-                    "budget/meta_tokens": spent["meta_input_tokens"] + spent["meta_output_tokens"],
-                    "budget/meta_cost_usd": spent["meta_cost_usd"]}, record.round)
 
     def log(self, topic: str, message: str) -> None:
         """One line of the run's log on the logging channel (``coevo.observe.log``: the ``coevo.loop``
@@ -395,29 +321,3 @@ class MetaContext(Recording):
         """Send ``scalars`` (tag -> number; others skipped) to the tracker at ``step`` (default: the
         current phase's round, 0 when unknown)."""
         self.tracker.log(scalars, max(0, current_phase().round if step is None else step))
-
-
-class _Reservation:
-    """One spending call's place under the run's rollout cap (``MetaContext.reserved``)."""
-
-    def __init__(self, ctx: MetaContext, rollouts: int, what: str) -> None:
-        self.ctx, self.rollouts, self.what, self.held = ctx, rollouts, what, 0
-
-    async def __aenter__(self) -> None:
-        ctx, cap = self.ctx, self.ctx.config.budget
-        if cap and self.rollouts and current_phase().name not in MEASURE:
-            spent = totals(ctx.archive.list(BudgetRecord, run_id=ctx.run_id))["rollouts"]
-            if ctx.budget_stop:
-                raise BudgetExhausted(ctx.budget_stop)
-            if spent + ctx._reserved + self.rollouts > cap:
-                ctx.budget_stop = over_cap(self.what, self.rollouts, cap, spent, ctx._reserved)
-                raise BudgetExhausted(ctx.budget_stop)
-            self.held = self.rollouts
-            ctx._reserved += self.held
-        task = asyncio.current_task()
-        if task is not None:
-            ctx._running.add(task)
-
-    async def __aexit__(self, *exc: Any) -> None:
-        self.ctx._reserved -= self.held
-        self.ctx._running.discard(asyncio.current_task())
