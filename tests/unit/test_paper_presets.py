@@ -50,16 +50,34 @@ def test_the_presets_keep_the_papers_protocols():
     assert (vace.strategy, vace.train.num_generations, vace.eval.k, vace.meta.candidates) == ("vace", 8, 3, 1)
     assert (hs.train.num_generations, hs.harness_s.rescue_k, hs.eval.k, hs.harness_s.ranks) == (8, 8, 3, 3)
     assert (hs.train.epsilon, hs.train.epsilon_high, hs.train.resample) == (0.2, 0.28, 0)
-    assert hs.train.num_iterations >= 2 and vace.train.num_iterations >= 2  # Eq. 7's clip acts
+    assert vace.train.num_iterations >= 2  # Eq. 7's clip acts (VACE gives no optimiser; the header says so)
+    # Harness-S: one fresh batch per update (Tables 9-10: 2,560 plain-GRPO rollouts = 40 updates x 8 tasks x 8)
+    assert (hs.train.num_iterations, hs.train.steps) == (1, 5)
     assert (whale.train.algorithm, whale.train.temperature, whale.eval.k) == ("rsft", 1.0, 8)  # mean@8
     assert (whale.whale.min_epochs, whale.whale.min_iterations, whale.whale.search_patience) == (0.2, 6, 2)
-    assert (rsi.train.learning_rate, rsi.train.epochs, rsi.train.temperature) == (5e-6, 1, 1.0)
+    # CoEvo-RSI: one epoch at global batch size 8 (the SFT minibatch); LoRA at 10x the paper's full-FT 5e-6;
+    # TIES on the weight deltas (Steps 1-3), not on the factors A and B separately
+    assert (rsi.train.epochs, rsi.train.minibatch_size, rsi.train.temperature) == (1, 8, 1.0)
+    assert rsi.train.learning_rate == 5e-5 and rsi.rsi.combination_type == "ties_svd"
     assert not get_strategy(pace.strategy).trains and pace.gate.min_margin == 0.0
+    assert (pace.search.candidates, pace.gate.multiplicity) == (2, "bonferroni")  # as its [gate] comment says
     for config in (vace, hs, whale, rsi, pace):
         assert config.env.reward == "correct" and config.meta.model == "offline"  # binary verifier, no API key
     # the papers sample their evaluations: k > 1 rollouts per task differ, so mean@k means something (issue 25)
     assert all(c.eval.k == 1 or (c.eval.temperature or 0) > 0 for c in (vace, hs, whale, rsi, pace))
     assert (vace.eval.temperature, hs.eval.temperature, whale.eval.temperature, rsi.eval.temperature) == (1.0,) * 4
+
+
+def test_each_preset_comments_its_batch_and_gate_as_they_act():
+    """Issue 39 item 5: ``tasks_per_step`` is the tasks a step samples (x ``num_generations`` rollouts),
+    never called the batch size; a gate that m > 1 candidates reach under the Bonferroni rule says so."""
+    for name in PRESETS:
+        text = (PAPERS / f"{name}.toml").read_text()
+        config = load_config(PAPERS / f"{name}.toml")
+        assert not [line for line in text.splitlines() if line.startswith("tasks_per_step") and "batch size" in line]
+        m = config.search.candidates if name == "pace" else config.meta.candidates
+        if "[gate]" in text and m > 1 and config.gate.multiplicity == "bonferroni":
+            assert "bonferroni" in text.split("[gate]")[1].split("\n[")[0].lower(), name
 
 
 def test_no_preset_header_claims_a_missing_evaluation_temperature():
