@@ -397,7 +397,7 @@ PROBES: dict[str, Probe] = {
     "harness_s.ranks": Probe(run, 1, HARNESS_S),
     "harness_s.rescue_k": Probe(run, 1, HARNESS_S),
     # EvoHarness-RL
-    "evoharness.sft_steps": Probe(run, 0, {"strategy": "evoharness_rl"}),
+    "evoharness.sft_steps": Probe(run, 0, {"strategy": "evoharness_rl", "train.action_cost": 0.5}),
     "evoharness.teacher": Probe(harness_sft, False),
     "evoharness.sft_epochs": Probe(harness_sft, 3),
     "evoharness.sft_learning_rate": Probe(harness_sft, 1e-2),
