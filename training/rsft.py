@@ -13,15 +13,21 @@ or carries no sampled tokens is recorded and counted but neither a sample of the
 nor accepted (``coevo.training.grpo.masking``).
 
 A small loop rather than TRL's ``SFTTrainer``: the data change every round and the optimiser
-state must persist across rounds; the loss is exactly WHALE's masked, token-normalised NLL.
+state must persist across rounds; the loss is exactly WHALE's masked, token-normalised NLL. It
+persists across stages too: a stage saves its AdamW state beside its adapter (``OPTIMIZER``) and a
+stage starting from that checkpoint resumes it (``resume_optimizer``), so WHALE's weight phases are
+one online run cut by the harness phases, not a fresh optimiser per cycle; a checkpoint no RSFT stage
+wrote (the base, a GRPO stage's, a merge) starts a fresh one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import statistics
 import time
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import torch
@@ -39,6 +45,9 @@ from coevo.training.grpo.rollout import RolloutFn, default_rollout_fn, sampling_
 from coevo.training.grpo.samples import Row, trajectory_rows
 from coevo.training.grpo.seeds import rollout_seed, without_fixed_seed
 from coevo.training.schedule import PersistentSampler, run_phase
+
+OPTIMIZER = "rsft_optimizer.pt"
+"""The file, beside a stage's ``adapter`` folder, holding its AdamW state at the end of the stage."""
 
 
 def accepted(trajectories: Sequence[Trajectory], threshold: float | None = None) -> list[Trajectory]:
@@ -124,6 +133,7 @@ def train_rsft(
     if torch.cuda.is_available():
         model = model.to("cuda")
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.learning_rate)
+    resumed = resume_optimizer(optimizer, checkpoint, cfg.learning_rate)
     policy = (policy_factory(model, tokenizer) if policy_factory
               else _local(model, tokenizer, cfg.max_batch, cfg.sampler_threads))
     if executor is not None:
@@ -177,6 +187,7 @@ def train_rsft(
     adapter_dir = out_dir / "adapter"
     with writing_adapter(adapter_dir, new_id) as partial:  # the adapter appears whole, or not at all
         model.save_pretrained(str(partial))
+    save_optimizer(optimizer, out_dir)
     losses = [h["loss"] for h in history if h["loss"] is not None]
     new = Checkpoint(
         id=new_id, base_model=checkpoint.base_model, adapter_path=str(adapter_dir), parents=[checkpoint.id],
@@ -186,13 +197,50 @@ def train_rsft(
                  "kept_rate": statistics.fmean(h["kept_rate"] for h in history),
                  "tokens": sum(h["tokens"] for h in history), "steps": sum(h["sft_steps"] for h in history),
                  "wall_time_s": time.perf_counter() - started, "history": history, "stop_reason": phase.stop_reason,
-                 "sampler_position": phase.position,
+                 "sampler_position": phase.position, "optimizer_resumed": resumed,
+                 "optimizer_steps": optimizer_steps(optimizer),
                  "epochs": ((phase.position - position) / len(stream or tasks) if sampler is not None
                             else len(history) * cfg.tasks_per_step / len(tasks))},
         run_id=run_id,
     )
     record_checkpoint(archive, new)
     return new, trajectories
+
+
+def resume_optimizer(optimizer: Any, checkpoint: Checkpoint, learning_rate: float) -> bool:
+    """Load the AdamW state an RSFT stage saved beside ``checkpoint``'s adapter (``OPTIMIZER``) into
+    ``optimizer`` (moments and step counts; the learning rate stays ``learning_rate``, this stage's).
+    Returns whether it did: False, leaving ``optimizer`` fresh, when there is no such file or its
+    state does not fit the parameters (another LoRA rank or target set)."""
+    if not checkpoint.adapter_path:
+        return False
+    path = Path(checkpoint.adapter_path).parent / OPTIMIZER
+    if not path.is_file():
+        return False
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    saved = state.get("state", {})
+    if (len([i for g in state.get("param_groups", []) for i in g["params"]]) != len(params)
+            or any(i in saved and saved[i]["exp_avg"].shape != p.shape for i, p in enumerate(params))):
+        return False
+    optimizer.load_state_dict(state)
+    for group in optimizer.param_groups:
+        group["lr"] = learning_rate
+    return True
+
+
+def save_optimizer(optimizer: Any, out_dir: Path) -> None:
+    """Write ``optimizer``'s state to ``out_dir / OPTIMIZER`` whole or not at all (a temporary file
+    renamed into place)."""
+    partial = out_dir / f".{OPTIMIZER}.partial"
+    torch.save(optimizer.state_dict(), partial)
+    os.replace(partial, out_dir / OPTIMIZER)
+
+
+def optimizer_steps(optimizer: Any) -> int:
+    """AdamW's step count (the most of any parameter's): every update since the optimiser started,
+    across the stages it was resumed through."""
+    return max((int(s["step"]) for s in optimizer.state.values() if "step" in s), default=0)
 
 
 def _local(model: Any, tokenizer: Any, max_batch: int, threads: int | None = None) -> Any:
