@@ -17,7 +17,8 @@ state must persist across rounds; the loss is exactly WHALE's masked, token-norm
 persists across stages too: a stage saves its AdamW state beside its adapter (``OPTIMIZER``) and a
 stage starting from that checkpoint resumes it (``resume_optimizer``), so WHALE's weight phases are
 one online run cut by the harness phases, not a fresh optimiser per cycle; a checkpoint no RSFT stage
-wrote (the base, a GRPO stage's, a merge) starts a fresh one.
+wrote (the base, a GRPO stage's, a merge) starts a fresh one, and so does a stage run with
+``resume=False`` (CoEvo-RSI's adaptation, whose every round is an SFT run of its own).
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ def train_rsft(
     executor: Any = None,
     sampler: PersistentSampler | None = None, position: int = 0, max_steps: int | None = None,
     stop: Callable[[list[float]], str | None] | None = None, stream: Sequence[Task] | None = None,
-    rows_fn: Callable[[Trajectory, int], list[Row]] | None = None,
+    rows_fn: Callable[[Trajectory, int], list[Row]] | None = None, resume: bool = True,
 ) -> tuple[Checkpoint, list[Trajectory]]:
     """Run one online RSFT stage from ``checkpoint`` under harness ``spec`` on ``tasks``.
 
@@ -107,7 +108,9 @@ def train_rsft(
     and ``stop(rewards so far, one per round)`` returning a reason ends the phase early
     (``Patience.stop``). ``rows_fn(trajectory, max_len)`` the training rows of an accepted rollout
     (default: all its policy tokens, ``trajectory_rows``; EvoHarness-RL's harness SFT passes
-    ``coevo.training.grpo.harness_cost.harness_sft_rows``: its BPE-using turns only). Returns
+    ``coevo.training.grpo.harness_cost.harness_sft_rows``: its BPE-using turns only).
+    ``resume``: continue the AdamW state saved beside ``checkpoint`` (``resume_optimizer``; False: a
+    fresh optimiser, as CoEvo-RSI's per-round SFT). Returns
     ``(new checkpoint, every rollout sampled)``; metrics hold ``loss``
     (mean over SFT steps), ``reward_mean`` (of the samples), ``kept_rate``, ``tokens`` (policy tokens
     trained on), ``wall_time_s``, a per-round ``history`` (with ``failed_rollouts`` and
@@ -133,7 +136,7 @@ def train_rsft(
     if torch.cuda.is_available():
         model = model.to("cuda")
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.learning_rate)
-    resumed = resume_optimizer(optimizer, checkpoint, cfg.learning_rate)
+    resumed = resume and resume_optimizer(optimizer, checkpoint, cfg.learning_rate)
     policy = (policy_factory(model, tokenizer) if policy_factory
               else _local(model, tokenizer, cfg.max_batch, cfg.sampler_threads))
     if executor is not None:

@@ -87,6 +87,9 @@ def test_the_adamw_state_carries_from_one_rsft_stage_to_the_next_and_not_from_el
     saved = torch.load(Path(second.adapter_path).parent / rsft.OPTIMIZER, weights_only=True)
     assert {g["lr"] for g in saved["param_groups"]} == {1e-3}  # the resumed stage's own rate
     assert stage(base).metrics["optimizer_resumed"] is False
+    fresh = rsft.train_rsft(second, SPEC, LookupEnv(), LookupEnv().tasks(), cfg, resume=False,
+                            policy_factory=lambda model, tok: lookup_policy(right_every=2))[0]
+    assert fresh.metrics["optimizer_resumed"] is False and fresh.metrics["optimizer_steps"] == fresh.metrics["steps"]
 
 
 def test_rsft_reads_the_train_section_names_as_rounds_and_batch(tmp_path):
