@@ -48,7 +48,9 @@ from coevo.training.grpo.seeds import rollout_seed, without_fixed_seed
 from coevo.training.schedule import PersistentSampler, run_phase
 
 OPTIMIZER = "rsft_optimizer.pt"
-"""The file, beside a stage's ``adapter`` folder, holding its AdamW state at the end of the stage."""
+"""The file, beside a stage's ``adapter`` folder, holding its AdamW state at the end of the stage: two
+float32 moments per trainable parameter (SmolLM2-135M with LoRA r = 8 on every linear layer: 2.44 M
+parameters, 19.5 MB a stage, twice its adapter's size)."""
 
 
 def accepted(trajectories: Sequence[Trajectory], threshold: float | None = None) -> list[Trajectory]:
