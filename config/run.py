@@ -220,11 +220,48 @@ class RunConfig(Section):
     def _strategy_algorithm(self) -> "RunConfig":
         """A strategy whose row names a weight-update algorithm (WHALE's, FST's and stagewise's: RSFT,
         WHALE §3.1) trains with it whatever ``train.algorithm`` says, so one config serves every
-        strategy of a ``coevo compare``; the run's stored config records the algorithm used."""
-        wanted = get_strategy(self.strategy).algorithm
-        if wanted and self.train.algorithm != wanted:
-            self.train.algorithm = wanted  # type: ignore[assignment]
+        strategy of a ``coevo compare``; the run's stored config records the algorithm used. Where the
+        config chose RSFT itself, a setting RSFT would drop silently is refused (``dropped_by_rsft``);
+        EvoHarness-RL without its lambda is refused (``cost_unset``)."""
+        row = get_strategy(self.strategy)
+        if row.algorithm and self.train.algorithm != row.algorithm:
+            self.train.algorithm = row.algorithm  # type: ignore[assignment]
+        elif self.train.algorithm == "rsft" and (problem := dropped_by_rsft(self.strategy, self.train.rescue)):
+            raise ValueError(problem)
+        if (problem := cost_unset(self.strategy, self.train.action_cost)):
+            raise ValueError(problem)
         return self
+
+
+def dropped_by_rsft(strategy: str, rescue: bool) -> str:
+    """Why ``train.algorithm = "rsft"`` cannot run ``strategy`` with ``train.rescue = rescue`` as
+    configured ("" when it can): RSFT forms no GRPO groups, so Eq. 5's rescue (``train.rescue``) and
+    Harness-S's routed rescue (its weight stage: GRPO whose all-failure groups go to the router's
+    top-K siblings, Harness-S §3.3) would be dropped without a word."""
+    row = get_strategy(strategy)
+    if row.family == "harness_s" and row.trains:
+        return (f"strategy {strategy} with train.algorithm = \"rsft\": Harness-S's weight stage is GRPO whose "
+                "all-failure groups are re-rolled under the siblings the router picks (Eq. 5, Eq. 10), and RSFT "
+                "forms no groups, so the run would drop the rescue and its routing without a word; set "
+                "train.algorithm = \"grpo\" (configs/papers/harness_s.toml), or run RSFT with a strategy that "
+                "has no rescue (rl_only, whale)")
+    if rescue:
+        return ("train.rescue = true with train.algorithm = \"rsft\": the rescue re-rolls a GRPO group that has no "
+                "success (Harness-S Eq. 5), and RSFT forms no groups, so the run would train without it; set "
+                "train.algorithm = \"grpo\" to rescue, or train.rescue = false to run RSFT")
+    return ""
+
+
+def cost_unset(strategy: str, action_cost: float | None) -> str:
+    """Why ``strategy`` cannot run with ``train.action_cost = action_cost`` ("" when it can):
+    evoharness_rl's GRPO is cost-aware (EvoHarness-RL's abstract), and its lambda has no default
+    because the paper gives no value; an explicit 0 (the lambda = 0 ablation) runs."""
+    if strategy != "evoharness_rl" or action_cost is not None:
+        return ""
+    return ("strategy evoharness_rl needs train.action_cost (lambda, the cost per BPE harness action in its "
+            "cost-aware GRPO reward: task reward - lambda x cost): unset, it would train on the task reward alone, "
+            "which is not EvoHarness-RL; its paper gives no value, so set one, e.g. train.action_cost = 0.5 as "
+            "configs/papers/evoharness_rl.toml does, or 0 for the lambda = 0 ablation")
 
 
 class ConfigError(CoevoError, ValueError):

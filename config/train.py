@@ -92,9 +92,10 @@ class StageSettings(BaseModel):
     importance_correction: bool | None = Field(
         default=None, description="Eq. 16 truncated importance weight; None: on when the sampler is not the trainer")
     is_clip: tuple[float, float] = Field(default=(0.0, 2.0), description="Eq. 16 clip range of pi_old / q")
-    action_cost: float = Field(
-        default=0.0, ge=0, description="cost-aware GRPO's lambda (EvoHarness-RL): the reward of Eq. 6 is the task "
-        "reward - lambda x the rollout's declared BPE harness-action cost (coevo.training.grpo.harness_cost); 0: off")
+    action_cost: float | None = Field(
+        default=None, ge=0, description="cost-aware GRPO's lambda (EvoHarness-RL): the reward of Eq. 6 is the task "
+        "reward - lambda x the rollout's declared BPE harness-action cost (coevo.training.grpo.harness_cost); 0 or "
+        "None (unset): off. Strategy evoharness_rl refuses it unset (its paper gives no lambda)")
     resample: int = Field(
         default=0, ge=0, description="rounds of dynamic sampling per step (DAPO §3.2, not in Harness-S: it would "
         "replace Eq. 5's retained groups): a group whose rewards are all equal is replaced by the group of another "

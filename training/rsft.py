@@ -13,15 +13,22 @@ or carries no sampled tokens is recorded and counted but neither a sample of the
 nor accepted (``coevo.training.grpo.masking``).
 
 A small loop rather than TRL's ``SFTTrainer``: the data change every round and the optimiser
-state must persist across rounds; the loss is exactly WHALE's masked, token-normalised NLL.
+state must persist across rounds; the loss is exactly WHALE's masked, token-normalised NLL. It
+persists across stages too: a stage saves its AdamW state beside its adapter (``OPTIMIZER``) and a
+stage starting from that checkpoint resumes it (``resume_optimizer``), so WHALE's weight phases are
+one online run cut by the harness phases, not a fresh optimiser per cycle; a checkpoint no RSFT stage
+wrote (the base, a GRPO stage's, a merge) starts a fresh one, and so does a stage run with
+``resume=False`` (CoEvo-RSI's adaptation, whose every round is an SFT run of its own).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import statistics
 import time
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import torch
@@ -39,6 +46,11 @@ from coevo.training.grpo.rollout import RolloutFn, default_rollout_fn, sampling_
 from coevo.training.grpo.samples import Row, trajectory_rows
 from coevo.training.grpo.seeds import rollout_seed, without_fixed_seed
 from coevo.training.schedule import PersistentSampler, run_phase
+
+OPTIMIZER = "rsft_optimizer.pt"
+"""The file, beside a stage's ``adapter`` folder, holding its AdamW state at the end of the stage: two
+float32 moments per trainable parameter (SmolLM2-135M with LoRA r = 8 on every linear layer: 2.44 M
+parameters, 19.5 MB a stage, twice its adapter's size)."""
 
 
 def accepted(trajectories: Sequence[Trajectory], threshold: float | None = None) -> list[Trajectory]:
@@ -79,7 +91,7 @@ def train_rsft(
     executor: Any = None,
     sampler: PersistentSampler | None = None, position: int = 0, max_steps: int | None = None,
     stop: Callable[[list[float]], str | None] | None = None, stream: Sequence[Task] | None = None,
-    rows_fn: Callable[[Trajectory, int], list[Row]] | None = None,
+    rows_fn: Callable[[Trajectory, int], list[Row]] | None = None, resume: bool = True,
 ) -> tuple[Checkpoint, list[Trajectory]]:
     """Run one online RSFT stage from ``checkpoint`` under harness ``spec`` on ``tasks``.
 
@@ -98,7 +110,9 @@ def train_rsft(
     and ``stop(rewards so far, one per round)`` returning a reason ends the phase early
     (``Patience.stop``). ``rows_fn(trajectory, max_len)`` the training rows of an accepted rollout
     (default: all its policy tokens, ``trajectory_rows``; EvoHarness-RL's harness SFT passes
-    ``coevo.training.grpo.harness_cost.harness_sft_rows``: its BPE-using turns only). Returns
+    ``coevo.training.grpo.harness_cost.harness_sft_rows``: its BPE-using turns only).
+    ``resume``: continue the AdamW state saved beside ``checkpoint`` (``resume_optimizer``; False: a
+    fresh optimiser, as CoEvo-RSI's per-round SFT). Returns
     ``(new checkpoint, every rollout sampled)``; metrics hold ``loss``
     (mean over SFT steps), ``reward_mean`` (of the samples), ``kept_rate``, ``tokens`` (policy tokens
     trained on), ``wall_time_s``, a per-round ``history`` (with ``failed_rollouts`` and
@@ -124,6 +138,7 @@ def train_rsft(
     if torch.cuda.is_available():
         model = model.to("cuda")
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.learning_rate)
+    resumed = resume and resume_optimizer(optimizer, checkpoint, cfg.learning_rate)
     policy = (policy_factory(model, tokenizer) if policy_factory
               else _local(model, tokenizer, cfg.max_batch, cfg.sampler_threads))
     if executor is not None:
@@ -177,6 +192,7 @@ def train_rsft(
     adapter_dir = out_dir / "adapter"
     with writing_adapter(adapter_dir, new_id) as partial:  # the adapter appears whole, or not at all
         model.save_pretrained(str(partial))
+    save_optimizer(optimizer, out_dir)
     losses = [h["loss"] for h in history if h["loss"] is not None]
     new = Checkpoint(
         id=new_id, base_model=checkpoint.base_model, adapter_path=str(adapter_dir), parents=[checkpoint.id],
@@ -186,13 +202,50 @@ def train_rsft(
                  "kept_rate": statistics.fmean(h["kept_rate"] for h in history),
                  "tokens": sum(h["tokens"] for h in history), "steps": sum(h["sft_steps"] for h in history),
                  "wall_time_s": time.perf_counter() - started, "history": history, "stop_reason": phase.stop_reason,
-                 "sampler_position": phase.position,
+                 "sampler_position": phase.position, "optimizer_resumed": resumed,
+                 "optimizer_steps": optimizer_steps(optimizer),
                  "epochs": ((phase.position - position) / len(stream or tasks) if sampler is not None
                             else len(history) * cfg.tasks_per_step / len(tasks))},
         run_id=run_id,
     )
     record_checkpoint(archive, new)
     return new, trajectories
+
+
+def resume_optimizer(optimizer: Any, checkpoint: Checkpoint, learning_rate: float) -> bool:
+    """Load the AdamW state an RSFT stage saved beside ``checkpoint``'s adapter (``OPTIMIZER``) into
+    ``optimizer`` (moments and step counts; the learning rate stays ``learning_rate``, this stage's).
+    Returns whether it did: False, leaving ``optimizer`` fresh, when there is no such file or its
+    state does not fit the parameters (another LoRA rank or target set)."""
+    if not checkpoint.adapter_path:
+        return False
+    path = Path(checkpoint.adapter_path).parent / OPTIMIZER
+    if not path.is_file():
+        return False
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    saved = state.get("state", {})
+    if (len([i for g in state.get("param_groups", []) for i in g["params"]]) != len(params)
+            or any(i in saved and saved[i]["exp_avg"].shape != p.shape for i, p in enumerate(params))):
+        return False
+    optimizer.load_state_dict(state)
+    for group in optimizer.param_groups:
+        group["lr"] = learning_rate
+    return True
+
+
+def save_optimizer(optimizer: Any, out_dir: Path) -> None:
+    """Write ``optimizer``'s state to ``out_dir / OPTIMIZER`` whole or not at all (a temporary file
+    renamed into place)."""
+    partial = out_dir / f".{OPTIMIZER}.partial"
+    torch.save(optimizer.state_dict(), partial)
+    os.replace(partial, out_dir / OPTIMIZER)
+
+
+def optimizer_steps(optimizer: Any) -> int:
+    """AdamW's step count (the most of any parameter's): every update since the optimiser started,
+    across the stages it was resumed through."""
+    return max((int(s["step"]) for s in optimizer.state.values() if "step" in s), default=0)
 
 
 def _local(model: Any, tokenizer: Any, max_batch: int, threads: int | None = None) -> Any:

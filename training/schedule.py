@@ -64,18 +64,21 @@ class WeightPhase:
     """A weight phase's place in the run's persistent task stream and its length (WHALE §3.1, §4), as
     a stage trainer takes it: ``sampler`` over ``stream`` (every train task of the run) from
     ``position`` (tasks drawn so far), at most ``max_steps`` steps, and ``stop(rewards)`` the adaptive
-    rule (None: the fixed length)."""
+    rule (None: the fixed length); ``resume_optimizer``: an RSFT phase continues the AdamW state the
+    stage that made its start checkpoint saved (WHALE's phases: one online run), or starts a fresh
+    optimiser (CoEvo-RSI's adaptation: each round's SFT is its own run)."""
 
     sampler: PersistentSampler
     stream: Sequence[Any]
     position: int
     max_steps: int
     stop: Callable[[list[float]], str | None] | None = None
+    resume_optimizer: bool = True
 
     def options(self) -> dict[str, Any]:
         """The phase as ``train_rsft``'s keyword arguments."""
         return {"sampler": self.sampler, "stream": self.stream, "position": self.position,
-                "max_steps": self.max_steps, "stop": self.stop}
+                "max_steps": self.max_steps, "stop": self.stop, "resume": self.resume_optimizer}
 
 
 @dataclass(frozen=True)

@@ -114,8 +114,9 @@ async def adapt(state: CoevoRsiState, runtime: Runtime[MetaContext]) -> dict:
     if best is None or not ctx.config.rsi.adapt or ctx.trainer is None:
         return {"adapted": None}
     position = state.get("sampler_position", 0)
+    # each round's SFT is a run of its own (a fresh AdamW: the paper's cosine schedule restarts with its warm-up)
     phase = WeightPhase(sampler=PersistentSampler(ctx.config.seed), stream=ctx.tasks("train"), position=position,
-                        max_steps=ctx.config.train.steps)
+                        max_steps=ctx.config.train.steps, resume_optimizer=False)
     checkpoint, trajectories, stage = await run_stage(ctx, state, ctx.spec(best.harness_id), best.checkpoint_id or "",
                                                       configured(ctx.config.train, phase=phase))
     record = ctx.archive.get(Checkpoint, checkpoint)

@@ -1,8 +1,9 @@
 """Harness-S directional evolution (§3.2, Eq. 2-4, Table 8): the nodes around the shared ``edit``
 and ``check``.
 
-``sample_parents``: each parent H in P_g runs the train tasks once with the frozen policy (fresh
-seeds per round); ``curate_briefs``: the curator groups each parent's failures by root cause, related
+``sample_parents``: each parent H in P_g runs round g's fresh train tasks once with the frozen policy
+(``round_tasks``: the g-th of G parts of a seeded shuffle of the train split, so no task is sampled in
+two rounds; fresh seeds per round); ``curate_briefs``: the curator groups each parent's failures by root cause, related
 causes are merged 2-3 at a time into candidate briefs (each cause keeps >= ``meta.min_failed_tasks``
 distinct failed tasks), the round's proposal budget ``harness_s.proposals[g]`` is spread over the
 parents, and every brief names the other candidates' causes so that edits seek different
@@ -22,6 +23,7 @@ whether or not it beat its parent there (§3.2, App. F).
 from __future__ import annotations
 
 import json
+import random
 from itertools import combinations, zip_longest
 from math import comb
 from typing import Iterable, Mapping
@@ -42,15 +44,35 @@ from coevo.records import Trajectory
 from coevo.roles.operators import assignments
 
 
+def round_tasks(ctx: MetaContext, state: HarnessSState, g: int) -> list[Task]:
+    """Evolution round g's fresh train tasks (§3.2: "we execute each parent H in P_g on fresh training
+    tasks"): the g-th of G near-equal parts (G = the rounds of ``harness_s.proposals``) of the run's
+    train split shuffled by the run's seed (a shuffle, not a stride or a cut, because suites list their
+    tasks by category), so the rounds' task sets are disjoint, less those a live harness answers
+    (``stage_tasks``). With one round: every train task. Raises ``ValueError`` (naming
+    ``env.n_train`` and the fix) when round g has none left."""
+    rounds = len(ctx.config.harness_s.proposals)
+    live = {t.id for t in stage_tasks(ctx, state)}
+    order = list(ctx.tasks("train"))
+    random.Random(ctx.config.seed).shuffle(order)
+    tasks = [t for t in order[g % rounds::rounds] if t.id in live]
+    if not tasks:
+        raise ValueError(f"evolution round {g} has no fresh train task: each of the {rounds} rounds of "
+                         f"harness_s.proposals samples its parents on its own share of the env.n_train = "
+                         f"{ctx.config.env.n_train} train tasks, and this round's share is empty or answered by a "
+                         "demonstration; raise env.n_train or run fewer evolution rounds")
+    return tasks
+
+
 async def sample_parents(state: HarnessSState, runtime: Runtime[MetaContext]) -> dict:
     """Train trajectories of every parent of evolution round g (``state["parents"]``, default [H0])
-    under the frozen checkpoint: one rollout per train task no demonstration answers, base seed
-    ``seed + 1000 * g``. Returns ``train_trajectories`` (all parents) and, per parent, its trajectory
-    ids in provisional ``briefs`` (one per parent, no causes yet)."""
+    under the frozen checkpoint: one rollout per task of the round's fresh share (``round_tasks``),
+    base seed ``seed + 1000 * g``. Returns ``train_trajectories`` (all parents) and, per parent, its
+    trajectory ids in provisional ``briefs`` (one per parent, no causes yet)."""
     ctx = runtime.context
     g = state.get("evolution_round", 0)
     parents = state.get("parents") or [state["start_harness"]]
-    tasks = stage_tasks(ctx, state)
+    tasks = round_tasks(ctx, state, g)
     briefs, ids = [], []
     for parent in parents:
         result = await ctx.evaluate(parent, state["checkpoint"], "train", tasks, k=1, seed=ctx.config.seed + 1000 * g)

@@ -160,7 +160,8 @@ def test_a_runs_context_keeps_experience_in_its_archive_under_its_run_id(tmp_pat
     from coevo.app.services import make_context
     from coevo.config import RunConfig
 
-    config = RunConfig(strategy="evoharness_rl", out_dir=str(tmp_path), db=str(tmp_path / "a.db"))
+    config = RunConfig(strategy="evoharness_rl", out_dir=str(tmp_path), db=str(tmp_path / "a.db"),
+                       train={"action_cost": 0.5})
     with Archive(config.db) as archive:
         ctx = make_context(config, archive, "run-7", env=ToyEnv())
         assert isinstance(ctx.experience, ArchiveExperience) and ctx.experience.archive is archive

@@ -120,3 +120,35 @@ def test_coevo_run_with_another_env_and_no_config_starts_from_the_builtin_defaul
                            (["run", "--set", "env.n_val=5"], None), (["run", "--set", "rounds=1"], job)):
         CliRunner().invoke(app, [*args, "--db", str(tmp_path / "x.db")])
         assert seen.pop() == expected, args
+
+
+@pytest.mark.parametrize("overrides, words", [
+    ({"strategy": "harness_s"}, "strategy harness_s with train.algorithm = \"rsft\""),
+    ({"strategy": "vace", "train.rescue": True}, "train.rescue = true with train.algorithm = \"rsft\""),
+])
+def test_rsft_is_refused_where_it_would_silently_drop_rescue_or_routing(overrides, words):
+    """Issue 39 item 5: RSFT forms no GRPO groups, so harness_s's routed rescue and ``train.rescue`` would be
+    dropped; the config refuses the combination in one paragraph naming the keys and the fix."""
+    with pytest.raises(ConfigError) as err:
+        load_config(None, {**overrides, "train.algorithm": "rsft"})
+    message = " ".join(str(err.value).split())
+    assert words in message and "set train.algorithm = \"grpo\"" in message and "Traceback" not in message
+    # GRPO keeps them; RSFT without rescue runs; a strategy whose row picks RSFT (WHALE) is not the config's choice
+    assert load_config(None, {**overrides, "train.algorithm": "grpo"}).train.algorithm == "grpo"
+    assert load_config(None, {"strategy": "vace", "train.algorithm": "rsft"}).train.algorithm == "rsft"
+    assert load_config(None, {"strategy": "whale", "train.rescue": True}).train.algorithm == "rsft"
+
+
+def test_evoharness_rl_needs_its_lambda_set_and_an_explicit_zero_runs():
+    """Issue 39 item 5: unset, ``train.action_cost`` would train EvoHarness-RL on the task reward alone (not
+    cost-aware); its paper gives no lambda, so the strategy refuses to run without one."""
+    with pytest.raises(ConfigError) as err:
+        load_config(None, {"strategy": "evoharness_rl"})
+    assert "needs train.action_cost" in " ".join(str(err.value).split())
+    assert load_config(None, {"strategy": "evoharness_rl", "train.action_cost": 0.5}).train.action_cost == 0.5
+    assert load_config(None, {"strategy": "evoharness_rl", "train.action_cost": 0}).train.action_cost == 0
+    assert load_config(None).train.action_cost is None  # other strategies: no cost
+    # a comparison's per-strategy config (a dump of the base config, re-validated) is refused the same way
+    data = {**load_config(None).model_dump(mode="json"), "strategy": "evoharness_rl"}
+    with pytest.raises(ValueError, match="needs train.action_cost"):
+        RunConfig.model_validate(data)

@@ -146,7 +146,8 @@ def evolve(tmp_path, summariser=None, rounds=2):
     (tmp_path / "h0.json").write_text(h0.model_dump_json())
     config = RunConfig(strategy="evoharness_rl", rounds=rounds, db=str(tmp_path / "run.db"),
                        harness=str(tmp_path / "h0.json"), policy="fake:words",
-                       env={"ref": "words", "n_train": 4, "n_val": 4, "n_test": 4}, evoharness={"sft_steps": 0})
+                       env={"ref": "words", "n_train": 4, "n_val": 4, "n_test": 4}, evoharness={"sft_steps": 0},
+                       train={"action_cost": 0.0})  # lambda = 0: this test is about experience, not the cost
     archive, env, model = Archive(config.db), WordEnv(), evolving_policy()
     ctx = MetaContext(config=config, env=env, archive=archive, policy=lambda ckpt: model, summariser=summariser,
                       trainer=ExperienceTrainer(env, model, archive), tracker=Tracked())
@@ -197,8 +198,8 @@ def test_nothing_is_refined_without_successful_rollouts_or_a_subgoal_done_twice(
     archive = Archive(tmp_path / "a.db")
     spec = validate_spec({"name": "h", "bpe": {"progress_schema": ["look"]}})
     archive.add_harness(spec, [], "bpe", "run-1")
-    ctx = MetaContext(config=RunConfig(strategy="evoharness_rl"), env=WordEnv(), archive=archive,
-                      policy=lambda c: None, run_id="run-1")
+    ctx = MetaContext(config=RunConfig(strategy="evoharness_rl", train={"action_cost": 0.5}), env=WordEnv(),
+                      archive=archive, policy=lambda c: None, run_id="run-1")
     trajs = [Trajectory(id=f"t{i}", task_id=f"w-{i}", passed=i != 1,
                         harness_state={"progress": {"done": ["open door"] if i else ["take key"]}}) for i in range(3)]
     archive.put(*trajs)
@@ -221,8 +222,8 @@ def node_context(tmp_path, bpe):
     archive = Archive(tmp_path / "a.db")
     spec = validate_spec({"name": "h", "bpe": bpe})
     archive.add_harness(spec, [], "bpe", "run-1")
-    ctx = MetaContext(config=RunConfig(strategy="evoharness_rl"), env=WordEnv(), archive=archive,
-                      policy=lambda c: None, run_id="run-1")
+    ctx = MetaContext(config=RunConfig(strategy="evoharness_rl", train={"action_cost": 0.5}), env=WordEnv(),
+                      archive=archive, policy=lambda c: None, run_id="run-1")
     return ctx, spec, {"incumbent": spec.id, "start_harness": spec.id, "round": 0}
 
 

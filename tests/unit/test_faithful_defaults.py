@@ -179,6 +179,7 @@ class PositionTrainer(PhaseTrainer):
 
     async def __call__(self, checkpoint_id, spec, tasks, round, options):
         self.starts = [*getattr(self, "starts", []), options.phase.position]
+        self.resumes = [*getattr(self, "resumes", []), options.phase.options()["resume"]]
         return await super().__call__(checkpoint_id, spec, tasks, round, options)
 
 
@@ -193,6 +194,8 @@ def test_coevo_rsi_adapt_continues_one_persistent_sampler_across_rounds(tmp_path
     ends = [c.metrics["sampler_position"] for c in archive.list(Checkpoint, run_id="run-1")
             if "sampler_position" in c.metrics]  # the adapt stages' checkpoints (not W0), oldest first
     assert ctx.trainer.starts == [0, ends[0]] and state["sampler_position"] == ends[1] > ends[0] >= 2
+    assert ctx.trainer.resumes == [False, False]  # each round's SFT is its own run: a fresh AdamW
+    assert WeightPhase(PersistentSampler(0), [], 0, 1).options()["resume"]  # WHALE's phases: one online run
     stream = ctx.tasks("train")  # round 1 continues the stream where round 0 stopped, passing over sealed tasks
     walked = [t.id for t in PersistentSampler(config.seed).draw(stream, 0, ends[1])]
     assert ctx.trainer.phases[0] + ctx.trainer.phases[1] == [t for t in walked if t in ctx.trainer.phases[0]

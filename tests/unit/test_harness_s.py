@@ -16,7 +16,7 @@ from coevo.app.run import run_meta
 from coevo.config import RunConfig
 from coevo.envs.base import Task
 from coevo.evaluation.results import TaskOutcome
-from coevo.graphs.harness_s.evolution import coverage_parents
+from coevo.graphs.harness_s.evolution import coverage_parents, round_tasks
 from coevo.graphs.harness_s.router import Router, shuffled
 from coevo.harnesses.runtime import arun_rollout
 from coevo.harnesses.spec import HarnessSpec, Prompt
@@ -46,6 +46,27 @@ def test_eq3_picks_the_coverage_maximising_parent_set_where_greedy_would_not():
 
 
 # -- router: Eq. 9 ------------------------------------------------------------------------------
+
+
+def test_each_evolution_rounds_parents_run_fresh_train_tasks():
+    """§3.2: each parent of round g runs on fresh training tasks: the rounds' shares are disjoint, cover the
+    split, are not one category each (the split lists tasks by category), and leave out what a live harness
+    answers."""
+    train = [Task(id=f"{cat}{i}", env="toy", split="train", prompt=f"{cat} task {i}")
+             for i in range(3) for cat in "abc"]
+    ctx = SimpleNamespace(config=RunConfig(harness_s={"proposals": [2, 2, 2]}, env={"n_train": 9}),
+                          tasks=lambda split: train)
+    shares = [[t.id for t in round_tasks(ctx, {}, g)] for g in range(3)]
+    assert sorted(sum(shares, [])) == sorted(t.id for t in train)  # disjoint, and together the whole split
+    assert all(len({x[0] for x in share}) > 1 for share in shares)  # a stride of 3 would give one category each
+    sealed = {"sealed": {"h1": SimpleNamespace(tasks=[shares[1][0]])}}
+    assert [t.id for t in round_tasks(ctx, sealed, 1)] == shares[1][1:]
+    one = SimpleNamespace(config=RunConfig(harness_s={"proposals": [2]}), tasks=lambda split: train)
+    assert len(round_tasks(one, {}, 0)) == 9  # one evolution round: every train task
+    few = SimpleNamespace(config=RunConfig(harness_s={"proposals": [1, 1, 1]}, env={"n_train": 2}),
+                          tasks=lambda split: train[:2])
+    with pytest.raises(ValueError, match="raise env.n_train or run fewer evolution rounds"):
+        round_tasks(few, {}, 2)
 
 
 def test_ballots_combine_with_weights_one_three_quarters_half_quarter():

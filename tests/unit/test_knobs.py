@@ -308,8 +308,9 @@ ADAPTIVE = {"strategy": "whale", "whale.schedule": "adaptive", "whale.min_epochs
             "whale.window_epochs": 0.125, "whale.max_epochs": 1.0, "whale.min_iterations": 2,
             "whale.search_patience": 1, "whale.max_iterations": 4}
 WHALE = {"strategy": "whale", "whale.weight_epochs": 0.25, "whale.search_iterations": 1, "search.tasks": 4}
-HARNESS_S = {"strategy": "harness_s", "rounds": 1, "harness_s.causes_per_candidate": 1}
-"""Harness-S with one cause per candidate: two siblings from the two causes, so the router has a choice."""
+HARNESS_S = {"strategy": "harness_s", "rounds": 1, "harness_s.causes_per_candidate": 1, "harness_s.proposals": [2]}
+"""Harness-S with one cause per candidate: two siblings from the two causes, so the router has a choice; one
+evolution round, whose parents see all 8 train tasks (each round runs on its own share of them, §3.2)."""
 RSI = {"strategy": "coevo_rsi", "meta.candidates": 2}
 CLIP = {"train.num_iterations": 2, "train.steps": 2}
 
@@ -398,7 +399,7 @@ PROBES: dict[str, Probe] = {
     "harness_s.ranks": Probe(run, 1, HARNESS_S),
     "harness_s.rescue_k": Probe(run, 1, HARNESS_S),
     # EvoHarness-RL
-    "evoharness.sft_steps": Probe(run, 0, {"strategy": "evoharness_rl"}),
+    "evoharness.sft_steps": Probe(run, 0, {"strategy": "evoharness_rl", "train.action_cost": 0.5}),
     "evoharness.teacher": Probe(harness_sft, False),
     "evoharness.sft_epochs": Probe(harness_sft, 3),
     "evoharness.sft_learning_rate": Probe(harness_sft, 1e-2),

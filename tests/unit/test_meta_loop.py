@@ -114,7 +114,8 @@ def setup_run(tmp_path, effect="help", fail_once_at=None, strategy="vace", curat
                        harness=str(tmp_path / "h0.json"), policy="fake:words",
                        env={"ref": "words", "n_train": 4, "n_val": 4, "n_test": 4},
                        meta={"smoke_tasks": 2, "local_check": True, "local_tasks": 4, "local_controls": 0,
-                             "samples": 1 if editor else len(EDIT_OPERATORS)})
+                             "samples": 1 if editor else len(EDIT_OPERATORS)},
+                       train={"action_cost": 0.5} if strategy == "evoharness_rl" else {})  # its lambda: no default
     archive = Archive(config.db)
     env, model = WordEnv(), policy(effect)
     ctx = MetaContext(config=config, env=env, archive=archive, policy=lambda ckpt: model,

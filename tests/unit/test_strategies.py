@@ -89,7 +89,8 @@ def test_an_unknown_strategy_is_an_error_naming_the_valid_ones():
 
 @pytest.mark.parametrize("name", list(STRATEGIES))
 def test_the_run_gets_a_trainer_and_roles_only_when_its_strategy_needs_them(tmp_path, name):
-    config = RunConfig(strategy=name, db=str(tmp_path / "run.db"))
+    lam = {"action_cost": 0.5} if name == "evoharness_rl" else {}  # its lambda has no default (test_config)
+    config = RunConfig(strategy=name, db=str(tmp_path / "run.db"), train=lam)
     ctx = make_context(config, Archive(config.db), "r1", env=object())
     strategy = get_strategy(name)
     assert (ctx.trainer is not None) == strategy.trains

@@ -67,6 +67,31 @@ def test_rsft_trains_on_policy_tokens_of_accepted_rollouts_only(tmp_path, monkey
     assert new.parents == ["ckpt-tiny"] and new.config["stage"] == "rsft"
 
 
+def test_the_adamw_state_carries_from_one_rsft_stage_to_the_next_and_not_from_elsewhere(tmp_path):
+    """Issue 39 item 5: the optimiser no longer resets every cycle. A stage from an RSFT checkpoint resumes its
+    AdamW moments and step count (at its own learning rate); a stage from the base starts a fresh one."""
+    base = tiny_llama_checkpoint(tmp_path / "base")
+    cfg = {"steps": 1, "tasks_per_step": 2, "num_generations": 4, "minibatch_size": 2, "learning_rate": 1e-2,
+           "output_dir": str(tmp_path / "runs")}
+
+    def stage(start, **over):
+        return rsft.train_rsft(start, SPEC, LookupEnv(), LookupEnv().tasks(), {**cfg, **over},
+                               policy_factory=lambda model, tok: lookup_policy(right_every=2))[0]
+
+    first = stage(base)
+    assert (Path(first.adapter_path).parent / rsft.OPTIMIZER).is_file()
+    assert first.metrics["optimizer_resumed"] is False and first.metrics["optimizer_steps"] == first.metrics["steps"]
+    second = stage(first, learning_rate=1e-3)
+    assert second.metrics["optimizer_resumed"] is True
+    assert second.metrics["optimizer_steps"] == first.metrics["steps"] + second.metrics["steps"]
+    saved = torch.load(Path(second.adapter_path).parent / rsft.OPTIMIZER, weights_only=True)
+    assert {g["lr"] for g in saved["param_groups"]} == {1e-3}  # the resumed stage's own rate
+    assert stage(base).metrics["optimizer_resumed"] is False
+    fresh = rsft.train_rsft(second, SPEC, LookupEnv(), LookupEnv().tasks(), cfg, resume=False,
+                            policy_factory=lambda model, tok: lookup_policy(right_every=2))[0]
+    assert fresh.metrics["optimizer_resumed"] is False and fresh.metrics["optimizer_steps"] == fresh.metrics["steps"]
+
+
 def test_rsft_reads_the_train_section_names_as_rounds_and_batch(tmp_path):
     cfg = TrainConfig(algorithm="rsft", steps=3, tasks_per_step=1, num_generations=2, lora_r=4).stage(0, 7, tmp_path)
     assert (cfg.steps, cfg.tasks_per_step, cfg.num_generations, cfg.lora_r) == (3, 1, 2, 4)

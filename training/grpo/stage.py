@@ -232,7 +232,7 @@ def train_grpo(
     rollout = HarnessRollout(spec, env, tasks, rescue=rescue, policy_factory=policy_factory, rollout_fn=rollout_fn,
                              max_len=cfg.max_len, seed=cfg.seed, checkpoint_id=checkpoint.id,
                              max_concurrency=cfg.max_concurrency, resample=cfg.resample, mixture=mixture,
-                             action_cost=cfg.action_cost, merge_sampler=cfg.merge_sampler,
+                             action_cost=cfg.action_cost or 0.0, merge_sampler=cfg.merge_sampler,
                              sampler_threads=cfg.sampler_threads)
     correction = cfg.importance_correction if cfg.importance_correction is not None else policy_factory is not None
     trainer = HarnessGRPOTrainer(
