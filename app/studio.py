@@ -3,8 +3,8 @@ entry per row of the strategy table): each strategy's compiled ``graph`` bound t
 context (``coevo.compat.bind_context``, as ``coevo.harnesses.runtime.build_harness_graph`` binds
 the harness graph), so ``graph.invoke(input)`` with no context runs on default services.
 
-The default context of strategy ``s`` is ``make_context(RunConfig(strategy=s), Archive(config.db),
-run_id="studio")``, built on first use (``DefaultContext``): importing this module loads no model
+The default context of strategy ``s`` is ``make_context(RunConfig(strategy=s, **STUDIO_KEYS.get(s, {})),
+Archive(config.db), run_id="studio")``, built on first use (``DefaultContext``): importing this module loads no model
 and opens no database. A caller that passes its own ``MetaContext`` as ``context`` gets it instead.
 """
 
@@ -16,6 +16,16 @@ from coevo.compat import bind_context
 from coevo.config import RunConfig
 from coevo.graphs.registry import STRATEGIES, get_strategy
 from coevo.meta.context import MetaContext
+
+
+STUDIO_KEYS: dict[str, dict[str, Any]] = {"evoharness_rl": {"train": {"action_cost": 0.5}}}
+"""What a strategy needs set beyond ``RunConfig``'s defaults to run at all: EvoHarness-RL refuses to run without
+its λ (``train.action_cost``), so Studio's graph takes its preset's 0.5 (``configs/papers/evoharness_rl.toml``)."""
+
+
+def studio_config(strategy: str) -> RunConfig:
+    """The run config of ``strategy``'s Studio graph: ``RunConfig`` defaults with ``STUDIO_KEYS``'."""
+    return RunConfig(strategy=strategy, **STUDIO_KEYS.get(strategy, {}))
 
 
 class DefaultContext:
@@ -34,7 +44,7 @@ class DefaultContext:
             from coevo.app.services import make_context
             from coevo.storage import Archive
 
-            config = RunConfig(strategy=self.strategy)
+            config = studio_config(self.strategy)
             self._built = make_context(config, Archive(config.db), run_id="studio")
         return self._built
 

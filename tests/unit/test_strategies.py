@@ -35,6 +35,7 @@ def test_studio_binds_each_strategy_graph_to_a_lazy_default_context():
         assert isinstance(graph.bound_context, studio.DefaultContext) and graph.bound_context.strategy == name
         assert graph.bound_context._built is None  # nothing loaded until a node reads the context
         assert set(graph.get_graph().nodes) == set(get_strategy(name).graph().get_graph().nodes)
+        assert studio.studio_config(name).strategy == name  # every default validates (evoharness_rl: its λ)
 
 
 def test_write_langgraph_json_regenerates_the_file(tmp_path):
