@@ -17,7 +17,6 @@ from coevo.config import RunConfig
 from coevo.graphs.registry import STRATEGIES, get_strategy
 from coevo.meta.context import MetaContext
 
-
 STUDIO_KEYS: dict[str, dict[str, Any]] = {"evoharness_rl": {"train": {"action_cost": 0.5}}}
 """What a strategy needs set beyond ``RunConfig``'s defaults to run at all: EvoHarness-RL refuses to run without
 its λ (``train.action_cost``), so Studio's graph takes its preset's 0.5 (``configs/papers/evoharness_rl.toml``)."""
