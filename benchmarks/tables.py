@@ -49,16 +49,17 @@ def _commit() -> str:
 def run_costs(result: dict) -> list[tuple[float, float, float]]:
     """Per run that ran in this process (``cpu_s`` set) of a table results JSON: (CPU seconds, weight-stage
     rollouts, evaluation rollouts): the stage's are the ``train`` phase's; evaluations are every other phase's
-    (val, checks, search) plus the test rollouts of the start and final pairs and the run's other tests."""
+    (val, checks, search), what the run measured without charging it (``measured_by_phase``: the stage effect,
+    the final val) and the test rollouts of the start and final pairs and the run's other tests."""
     out = []
     for run in result["comparison"]["runs"]:
         if run.get("cpu_s") is None:
             continue
         tests = [run.get("start"), run.get("final"), *run.get("tests", {}).values()]
         test = sum(len(o["rewards"]) for t in tests if t for o in t["per_task"].values())
-        spent = run.get("spent_by_phase", {})
+        spent, measured = run.get("spent_by_phase", {}), run.get("measured_by_phase", {})
         train = spent.get("train", 0.0)
-        out.append((run["cpu_s"], train, sum(spent.values()) - train + test))
+        out.append((run["cpu_s"], train, sum(spent.values()) - train + sum(measured.values()) + test))
     return out
 
 
