@@ -14,7 +14,7 @@ def test_a_shipped_config_loads_from_a_directory_without_it(tmp_path, monkeypatc
     assert config_path("configs/papers/vace.toml") == PACKAGE_ROOT / "configs" / "papers" / "vace.toml"
     assert load_config("configs/papers/vace.toml").strategy == "vace"
     spec, config = load_table("configs/tables/whale.toml")
-    assert spec.preset == "configs/papers/whale.toml" and config.harness == "testbed"
+    assert spec.preset == "configs/papers/whale.toml" and config.env.ref.startswith("showcase:")  # the suite's
 
 
 def test_a_file_of_that_name_in_the_working_directory_comes_first(tmp_path, monkeypatch):
