@@ -141,7 +141,7 @@ class MetaContext(Recording):
     def start_spec(self) -> HarnessSpec | None:
         """The run's H0: the harness ``setup`` stored as its base, else what it would load
         (``config.harness`` or the env's base harness); None when neither is found."""
-        for record in self.archive.list(HarnessRecord, run_id=self.run_id):
+        for record in self.archive.run_harnesses(self.run_id):
             if record.origin == "base":
                 return load_harness(record.spec)
         try:

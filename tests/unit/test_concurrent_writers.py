@@ -118,7 +118,11 @@ def test_two_runs_and_an_eval_write_one_archive_at_once_and_archive_list_reads_t
         owned = [ids_of_run(db_url, table, r) for r in run_ids]
         expected = {i.replace(alone[1], r) for r in run_ids for i in ids_of_run(alone[0], table, alone[1])}
         assert owned[0] | owned[1] == expected and not owned[0] & owned[1]
-    with Archive(db_url) as archive:
+    with Archive(alone[0]) as archive:
+        used = [(h.id, h.origin, h.parents) for h in archive.run_harnesses(alone[1])]
+    with Archive(db_url) as archive:  # yet each run lists every harness it used, as the run alone does
+        assert [[(h.id, h.origin, h.parents) for h in archive.run_harnesses(r)] for r in run_ids] == [used, used]
+        assert {h[1] for h in used} >= {"base", "edit"}
         assert [archive.get(RunRecord, r).status for r in run_ids] == ["done", "done"]
         (record,) = archive.list(EvaluationRecord, run_id="eval-1")
         assert record.status == "done" and archive.count(Trajectory, evaluation_id=record.id) == 4 * K
@@ -144,6 +148,10 @@ def test_a_spec_or_base_model_another_run_stored_first_stays_that_runs(tmp_path)
     archive.add_harness(evaluated, origin="cli")  # coevo eval's: no run owns it, so a run storing it claims it
     archive.add_harness(evaluated, [], "base", "run-b")
     assert archive.get(HarnessRecord, evaluated.id).run_id == "run-b"
+    # each run reads the harnesses it stored as it stored them, whoever owns the row (RunHarness links)
+    assert [(h.id, h.run_id, h.origin, h.parents) for h in archive.run_harnesses("run-b")] == [
+        (spec.id, "run-b", "edit", ["other"]), (evaluated.id, "run-b", "base", [])]
+    assert [(h.id, h.origin) for h in archive.run_harnesses("run-a")] == [(spec.id, "base")]
     first, second = Recording(), Recording()
     first.archive = second.archive = archive
     first.run_id, second.run_id = "run-a", "run-b"
