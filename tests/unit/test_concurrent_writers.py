@@ -5,8 +5,10 @@ they write is counted (fakes from ``test_meta_loop`` through ``fake_cli.py``).""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -28,8 +30,23 @@ def start(*args: str) -> subprocess.Popen:
                             stderr=subprocess.STDOUT, text=True, env=env)
 
 
+DEADLINE_S = 300
+"""How long a process may take: each takes under 65 s on the shared 2-core box beside another heavy test file
+(pytest -n 2); one still running after this is stuck, not slow (two runs setting up a new PostgreSQL archive's
+checkpoint tables once waited for each other for good: ``coevo.app.checkpointer.setup_lock``)."""
+
+
 def finish(proc: subprocess.Popen) -> str:
-    out, _ = proc.communicate(timeout=300)
+    """The process's output once it exits 0 without a traceback or a lock error. One still running after
+    ``DEADLINE_S`` fails the test with every thread's stack (``fake_cli``'s SIGUSR1) and its output."""
+    try:
+        out, _ = proc.communicate(timeout=DEADLINE_S)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGUSR1)
+        time.sleep(2)
+        proc.kill()
+        out, _ = proc.communicate()
+        pytest.fail(f"`{' '.join(proc.args[2:4])}` still ran after {DEADLINE_S} s; where it was:\n{out[-8000:]}")
     assert proc.returncode == 0, out
     assert "Traceback" not in out and "locked" not in out, out
     return out
