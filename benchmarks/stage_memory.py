@@ -12,8 +12,10 @@ Two stages, each alone in its own process, SmolLM2-135M-Instruct on CPU:
 ``--set KEY=VALUE`` overrides a config key (``train.max_memory_gb=8``; a smaller slice:
 ``evoharness.sft_steps=1``). Prints JSON: the plan (``micro_steps``/``micro_batches``, ``max_len``,
 ``estimate_gb``, ``budget_gb``, what it changed) or ``refused`` (the ``MemoryBudgetError`` paragraph), the
-stage's steps, rows' policy tokens and loss, wall and CPU seconds (user + system, this process and its
-children) and the peak RSS (``ru_maxrss``, GB). Run it under ``/usr/bin/time -v`` for the same peak from outside:
+stage's own wall seconds (``stage_s``, from its metrics) and steps, rows' policy tokens and loss, the whole
+process's wall and CPU seconds (user + system, this process and its children: TextWorld builds its games
+in child processes the first time) and the peak RSS (``ru_maxrss``, GB). Run it under ``/usr/bin/time -v``
+for the same peak from outside:
 
     OMP_NUM_THREADS=1 nice -n 19 /usr/bin/time -v python benchmarks/stage_memory.py grpo --set train.max_memory_gb=8
     OMP_NUM_THREADS=1 nice -n 19 /usr/bin/time -v python benchmarks/stage_memory.py harness-sft \\
@@ -70,7 +72,8 @@ def grpo(overrides: dict[str, Any]) -> dict[str, Any]:
     stage = default_stage(**{k.removeprefix("train."): v for k, v in overrides.items()})
     new, trajectories = train_grpo(stage["checkpoint"], stage["spec"], stage["env"], stage["tasks"], stage["config"])
     m = new.metrics
-    return {"steps": len(m.get("history", [])), "rollouts": len(trajectories), "reward_mean": m.get("reward_mean"),
+    return {"stage_s": round(m.get("wall_time_s", 0.0), 1), "steps": len(m.get("history", [])),
+            "rollouts": len(trajectories), "reward_mean": m.get("reward_mean"),
             "micro_batches": new.config.get("micro_batches"), "max_len": new.config.get("max_len")}
 
 
@@ -88,7 +91,8 @@ def harness_sft(config_path: str, overrides: dict[str, Any]) -> dict[str, Any]:
             _, state, _ = asyncio.run(sft_stage(config, archive, "stage-memory"))
             m = archive.get(Checkpoint, state["checkpoint"]).metrics or {}  # type: ignore[union-attr]
     history = m.get("history", [])
-    return {"rounds": len(history), "sft_steps": m.get("steps"), "tokens": m.get("tokens"),
+    return {"stage_s": round(m.get("wall_time_s", 0.0), 1), "rounds": len(history), "sft_steps": m.get("steps"),
+            "tokens": m.get("tokens"),
             "kept": [h.get("kept") for h in history], "loss": m.get("loss"), "memory": m.get("memory")}
 
 
