@@ -12,7 +12,8 @@ Two stages, each alone in its own process, SmolLM2-135M-Instruct on CPU:
 ``--set KEY=VALUE`` overrides a config key (``train.max_memory_gb=8``; a smaller slice:
 ``evoharness.sft_steps=1``). Prints JSON: the plan (``micro_steps``/``micro_batches``, ``max_len``,
 ``estimate_gb``, ``budget_gb``, what it changed) or ``refused`` (the ``MemoryBudgetError`` paragraph), the
-stage's own wall seconds (``stage_s``, from its metrics) and steps, rows' policy tokens and loss, the whole
+stage's own wall seconds (``stage_s``, from its metrics) and steps, rows' policy tokens and loss (harness SFT:
+also its rows uncut and at the planned ``max_len``, ``rows_of``), the whole
 process's wall and CPU seconds (user + system, this process and its children: TextWorld builds its games
 in child processes the first time) and the peak RSS (``ru_maxrss``, GB). Run it under ``/usr/bin/time -v``
 for the same peak from outside:
@@ -83,17 +84,32 @@ def harness_sft(config_path: str, overrides: dict[str, Any]) -> dict[str, Any]:
 
     from coevo.config import load_config
     from coevo.models.checkpoint import Checkpoint
+    from coevo.models.trajectory import Trajectory
     from coevo.storage.archive import Archive
+    from coevo.training.rsft import accepted
 
     with tempfile.TemporaryDirectory() as tmp:
         config = load_config(config_path, {**overrides, "db": str(Path(tmp) / "coevo.db"), "out_dir": tmp})
         with Archive(config.db) as archive:
             _, state, _ = asyncio.run(sft_stage(config, archive, "stage-memory"))
             m = archive.get(Checkpoint, state["checkpoint"]).metrics or {}  # type: ignore[union-attr]
+            kept = accepted(archive.list(Trajectory, run_id="stage-memory", split="train"))  # the stage's rollouts
     history = m.get("history", [])
+    cap = (m.get("memory") or {}).get("max_len")
     return {"stage_s": round(m.get("wall_time_s", 0.0), 1), "rounds": len(history), "sft_steps": m.get("steps"),
-            "tokens": m.get("tokens"),
-            "kept": [h.get("kept") for h in history], "loss": m.get("loss"), "memory": m.get("memory")}
+            "tokens": m.get("tokens"), "kept": [h.get("kept") for h in history], "loss": m.get("loss"),
+            "memory": m.get("memory"), "rows_uncut": rows_of(kept, None), "rows_at_cap": rows_of(kept, cap)}
+
+
+def rows_of(trajectories: list[Any], max_len: int | None) -> dict[str, int]:
+    """How many harness SFT rows ``trajectories`` give at ``max_len`` (None: uncut), the longest one's tokens
+    and their policy tokens: what a lowered ``max_len`` cuts from the stage's data."""
+    from coevo.training.grpo.harness_cost import harness_sft_rows
+    from coevo.training.rsft import policy_tokens
+
+    rows = [r for t in trajectories for r in harness_sft_rows(t, max_len)]
+    return {"rows": len(rows), "longest": max((len(r.prompt_ids) + len(r.completion_ids) for r in rows), default=0),
+            "policy_tokens": policy_tokens(rows)}
 
 
 def main() -> None:
