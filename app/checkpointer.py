@@ -11,6 +11,7 @@ server or firewall dropped during a long model call is replaced, not used.
 
 from __future__ import annotations
 
+import asyncio
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator
 
@@ -24,7 +25,10 @@ MAX_IDLE_S = 600.0
 """A pooled PostgreSQL connection idle this long is closed (the pool opens another when needed)."""
 MAX_LIFETIME_S = 3600.0
 """A pooled PostgreSQL connection is replaced after this long, however busy."""
-_SETUP_LOCK = 0x636B7074  # "ckpt": serialises concurrent first-time setups of the checkpoint tables
+SETUP_LOCK = 0x636B7074
+"""The PostgreSQL advisory lock ("ckpt") that serialises concurrent first-time setups of the checkpoint tables."""
+SETUP_POLL_S = 0.05
+"""How often a run asks again for the setup lock another run holds (``setup_lock``)."""
 
 
 def is_postgres(db: str) -> bool:
@@ -64,9 +68,22 @@ async def open_checkpointer(db: str, serde: Any) -> AsyncIterator[Any]:
                                    max_lifetime=MAX_LIFETIME_S) as pool:
         saver = AsyncPostgresSaver(pool, serde=serde)  # type: ignore[arg-type]
         async with pool.connection() as conn:
-            await conn.execute("SELECT pg_advisory_lock(%s)", (_SETUP_LOCK,))
+            await setup_lock(conn)
             try:
                 await saver.setup()
             finally:
-                await conn.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK,))
+                await conn.execute("SELECT pg_advisory_unlock(%s)", (SETUP_LOCK,))
         yield saver
+
+
+async def setup_lock(conn: Any) -> None:
+    """Take the session advisory lock ``SETUP_LOCK`` on ``conn`` (a psycopg ``AsyncConnection``, autocommit,
+    dict rows) by asking every ``SETUP_POLL_S`` seconds (``pg_try_advisory_lock``), never by waiting inside the
+    server: LangGraph's setup creates its indexes ``CONCURRENTLY``, and a concurrent index build waits for
+    every transaction older than it, a backend blocked in ``pg_advisory_lock`` included. A run waiting there
+    for the lock would wait for the run holding it, whose index build waits for the waiting run: a deadlock
+    PostgreSQL cannot see (the lock and the index build are on two connections of one process), which can hang
+    two ``coevo run``s starting at once on a new PostgreSQL archive for good. Between two asks this backend is
+    idle, so the holder's index build never waits for it."""
+    while not (await (await conn.execute("SELECT pg_try_advisory_lock(%s) AS got", (SETUP_LOCK,))).fetchone())["got"]:
+        await asyncio.sleep(SETUP_POLL_S)

@@ -36,27 +36,34 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 
 
-async def measure(config: Any, folder: Path, k: int) -> dict[str, Any]:
-    """SFT then evaluate (module doc) with ``config`` writing under ``folder``; the numbers as a dict."""
+async def sft_stage(config: Any, archive: Any, run_id: str = "bench-bpe-sft") -> tuple[Any, dict[str, Any], float]:
+    """The strategy's own ``setup`` -> ``equip`` -> ``harness_sft`` nodes with ``config`` on ``archive``:
+    ``(the run's MetaContext, the state after the SFT stage, the stage's wall seconds)``."""
     from langgraph.runtime import Runtime
 
     from coevo.app.services import make_context
-    from coevo.evaluation.stats import score_estimate
     from coevo.graphs.evoharness.nodes import equip, harness_sft
+    from coevo.nodes.loop import setup
+
+    ctx = make_context(config, archive, run_id)
+    runtime = Runtime(context=ctx)
+    state: dict[str, Any] = dict(setup({}, runtime))
+    state |= equip(state, runtime)
+    started = time.perf_counter()
+    state |= await harness_sft(state, runtime)
+    return ctx, state, time.perf_counter() - started
+
+
+async def measure(config: Any, folder: Path, k: int) -> dict[str, Any]:
+    """SFT then evaluate (module doc) with ``config`` writing under ``folder``; the numbers as a dict."""
+    from coevo.evaluation.stats import score_estimate
     from coevo.models.checkpoint import Checkpoint
     from coevo.models.trajectory import Trajectory
-    from coevo.nodes.loop import setup
     from coevo.storage.archive import Archive
     from coevo.training.kinds import training_spec
 
     with Archive(folder / "coevo.db") as archive:
-        ctx = make_context(config, archive, "bench-bpe-sft")
-        runtime = Runtime(context=ctx)
-        state: dict[str, Any] = dict(setup({}, runtime))
-        state |= equip(state, runtime)
-        started = time.perf_counter()
-        state |= await harness_sft(state, runtime)
-        sft_s = time.perf_counter() - started
+        ctx, state, sft_s = await sft_stage(config, archive)
         checkpoint = archive.get(Checkpoint, state["checkpoint"])
         history = (checkpoint.metrics or {}).get("history", []) if checkpoint else []
         spec = ctx.spec(state["incumbent"])  # evaluated as GRPO's rollouts run it: their temperature and tokens

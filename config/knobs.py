@@ -37,8 +37,8 @@ PERFORMANCE: dict[str, str] = {
                            "rounding (bit-identical while B = 0), the trained weights are untouched "
                            "(tests/unit/test_merged_sampling.py).",
     "train.activation_checkpointing": "recomputes activations in the backward pass: memory for time.",
-    "train.max_memory_gb": "the memory a GRPO stage plans for: more micro-steps (the same update up to float "
-                           "rounding), then a lower max_len, or a refusal (coevo.training.memory).",
+    "train.max_memory_gb": "the memory a GRPO or RSFT stage plans for: more micro-steps (the same update up to "
+                           "float rounding), then a lower max_len, or a refusal (coevo.training.memory).",
     "train.max_concurrency": "rollouts in flight during a stage: speed; each rollout keeps its seed.",
     "train.use_cpu": "where the trainer runs (None: CPU without a CUDA device).",
     "train.logging_steps": "how often TRL logs a step's metrics (1: one history row per step).",

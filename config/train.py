@@ -73,8 +73,9 @@ class StageSettings(BaseModel):
         "(coevo.training.grpo.packing: the same log-probs, loss and gradients as row by row)")
     activation_checkpointing: bool = Field(default=True, description="recompute activations in the backward pass")
     max_memory_gb: float | None = Field(
-        default=None, gt=0, description="GRPO: the memory a stage plans for (GB); more micro_batches, then a lower "
-        "max_len, when its estimate is over, and a clear refusal when one row does not fit "
+        default=None, gt=0, description="the memory a GRPO or RSFT stage plans for (GB); more micro-steps per step "
+        "(GRPO's micro_batches, RSFT's minibatch), then a lower max_len, when its estimate is over, and a clear "
+        "refusal when one row does not fit "
         "(coevo.training.memory); None: 60 % of the device's memory, which only refuses a stage whose one row does not "
         "fit (a reshape it would need is logged)")
     merge_sampler: bool = Field(

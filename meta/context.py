@@ -154,10 +154,10 @@ class MetaContext(Recording, Spending):
         return self.h0
 
     def start_spec(self) -> HarnessSpec | None:
-        """The run's H0: the harness ``setup`` stored as its base (read once), else what it would store
-        (``start``); None when neither is found."""
+        """The run's H0: the harness ``setup`` stored as its base (read once, through the run's harness
+        links), else what it would store (``start``); None when neither is found."""
         if self._base is None:
-            for record in self.archive.list(HarnessRecord, run_id=self.run_id):
+            for record in self.archive.run_harnesses(self.run_id):
                 if record.origin == "base":
                     self._base = self.spec(record.id)
                     break

@@ -23,11 +23,12 @@ from coevo.records.run import (
            EvaluationRecord,
            HarnessRecord,
            LLMCallRecord,
+           RunHarness,
            RunHeartbeat,
            RunRecord,
 )
 
 __all__ = ["Ballot", "BaseChoice", "BudgetRecord", "Checkpoint", "Decomposition", "EditRecord", "EvaluationRecord",
            "ExperienceRecord", "ExportRecord", "GateDecision", "GatePair", "HarnessRecord", "LLMCallRecord",
-           "ModelProposal", "PairScore", "Phase", "PoolMember", "Profile", "ProfileEntry", "Promotion", "RunHeartbeat",
-           "RunRecord", "Task", "Trajectory"]
+           "ModelProposal", "PairScore", "Phase", "PoolMember", "Profile", "ProfileEntry", "Promotion", "RunHarness",
+           "RunHeartbeat", "RunRecord", "Task", "Trajectory"]

@@ -1,6 +1,6 @@
-"""The records of one run's bookkeeping: the run itself, its harnesses, edits, evaluations, meta-role
-LLM calls and budget rows (docs/design.md, Storage). Plain pydantic models: ``coevo.storage`` derives a
-table from each (``storage/README.md``)."""
+"""The records of one run's bookkeeping: the run itself, its harnesses (and its links to those another
+run stored first), edits, evaluations, meta-role LLM calls and budget rows (docs/design.md, Storage).
+Plain pydantic models: ``coevo.storage`` derives a table from each (``storage/README.md``)."""
 
 from __future__ import annotations
 
@@ -68,6 +68,30 @@ class HarnessRecord(BaseModel):
             raise TypeError(f"a harness record needs a HarnessSpec, got {type(spec).__name__}")
         return cls(id=spec.id, spec=spec.model_dump(mode="json"), origin=origin, run_id=run_id,
                    parents=list(parents if parents is not None else getattr(spec, "parents", None) or []))
+
+
+class RunHarness(BaseModel):
+    """Run ``run_id`` stored or reused harness ``harness_id`` (``Archive.add_harness``): the link through
+    which a run reads its harnesses (``Archive.run_harnesses``). A harness row is content-addressed and
+    owned by the first run to store it, so a second run that starts from the same H0, or reaches the
+    same edit's child, has only this link; ``origin`` and ``parents`` are what this run said when it
+    first stored the spec (they may differ from the owner's). ``id`` is ``"<run_id>/<harness_id>"``."""
+
+    id: str
+    run_id: str
+    harness_id: str
+    origin: str = ""
+    parents: list[str] = Field(default_factory=list)
+    created_at: UTCTime = created()
+
+    @classmethod
+    def of(cls, record: HarnessRecord) -> RunHarness:
+        """The link of ``record`` (a ``HarnessRecord`` as a run stores it: its ``run_id`` set) to its run.
+        Raises ``ValueError`` for a record without a run."""
+        if record.run_id is None:
+            raise ValueError(f"harness {record.id[:12]} has no run to link it to")
+        return cls(id=f"{record.run_id}/{record.id}", run_id=record.run_id, harness_id=record.id,
+                   origin=record.origin, parents=list(record.parents))
 
 
 class EditRecord(BaseModel):

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from coevo.observe.text import magnitude
-from coevo.records import Checkpoint, HarnessRecord
+from coevo.records import Checkpoint
 from coevo.report.markup import html_table
 from coevo.report.plots import plt, save_figure
 from coevo.storage import Archive
@@ -59,7 +59,7 @@ def harness_use_plot(steps: Sequence[dict[str, Any]], path: Path) -> Path:
 def harness_use_section(archive: Archive, run_id: str, out_dir: Path) -> str:
     """The HTML of the action-rate curve (``harness_use.png`` in ``out_dir``) and its table; "" when
     the run has no BPE harness or no GRPO step logged harness use."""
-    if not any("bpe" in (h.spec or {}) for h in archive.list(HarnessRecord, run_id=run_id)):
+    if not any("bpe" in (h.spec or {}) for h in archive.run_harnesses(run_id)):
         return ""
     steps = harness_use_steps(archive, run_id)
     if not steps:

@@ -144,7 +144,7 @@ def _write(run_id: str, archive: Archive, db: str, out_dir: Path, state: dict[st
         raise InputError(f"no run {run_id!r} in {db}; `coevo archive list --db {db}` shows the runs")
     out_dir.mkdir(parents=True, exist_ok=True)
     decisions = sorted(archive.list(GateDecision, run_id=run_id), key=lambda d: (d.round, d.created_at))
-    harnesses = [h for h in archive.list(HarnessRecord, run_id=run_id) if h.origin != "sampling"]  # not their variants
+    harnesses = [h for h in archive.run_harnesses(run_id) if h.origin != "sampling"]  # not their variants
     evals = [e for e in archive.list(EvaluationRecord, run_id=run_id) if e.aggregates]
     trivial_val = next((e.aggregates.get("trivial_baseline") for e in evals if e.split == "val"), None)
     trivial_train = next((e.aggregates.get("trivial_baseline") for e in evals if e.split == "train"), trivial_val)

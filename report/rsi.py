@@ -8,7 +8,7 @@ import html
 from pathlib import Path
 
 from coevo.graphs.coevo_rsi.archive_view import pair_stats
-from coevo.records import BaseChoice, HarnessRecord, ModelProposal, Promotion
+from coevo.records import BaseChoice, ModelProposal, Promotion
 from coevo.report.markup import html_row
 from coevo.report.numbers import plain, score_text, stored_estimates
 from coevo.report.plots import timr_matrix_plot
@@ -24,7 +24,7 @@ def rsi_section(archive: Archive, run_id: str, out_dir: Path) -> str:
     choices = archive.list(BaseChoice, run_id=run_id)
     proposals = archive.list(ModelProposal, run_id=run_id)
     val = stored_estimates(archive, run_id, "val")
-    order = {h.id: i for i, h in enumerate(archive.list(HarnessRecord, run_id=run_id))}
+    order = {h.id: i for i, h in enumerate(archive.run_harnesses(run_id))}
     parts = []
     for p in promotions:
         bases = "".join(html_row(c.direction, f"#{c.index} {c.base_id[:12]}",

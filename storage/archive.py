@@ -5,7 +5,8 @@ A SQLite file in WAL mode by default (``Archive("runs/coevo.db")``), or any SQLA
 models themselves (``coevo.records``; each kind's table comes from ``coevo.storage.tables.TABLES``):
 ``put`` writes any records as idempotent upserts by id in one transaction, so a resumed run
 rewrites rather than duplicates rows and a batch (a task's rollouts, a round's edits) is written
-all-or-nothing; ``get`` and ``list`` read them back as the same models, never ORM rows.
+all-or-nothing; ``get`` and ``list`` read them back as the same models, never ORM rows; ``run_harnesses`` reads a
+run's harnesses through its links (a content-addressed harness row belongs to the first run to store it).
 
 Writes are serialised by a lock, so one ``Archive`` may be shared by threads (the evaluator
 persists from a worker thread while rollouts continue on the event loop); several processes may
@@ -36,7 +37,7 @@ from sqlalchemy.exc import DatabaseError
 from sqlmodel import SQLModel
 
 from coevo.masking import redact
-from coevo.records import HarnessRecord, RunRecord, Trajectory
+from coevo.records import HarnessRecord, RunHarness, RunRecord, Trajectory
 from coevo.storage.connection import database_url, make_engine, writing
 from coevo.storage.errors import AmbiguousIdError, ArchiveError, ArchiveFullError, disk_full
 from coevo.storage.errors import SchemaVersionError as SchemaVersionError  # re-exported
@@ -165,43 +166,53 @@ class Archive:
             batches.setdefault(entry.table, []).append(entry.row(record))
         self._write(batches)
 
+    @staticmethod
+    def _insert_new(conn: Connection, table: Table, row: dict[str, Any]) -> bool:
+        """Insert ``row`` into ``table`` on ``conn`` unless its id is there; whether it was inserted (SQLite
+        ``INSERT OR IGNORE``, PostgreSQL ``ON CONFLICT DO NOTHING``: atomic across processes)."""
+        if conn.dialect.name == "sqlite":
+            return conn.execute(table.insert().prefix_with("OR IGNORE"), row).rowcount == 1
+        if conn.dialect.name == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+            stmt = pg_insert(table).values(**row).on_conflict_do_nothing(index_elements=["id"])
+            return conn.execute(stmt.returning(table.c.id)).first() is not None
+        if conn.execute(select(table.c.id).where(table.c.id == row["id"])).first() is not None:
+            return False
+        conn.execute(table.insert(), row)
+        return True
+
     def put_new(self, record: BaseModel) -> bool:
         """Store ``record`` unless a row of its kind with its id exists (budget accounting: what an id
         names was paid for once); returns whether it was stored. Atomic across processes (SQLite
         ``INSERT OR IGNORE`` under the write lock, PostgreSQL ``ON CONFLICT DO NOTHING``)."""
         entry = stored(type(record))
-        table, row = entry.table, entry.row(record)
-        with self._transaction(f"a row of {table.name}") as conn:
-            if conn.dialect.name == "sqlite":
-                return conn.execute(table.insert().prefix_with("OR IGNORE"), row).rowcount == 1
-            if conn.dialect.name == "postgresql":
-                from sqlalchemy.dialects.postgresql import insert as pg_insert
-
-                stmt = pg_insert(table).values(**row).on_conflict_do_nothing(index_elements=["id"])
-                return conn.execute(stmt.returning(table.c.id)).first() is not None
-            if conn.execute(select(table.c.id).where(table.c.id == row["id"])).first() is not None:
-                return False
-            conn.execute(table.insert(), row)
-        return True
+        with self._transaction(f"a row of {entry.table.name}") as conn:
+            return self._insert_new(conn, entry.table, entry.row(record))
 
     def add_harness(self, spec: Any, parents: Sequence[str] | None = None, origin: str = "",
                     run_id: str | None = None) -> str:
         """Store a harness spec (a ``HarnessSpec``, as ``HarnessRecord.of``, or a ``HarnessRecord``)
         unless the archive holds its id; returns its id. The id is the content's, so the row is the first
         run's to store it: a later run (or a concurrent one) storing the same spec keeps the stored
-        ``run_id``, ``origin`` and ``parents`` instead of taking the row over (``put_new``, atomic across
-        processes), except a row no run owns (``coevo eval`` stores its harness without one), which the
-        first run to store the spec claims. Raises ``ArchiveError`` for anything else."""
+        ``run_id``, ``origin`` and ``parents`` instead of taking the row over (atomic across processes),
+        except a row no run owns (``coevo eval`` stores its harness without one), which the first run to
+        store the spec claims. With ``run_id``, the same transaction links the run to the harness
+        (``RunHarness``, once per run and harness, with this call's ``origin`` and ``parents``), so
+        ``run_harnesses`` lists it for every run that stored it. Raises ``ArchiveError`` for anything else."""
         try:
             record = spec if isinstance(spec, HarnessRecord) else HarnessRecord.of(
                 spec, builtins.list(parents) if parents is not None else None, origin, run_id)
         except TypeError as err:
             raise ArchiveError(f"add_harness: {err}") from None
-        if not self.put_new(record) and record.run_id is not None:
-            table, row = TABLES[HarnessRecord].table, TABLES[HarnessRecord].row(record)
-            with self._transaction(f"harness {record.id[:12]}'s run") as conn:  # one UPDATE: atomic
+        table, row = TABLES[HarnessRecord].table, TABLES[HarnessRecord].row(record)
+        with self._transaction(f"harness {record.id[:12]}") as conn:
+            if not self._insert_new(conn, table, row) and record.run_id is not None:  # one UPDATE: atomic
                 conn.execute(table.update().where(table.c.id == record.id, table.c.run_id.is_(None))
                              .values(run_id=row["run_id"], origin=row["origin"], parents=row["parents"]))
+            if record.run_id is not None:
+                links = TABLES[RunHarness]
+                self._insert_new(conn, links.table, links.row(RunHarness.of(record)))
         return record.id
 
     def add_trajectories(self, trajectories: Sequence[Trajectory], evaluation_id: str | None = None,
@@ -239,6 +250,18 @@ class Archive:
                 raise ArchiveError(f"{entry.model.__name__} has no field {name!r} to filter on: one of "
                                    f"{entry.columns}") from None
         return query
+
+    def run_harnesses(self, run_id: str) -> builtins.list[HarnessRecord]:
+        """The harnesses run ``run_id`` stored or reused (its ``RunHarness`` links, those another run
+        stored first included), in the order it first stored them, each as this run saw it: the stored
+        spec with this run's ``run_id``, ``origin``, ``parents`` and time of storing. What a run's report
+        and views read instead of ``list(HarnessRecord, run_id=...)``, which holds only the rows it owns."""
+        links = self.list(RunHarness, run_id=run_id)
+        specs = {h.id: h for h in self.get_many(HarnessRecord, [link.harness_id for link in links])}
+        return [specs[link.harness_id].model_copy(update={"run_id": run_id, "origin": link.origin,
+                                                          "parents": builtins.list(link.parents),
+                                                          "created_at": link.created_at})
+                for link in links if link.harness_id in specs]
 
     def get(self, kind: type[R], id: str, /) -> R | None:
         """The ``kind`` record ``id`` (e.g. ``archive.get(Checkpoint, "base-1")``), or None."""

@@ -46,6 +46,7 @@ from coevo.records import (
     PoolMember,
     Profile,
     Promotion,
+    RunHarness,
     RunHeartbeat,
     RunRecord,
     Task,
@@ -222,3 +223,4 @@ register(Promotion, "promotions")
 register(ExperienceRecord, "experience", ("lineage",))
 register(Decomposition, "decompositions")
 register(ExportRecord, "exports", ("harness_id",))
+register(RunHarness, "run_harnesses", ("harness_id",))  # a run's harnesses, those another run stored first included

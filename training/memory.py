@@ -1,6 +1,9 @@
 """A weight stage's memory budget: the micro-batch and the sequence cap it trains with, derived from
 ``train.max_memory_gb`` (default: ``DEFAULT_SHARE`` of the device's memory), or a clear refusal before
-the first step instead of a process killed for memory half-way through a stage.
+the first step instead of a process killed for memory half-way through a stage. GRPO stages plan with
+``plan_memory`` (a step of ``tasks_per_step x num_generations`` rows), RSFT stages (WHALE's, and
+EvoHarness-RL's harness SFT) with ``plan_sft_memory`` (an SFT step of ``minibatch_size`` rows, without
+activation checkpointing, which RSFT does not use).
 
 The estimate (``stage_gb``) is deliberately simple and conservative, in bytes:
 
@@ -16,7 +19,7 @@ The estimate takes every row at ``max_len`` tokens, a worst case; so under the d
 (``train.max_memory_gb`` unset) a stage is only refused when one row of ``MIN_LEN`` tokens does not fit,
 and a plan that would reshape it is logged at DEBUG instead (a worst case that real rows rarely reach: the
 default job's rows are ~300 of 4096 tokens, so it is kept off the run's console and log file).
-With ``train.max_memory_gb`` set, ``plan_memory`` keeps the configured micro-batch and
+With ``train.max_memory_gb`` set, the plan keeps the configured micro-batch and
 ``max_len`` when they fit; otherwise it first splits
 the step into more gradient-accumulation micro-steps (a divisor of the step's rows; the update is the
 same up to float rounding), then halves ``max_len`` down to ``MIN_LEN`` (longer rows lose their tail, as
@@ -114,24 +117,51 @@ def stage_gb(shape: ModelShape, rows: int, tokens: int, lora_r: int, checkpointi
 
 
 def plan_memory(settings: Any, shape: ModelShape) -> MemoryPlan:
-    """The micro-batch and sequence cap a stage with ``settings`` (a ``StageSettings``: ``tasks_per_step``,
+    """The micro-batch and sequence cap a GRPO stage with ``settings`` (a ``StageSettings``: ``tasks_per_step``,
     ``num_generations``, ``accumulation_steps``, ``max_len``, ``lora_r``, ``activation_checkpointing``,
-    ``max_memory_gb``) trains ``shape`` with under its budget (module doc). Raises ``MemoryBudgetError``
-    when one row of ``min(max_len, MIN_LEN)`` tokens does not fit."""
+    ``max_memory_gb``) trains ``shape`` with under its budget (module doc): the step's rows are
+    ``tasks_per_step x num_generations``. Raises ``MemoryBudgetError`` when one row of ``min(max_len, MIN_LEN)``
+    tokens does not fit."""
+    steps, length, need, budget, changed = _fit(
+        shape, settings, settings.tasks_per_step * settings.num_generations, settings.accumulation_steps,
+        settings.activation_checkpointing, "micro_batches", "GRPO stage")
+    if not changed:
+        return MemoryPlan(micro_batches=settings.micro_batches, max_len=settings.max_len, estimate_gb=need,
+                          budget_gb=budget)
+    return MemoryPlan(micro_batches=steps if steps != settings.accumulation_steps else settings.micro_batches,
+                      max_len=length, estimate_gb=need, budget_gb=budget, changed=changed)
+
+
+def plan_sft_memory(settings: Any, shape: ModelShape) -> MemoryPlan:
+    """The plan of an RSFT stage (WHALE's, and EvoHarness-RL's harness SFT, both ``coevo.training.rsft``) with
+    ``settings`` (``minibatch_size``, ``max_len``, ``lora_r``, ``max_memory_gb``): the same estimate and
+    order as ``plan_memory`` over one SFT step of ``minibatch_size`` rows, which RSFT runs without activation
+    checkpointing; ``micro_batches`` is the number of gradient-accumulation micro-steps that step is split into
+    (1: the whole minibatch at once, as configured; the loss is normalised over the whole minibatch, so the
+    update is the same up to float rounding). Raises ``MemoryBudgetError`` as ``plan_memory``."""
+    steps, length, need, budget, changed = _fit(shape, settings, settings.minibatch_size, 1, False,
+                                                "minibatch micro-steps", "RSFT stage")
+    return MemoryPlan(micro_batches=steps, max_len=length, estimate_gb=need, budget_gb=budget, changed=changed)
+
+
+def _fit(shape: ModelShape, settings: Any, rows: int, configured: int, checkpointing: bool, split_name: str,
+         stage: str) -> tuple[int, int, float, float, tuple[str, ...]]:
+    """(micro-steps, max_len, estimate, budget, changes) of a step of ``rows`` rows configured in ``configured``
+    micro-steps at ``settings.max_len`` (module doc): as configured when it fits or when ``max_memory_gb`` is
+    unset (a reshape it would need is logged at DEBUG), else more micro-steps (divisors of ``rows``), then a
+    halved ``max_len`` down to ``MIN_LEN``. Raises ``MemoryBudgetError`` naming ``stage``."""
     budget = budget_gb(settings.max_memory_gb)
-    rows = settings.tasks_per_step * settings.num_generations
-    steps = settings.accumulation_steps
-    length = settings.max_len
+    steps, length = configured, settings.max_len
 
     def estimate(micro: int, tokens: int) -> float:
-        return stage_gb(shape, rows // micro, tokens, settings.lora_r, settings.activation_checkpointing)
+        return stage_gb(shape, rows // micro, tokens, settings.lora_r, checkpointing)
 
     changed: list[str] = []
     splits = [d for d in range(steps, rows + 1) if rows % d == 0]
     while estimate(steps, length) > budget and splits[-1] > steps:
         steps = next(d for d in splits if d > steps)
-    if steps != settings.accumulation_steps:
-        changed.append(f"micro_batches {settings.accumulation_steps} -> {steps}")
+    if steps != configured:
+        changed.append(f"{split_name} {configured} -> {steps}")
     floor = min(settings.max_len, MIN_LEN)
     while estimate(steps, length) > budget and length > floor:
         length = max(floor, length // 2)
@@ -140,23 +170,21 @@ def plan_memory(settings: Any, shape: ModelShape) -> MemoryPlan:
     need = estimate(steps, length)
     if need > budget:
         raise MemoryBudgetError(
-            f"the weight stage needs about {need:.2f} GB even at one row of {length} tokens per micro-step, but its "
+            f"the {stage} needs about {need:.2f} GB even at one row of {length} tokens per micro-step, but its "
             f"budget is {budget:.2f} GB (train.max_memory_gb"
             + (f" = {settings.max_memory_gb}" if settings.max_memory_gb is not None
                else f" unset: {DEFAULT_SHARE:.0%} of this device's {device_memory_gb():.1f} GB")
             + f"; model {shape.params / 1e6:.2f} M parameters, vocabulary {shape.vocab}): raise train.max_memory_gb "
             "if the device has the room, or lower train.lora_r, or train a smaller model; nothing was trained")
     if changed and settings.max_memory_gb is None:  # the default budget reshapes nothing: it only refuses
-        log.debug("weight stage: its worst-case estimate (%d rows of %d tokens per micro-step) is over %.2f GB "
-                 "(%.0f %% of this device); set train.max_memory_gb to have it %s",
-                 rows // settings.accumulation_steps, settings.max_len, budget, 100 * DEFAULT_SHARE, ", ".join(changed))
-        return MemoryPlan(micro_batches=settings.micro_batches, max_len=settings.max_len,
-                          estimate_gb=estimate(settings.accumulation_steps, settings.max_len), budget_gb=budget)
+        log.debug("%s: its worst-case estimate (%d rows of %d tokens per micro-step) is over %.2f GB "
+                  "(%.0f %% of this device); set train.max_memory_gb to have it %s", stage,
+                  rows // configured, settings.max_len, budget, 100 * DEFAULT_SHARE, ", ".join(changed))
+        return configured, settings.max_len, estimate(configured, settings.max_len), budget, ()
     if changed:
-        log.warning("weight stage: %s to fit train.max_memory_gb (%.2f GB; estimate %.2f GB)", ", ".join(changed),
+        log.warning("%s: %s to fit train.max_memory_gb (%.2f GB; estimate %.2f GB)", stage, ", ".join(changed),
                     budget, need)
-    return MemoryPlan(micro_batches=steps if steps != settings.accumulation_steps else settings.micro_batches,
-                      max_len=length, estimate_gb=need, budget_gb=budget, changed=tuple(changed))
+    return steps, length, need, budget, tuple(changed)
 
 
 def fitted(settings: Any, model: Any) -> Any:

@@ -45,6 +45,7 @@ from coevo.training.grpo.masking import guarded, mask_counts, members
 from coevo.training.grpo.rollout import RolloutFn, default_rollout_fn, sampling_mode
 from coevo.training.grpo.samples import Row, trajectory_rows
 from coevo.training.grpo.seeds import rollout_seed, without_fixed_seed
+from coevo.training.memory import ModelShape, plan_sft_memory
 from coevo.training.schedule import PersistentSampler, run_phase
 
 OPTIMIZER = "rsft_optimizer.pt"
@@ -61,10 +62,16 @@ def accepted(trajectories: Sequence[Trajectory], threshold: float | None = None)
     return [t for t in trajectories if t.reward > threshold]
 
 
-def sft_loss(model: Any, rows: Sequence[Row]) -> torch.Tensor:
-    """Token-normalised NLL of the policy tokens of ``rows``: ``-sum(log p) / n_policy_tokens``
-    over the minibatch (right-padded; prompt and masked completion positions carry no loss).
-    Raises ``ValueError`` when the rows hold no policy token."""
+def policy_tokens(rows: Sequence[Row]) -> int:
+    """How many policy tokens (``env_mask`` ones) ``rows`` hold: what ``sft_loss`` normalises by."""
+    return sum(sum(r.env_mask) for r in rows)
+
+
+def sft_loss(model: Any, rows: Sequence[Row], tokens: int | None = None) -> torch.Tensor:
+    """Token-normalised NLL of the policy tokens of ``rows``: ``-sum(log p) / tokens`` (default: the
+    rows' own ``policy_tokens``; a micro-step of a split minibatch passes the whole minibatch's, so its
+    micro-steps' losses and gradients add up to the minibatch's) over the rows (right-padded; prompt and
+    masked completion positions carry no loss). Raises ``ValueError`` when the rows hold no policy token."""
     device = next(model.parameters()).device
     seqs = [r.prompt_ids + r.completion_ids for r in rows]
     width = max(map(len, seqs))
@@ -78,6 +85,7 @@ def sft_loss(model: Any, rows: Sequence[Row]) -> torch.Tensor:
     n = int(labels_mask.sum())
     if n == 0:
         raise ValueError("sft_loss: the minibatch has no policy tokens")
+    n = tokens or n
     ids, attn, labels_mask = ids.to(device), attn.to(device), labels_mask.to(device)
     logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1].float()
     logp = torch.log_softmax(logits, dim=-1).gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
@@ -118,8 +126,10 @@ def train_rsft(
     trained on), ``wall_time_s``, a per-round ``history`` (with ``failed_rollouts`` and
     ``tokenless_rollouts``, the rollouts masked out of its samples), ``sampler_position`` (where the next phase
     starts), ``epochs`` (stream positions walked / stream size, or tasks drawn / tasks) and
-    ``stop_reason`` ("": it ran its length). Rounds with nothing accepted make no update. Raises
-    ``StageConfigError`` naming a bad config key and ``ValueError`` with no tasks.
+    ``stop_reason`` ("": it ran its length) and ``memory`` (the plan of ``coevo.training.memory.plan_sft_memory``:
+    ``micro_steps`` per minibatch, ``max_len``, ``estimate_gb``, ``budget_gb``). Rounds with nothing accepted make no
+    update. Raises ``StageConfigError`` naming a bad config key, ``ValueError`` with no tasks and
+    ``MemoryBudgetError`` (before any folder, sampler or rollout) when one row does not fit ``max_memory_gb``.
     """
     from peft import get_peft_model
 
@@ -129,10 +139,12 @@ def train_rsft(
     if not tasks:
         raise ValueError("train_rsft needs at least one task")
     started = time.perf_counter()
-    new_id = new_checkpoint_id()
-    out_dir = stage_folder(cfg.output_dir, new_id, run_id)  # marked: an unfinished stage's folder can be found
     torch.manual_seed(cfg.seed)
     model, tokenizer = load_policy(checkpoint, trainable=True)
+    plan = plan_sft_memory(cfg, ModelShape.of(model))  # or MemoryBudgetError, before any folder or rollout
+    cfg = cfg.model_copy(update={"max_len": plan.max_len})
+    new_id = new_checkpoint_id()
+    out_dir = stage_folder(cfg.output_dir, new_id, run_id)  # marked: an unfinished stage's folder can be found
     if not checkpoint.adapter_path:
         model = get_peft_model(model, lora_config(cfg))
     if torch.cuda.is_available():
@@ -170,7 +182,7 @@ def train_rsft(
             keep = accepted(valid, cfg.rsft_threshold)
             rows = [r for t in keep for r in (rows_fn(t, cfg.max_len) if rows_fn
                                               else trajectory_rows(t, 1.0, 0, cfg.max_len))]
-            losses = sft_epochs(model, optimizer, rows, cfg, rng)
+            losses = sft_epochs(model, optimizer, rows, cfg, rng, plan.micro_batches or 1)
             # with every rollout masked the round has no sample: reward and kept rate 0.0 (the counts say why)
             stats = {"round": rnd + 1, "reward": statistics.fmean(t.reward for t in valid) if valid else 0.0,
                      "kept": len(keep), "kept_rate": len(keep) / len(valid) if valid else 0.0,
@@ -202,6 +214,8 @@ def train_rsft(
                  "kept_rate": statistics.fmean(h["kept_rate"] for h in history),
                  "tokens": sum(h["tokens"] for h in history), "steps": sum(h["sft_steps"] for h in history),
                  "wall_time_s": time.perf_counter() - started, "history": history, "stop_reason": phase.stop_reason,
+                 "memory": {"micro_steps": plan.micro_batches, "max_len": plan.max_len,
+                            "estimate_gb": round(plan.estimate_gb, 3), "budget_gb": round(plan.budget_gb, 3)},
                  "sampler_position": phase.position, "optimizer_resumed": resumed,
                  "optimizer_steps": optimizer_steps(optimizer),
                  "epochs": ((phase.position - position) / len(stream or tasks) if sampler is not None
@@ -254,21 +268,35 @@ def _local(model: Any, tokenizer: Any, max_batch: int, threads: int | None = Non
     return LocalChatModel.from_model(model, tokenizer, name="rsft-policy", max_batch=max_batch, threads=threads)
 
 
-def sft_epochs(model: Any, optimizer: Any, rows: list[Row], cfg: StageConfig, rng: random.Random) -> list[float]:
-    """``cfg.epochs`` shuffled passes of minibatch steps over ``rows``; returns each step's loss."""
+def sft_epochs(model: Any, optimizer: Any, rows: list[Row], cfg: StageConfig, rng: random.Random,
+               micro_steps: int = 1) -> list[float]:
+    """``cfg.epochs`` shuffled passes of minibatch steps over ``rows``; returns each step's loss. Each
+    minibatch of ``cfg.minibatch_size`` rows is scored in ``micro_steps`` gradient-accumulation micro-steps
+    of ``ceil(minibatch_size / micro_steps)`` rows (``coevo.training.memory.plan_sft_memory``), each
+    normalised by the whole minibatch's policy tokens: the loss and update are the unsplit step's up to
+    float rounding. Raises ``ValueError`` when a minibatch holds no policy token."""
     losses: list[float] = []
     if not rows:
         return losses
+    size = -(-cfg.minibatch_size // micro_steps)
     model.train()
     for _ in range(cfg.epochs):
         order = rows[:]
         rng.shuffle(order)
         for i in range(0, len(order), cfg.minibatch_size):
-            loss = sft_loss(model, order[i:i + cfg.minibatch_size])
+            batch = order[i:i + cfg.minibatch_size]
+            tokens = policy_tokens(batch)
+            if tokens == 0:
+                raise ValueError("sft_loss: the minibatch has no policy tokens")
             optimizer.zero_grad()
-            loss.backward()
+            loss = 0.0
+            for part in (batch[j:j + size] for j in range(0, len(batch), size)):
+                if policy_tokens(part):
+                    piece = sft_loss(model, part, tokens)
+                    piece.backward()
+                    loss += float(piece.detach())
             torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], cfg.max_grad_norm)
             optimizer.step()
-            losses.append(float(loss.detach()))
+            losses.append(loss)
     model.eval()
     return losses

@@ -15,7 +15,7 @@ def harness_aliases(archive: Any, run_id: str) -> dict[str, str]:
     """Harness id -> the harness it stands for: a ``sampling`` variant (the train sampler's copy of a
     harness, ``coevo.nodes.loop.sample``) stands for its parent; every other harness for itself."""
     return {h.id: (h.parents[0] if h.origin == "sampling" and h.parents else h.id)
-            for h in archive.list(HarnessRecord, run_id=run_id)}
+            for h in archive.run_harnesses(run_id)}
 
 
 def pair_stats(archive: Any, run_id: str, split: str) -> dict[tuple[str, str], PairStats]:
@@ -48,7 +48,7 @@ def summarize(archive: Any, run_id: str, incumbent: str, checkpoint: str, start_
     (W0 = ``start_checkpoint`` first, then the run's, oldest first). ``latest_only`` keeps only the
     incumbent pair (the Latest-only ablation)."""
     stats = pair_stats(archive, run_id, "train")
-    harnesses = [h for h in archive.list(HarnessRecord, run_id=run_id) if h.origin != "sampling"]
+    harnesses = [h for h in archive.run_harnesses(run_id) if h.origin != "sampling"]
     if incumbent not in {h.id for h in harnesses}:
         record = archive.get(HarnessRecord, incumbent)
         harnesses += [record] if record is not None else []

@@ -9,6 +9,8 @@ test to start several real CLI processes against one archive.
 from __future__ import annotations
 
 import dataclasses
+import faulthandler
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -24,7 +26,9 @@ from coevo.cli.app import app  # noqa: E402
 
 
 def main(argv: list[str]) -> None:
-    """Patch the services with the fakes, then run ``coevo argv...``."""
+    """Patch the services with the fakes, then run ``coevo argv...``. SIGUSR1 prints every thread's stack
+    (``faulthandler``): what a test that waited too long shows of where the process was."""
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     eval_cli.get_env = lambda ref, **kw: WordEnv()
     eval_cli.load_model = lambda ref, **kw: policy("help")
 

@@ -36,6 +36,7 @@ from coevo.records import (
     Profile,
     ProfileEntry,
     Promotion,
+    RunHarness,
     RunHeartbeat,
     RunRecord,
 )
@@ -133,6 +134,7 @@ def samples() -> list:
                       cells={"h0_w0": "ev0", "h0_wf": "ev1", "hf_w0": "ev2", "hf_wf": "ev3"}),
         ExportRecord(id="x1", run_id="r1", harness_id="h", checkpoint_id="ck1", kind="harness", path="/agents/a/v2",
                      version=2),
+        RunHarness(id="r2/h", run_id="r2", harness_id="h", origin="base", parents=[]),
     ]
 
 

@@ -5,8 +5,10 @@ they write is counted (fakes from ``test_meta_loop`` through ``fake_cli.py``).""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -28,8 +30,23 @@ def start(*args: str) -> subprocess.Popen:
                             stderr=subprocess.STDOUT, text=True, env=env)
 
 
+DEADLINE_S = 300
+"""How long a process may take: each takes under 65 s on the shared 2-core box beside another heavy test file
+(pytest -n 2); one still running after this is stuck, not slow (two runs setting up a new PostgreSQL archive's
+checkpoint tables once waited for each other for good: ``coevo.app.checkpointer.setup_lock``)."""
+
+
 def finish(proc: subprocess.Popen) -> str:
-    out, _ = proc.communicate(timeout=300)
+    """The process's output once it exits 0 without a traceback or a lock error. One still running after
+    ``DEADLINE_S`` fails the test with every thread's stack (``fake_cli``'s SIGUSR1) and its output."""
+    try:
+        out, _ = proc.communicate(timeout=DEADLINE_S)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGUSR1)
+        time.sleep(2)
+        proc.kill()
+        out, _ = proc.communicate()
+        pytest.fail(f"`{' '.join(proc.args[2:4])}` still ran after {DEADLINE_S} s; where it was:\n{out[-8000:]}")
     assert proc.returncode == 0, out
     assert "Traceback" not in out and "locked" not in out, out
     return out
@@ -118,7 +135,11 @@ def test_two_runs_and_an_eval_write_one_archive_at_once_and_archive_list_reads_t
         owned = [ids_of_run(db_url, table, r) for r in run_ids]
         expected = {i.replace(alone[1], r) for r in run_ids for i in ids_of_run(alone[0], table, alone[1])}
         assert owned[0] | owned[1] == expected and not owned[0] & owned[1]
-    with Archive(db_url) as archive:
+    with Archive(alone[0]) as archive:
+        used = [(h.id, h.origin, h.parents) for h in archive.run_harnesses(alone[1])]
+    with Archive(db_url) as archive:  # yet each run lists every harness it used, as the run alone does
+        assert [[(h.id, h.origin, h.parents) for h in archive.run_harnesses(r)] for r in run_ids] == [used, used]
+        assert {h[1] for h in used} >= {"base", "edit"}
         assert [archive.get(RunRecord, r).status for r in run_ids] == ["done", "done"]
         (record,) = archive.list(EvaluationRecord, run_id="eval-1")
         assert record.status == "done" and archive.count(Trajectory, evaluation_id=record.id) == 4 * K
@@ -144,6 +165,10 @@ def test_a_spec_or_base_model_another_run_stored_first_stays_that_runs(tmp_path)
     archive.add_harness(evaluated, origin="cli")  # coevo eval's: no run owns it, so a run storing it claims it
     archive.add_harness(evaluated, [], "base", "run-b")
     assert archive.get(HarnessRecord, evaluated.id).run_id == "run-b"
+    # each run reads the harnesses it stored as it stored them, whoever owns the row (RunHarness links)
+    assert [(h.id, h.run_id, h.origin, h.parents) for h in archive.run_harnesses("run-b")] == [
+        (spec.id, "run-b", "edit", ["other"]), (evaluated.id, "run-b", "base", [])]
+    assert [(h.id, h.origin) for h in archive.run_harnesses("run-a")] == [(spec.id, "base")]
     first, second = Recording(), Recording()
     first.archive = second.archive = archive
     first.run_id, second.run_id = "run-a", "run-b"

@@ -1,7 +1,7 @@
 """A weight stage's memory budget (train.max_memory_gb): the plan keeps a configuration that fits, splits
 the step into more micro-steps and then lowers max_len when it does not, and refuses in one paragraph
-before training when one row does not fit; a GRPO stage on the tiny Llama trains with what the plan
-derived, or refuses without recording a checkpoint."""
+before training when one row does not fit; a GRPO stage, an RSFT stage and EvoHarness-RL's harness SFT
+stage on the tiny Llama train with what the plan derived, or refuse without recording a checkpoint."""
 
 from __future__ import annotations
 
@@ -71,3 +71,106 @@ def test_the_default_budget_never_reshapes_a_stage_it_only_refuses(caplog):
     plan = plan_memory(stage, big)  # its worst case is far over any machine: logged, not applied
     assert (plan.micro_batches, plan.max_len) == (stage.micro_batches, stage.max_len) and not plan.changed
     assert "set train.max_memory_gb to have it" in caplog.text
+
+
+def test_an_sft_step_split_into_micro_steps_makes_the_unsplit_update(tmp_path):
+    """RSFT's minibatch in 2 or 4 micro-steps, each normalised by the whole minibatch's policy tokens: the
+    same losses and LoRA weights as the minibatch at once (up to float rounding)."""
+    import random
+
+    import torch
+    from peft import get_peft_model
+
+    from coevo.training.checkpoint import load_policy
+    from coevo.training.grpo.samples import Row
+    from coevo.training.grpo.stage import lora_config
+    from coevo.training.rsft import sft_epochs
+
+    base = tiny_llama_checkpoint(tmp_path / "base")
+    cfg = StageConfig(minibatch_size=4, epochs=2, learning_rate=1e-2)
+    rows = [Row([5, 6], [7, 8, 9], [1, 0, 1], [0.0] * 3, 1.0, 0), Row([5], [10, 11, 12, 13], [1, 1, 1, 1], [0.0] * 4,
+            1.0, 0), Row([9, 9, 9], [20], [1], [0.0], 1.0, 0), Row([4], [30, 31], [0, 1], [0.0] * 2, 1.0, 0),
+            Row([6], [40, 41, 42], [1, 1, 0], [0.0] * 3, 1.0, 0)]  # 5 rows: a minibatch of 4 and one of 1
+
+    def trained(micro_steps: int) -> tuple[list[float], list[torch.Tensor]]:
+        torch.manual_seed(0)
+        model = get_peft_model(load_policy(base, trainable=True)[0], lora_config(cfg))
+        optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.learning_rate)
+        losses = sft_epochs(model, optimizer, rows, cfg, random.Random(0), micro_steps)
+        return losses, [p.detach().clone() for p in model.parameters() if p.requires_grad]
+
+    whole, *splits = (trained(m) for m in (1, 2, 4))
+    for losses, weights in splits:
+        assert losses == pytest.approx(whole[0], rel=1e-5) and len(losses) == 4
+        assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(weights, whole[1]))
+    assert any(float(w.abs().max()) > 0 for w in whole[1][1::2])  # lora_B moved: the steps trained
+
+
+def test_an_rsft_stage_trains_with_the_planned_micro_steps_or_refuses_before_any_rollout(tmp_path):
+    """WHALE's RSFT stage plans from train.max_memory_gb as GRPO does: the tiny Llama's SFT step of 4 rows of
+    4096 tokens (~0.59 GB estimated, no activation checkpointing) runs in 4 micro-steps under 0.53 GB, with
+    max_len halved under 0.52 GB; under 0.3 GB it is refused before its folder, its sampler or any rollout."""
+    from coevo.training.checkpoint import load_policy
+    from coevo.training.memory import plan_sft_memory
+    from coevo.training.rsft import train_rsft
+
+    tiny = ModelShape.of(load_policy(tiny_llama_checkpoint(tmp_path / "shape"))[0])
+    assert plan_sft_memory(StageConfig(max_memory_gb=64), tiny).micro_batches == 1
+    cut = plan_sft_memory(StageConfig(max_memory_gb=0.52), tiny)
+    assert cut.changed == ("minibatch micro-steps 1 -> 4", "max_len 4096 -> 2048")
+    env, spec = LookupEnv(), HarnessSpec(parser={"mode": "python_call"})
+    base = tiny_llama_checkpoint(tmp_path / "base")
+    sampled = []
+
+    def policy(model, tok):
+        sampled.append(1)
+        return lookup_policy(right_every=2)
+
+    with Archive(tmp_path / "a.db") as archive:
+        new, _ = train_rsft(base, spec, env, env.tasks(), {"steps": 1, "max_memory_gb": 0.53,
+                                                           "output_dir": str(tmp_path / "runs")},
+                            archive=archive, run_id="r", policy_factory=policy)
+        memory = new.metrics["memory"]
+        assert (memory["micro_steps"], memory["max_len"], memory["budget_gb"]) == (4, 4096, 0.53)
+        assert new.metrics["steps"] >= 1 and new.config["max_len"] == 4096
+        with pytest.raises(MemoryBudgetError, match=r"the RSFT stage needs about 0\.\d\d GB even at one row of 256 "
+                                                    r"tokens.*train\.max_memory_gb = 0\.3;.*nothing was trained"):
+            train_rsft(base, spec, env, env.tasks(), {"steps": 1, "max_memory_gb": 0.3,
+                                                      "output_dir": str(tmp_path / "refused")},
+                       archive=archive, run_id="r", policy_factory=policy)
+        assert [c.id for c in archive.list(Checkpoint)] == [new.id] and len(sampled) == 1
+    assert not (tmp_path / "refused").exists()  # not even an unfinished stage's folder
+
+
+def test_an_evoharness_sft_stage_is_refused_by_its_budget_before_the_teacher_plays(tmp_path):
+    """EvoHarness-RL's harness SFT (the stage that peaked at 23.1 GB of 24 on TextWorld) plans from the same
+    train.max_memory_gb: under a budget its one row cannot fit it is refused with the one paragraph, before
+    the teacher's first rollout, and the archive holds only the checkpoint it started from."""
+    import asyncio
+
+    from training_kit import tiny_chat_checkpoint
+
+    from coevo.config import load_config
+    from coevo.envs.base import Task
+    from coevo.training.evoharness.sft import HarnessSFT
+    from coevo.training.stage import StageTrainer
+
+    played = []
+
+    class Revealed(LookupEnv):
+        def reveal(self, task: Task) -> str:
+            played.append(task.id)
+            return f"VALUE-{task.metadata['key']}"
+
+    config = load_config(None, {"out_dir": str(tmp_path), "train.max_memory_gb": 0.3, "train.steps": 1,
+                                "train.tasks_per_step": 1, "train.num_generations": 2})
+    env, spec = Revealed(), HarnessSpec(parser={"mode": "json"}, bpe={})
+    with Archive(tmp_path / "a.db") as archive:
+        archive.put(tiny_chat_checkpoint(tmp_path / "base"))
+        with pytest.raises(MemoryBudgetError, match=r"the RSFT stage needs about .* \(train\.max_memory_gb = 0\.3;"):
+            asyncio.run(StageTrainer(config, env, archive, "r1")("ckpt-tiny", spec, env.tasks(), 0, HarnessSFT()))
+        assert [c.id for c in archive.list(Checkpoint)] == ["ckpt-tiny"] and not played
+        roomy = config.model_copy(update={"train": config.train.model_copy(update={"max_memory_gb": 64.0})})
+        new_id, _ = asyncio.run(StageTrainer(roomy, env, archive, "r1")("ckpt-tiny", spec, env.tasks(), 0,
+                                                                        HarnessSFT()))
+        assert played and archive.get(Checkpoint, new_id).metrics["memory"]["micro_steps"] == 1  # the teacher played

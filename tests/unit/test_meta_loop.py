@@ -270,6 +270,25 @@ def test_report_and_summary_show_rounds_decisions_and_plots(tmp_path):
     assert "W[t] -> W[t+1]" in out and "0.000 -> 0.000" in out and "0.25" in out and "0.5 " in out
 
 
+def test_a_second_run_of_one_config_reports_the_harnesses_the_first_run_stored(tmp_path):
+    """H0 and the accepted edit's child are content-addressed rows the first run owns; the second run of the
+    same config reads them through its own links (RunHarness): its report diffs the same final harness
+    against H0 and draws the lineage."""
+    from coevo.report.html import write_report
+
+    pages = []
+    for run_id in ("run-1", "run-2"):
+        config, ctx, archive = setup_run(tmp_path, "help", db=str(tmp_path / "shared.db"))
+        ctx.trainer.own_run = run_id
+        state = asyncio.run(_run(config, ctx, archive, run_id=run_id))
+        assert any(d.accepted for d in state["decisions"])
+        pages.append(write_report(run_id, config.db, tmp_path / run_id).read_text())
+        assert (tmp_path / run_id / "lineage.png").exists()
+    assert archive.list(HarnessRecord, run_id="run-2") == []  # run-1 owns every harness row
+    assert [h.origin for h in archive.run_harnesses("run-2")] == [h.origin for h in archive.run_harnesses("run-1")]
+    assert all("rules" in page and "(the final harness is H0" not in page for page in pages)
+
+
 def test_a_demonstrations_task_never_appears_in_a_later_weight_stage_or_local_check(tmp_path):
     # only an accepted harness seals its demonstrations (a rejected one's return: test_sealing.py), so the
     # one candidate here is demonstrations and the policy gets the words right when it sees one

@@ -77,6 +77,9 @@ def test_an_archive_written_by_the_release_before_alembic_opens_after_upgrade(db
         assert run.config == {"rounds": 2, "db": "x.db"} and run.status == "done"
         assert run.created_at.timestamp() == 1764547200.25 and run.updated_at.timestamp() == 1764547260.5
         assert archive.get(HarnessRecord, H0).spec["name"] == "h0"
+        (h0,) = archive.run_harnesses("vace-0001")  # migration 0008 linked the run to the harness row it owns
+        assert (h0.id, h0.origin, h0.parents, h0.run_id) == (H0, "base", [], "vace-0001")
+        assert h0.created_at == archive.get(HarnessRecord, H0).created_at
         (edit,) = archive.list(EditRecord, run_id="vace-0001")
         assert edit.patch == [{"op": "replace", "path": "/name", "value": "h1"}]
         assert archive.get(Checkpoint, "ck1").metrics == {"loss": 0.5}

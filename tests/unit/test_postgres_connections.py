@@ -4,14 +4,16 @@ pool checks on checkout); a SQLite URL checkpoints into its file."""
 
 from __future__ import annotations
 
+import asyncio
 import operator
+import time
 from typing import Annotated, TypedDict
 
 import psycopg
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.graph import END, START, StateGraph
 
-from coevo.app.checkpointer import is_postgres, libpq_url, open_checkpointer
+from coevo.app.checkpointer import SETUP_LOCK, is_postgres, libpq_url, open_checkpointer
 from coevo.records import RunRecord
 from coevo.storage import Archive
 
@@ -61,3 +63,30 @@ async def test_a_run_continues_after_its_connections_are_dropped(postgres_url):
     archive.update_run("r1", status="done")  # the archive's engine pings, then reconnects
     assert archive.get(RunRecord, "r1").status == "done"
     archive.close()
+
+
+async def test_a_run_waiting_for_the_checkpoint_setup_never_blocks_the_setup_it_waits_for(postgres_url):
+    """Another run holds the setup lock and builds LangGraph's indexes CONCURRENTLY (which waits for every older
+    transaction) while this run waits for the lock: its wait must not be a transaction the index build waits
+    for, or each waits for the other for good (PostgreSQL sees no deadlock: the lock and the build are on two
+    connections). Before ``setup_lock`` polled, the build below hit its 10 s statement timeout."""
+    url = libpq_url(postgres_url)
+    with psycopg.connect(url, autocommit=True) as holder, psycopg.connect(url, autocommit=True) as build:
+        holder.execute("SELECT pg_advisory_lock(%s)", (SETUP_LOCK,))  # the other run's setup holds the lock
+        build.execute("CREATE TABLE other_setup (id int)")
+
+        async def this_run() -> None:
+            async with open_checkpointer(postgres_url, JsonPlusSerializer()):
+                pass
+
+        waiting = asyncio.create_task(this_run())
+        await asyncio.sleep(1.0)
+        assert not waiting.done()  # it waits for the lock
+        build.execute("SET statement_timeout = '10s'")
+        started = time.monotonic()
+        await asyncio.to_thread(build.execute, "CREATE INDEX CONCURRENTLY other_setup_idx ON other_setup (id)")
+        assert time.monotonic() - started < 5  # the other run's index build did not wait for this run
+        holder.execute("SELECT pg_advisory_unlock(%s)", (SETUP_LOCK,))
+        await asyncio.wait_for(waiting, 60)  # then this run takes the lock and sets up its tables
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert conn.execute("SELECT count(*) FROM checkpoint_migrations").fetchone()[0] > 0

@@ -48,7 +48,8 @@ def test_rsft_trains_on_policy_tokens_of_accepted_rollouts_only(tmp_path, monkey
 
     seen: list[Row] = []
     real_loss = rsft.sft_loss
-    monkeypatch.setattr(rsft, "sft_loss", lambda model, rows: seen.extend(rows) or real_loss(model, rows))
+    monkeypatch.setattr(rsft, "sft_loss",
+                        lambda model, rows, tokens=None: seen.extend(rows) or real_loss(model, rows, tokens))
     env, spec = LookupEnv(), SPEC
     cfg = {"steps": 1, "tasks_per_step": 2, "num_generations": 4, "minibatch_size": 2, "learning_rate": 1e-2,
            "output_dir": str(tmp_path / "runs")}

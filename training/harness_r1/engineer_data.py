@@ -51,7 +51,7 @@ def reply_text(rationale: str, patch: list[dict[str, Any]]) -> str:
 
 def _evidence(archive: Any, run_id: str | None, parent_id: str, max_evidence: int) -> list[Trajectory]:
     """The parent's failed train trajectories in ``run_id``: under the parent itself or its sampling variants."""
-    variants = [h.id for h in archive.list(HarnessRecord, run_id=run_id)
+    variants = [h.id for h in archive.run_harnesses(run_id)
                 if h.parents == [parent_id] and h.origin == "sampling"]
     found: list[Trajectory] = []
     for harness_id in (parent_id, *variants):
