@@ -88,7 +88,11 @@ def trl_stage(stage: dict[str, Any], callbacks: list | None = None) -> dict[str,
 
 def engine_on_stage(stage: dict[str, Any], trajectories: list, batch: int) -> float:
     """Tokens/s of the engine (base model) decoding the stage's first model calls again, ``batch``
-    rollouts (one step) per ``generate_batch`` call, with each call's seed and the stage's sampling."""
+    rollouts (one step) per ``generate_batch`` call, with each call's seed and the stage's sampling, at the
+    torch threads the stage's sampler decoded with (``train.sampler_threads``; unset: torch's default), so
+    the two rates compare the same work on the same cores."""
+    import torch
+
     from coevo.harnesses.engine import call_seed
     from coevo.models.local import LocalChatModel
     from coevo.models.sampling import GenerationRequest
@@ -98,13 +102,18 @@ def engine_on_stage(stage: dict[str, Any], trajectories: list, batch: int) -> fl
     requests = [GenerationRequest(prompt_ids=t.calls[0].prompt_token_ids, max_tokens=spec.budget.max_output_tokens,
                                   temperature=spec.decoding.temperature, top_p=spec.decoding.top_p,
                                   seed=call_seed(t.seed, 0)) for t in trajectories if t.calls]
-    chat.engine.generate_batch(requests[:2])  # warm-up
-    tokens, seconds = 0, 0.0
-    for i in range(0, len(requests), batch):
-        started = time.perf_counter()
-        results = chat.engine.generate_batch(requests[i:i + batch])
-        seconds += time.perf_counter() - started
-        tokens += sum(len(r.completion_token_ids) for r in results)
+    before, threads = torch.get_num_threads(), stage["config"].sampler_threads
+    torch.set_num_threads(threads or before)
+    try:
+        chat.engine.generate_batch(requests[:2])  # warm-up
+        tokens, seconds = 0, 0.0
+        for i in range(0, len(requests), batch):
+            started = time.perf_counter()
+            results = chat.engine.generate_batch(requests[i:i + batch])
+            seconds += time.perf_counter() - started
+            tokens += sum(len(r.completion_token_ids) for r in results)
+    finally:
+        torch.set_num_threads(before)
     return tokens / seconds
 
 
