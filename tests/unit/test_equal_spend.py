@@ -150,12 +150,18 @@ def test_open_ended_strategies_run_until_the_budget_and_planned_ones_keep_their_
     assert compare_run_id(config, "vace", 0) != compare_run_id(RunConfig(rounds=2), "vace", 0)
 
 
-def test_compare_at_a_budget_tables_equal_spend_by_phase_and_says_who_cannot_reach_it(tmp_path):
+def small_compare(tmp_path, strategies, seeds, **protocol):
+    """``compare`` of ``strategies`` x ``seeds`` on setup_run's fakes with ``SMALL_STAGE`` stages under
+    ``protocol`` (``budget=N`` or ``updates=N``); returns (the comparison, the run config, the archive)."""
     config, _, archive = setup_run(tmp_path)
     config = config.model_copy(update={"train": config.train.model_copy(update=SMALL_STAGE)})
-    context_for, made = services(archive)
-    result = asyncio.run(compare(config, ["vace", "rl_only", "static"], 2, archive=archive, context_for=context_for,
-                                 budget=24))
+    context_for, _ = services(archive)
+    result = asyncio.run(compare(config, strategies, seeds, archive=archive, context_for=context_for, **protocol))
+    return result, config, archive
+
+
+def test_compare_at_a_budget_tables_equal_spend_by_phase_and_says_who_cannot_reach_it(tmp_path):
+    result, config, archive = small_compare(tmp_path, ["vace", "rl_only", "static"], 2, budget=24)
     vace, rl, static = result.rows
     assert result.budget == 24 and result.matched_budget == 24.0
     assert [archive.get(RunRecord, r.run_id).config["rounds"] for r in result.runs[:2]] == [24, 24]

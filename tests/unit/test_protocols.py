@@ -8,9 +8,8 @@ import asyncio
 
 import pytest
 from rich.console import Console
-from test_compare import services
-from test_equal_spend import SMALL_STAGE, budgeted
-from test_meta_loop import _run, setup_run
+from test_equal_spend import budgeted, small_compare
+from test_meta_loop import _run
 
 from coevo.app.compare import compare, run_config
 from coevo.config import RunConfig
@@ -31,11 +30,7 @@ def test_an_updates_cap_ends_a_run_before_the_stage_that_would_overrun_it(tmp_pa
 
 
 def test_compare_at_equal_updates_gives_every_training_strategy_n_updates(tmp_path):
-    config, _, archive = setup_run(tmp_path)
-    config = config.model_copy(update={"train": config.train.model_copy(update=SMALL_STAGE)})
-    context_for, _ = services(archive)
-    result = asyncio.run(compare(config, ["vace", "rl_only", "static"], 1, archive=archive, context_for=context_for,
-                                 updates=3))
+    result, config, archive = small_compare(tmp_path, ["vace", "rl_only", "static"], 1, updates=3)
     assert result.protocol == "updates" and result.updates == 3 and result.budget == 0
     for run in result.runs:
         made = sum((c.metrics or {}).get("updates", 0) for c in archive.list(Checkpoint, run_id=run.run_id))
@@ -59,10 +54,7 @@ def test_a_comparison_has_one_protocol():
 def test_a_planned_baseline_runs_the_rounds_the_reference_ran(tmp_path):
     # at a budget of 36 vace makes 3 weight stages (round 0 costs 20, later rounds 8: test_budget), not the
     # configured 2 rounds: sia runs 3 weight stages and 3 proposal rounds, as vace did; the reference runs first
-    config, _, archive = setup_run(tmp_path)
-    config = config.model_copy(update={"train": config.train.model_copy(update=SMALL_STAGE)})
-    context_for, _ = services(archive)
-    result = asyncio.run(compare(config, ["sia", "vace"], 1, archive=archive, context_for=context_for, budget=36))
+    result, config, archive = small_compare(tmp_path, ["sia", "vace"], 1, budget=36)
     sia, vace = result.runs
     assert (sia.strategy, vace.strategy) == ("sia", "vace")  # table order kept
     assert vace.stages >= 1 and archive.get(RunRecord, sia.run_id).config["rounds"] == vace.stages
