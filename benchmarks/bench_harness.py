@@ -51,7 +51,7 @@ def without(name: str, repeats: int) -> list[float]:
     ``_agenerate`` path off); ``"heap freeze"``: no ``gc.freeze()`` around the evaluation."""
     import contextlib
 
-    import coevo.compat.langchain as compat
+    import coevo.compat as compat
     import coevo.evaluation.engine as evaluate
 
     target, attr, stand_in = {"direct call": (compat, "_unobserved", lambda model, messages, kwargs: False),
