@@ -280,25 +280,27 @@ def totals(records: Sequence[BudgetRecord], include_test: bool = False) -> dict[
     return {name: sum(getattr(r, name) for r in kept) for name in SPEND}
 
 
+def _per_phase(records: Sequence[BudgetRecord], keep: Any) -> dict[str, float]:
+    """Rollouts per phase name of the ``records`` that ``keep(record)`` accepts, summed over rounds, in the
+    order each phase first spent."""
+    out: dict[str, float] = {}
+    for r in records:
+        if r.rollouts and keep(r):
+            out[r.phase] = out.get(r.phase, 0.0) + r.rollouts
+    return out
+
+
 def measured_by_phase(records: Sequence[BudgetRecord]) -> dict[str, float]:
     """Rollouts per measuring phase on train and val (``stage_effect``, ``final_test``'s final val), summed
     over rounds: what the run measured beside its spend, reported and not charged (module doc); test
     rollouts are left out (every run's test is its measurement)."""
-    out: dict[str, float] = {}
-    for r in records:
-        if r.split != "test" and r.phase in MEASURE and r.rollouts:
-            out[r.phase] = out.get(r.phase, 0.0) + r.rollouts
-    return out
+    return _per_phase(records, lambda r: r.split != "test" and r.phase in MEASURE)
 
 
 def by_phase(records: Sequence[BudgetRecord]) -> dict[str, float]:
     """Rollouts per phase name (``train``, ``validate``, ``search_evaluate``, ...) summed over rounds,
     measurement left out, in the order each phase first spent."""
-    out: dict[str, float] = {}
-    for r in records:
-        if not measures(r) and r.rollouts:
-            out[r.phase] = out.get(r.phase, 0.0) + r.rollouts
-    return out
+    return _per_phase(records, lambda r: not measures(r))
 
 
 class CurvePoint(BaseModel):

@@ -39,6 +39,10 @@ class Spending:
     _reserved: int
     _running: set
 
+    def spent(self) -> float:
+        """The rollouts this run was charged so far (``totals`` of its budget rows: measurement apart)."""
+        return totals(self.archive.list(BudgetRecord, run_id=self.run_id))["rollouts"]
+
     def updates_made(self) -> int:
         """The weight updates this run's stages made so far: the ``updates`` their checkpoints recorded."""
         return int(sum((c.metrics or {}).get("updates", 0) for c in self.archive.list(Checkpoint, run_id=self.run_id)))
@@ -64,8 +68,7 @@ class Spending:
         cap, train = self.config.budget, self.config.train
         if not cap or kind is None or self.budget_stop:
             return kind
-        spent = totals(self.archive.list(BudgetRecord, run_id=self.run_id))["rollouts"]
-        left = int(cap - spent - self._reserved)
+        left = int(cap - self.spent() - self._reserved)
         fitted = kind.fitted(train, left)
         if fitted is None or fitted is kind:
             return kind
@@ -118,7 +121,7 @@ class _Reservation:
     async def __aenter__(self) -> None:
         ctx, cap = self.ctx, self.ctx.config.budget
         if cap and self.rollouts and current_phase().name not in MEASURE:
-            spent = totals(ctx.archive.list(BudgetRecord, run_id=ctx.run_id))["rollouts"]
+            spent = ctx.spent()
             if ctx.budget_stop:
                 raise BudgetExhausted(ctx.budget_stop)
             if spent + ctx._reserved + self.rollouts > cap:
