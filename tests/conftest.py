@@ -13,6 +13,16 @@ import pytest  # noqa: E402
 from pg_kit import REQUIRE_ENV, PostgresServer, PostgresUnavailable  # noqa: E402
 
 
+def pytest_configure(config):
+    """Under pytest-xdist (README command 2: one worker per core), one torch/OpenMP thread per worker and per
+    process a test starts (servers, ``coevo run`` children): two workers each decoding on two threads on a
+    2-core box oversubscribe the cores, and the suite ran about a fifth slower. Set before any test imports
+    torch; a value already in the environment is kept."""
+    if hasattr(config, "workerinput"):
+        for key in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ.setdefault(key, "1")
+
+
 @pytest.fixture(scope="session")
 def postgres_server(request):
     """A throwaway PostgreSQL server for the whole session (``tests/pg_kit.py``), started on first use.

@@ -1,5 +1,6 @@
 """``coevo compare --budget N`` end to end through the CLI with the real SmolLM2-135M (GRPO stages,
-offline curator/editor, reasoning-gym chain_sum): 2 strategies x 2 seeds at N = 4 rollouts.
+offline curator/editor, the default job's showcase tasks, whose H0 replies are at most 12 tokens): 2 strategies x
+2 seeds at N = 4 rollouts.
 
 Sizes make the spend predictable whatever the model answers: a stage declares and spends
 1 step x 2 tasks x 2 rollouts = 4, a val evaluation 2 tasks x k=1 = 2, and no check spends (no
@@ -31,7 +32,6 @@ def test_compare_at_a_budget_spends_n_rollouts_per_run_on_the_real_small_model(t
 rounds = 1
 out_dir = "{tmp_path}"
 [env]
-ref = "reasoning_gym:families=chain_sum,size=40,seed=0,chain_sum.max_terms=2,chain_sum.max_digits=1,reward=partial"
 n_train = 4
 n_val = 2
 n_test = 3

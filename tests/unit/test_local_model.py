@@ -314,6 +314,8 @@ async def test_threads_apply_to_the_decoding_worker_only_and_keep_the_replies(to
     model = tiny_llama(tokenizer)
     model.register_forward_pre_hook(lambda module, args: seen.append(torch.get_num_threads()))
     replies = {}
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)  # the caller's count must differ from the worker's 1 (xdist workers run on one thread)
     caller = torch.get_num_threads()
     for threads in (None, 1):
         engine = LocalEngine(model, tokenizer, max_batch=4, batch_window_s=0.05, threads=threads)
@@ -324,6 +326,7 @@ async def test_threads_apply_to_the_decoding_worker_only_and_keep_the_replies(to
         replies[threads] = [r.content for r in out]
         assert seen and set(seen) == ({1} if threads == 1 else {caller})
     assert torch.get_num_threads() == caller
+    torch.set_num_threads(before)
     assert replies[1] == replies[None]
     with pytest.raises(ValueError, match="threads must be >= 1"):
         LocalEngine(model, tokenizer, threads=0)

@@ -166,14 +166,16 @@ def test_a_run_killed_before_its_first_checkpoint_resumes_from_the_start(tmp_pat
 
 def test_a_run_killed_with_sigkill_is_listed_dead_and_resumes(tmp_path, monkeypatch):
     db = str(tmp_path / "k.db")
-    proc = subprocess.Popen([sys.executable, str(FAKE_CLI), "run", str(run_files(tmp_path, db)), "--no-report"],
+    # eight rounds on the fake policy: long enough that the first heartbeat is seen before the run ends
+    proc = subprocess.Popen([sys.executable, str(FAKE_CLI), "run", str(run_files(tmp_path, db)), "--no-report",
+                             "--set", "rounds=8"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env={**os.environ, "OMP_NUM_THREADS": "1"})
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
         if Path(db).is_file() and heartbeats(Archive(db)):
             break
-        time.sleep(0.2)
+        time.sleep(0.05)
     proc.kill()
     proc.wait()
     (run,) = Archive(db).list(RunRecord)
