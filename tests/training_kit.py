@@ -8,7 +8,9 @@ scripted policy's tokens.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,21 @@ from coevo.models.fake import ScriptedChatModel
 from coevo.models.trajectory import ModelCall, Trajectory
 
 VOCAB = 128
+
+
+@contextlib.contextmanager
+def torch_threads(n: int) -> Iterator[None]:
+    """torch's intra-op thread count set to ``n`` in this thread for the block, restored after it, even when the
+    block fails. For the tests about thread counts: xdist workers run on one thread (``tests/conftest.py``), so
+    such a test sets a count that differs from the one it expects in the decoding worker."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def char_tokenizer() -> Any:

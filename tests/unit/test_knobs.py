@@ -115,22 +115,21 @@ def sampler_threads(over: dict[str, Any]) -> set[int]:
     import tempfile
 
     import torch
-    from training_kit import NamingEnv, tiny_chat_checkpoint
+    from training_kit import NamingEnv, tiny_chat_checkpoint, torch_threads
 
     from coevo.models.local_engine import LocalEngine
     from coevo.training.grpo.stage import train_grpo
 
     folder, env, seen = Path(tempfile.mkdtemp(prefix="knob-threads-")), NamingEnv(), set()
-    original, before = LocalEngine.generate_batch, torch.get_num_threads()
+    original = LocalEngine.generate_batch
     LocalEngine.generate_batch = lambda self, requests: (seen.add(torch.get_num_threads()),
                                                          original(self, requests))[1]
-    torch.set_num_threads(2)  # the stage's own count, unless the key sets one (xdist workers run on one thread)
     try:
-        train_grpo(tiny_chat_checkpoint(folder / "base"), HarnessSpec(budget={"max_output_tokens": 4}), env,
-                   env.tasks(), {"steps": 1, "output_dir": str(folder), **stage_settings(over)})
+        with torch_threads(2):  # the stage's own count, unless the key sets one
+            train_grpo(tiny_chat_checkpoint(folder / "base"), HarnessSpec(budget={"max_output_tokens": 4}), env,
+                       env.tasks(), {"steps": 1, "output_dir": str(folder), **stage_settings(over)})
     finally:
         LocalEngine.generate_batch = original
-        torch.set_num_threads(before)
     return seen
 
 

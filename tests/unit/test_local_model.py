@@ -8,6 +8,7 @@ import pytest
 import torch
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+from training_kit import torch_threads
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from coevo.envs.base import Tool
@@ -314,19 +315,17 @@ async def test_threads_apply_to_the_decoding_worker_only_and_keep_the_replies(to
     model = tiny_llama(tokenizer)
     model.register_forward_pre_hook(lambda module, args: seen.append(torch.get_num_threads()))
     replies = {}
-    before = torch.get_num_threads()
-    torch.set_num_threads(2)  # the caller's count must differ from the worker's 1 (xdist workers run on one thread)
-    caller = torch.get_num_threads()
-    for threads in (None, 1):
-        engine = LocalEngine(model, tokenizer, max_batch=4, batch_window_s=0.05, threads=threads)
-        chat = LocalChatModel(engine=engine, max_tokens=5)
-        seen.clear()
-        out = await asyncio.gather(*(chat.ainvoke([HumanMessage(p)]) for p in PROMPTS))
-        engine.close()
-        replies[threads] = [r.content for r in out]
-        assert seen and set(seen) == ({1} if threads == 1 else {caller})
-    assert torch.get_num_threads() == caller
-    torch.set_num_threads(before)
+    with torch_threads(2):  # the caller's count must differ from the worker's 1
+        caller = torch.get_num_threads()
+        for threads in (None, 1):
+            engine = LocalEngine(model, tokenizer, max_batch=4, batch_window_s=0.05, threads=threads)
+            chat = LocalChatModel(engine=engine, max_tokens=5)
+            seen.clear()
+            out = await asyncio.gather(*(chat.ainvoke([HumanMessage(p)]) for p in PROMPTS))
+            engine.close()
+            replies[threads] = [r.content for r in out]
+            assert seen and set(seen) == ({1} if threads == 1 else {caller})
+        assert torch.get_num_threads() == caller
     assert replies[1] == replies[None]
     with pytest.raises(ValueError, match="threads must be >= 1"):
         LocalEngine(model, tokenizer, threads=0)
