@@ -47,7 +47,7 @@ from __future__ import annotations
 import copy
 import tomllib
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Literal, Sequence
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -269,11 +269,13 @@ async def decompositions(comparison: Comparison, config: RunConfig, archive: Arc
 
 
 class Invocation(BaseModel):
-    """One invocation of a table's command: the ``commit`` it ran at, its ``wall_s`` and ``cpu_s``."""
+    """One invocation of a table's command: the ``commit`` it ran at, its ``wall_s`` and ``cpu_s``, and
+    the ``seeds`` it ran when it ran only some (``benchmarks/tables.py --only-seeds``; empty: all)."""
 
     commit: str = ""
     wall_s: float = 0.0
     cpu_s: float = 0.0
+    seeds: list[int] = Field(default_factory=list)
 
 
 class TableResult(BaseModel):
@@ -297,28 +299,35 @@ class TableResult(BaseModel):
     cpu_s: float = 0.0
     invocations: list[Invocation] = Field(default_factory=list)
 
-    def continued(self, invocation: Invocation, before: "TableResult | None") -> "TableResult":
+    def continued(self, invocation: Invocation, before: "TableResult | None",
+                  parts: Sequence["TableResult"] = ()) -> "TableResult":
         """This result with ``invocation`` (this process's commit, wall and CPU seconds) after the
         invocations of ``before`` (the results file an earlier invocation wrote; kept only when it is of the
-        same comparison id, so a fresh table starts its own count), ``wall_s``/``cpu_s`` their sums and
-        ``commit`` this invocation's."""
+        same comparison id, so a fresh table starts its own count) and those of ``parts`` (results of
+        invocations that ran some of its seeds, ``--only-seeds``, perhaps side by side: kept when of the same
+        table and run config, each once), ``wall_s``/``cpu_s`` their sums (the parts' CPU summed; wall
+        summed too, so beside parts that ran at once it is machine time, not elapsed) and ``commit`` this
+        invocation's."""
         earlier = before.invocations if before is not None and before.comparison.id == self.comparison.id else []
         if before is not None and not earlier and before.comparison.id == self.comparison.id and before.cpu_s:
             earlier = [Invocation(commit=before.commit, wall_s=before.wall_s, cpu_s=before.cpu_s)]  # older format
+        for part in parts:
+            if part.spec.name == self.spec.name and part.config == self.config:
+                earlier = [*earlier, *(i for i in part.invocations if i not in earlier)]
         every = [*earlier, invocation]
         return self.model_copy(update={"invocations": every, "commit": invocation.commit,
                                        "wall_s": sum(i.wall_s for i in every), "cpu_s": sum(i.cpu_s for i in every)})
 
 
 async def run_table(spec: TableSpec, config: RunConfig, reporter: Reporter | None = None,
-                    seeds: int | None = None, budget: int | None = None,
+                    seeds: int | Sequence[int] | None = None, budget: int | None = None,
                     context_for: ContextFor | None = None, archive: Archive | None = None) -> TableResult:
     """Run (or read back) the table's comparison (``coevo.app.compare.compare`` under the spec's protocol:
     ``spec.budget`` rollouts or ``spec.updates`` updates, else the preset's rounds; ``spec.seeds`` seeds,
-    paired to ``spec.reference``; ``seeds`` and ``budget`` replace the
-    spec's for a smoke run), then its extras (module docstring). ``commit``, ``wall_s`` and ``cpu_s`` are
-    left for the caller to fill. ``context_for(run config)`` and ``archive`` replace the default services
-    and archive (tests). Raises what ``compare`` raises."""
+    paired to ``spec.reference``; ``seeds`` (a count, or explicit seeds: some of the table's, to run them
+    in another process at once) and ``budget`` replace the spec's), then its extras (module docstring).
+    ``commit``, ``wall_s`` and ``cpu_s`` are left for the caller to fill. ``context_for(run config)`` and
+    ``archive`` replace the default services and archive (tests). Raises what ``compare`` raises."""
     from coevo.report.tables import table_extras
 
     config = anchored(config)

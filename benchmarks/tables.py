@@ -18,6 +18,15 @@ archive, never the table's)::
 
 ``--smoke`` means one seed and ``rounds = 1`` unless ``--seeds``/``--set rounds=`` say otherwise. Not part of
 CI (it runs the real model).
+
+Two single-threaded processes use a 2-core machine's two cores: each runs some of the table's seeds into
+the same archive (SQLite in WAL mode takes both), then one plain invocation reads every run back, adds the
+extras still missing and writes the table, its cost summed over all three (the parts' results,
+``table_NAME.seeds-S.json``, hold theirs)::
+
+    OMP_NUM_THREADS=1 python benchmarks/tables.py configs/tables/vace.toml --only-seeds 0,2 &
+    OMP_NUM_THREADS=1 python benchmarks/tables.py configs/tables/vace.toml --only-seeds 1; wait
+    OMP_NUM_THREADS=1 python benchmarks/tables.py configs/tables/vace.toml
 """
 
 from __future__ import annotations
@@ -82,6 +91,19 @@ def fit_costs(paths: list[str]) -> dict[str, float]:
             "per_eval_rollout": float(coef[2])}
 
 
+def only_seeds(text: str, first: int, count: int) -> list[int]:
+    """``--only-seeds S,S`` as seeds, each one of the table's ``first .. first + count - 1``; a bad list
+    exits with a one-line error naming the table's seeds."""
+    allowed = list(range(first, first + count))
+    try:
+        seeds = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        seeds = []
+    if not seeds or any(s not in allowed for s in seeds) or len(set(seeds)) != len(seeds):
+        raise SystemExit(f"--only-seeds {text!r}: give distinct seeds of this table, comma-separated, from {allowed}")
+    return seeds
+
+
 def main() -> None:
     """Parse the flags, run the table, print its tables and write its results (``--fit``: print the
     fitted per-rollout CPU costs of finished results instead)."""
@@ -96,6 +118,8 @@ def main() -> None:
     ap.add_argument("table", nargs="?", help="a table config, configs/tables/NAME.toml")
     ap.add_argument("--set", dest="sets", action="append", default=[], help="KEY=VALUE run-config override")
     ap.add_argument("--seeds", type=int, default=None, help="seeds (default: the table's; --smoke: 1)")
+    ap.add_argument("--only-seeds", default=None, metavar="S,S",
+                    help="run only these of the table's seeds (comma-separated), e.g. in two processes at once")
     ap.add_argument("--budget", type=int, default=None, help="rollouts per run (default: the table's)")
     ap.add_argument("--smoke", action="store_true", help="a smoke run: own archive and results, 1 seed, 1 round")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"), help="results folder")
@@ -116,16 +140,24 @@ def main() -> None:
         if args.smoke and not any(k in overrides for k in ("db", "out_dir")):
             config = config.model_copy(update={"db": config.db.replace(".db", ".smoke.db"),
                                                "out_dir": config.out_dir + ".smoke"})
-        seeds = args.seeds or (1 if args.smoke else None)
+        seeds: int | list[int] | None = args.seeds or (1 if args.smoke else None)
+        if args.only_seeds:
+            seeds = only_seeds(args.only_seeds, config.seed, seeds or spec.seeds)
         started, cpu, commit = time.perf_counter(), _cpu_s(), _commit()  # the code the runs start on
         with RichReporter(console=console) as reporter:
             result = asyncio.run(run_table(spec, config, reporter=reporter, seeds=seeds, budget=args.budget))
         out = Path(args.out)
         stem = f"table_{spec.name}" + (".smoke" if args.smoke else "")
+        part = isinstance(seeds, list)
+        if part:
+            stem += ".seeds-" + "-".join(map(str, seeds))  # type: ignore[arg-type]
         earlier = out / f"{stem}.json"
         before = TableResult.model_validate_json(earlier.read_text()) if earlier.is_file() else None
+        parts = [] if part else [TableResult.model_validate_json(p.read_text())
+                                 for p in sorted(out.glob(f"{stem}.seeds-*.json"))]
         result = result.continued(Invocation(commit=commit, wall_s=time.perf_counter() - started,
-                                             cpu_s=_cpu_s() - cpu), before)
+                                             cpu_s=_cpu_s() - cpu, seeds=seeds if part else []),  # type: ignore[arg-type]
+                                  before, parts)
         comparison = result.comparison
         console.print(compare_table(comparison))
         console.print(budget_table(comparison))

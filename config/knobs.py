@@ -48,6 +48,9 @@ PERFORMANCE: dict[str, str] = {
     "train.max_batch": "requests the RSFT live sampler batches together: speed.",
     "eval.concurrency": "rollouts in flight during an evaluation, and the rows a local policy's engine decodes in "
                         "one batch: speed; each rollout keeps its seed.",
+    "eval.share_test": "test evaluations identified without the run, so another run of the archive testing the same "
+                       "pair on the same tasks and seeds reads the first one's rollouts back: speed; the rollouts are "
+                       "the ones it would decode (same seeds), and test selects nothing.",
     "eval.threads": "torch threads of a local policy's decoding worker: speed (one costs less CPU than two for a "
                     "135M model's short replies); the replies are those of the default up to float rounding.",
 }

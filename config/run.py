@@ -129,10 +129,18 @@ class EvalConfig(Section):
     temperature; WHALE: mean@8); ``k > 1`` with a ``temperature`` > 0 reports pass@k and mean@k with
     their intervals. The default job keeps ``k = 1`` and the harness's greedy decoding to stay short
     on a CPU (then pass@k = avg@k and one run per task); ``configs/papers/`` sets the papers' protocol.
-    Train-split checks and search scoring decode as the harness says. A ``local:`` policy's engine batches
+    Train-split checks and search scoring decode as the harness says. ``val_k`` sets val's k apart
+    (the papers' tables keep test at k = 2 and validate at 1 to halve the gates' cost); ``share_test``
+    lets runs of one archive share a test evaluation of the same pair (same harness, checkpoint, tasks,
+    seeds and temperature: the same rollouts), since test selects nothing. A ``local:`` policy's engine batches
     up to ``concurrency`` requests per forward pass and decodes them on ``threads`` torch threads."""
 
     k: int = Field(default=1, ge=1)
+    val_k: int | None = Field(default=None, ge=1, description="rollouts per val task (gates, stage effects, "
+                              "search validation); None: k. Test keeps k")
+    share_test: bool = Field(default=False, description="test evaluations identified without the run: a run of the "
+                             "archive that tests the same pair on the same tasks and seeds (a comparison's start "
+                             "pair, shared by its strategies of one seed) reads the first one back")
     concurrency: int = Field(default=16, ge=1)
     temperature: float | None = Field(default=None, ge=0, description="decoding temperature of val/test rollouts; "
                                       "None: the harness's own")

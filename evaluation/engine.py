@@ -176,7 +176,8 @@ async def _evaluate(spec: HarnessSpec, checkpoint: str | Checkpoint, env: Env, s
                     model: BaseChatModel | None, archive: Archive | None, semaphore: asyncio.Semaphore,
                     progress: Reporter, run_id: str | None, tasks: Sequence[Task] | None,
                     label: str | None, resume: bool, executor: Executor | None,
-                    temperature: float | None = None, experience: Sequence[str] = ()) -> EvalResult:
+                    temperature: float | None = None, experience: Sequence[str] = (),
+                    shared: bool = False) -> EvalResult:
     if model is None:
         raise ValueError("evaluate needs model=: a BaseChatModel (build one with coevo.models.refs.load_model)")
     started = time.perf_counter()
@@ -188,8 +189,8 @@ async def _evaluate(spec: HarnessSpec, checkpoint: str | Checkpoint, env: Env, s
     if len({t.id for t in task_list}) != len(task_list):
         raise ValueError(f"env {env.name!r} returned duplicate task ids on {split!r}: task ids must be unique")
     harness_id = spec.id
-    eval_id = evaluation_id(run_id, harness_id, ckpt, env.name, split, seed_list, [t.id for t in task_list],
-                            temperature, experience)
+    eval_id = evaluation_id(None if shared else run_id, harness_id, ckpt, env.name, split, seed_list,
+                            [t.id for t in task_list], temperature, experience)
     decoded = spec if temperature is None else spec.model_copy(
         update={"decoding": spec.decoding.model_copy(update={"temperature": temperature})})
     trivial, trivial_detail = _trivial(env, split, n_tasks)
@@ -301,7 +302,7 @@ async def evaluate(spec: HarnessSpec, checkpoint: str | Checkpoint, env: Env, sp
                    progress: Reporter | None = None, run_id: str | None = None,
                    tasks: Sequence[Task] | None = None, resume: bool = True,
                    executor: Executor | None = None, temperature: float | None = None,
-                   experience: Sequence[str] = ()) -> EvalResult:
+                   experience: Sequence[str] = (), shared: bool = False) -> EvalResult:
     """Run ``k`` rollouts of harness ``spec`` on each task of ``env``'s ``split`` and aggregate.
 
     Args:
@@ -325,6 +326,10 @@ async def evaluate(spec: HarnessSpec, checkpoint: str | Checkpoint, env: Env, sp
             and the evaluation stay under ``spec``'s id; the temperature is stored with the result.
         experience: a BPE harness lineage's lessons every rollout starts with (EvoHarness-RL,
             ``coevo.harnesses.bpe``), on the executor's workers too; part of the evaluation id when set.
+        shared: identify the evaluation without ``run_id`` (the same pair, tasks and seeds in another
+            run of this archive reads it back instead of decoding it again); its record and trajectories
+            are still written under the ``run_id`` that first ran them. Only for an evaluation that
+            selects nothing in the run (``eval.share_test``: the test split).
 
     Returns: ``EvalResult``. Raises ``ValueError`` on bad arguments; whatever a rollout raises
     (e.g. the model's network error) propagates after in-flight rollouts are cancelled, leaving
@@ -335,4 +340,4 @@ async def evaluate(spec: HarnessSpec, checkpoint: str | Checkpoint, env: Env, sp
     with _frozen_heap():
         return await _evaluate(spec, checkpoint, env, split, k, seeds, n_tasks, model, archive,
                                asyncio.Semaphore(concurrency), progress or NullReporter(), run_id, tasks, None, resume,
-                               executor, temperature, experience)
+                               executor, temperature, experience, shared)

@@ -231,7 +231,9 @@ class MetaContext(Recording, Spending):
     async def evaluate(self, harness_id: str, checkpoint: str, split: Split, tasks: Sequence[Task] | None = None,
                        k: int | None = None, seed: int | None = None) -> EvalResult:
         """Evaluate harness ``harness_id`` × ``checkpoint`` on ``tasks`` (default: the run's ``split``
-        tasks) with the run's settings: ``k`` rollouts per task (default ``config.eval.k``), base seed
+        tasks) with the run's settings: ``k`` rollouts per task (default ``config.eval.k``; on val
+        ``eval.val_k`` when set), a test evaluation shared across the archive's runs under
+        ``eval.share_test`` (``coevo.evaluation.engine.evaluate``'s ``shared``), base seed
         ``seed`` (default ``config.seed``, so two harnesses are paired), the checkpoint's policy,
         ``eval.concurrency``, the reporter, stored in the archive under ``run_id`` (resumable by id),
         on the ``executor``; under a rollout cap it first reserves its declared size (``_declared``).
@@ -241,11 +243,14 @@ class MetaContext(Recording, Spending):
         own. k > 1 greedy rollouts (temperature 0) are logged once: they are k copies of one. Raises
         ``BudgetExhausted`` when the evaluation would overrun the cap."""
         extra: dict[str, Any] = {} if self.executor is None else {"executor": self.executor}
-        k, seed, spec = k or self.config.eval.k, self.config.seed if seed is None else seed, self.spec(harness_id)
+        k = k or (self.config.eval.val_k if split == "val" else None) or self.config.eval.k
+        seed, spec = self.config.seed if seed is None else seed, self.spec(harness_id)
         tasks = self.tasks(split) if tasks is None else list(tasks)
         temperature = self.config.eval.temperature if split in ("val", "test") else None
         if temperature is not None:
             extra["temperature"] = temperature
+        if split == "test" and self.config.eval.share_test:
+            extra["shared"] = True
         if spec.bpe is not None and (start := self.start_spec()) is not None:
             extra["experience"] = self.lessons_for(start.id, split, tasks)
         if k > 1 and (spec.decoding.temperature if temperature is None else temperature) == 0 and not self._warned:

@@ -186,6 +186,25 @@ async def test_killing_an_evaluation_half_way_keeps_finished_tasks_and_resumes(t
     assert result.pass_at_k == 0.5 and result.mean_reward == pytest.approx(0.75)
 
 
+async def test_a_shared_evaluation_is_read_back_by_another_run_and_an_unshared_one_is_not(tmp_path):
+    env, archive = AdderEnv(), Archive(tmp_path / "a.db")
+    first = await evaluate(spec(), "ck", env, "test", k=2, n_tasks=4, model=model(), archive=archive,
+                           run_id="run-a", shared=True)
+    # another run, same pair, tasks and seeds: read back whole, no rollout decoded (this policy dies at once)
+    dead = ScriptedChatModel(script=[dies_after(0, RuntimeError("decoded again"))], with_tokens=True)
+    again = await evaluate(spec(), "ck", env, "test", k=2, n_tasks=4, model=dead, archive=archive,
+                           run_id="run-b", shared=True)
+    assert again.evaluation_id == first.evaluation_id and again.resumed_tasks == 4
+    assert again.per_task == first.per_task and archive.count(Trajectory) == 8
+    # unshared, the run is part of the id: run-b decodes its own
+    with pytest.raises(RuntimeError, match="decoded again"):
+        await evaluate(spec(), "ck", env, "test", k=2, n_tasks=4, model=dead, archive=archive, run_id="run-b")
+    # another seed is another evaluation, shared or not
+    with pytest.raises(RuntimeError, match="decoded again"):
+        await evaluate(spec(), "ck", env, "test", k=2, seeds=5, n_tasks=4, model=dead, archive=archive,
+                       run_id="run-b", shared=True)
+
+
 async def test_bad_arguments_name_the_fix():
     with pytest.raises(ValueError, match="one seed per rollout"):
         await evaluate(spec(), "ck", AdderEnv(), "val", k=2, seeds=[1, 2, 3], model=model())

@@ -142,8 +142,8 @@ def training_variant(over: dict[str, Any]) -> tuple:
     return spec.decoding.temperature, spec.budget.max_output_tokens
 
 
-def eval_call(over: dict[str, Any]) -> dict[str, Any]:
-    """The keyword arguments ``MetaContext.evaluate`` hands the evaluation engine for a val evaluation."""
+def eval_call(over: dict[str, Any], split: str = "val") -> dict[str, Any]:
+    """The keyword arguments ``MetaContext.evaluate`` hands the evaluation engine for a ``split`` evaluation."""
     from coevo.harnesses.spec import HarnessSpec
     from coevo.meta.context import MetaContext
     from coevo.storage import Archive
@@ -159,8 +159,13 @@ def eval_call(over: dict[str, Any]) -> dict[str, Any]:
     ctx = MetaContext(config=load_config(None, {**BASE, **over}), env=KnobEnv(), archive=archive,
                       policy=lambda c: None, evaluator=evaluator, run_id="run-1")
     with pytest.raises(StopAsyncIteration):
-        asyncio.run(ctx.evaluate(h, "w0", "val"))
-    return {k: v for k, v in seen.items() if k in ("concurrency", "k", "temperature", "seeds")}
+        asyncio.run(ctx.evaluate(h, "w0", split))  # type: ignore[arg-type]
+    return {k: v for k, v in seen.items() if k in ("concurrency", "k", "temperature", "seeds", "shared")}
+
+
+def eval_call_on_test(over: dict[str, Any]) -> dict[str, Any]:
+    """``eval_call`` for a test evaluation."""
+    return eval_call(over, "test")
 
 
 def local_engine_options(over: dict[str, Any]) -> dict[str, Any]:
@@ -340,6 +345,8 @@ PROBES: dict[str, Probe] = {
     "eval.k": Probe(run, 2, {"eval.temperature": 0.5}),
     "eval.temperature": Probe(run, 0.5),
     "eval.concurrency": Probe(eval_call, 1),
+    "eval.val_k": Probe(eval_call, 1, {"eval.k": 2, "eval.temperature": 0.5}),
+    "eval.share_test": Probe(eval_call_on_test, True),
     "eval.threads": Probe(local_engine_options, 1),
     "train.rescue": Probe(run, True),
     "train.temperature": Probe(training_variant, 0.3),

@@ -97,6 +97,8 @@ def test_the_shipped_tables_run_their_papers_strategies_sampled_on_the_showcase_
     monkeypatch.chdir(ROOT)
     spec, config = load_table(ROOT / "configs" / "tables" / f"{name}.toml")
     assert spec.name == name and spec.seeds == 3 and config.eval.k >= 2 and config.eval.temperature
+    # val at k = 1 (half the gates' cost), test kept at k >= 2; a seed's strategies share the start pair's test
+    assert config.eval.val_k == 1 and config.eval.share_test
     assert spec.preset == f"configs/papers/{name}.toml" and spec.suite == "configs/default.toml"
     assert config.env.ref.startswith("showcase:") and config.env.n_test >= 200 and config.harness == ""
     assert all(get_strategy(s) for s in spec.strategies) and spec.reference == name
@@ -145,6 +147,29 @@ def test_a_vace_table_re_tests_its_rejected_candidates_under_the_rounds_weights(
     assert (second.wall_s, second.cpu_s, second.commit) == (110.0, 95.0, "b") and len(second.invocations) == 2
     other = first.model_copy(update={"comparison": first.comparison.model_copy(update={"id": "cmp-other"})})
     assert again.continued(Invocation(commit="c", wall_s=1.0, cpu_s=1.0), other).cpu_s == 1.0  # another table
+
+
+def test_a_seeds_strategies_share_the_start_pairs_test_and_part_invocations_add_their_cost(tmp_path):
+    config, _, archive = setup_run(tmp_path, "regress")
+    config = config.model_copy(update={"eval": config.eval.model_copy(update={"share_test": True})})
+    spec = TableSpec(name="t", preset="-", suite="-", strategies=["vace", "static"], reference="vace", seeds=2)
+    context_for, _ = services(archive, effect="regress")
+    part = asyncio.run(run_table(spec, config, context_for=context_for, archive=archive, seeds=[config.seed + 1]))
+    assert [r.seed for r in part.comparison.runs] == [config.seed + 1] * 2
+    result = asyncio.run(run_table(spec, config, context_for=context_for, archive=archive))
+    runs = {(r.strategy, r.seed): r for r in result.comparison.runs}
+    assert len(runs) == 4 and {r.source for r in result.comparison.runs if r.seed == config.seed + 1} == {"reused"}
+    for seed in (config.seed, config.seed + 1):
+        vace, static = runs["vace", seed], runs["static", seed]
+        # one evaluation of (H0, W0) on test per seed, read back by the other strategy; seeds differ
+        assert vace.start.evaluation_id == static.start.evaluation_id and vace.start.per_task == static.start.per_task
+    assert runs["vace", config.seed].start.evaluation_id != runs["vace", config.seed + 1].start.evaluation_id
+    # the part's invocation joins the whole table's cost, once
+    part = part.continued(Invocation(commit="a", wall_s=50.0, cpu_s=40.0, seeds=[config.seed + 1]), None)
+    whole = result.continued(Invocation(commit="b", wall_s=10.0, cpu_s=5.0), None, [part, part])
+    assert (whole.cpu_s, whole.wall_s, len(whole.invocations)) == (45.0, 60.0, 2)
+    other = part.model_copy(update={"spec": spec.model_copy(update={"name": "u"})})
+    assert result.continued(Invocation(cpu_s=5.0), None, [other]).cpu_s == 5.0  # another table's part
 
 
 def _summary(harness: str, rewards: dict[str, float]) -> EvalSummary:
