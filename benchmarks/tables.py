@@ -7,7 +7,8 @@ runs go to ``coevo_runs/tables/NAME.db``; finished runs are read back, stopped o
 command continues an interrupted table), adds the table's extras (``coevo.app.tables``) and writes
 ``benchmarks/results/table_NAME.json`` (the comparison, the extras, commit, and the wall and CPU seconds of
 every invocation that worked on it, summed: ``TableResult.continued``) and
-``benchmarks/results/table_NAME.png`` (test mean@k per strategy with 95 % intervals), the full compare report
+``benchmarks/results/table_NAME.png`` (test mean@k per strategy with 95 % intervals) and ``table_NAME.md`` (the
+tables and extras as Markdown, included by docs/benchmarks/papers.md), the full compare report
 under ``coevo_runs/tables/NAME/compare/``, and prints the tables.
 
 A smoke run checks a table end to end at a tiny size (results ``table_NAME.smoke.{json,png}``, its own
@@ -112,6 +113,7 @@ def main() -> None:
     from coevo.observe.progress import RichReporter
     from coevo.report.compare import write_compare_report
     from coevo.report.plots import compare_plot
+    from coevo.report.tables import table_markdown
     from coevo.report.terminal import budget_table, compare_table, spend_table
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -167,6 +169,7 @@ def main() -> None:
             console.print(f"[bold]{name}[/bold]: {value}")
         out.mkdir(parents=True, exist_ok=True)
         (out / f"{stem}.json").write_text(result.model_dump_json(indent=1))
+        (out / f"{stem}.md").write_text(table_markdown(result))
         trivial = next((r.trivial for r in comparison.rows if r.trivial is not None), None)
         compare_plot(comparison.rows, trivial, out / f"{stem}.png")
         report = write_compare_report(comparison, Path(config.out_dir) / "compare" / comparison.id)

@@ -209,6 +209,8 @@ async def _evaluate(spec: HarnessSpec, checkpoint: str | Checkpoint, env: Env, s
             done_trajs = {tid: ts for tid, ts in done_trajs.items() if {t.seed for t in ts} == set(seed_list)}
         if previous is not None:
             record.created_at = previous.created_at
+            if shared:  # a shared evaluation stays listed under the run that ran it
+                record.run_id = previous.run_id
         await asyncio.to_thread(archive.put, record)
     resumed = len(done_trajs)
 

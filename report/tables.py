@@ -9,7 +9,7 @@ from typing import Any, Sequence
 from coevo.evaluation.stats import difference_estimate, score_estimate
 from coevo.records import Promotion
 from coevo.records.pairing import paired_tasks
-from coevo.report.numbers import difference_text
+from coevo.report.numbers import difference_text, plain, score_text
 
 
 def strategy_rows(comparison: Any) -> dict[str, dict[str, Any]]:
@@ -139,3 +139,63 @@ def table_extras(extras: Sequence[str], comparison: Any, archive: Any, rejection
     if "promoted_timr" in extras:
         out["promoted_timr"] = timr_summary(comparison, archive)
     return out
+
+
+def _estimate(value: Any) -> Any:
+    """An ``Estimate`` from its stored dict (None stays None)."""
+    from coevo.evaluation.stats import Estimate
+
+    return None if value is None else Estimate.model_validate(value)
+
+
+def extras_lines(extras: dict[str, Any]) -> list[str]:
+    """The table's extras (``table_extras``) as Markdown bullets, one per strategy or run, with every score
+    and difference written as ``coevo.report.numbers`` writes them (mean [95 %] n)."""
+    out = []
+    for name, entry in extras.get("rejected_test", {}).items():
+        out.append(f"- rejected candidates re-tested, {name}: {entry['right']} of {entry['decisions']} rejections "
+                   f"right on test; candidate {score_text(_estimate(entry['candidate']))}, incumbent "
+                   f"{score_text(_estimate(entry['incumbent']))}; candidate − incumbent "
+                   f"{difference_text(_estimate(entry['difference']))}")
+    for run, row in extras.get("decompose", {}).items():
+        effects = "; ".join(f"{k} {v}" for k, v in row.items() if k not in ("cells", "n"))
+        cells = ", ".join(f"{k} {v:.3f}" for k, v in row["cells"].items())
+        out.append(f"- decompose, {run} (n = {row['n']} tasks): {effects}; cells {cells}")
+    for name, entry in extras.get("ranks", {}).items():
+        ranks = "; ".join(f"{k} {score_text(_estimate(v['score']))}, − H0 {difference_text(_estimate(v['minus_h0']))}"
+                          for k, v in entry.items() if k != "h0")
+        out.append(f"- routing, {name}: H0 under the final policy {score_text(_estimate(entry['h0']))}; {ranks}")
+    for name, entry in extras.get("best_reached", {}).items():
+        seeds = ", ".join(f"seed {s['seed']} {s['best']:.3f} at round {s['round']} ({plain(s['rollouts'])} rollouts)"
+                          for s in entry["per_seed"])
+        out.append(f"- best test mean@k reached, {name}: mean {entry['best_mean']:.3f} after "
+                   f"{plain(entry['rollouts_mean'])} rollouts on average ({seeds})")
+    for name, entry in extras.get("promoted_timr", {}).items():
+        out.append(f"- promoted pairs, {name}: {len(entry['promoted'])}, mean val TIMR {plain(entry['mean_timr'])}")
+    return out
+
+
+def table_markdown(result: Any) -> str:
+    """A table's results (``coevo.app.tables.TableResult``) as Markdown, for the docs: what ran (config
+    name, seeds, protocol, commit, each invocation's wall and CPU seconds and their sums), the comparison
+    table and the budget table (``coevo.report.compare``), the spend table under a rollout budget, then the
+    extras (``extras_lines``)."""
+    from coevo.report.compare import BUDGET_HEADERS, HEADERS, SPEND_HEADERS, budget_rows, spend_rows, table_rows
+    from coevo.report.markup import markdown_table
+    from coevo.report.terminal import protocol_text
+
+    c = result.comparison
+    seeds = sorted({r.seed for r in c.runs})
+    runs = "; ".join(f"{i.commit or '?'}{' seeds ' + ','.join(map(str, i.seeds)) if i.seeds else ''}: "
+                     f"wall {i.wall_s:.0f} s, CPU {i.cpu_s:.0f} s" for i in result.invocations)
+    parts = [f"**{result.spec.title or result.spec.name}**: `OMP_NUM_THREADS=1 python benchmarks/tables.py "
+             f"configs/tables/{result.spec.name}.toml`, seeds {', '.join(map(str, seeds))}, test {c.n_test} tasks, "
+             f"reference {c.reference}, {protocol_text(c)}. Last commit {result.commit}; wall {result.wall_s:.0f} s "
+             f"and CPU {result.cpu_s:.0f} s summed over {len(result.invocations)} invocation(s) ({runs}).",
+             "", markdown_table(HEADERS, table_rows(c)), "", markdown_table(BUDGET_HEADERS, budget_rows(c))]
+    if c.budget:
+        parts += ["", markdown_table(SPEND_HEADERS, spend_rows(c))]
+    lines = extras_lines(result.extras)
+    if lines:
+        parts += ["", *lines]
+    return "\n".join(parts) + "\n"

@@ -196,6 +196,7 @@ async def test_a_shared_evaluation_is_read_back_by_another_run_and_an_unshared_o
                            run_id="run-b", shared=True)
     assert again.evaluation_id == first.evaluation_id and again.resumed_tasks == 4
     assert again.per_task == first.per_task and archive.count(Trajectory) == 8
+    assert archive.get(EvaluationRecord, first.evaluation_id).run_id == "run-a"  # listed under the run that ran it
     # unshared, the run is part of the id: run-b decodes its own
     with pytest.raises(RuntimeError, match="decoded again"):
         await evaluate(spec(), "ck", env, "test", k=2, n_tasks=4, model=dead, archive=archive, run_id="run-b")

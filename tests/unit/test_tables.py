@@ -19,7 +19,7 @@ from coevo.graphs.registry import get_strategy
 from coevo.meta.state import EvalSummary
 from coevo.records import PairScore, Promotion
 from coevo.report.plots import compare_plot
-from coevo.report.tables import best_summary, rank_summary, timr_summary
+from coevo.report.tables import best_summary, rank_summary, table_markdown, timr_summary
 
 ROOT = Path(__file__).resolve().parents[2]
 PRESET = """strategy = "vace"
@@ -139,6 +139,12 @@ def test_a_vace_table_re_tests_its_rejected_candidates_under_the_rounds_weights(
     # what benchmarks/tables.py writes: the results JSON reads back whole, and the table's PNG
     again = TableResult.model_validate_json(result.model_dump_json())
     assert again.rejections == result.rejections and again.comparison.runs[0].rounds == result.comparison.runs[0].rounds
+    # the Markdown the docs include: the comparison's rows, the cost summed, the extras' bullets
+    text = table_markdown(result.continued(Invocation(commit="c0ffee", wall_s=12.0, cpu_s=10.0), None))
+    assert "| strategy | seeds | test mean@k" in text and "CPU 10 s summed over 1 invocation" in text
+    assert "\n| vace | 1 | " in text and "\n| static | 1 | " in text and "(reference)" in text
+    assert f"- rejected candidates re-tested, vace: {vace.rejected} of {vace.rejected} rejections right" in text
+    assert "- decompose, vace seed 0 (n = 4 tasks): harness_under_w0 " in text
     png = compare_plot(result.comparison.rows, None, tmp_path / "table_t.png")
     assert png.stat().st_size > 1000
     # a table continued over invocations sums their costs (issue 39: not only the last invocation's)
