@@ -319,6 +319,20 @@ class TableResult(BaseModel):
                                        "wall_s": sum(i.wall_s for i in every), "cpu_s": sum(i.cpu_s for i in every)})
 
 
+def results_json(result: "TableResult") -> str:
+    """``result`` as the compact JSON ``benchmarks/tables.py`` commits: every field but the per-task
+    ``trajectory_ids`` (archive row ids, meaningless without the archive, which is not committed: they were
+    over a third of a 3-seed table's file); it reads back with ``TableResult.model_validate_json``."""
+    import json
+
+    def slim(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: slim(v) for k, v in value.items() if k != "trajectory_ids"}
+        return [slim(v) for v in value] if isinstance(value, list) else value
+
+    return json.dumps(slim(result.model_dump(mode="json")), separators=(",", ":"), ensure_ascii=False)
+
+
 async def run_table(spec: TableSpec, config: RunConfig, reporter: Reporter | None = None,
                     seeds: int | Sequence[int] | None = None, budget: int | None = None,
                     context_for: ContextFor | None = None, archive: Archive | None = None) -> TableResult:

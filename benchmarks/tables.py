@@ -108,7 +108,7 @@ def only_seeds(text: str, first: int, count: int) -> list[int]:
 def main() -> None:
     """Parse the flags, run the table, print its tables and write its results (``--fit``: print the
     fitted per-rollout CPU costs of finished results instead)."""
-    from coevo.app.tables import Invocation, TableResult, load_table, run_table
+    from coevo.app.tables import Invocation, TableResult, load_table, results_json, run_table
     from coevo.cli.common import console, key_values, user_errors
     from coevo.observe.progress import RichReporter
     from coevo.report.compare import write_compare_report
@@ -168,7 +168,7 @@ def main() -> None:
         for name, value in result.extras.items():
             console.print(f"[bold]{name}[/bold]: {value}")
         out.mkdir(parents=True, exist_ok=True)
-        (out / f"{stem}.json").write_text(result.model_dump_json(indent=1))
+        (out / f"{stem}.json").write_text(results_json(result))
         (out / f"{stem}.md").write_text(table_markdown(result))
         trivial = next((r.trivial for r in comparison.rows if r.trivial is not None), None)
         compare_plot(comparison.rows, trivial, out / f"{stem}.png")

@@ -12,7 +12,7 @@ from test_compare import services
 from test_meta_loop import setup_run
 
 from coevo.app.compare import Comparison, StrategyRun, summarise
-from coevo.app.tables import Invocation, RoundTest, TableResult, TableSpec, load_table, run_table
+from coevo.app.tables import Invocation, RoundTest, TableResult, TableSpec, load_table, results_json, run_table
 from coevo.config import ConfigError
 from coevo.evaluation.results import TaskOutcome
 from coevo.graphs.registry import get_strategy
@@ -97,7 +97,7 @@ def test_the_shipped_tables_run_their_papers_strategies_sampled_on_the_showcase_
     monkeypatch.chdir(ROOT)
     spec, config = load_table(ROOT / "configs" / "tables" / f"{name}.toml")
     assert spec.name == name and spec.seeds == 3 and config.eval.k >= 2 and config.eval.temperature
-    # val at k = 1 (half the gates' cost), test kept at k >= 2; a seed's strategies share the start pair's test
+    # val at k = 1 (a third cheaper), test kept at k >= 2; a seed's strategies share the start pair's test
     assert config.eval.val_k == 1 and config.eval.share_test
     assert spec.preset == f"configs/papers/{name}.toml" and spec.suite == "configs/default.toml"
     assert config.env.ref.startswith("showcase:") and config.env.n_test >= 200 and config.harness == ""
@@ -139,6 +139,11 @@ def test_a_vace_table_re_tests_its_rejected_candidates_under_the_rounds_weights(
     # what benchmarks/tables.py writes: the results JSON reads back whole, and the table's PNG
     again = TableResult.model_validate_json(result.model_dump_json())
     assert again.rejections == result.rejections and again.comparison.runs[0].rounds == result.comparison.runs[0].rounds
+    slim = TableResult.model_validate_json(results_json(result))  # the committed form: no archive row ids
+    assert slim.comparison.runs[0].final.per_task.keys() == result.comparison.runs[0].final.per_task.keys()
+    assert slim.extras == result.extras and slim.comparison.rows == result.comparison.rows
+    assert all(not o.trajectory_ids for o in slim.comparison.runs[0].final.per_task.values())
+    assert any(o.trajectory_ids for o in result.comparison.runs[0].final.per_task.values())
     # the Markdown the docs include: the comparison's rows, the cost summed, the extras' bullets
     text = table_markdown(result.continued(Invocation(commit="c0ffee", wall_s=12.0, cpu_s=10.0), None))
     assert "| strategy | seeds | test mean@k" in text and "CPU 10 s summed over 1 invocation" in text
