@@ -6,6 +6,12 @@ checkpoint's change from the base model is ``sum over layers of ||D||_F`` (a Fro
 layer, summed over the adapted layers); a stage's own change is the same sum over ``D_new - D_old``
 with ``D_old`` its parent's adapter (zero when the parent is the base model). A stage whose
 groups never held a reward contrast has a zero loss and leaves ``B`` at zero: its change is 0.
+
+The norms are computed from the factors' r x r Gram matrices, never the m x n products:
+``||s B A||_F^2 = s^2 sum((B^T B) * (A A^T))`` and the cross term of ``||D_new - D_old||_F^2`` is
+``2 s_new s_old sum((B_new^T B_old) * (A_new A_old^T))`` (the trace identity ``tr(X Y) = sum(X * Y^T)``), in
+float64: O((m + n) r^2) per layer instead of O(m n r), about 30x less work for SmolLM2-135M at r = 8. Identical
+factors give exactly 0.
 """
 
 from __future__ import annotations
@@ -15,11 +21,46 @@ from typing import Any
 from coevo.models.checkpoint import Checkpoint
 
 
-def _deltas(checkpoint: Checkpoint) -> dict[str, Any]:
+def _factors(checkpoint: Checkpoint | None) -> tuple[float, dict[str, tuple[Any, Any]]]:
+    """(scaling s, layer -> (A [r x n], B [m x r]) in float64) of ``checkpoint``'s adapter; (0.0, {}) for
+    None or a checkpoint without one."""
+    if checkpoint is None or not checkpoint.adapter_path:
+        return 0.0, {}
     from coevo.training.coevo_rsi.merge import load_adapter
 
     adapter = load_adapter(checkpoint)
-    return {name: adapter.scaling * (b @ a) for name, (a, b) in adapter.layers.items()}
+    return adapter.scaling, adapter.layers
+
+
+def _cross(s: float, a: Any, b: Any, t: float, c: Any, d: Any) -> float:
+    """``<s B A, t D C>_F`` (Frobenius inner product) from the r x r Gram matrices of the factors."""
+    return s * t * float(((b.T @ d) * (a @ c.T)).sum())
+
+
+def _change(s: float, new: dict[str, tuple[Any, Any]], t: float, old: dict[str, tuple[Any, Any]]) -> float:
+    """``sum over layers of ||s B A - t D C||_F`` (a missing layer's product is zero)."""
+    import torch
+
+    total = 0.0
+    for name in set(new) | set(old):
+        if name in new and name in old and s == t and all(torch.equal(x, y) for x, y in zip(new[name], old[name])):
+            continue  # the same factors: exactly no change
+        square = (_cross(s, *new[name], s, *new[name]) if name in new else 0.0) \
+            + (_cross(t, *old[name], t, *old[name]) if name in old else 0.0) \
+            - (2 * _cross(s, *new[name], t, *old[name]) if name in new and name in old else 0.0)
+        total += max(square, 0.0) ** 0.5  # rounding can leave a tiny negative for a near-zero change
+    return total
+
+
+def delta_norms(checkpoint: Checkpoint, parent: Checkpoint | None = None) -> tuple[float, float]:
+    """``(delta_norm(checkpoint, parent), delta_norm(checkpoint))``: a stage's own change and its
+    change from the base model, reading each adapter once. Raises as ``delta_norm``."""
+    s, new = _factors(checkpoint)
+    t, old = _factors(parent)
+    if new and old and set(new) != set(old):
+        raise ValueError(f"delta_norm: {checkpoint.id} and {parent.id} adapt different layers; "  # type: ignore[union-attr]
+                         "compare a stage only with the checkpoint it was trained from")
+    return _change(s, new, t, old), _change(s, new, 0.0, {})
 
 
 def delta_norm(checkpoint: Checkpoint, parent: Checkpoint | None = None) -> float:
@@ -30,14 +71,4 @@ def delta_norm(checkpoint: Checkpoint, parent: Checkpoint | None = None) -> floa
     Raises ``ValueError`` (from ``load_adapter``) for an adapter directory that is missing or not a
     plain LoRA adapter, and when the two adapters adapt different layers.
     """
-    new = _deltas(checkpoint) if checkpoint.adapter_path else {}
-    old = _deltas(parent) if parent is not None and parent.adapter_path else {}
-    if new and old and set(new) != set(old):
-        raise ValueError(f"delta_norm: {checkpoint.id} and {parent.id} adapt different layers; "  # type: ignore[union-attr]
-                         "compare a stage only with the checkpoint it was trained from")
-    names = set(new) | set(old)
-    total = 0.0
-    for name in names:
-        d = new[name] - old[name] if name in new and name in old else new.get(name, old.get(name))
-        total += float(d.norm())
-    return total
+    return delta_norms(checkpoint, parent)[0]

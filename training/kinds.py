@@ -52,9 +52,10 @@ def measured(new: Checkpoint, parent: Checkpoint, incumbent_id: str) -> Checkpoi
     the stage's own change; ``total_delta_norm``: from the base model; ``coevo.training.delta``) and
     the incumbent harness it trained under in its config (``incumbent_id``; ``harness_id`` names
     the training variant of it, see ``training_spec``)."""
-    from coevo.training.delta import delta_norm
+    from coevo.training.delta import delta_norms
 
-    metrics = {**new.metrics, "delta_norm": delta_norm(new, parent), "total_delta_norm": delta_norm(new)}
+    stage, total = delta_norms(new, parent)
+    metrics = {**new.metrics, "delta_norm": stage, "total_delta_norm": total}
     return new.model_copy(update={"metrics": metrics, "config": {**new.config, "incumbent_id": incumbent_id}})
 
 

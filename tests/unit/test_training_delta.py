@@ -33,3 +33,18 @@ def test_delta_norm_from_a_parent_adapter_is_the_stages_own_change(tmp_path):
     narrow = random_adapter(base, tmp_path / "c", seed=3, target_modules=["q_proj"])
     with pytest.raises(ValueError, match="different layers"):
         delta_norm(narrow, parent=a)
+
+
+def test_a_stages_change_is_the_materialised_difference_of_the_two_products(tmp_path):
+    """The Gram-matrix form (``coevo.training.delta``) against ``||s B A - t D C||_F`` computed from the m x n
+    products themselves, per layer and summed; ``delta_norms`` reads both numbers at once."""
+    from coevo.training.coevo_rsi.merge import load_adapter
+    from coevo.training.delta import delta_norms
+
+    base = tiny_llama_checkpoint(tmp_path / "base")
+    a, b = random_adapter(base, tmp_path / "a", seed=1), random_adapter(base, tmp_path / "b", seed=2)
+    pa, pb = load_adapter(a), load_adapter(b)
+    direct = sum(float((pb.scaling * (bb @ ab) - pa.scaling * (ba @ aa)).norm())
+                 for (ab, bb), (aa, ba) in ((pb.layers[n], pa.layers[n]) for n in pb.layers))
+    assert delta_norm(b, parent=a) == pytest.approx(direct, rel=1e-12)
+    assert delta_norms(b, a) == (delta_norm(b, parent=a), delta_norm(b))
