@@ -15,7 +15,6 @@ from typing import Literal, Sequence
 
 import numpy as np
 from pydantic import BaseModel
-from scipy.stats import binomtest
 
 LEVEL = 0.95
 RESAMPLES = 2000
@@ -72,6 +71,8 @@ def score_estimate(values: Sequence[float], seed: int = 0) -> Estimate:
         raise ValueError(f"scores must lie in [0, 1]; got min {arr.min():.3f}, max {arr.max():.3f}")
     mean = float(arr.mean())
     if np.isin(arr, (0.0, 1.0)).all():
+        from scipy.stats import binomtest  # on first use: importing scipy.stats cost every `coevo` command ~1 s
+
         ci = binomtest(int(arr.sum()), int(arr.size)).proportion_ci(confidence_level=LEVEL, method="wilson")
         return Estimate(mean=mean, low=float(ci.low), high=float(ci.high), n=int(arr.size), method="wilson")
     if arr.size < 2:

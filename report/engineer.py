@@ -15,7 +15,7 @@ from coevo.evaluation.stats import score_estimate
 from coevo.graphs.harness_r1.state import EngineerStage
 from coevo.report.markup import html_table
 from coevo.report.numbers import plain, score_text
-from coevo.report.plots import plt, save_figure
+from coevo.report.plots import pyplot, save_figure
 
 COLUMNS = ("round", "SFT examples", "GRPO steps", "mean reward per step", "patches", "valid patches [95 %] n",
            "valid patches' mean reward")
@@ -37,6 +37,7 @@ def engineer_plot(stages: Sequence[EngineerStage], path: Path) -> Path:
     """Left: the mean reward of each GRPO step over the run (numbered across stages, one colour per
     round; dashed: 0, the patched rerun no better than the unpatched). Right: each stage's patch
     validity rate with its 95 % interval (under each round: valid / sampled)."""
+    plt = pyplot()
     fig, (left, right) = plt.subplots(1, 2, figsize=(8.4, 3.6))
     step = 0
     for s in stages:

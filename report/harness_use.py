@@ -14,7 +14,7 @@ from typing import Any, Sequence
 from coevo.observe.text import magnitude
 from coevo.records import Checkpoint
 from coevo.report.markup import html_table
-from coevo.report.plots import plt, save_figure
+from coevo.report.plots import pyplot, save_figure
 from coevo.storage import Archive
 
 COLUMNS = ("step", "stage", "action rate / turn", "reads / rollout", "writes / rollout", "state chars", "success",
@@ -42,6 +42,7 @@ def harness_use_steps(archive: Archive, run_id: str) -> list[dict[str, Any]]:
 def harness_use_plot(steps: Sequence[dict[str, Any]], path: Path) -> Path:
     """The action-rate curve: harness actions per turn, reads and writes per rollout and success
     per training step (top); the BPE state's size in characters (bottom)."""
+    plt = pyplot()
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(6.4, 5.2), sharex=True)
     xs = [s["step"] for s in steps]
     top.plot(xs, [s["action_rate"] for s in steps], "o-", color="#264653", label="harness actions / turn")

@@ -6,24 +6,30 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-import matplotlib
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import networkx as nx  # noqa: E402
+def pyplot() -> Any:
+    """``matplotlib.pyplot`` on the Agg backend, imported on first use: importing it with this module cost every
+    ``coevo`` command about a second and a half at start, plots or not."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
 
 
 def save_figure(fig: Any, path: Path) -> Path:
     """Lay out ``fig``, write it to ``path`` (PNG, 110 dpi), close it; returns ``path``."""
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
+    pyplot().close(fig)
     return path
 
 
 def validation_plot(decisions: Sequence[Any], trivial: float | None, path: Path) -> Path:
     """Incumbent score b per round (line) and every candidate's c (green ▲ accepted, red ✕ rejected),
     with the trivial-policy baseline as a dashed line."""
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 3.6))
     rounds = sorted({d.round for d in decisions})
     ax.plot(rounds, [max(d.b for d in decisions if d.round == r) for r in rounds], "o-", color="#444",
@@ -44,6 +50,7 @@ def validation_plot(decisions: Sequence[Any], trivial: float | None, path: Path)
 
 def train_plot(steps: Sequence[dict[str, Any]], trivial: float | None, path: Path) -> Path:
     """Train reward per GRPO/RSFT step across stages, with the trivial baseline."""
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 3.6))
     xs = list(range(1, len(steps) + 1))
     ax.plot(xs, [s.get("reward", 0.0) for s in steps], "o-", label="train reward (mean over rollouts)")
@@ -60,6 +67,7 @@ def decompose_plot(cells: dict[str, Any], trivial: float | None, path: Path, tit
     line per harness (H0 grey, H_final green), each cell's score with its 95 % interval as an error bar
     (``cells``: ``coevo.evaluation.decompose.CELLS`` name -> an ``Estimate``), the trivial baseline dashed.
     Parallel lines: the levers add; diverging lines: a positive interaction."""
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5, 3.6))
     for harness, color, label in (("h0", "#777", "H0"), ("hf", "#2a9d4b", "H_final")):
         points = [cells[f"{harness}_{w}"] for w in ("w0", "wf")]
@@ -79,6 +87,9 @@ def decompose_plot(cells: dict[str, Any], trivial: float | None, path: Path, tit
 
 def lineage_plot(harnesses: Sequence[Any], accepted: set[str], path: Path) -> Path:
     """Harness lineage: parent → child edges; accepted incumbents green, H0 grey, others red."""
+    import networkx as nx
+
+    plt = pyplot()
     g = nx.DiGraph()
     for h in harnesses:
         g.add_node(h.id[:8], origin=h.origin)
@@ -106,6 +117,7 @@ def compare_plot(rows: Sequence[Any], trivial: float | None, path: Path) -> Path
     """Test score per strategy (``coevo.app.compare.StrategyRow``): the final pair's mean over seeds
     as a bar with its 95 % interval, each seed's score as a dot, the start pair (H0, W0) as a grey
     tick, and the trivial-policy baseline as a dashed line."""
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(max(4.5, 1.3 * len(rows)), 4.4))
     xs = list(range(len(rows)))
     means = [r.score.mean for r in rows]
@@ -130,6 +142,7 @@ def rollout_plot(comparison: Any, path: Path) -> Path:
     at the end of each round against the cumulative train + val rollouts spent by then (means over
     seeds; a line with dots), its test score at the start (x = 0, hollow marker) and for the final
     pair (x = its total rollouts, filled marker), and the matched budget as a dotted vertical line."""
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for i, row in enumerate(comparison.rows):
@@ -156,6 +169,7 @@ def timr_matrix_plot(timr: dict[tuple[str, str], float], harnesses: Sequence[str
     """CoEvo-RSI Figure 8: TIMR (fraction of model turns with an interface violation, in [0, 1]) of
     each evaluated (harness, checkpoint) pair on val, rows = harnesses, columns = checkpoints (both
     oldest first); blank cells were never evaluated, ★ marks promoted pairs."""
+    plt = pyplot()
     import numpy as np
 
     grid = np.full((len(harnesses), len(checkpoints)), np.nan)
