@@ -131,10 +131,10 @@ class EvalConfig(Section):
     on a CPU (then pass@k = avg@k and one run per task); ``configs/papers/`` sets the papers' protocol.
     Train-split checks and search scoring decode as the harness says. ``val_k`` sets val's k apart
     (the papers' tables keep test at k = 2 and validate at 1: measured a third cheaper, not half);
-    ``share_test``
-    lets runs of one archive share a test evaluation of the same pair (same harness, checkpoint, tasks,
-    seeds and temperature: the same rollouts), since test selects nothing. A ``local:`` policy's engine batches
-    up to ``concurrency`` requests per forward pass and decodes them on ``threads`` torch threads."""
+    ``share_test`` lets runs of one archive share a test evaluation of the same pair (same harness,
+    checkpoint, tasks, seeds and temperature: the same rollouts), since test selects nothing. A ``local:``
+    policy's engine batches up to ``concurrency`` requests per forward pass and decodes them on ``threads``
+    torch threads."""
 
     k: int = Field(default=1, ge=1)
     val_k: int | None = Field(default=None, ge=1, description="rollouts per val task (gates, stage effects, "

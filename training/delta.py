@@ -37,30 +37,29 @@ def _cross(s: float, a: Any, b: Any, t: float, c: Any, d: Any) -> float:
     return s * t * float(((b.T @ d) * (a @ c.T)).sum())
 
 
-def _change(s: float, new: dict[str, tuple[Any, Any]], t: float, old: dict[str, tuple[Any, Any]]) -> float:
-    """``sum over layers of ||s B A - t D C||_F`` (a missing layer's product is zero)."""
-    import torch
-
-    total = 0.0
-    for name in set(new) | set(old):
-        if name in new and name in old and s == t and all(torch.equal(x, y) for x, y in zip(new[name], old[name])):
-            continue  # the same factors: exactly no change
-        square = (_cross(s, *new[name], s, *new[name]) if name in new else 0.0) \
-            + (_cross(t, *old[name], t, *old[name]) if name in old else 0.0) \
-            - (2 * _cross(s, *new[name], t, *old[name]) if name in new and name in old else 0.0)
-        total += max(square, 0.0) ** 0.5  # rounding can leave a tiny negative for a near-zero change
-    return total
-
-
 def delta_norms(checkpoint: Checkpoint, parent: Checkpoint | None = None) -> tuple[float, float]:
     """``(delta_norm(checkpoint, parent), delta_norm(checkpoint))``: a stage's own change and its
-    change from the base model, reading each adapter once. Raises as ``delta_norm``."""
+    change from the base model, reading each adapter once and computing each layer's ``||s B A||_F^2``
+    once for both. Raises as ``delta_norm``."""
+    import torch
+
     s, new = _factors(checkpoint)
     t, old = _factors(parent)
     if new and old and set(new) != set(old):
         raise ValueError(f"delta_norm: {checkpoint.id} and {parent.id} adapt different layers; "  # type: ignore[union-attr]
                          "compare a stage only with the checkpoint it was trained from")
-    return _change(s, new, t, old), _change(s, new, 0.0, {})
+    squares = {name: _cross(s, a, b, s, a, b) for name, (a, b) in new.items()}
+    old_squares = {name: _cross(t, a, b, t, a, b) for name, (a, b) in old.items()}
+    stage = 0.0
+    for name in set(new) | set(old):
+        if name in new and name in old:
+            if s == t and all(torch.equal(x, y) for x, y in zip(new[name], old[name])):
+                continue  # the same factors: exactly no change
+            square = squares[name] + old_squares[name] - 2 * _cross(s, *new[name], t, *old[name])
+        else:  # a layer only one adapter has: the other's product is zero
+            square = squares.get(name, old_squares.get(name, 0.0))
+        stage += max(square, 0.0) ** 0.5  # rounding can leave a tiny negative for a near-zero change
+    return stage, sum(max(v, 0.0) ** 0.5 for v in squares.values())
 
 
 def delta_norm(checkpoint: Checkpoint, parent: Checkpoint | None = None) -> float:
