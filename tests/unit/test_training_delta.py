@@ -47,4 +47,4 @@ def test_a_stages_change_is_the_materialised_difference_of_the_two_products(tmp_
     direct = sum(float((pb.scaling * (bb @ ab) - pa.scaling * (ba @ aa)).norm())
                  for (ab, bb), (aa, ba) in ((pb.layers[n], pa.layers[n]) for n in pb.layers))
     assert delta_norm(b, parent=a) == pytest.approx(direct, rel=1e-12)
-    assert delta_norms(b, a) == (delta_norm(b, parent=a), delta_norm(b))
+    assert delta_norms(b, a) == pytest.approx((delta_norm(b, parent=a), delta_norm(b)), rel=1e-12)
