@@ -322,12 +322,16 @@ class TableResult(BaseModel):
 def results_json(result: "TableResult") -> str:
     """``result`` as the compact JSON ``benchmarks/tables.py`` commits: every field but the per-task
     ``trajectory_ids`` (archive row ids, meaningless without the archive, which is not committed: they were
-    over a third of a 3-seed table's file); it reads back with ``TableResult.model_validate_json``."""
+    over a third of a 3-seed table's file) and each per-task outcome's ``task_id`` (its key says it; about a
+    third of what was left). It reads back with ``TableResult.model_validate_json`` (``PerTask`` fills the
+    ids back in)."""
     import json
 
-    def slim(value: Any) -> Any:
+    def slim(value: Any, per_task: bool = False) -> Any:
         if isinstance(value, dict):
-            return {k: slim(v) for k, v in value.items() if k != "trajectory_ids"}
+            return {k: slim({f: x for f, x in v.items() if f != "task_id" or x != k} if per_task and isinstance(v, dict)
+                            else v, k == "per_task")
+                    for k, v in value.items() if k != "trajectory_ids"}
         return [slim(v) for v in value] if isinstance(value, list) else value
 
     return json.dumps(slim(result.model_dump(mode="json")), separators=(",", ":"), ensure_ascii=False)

@@ -6,9 +6,9 @@ and ``paired_difference`` (b − a on the tasks both saw, paired bootstrap)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal, Mapping, Sequence
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Mapping, Sequence
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, BeforeValidator, Field
 
 from coevo.records.pairing import paired_tasks
 
@@ -48,6 +48,19 @@ class TaskOutcome(BaseModel):
         if metric == "pass_at_k":
             return float(any(self.passed))
         return self.pass_rate if metric == "avg_at_k" else self.mean_reward
+
+
+def _keyed_outcomes(value: Any) -> Any:
+    """``value`` with each outcome's missing ``task_id`` taken from its key (the committed table JSON leaves it
+    out, ``coevo.app.tables.results_json``); anything else unchanged, for pydantic to validate."""
+    if not isinstance(value, Mapping):
+        return value
+    return {key: {"task_id": key, **outcome} if isinstance(outcome, Mapping) and "task_id" not in outcome else outcome
+            for key, outcome in value.items()}
+
+
+PerTask = Annotated[dict[str, TaskOutcome], BeforeValidator(_keyed_outcomes)]
+"""Task id -> its ``TaskOutcome``; an outcome read without its ``task_id`` takes its key."""
 
 
 def outcome_estimate(per_task: Mapping[str, TaskOutcome], metric: Metric = "reward") -> Estimate:
@@ -116,7 +129,7 @@ class EvalResult(BaseModel):
     suite_reward: float | None = None
     unanswered: int = 0
     temperature: float | None = None
-    per_task: dict[str, TaskOutcome] = Field(default_factory=dict)
+    per_task: PerTask = Field(default_factory=dict)
 
     @property
     def estimate(self) -> Estimate:

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
-from coevo.evaluation.results import TaskOutcome
+from coevo.evaluation.results import PerTask
 from coevo.meta.state import MetaState
 from coevo.records import Phase
 
@@ -44,7 +44,7 @@ class SearchEntry(BaseModel):
     score: float = 0.0
     model_calls: int = 0
     evaluation_id: str = ""
-    per_task: dict[str, TaskOutcome] = Field(default_factory=dict)
+    per_task: PerTask = Field(default_factory=dict)
     patch: list[dict[str, Any]] = Field(default_factory=list)
     rationale: str = ""
 

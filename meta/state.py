@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Iterable, Literal
 from pydantic import BaseModel, Field
 from typing_extensions import NotRequired, TypedDict  # pydantic (Studio's state schemas) needs it on Python < 3.12
 
-from coevo.evaluation.results import EvalResult, TaskOutcome, outcome_estimate
+from coevo.evaluation.results import EvalResult, PerTask, outcome_estimate
 from coevo.meta.sealing import Sealed, seal
 from coevo.records import GateDecision
 
@@ -125,7 +125,7 @@ class EvalSummary(BaseModel):
     avg_at_k: float
     timr: float
     trivial_baseline: float | None = None
-    per_task: dict[str, TaskOutcome] = Field(default_factory=dict)
+    per_task: PerTask = Field(default_factory=dict)
 
     @property
     def estimate(self) -> Estimate:

@@ -5,6 +5,7 @@ rejected candidates under the round's weights; the extras (Rank-r vs H0, best me
 reach it, promoted pairs' TIMR) are computed from the runs."""
 
 import asyncio
+import json
 from pathlib import Path
 
 import pytest
@@ -143,6 +144,12 @@ def test_a_vace_table_re_tests_its_rejected_candidates_under_the_rounds_weights(
     assert slim.comparison.runs[0].final.per_task.keys() == result.comparison.runs[0].final.per_task.keys()
     assert slim.extras == result.extras and slim.comparison.rows == result.comparison.rows
     assert all(not o.trajectory_ids for o in slim.comparison.runs[0].final.per_task.values())
+    # ... nor each outcome's task id beside its key, filled back in on reading
+    written = json.loads(results_json(result))["comparison"]["runs"][0]["final"]["per_task"]
+    assert written and all("task_id" not in o for o in written.values())
+    def outcomes(table: TableResult) -> dict:
+        return {k: o.model_dump(exclude={"trajectory_ids"}) for k, o in table.comparison.runs[0].final.per_task.items()}
+    assert outcomes(slim) == outcomes(result)
     assert any(o.trajectory_ids for o in result.comparison.runs[0].final.per_task.values())
     # the Markdown the docs include: the comparison's rows, the cost summed, the extras' bullets
     text = table_markdown(result.continued(Invocation(commit="c0ffee", wall_s=12.0, cpu_s=10.0), None))
