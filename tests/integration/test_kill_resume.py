@@ -11,6 +11,7 @@ kill moment is found by polling the run's checkpointed graph and its archive, ne
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import signal
@@ -24,6 +25,7 @@ from training_kit import char_tokenizer, tiny_llama_checkpoint
 
 import coevo
 from coevo.app.run import run_snapshot
+from coevo.harnesses import load_harness
 from coevo.records import Checkpoint, EditRecord, EvaluationRecord, GateDecision, HarnessRecord, RunRecord, Trajectory
 from coevo.storage import Archive
 
@@ -45,8 +47,13 @@ def tiny_model(tmp_path_factory) -> Path:
 
 
 def start_folder(root: Path, model: Path) -> Path:
-    """A folder with a small VACE config whose paths are relative to it (the run stores them absolute)."""
+    """A folder with a small VACE config whose paths are relative to it (the run stores them absolute), and
+    H0 with a 48-token reply budget: random weights never stop, and at H0's 256 most of a run was decoding,
+    while 48 still keeps validation going long enough for the poll to catch it."""
     root.mkdir()
+    h0 = load_harness("reasoning_gym").model_dump(mode="json")
+    h0["budget"]["max_output_tokens"] = 48
+    (root / "h0.json").write_text(json.dumps(h0))
     (root / "run.toml").write_text(f"""
 strategy = "vace"
 rounds = 1
@@ -54,6 +61,7 @@ seed = 0
 db = "runs/coevo.db"
 out_dir = "runs"
 policy = "local:{model}"
+harness = "h0.json"
 [env]
 ref = "reasoning_gym:families=chain_sum,size=40"
 n_train = 2
