@@ -1,6 +1,6 @@
 """``coevo compare --budget N`` end to end through the CLI with the real SmolLM2-135M (GRPO stages,
 offline curator/editor, the default job's showcase tasks, whose H0 replies are at most 12 tokens): 2 strategies x
-2 seeds at N = 4 rollouts.
+1 seed at N = 4 rollouts (several seeds and their pairing: ``tests/unit/test_compare.py``, on fakes).
 
 Sizes make the spend predictable whatever the model answers: a stage declares and spends
 1 step x 2 tasks x 2 rollouts = 4, a val evaluation 2 tasks x k=1 = 2, and no check spends (no
@@ -48,7 +48,7 @@ local_check = false
 [eval]
 k = 1
 """)
-    args = ["compare", str(config), "--strategies", "rl_only,ungated", "--seeds", "2", "--budget", str(BUDGET),
+    args = ["compare", str(config), "--strategies", "rl_only,ungated", "--seeds", "1", "--budget", str(BUDGET),
             "--db", str(db), "-o", str(out)]
     done = CliRunner().invoke(app, args, terminal_width=400)
     assert done.exit_code == 0, done.output
@@ -60,7 +60,7 @@ k = 1
     rows = {r["strategy"]: r for r in data["rows"]}
     for name in ("rl_only", "ungated"):
         row = rows[name]
-        assert row["seeds"] == [0, 1] and row["rollouts"] == BUDGET  # equal spend: N for every run
+        assert row["seeds"] == [0] and row["rollouts"] == BUDGET  # equal spend: N for every run
         assert row["spent_by_phase"] == {"train": 4}
         assert row["measured_by_phase"]["stage_effect"] == 4  # + the final val when it is new
         assert row["score"]["n"] == 3 and row["val_estimate"]["n"] == 2

@@ -1,7 +1,7 @@
 """Crash safety the hard way (issue 17, item 7): a ``coevo run`` process is SIGKILLed during the
-weight stage and, separately, during validation; ``coevo run --resume`` (started from another
-working directory) finishes it with the same final summary, harness ids, scores and archive row
-counts as an uninterrupted run with the same seeds.
+weight stage, its ``coevo run --resume`` (started from another working directory) is SIGKILLed during
+validation, and a second ``--resume`` (from a third) finishes it with the same final summary, harness ids,
+scores and archive row counts as an uninterrupted run with the same seeds.
 
 The policy is the tiny random Llama of ``tests/training_kit.py`` saved with a chat template and
 referenced as ``local:<dir>``: real GRPO through TRL and real local generation, in seconds. The
@@ -100,19 +100,18 @@ def finish(proc: subprocess.Popen, cwd: Path) -> str:
     return out
 
 
-def poll(proc: subprocess.Popen, folder: Path, what: str, ready) -> str:
-    """Wait for the run's ``setup`` line (its archive and checkpointer exist from then on: opening them
-    earlier would race their creation), then poll its archive and checkpointed graph until
-    ``ready(archive, run_id, snapshot)``; returns the run id. Fails if the process ends first or the
-    deadline passes."""
-    deadline, run_id = time.monotonic() + DEADLINE_S, None
+def poll(proc: subprocess.Popen, db: Path, what: str, ready, run_id: str | None = None) -> str:
+    """Wait for the run's ``setup`` line in its ``run.out`` beside ``db``'s folder (its archive and checkpointer
+    exist from then on: opening them earlier would race their creation) unless ``run_id`` is known (a resumed
+    run's are), then poll its archive and checkpointed graph until ``ready(archive, run_id, snapshot)``; returns
+    the run id. Fails if the process ends first or the deadline passes."""
+    deadline = time.monotonic() + DEADLINE_S
     while time.monotonic() < deadline:
         assert proc.poll() is None, f"coevo run ended ({proc.returncode}) before {what}"
         if run_id is None:
-            started = re.search(r"setup +run (\S+):", (folder / "run.out").read_text())
+            started = re.search(r"setup +run (\S+):", (db.parent.parent / "run.out").read_text())
             run_id = started and started.group(1)
         if run_id is not None:
-            db = folder / "runs" / "coevo.db"
             with Archive(db) as archive:
                 if ready(archive, run_id, asyncio.run(run_snapshot(str(db), run_id, "vace"))):
                     return run_id
@@ -163,36 +162,22 @@ def reference(tiny_model, tmp_path_factory) -> tuple[str, dict]:
     return summary(out, run_id), outcome(folder / "runs" / "coevo.db", run_id)
 
 
-def kill_and_resume(tmp_path: Path, model: Path, what: str, ready, killed) -> tuple[str, dict, Path]:
-    """Start a run, SIGKILL it once ``ready`` holds, check ``killed(archive, run_id, snapshot)`` on what
-    the dead process left, resume it from another directory; the resumed summary and outcome."""
-    folder = start_folder(tmp_path / "run", model)
-    db = folder / "runs" / "coevo.db"
-    proc = coevo_run(folder, "run.toml")
-    run_id = poll(proc, folder, what, ready)
+def kill_when(proc: subprocess.Popen, db: Path, what: str, ready, killed, run_id: str | None = None) -> str:
+    """SIGKILL ``proc`` once ``ready`` holds (``poll``), then check ``killed(archive, run_id, snapshot)`` on what the
+    dead process left; the run id."""
+    run_id = poll(proc, db, what, ready, run_id)
     kill(proc)
     with Archive(db) as archive:
         assert archive.get(RunRecord, run_id).status == "running"  # a killed process marks nothing
         killed(archive, run_id, asyncio.run(run_snapshot(str(db), run_id, "vace")))
-    elsewhere = tmp_path / "elsewhere"
+    return run_id
+
+
+def resume(tmp_path: Path, name: str, run_id: str, db: Path) -> subprocess.Popen:
+    """``coevo run --resume RUN_ID --db DB`` from a new, empty working directory ``tmp_path / name``."""
+    elsewhere = tmp_path / name
     elsewhere.mkdir()
-    out = finish(coevo_run(elsewhere, "--resume", run_id, "--db", str(db)), elsewhere)
-    assert not (elsewhere / "runs").exists() and not (elsewhere / "coevo_runs").exists()
-    return summary(out, run_id), outcome(db, run_id), db
-
-
-def test_a_run_killed_in_the_weight_stage_resumes_to_the_same_end(tiny_model, reference, tmp_path):
-    def in_training(archive, run_id, snapshot):
-        return snapshot.next == ("train",)
-
-    def stage_unfinished(archive, run_id, snapshot):
-        assert snapshot.next == ("train",) and len(archive.list(Checkpoint)) == 1  # W0 only: no trained one
-
-    table, result, db = kill_and_resume(tmp_path, tiny_model, "weight stage", in_training, stage_unfinished)
-    assert (table, result) == reference
-    with Archive(db) as archive:
-        adapters = [c.adapter_path for c in archive.list(Checkpoint) if c.adapter_path]
-    assert len(adapters) == 1 and Path(adapters[0]).is_absolute() and Path(adapters[0]).is_dir()
+    return coevo_run(elsewhere, "--resume", run_id, "--db", str(db))
 
 
 def _val_rollouts_on_disk(archive, run_id) -> int:
@@ -200,12 +185,29 @@ def _val_rollouts_on_disk(archive, run_id) -> int:
                for e in archive.list(EvaluationRecord, run_id=run_id, split="val"))
 
 
-def test_a_run_killed_in_validation_resumes_to_the_same_end(tiny_model, reference, tmp_path):
+def test_a_run_killed_in_the_weight_stage_then_in_validation_resumes_to_the_same_end(tiny_model, reference,
+                                                                                      tmp_path):
+    def in_training(archive, run_id, snapshot):
+        return snapshot.next == ("train",)
+
+    def stage_unfinished(archive, run_id, snapshot):
+        assert snapshot.next == ("train",) and len(archive.list(Checkpoint)) == 1  # W0 only: no trained one
+
     def mid_validation(archive, run_id, snapshot):
         return snapshot.next == ("validate",) and _val_rollouts_on_disk(archive, run_id) >= 1
 
     def validation_unfinished(archive, run_id, snapshot):
         assert snapshot.next == ("validate",) and _val_rollouts_on_disk(archive, run_id) >= 1  # the resume reuses them
 
-    table, result, _ = kill_and_resume(tmp_path, tiny_model, "validation", mid_validation, validation_unfinished)
-    assert (table, result) == reference
+    folder = start_folder(tmp_path / "run", tiny_model)
+    db = folder / "runs" / "coevo.db"
+    run_id = kill_when(coevo_run(folder, "run.toml"), db, "the weight stage", in_training, stage_unfinished)
+    kill_when(resume(tmp_path, "elsewhere", run_id, db), db, "validation", mid_validation, validation_unfinished,
+              run_id)
+    out = finish(resume(tmp_path, "third", run_id, db), tmp_path / "third")
+    for name in ("elsewhere", "third"):  # a resume writes only into the run's own folders
+        assert not (tmp_path / name / "runs").exists() and not (tmp_path / name / "coevo_runs").exists()
+    assert (summary(out, run_id), outcome(db, run_id)) == reference
+    with Archive(db) as archive:
+        adapters = [c.adapter_path for c in archive.list(Checkpoint) if c.adapter_path]
+    assert len(adapters) == 1 and Path(adapters[0]).is_absolute() and Path(adapters[0]).is_dir()
