@@ -1,6 +1,6 @@
 """``coevo compare --budget N`` end to end through the CLI with the real SmolLM2-135M (GRPO stages,
 offline curator/editor, the default job's showcase tasks, whose H0 replies are at most 12 tokens): 2 strategies x
-1 seed at N = 4 rollouts (several seeds and their pairing: ``tests/unit/test_compare.py``, on fakes).
+1 seed at N = 4 rollouts (several seeds at a budget: ``tests/unit/test_equal_spend.py``, on fakes).
 
 Sizes make the spend predictable whatever the model answers: a stage declares and spends
 1 step x 2 tasks x 2 rollouts = 4, a val evaluation 2 tasks x k=1 = 2, and no check spends (no
@@ -64,8 +64,10 @@ k = 1
         assert row["spent_by_phase"] == {"train": 4}
         assert row["measured_by_phase"]["stage_effect"] == 4  # + the final val when it is new
         assert row["score"]["n"] == 3 and row["val_estimate"]["n"] == 2
-        assert all(f"at the cap after {BUDGET} rollouts" in e and "weight stage" in e for e in row["ended"])
+        assert row["ended"] and all(f"at the cap after {BUDGET} rollouts" in e and "weight stage" in e
+                                    for e in row["ended"])
     archive = Archive(db)
+    assert len(data["runs"]) == 2  # one per strategy
     for run in data["runs"]:
         spent = totals(archive.list(BudgetRecord, run_id=run["run_id"]))["rollouts"]
         assert spent == BUDGET and archive.get(RunRecord, run["run_id"]).config["rounds"] == BUDGET

@@ -67,3 +67,18 @@ def test_state_models_survive_the_checkpoint_serialiser():
                                         accepted=True, reason="ok", pairs=GatePair.pairs(summary, summary))],
              "history": [RoundSummary(round=0, incumbent="h", checkpoint="w")]}
     assert serde.loads_typed(serde.dumps_typed(state)) == state
+
+
+def test_a_per_task_outcome_read_without_its_task_id_takes_its_key():
+    """The committed table JSON leaves each outcome's ``task_id`` out beside its key
+    (``coevo.app.tables.results_json``); reading fills it back in, and an id written differently from its key is
+    kept as written."""
+    from coevo.meta.state import EvalSummary
+
+    summary = EvalSummary.model_validate({
+        "harness_id": "h", "checkpoint_id": "c", "split": "test", "evaluation_id": "e", "score": 0.5, "pass_at_k": 0.5,
+        "avg_at_k": 0.5, "timr": 0.0,
+        "per_task": {"t1": {"seeds": [0], "rewards": [1.0], "passed": [True]},
+                     "t2": {"task_id": "other", "seeds": [0], "rewards": [0.0], "passed": [False]}}})
+    assert summary.per_task["t1"].task_id == "t1" and summary.per_task["t2"].task_id == "other"
+    assert summary.per_task["t1"].rewards == [1.0] and summary.estimate.n == 2
