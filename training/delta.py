@@ -51,7 +51,7 @@ def delta_norms(checkpoint: Checkpoint, parent: Checkpoint | None = None) -> tup
     squares = {name: _cross(s, a, b, s, a, b) for name, (a, b) in new.items()}
     old_squares = {name: _cross(t, a, b, t, a, b) for name, (a, b) in old.items()}
     stage = 0.0
-    for name in set(new) | set(old):
+    for name in [*new, *(n for n in old if n not in new)]:  # a fixed order: the same sums in every process
         if name in new and name in old:
             if s == t and all(torch.equal(x, y) for x, y in zip(new[name], old[name])):
                 continue  # the same factors: exactly no change

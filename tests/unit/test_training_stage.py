@@ -83,9 +83,7 @@ def test_stage_trainer_rescues_under_the_siblings_and_records_the_size_of_the_ch
                                            policy=ScriptedChatModel(script=["Final answer: x"])))
         assert [t.harness_id for t in group] == [training_spec(sibling, config.train).id] * 2
     assert record.config["incumbent_id"] == spec.id and record.config["harness_id"] != spec.id  # the training variant
-    # trained from the base model: the stage's change is the total change (two sums of the same squares, to rounding)
-    assert record.metrics["delta_norm"] == pytest.approx(record.metrics["total_delta_norm"], rel=1e-12)
-    assert record.metrics["delta_norm"] > 0
+    assert record.metrics["delta_norm"] == record.metrics["total_delta_norm"] > 0  # trained from the base model
 
 
 def test_a_stage_on_vllm_servers_samples_there_and_publishes_its_checkpoint(tmp_path, monkeypatch):
