@@ -1,5 +1,5 @@
-"""Concurrent writers: two `coevo eval` processes and one `coevo run` (its LangGraph checkpointer in the same
-database) write one archive at once, on SQLite and on PostgreSQL, and lose and raise nothing: every row
+"""Concurrent writers: two `coevo run` processes (their LangGraph checkpointers in the same database) and two
+`coevo eval` processes write one archive at once, on SQLite and on PostgreSQL, and lose and raise nothing: every row
 they write is counted (fakes from ``test_meta_loop`` through ``fake_cli.py``)."""
 
 from __future__ import annotations
@@ -94,40 +94,23 @@ def reference(alone):
     return rows_of_run(*alone)
 
 
-def test_two_evals_and_a_run_write_one_archive_at_once_and_lose_nothing(db_url, tmp_path, reference):
-    config = run_files(tmp_path, db_url)
-    evals = [("eval", "--env", "words", "--harness", str(tmp_path / "h0.json"), "--model", "fake:x", "--k", str(K),
-              "--concurrency", "8", "--seed", str(i), "--db", db_url, "--run-id", f"eval-{i}", "--create")
-             for i in (1, 2)]
-    procs = [start("run", str(config), "--no-report"), *(start(*args) for args in evals)]
-    run_out, *_ = [finish(p) for p in procs]
-    run_id = run_id_of(run_out)
-    assert rows_of_run(db_url, run_id) == reference and reference["trajectories"] > 0
-    with Archive(db_url) as archive:
-        assert archive.get(RunRecord, run_id).status == "done"
-        for i in (1, 2):
-            (evaluation,) = archive.list(EvaluationRecord, run_id=f"eval-{i}")
-            assert evaluation.status == "done" and archive.get(RunRecord, f"eval-{i}").status == "done"
-            assert archive.count(Trajectory, evaluation_id=evaluation.id) == 4 * K
-            assert len({t.id for t in archive.list(Trajectory, evaluation_id=evaluation.id)}) == 4 * K
-
-
 SHARED = ("harnesses", "policy_checkpoints")
 """Tables of content-addressed rows two runs of one config both store (H0, an edit's child, W0): one row,
 owned by the run that stored it first."""
 
 
-def test_two_runs_and_an_eval_write_one_archive_at_once_and_archive_list_reads_them(db_url, tmp_path, alone,
-                                                                                    reference):
+def test_two_runs_and_two_evals_write_one_archive_at_once_lose_nothing_and_archive_list_reads_them(db_url, tmp_path,
+                                                                                                   alone, reference):
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     configs = [run_files(tmp_path / "a", db_url), run_files(tmp_path / "b", db_url)]
-    evaluation = ("eval", "--env", "words", "--harness", str(tmp_path / "a" / "h0.json"), "--model", "fake:x", "--k",
-                  str(K), "--concurrency", "8", "--db", db_url, "--run-id", "eval-1", "--create")
-    procs = [*(start("run", str(c), "--no-report") for c in configs), start(*evaluation)]
+    evals = [("eval", "--env", "words", "--harness", str(tmp_path / "a" / "h0.json"), "--model", "fake:x", "--k",
+              str(K), "--concurrency", "8", "--seed", str(i), "--db", db_url, "--run-id", f"eval-{i}", "--create")
+             for i in (1, 2)]
+    procs = [*(start("run", str(c), "--no-report") for c in configs), *(start(*args) for args in evals)]
     outs = [finish(p) for p in procs]
     run_ids = [run_id_of(out) for out in outs[:2]]
-    assert len(set(run_ids)) == 2
+    assert len(set(run_ids)) == 2 and reference["trajectories"] > 0
     own = {k: v for k, v in reference.items() if k not in SHARED}
     for run_id in run_ids:  # nothing lost, nothing duplicated, nothing taken by the other
         assert {k: v for k, v in rows_of_run(db_url, run_id).items() if k not in SHARED} == own
@@ -141,12 +124,15 @@ def test_two_runs_and_an_eval_write_one_archive_at_once_and_archive_list_reads_t
         assert [[(h.id, h.origin, h.parents) for h in archive.run_harnesses(r)] for r in run_ids] == [used, used]
         assert {h[1] for h in used} >= {"base", "edit"}
         assert [archive.get(RunRecord, r).status for r in run_ids] == ["done", "done"]
-        (record,) = archive.list(EvaluationRecord, run_id="eval-1")
-        assert record.status == "done" and archive.count(Trajectory, evaluation_id=record.id) == 4 * K
+        for i in (1, 2):
+            (evaluation,) = archive.list(EvaluationRecord, run_id=f"eval-{i}")
+            assert evaluation.status == "done" and archive.get(RunRecord, f"eval-{i}").status == "done"
+            assert archive.count(Trajectory, evaluation_id=evaluation.id) == 4 * K
+            assert len({t.id for t in archive.list(Trajectory, evaluation_id=evaluation.id)}) == 4 * K
     listed = subprocess.run([sys.executable, "-m", "coevo.cli.app", "archive", "list", "runs", "--db", db_url],
                             capture_output=True, text=True, env={**os.environ, "COLUMNS": "300"}, timeout=300)
     assert listed.returncode == 0, listed.stderr
-    assert all(r in listed.stdout for r in [*run_ids, "eval-1"]), listed.stdout
+    assert all(r in listed.stdout for r in [*run_ids, "eval-1", "eval-2"]), listed.stdout
 
 
 def test_a_spec_or_base_model_another_run_stored_first_stays_that_runs(tmp_path):

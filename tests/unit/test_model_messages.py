@@ -81,25 +81,25 @@ HEAVY = ("torch", "matplotlib", "scipy.stats")
 scipy.stats (imported where a plot or a Wilson interval is made; together about 2.5 s of every `coevo` start)."""
 
 
-def _heavy_imported_after(code: str) -> set[str]:
-    """Run ``code`` in a fresh interpreter (so this session's imports cannot mask it); the ``HEAVY``
-    modules it left in ``sys.modules``."""
-    probe = f"import sys\n{code}\nprint(','.join(m for m in {HEAVY!r} if m in sys.modules))"
+def _heavy_imported_after(*codes: str) -> list[set[str]]:
+    """Run each of ``codes`` in turn in one fresh interpreter (so this session's imports cannot mask them); the
+    ``HEAVY`` modules in ``sys.modules`` after each (one interpreter for all: its start and coevo's own imports cost
+    several seconds each)."""
+    probe = "import sys\n" + "".join(f"{code}\nprint(','.join(m for m in {HEAVY!r} if m in sys.modules))\n"
+                                      for code in codes)
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
-    return set(filter(None, done.stdout.rstrip("\n").split("\n")[-1].split(",")))
+    return [set(filter(None, line.split(","))) for line in done.stdout.rstrip("\n").split("\n")[-len(codes):]]
 
 
-def test_the_api_path_and_the_cli_import_no_torch_matplotlib_or_scipy_stats():
-    assert _heavy_imported_after(
+def test_the_api_path_and_the_cli_import_no_torch_matplotlib_or_scipy_stats_and_the_local_backend_and_a_plot_do():
+    """The second step is the control for the first: the probe sees each module once it is imported."""
+    api, local = _heavy_imported_after(
         "import coevo.models.litellm_model\n"
         "from coevo.models.refs import load_model\n"
         "assert type(load_model('litellm:openai/gpt-4o-mini')).__name__ == 'LiteLLMChatModel'\n"
-        "import coevo.cli.app") == set()
-
-
-def test_the_local_backend_and_a_plot_do_import_them():
-    """The control for the test above: the probe sees each module when it is imported."""
-    code = ("import coevo.models.local\nfrom coevo.report.plots import pyplot\npyplot()\n"
-            "from coevo.evaluation.stats import score_estimate\nscore_estimate([1.0, 0.0])")
-    assert _heavy_imported_after(code) == set(HEAVY)
+        "import coevo.cli.app",
+        "import coevo.models.local\nfrom coevo.report.plots import pyplot\npyplot()\n"
+        "from coevo.evaluation.stats import score_estimate\nscore_estimate([1.0, 0.0])")
+    assert api == set()
+    assert local == set(HEAVY)
