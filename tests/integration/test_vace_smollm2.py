@@ -1,9 +1,9 @@
 """One VACE round end to end with the real small model: GRPO stage, offline curator/editor, paired validation and
-the gate, on a handful of the default job's showcase tasks (short replies: H0's output budget is 12 tokens, so the
-round costs seconds of decoding; BFCL H0 with the real model is ``test_envs_smollm2.py``). Then ``coevo decompose``
-on the finished run: the 2×2 of its start and final harnesses under its start and final weights (the trained LoRA
-adapter loaded for the W_final cells), printed by the CLI, stored and shown in the report. (One file, one run: the
-round is the costly part of both.)"""
+the gate, on a handful of ``RunConfig``'s default tasks (reasoning_gym chain_sum; short replies: the output budget
+is 12 tokens, so the round costs seconds of decoding; BFCL H0 with the real model is ``test_envs_smollm2.py``).
+Then ``coevo decompose`` on the finished run: the 2×2 of its start and final harnesses under its start and final
+weights (the trained LoRA adapter loaded for the W_final cells), printed by the CLI, stored and shown in the
+report. (One file, one run: the round is the costly part of both.)"""
 
 import asyncio
 

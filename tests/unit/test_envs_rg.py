@@ -65,6 +65,17 @@ def test_gold_answer_scores_one_and_a_wrong_one_less(env):
     assert env.score(task, None, ep).reward == 0.0
 
 
+def test_a_pickled_copy_scores_as_the_env_does(env):
+    """What the Ray executor ships to its workers (``RayExecutor._source``: pickled once into the object store)."""
+    import pickle
+
+    copy = pickle.loads(pickle.dumps(env))
+    task = env.tasks("val", 1)[0]
+    assert copy.tasks("val", 1) == [task]
+    for answer in (env.reveal(task), "zebra, apple", None):
+        assert copy.score(task, answer, copy.episode(task)) == env.score(task, answer, env.episode(task))
+
+
 def test_a_raising_verifier_scores_zero_with_the_reason(env, monkeypatch):
     task = env.tasks("train", 1)[0]
     ds = env._datasets["word_sorting"]

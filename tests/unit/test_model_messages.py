@@ -85,11 +85,13 @@ def _heavy_imported_after(*codes: str) -> list[set[str]]:
     """Run each of ``codes`` in turn in one fresh interpreter (so this session's imports cannot mask them); the
     ``HEAVY`` modules in ``sys.modules`` after each (one interpreter for all: its start and coevo's own imports cost
     several seconds each)."""
-    probe = "import sys\n" + "".join(f"{code}\nprint(','.join(m for m in {HEAVY!r} if m in sys.modules))\n"
+    probe = "import sys\n" + "".join(f"{code}\nprint('HEAVY:' + ','.join(m for m in {HEAVY!r} if m in sys.modules))\n"
                                       for code in codes)
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
-    return [set(filter(None, line.split(","))) for line in done.stdout.rstrip("\n").split("\n")[-len(codes):]]
+    found = [line.removeprefix("HEAVY:") for line in done.stdout.splitlines() if line.startswith("HEAVY:")]
+    assert len(found) == len(codes), done.stdout[-3000:]
+    return [set(filter(None, line.split(","))) for line in found]
 
 
 def test_the_api_path_and_the_cli_import_no_torch_matplotlib_or_scipy_stats_and_the_local_backend_and_a_plot_do():
