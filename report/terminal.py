@@ -95,7 +95,7 @@ def protocol_text(comparison) -> str:
     if protocol == "updates":
         return f"at equal updates ({comparison.updates} weight updates)"
     rounds = (comparison.config.get("run") or {}).get("rounds")
-    return f"at the configured caps ({rounds} rounds: weight stages and gated proposals)" if rounds else \
+    return f"at the configured caps ({rounds} rounds per run, each strategy's own phases)" if rounds else \
         "at the configured caps"
 
 

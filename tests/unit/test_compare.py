@@ -16,7 +16,7 @@ from coevo.meta.context import MetaContext
 from coevo.models.fake import ScriptedChatModel
 from coevo.records import Checkpoint, RunRecord, Trajectory
 from coevo.report.compare import write_compare_report
-from coevo.report.terminal import compare_table
+from coevo.report.terminal import compare_table, protocol_text
 from coevo.roles.curator import OfflineCurator
 from coevo.roles.editor import OfflineEditor, demonstration_source
 from coevo.storage import Archive
@@ -180,3 +180,16 @@ def test_a_run_has_no_learning_signal_only_when_it_trained_without_contrast_or_u
     assert not no_learning_signal(run.model_copy(update={"effective_group_rate": 0.0, "spread_rate": 0.25,
                                                          "delta_norm": 0.0}))  # partial credit: a gradient
     assert not no_learning_signal(run.model_copy(update={"effective_group_rate": 0.0, "delta_norm": 0.3}))
+
+
+def test_the_protocol_in_words_names_the_matched_quantity_and_claims_no_gate_a_strategy_may_lack():
+    """Under caps the rounds are named, not what a round holds: CoEvo-RSI promotes and PACE's phases search,
+    neither through a weight stage and a gate each round."""
+    from types import SimpleNamespace
+
+    caps = SimpleNamespace(protocol="caps", config={"run": {"rounds": 3}})
+    assert protocol_text(caps) == "at the configured caps (3 rounds per run, each strategy's own phases)"
+    assert "gate" not in protocol_text(caps)
+    assert protocol_text(SimpleNamespace(protocol="caps", config={})) == "at the configured caps"
+    assert protocol_text(SimpleNamespace(protocol="budget", budget=900)) == "at equal spend (900 rollouts)"
+    assert protocol_text(SimpleNamespace(protocol="updates", updates=10)) == "at equal updates (10 weight updates)"
