@@ -1,6 +1,8 @@
 """A process's resident memory after each of several weight stages in a row: what a long ``coevo compare`` or
-table process holds between stages, and whether handing the freed heap back to the OS after each stage
-(``--trim``: ``gc.collect()`` then glibc's ``malloc_trim(0)``) is worth its cost.
+table process holds between stages, and what handing the freed heap back to the OS after each stage costs
+(``--trim``: ``coevo.training.memory.release_freed_memory``, ``gc.collect()`` then glibc's ``malloc_trim(0)``,
+which the run's stage trainer does after every weight stage since 2026-12-07; this script calls the RSFT stage
+directly, so without ``--trim`` it shows the process as it was before).
 
 RSFT stages at CoEvo-RSI's preset sizes (``configs/papers/coevo_rsi.toml``: 8 tasks x 3 rollouts, minibatch 8, 48
 new tokens, T = 1.0, lr 5e-5; the tables override 16 new tokens and T = 0.7) on the default job's train tasks
@@ -14,8 +16,6 @@ included). Measured results: ``docs/benchmarks/papers.md`` ("Memory of a long ta
 from __future__ import annotations
 
 import argparse
-import ctypes
-import gc
 import json
 import resource
 import time
@@ -30,11 +30,13 @@ def rss_gb() -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stages", type=int, default=3, help="RSFT stages in a row (default 3)")
-    parser.add_argument("--trim", action="store_true", help="gc.collect() and malloc_trim(0) after each stage")
+    parser.add_argument("--trim", action="store_true",
+                        help="release_freed_memory() after each stage (what the stage trainer does)")
     args = parser.parse_args()
 
     from stage_kit import default_stage
 
+    from coevo.training.memory import release_freed_memory
     from coevo.training.rsft import train_rsft
 
     stage = default_stage(algorithm="rsft", steps=1, tasks_per_step=8, num_generations=3, minibatch_size=8,
@@ -44,8 +46,7 @@ def main() -> None:
     for _ in range(args.stages):
         train_rsft(stage["checkpoint"], stage["spec"], stage["env"], stage["tasks"], stage["config"])
         if args.trim:
-            gc.collect()
-            ctypes.CDLL(None).malloc_trim(0)  # glibc: return free heap pages of every arena to the OS
+            release_freed_memory()  # gc.collect(), then glibc's malloc_trim(0): free pages of every arena to the OS
         after.append(round(rss_gb(), 2))
     own = resource.getrusage(resource.RUSAGE_SELF)
     wall = round(time.time() - started, 1)

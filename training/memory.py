@@ -29,6 +29,8 @@ not fit either.
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import logging
 import os
 from dataclasses import dataclass
@@ -100,6 +102,26 @@ def device_memory_gb() -> float:
     except ImportError:
         pass
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / GB
+
+
+def release_freed_memory() -> bool:
+    """Hand the memory a finished weight stage freed back to the operating system: a full garbage
+    collection, then glibc's ``malloc_trim(0)``, which returns the free pages of every malloc arena.
+    Returns True when the trim ran, False where the C library has no ``malloc_trim`` (macOS, musl).
+
+    Why: glibc keeps a freed heap for reuse, and a stage's tensors are freed by the sampler's and the
+    trainer's threads into different arenas, so a process that runs stage after stage (``coevo compare``, a
+    table, a long run) held 5.6-6.6 GB between SmolLM2-135M RSFT stages and read up to 14.8 GB in a stage,
+    against 0.5 GB held after a trim (``benchmarks/stage_rss.py``; ``docs/benchmarks/papers.md``, "Memory of
+    a long table process"). The price: the next stage faults its memory in again (system CPU, a few
+    seconds a stage on CPU)."""
+    gc.collect()
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (AttributeError, OSError):
+        return False
+    trim(0)
+    return True
 
 
 def budget_gb(max_memory_gb: float | None) -> float:

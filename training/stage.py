@@ -18,6 +18,7 @@ from coevo.models.trajectory import Trajectory
 from coevo.observe.tracking import tracking_folder
 from coevo.training.checkpoint import record_checkpoint
 from coevo.training.kinds import Room, StageKind, configured
+from coevo.training.memory import release_freed_memory
 
 
 def tracked(stage: StageConfig, run: RunConfig, run_id: str, round: int) -> StageConfig:
@@ -40,10 +41,11 @@ class StageTrainer:
 
     Adapters are saved under the absolute ``<out_dir>/adapters`` and stored with that path. The new
     checkpoint's metrics get the size of its change (``coevo.training.kinds.measured``) and the
-    checkpoint is recorded in the archive. With a run tracker, TRL logs the stage's steps to it
-    (``tracked``). ``executor`` (the run's, ``coevo.evaluation.executors``; None: in process) is handed
-    to the stage and its rescue: a server-backed sampler's groups run on its workers, while the
-    default sampler, the trainer's live weights, samples in this process (``sampling_on``). Which
+    checkpoint is recorded in the archive. When the stage ends (or fails), the memory it freed goes back to
+    the operating system (``coevo.training.memory.release_freed_memory``). With a run tracker, TRL logs the
+    stage's steps to it (``tracked``). ``executor`` (the run's, ``coevo.evaluation.executors``; None: in
+    process) is handed to the stage and its rescue: a server-backed sampler's groups run on its workers, while
+    the default sampler, the trainer's live weights, samples in this process (``sampling_on``). Which
     rollouts a kind runs, under which harnesses, and what it publishes (GRPO on ``train.vllm``
     servers) is the kind's own (``GRPO``, ``RSFT``; Harness-S's ``Routed`` and ``Mixture``,
     EvoHarness-RL's ``HarnessSFT``).
@@ -68,7 +70,10 @@ class StageTrainer:
     def _train(self, checkpoint_id: str, spec: HarnessSpec, tasks: Sequence[Task], round: int,
                kind: StageKind | None) -> tuple[str, list[Trajectory]]:
         room = self.room(checkpoint_id, spec, tasks, round)
-        new, trajectories = (kind if kind is not None else configured(self.config.train)).run(room)
+        try:
+            new, trajectories = (kind if kind is not None else configured(self.config.train)).run(room)
+        finally:
+            release_freed_memory()  # the stage's freed heap back to the OS, not held into the next round
         record_checkpoint(self.archive, new)
         return new.id, trajectories
 
