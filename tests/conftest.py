@@ -41,25 +41,34 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(autouse=True, scope="session")
-def _young_gc_when_a_trainer_starts():
+def _young_gc_when_a_trainer_starts_or_ends():
     """Transformers' ``Trainer.train`` (every GRPO stage) starts with accelerate's ``free_memory()``, a full GC
-    pass. In a test worker that pass scans everything the collected test files imported (about 1.2 million
-    objects): ~0.5 s each, about a seventh of ``test_knobs``'s time. Here it collects the young generations
-    only; the interpreter's own full passes still run, and no test asserts what a full pass frees."""
+    pass, and the run's stage trainer ends every stage with another (``release_freed_memory``, before glibc's
+    ``malloc_trim``). In a test worker such a pass scans everything the collected test files imported (about
+    1.2 million objects): ~0.5 s each, about a seventh of ``test_knobs``'s time. Here both collect the young
+    generations only (the trim still runs); the interpreter's own full passes still run, and no test asserts
+    what a full pass frees (``test_memory_caps`` tests the release itself, unpatched)."""
     import gc
 
     from accelerate.utils import memory
 
-    original = memory.clear_device_cache
+    from coevo.training import stage
+    from coevo.training.memory import trim_freed_memory
+
+    original, release = memory.clear_device_cache, stage.release_freed_memory
 
     def clear_device_cache(garbage_collection: bool = False) -> None:
         if garbage_collection:
             gc.collect(1)
         original(garbage_collection=False)
 
-    memory.clear_device_cache = clear_device_cache
+    def release_freed_memory() -> bool:
+        gc.collect(1)
+        return trim_freed_memory()
+
+    memory.clear_device_cache, stage.release_freed_memory = clear_device_cache, release_freed_memory
     yield
-    memory.clear_device_cache = original
+    memory.clear_device_cache, stage.release_freed_memory = original, release
 
 
 @pytest.fixture(scope="session")

@@ -106,8 +106,8 @@ def device_memory_gb() -> float:
 
 def release_freed_memory() -> bool:
     """Hand the memory a finished weight stage freed back to the operating system: a full garbage
-    collection, then glibc's ``malloc_trim(0)``, which returns the free pages of every malloc arena.
-    Returns True when the trim ran, False where the C library has no ``malloc_trim`` (macOS, musl).
+    collection, then ``trim_freed_memory``. Returns True when the trim ran, False where the C library has
+    no ``malloc_trim`` (macOS, musl).
 
     Why: glibc keeps a freed heap for reuse, and a stage's tensors are freed by the sampler's and the
     trainer's threads into different arenas, so a process that runs stage after stage (``coevo compare``, a
@@ -116,6 +116,13 @@ def release_freed_memory() -> bool:
     a long table process"). The price: the next stage faults its memory in again (system CPU, a few
     seconds a stage on CPU)."""
     gc.collect()
+    return trim_freed_memory()
+
+
+def trim_freed_memory() -> bool:
+    """glibc's ``malloc_trim(0)``: the free pages of every malloc arena back to the operating system (the
+    memory stays usable; the next use faults it in again). True when it ran, False where the C library has
+    no ``malloc_trim`` (macOS, musl)."""
     try:
         trim = ctypes.CDLL(None).malloc_trim
     except (AttributeError, OSError):
