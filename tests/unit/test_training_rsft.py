@@ -43,6 +43,41 @@ def test_sft_loss_is_the_token_mean_nll_of_policy_tokens(tmp_path):
         rsft.sft_loss(model, [Row([5], [6], [0], [0.0], 1.0, 0)])
 
 
+def test_sft_loss_projects_only_policy_positions_with_the_full_projections_loss_and_gradients(tmp_path, monkeypatch):
+    """The loss keeps only the logits of positions that predict a policy token (``logits_to_keep`` as a mask;
+    without it, every position projected and the rest dropped): on a LoRA policy, rows of unequal length with
+    masked completion tokens give the full projection's loss and adapter gradients either way."""
+    from peft import LoraConfig, get_peft_model
+
+    base, _ = load_policy(tiny_llama_checkpoint(tmp_path / "base"))
+    model = get_peft_model(base, LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
+    rows = [Row([5, 6, 7, 8], [7, 8, 9], [1, 0, 1], [0.0] * 3, 1.0, 0), Row([5], [10, 11], [1, 1], [0.0] * 2, 1.0, 1),
+            Row([9, 9], [12], [0], [0.0], 1.0, 2)]
+
+    def full_projection():
+        width = max(len(r.prompt_ids) + len(r.completion_ids) for r in rows)
+        ids, mask = torch.zeros((3, width), dtype=torch.long), torch.zeros((3, width))
+        for i, r in enumerate(rows):
+            ids[i, :len(r.prompt_ids) + len(r.completion_ids)] = torch.tensor(r.prompt_ids + r.completion_ids)
+            mask[i, len(r.prompt_ids):len(r.prompt_ids) + len(r.completion_ids)] = torch.tensor(r.env_mask).float()
+        logp = torch.log_softmax(model(input_ids=ids, attention_mask=(ids > 0).long()).logits[:, :-1], -1)
+        return -(logp.gather(-1, ids[:, 1:, None]).squeeze(-1) * mask[:, 1:]).sum() / 4
+
+    def loss_and_grads(loss_fn):
+        model.zero_grad()
+        loss = loss_fn()
+        loss.backward()
+        return float(loss), [p.grad.clone() for p in model.parameters() if p.requires_grad]
+
+    assert rsft.keeps_logits(model)
+    reference, reference_grads = loss_and_grads(full_projection)
+    for keeps in (True, False):
+        monkeypatch.setattr(rsft, "keeps_logits", lambda m, keeps=keeps: keeps)
+        loss, grads = loss_and_grads(lambda: rsft.sft_loss(model, rows))
+        assert loss == pytest.approx(reference, rel=1e-5)
+        assert all(torch.allclose(g, r, rtol=1e-4, atol=1e-7) for g, r in zip(grads, reference_grads))
+
+
 def test_rsft_trains_on_policy_tokens_of_accepted_rollouts_only(tmp_path, monkeypatch):
     from safetensors.torch import load_file
 

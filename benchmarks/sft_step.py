@@ -1,0 +1,85 @@
+"""One RSFT minibatch step (forward and backward of ``coevo.training.rsft.sft_loss``) on SmolLM2-135M-Instruct with
+the stage's LoRA (``lora_config``: r 8 on every linear layer), projecting onto the vocabulary only the positions
+that predict a policy token (``--projection kept``, the stage since 2026-12-07) or every position, as the loss did
+before (``--projection full``: the full logits, their log-softmax, then the masked sum).
+
+Rows: ``--rows`` (default 8, the presets' minibatch) of ``--prompt`` prompt tokens (default 600: a WHALE harness
+after its search, H0 plus demonstrations) and ``--completion`` policy tokens (default 16, the tables' new tokens),
+random ids. Run each projection in its own process (the peak RSS is the process's). Prints one JSON line: seconds
+per step (each of ``--steps``, after one warm-up step), the process's peak RSS (GB), user CPU seconds.
+
+    OMP_NUM_THREADS=1 python benchmarks/sft_step.py --projection kept
+    OMP_NUM_THREADS=1 python benchmarks/sft_step.py --projection full
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import time
+
+
+def full_projection_loss(model, rows, torch):
+    """``sft_loss`` as it was before 2026-12-07: every position's logits, log-softmax, then the masked mean."""
+    width = max(len(r.prompt_ids) + len(r.completion_ids) for r in rows)
+    ids = torch.zeros((len(rows), width), dtype=torch.long)
+    attn, mask = torch.zeros_like(ids), torch.zeros_like(ids)
+    for i, r in enumerate(rows):
+        length = len(r.prompt_ids) + len(r.completion_ids)
+        ids[i, :length] = torch.tensor(r.prompt_ids + r.completion_ids)
+        attn[i, :length] = 1
+        mask[i, len(r.prompt_ids):length] = torch.tensor(r.env_mask)
+    logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1].float()
+    logp = torch.log_softmax(logits, dim=-1).gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+    return -(logp * mask[:, 1:]).sum() / int(mask.sum())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--projection", choices=["kept", "full"], default="kept")
+    parser.add_argument("--rows", type=int, default=8)
+    parser.add_argument("--prompt", type=int, default=600)
+    parser.add_argument("--completion", type=int, default=16)
+    parser.add_argument("--steps", type=int, default=3)
+    args = parser.parse_args()
+
+    import random
+
+    import torch
+    from peft import get_peft_model
+
+    from coevo.config.train import StageConfig
+    from coevo.models.checkpoint import Checkpoint
+    from coevo.models.smollm2 import ensure_smollm2
+    from coevo.training.checkpoint import load_policy
+    from coevo.training.grpo.samples import Row
+    from coevo.training.grpo.stage import lora_config
+    from coevo.training.rsft import sft_loss
+
+    torch.manual_seed(0)
+    model, _ = load_policy(Checkpoint(id="base", base_model=str(ensure_smollm2())))
+    model = get_peft_model(model, lora_config(StageConfig()))
+    model.train()
+    rng = random.Random(0)
+    rows = [Row([rng.randrange(1, 49_000) for _ in range(args.prompt)],
+                [rng.randrange(1, 49_000) for _ in range(args.completion)],
+                [1] * args.completion, [0.0] * args.completion, 1.0, i) for i in range(args.rows)]
+    loss_fn = (lambda: sft_loss(model, rows)) if args.projection == "kept" else (
+        lambda: full_projection_loss(model, rows, torch))
+    seconds = []
+    for step in range(args.steps + 1):
+        started = time.perf_counter()
+        model.zero_grad()
+        loss = loss_fn()
+        loss.backward()
+        if step:
+            seconds.append(round(time.perf_counter() - started, 2))
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    print(json.dumps({"projection": args.projection, "rows": args.rows, "prompt": args.prompt,
+                      "completion": args.completion, "loss": round(float(loss), 4), "step_s": seconds,
+                      "peak_rss_gb": round(own.ru_maxrss / 1024**2, 2), "user_s": round(own.ru_utime, 1)}))
+
+
+if __name__ == "__main__":
+    main()
