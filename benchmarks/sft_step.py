@@ -21,7 +21,8 @@ import time
 
 
 def full_projection_loss(model, rows, torch):
-    """``sft_loss`` as it was before 2026-12-07: every position's logits, log-softmax, then the masked mean."""
+    """``sft_loss`` as it was before 2026-12-07: every position's logits, log-softmax, then the masked mean (and,
+    as then, without ``use_cache=False``: in train mode Llama also builds a KV cache)."""
     width = max(len(r.prompt_ids) + len(r.completion_ids) for r in rows)
     ids = torch.zeros((len(rows), width), dtype=torch.long)
     attn, mask = torch.zeros_like(ids), torch.zeros_like(ids)

@@ -73,7 +73,8 @@ def sft_loss(model: Any, rows: Sequence[Row], tokens: int | None = None) -> torc
     """Token-normalised NLL of the policy tokens of ``rows``: ``-sum(log p) / tokens`` (default: the
     rows' own ``policy_tokens``; a micro-step of a split minibatch passes the whole minibatch's, so its
     micro-steps' losses and gradients add up to the minibatch's) over the rows (right-padded; prompt and
-    masked completion positions carry no loss). Raises ``ValueError`` when the rows hold no policy token.
+    masked completion positions carry no loss; ``env_mask`` holds 1 for a policy token, 0 otherwise). Raises
+    ``ValueError`` when the rows hold no policy token.
 
     Only the positions that predict a policy token are projected onto the vocabulary (transformers'
     ``logits_to_keep`` as a boolean mask; a model without it projects every position and drops the rest):

@@ -6,6 +6,7 @@ families' own kinds beside them)."""
 from __future__ import annotations
 
 import asyncio
+import traceback
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -41,8 +42,9 @@ class StageTrainer:
 
     Adapters are saved under the absolute ``<out_dir>/adapters`` and stored with that path. The new
     checkpoint's metrics get the size of its change (``coevo.training.kinds.measured``) and the
-    checkpoint is recorded in the archive. When the stage ends (or fails), the memory it freed goes back to
-    the operating system (``coevo.training.memory.release_freed_memory``). With a run tracker, TRL logs the
+    checkpoint is recorded in the archive. When the stage ends (or fails: the error keeps its message and
+    lines, not the stage's local variables), the memory it freed goes back to the operating system
+    (``coevo.training.memory.release_freed_memory``). With a run tracker, TRL logs the
     stage's steps to it (``tracked``). ``executor`` (the run's, ``coevo.evaluation.executors``; None: in
     process) is handed to the stage and its rescue: a server-backed sampler's groups run on its workers, while
     the default sampler, the trainer's live weights, samples in this process (``sampling_on``). Which
@@ -72,6 +74,9 @@ class StageTrainer:
         room = self.room(checkpoint_id, spec, tasks, round)
         try:
             new, trajectories = (kind if kind is not None else configured(self.config.train)).run(room)
+        except BaseException as error:
+            traceback.clear_frames(error.__traceback__)  # the failed stage's locals (model, batches) go now
+            raise
         finally:
             release_freed_memory()  # the stage's freed heap back to the OS, not held into the next round
         record_checkpoint(self.archive, new)

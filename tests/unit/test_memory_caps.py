@@ -150,6 +150,7 @@ def test_an_evoharness_sft_stage_is_refused_by_its_budget_before_the_teacher_pla
     the teacher's first rollout, and the archive holds only the checkpoint it started from. The run's stage
     trainer hands the freed memory back after the refused stage and after the one that trained."""
     import asyncio
+    import traceback
 
     from coevo.training import stage as stage_module
 
@@ -175,9 +176,13 @@ def test_an_evoharness_sft_stage_is_refused_by_its_budget_before_the_teacher_pla
     env, spec = Revealed(), HarnessSpec(parser={"mode": "json"}, bpe={})
     with Archive(tmp_path / "a.db") as archive:
         archive.put(tiny_chat_checkpoint(tmp_path / "base"))
-        with pytest.raises(MemoryBudgetError, match=r"the RSFT stage needs about .* \(train\.max_memory_gb = 0\.3;"):
+        refusal = r"the RSFT stage needs about .* \(train\.max_memory_gb = 0\.3;"
+        with pytest.raises(MemoryBudgetError, match=refusal) as refused:
             asyncio.run(StageTrainer(config, env, archive, "r1")("ckpt-tiny", spec, env.tasks(), 0, HarnessSFT()))
         assert [c.id for c in archive.list(Checkpoint)] == ["ckpt-tiny"] and not played and released == [1]
+        frames = [frame.f_code.co_name for frame, _ in traceback.walk_tb(refused.value.__traceback__)]
+        below = [frame for frame, _ in traceback.walk_tb(refused.value.__traceback__)][frames.index("_train") + 1:]
+        assert below and not any(frame.f_locals for frame in below)  # the failed stage's locals were let go
         roomy = config.model_copy(update={"train": config.train.model_copy(update={"max_memory_gb": 64.0})})
         new_id, _ = asyncio.run(StageTrainer(roomy, env, archive, "r1")("ckpt-tiny", spec, env.tasks(), 0,
                                                                         HarnessSFT()))

@@ -69,11 +69,16 @@ def test_sft_loss_projects_only_policy_positions_with_the_full_projections_loss_
         loss.backward()
         return float(loss), [p.grad.clone() for p in model.parameters() if p.requires_grad]
 
+    projected = []  # how many positions each forward projects onto the vocabulary
+    model.get_output_embeddings().register_forward_hook(lambda module, args, out: projected.append(
+        args[0].shape[:-1].numel()))
     assert rsft.keeps_logits(model)
     reference, reference_grads = loss_and_grads(full_projection)
-    for keeps in (True, False):
+    for keeps, positions in ((True, 4), (False, 3 * 7)):  # the 4 policy tokens; every position of 3 rows of 7
         monkeypatch.setattr(rsft, "keeps_logits", lambda m, keeps=keeps: keeps)
+        projected.clear()
         loss, grads = loss_and_grads(lambda: rsft.sft_loss(model, rows))
+        assert projected == [positions]
         assert loss == pytest.approx(reference, rel=1e-5)
         assert all(torch.allclose(g, r, rtol=1e-4, atol=1e-7) for g, r in zip(grads, reference_grads))
 
