@@ -1,15 +1,19 @@
 """One RSFT minibatch step (forward and backward of ``coevo.training.rsft.sft_loss``) on SmolLM2-135M-Instruct with
-the stage's LoRA (``lora_config``: r 8 on every linear layer), projecting onto the vocabulary only the positions
-that predict a policy token (``--projection kept``, the stage since 2026-12-07) or every position, as the loss did
-before (``--projection full``: the full logits, their log-softmax, then the masked sum).
+the stage's LoRA (``lora_config``: r 8 on every linear layer), three ways (``--loss``):
 
-Rows: ``--rows`` (default 8, the presets' minibatch) of ``--prompt`` prompt tokens (default 600: a WHALE harness
-after its search, H0 plus demonstrations) and ``--completion`` policy tokens (default 16, the tables' new tokens),
-random ids. Run each projection in its own process (the peak RSS is the process's). Prints one JSON line: seconds
-per step (each of ``--steps``, after one warm-up step), the process's peak RSS (GB), user CPU seconds.
+- ``shared`` (the stage since 2026-12-07): rows that share a prompt run its forward once, and only the positions
+  that predict a policy token are projected onto the vocabulary;
+- ``kept``: each row its own forward, only the policy positions projected;
+- ``full``: each row its own forward, every position projected, as the loss was before (the full logits, their
+  log-softmax, then the masked sum).
 
-    OMP_NUM_THREADS=1 python benchmarks/sft_step.py --projection kept
-    OMP_NUM_THREADS=1 python benchmarks/sft_step.py --projection full
+Rows: ``--rows`` (default 4, the presets' minibatch) over ``--tasks`` prompts in turn (default 2: the step's tasks
+of the presets' ``tasks_per_step = 2``, whose rollouts share a prompt) of ``--prompt`` tokens (default 280: the
+showcase's prompt, as the WHALE table's RSFT stages measured) and ``--completion`` policy tokens (default 16, the
+tables' new tokens), random ids. Run each way in its own process (the peak RSS is the process's). Prints one JSON
+line: seconds per step (each of ``--steps``, after one warm-up step), the process's peak RSS (GB), user CPU seconds.
+
+    OMP_NUM_THREADS=1 python benchmarks/sft_step.py --loss shared|kept|full
 """
 
 from __future__ import annotations
@@ -38,9 +42,10 @@ def full_projection_loss(model, rows, torch):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--projection", choices=["kept", "full"], default="kept")
-    parser.add_argument("--rows", type=int, default=8)
-    parser.add_argument("--prompt", type=int, default=600)
+    parser.add_argument("--loss", choices=["shared", "kept", "full"], default="shared")
+    parser.add_argument("--rows", type=int, default=4)
+    parser.add_argument("--tasks", type=int, default=2)
+    parser.add_argument("--prompt", type=int, default=280)
     parser.add_argument("--completion", type=int, default=16)
     parser.add_argument("--steps", type=int, default=3)
     args = parser.parse_args()
@@ -53,21 +58,23 @@ def main() -> None:
     from coevo.config.train import StageConfig
     from coevo.models.checkpoint import Checkpoint
     from coevo.models.smollm2 import ensure_smollm2
+    from coevo.training import rsft
     from coevo.training.checkpoint import load_policy
     from coevo.training.grpo.samples import Row
     from coevo.training.grpo.stage import lora_config
-    from coevo.training.rsft import sft_loss
 
     torch.manual_seed(0)
     model, _ = load_policy(Checkpoint(id="base", base_model=str(ensure_smollm2())))
     model = get_peft_model(model, lora_config(StageConfig()))
     model.train()
     rng = random.Random(0)
-    rows = [Row([rng.randrange(1, 49_000) for _ in range(args.prompt)],
-                [rng.randrange(1, 49_000) for _ in range(args.completion)],
-                [1] * args.completion, [0.0] * args.completion, 1.0, i) for i in range(args.rows)]
-    loss_fn = (lambda: sft_loss(model, rows)) if args.projection == "kept" else (
-        lambda: full_projection_loss(model, rows, torch))
+    prompts = [[rng.randrange(1, 49_000) for _ in range(args.prompt)] for _ in range(args.tasks)]
+    rows = [Row(prompts[i % args.tasks], [rng.randrange(1, 49_000) for _ in range(args.completion)],
+                [1] * args.completion, [0.0] * args.completion, 1.0, i % args.tasks) for i in range(args.rows)]
+    if args.loss == "kept":
+        rsft.shares_prompts = lambda model, rows: False  # each row its own forward
+    loss_fn = (lambda: full_projection_loss(model, rows, torch)) if args.loss == "full" else (
+        lambda: rsft.sft_loss(model, rows))
     seconds = []
     for step in range(args.steps + 1):
         started = time.perf_counter()
@@ -77,7 +84,7 @@ def main() -> None:
         if step:
             seconds.append(round(time.perf_counter() - started, 2))
     own = resource.getrusage(resource.RUSAGE_SELF)
-    print(json.dumps({"projection": args.projection, "rows": args.rows, "prompt": args.prompt,
+    print(json.dumps({"loss_fn": args.loss, "rows": args.rows, "tasks": args.tasks, "prompt": args.prompt,
                       "completion": args.completion, "loss": round(float(loss), 4), "step_s": seconds,
                       "peak_rss_gb": round(own.ru_maxrss / 1024**2, 2), "user_s": round(own.ru_utime, 1)}))
 

@@ -52,7 +52,7 @@ def shared_prefix_length(prompts: Sequence[Sequence[int]], minimum: int = MIN_SH
 
 
 @lru_cache(maxsize=16)
-def _cache_keyword(model_class: type) -> str:
+def cache_keyword(model_class: type) -> str:
     """The forward keyword of a model's KV cache: ``cache`` (transformers >= 5.x) or ``past_key_values``."""
     return "cache" if "cache" in inspect.signature(model_class.forward).parameters else "past_key_values"
 
@@ -64,7 +64,7 @@ class _Forward:
         self.model = model
         base = model.get_base_model() if hasattr(model, "get_base_model") else model
         self.cache = DynamicCache(config=base.config)
-        self.keyword = _cache_keyword(type(base))
+        self.keyword = cache_keyword(type(base))
         self.adapter_names = adapter_names
 
     def __call__(self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor,

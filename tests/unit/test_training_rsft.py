@@ -43,25 +43,31 @@ def test_sft_loss_is_the_token_mean_nll_of_policy_tokens(tmp_path):
         rsft.sft_loss(model, [Row([5], [6], [0], [0.0], 1.0, 0)])
 
 
-def test_sft_loss_projects_only_policy_positions_with_the_full_projections_loss_and_gradients(tmp_path, monkeypatch):
+def test_sft_loss_projects_only_policy_positions_and_shares_prompts_with_the_full_forwards_loss_and_gradients(
+        tmp_path, monkeypatch):
     """The loss keeps only the logits of positions that predict a policy token (``logits_to_keep`` as a mask;
-    without it, every position projected and the rest dropped): on a LoRA policy, rows of unequal length with
-    masked completion tokens give the full projection's loss and adapter gradients either way."""
+    without it, every position projected and the rest dropped), and runs a prompt its rows share once (its
+    KV cache repeated to their completions): on a LoRA policy, rows of unequal length with masked completion
+    tokens, three of them on one prompt, give the full forward's loss and adapter gradients on every path.
+    Under active dropout the rows keep their own forwards (a shared one would share its mask)."""
     from peft import LoraConfig, get_peft_model
 
     base, _ = load_policy(tiny_llama_checkpoint(tmp_path / "base"))
-    model = get_peft_model(base, LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
-    rows = [Row([5, 6, 7, 8], [7, 8, 9], [1, 0, 1], [0.0] * 3, 1.0, 0), Row([5], [10, 11], [1, 1], [0.0] * 2, 1.0, 1),
-            Row([9, 9], [12], [0], [0.0], 1.0, 2)]
+    model = get_peft_model(base, LoraConfig(r=4, target_modules=["q_proj", "k_proj", "v_proj"],
+                                            init_lora_weights=False))
+    shared = [5, 6, 7, 8]
+    rows = [Row(shared, [7, 8, 9], [1, 0, 1], [0.0] * 3, 1.0, 0), Row([5], [10, 11], [1, 1], [0.0] * 2, 1.0, 1),
+            Row([9, 9], [12], [0], [0.0], 1.0, 2), Row(shared, [12], [1], [0.0], 1.0, 0),
+            Row(shared, [13, 14, 15, 16], [0, 1, 1, 1], [0.0] * 4, 1.0, 0)]
 
-    def full_projection():
+    def full_forward():
         width = max(len(r.prompt_ids) + len(r.completion_ids) for r in rows)
-        ids, mask = torch.zeros((3, width), dtype=torch.long), torch.zeros((3, width))
+        ids, mask = torch.zeros((len(rows), width), dtype=torch.long), torch.zeros((len(rows), width))
         for i, r in enumerate(rows):
             ids[i, :len(r.prompt_ids) + len(r.completion_ids)] = torch.tensor(r.prompt_ids + r.completion_ids)
             mask[i, len(r.prompt_ids):len(r.prompt_ids) + len(r.completion_ids)] = torch.tensor(r.env_mask).float()
         logp = torch.log_softmax(model(input_ids=ids, attention_mask=(ids > 0).long()).logits[:, :-1], -1)
-        return -(logp.gather(-1, ids[:, 1:, None]).squeeze(-1) * mask[:, 1:]).sum() / 4
+        return -(logp.gather(-1, ids[:, 1:, None]).squeeze(-1) * mask[:, 1:]).sum() / 8  # 8 policy tokens
 
     def loss_and_grads(loss_fn):
         model.zero_grad()
@@ -72,15 +78,29 @@ def test_sft_loss_projects_only_policy_positions_with_the_full_projections_loss_
     projected = []  # how many positions each forward projects onto the vocabulary
     model.get_output_embeddings().register_forward_hook(lambda module, args, out: projected.append(
         args[0].shape[:-1].numel()))
-    assert rsft.keeps_logits(model)
-    reference, reference_grads = loss_and_grads(full_projection)
-    for keeps, positions in ((True, 4), (False, 3 * 7)):  # the 4 policy tokens; every position of 3 rows of 7
-        monkeypatch.setattr(rsft, "keeps_logits", lambda m, keeps=keeps: keeps)
+    model.train()
+    assert rsft.keeps_logits(model) and rsft.shares_prompts(model, rows)
+    assert not rsft.shares_prompts(model, rows[:3])  # no prompt repeats
+    reference, reference_grads = loss_and_grads(full_forward)
+    paths = [
+        # shared prompts: per prompt its last position, then its rows' kept positions (first tokens excluded)
+        ({"shares_prompts": True}, [1, 4, 1, 1, 1, 0]),
+        ({"shares_prompts": False}, [8]),  # each row its own forward: the 8 policy positions
+        ({"shares_prompts": False, "keeps_logits": False}, [5 * 8]),  # every position of 5 rows of 8
+    ]
+    for forced, positions in paths:
+        for name, value in forced.items():
+            monkeypatch.setattr(rsft, name, lambda *args, value=value: value)
         projected.clear()
         loss, grads = loss_and_grads(lambda: rsft.sft_loss(model, rows))
-        assert projected == [positions]
+        assert projected == positions, forced
         assert loss == pytest.approx(reference, rel=1e-5)
         assert all(torch.allclose(g, r, rtol=1e-4, atol=1e-7) for g, r in zip(grads, reference_grads))
+        monkeypatch.undo()
+    model.base_model.model.dropout_probe = torch.nn.Dropout(0.1)
+    assert not rsft.shares_prompts(model, rows)  # active dropout: a shared forward would share its mask
+    model.eval()
+    assert rsft.shares_prompts(model, rows)
 
 
 def test_rsft_trains_on_policy_tokens_of_accepted_rollouts_only(tmp_path, monkeypatch):
