@@ -150,12 +150,16 @@ def _shared_prompt_logp(model: Any, rows: Sequence[Row]) -> torch.Tensor:
             attn[i, len(prompt):len(prompt) + len(r.completion_ids)] = 1
             mask[i, :len(r.completion_ids)] = torch.tensor(r.env_mask, dtype=torch.bool)
         ids, attn, mask = ids.to(device), attn.to(device), mask.to(device)
-        positions = torch.arange(len(prompt), len(prompt) + width, device=device).expand(len(group), width)
+        if not width:  # only empty completions: nothing to predict
+            continue
+        total = total + torch.log_softmax(first.float(), dim=-1)[ids[:, 0][mask[:, 0]]].sum()
         predicts = torch.zeros_like(mask)
         predicts[:, :-1] = mask[:, 1:]
+        if not predicts.any():  # every policy token is a first token: the prompt's logits were all it took
+            continue
+        positions = torch.arange(len(prompt), len(prompt) + width, device=device).expand(len(group), width)
         logits = model(input_ids=ids, attention_mask=attn, position_ids=positions, use_cache=True,
                        logits_to_keep=predicts, **keyword).logits
-        total = total + torch.log_softmax(first.float(), dim=-1)[ids[:, 0][mask[:, 0]]].sum()
         total = total + torch.log_softmax(logits.float(), dim=-1).gather(
             -1, ids[:, 1:][mask[:, 1:]].unsqueeze(-1)).sum()
     return total
@@ -163,17 +167,26 @@ def _shared_prompt_logp(model: Any, rows: Sequence[Row]) -> torch.Tensor:
 
 def shares_prompts(model: Any, rows: Sequence[Row]) -> bool:
     """Whether ``sft_loss`` runs a shared prompt's forward once for its rows: some prompt repeats, none is
-    empty, the model's forward takes ``logits_to_keep`` and a KV cache, and no dropout is active (a
-    shared forward would share its dropout mask between the rows)."""
+    empty, the model's forward takes ``logits_to_keep`` and a KV cache, and in training mode neither
+    activation checkpointing (under which transformers' layers keep no cache, so the completions would lose
+    their prompt) nor any dropout is on (a dropout module or a ``*dropout``/``*pdrop`` rate in the model's
+    config: a shared forward would share its mask between the rows)."""
+    from coevo.models.decode import cache_keyword
+
     prompts = [tuple(r.prompt_ids) for r in rows]
     if len(set(prompts)) == len(prompts) or not all(prompts) or not keeps_logits(model):
         return False
-    from coevo.models.decode import cache_keyword
-
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     if not _forward_takes(type(base), cache_keyword(type(base))):
         return False
-    return not (model.training and any(isinstance(m, torch.nn.Dropout) and m.p > 0 for m in model.modules()))
+    if not model.training:
+        return True
+    rates = getattr(base, "config", None)
+    rates = rates.to_dict() if rates is not None else {}
+    if any(isinstance(v, float) and v > 0 for k, v in rates.items() if k.endswith(("dropout", "pdrop"))):
+        return False
+    return not any(getattr(m, "gradient_checkpointing", False) is True
+                   or isinstance(m, torch.nn.Dropout) and m.p > 0 for m in model.modules())
 
 
 def keeps_logits(model: Any) -> bool:

@@ -84,7 +84,7 @@ def test_sft_loss_projects_only_policy_positions_and_shares_prompts_with_the_ful
     reference, reference_grads = loss_and_grads(full_forward)
     paths = [
         # shared prompts: per prompt its last position, then its rows' kept positions (first tokens excluded)
-        ({"shares_prompts": True}, [1, 4, 1, 1, 1, 0]),
+        ({"shares_prompts": True}, [1, 4, 1, 1, 1]),  # the last group predicts its first token only
         ({"shares_prompts": False}, [8]),  # each row its own forward: the 8 policy positions
         ({"shares_prompts": False, "keeps_logits": False}, [5 * 8]),  # every position of 5 rows of 8
     ]
@@ -97,8 +97,21 @@ def test_sft_loss_projects_only_policy_positions_and_shares_prompts_with_the_ful
         assert loss == pytest.approx(reference, rel=1e-5)
         assert all(torch.allclose(g, r, rtol=1e-4, atol=1e-7) for g, r in zip(grads, reference_grads))
         monkeypatch.undo()
+    # rows whose completions are empty or hold a first policy token only: the shared path skips what predicts nothing
+    edge = [Row(shared, [], [], [], 1.0, 0), Row(shared, [], [], [], 1.0, 0), Row([9, 9], [12], [1], [0.0], 1.0, 1),
+            Row([9, 9], [13], [1], [0.0], 1.0, 1)]
+    assert rsft.shares_prompts(model, edge)
+    assert float(rsft.sft_loss(model, edge)) == pytest.approx(float(-rsft._row_logp(model, edge) / 2), rel=1e-6)
+    # training-mode settings under which the rows keep their own forwards
+    base_model = model.get_base_model()
     model.base_model.model.dropout_probe = torch.nn.Dropout(0.1)
     assert not rsft.shares_prompts(model, rows)  # active dropout: a shared forward would share its mask
+    del model.base_model.model.dropout_probe
+    base_model.config.attention_dropout = 0.1  # a rate applied inside attention, not by a module
+    assert not rsft.shares_prompts(model, rows)
+    base_model.config.attention_dropout = 0.0
+    base_model.gradient_checkpointing_enable()  # its layers keep no cache: the completions would lose their prompt
+    assert not rsft.shares_prompts(model, rows)
     model.eval()
     assert rsft.shares_prompts(model, rows)
 
