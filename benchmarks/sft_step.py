@@ -1,4 +1,4 @@
-"""One RSFT minibatch step (forward and backward of ``coevo.training.rsft.sft_loss``) on SmolLM2-135M-Instruct with
+"""One RSFT minibatch step (forward and backward of ``coevo.training.sft.sft_loss``) on SmolLM2-135M-Instruct with
 the stage's LoRA (``lora_config``: r 8 on every linear layer), three ways (``--loss``):
 
 - ``shared`` (the stage since 2026-12-07): rows that share a prompt run its forward once, and only the positions
@@ -58,7 +58,7 @@ def main() -> None:
     from coevo.config.train import StageConfig
     from coevo.models.checkpoint import Checkpoint
     from coevo.models.smollm2 import ensure_smollm2
-    from coevo.training import rsft
+    from coevo.training import sft
     from coevo.training.checkpoint import load_policy
     from coevo.training.grpo.samples import Row
     from coevo.training.grpo.stage import lora_config
@@ -72,9 +72,9 @@ def main() -> None:
     rows = [Row(prompts[i % args.tasks], [rng.randrange(1, 49_000) for _ in range(args.completion)],
                 [1] * args.completion, [0.0] * args.completion, 1.0, i % args.tasks) for i in range(args.rows)]
     if args.loss == "kept":
-        rsft.shares_prompts = lambda model, rows: False  # each row its own forward
+        sft.shares_prompts = lambda model, rows: False  # each row its own forward
     loss_fn = (lambda: full_projection_loss(model, rows, torch)) if args.loss == "full" else (
-        lambda: rsft.sft_loss(model, rows))
+        lambda: sft.sft_loss(model, rows))
     seconds = []
     for step in range(args.steps + 1):
         started = time.perf_counter()

@@ -10,7 +10,7 @@ from coevo.config import TrainConfig
 from coevo.config.train import StageConfigError
 from coevo.harnesses.spec import HarnessSpec
 from coevo.models.trajectory import Trajectory
-from coevo.training import rsft
+from coevo.training import rsft, sft
 from coevo.training.checkpoint import load_policy
 from coevo.training.grpo.samples import Row
 
@@ -79,8 +79,8 @@ def test_sft_loss_projects_only_policy_positions_and_shares_prompts_with_the_ful
     model.get_output_embeddings().register_forward_hook(lambda module, args, out: projected.append(
         args[0].shape[:-1].numel()))
     model.train()
-    assert rsft.keeps_logits(model) and rsft.shares_prompts(model, rows)
-    assert not rsft.shares_prompts(model, rows[:3])  # no prompt repeats
+    assert sft.keeps_logits(model) and sft.shares_prompts(model, rows)
+    assert not sft.shares_prompts(model, rows[:3])  # no prompt repeats
     reference, reference_grads = loss_and_grads(full_forward)
     paths = [
         # shared prompts: per prompt its last position, then its rows' kept positions (first tokens excluded)
@@ -90,9 +90,9 @@ def test_sft_loss_projects_only_policy_positions_and_shares_prompts_with_the_ful
     ]
     for forced, positions in paths:
         for name, value in forced.items():
-            monkeypatch.setattr(rsft, name, lambda *args, value=value: value)
+            monkeypatch.setattr(sft, name, lambda *args, value=value: value)
         projected.clear()
-        loss, grads = loss_and_grads(lambda: rsft.sft_loss(model, rows))
+        loss, grads = loss_and_grads(lambda: sft.sft_loss(model, rows))
         assert projected == positions, forced
         assert loss == pytest.approx(reference, rel=1e-5)
         assert all(torch.allclose(g, r, rtol=1e-4, atol=1e-7) for g, r in zip(grads, reference_grads))
@@ -100,20 +100,20 @@ def test_sft_loss_projects_only_policy_positions_and_shares_prompts_with_the_ful
     # rows whose completions are empty or hold a first policy token only: the shared path skips what predicts nothing
     edge = [Row(shared, [], [], [], 1.0, 0), Row(shared, [], [], [], 1.0, 0), Row([9, 9], [12], [1], [0.0], 1.0, 1),
             Row([9, 9], [13], [1], [0.0], 1.0, 1)]
-    assert rsft.shares_prompts(model, edge)
-    assert float(rsft.sft_loss(model, edge)) == pytest.approx(float(-rsft._row_logp(model, edge) / 2), rel=1e-6)
+    assert sft.shares_prompts(model, edge)
+    assert float(sft.sft_loss(model, edge)) == pytest.approx(float(-sft._row_logp(model, edge) / 2), rel=1e-6)
     # training-mode settings under which the rows keep their own forwards
     base_model = model.get_base_model()
     model.base_model.model.dropout_probe = torch.nn.Dropout(0.1)
-    assert not rsft.shares_prompts(model, rows)  # active dropout: a shared forward would share its mask
+    assert not sft.shares_prompts(model, rows)  # active dropout: a shared forward would share its mask
     del model.base_model.model.dropout_probe
     base_model.config.attention_dropout = 0.1  # a rate applied inside attention, not by a module
-    assert not rsft.shares_prompts(model, rows)
+    assert not sft.shares_prompts(model, rows)
     base_model.config.attention_dropout = 0.0
     base_model.gradient_checkpointing_enable()  # its layers keep no cache: the completions would lose their prompt
-    assert not rsft.shares_prompts(model, rows)
+    assert not sft.shares_prompts(model, rows)
     model.eval()
-    assert rsft.shares_prompts(model, rows)
+    assert sft.shares_prompts(model, rows)
 
 
 def test_rsft_trains_on_policy_tokens_of_accepted_rollouts_only(tmp_path, monkeypatch):
