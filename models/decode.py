@@ -32,6 +32,7 @@ from typing import Any, Callable, Sequence
 import torch
 from transformers import DynamicCache
 
+from coevo.models.loading import base_model
 from coevo.models.sampling import GenerationRequest, RowSampler, RowStop
 
 MIN_SHARED_PREFIX = 16
@@ -62,7 +63,7 @@ class _Forward:
 
     def __init__(self, model: Any, adapter_names: list[str] | None) -> None:
         self.model = model
-        base = model.get_base_model() if hasattr(model, "get_base_model") else model
+        base = base_model(model)
         self.cache = DynamicCache(config=base.config)
         self.keyword = cache_keyword(type(base))
         self.adapter_names = adapter_names

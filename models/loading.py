@@ -2,7 +2,7 @@
 
 ``load_pretrained`` reads a directory saved with ``save_pretrained`` (e.g. the converted
 SmolLM2 cache, ``coevo.models.smollm2``) onto a device; ``default_device`` picks CUDA when a GPU
-is visible.
+is visible; ``base_model`` is the transformers model under a loaded policy's PEFT wrapper.
 """
 
 from __future__ import annotations
@@ -11,6 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+
+def base_model(model: Any) -> Any:
+    """The transformers model ``model`` wraps: a PEFT model's ``get_base_model()`` (its config, its
+    forward's signature), else ``model`` itself."""
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
 
 
 def default_device() -> str:

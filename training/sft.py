@@ -11,6 +11,7 @@ from typing import Any, Sequence
 
 import torch
 
+from coevo.models.loading import base_model
 from coevo.training.grpo.samples import Row
 
 
@@ -74,18 +75,20 @@ def _shared_prompt_logp(model: Any, rows: Sequence[Row]) -> torch.Tensor:
     from coevo.models.decode import cache_keyword
 
     device = next(model.parameters()).device
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    base = base_model(model)
     groups: dict[tuple[int, ...], list[Row]] = {}
     for r in rows:
         groups.setdefault(tuple(r.prompt_ids), []).append(r)
     total = torch.zeros((), device=device)
     for prompt, group in groups.items():
+        width = max(len(r.completion_ids) for r in group)
+        if not width:  # only empty completions: nothing to predict
+            continue
         cache = DynamicCache(config=base.config)
         keyword = {cache_keyword(type(base)): cache}
         first = model(input_ids=torch.tensor([prompt], device=device), use_cache=True, logits_to_keep=1,
                       **keyword).logits[0, -1]
         cache.batch_repeat_interleave(len(group))
-        width = max(len(r.completion_ids) for r in group)
         ids = torch.zeros((len(group), width), dtype=torch.long)
         attn = torch.zeros((len(group), len(prompt) + width), dtype=torch.long)
         attn[:, :len(prompt)] = 1
@@ -95,8 +98,6 @@ def _shared_prompt_logp(model: Any, rows: Sequence[Row]) -> torch.Tensor:
             attn[i, len(prompt):len(prompt) + len(r.completion_ids)] = 1
             mask[i, :len(r.completion_ids)] = torch.tensor(r.env_mask, dtype=torch.bool)
         ids, attn, mask = ids.to(device), attn.to(device), mask.to(device)
-        if not width:  # only empty completions: nothing to predict
-            continue
         total = total + torch.log_softmax(first.float(), dim=-1)[ids[:, 0][mask[:, 0]]].sum()
         predicts = torch.zeros_like(mask)
         predicts[:, :-1] = mask[:, 1:]
@@ -121,7 +122,7 @@ def shares_prompts(model: Any, rows: Sequence[Row]) -> bool:
     prompts = [tuple(r.prompt_ids) for r in rows]
     if len(set(prompts)) == len(prompts) or not all(prompts) or not keeps_logits(model):
         return False
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    base = base_model(model)
     if not _forward_takes(type(base), cache_keyword(type(base))):
         return False
     if not model.training:
@@ -136,7 +137,7 @@ def shares_prompts(model: Any, rows: Sequence[Row]) -> bool:
 
 def keeps_logits(model: Any) -> bool:
     """Whether ``model``'s forward (under a PEFT wrapper, its base model's) takes ``logits_to_keep``."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    base = base_model(model)
     return _forward_takes(type(base), "logits_to_keep")
 
 

@@ -20,6 +20,8 @@ from typing import Any
 
 import torch
 
+from coevo.models.loading import base_model
+
 
 @dataclass
 class Packed:
@@ -94,7 +96,7 @@ def packed_logps(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tens
     in TRL's own ``_get_per_token_logps_and_entropies``. Differentiable."""
     packed = pack(input_ids, attention_mask, completion_length)
     device = input_ids.device
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    base = base_model(model)
     eager = getattr(base.config, "_attn_implementation", "sdpa") == "eager"
     mask = packed.attention_mask(next(model.parameters()).dtype if eager else None).to(device)
     out = model(input_ids=packed.ids.to(device), attention_mask=mask, position_ids=packed.positions.to(device),
