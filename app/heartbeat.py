@@ -80,7 +80,8 @@ class Liveness:
     text: str
 
 
-def _pid_exists(pid: int) -> bool:
+def pid_exists(pid: int) -> bool:
+    """Whether a process with id ``pid`` exists on this machine (another user's counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -108,7 +109,7 @@ def liveness(beat: RunHeartbeat | None, now: dt.datetime | None = None, host: st
     when = beat.at.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
     ago = f"{age / 60:.0f} min" if age >= 120 else f"{max(age, 0):.0f} s"
     if beat.host == (host or socket.gethostname()):
-        gone = not _pid_exists(beat.pid) or (beat.pid == os.getpid() and beat.id not in _beating)
+        gone = not pid_exists(beat.pid) or (beat.pid == os.getpid() and beat.id not in _beating)
         if gone:
             return Liveness(False, f"DEAD: its process (pid {beat.pid} on this host) is gone; last heartbeat "
                                    f"{when} UTC. Resume it")

@@ -53,6 +53,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from coevo.app.compare import Comparison, StrategyRun, compare, run_config
 from coevo.app.run import anchored
+from coevo.app.table_costs import Invocation
 from coevo.config import ConfigError, RunConfig
 from coevo.config.run import parse_config, set_dotted
 from coevo.config.shipped import config_path
@@ -268,16 +269,6 @@ async def decompositions(comparison: Comparison, config: RunConfig, archive: Arc
     return out
 
 
-class Invocation(BaseModel):
-    """One invocation of a table's command: the ``commit`` it ran at, its ``wall_s`` and ``cpu_s``, and
-    the ``seeds`` it ran when it ran only some (``benchmarks/tables.py --only-seeds``; empty: all)."""
-
-    commit: str = ""
-    wall_s: float = 0.0
-    cpu_s: float = 0.0
-    seeds: list[int] = Field(default_factory=list)
-
-
 class TableResult(BaseModel):
     """A table's results (``run_table``): its ``spec``, the shared run ``config`` (JSON), the
     ``comparison``, the extras' raw rows (``rejections``, ``round_tests``) and summaries (``extras``:
@@ -300,20 +291,22 @@ class TableResult(BaseModel):
     invocations: list[Invocation] = Field(default_factory=list)
 
     def continued(self, invocation: Invocation, before: "TableResult | None",
-                  parts: Sequence["TableResult"] = ()) -> "TableResult":
+                  parts: Sequence["TableResult"] = (), stopped: Sequence[Invocation] = ()) -> "TableResult":
         """This result with ``invocation`` (this process's commit, wall and CPU seconds) after the
         invocations of ``before`` (the results file an earlier invocation wrote; kept only when it is of the
         same comparison id, so a fresh table starts its own count) and those of ``parts`` (results of
         invocations that ran some of its seeds, ``--only-seeds``, perhaps side by side: kept when of the same
         table and run config, each once), ``wall_s``/``cpu_s`` their sums (the parts' CPU summed; wall
-        summed too, so beside parts that ran at once it is machine time, not elapsed) and ``commit`` this
-        invocation's."""
+        summed too, so beside parts that ran at once it is machine time, not elapsed), then ``stopped``
+        (invocations of this table that ended before writing results: ``coevo.app.table_costs``), and
+        ``commit`` this invocation's."""
         earlier = before.invocations if before is not None and before.comparison.id == self.comparison.id else []
         if before is not None and not earlier and before.comparison.id == self.comparison.id and before.cpu_s:
             earlier = [Invocation(commit=before.commit, wall_s=before.wall_s, cpu_s=before.cpu_s)]  # older format
         for part in parts:
             if part.spec.name == self.spec.name and part.config == self.config:
                 earlier = [*earlier, *(i for i in part.invocations if i not in earlier)]
+        earlier = [*earlier, *(i for i in stopped if i not in earlier)]
         every = [*earlier, invocation]
         return self.model_copy(update={"invocations": every, "commit": invocation.commit,
                                        "wall_s": sum(i.wall_s for i in every), "cpu_s": sum(i.cpu_s for i in every)})

@@ -6,7 +6,8 @@ runs the table config's strategies × seeds at its matched rollout budget (``coe
 runs go to ``coevo_runs/tables/NAME.db``; finished runs are read back, stopped ones resumed, so the same
 command continues an interrupted table), adds the table's extras (``coevo.app.tables``) and writes
 ``benchmarks/results/table_NAME.json`` (the comparison, the extras, commit, and the wall and CPU seconds of
-every invocation that worked on it, summed: ``TableResult.continued``) and
+every invocation that worked on it, summed: ``TableResult.continued``; one stopped before it wrote results,
+by Ctrl-C, ``kill`` or ``kill -9``, counts from the record it kept while running, ``coevo.app.table_costs``) and
 ``benchmarks/results/table_NAME.png`` (test mean@k per strategy with 95 % intervals) and ``table_NAME.md`` (the
 tables and extras as Markdown, included by docs/benchmarks/papers.md), the full compare report
 under ``coevo_runs/tables/NAME/compare/``, and prints the tables.
@@ -34,18 +35,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import resource
+import signal
 import subprocess
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _cpu_s() -> float:
-    """User + system CPU seconds of this process and its finished children."""
-    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+def _stop(signum: int, frame: object) -> None:
+    """SIGTERM's handler: end the invocation by an exception, so its cost ledger records what it cost."""
+    raise KeyboardInterrupt(f"stopped by signal {signum}")
 
 
 def _commit() -> str:
@@ -108,7 +107,8 @@ def only_seeds(text: str, first: int, count: int) -> list[int]:
 def main() -> None:
     """Parse the flags, run the table, print its tables and write its results (``--fit``: print the
     fitted per-rollout CPU costs of finished results instead)."""
-    from coevo.app.tables import Invocation, TableResult, load_table, results_json, run_table
+    from coevo.app.table_costs import CostLedger, stopped_invocations
+    from coevo.app.tables import TableResult, load_table, results_json, run_table
     from coevo.cli.common import console, key_values, user_errors
     from coevo.observe.progress import RichReporter
     from coevo.report.compare import write_compare_report
@@ -145,21 +145,27 @@ def main() -> None:
         seeds: int | list[int] | None = args.seeds or (1 if args.smoke else None)
         if args.only_seeds:
             seeds = only_seeds(args.only_seeds, config.seed, seeds or spec.seeds)
-        started, cpu, commit = time.perf_counter(), _cpu_s(), _commit()  # the code the runs start on
-        with RichReporter(console=console) as reporter:
-            result = asyncio.run(run_table(spec, config, reporter=reporter, seeds=seeds, budget=args.budget))
         out = Path(args.out)
         stem = f"table_{spec.name}" + (".smoke" if args.smoke else "")
         part = isinstance(seeds, list)
         if part:
             stem += ".seeds-" + "-".join(map(str, seeds))  # type: ignore[arg-type]
+        run_json = config.model_dump(mode="json")
+        signal.signal(signal.SIGTERM, _stop)  # `kill PID` ends the invocation like Ctrl-C: its cost is recorded
+        ledger = CostLedger(out, stem, _commit(), seeds if part else [], run_json)  # type: ignore[arg-type]
+        try:
+            with ledger, RichReporter(console=console) as reporter:
+                result = asyncio.run(run_table(spec, config, reporter=reporter, seeds=seeds, budget=args.budget))
+        except KeyboardInterrupt:
+            console.print(f"stopped; what this invocation cost is recorded in {ledger.path} and joins the table's "
+                          "cost when it is next written. The same command continues the table.")
+            raise SystemExit(130) from None
         earlier = out / f"{stem}.json"
         before = TableResult.model_validate_json(earlier.read_text()) if earlier.is_file() else None
         parts = [] if part else [TableResult.model_validate_json(p.read_text())
                                  for p in sorted(out.glob(f"{stem}.seeds-*.json"))]
-        result = result.continued(Invocation(commit=commit, wall_s=time.perf_counter() - started,
-                                             cpu_s=_cpu_s() - cpu, seeds=seeds if part else []),  # type: ignore[arg-type]
-                                  before, parts)
+        stopped, records = stopped_invocations(out, stem, run_json, parts=not part)
+        result = result.continued(ledger.invocation(), before, parts, stopped)
         comparison = result.comparison
         console.print(compare_table(comparison))
         console.print(budget_table(comparison))
@@ -169,6 +175,9 @@ def main() -> None:
             console.print(f"[bold]{name}[/bold]: {value}")
         out.mkdir(parents=True, exist_ok=True)
         (out / f"{stem}.json").write_text(results_json(result))
+        for record in records:  # their invocations are in the results now, as is this one's
+            record.unlink(missing_ok=True)
+        ledger.done()
         (out / f"{stem}.md").write_text(table_markdown(result))
         trivial = next((r.trivial for r in comparison.rows if r.trivial is not None), None)
         compare_plot(comparison.rows, trivial, out / f"{stem}.png")

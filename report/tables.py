@@ -186,8 +186,15 @@ def table_markdown(result: Any) -> str:
 
     c = result.comparison
     seeds = sorted({r.seed for r in c.runs})
-    runs = "; ".join(f"{i.commit or '?'}{' seeds ' + ','.join(map(str, i.seeds)) if i.seeds else ''}: "
-                     f"wall {i.wall_s:.0f} s, CPU {i.cpu_s:.0f} s" for i in result.invocations)
+    pieces = [f"{i.commit or '?'}{' seeds ' + ','.join(map(str, i.seeds)) if i.seeds else ''}: "
+              f"wall {i.wall_s:.0f} s, CPU {i.cpu_s:.0f} s" for i in result.invocations if not i.stopped]
+    stopped = [i for i in result.invocations if i.stopped]
+    if stopped:  # a table stopped and continued many times: summed here, each one in the results JSON
+        commits = ", ".join(dict.fromkeys(i.commit or "?" for i in stopped))
+        wall, cpu = sum(i.wall_s for i in stopped), sum(i.cpu_s for i in stopped)
+        pieces.append(f"{len(stopped)} stopped before writing results (at {commits}; measured to their last "
+                      f"record): wall {wall:.0f} s, CPU {cpu:.0f} s")
+    runs = "; ".join(pieces)
     parts = [f"**{result.spec.title or result.spec.name}**: `OMP_NUM_THREADS=1 python benchmarks/tables.py "
              f"configs/tables/{result.spec.name}.toml`, seeds {', '.join(map(str, seeds))}, test {c.n_test} tasks, "
              f"reference {c.reference}, {protocol_text(c)}. Last commit {result.commit}; wall {result.wall_s:.0f} s "

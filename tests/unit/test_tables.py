@@ -167,6 +167,14 @@ def test_a_vace_table_re_tests_its_rejected_candidates_under_the_rounds_weights(
     assert (second.wall_s, second.cpu_s, second.commit) == (110.0, 95.0, "b") and len(second.invocations) == 2
     other = first.model_copy(update={"comparison": first.comparison.model_copy(update={"id": "cmp-other"})})
     assert again.continued(Invocation(commit="c", wall_s=1.0, cpu_s=1.0), other).cpu_s == 1.0  # another table
+    # invocations stopped before writing results (coevo.app.table_costs) join once and are summed in the text
+    lost = Invocation(commit="s", wall_s=7.0, cpu_s=6.0, stopped=True)
+    third = again.continued(Invocation(commit="d", wall_s=1.0, cpu_s=1.0), second, stopped=[lost])
+    assert (third.cpu_s, len(third.invocations)) == (102.0, 4)
+    assert again.continued(Invocation(commit="e", wall_s=1.0, cpu_s=1.0), third, stopped=[lost]).cpu_s == 103.0
+    assert ("CPU 102 s summed over 4 invocation(s) (a: wall 100 s, CPU 90 s; b: wall 10 s, CPU 5 s; d: wall 1 s, "
+            "CPU 1 s; 1 stopped before writing results (at s; measured to their last record): wall 7 s, CPU 6 s)"
+            in table_markdown(third))
 
 
 def test_a_seeds_strategies_share_the_start_pairs_test_and_part_invocations_add_their_cost(tmp_path):
