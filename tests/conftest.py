@@ -43,7 +43,7 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(autouse=True, scope="session")
 def _young_gc_when_a_trainer_starts_or_ends():
     """Transformers' ``Trainer.train`` (every GRPO stage) starts with accelerate's ``free_memory()``, a full GC
-    pass, and the run's stage trainer ends every stage with another (``release_freed_memory``, before glibc's
+    pass, and every weight stage ends with another (``coevo.training.memory.releasing``, before glibc's
     ``malloc_trim``). In a test worker such a pass scans everything the collected test files imported (about
     1.2 million objects): ~0.5 s each, about a seventh of ``test_knobs``'s time. Here both collect the young
     generations only (the trim still runs); the interpreter's own full passes still run, and no test asserts
@@ -52,10 +52,10 @@ def _young_gc_when_a_trainer_starts_or_ends():
 
     from accelerate.utils import memory
 
-    from coevo.training import stage
+    from coevo.training import memory as stage_memory
     from coevo.training.memory import trim_freed_memory
 
-    original, release = memory.clear_device_cache, stage.release_freed_memory
+    original, release = memory.clear_device_cache, stage_memory.release_freed_memory
 
     def clear_device_cache(garbage_collection: bool = False) -> None:
         if garbage_collection:
@@ -66,9 +66,9 @@ def _young_gc_when_a_trainer_starts_or_ends():
         gc.collect(1)
         return trim_freed_memory()
 
-    memory.clear_device_cache, stage.release_freed_memory = clear_device_cache, release_freed_memory
+    memory.clear_device_cache, stage_memory.release_freed_memory = clear_device_cache, release_freed_memory
     yield
-    memory.clear_device_cache, stage.release_freed_memory = original, release
+    memory.clear_device_cache, stage_memory.release_freed_memory = original, release
 
 
 @pytest.fixture(scope="session")

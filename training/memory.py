@@ -30,11 +30,13 @@ not fit either.
 from __future__ import annotations
 
 import ctypes
+import functools
 import gc
 import logging
 import os
+import traceback
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, ParamSpec, TypeVar
 
 from coevo.errors import CoevoError
 
@@ -117,6 +119,30 @@ def release_freed_memory() -> bool:
     seconds a stage on CPU)."""
     gc.collect()
     return trim_freed_memory()
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def releasing(stage: Callable[P, R]) -> Callable[P, R]:
+    """``stage`` (a function that trains a weight stage and returns its result) wrapped so that when it returns or
+    fails, the memory it freed goes back to the operating system (``release_freed_memory``, after its frame and
+    its model are gone); a failure keeps its message and lines but not the stage's local variables (the
+    model, the batches), which a kept traceback would hold until the error is dropped. Used by the stage
+    trainer (``coevo.training.stage``) and by the stages a family trains outside it (Harness-R1's engineer)."""
+
+    @functools.wraps(stage)
+    def released(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return stage(*args, **kwargs)
+        except BaseException as error:
+            traceback.clear_frames(error.__traceback__)  # the failed stage's locals go now
+            raise
+        finally:
+            release_freed_memory()
+
+    return released
 
 
 def trim_freed_memory() -> bool:

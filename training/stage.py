@@ -6,7 +6,6 @@ families' own kinds beside them)."""
 from __future__ import annotations
 
 import asyncio
-import traceback
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -19,7 +18,7 @@ from coevo.models.trajectory import Trajectory
 from coevo.observe.tracking import tracking_folder
 from coevo.training.checkpoint import record_checkpoint
 from coevo.training.kinds import Room, StageKind, configured
-from coevo.training.memory import release_freed_memory
+from coevo.training.memory import releasing
 
 
 def tracked(stage: StageConfig, run: RunConfig, run_id: str, round: int) -> StageConfig:
@@ -72,13 +71,8 @@ class StageTrainer:
     def _train(self, checkpoint_id: str, spec: HarnessSpec, tasks: Sequence[Task], round: int,
                kind: StageKind | None) -> tuple[str, list[Trajectory]]:
         room = self.room(checkpoint_id, spec, tasks, round)
-        try:
-            new, trajectories = (kind if kind is not None else configured(self.config.train)).run(room)
-        except BaseException as error:
-            traceback.clear_frames(error.__traceback__)  # the failed stage's locals (model, batches) go now
-            raise
-        finally:
-            release_freed_memory()  # the stage's freed heap back to the OS, not held into the next round
+        # the stage's freed heap goes back to the OS, not held into the next round
+        new, trajectories = releasing((kind if kind is not None else configured(self.config.train)).run)(room)
         record_checkpoint(self.archive, new)
         return new.id, trajectories
 

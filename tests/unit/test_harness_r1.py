@@ -146,7 +146,11 @@ def test_sft_data_comes_only_from_accepted_edits_with_train_evidence(tmp_path):
     assert "gated_out" not in example.user + example.reply and "ungated" not in example.reply
 
 
-def test_sft_on_accepted_edits_trains_an_adapter(tmp_path):
+def test_sft_on_accepted_edits_trains_an_adapter(tmp_path, monkeypatch):
+    from coevo.training import memory
+
+    released = []
+    monkeypatch.setattr(memory, "release_freed_memory", lambda: released.append(1) or True)
     archive, _ = _archive_with_edits(tmp_path / "a.db")
     ckpt = tiny_chat_checkpoint(tmp_path / "base")
     with archive:
@@ -159,6 +163,7 @@ def test_sft_on_accepted_edits_trains_an_adapter(tmp_path):
     assert any(v.abs().max() > 0 for k, v in weights.items() if "lora_B" in k)
     with pytest.raises(ValueError, match="no example"):
         train_engineer_sft(ckpt, [], {})
+    assert released == [1, 1]  # the engineer's stages hand their freed memory back too, failed or not
 
 
 def test_engineer_grpo_trains_on_its_patch_rewards_through_the_target_trainer(tmp_path, episode):

@@ -152,10 +152,10 @@ def test_an_evoharness_sft_stage_is_refused_by_its_budget_before_the_teacher_pla
     import asyncio
     import traceback
 
-    from coevo.training import stage as stage_module
+    from coevo.training import memory
 
     released = []
-    monkeypatch.setattr(stage_module, "release_freed_memory", lambda: released.append(1) or True)
+    monkeypatch.setattr(memory, "release_freed_memory", lambda: released.append(1) or True)
 
     from training_kit import tiny_chat_checkpoint
 
@@ -181,7 +181,8 @@ def test_an_evoharness_sft_stage_is_refused_by_its_budget_before_the_teacher_pla
             asyncio.run(StageTrainer(config, env, archive, "r1")("ckpt-tiny", spec, env.tasks(), 0, HarnessSFT()))
         assert [c.id for c in archive.list(Checkpoint)] == ["ckpt-tiny"] and not played and released == [1]
         frames = [frame.f_code.co_name for frame, _ in traceback.walk_tb(refused.value.__traceback__)]
-        below = [frame for frame, _ in traceback.walk_tb(refused.value.__traceback__)][frames.index("_train") + 1:]
+        # below the stage trainer and its releasing wrapper (coevo.training.memory.releasing): the stage's own frames
+        below = [frame for frame, _ in traceback.walk_tb(refused.value.__traceback__)][frames.index("released") + 1:]
         assert below and not any(frame.f_locals for frame in below)  # the failed stage's locals were let go
         roomy = config.model_copy(update={"train": config.train.model_copy(update={"max_memory_gb": 64.0})})
         new_id, _ = asyncio.run(StageTrainer(roomy, env, archive, "r1")("ckpt-tiny", spec, env.tasks(), 0,

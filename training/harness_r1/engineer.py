@@ -42,6 +42,7 @@ from coevo.training.checkpoint import load_policy, record_checkpoint
 from coevo.training.grpo.samples import Row
 from coevo.training.harness_r1.edit_env import EditEnv, EditEpisode, EditReply, engineer_messages
 from coevo.training.harness_r1.engineer_data import EngineerExample
+from coevo.training.memory import releasing
 
 ENV_NAME = "harness_r1"
 """The ``env`` name of the engineer's trajectories and episode tasks."""
@@ -126,6 +127,7 @@ def grpo_rollouts(config: StageConfig, episodes: Sequence[EditEpisode]) -> int:
     return drawn * config.num_generations * batch + min(len(episodes), drawn) * batch
 
 
+@releasing
 def train_engineer_grpo(checkpoint: Checkpoint, episodes: Sequence[EditEpisode], env: EditEnv,
                         config: StageConfig | dict | None = None, temperature: float = 1.0, max_tokens: int = 384,
                         max_ops: int = 2, archive: Any = None, run_id: str | None = None,
@@ -136,7 +138,8 @@ def train_engineer_grpo(checkpoint: Checkpoint, episodes: Sequence[EditEpisode],
     ``metrics["history"]``: the reward curve per step; ``config["stage"]``: ``engineer_grpo``, so a
     report tells it from the target's stages), every engineer trajectory, and the rollout (its
     ``outcomes``). Raises ``SplitLeakError`` (at episode construction) for a non-train task and
-    what ``train_grpo`` raises."""
+    what ``train_grpo`` raises. Like every weight stage, it hands the memory it freed back to the operating
+    system when it ends (``coevo.training.memory.releasing``)."""
     from coevo.training.grpo.stage import train_grpo
 
     rollout = EngineerRollout(env, episodes, max_tokens, max_ops)
@@ -158,6 +161,7 @@ def example_row(example: EngineerExample, tokenizer: Any) -> Row:
     return Row(list(prompt), reply, [1] * len(reply), [0.0] * len(reply), 0.0, 0)
 
 
+@releasing
 def train_engineer_sft(checkpoint: Checkpoint, examples: Sequence[EngineerExample],
                        config: StageConfig | dict | None = None, archive: Any = None,
                        run_id: str | None = None) -> Checkpoint:
@@ -165,7 +169,8 @@ def train_engineer_sft(checkpoint: Checkpoint, examples: Sequence[EngineerExampl
     ``epochs`` passes of ``minibatch_size``-row steps at ``learning_rate`` with a new LoRA adapter
     (``lora_r``, ``lora_alpha``; or the checkpoint's own, trained further). Returns the new checkpoint
     (adapter under ``<output_dir>/<id>/adapter``; metrics: loss, steps, examples, wall seconds).
-    Raises ``ValueError`` when there is no example (an archive without accepted edits)."""
+    Raises ``ValueError`` when there is no example (an archive without accepted edits). Hands the memory it
+    freed back to the operating system when it ends (``coevo.training.memory.releasing``)."""
     import torch
     from peft import get_peft_model
 
