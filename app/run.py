@@ -38,7 +38,7 @@ from langgraph.types import Command, Interrupt, StateSnapshot
 from pydantic import ValidationError
 
 from coevo.app.checkpointer import open_checkpointer
-from coevo.app.heartbeat import Heartbeat
+from coevo.app.heartbeat import Heartbeat, liveness
 from coevo.app.preflight import Prepared, RunError, anchored, approving, check_splits, dry_run_agent, preflight
 from coevo.app.services import make_context
 from coevo.app.stage_folders import leftovers, remove
@@ -50,7 +50,7 @@ from coevo.meta.context import MetaContext
 from coevo.meta.state import state_models
 from coevo.observe.progress import Reporter
 from coevo.observe.tracking import Tracker, open_tracker, require_tracker
-from coevo.records import RunRecord
+from coevo.records import RunHeartbeat, RunRecord
 from coevo.storage import AmbiguousIdError, Archive, ArchiveError, ArchiveFullError
 from coevo.storage.connection import exists
 from coevo.storage.errors import disk_full
@@ -322,9 +322,14 @@ async def resume_run(config: RunConfig, run_id: str | None, archive: Archive, ap
     continued with the config it was started with (``config`` gives only the database), its approval
     mode switched on with ``approve`` (and stored so). Before the graph runs, the folders of the run's
     stages that never finished are removed (``coevo.app.stage_folders``). Raises ``RunError`` for an
-    unknown run, ``AmbiguousIdError`` for a prefix several runs share, ``StaleTaskIdsError`` when its
-    stored task ids are ones its env no longer gives (``coevo.app.task_ids``), nothing changed."""
+    unknown run or one another process is running now (its heartbeat alive: ``coevo.app.heartbeat``; two
+    processes would write one run), ``AmbiguousIdError`` for a prefix several runs share, ``StaleTaskIdsError``
+    when its stored task ids are ones its env no longer gives (``coevo.app.task_ids``), nothing changed."""
     found = find_run(archive, run_id, config.db)
+    verdict = liveness(archive.get(RunHeartbeat, found.id))
+    if found.status == "running" and verdict.alive:
+        raise RunError(f"run {found.id} is running now ({verdict.text}): a second process would write the same "
+                       "run. Wait for it to end, or stop that process and resume then; nothing was changed")
     config = _open_run(archive, config, found, approve)
     strategy = get_strategy(config.strategy)
     async with AsyncExitStack() as stack:

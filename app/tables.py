@@ -53,7 +53,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from coevo.app.compare import Comparison, StrategyRun, compare, run_config
 from coevo.app.run import anchored
-from coevo.app.table_costs import Invocation
+from coevo.app.table_costs import CostLedger, Invocation, stopped_invocations
 from coevo.config import ConfigError, RunConfig
 from coevo.config.run import parse_config, set_dotted
 from coevo.config.shipped import config_path
@@ -306,10 +306,26 @@ class TableResult(BaseModel):
         for part in parts:
             if part.spec.name == self.spec.name and part.config == self.config:
                 earlier = [*earlier, *(i for i in part.invocations if i not in earlier)]
-        earlier = [*earlier, *(i for i in stopped if i not in earlier)]
+        ids = {i.id for i in earlier if i.id}  # a record left beside the results that hold its invocation: once
+        earlier = [*earlier, *(i for i in stopped if (i.id not in ids if i.id else i not in earlier))]
         every = [*earlier, invocation]
         return self.model_copy(update={"invocations": every, "commit": invocation.commit,
                                        "wall_s": sum(i.wall_s for i in every), "cpu_s": sum(i.cpu_s for i in every)})
+
+
+def counted(result: TableResult, ledger: CostLedger, part: bool) -> tuple[TableResult, list[Path]]:
+    """``result`` (this invocation's ``run_table``) with the cost of every invocation of its table
+    (``TableResult.continued``): the results its stem already holds in ``ledger.folder``, with ``part`` False
+    its parts' results (``{stem}.seeds-*.json``), the records of its invocations that stopped before writing
+    results (``coevo.app.table_costs.stopped_invocations``), and this one's (``ledger.invocation()``). Also
+    returns the records folded in: remove them with ``ledger.done(records)`` once the results are written."""
+    folder, stem = ledger.folder, ledger.stem
+    earlier = folder / f"{stem}.json"
+    before = TableResult.model_validate_json(earlier.read_text()) if earlier.is_file() else None
+    parts = [] if part else [TableResult.model_validate_json(p.read_text())
+                             for p in sorted(folder.glob(f"{stem}.seeds-*.json"))]
+    stopped, records = stopped_invocations(folder, stem, ledger.key, parts=not part)
+    return result.continued(ledger.invocation(), before, parts, stopped), records
 
 
 def results_json(result: "TableResult") -> str:

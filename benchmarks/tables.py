@@ -29,22 +29,26 @@ extras still missing and writes the table, its cost summed over all three (the p
     OMP_NUM_THREADS=1 python benchmarks/tables.py configs/tables/vace.toml --only-seeds 0,2 &
     OMP_NUM_THREADS=1 python benchmarks/tables.py configs/tables/vace.toml --only-seeds 1; wait
     OMP_NUM_THREADS=1 python benchmarks/tables.py configs/tables/vace.toml
+
+When a seed is left and its strategies are many, ``--only-strategies`` splits them (a planned baseline runs with
+the reference, which it reads back once that has finished; results ``table_NAME.seeds-S.strategies-A-B.json``)::
+
+    OMP_NUM_THREADS=1 python benchmarks/tables.py configs/tables/whale.toml --only-seeds 2 \\
+        --only-strategies whale,whale_adaptive,fst
+    # once whale seed 2 has finished:
+    OMP_NUM_THREADS=1 python benchmarks/tables.py configs/tables/whale.toml --only-seeds 2 \\
+        --only-strategies whale,stagewise,whale_weight_only,whale_harness_only
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
 import subprocess
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _stop(signum: int, frame: object) -> None:
-    """SIGTERM's handler: end the invocation by an exception, so its cost ledger records what it cost."""
-    raise KeyboardInterrupt(f"stopped by signal {signum}")
 
 
 def _commit() -> str:
@@ -104,11 +108,29 @@ def only_seeds(text: str, first: int, count: int) -> list[int]:
     return seeds
 
 
+def only_strategies(text: str, spec: Any) -> list[str]:
+    """``--only-strategies A,B`` as the table's strategies to run, in the table's order. A planned baseline
+    (stagewise, sia, WHALE's single-component ones) is matched to the rounds its seed's reference ran, so it
+    needs the reference among them (run, or read back once it has finished); a bad list exits with a
+    one-line error naming the table's strategies."""
+    from coevo.strategies import get_strategy
+
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names or any(n not in spec.strategies for n in names) or len(set(names)) != len(names):
+        raise SystemExit(f"--only-strategies {text!r}: give distinct strategies of this table, comma-separated, "
+                         f"from {spec.strategies}")
+    planned = [n for n in names if n != spec.reference and not get_strategy(n).open_ended]
+    if planned and spec.reference not in names:
+        raise SystemExit(f"--only-strategies {text!r}: {', '.join(planned)} run the rounds the reference "
+                         f"{spec.reference!r} ran in each seed; add {spec.reference} (read back once it has finished)")
+    return [n for n in spec.strategies if n in names]
+
+
 def main() -> None:
     """Parse the flags, run the table, print its tables and write its results (``--fit``: print the
     fitted per-rollout CPU costs of finished results instead)."""
-    from coevo.app.table_costs import CostLedger, stopped_invocations
-    from coevo.app.tables import TableResult, load_table, results_json, run_table
+    from coevo.app.table_costs import CostLedger
+    from coevo.app.tables import counted, load_table, results_json, run_table
     from coevo.cli.common import console, key_values, user_errors
     from coevo.observe.progress import RichReporter
     from coevo.report.compare import write_compare_report
@@ -122,6 +144,9 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=None, help="seeds (default: the table's; --smoke: 1)")
     ap.add_argument("--only-seeds", default=None, metavar="S,S",
                     help="run only these of the table's seeds (comma-separated), e.g. in two processes at once")
+    ap.add_argument("--only-strategies", default=None, metavar="A,B",
+                    help="run only these of the table's strategies (a planned baseline with the reference), e.g. one "
+                         "seed's strategies in two processes; a plain invocation then writes the whole table")
     ap.add_argument("--budget", type=int, default=None, help="rollouts per run (default: the table's)")
     ap.add_argument("--smoke", action="store_true", help="a smoke run: own archive and results, 1 seed, 1 round")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"), help="results folder")
@@ -145,27 +170,30 @@ def main() -> None:
         seeds: int | list[int] | None = args.seeds or (1 if args.smoke else None)
         if args.only_seeds:
             seeds = only_seeds(args.only_seeds, config.seed, seeds or spec.seeds)
+        key = {"config": config.model_dump(mode="json"), "table": spec.model_dump(mode="json"), "budget": args.budget}
+        if args.only_strategies:
+            spec = spec.model_copy(update={"strategies": only_strategies(args.only_strategies, spec)})
         out = Path(args.out)
         stem = f"table_{spec.name}" + (".smoke" if args.smoke else "")
-        part = isinstance(seeds, list)
-        if part:
-            stem += ".seeds-" + "-".join(map(str, seeds))  # type: ignore[arg-type]
-        run_json = config.model_dump(mode="json")
-        signal.signal(signal.SIGTERM, _stop)  # `kill PID` ends the invocation like Ctrl-C: its cost is recorded
-        ledger = CostLedger(out, stem, _commit(), seeds if part else [], run_json)  # type: ignore[arg-type]
+        part = isinstance(seeds, list) or bool(args.only_strategies)
+        if isinstance(seeds, list):
+            stem += ".seeds-" + "-".join(map(str, seeds))
+        if args.only_strategies:
+            stem += (".seeds-all" if not isinstance(seeds, list) else "") + ".strategies-" + "-".join(spec.strategies)
+        ledger = CostLedger(out, stem, _commit(), seeds if isinstance(seeds, list) else [], key)
         try:
-            with ledger, RichReporter(console=console) as reporter:
-                result = asyncio.run(run_table(spec, config, reporter=reporter, seeds=seeds, budget=args.budget))
+            with ledger:  # `kill PID` records what this invocation cost, then ends it at once; Ctrl-C too
+                with RichReporter(console=console) as reporter:
+                    result = asyncio.run(run_table(spec, config, reporter=reporter, seeds=seeds, budget=args.budget))
+                result, folded = counted(result, ledger, part)
+                out.mkdir(parents=True, exist_ok=True)
+                (out / f"{stem}.json").write_text(results_json(result))
+                ledger.done(folded)
         except KeyboardInterrupt:
-            console.print(f"stopped; what this invocation cost is recorded in {ledger.path} and joins the table's "
-                          "cost when it is next written. The same command continues the table.")
+            console.print(f"stopped; what this invocation cost is in {ledger.path} (unless a warning above says it "
+                          "could not be written) and joins the table's cost when it is next written. The same "
+                          "command continues the table.")
             raise SystemExit(130) from None
-        earlier = out / f"{stem}.json"
-        before = TableResult.model_validate_json(earlier.read_text()) if earlier.is_file() else None
-        parts = [] if part else [TableResult.model_validate_json(p.read_text())
-                                 for p in sorted(out.glob(f"{stem}.seeds-*.json"))]
-        stopped, records = stopped_invocations(out, stem, run_json, parts=not part)
-        result = result.continued(ledger.invocation(), before, parts, stopped)
         comparison = result.comparison
         console.print(compare_table(comparison))
         console.print(budget_table(comparison))
@@ -173,11 +201,6 @@ def main() -> None:
             console.print(spend_table(comparison))
         for name, value in result.extras.items():
             console.print(f"[bold]{name}[/bold]: {value}")
-        out.mkdir(parents=True, exist_ok=True)
-        (out / f"{stem}.json").write_text(results_json(result))
-        for record in records:  # their invocations are in the results now, as is this one's
-            record.unlink(missing_ok=True)
-        ledger.done()
         (out / f"{stem}.md").write_text(table_markdown(result))
         trivial = next((r.trivial for r in comparison.rows if r.trivial is not None), None)
         compare_plot(comparison.rows, trivial, out / f"{stem}.png")

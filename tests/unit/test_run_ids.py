@@ -23,6 +23,7 @@ from typer.testing import CliRunner
 
 from coevo.app import heartbeat
 from coevo.app.heartbeat import Heartbeat, heartbeats, liveness
+from coevo.app.preflight import RunError
 from coevo.app.run import run_meta
 from coevo.cli.app import app
 from coevo.models.fake import ScriptedChatModel
@@ -162,6 +163,25 @@ def test_a_run_killed_before_its_first_checkpoint_resumes_from_the_start(tmp_pat
     state = asyncio.run(run_meta(config, run_id="vace-early", resume=True, context=ctx, archive=archive))
     assert state["run_id"] == "vace-early" and state["decisions"]
     assert archive.get(RunRecord, "vace-early").status == "done"
+
+
+def test_a_run_another_process_is_running_now_is_not_resumed_beside_it(tmp_path):
+    """Two processes on one run would write the same rounds: a resume of a run whose heartbeat is alive is
+    refused, naming that process, with nothing changed; once that process is gone the same resume runs."""
+    config, ctx, archive = setup_run(tmp_path, "help")
+    archive.put(RunRecord(id="vace-busy", strategy="vace", config=config.model_dump(mode="json")))
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        archive.put(RunHeartbeat(id="vace-busy", host=socket.gethostname(), pid=other.pid))
+        with pytest.raises(RunError, match=rf"run vace-busy is running now \(alive: pid {other.pid} on this host.*"
+                                           "nothing was changed"):
+            asyncio.run(run_meta(config, run_id="vace-busy", resume=True, context=ctx, archive=archive))
+        assert archive.get(RunRecord, "vace-busy").status == "running" and not archive.list(EvaluationRecord)
+    finally:
+        other.kill()
+        other.wait()
+    state = asyncio.run(run_meta(config, run_id="vace-busy", resume=True, context=ctx, archive=archive))
+    assert state["decisions"] and archive.get(RunRecord, "vace-busy").status == "done"
 
 
 def test_a_run_killed_with_sigkill_is_listed_dead_and_resumes(tmp_path, monkeypatch):

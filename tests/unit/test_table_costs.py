@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -15,20 +16,17 @@ from pathlib import Path
 
 import pytest
 
-from coevo.app.table_costs import CostLedger, Invocation, stopped_invocations
+from coevo.app.table_costs import STALE_S, CostLedger, Invocation, stopped_invocations
 
-CONFIG = {"strategy": "vace", "seed": 0}
+KEY = {"config": {"strategy": "vace", "seed": 0}, "table": {"name": "t"}, "budget": None}
 
 CHILD = textwrap.dedent("""
-    import signal, sys, time
+    import sys, time
     from pathlib import Path
     from coevo.app.table_costs import CostLedger
 
-    def stop(signum, frame):
-        raise KeyboardInterrupt
-    signal.signal(signal.SIGTERM, stop)
-    with CostLedger(Path(sys.argv[1]), "table_t.seeds-1", "abc", [1], {"strategy": "vace", "seed": 0},
-                    interval_s=0.2):
+    key = {"config": {"strategy": "vace", "seed": 0}, "table": {"name": "t"}, "budget": None}
+    with CostLedger(Path(sys.argv[1]), "table_t.seeds-1", "abc", [1], key, interval_s=float(sys.argv[2])):
         end = time.process_time() + 0.5
         while time.process_time() < end:  # half a CPU second the record must show
             pass
@@ -37,13 +35,20 @@ CHILD = textwrap.dedent("""
 """)
 
 
-def _record(folder: Path, stem: str, pid: int, config: dict, cpu_s: float, host: str | None = None) -> Path:
-    import socket
+def _busy(seconds: float) -> None:
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
 
-    path = folder / f"{stem}.running-{host or socket.gethostname()}-{pid}.json"
-    path.write_text(json.dumps({"host": host or socket.gethostname(), "pid": pid, "config": config,
+
+def _record(folder: Path, stem: str, pid: int, cpu_s: float, key: dict = KEY, host: str | None = None,
+            id: str = "") -> Path:
+    """A record as an invocation of ``stem`` in process ``pid`` on ``host`` would have left it."""
+    host = host or socket.gethostname()
+    path = folder / f"{stem}.{host}-{pid}-{id or pid}.running"
+    path.write_text(json.dumps({"stem": stem, "host": host, "pid": pid, "key": key,
                                 "invocation": Invocation(commit="c", wall_s=cpu_s + 1, cpu_s=cpu_s, seeds=[0],
-                                                         stopped=True).model_dump(mode="json")}))
+                                                         stopped=True, id=id or str(pid)).model_dump(mode="json")}))
     return path
 
 
@@ -53,62 +58,83 @@ def _gone_pid() -> int:
     return proc.pid
 
 
-def test_a_ledger_records_on_entry_keeps_its_record_when_the_block_fails_and_removes_it_when_done(tmp_path):
-    with CostLedger(tmp_path, "table_t", "abc", [], CONFIG, interval_s=60) as ledger:
+def _record_of(ledger: CostLedger) -> Invocation:
+    return Invocation.model_validate(json.loads(ledger.path.read_text())["invocation"])
+
+
+def test_a_ledger_records_on_entry_on_failure_and_never_after_done(tmp_path):
+    with CostLedger(tmp_path, "table_t", "abc", [], KEY, interval_s=60) as ledger:
         first = json.loads(ledger.path.read_text())
-        assert first["pid"] == os.getpid() and first["config"] == CONFIG
-        assert first["invocation"]["stopped"] is True and first["invocation"]["commit"] == "abc"
-        end = time.process_time() + 0.2
-        while time.process_time() < end:
-            pass
+        assert first["pid"] == os.getpid() and first["key"] == KEY and first["stem"] == "table_t"
+        assert first["invocation"]["stopped"] is True and first["invocation"]["id"] == ledger.id
+        _busy(0.2)
         now = ledger.invocation()
-    assert not now.stopped and now.cpu_s >= 0.2 and now.wall_s >= now.cpu_s * 0.5
-    ledger.done()
-    assert not ledger.path.exists()
+        ledger.done()
+        assert not ledger.path.exists() and not ledger.record()  # nothing written once done
+    assert not now.stopped and now.cpu_s >= 0.2 and now.id == ledger.id and not ledger.path.exists()
 
     with pytest.raises(RuntimeError):
-        with CostLedger(tmp_path, "table_t", "abc", [], CONFIG, interval_s=60) as ledger:
-            end = time.process_time() + 0.2
-            while time.process_time() < end:
-                pass
+        with CostLedger(tmp_path, "table_t", "abc", [], KEY, interval_s=60) as failed:
+            _busy(0.2)
             raise RuntimeError("a run failed")
-    last = Invocation.model_validate(json.loads(ledger.path.read_text())["invocation"])
-    assert last.stopped and last.cpu_s >= 0.2  # the final record, not the one written on entry
+    last = _record_of(failed)
+    assert last.stopped and last.cpu_s >= 0.2  # the record written at the failure, not the one on entry
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the ledger's handler is gone with it
 
 
-def test_only_gone_processes_of_the_same_table_and_config_are_folded_oldest_first(tmp_path):
+def test_only_gone_invocations_of_the_same_table_are_folded_oldest_first(tmp_path):
     gone, gone_too, gone_three = _gone_pid(), _gone_pid(), _gone_pid()
-    old = _record(tmp_path, "table_t", gone, CONFIG, 10.0)
-    os.utime(old, (time.time() - 100, time.time() - 100))
-    part = _record(tmp_path, "table_t.seeds-1", gone_too, CONFIG, 20.0)
+    old = _record(tmp_path, "table_t", gone, 10.0)
+    os.utime(old, (time.time() - 60, time.time() - 60))
+    part = _record(tmp_path, "table_t.seeds-1", gone_too, 20.0)
     alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        _record(tmp_path, "table_t.seeds-2", alive.pid, CONFIG, 30.0)  # a part running now: not folded
-        _record(tmp_path, "table_t", gone_three, {**CONFIG, "seed": 5}, 40.0)  # another run config
-        _record(tmp_path, "table_u", gone, CONFIG, 50.0)  # another table
-        (tmp_path / "table_t.running-x-1.json").write_text("{not json")  # unreadable: skipped, kept
-        got, paths = stopped_invocations(tmp_path, "table_t", CONFIG, parts=True)
-        assert [i.cpu_s for i in got] == [10.0, 20.0] and paths == [old, part]
-        assert all(i.stopped for i in got)
-        only_own, _ = stopped_invocations(tmp_path, "table_t.seeds-1", CONFIG)
-        assert [i.cpu_s for i in only_own] == [20.0]
+        running = _record(tmp_path, "table_t.seeds-2", alive.pid, 30.0)  # a part running now: not folded
+        _record(tmp_path, "table_t", gone_three, 40.0, key={**KEY, "budget": 7})  # another table key
+        _record(tmp_path, "table_u", gone, 50.0)  # another table
+        _record(tmp_path, "table_t.smoke", gone_three, 55.0)  # its smoke run
+        elsewhere = _record(tmp_path, "table_t.seeds-3", 1, 60.0, host="another-host")  # beating elsewhere
+        (tmp_path / "table_t.x-1-1.running").write_text("{not json")  # unreadable: skipped, kept
+        got, paths = stopped_invocations(tmp_path, "table_t", KEY, parts=True)
+        assert [i.cpu_s for i in got] == [10.0, 20.0] and paths == [old, part] and all(i.stopped for i in got)
+        assert [i.cpu_s for i in stopped_invocations(tmp_path, "table_t.seeds-1", KEY)[0]] == [20.0]
+        assert [i.cpu_s for i in stopped_invocations(tmp_path, "table_t", KEY)[0]] == [10.0]  # no parts asked
+        # records not rewritten for STALE_S are gone whatever their pid says (reused, hung, another machine)
+        later = time.time() + STALE_S + 1
+        stale = stopped_invocations(tmp_path, "table_t", KEY, parts=True, now=later)[1]
+        assert running in stale and elsewhere in stale
     finally:
         alive.kill()
         alive.wait()
-    assert [i.cpu_s for i in stopped_invocations(tmp_path, "table_t", CONFIG, parts=True)[0]] == [10.0, 20.0, 30.0]
+    assert running in stopped_invocations(tmp_path, "table_t", KEY, parts=True)[1]  # its process ended
 
 
-@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL])
-def test_a_process_stopped_by_a_signal_leaves_what_it_cost(tmp_path, how):
-    child = subprocess.Popen([sys.executable, "-c", CHILD, str(tmp_path)])
+def _child(tmp_path: Path, interval_s: float) -> subprocess.Popen:
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(tmp_path), str(interval_s)])
     deadline = time.monotonic() + 120
     while not (tmp_path / "busy").exists():
         assert child.poll() is None and time.monotonic() < deadline, "the child ended or never got busy"
         time.sleep(0.05)
-    time.sleep(0.5)  # a periodic record after the busy half second (every 0.2 s)
-    child.send_signal(how)
-    child.wait(timeout=60)
-    (invocation,), (path,) = stopped_invocations(tmp_path, "table_t", CONFIG, parts=True)
-    assert path.name.startswith("table_t.seeds-1.running-") and path.name.endswith(f"-{child.pid}.json")
-    assert invocation.stopped and invocation.seeds == [1] and invocation.commit == "abc"
-    assert invocation.cpu_s >= 0.5 and invocation.wall_s >= 0.5
+    return child
+
+
+def test_sigterm_records_what_the_invocation_cost_and_ends_it_at_once(tmp_path):
+    child = _child(tmp_path, interval_s=600)  # no periodic record: only the one SIGTERM writes can show the CPU
+    child.send_signal(signal.SIGTERM)
+    assert child.wait(timeout=30) == 128 + signal.SIGTERM  # not after the 600 s sleep
+    (invocation,), (path,) = stopped_invocations(tmp_path, "table_t", KEY, parts=True)
+    assert path.name.startswith(f"table_t.seeds-1.{socket.gethostname()}-{child.pid}-")
+    assert invocation.stopped and invocation.seeds == [1] and invocation.commit == "abc" and invocation.cpu_s >= 0.5
+
+
+def test_kill_9_leaves_the_last_periodic_record(tmp_path):
+    child = _child(tmp_path, interval_s=0.2)
+    record = next(tmp_path.glob("table_t.seeds-1.*.running"))
+    deadline = time.monotonic() + 120
+    while Invocation.model_validate(json.loads(record.read_text())["invocation"]).cpu_s < 0.5:
+        assert time.monotonic() < deadline, "no periodic record after the busy half second"
+        time.sleep(0.1)
+    child.kill()
+    child.wait(timeout=30)
+    (invocation,), _ = stopped_invocations(tmp_path, "table_t", KEY, parts=True)
+    assert invocation.stopped and invocation.cpu_s >= 0.5

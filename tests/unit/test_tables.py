@@ -199,6 +199,26 @@ def test_a_seeds_strategies_share_the_start_pairs_test_and_part_invocations_add_
     other = part.model_copy(update={"spec": spec.model_copy(update={"name": "u"})})
     assert result.continued(Invocation(cpu_s=5.0), None, [other]).cpu_s == 5.0  # another table's part
 
+    # an invocation of the plain table folds what is in the folder (coevo.app.table_costs): its parts' results, the
+    # record of a part stopped before writing any, a record left beside the results that hold its invocation
+    # (once), and its own cost; never a record as if it were results
+    from test_table_costs import KEY, _gone_pid, _record
+
+    from coevo.app.table_costs import CostLedger
+    from coevo.app.tables import counted
+
+    folder = tmp_path / "results"
+    folder.mkdir()
+    lost = _record(folder, "table_t.seeds-2", _gone_pid(), 30.0, id="lost")
+    left = _record(folder, "table_t.seeds-1", _gone_pid(), 40.0, id="kept")
+    (folder / "table_t.seeds-1.json").write_text(results_json(part.model_copy(update={"invocations": [
+        *part.invocations, Invocation(commit="a", wall_s=41.0, cpu_s=40.0, seeds=[1], stopped=True, id="kept")]})))
+    with CostLedger(folder, "table_t", "b", [], KEY, interval_s=60) as ledger:
+        whole, folded = counted(result, ledger, part=False)
+        ledger.done(folded)
+    assert [i.cpu_s for i in whole.invocations[:-1]] == [40.0, 40.0, 30.0] and whole.invocations[-1].id == ledger.id
+    assert sorted(folded) == sorted([lost, left]) and not list(folder.glob("*.running"))
+
 
 def _summary(harness: str, rewards: dict[str, float]) -> EvalSummary:
     per_task = {t: TaskOutcome(task_id=t, seeds=[0], rewards=[r], passed=[r == 1.0]) for t, r in rewards.items()}
