@@ -47,10 +47,7 @@ class Heartbeat:
         self._thread: threading.Thread | None = None
 
     def _beat(self) -> None:
-        try:
-            self.archive.put(RunHeartbeat(id=self.run_id, host=self.host, pid=self.pid))
-        except Exception as err:  # a heartbeat never fails the run it reports on
-            log.warning("heartbeat of run %s not written: %s", self.run_id, err)
+        beat(self.archive, self.run_id)
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -69,6 +66,15 @@ class Heartbeat:
         if self._thread is not None:
             self._thread.join(timeout=5)
         _beating.discard(self.run_id)
+
+
+def beat(archive: Any, run_id: str) -> None:
+    """Write one heartbeat of this process for ``run_id`` now (a resume claims its run with it before it
+    loads anything). A beat that fails is logged, never raised."""
+    try:
+        archive.put(RunHeartbeat(id=run_id, host=socket.gethostname(), pid=os.getpid()))
+    except Exception as err:  # a heartbeat never fails the run it reports on
+        log.warning("heartbeat of run %s not written: %s", run_id, err)
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ from langgraph.types import Command, Interrupt, StateSnapshot
 from pydantic import ValidationError
 
 from coevo.app.checkpointer import open_checkpointer
-from coevo.app.heartbeat import Heartbeat, liveness
+from coevo.app.heartbeat import Heartbeat, beat, liveness
 from coevo.app.preflight import Prepared, RunError, anchored, approving, check_splits, dry_run_agent, preflight
 from coevo.app.services import make_context
 from coevo.app.stage_folders import leftovers, remove
@@ -329,7 +329,9 @@ async def resume_run(config: RunConfig, run_id: str | None, archive: Archive, ap
     verdict = liveness(archive.get(RunHeartbeat, found.id))
     if found.status == "running" and verdict.alive:
         raise RunError(f"run {found.id} is running now ({verdict.text}): a second process would write the same "
-                       "run. Wait for it to end, or stop that process and resume then; nothing was changed")
+                       "run. Wait for it to end, or stop that process and resume then (a pid that is no longer a "
+                       "coevo process was reused: its heartbeat goes stale within 2 minutes); nothing was changed")
+    beat(archive, found.id)  # claimed before anything loads: a second resume from now on is refused
     config = _open_run(archive, config, found, approve)
     strategy = get_strategy(config.strategy)
     async with AsyncExitStack() as stack:

@@ -15,9 +15,10 @@ each becomes an ``Invocation`` with ``stopped = True``, measured up to its last 
 record is removed once the results that hold it are written. An invocation's results and its records share
 its ``id``, so one is never counted twice.
 
-A record is *gone* when its process is: on this host its pid no longer exists; on any host it has not been
-rewritten for ``STALE_S`` seconds (a pid reused by another program, a hung process, a machine that went
-away). A live invocation's record is left alone.
+A record is *gone* when its process is: on this host when its pid no longer exists (a pid reused by another
+program keeps the record unfolded until that program ends: a cost left out for a while, never counted
+twice); from another host when it has not been rewritten for ``STALE_S`` seconds. A live invocation's
+record is left alone.
 """
 
 from __future__ import annotations
@@ -51,8 +52,9 @@ SUFFIX = ".running"
 class Invocation(BaseModel):
     """One invocation of a table's command: the ``commit`` it ran at, its ``wall_s`` and ``cpu_s``, the
     ``seeds`` it ran when it ran only some (``benchmarks/tables.py --only-seeds``; empty: all), whether it
-    was ``stopped`` before it wrote its results (its cost read from its last record: module doc), and its
-    ``id`` (shared by its records; empty in results written before the records existed)."""
+    was ``stopped`` before it wrote its results (its cost read from its last record: module doc), its ``id``
+    (shared by its records; empty in results written before the records existed), and the ``strategies`` it
+    ran when it ran only some (``--only-strategies``; empty: all)."""
 
     commit: str = ""
     wall_s: float = 0.0
@@ -60,6 +62,7 @@ class Invocation(BaseModel):
     seeds: list[int] = Field(default_factory=list)
     stopped: bool = False
     id: str = ""
+    strategies: list[str] = Field(default_factory=list)
 
 
 def cpu_seconds() -> float:
@@ -79,8 +82,9 @@ class CostLedger:
     written is logged, never raised."""
 
     def __init__(self, folder: Path, stem: str, commit: str, seeds: list[int], key: dict[str, Any],
-                 interval_s: float = INTERVAL_S) -> None:
+                 interval_s: float = INTERVAL_S, strategies: list[str] | None = None) -> None:
         self.folder, self.stem, self.commit, self.seeds, self.key = Path(folder), stem, commit, seeds, key
+        self.strategies = list(strategies or [])
         self.id = uuid.uuid4().hex[:12]
         self.path = self.folder / f"{stem}.{socket.gethostname()}-{os.getpid()}-{self.id}{SUFFIX}"
         self.interval_s = interval_s
@@ -94,31 +98,37 @@ class CostLedger:
     def invocation(self, stopped: bool = False) -> Invocation:
         """This invocation's ``Invocation`` as measured now."""
         return Invocation(commit=self.commit, wall_s=time.perf_counter() - self._wall0,
-                          cpu_s=cpu_seconds() - self._cpu0, seeds=self.seeds, stopped=stopped, id=self.id)
+                          cpu_s=cpu_seconds() - self._cpu0, seeds=self.seeds, stopped=stopped, id=self.id,
+                          strategies=self.strategies)
 
-    def record(self) -> bool:
-        """Write the record now; False when it could not be written (logged) or the ledger is done."""
-        with self._lock:  # one writer at a time (the thread, a signal, the exit); none after done()
+    def record(self, wait_s: float | None = None) -> bool:
+        """Write the record now; False when it could not be written (logged), the ledger is done, or the
+        lock was not free within ``wait_s`` seconds (None: wait; SIGTERM's handler waits 1 s, since it may
+        interrupt this very thread while it holds the lock)."""
+        if not self._lock.acquire(timeout=-1 if wait_s is None else wait_s):
+            return False
+        try:  # one writer at a time (the thread, a signal, the exit); none after done()
             if self._done:
                 return False
-            try:
-                self.folder.mkdir(parents=True, exist_ok=True)
-                tmp = self.path.with_name(self.path.name + ".tmp")
-                tmp.write_text(json.dumps({"stem": self.stem, "host": socket.gethostname(), "pid": os.getpid(),
-                                           "key": self.key,
-                                           "invocation": self.invocation(stopped=True).model_dump(mode="json")}))
-                tmp.replace(self.path)  # a reader never sees half a record
-                return True
-            except OSError as err:
-                log.warning("the cost of this table invocation was not recorded in %s: %s", self.path, err)
-                return False
+            self.folder.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_name(self.path.name + ".tmp")
+            tmp.write_text(json.dumps({"stem": self.stem, "host": socket.gethostname(), "pid": os.getpid(),
+                                       "key": self.key,
+                                       "invocation": self.invocation(stopped=True).model_dump(mode="json")}))
+            tmp.replace(self.path)  # a reader never sees half a record
+            return True
+        except OSError as err:
+            log.warning("the cost of this table invocation was not recorded in %s: %s", self.path, err)
+            return False
+        finally:
+            self._lock.release()
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
             self.record()
 
     def _terminated(self, signum: int, frame: Any) -> None:
-        self.record()
+        self.record(wait_s=1.0)
         os._exit(128 + signum)  # what SIGTERM's default does, after the record (an archive is crash-safe)
 
     def __enter__(self) -> "CostLedger":
@@ -166,8 +176,10 @@ def stopped_invocations(folder: Path, stem: str, key: dict[str, Any], parts: boo
         except (OSError, ValueError, KeyError) as err:
             log.warning("skipped the cost record %s: %s", path, err)
             continue
-        fresh = now - written < STALE_S
-        alive = fresh and (record.get("host") != host or pid_exists(int(record.get("pid", 0))))
+        if record.get("host") == host:  # here the pid says it (a reused pid keeps a record unfolded, not counted twice)
+            alive = pid_exists(int(record.get("pid", 0)))
+        else:
+            alive = now - written < STALE_S
         mine = record.get("stem") == stem or (parts and str(record.get("stem", "")).startswith(f"{stem}.seeds-"))
         if alive or not mine or record.get("key") != key:
             continue

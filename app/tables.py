@@ -305,12 +305,25 @@ class TableResult(BaseModel):
             earlier = [Invocation(commit=before.commit, wall_s=before.wall_s, cpu_s=before.cpu_s)]  # older format
         for part in parts:
             if part.spec.name == self.spec.name and part.config == self.config:
-                earlier = [*earlier, *(i for i in part.invocations if i not in earlier)]
-        ids = {i.id for i in earlier if i.id}  # a record left beside the results that hold its invocation: once
-        earlier = [*earlier, *(i for i in stopped if (i.id not in ids if i.id else i not in earlier))]
-        every = [*earlier, invocation]
+                earlier = [*earlier, *part.invocations]
+        every = _once([*earlier, *stopped, invocation])
         return self.model_copy(update={"invocations": every, "commit": invocation.commit,
                                        "wall_s": sum(i.wall_s for i in every), "cpu_s": sum(i.cpu_s for i in every)})
+
+
+def _once(invocations: Sequence[Invocation]) -> list[Invocation]:
+    """``invocations`` with each one once, in first-seen order: the same ``id`` (an invocation's records
+    and its results share it) is one invocation, whose finished entry replaces a stopped one (a record
+    read while it still ran); without an id (older results), equal entries are one."""
+    out: list[Invocation] = []
+    for invocation in invocations:
+        same = next((k for k, seen in enumerate(out) if (seen.id == invocation.id if invocation.id
+                                                         else seen == invocation)), None)
+        if same is None:
+            out.append(invocation)
+        elif out[same].stopped and not invocation.stopped:
+            out[same] = invocation
+    return out
 
 
 def counted(result: TableResult, ledger: CostLedger, part: bool) -> tuple[TableResult, list[Path]]:

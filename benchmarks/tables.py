@@ -170,7 +170,10 @@ def main() -> None:
         seeds: int | list[int] | None = args.seeds or (1 if args.smoke else None)
         if args.only_seeds:
             seeds = only_seeds(args.only_seeds, config.seed, seeds or spec.seeds)
-        key = {"config": config.model_dump(mode="json"), "table": spec.model_dump(mode="json"), "budget": args.budget}
+        # what makes invocations one table's (coevo.app.table_costs): the run config, the table, the effective budget
+        # and seed count (a part's --only-seeds / --only-strategies are its own, not the table's)
+        key = {"config": config.model_dump(mode="json"), "table": spec.model_dump(mode="json"),
+               "budget": spec.budget if args.budget is None else args.budget, "seeds": args.seeds or (1 if args.smoke else spec.seeds)}
         if args.only_strategies:
             spec = spec.model_copy(update={"strategies": only_strategies(args.only_strategies, spec)})
         out = Path(args.out)
@@ -180,7 +183,8 @@ def main() -> None:
             stem += ".seeds-" + "-".join(map(str, seeds))
         if args.only_strategies:
             stem += (".seeds-all" if not isinstance(seeds, list) else "") + ".strategies-" + "-".join(spec.strategies)
-        ledger = CostLedger(out, stem, _commit(), seeds if isinstance(seeds, list) else [], key)
+        ledger = CostLedger(out, stem, _commit(), seeds if isinstance(seeds, list) else [], key,
+                            strategies=spec.strategies if args.only_strategies else [])
         try:
             with ledger:  # `kill PID` records what this invocation cost, then ends it at once; Ctrl-C too
                 with RichReporter(console=console) as reporter:

@@ -186,7 +186,8 @@ def table_markdown(result: Any) -> str:
 
     c = result.comparison
     seeds = sorted({r.seed for r in c.runs})
-    pieces = [f"{i.commit or '?'}{' seeds ' + ','.join(map(str, i.seeds)) if i.seeds else ''}: "
+    pieces = [f"{i.commit or '?'}{' seeds ' + ','.join(map(str, i.seeds)) if i.seeds else ''}"
+              f"{' strategies ' + ','.join(i.strategies) if i.strategies else ''}: "
               f"wall {i.wall_s:.0f} s, CPU {i.cpu_s:.0f} s" for i in result.invocations if not i.stopped]
     stopped = [i for i in result.invocations if i.stopped]
     if stopped:  # a table stopped and continued many times: summed here, each one in the results JSON

@@ -184,6 +184,30 @@ def test_a_run_another_process_is_running_now_is_not_resumed_beside_it(tmp_path)
     assert state["decisions"] and archive.get(RunRecord, "vace-busy").status == "done"
 
 
+def test_a_resume_claims_its_run_before_it_loads_anything(tmp_path, monkeypatch):
+    """Loading a policy can take minutes: the resume writes its own heartbeat right after the check, so a
+    second process resuming the same run meanwhile finds it alive and is refused."""
+    from coevo.app import run as run_module
+
+    config, ctx, archive = setup_run(tmp_path, "help")
+    archive.put(RunRecord(id="vace-claim", strategy="vace", config=config.model_dump(mode="json")))
+    archive.put(RunHeartbeat(id="vace-claim", host=socket.gethostname(), pid=_gone_pid()))  # a killed process
+
+    def loading(*args, **kwargs):
+        raise RuntimeError("stopped while loading")
+
+    monkeypatch.setattr(run_module, "check_task_ids", loading)
+    with pytest.raises(RuntimeError, match="stopped while loading"):
+        asyncio.run(run_meta(config, run_id="vace-claim", resume=True, context=ctx, archive=archive))
+    assert heartbeats(archive)["vace-claim"].pid == os.getpid()
+
+
+def _gone_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
 def test_a_run_killed_with_sigkill_is_listed_dead_and_resumes(tmp_path, monkeypatch):
     db = str(tmp_path / "k.db")
     # eight rounds on the fake policy: long enough that the first heartbeat is seen before the run ends

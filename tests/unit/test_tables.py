@@ -218,6 +218,13 @@ def test_a_seeds_strategies_share_the_start_pairs_test_and_part_invocations_add_
         ledger.done(folded)
     assert [i.cpu_s for i in whole.invocations[:-1]] == [40.0, 40.0, 30.0] and whole.invocations[-1].id == ledger.id
     assert sorted(folded) == sorted([lost, left]) and not list(folder.glob("*.running"))
+    # an invocation whose record was read while it still ran (stopped) and whose results came later: its
+    # finished entry replaces the stopped one, never both
+    early = Invocation(commit="x", wall_s=100.0, cpu_s=100.0, stopped=True, id="X")
+    late = Invocation(commit="x", wall_s=500.0, cpu_s=500.0, strategies=["vace"], id="X")
+    table = result.continued(early, None).continued(Invocation(commit="y", cpu_s=1.0, id="Y"), None)
+    assert result.continued(late, table).cpu_s == 501.0 and "x strategies vace: wall 500 s" in table_markdown(
+        result.continued(late, table))
 
 
 def _summary(harness: str, rewards: dict[str, float]) -> EvalSummary:
