@@ -77,6 +77,22 @@ def beat(archive: Any, run_id: str) -> None:
         log.warning("heartbeat of run %s not written: %s", run_id, err)
 
 
+def claim(archive: Any, run_id: str) -> None:
+    """Mark run ``run_id`` as this process's before a resume loads anything (a model can take minutes): its
+    heartbeat now (``beat``) and status ``running``, so a second resume meanwhile finds it running and alive."""
+    beat(archive, run_id)
+    archive.update_run(run_id, status="running")
+
+
+def unclaim(archive: Any, run: Any, previous: RunHeartbeat | None) -> None:
+    """Undo ``claim`` for a resume that failed before its run was driven: ``run`` (the ``RunRecord`` as the
+    resume found it) gets its status back, and its heartbeat ``previous`` (None: this process's stays,
+    which reads as dead once the resume is over)."""
+    archive.update_run(run.id, status=run.status)
+    if previous is not None:
+        archive.put(previous)
+
+
 @dataclass(frozen=True)
 class Liveness:
     """What a ``running`` run's heartbeat says: ``alive`` True (beating), False (dead) or None (no

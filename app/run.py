@@ -38,7 +38,7 @@ from langgraph.types import Command, Interrupt, StateSnapshot
 from pydantic import ValidationError
 
 from coevo.app.checkpointer import open_checkpointer
-from coevo.app.heartbeat import Heartbeat, beat, liveness
+from coevo.app.heartbeat import Heartbeat, claim, liveness, unclaim
 from coevo.app.preflight import Prepared, RunError, anchored, approving, check_splits, dry_run_agent, preflight
 from coevo.app.services import make_context
 from coevo.app.stage_folders import leftovers, remove
@@ -236,7 +236,8 @@ class Run:
         payload: Any = {"run_id": run_id}
         if self.resumed:
             saved = await self.graph.aget_state(thread)  # read once: what to continue from
-            if saved.interrupts and not answers:
+            if saved.interrupts and not answers:  # still paused (a resume's claim marked it running)
+                archive.update_run(run_id, status="paused")
                 return {**saved.values, "__interrupt__": list(saved.interrupts), "run_id": run_id}
             if answers:
                 payload = Command(resume=resolve_answers(answers, saved.interrupts, run_id))
@@ -326,24 +327,33 @@ async def resume_run(config: RunConfig, run_id: str | None, archive: Archive, ap
     processes would write one run), ``AmbiguousIdError`` for a prefix several runs share, ``StaleTaskIdsError``
     when its stored task ids are ones its env no longer gives (``coevo.app.task_ids``), nothing changed."""
     found = find_run(archive, run_id, config.db)
-    verdict = liveness(archive.get(RunHeartbeat, found.id))
+    previous = archive.get(RunHeartbeat, found.id)
+    verdict = liveness(previous)
     if found.status == "running" and verdict.alive:
         raise RunError(f"run {found.id} is running now ({verdict.text}): a second process would write the same "
                        "run. Wait for it to end, or stop that process and resume then (a pid that is no longer a "
                        "coevo process was reused: its heartbeat goes stale within 2 minutes); nothing was changed")
-    beat(archive, found.id)  # claimed before anything loads: a second resume from now on is refused
-    config = _open_run(archive, config, found, approve)
-    strategy = get_strategy(config.strategy)
-    async with AsyncExitStack() as stack:
-        ctx = _services(stack, config, archive, found.id, strategy, reporter, context, None)
-        # ids stored by a coevo whose task ids did not name their env config would unseal its tasks
-        check_task_ids(archive, found.id, ctx.env, config.env.ref)
-        dead = leftovers(archive, found.id)  # the folders of stages the stopped run never finished: redone anew
-        if dead:
-            freed = remove(dead)
-            log.info("run %s: removed %d folder(s) of unfinished stages (%.1f MB)", found.id, len(dead), freed / 1e6)
-        async with _driven(stack, config, found.id, strategy, archive, ctx, resumed=True) as run:
-            yield run
+    claim(archive, found.id)  # a second resume from now on is refused; a failure before the run is driven undoes it
+    claimed = True
+    try:
+        config = _open_run(archive, config, found, approve)
+        strategy = get_strategy(config.strategy)
+        async with AsyncExitStack() as stack:
+            ctx = _services(stack, config, archive, found.id, strategy, reporter, context, None)
+            # ids stored by a coevo whose task ids did not name their env config would unseal its tasks
+            check_task_ids(archive, found.id, ctx.env, config.env.ref)
+            dead = leftovers(archive, found.id)  # the folders of stages the stopped run never finished: redone anew
+            if dead:
+                freed = remove(dead)
+                log.info("run %s: removed %d folder(s) of unfinished stages (%.1f MB)", found.id, len(dead),
+                         freed / 1e6)
+            claimed = False  # from here the run's driver keeps its status and heartbeat
+            async with _driven(stack, config, found.id, strategy, archive, ctx, resumed=True) as run:
+                yield run
+    except BaseException:
+        if claimed:
+            unclaim(archive, found, previous)
+        raise
 
 
 async def run_meta(config: RunConfig, run_id: str | None = None, resume: bool = False, approve: bool = False,

@@ -321,8 +321,8 @@ def _once(invocations: Sequence[Invocation]) -> list[Invocation]:
                                                          else seen == invocation)), None)
         if same is None:
             out.append(invocation)
-        elif out[same].stopped and not invocation.stopped:
-            out[same] = invocation
+        elif out[same].stopped and (not invocation.stopped or invocation.wall_s > out[same].wall_s):
+            out[same] = invocation  # finished over stopped; of two records, the later one
     return out
 
 

@@ -173,7 +173,8 @@ def main() -> None:
         # what makes invocations one table's (coevo.app.table_costs): the run config, the table, the effective budget
         # and seed count (a part's --only-seeds / --only-strategies are its own, not the table's)
         key = {"config": config.model_dump(mode="json"), "table": spec.model_dump(mode="json"),
-               "budget": spec.budget if args.budget is None else args.budget, "seeds": args.seeds or (1 if args.smoke else spec.seeds)}
+               "budget": spec.budget if args.budget is None else args.budget,
+               "seeds": args.seeds or (1 if args.smoke else spec.seeds)}
         if args.only_strategies:
             spec = spec.model_copy(update={"strategies": only_strategies(args.only_strategies, spec)})
         out = Path(args.out)

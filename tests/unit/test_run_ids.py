@@ -184,22 +184,27 @@ def test_a_run_another_process_is_running_now_is_not_resumed_beside_it(tmp_path)
     assert state["decisions"] and archive.get(RunRecord, "vace-busy").status == "done"
 
 
-def test_a_resume_claims_its_run_before_it_loads_anything(tmp_path, monkeypatch):
-    """Loading a policy can take minutes: the resume writes its own heartbeat right after the check, so a
-    second process resuming the same run meanwhile finds it alive and is refused."""
+def test_a_resume_claims_its_run_before_it_loads_anything_and_gives_it_back_if_it_fails(tmp_path, monkeypatch):
+    """Loading a policy can take minutes: the resume marks the run running with its own heartbeat right after
+    the check, so a second process resuming it meanwhile finds it running and alive and is refused. A resume
+    that fails before its run is driven leaves the run as it found it (status and heartbeat)."""
     from coevo.app import run as run_module
 
     config, ctx, archive = setup_run(tmp_path, "help")
-    archive.put(RunRecord(id="vace-claim", strategy="vace", config=config.model_dump(mode="json")))
-    archive.put(RunHeartbeat(id="vace-claim", host=socket.gethostname(), pid=_gone_pid()))  # a killed process
+    archive.put(RunRecord(id="vace-claim", strategy="vace", status="failed", config=config.model_dump(mode="json")))
+    killed = _gone_pid()
+    archive.put(RunHeartbeat(id="vace-claim", host=socket.gethostname(), pid=killed))
+    seen = []
 
     def loading(*args, **kwargs):
+        seen.append((archive.get(RunRecord, "vace-claim").status, heartbeats(archive)["vace-claim"].pid))
         raise RuntimeError("stopped while loading")
 
     monkeypatch.setattr(run_module, "check_task_ids", loading)
     with pytest.raises(RuntimeError, match="stopped while loading"):
         asyncio.run(run_meta(config, run_id="vace-claim", resume=True, context=ctx, archive=archive))
-    assert heartbeats(archive)["vace-claim"].pid == os.getpid()
+    assert seen == [("running", os.getpid())]  # claimed while it loaded
+    assert archive.get(RunRecord, "vace-claim").status == "failed" and heartbeats(archive)["vace-claim"].pid == killed
 
 
 def _gone_pid() -> int:
