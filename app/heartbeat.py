@@ -7,7 +7,8 @@ a ``Heartbeat`` thread writes the process's host, pid and the time to the archiv
 ``INTERVAL_S`` seconds (a ``coevo.records.RunHeartbeat``, the ``run_heartbeats`` table); ``liveness`` reads it back:
 on the same host a run whose pid is gone is dead; on another host, one that has not beaten for
 ``STALE_S`` seconds is presumed dead. ``coevo archive list`` and ``show`` print the verdict beside a
-``running`` status.
+``running`` status. A resume (``coevo.app.run.resume_run``) refuses a run that is running and alive, and
+``claim``s the run before it loads anything, so a second resume meanwhile is refused too.
 """
 
 from __future__ import annotations
