@@ -178,22 +178,25 @@ class RoundTest(BaseModel):
 ContextFor = Callable[[RunConfig], Any]
 
 
-def _evaluator(run: StrategyRun, config: RunConfig, archive: Archive, context_for: ContextFor | None) -> Any:
+def _evaluator(run: StrategyRun, config: RunConfig, archive: Archive, context_for: ContextFor | None,
+               reporter: Reporter | None = None) -> Any:
     """The run's services for re-evaluations: its config (strategy, seed) without a rollout cap, no
-    trainer and no meta roles (``static``'s row), stored under the run's id; ``context_for(config)``
-    replaces the default services (tests)."""
+    trainer and no meta roles (``static``'s row), stored under the run's id, its evaluations' progress on
+    ``reporter``; ``context_for(config)`` replaces the default services (tests)."""
     from coevo.app.services import make_context
 
     cfg = run_config(config, run.strategy, run.seed).model_copy(update={"budget": 0})
     if context_for is None:
-        return make_context(cfg, archive, run.run_id, strategy=get_strategy("static"))
+        return make_context(cfg, archive, run.run_id, reporter=reporter, strategy=get_strategy("static"))
     ctx = context_for(cfg)
     ctx.run_id = run.run_id
+    if reporter is not None:
+        ctx.reporter = reporter
     return ctx
 
 
 async def rejected_on_test(comparison: Comparison, config: RunConfig, archive: Archive,
-                           context_for: ContextFor | None = None) -> list[Rejection]:
+                           context_for: ContextFor | None = None, reporter: Reporter | None = None) -> list[Rejection]:
     """Every run's rejected gate decisions (VACE: "were the rejections right?"): the incumbent and the
     candidate evaluated on test under the checkpoint of the decision's round (the round summary's: the
     updated weights the gate judged them with), with the run's ``eval`` settings and seed, outside any
@@ -204,7 +207,7 @@ async def rejected_on_test(comparison: Comparison, config: RunConfig, archive: A
         checkpoints = {r: ckpt for r, _, ckpt in run.rounds}
         if not rejected:
             continue
-        ctx = _evaluator(run, config, archive, context_for)
+        ctx = _evaluator(run, config, archive, context_for, reporter)
         for d in rejected:
             if d.round not in checkpoints:
                 continue
@@ -217,13 +220,13 @@ async def rejected_on_test(comparison: Comparison, config: RunConfig, archive: A
 
 
 async def round_tests(comparison: Comparison, config: RunConfig, archive: Archive,
-                      context_for: ContextFor | None = None) -> list[RoundTest]:
+                      context_for: ContextFor | None = None, reporter: Reporter | None = None) -> list[RoundTest]:
     """Every run's incumbent pair at the end of each round evaluated on test (WHALE's best accuracy and the
     rollouts spent to reach it), with the run's settings outside any cap, and the run's cumulative rollouts
     by then (its curve). A pair already evaluated under the run is read back from the archive."""
     out = []
     for run in comparison.runs:
-        ctx = _evaluator(run, config, archive, context_for)
+        ctx = _evaluator(run, config, archive, context_for, reporter)
         spent = {p.round: p.rollouts for p in run.curve}
         for rnd, harness, ckpt in run.rounds:
             summary = EvalSummary.of(await ctx.evaluate(harness, ckpt, "test"))
@@ -247,7 +250,7 @@ class Decomposed(BaseModel):
 
 
 async def decompositions(comparison: Comparison, config: RunConfig, archive: Archive,
-                         context_for: ContextFor | None = None) -> list[Decomposed]:
+                         context_for: ContextFor | None = None, reporter: Reporter | None = None) -> list[Decomposed]:
     """``coevo decompose`` of every run of the comparison's reference strategy (``coevo.app.decompose``),
     with the run's own test tasks, k, seed and temperature, outside any cap; its two diagonal cells are the
     run's final test, read back. A run without a final pair is skipped."""
@@ -260,7 +263,7 @@ async def decompositions(comparison: Comparison, config: RunConfig, archive: Arc
             continue
         try:
             done = await decompose(config.db, run.run_id, archive=archive,
-                                   context=_evaluator(run, config, archive, context_for))
+                                   context=_evaluator(run, config, archive, context_for, reporter))
         except RunError:
             continue
         n = done.numbers
@@ -377,10 +380,13 @@ async def run_table(spec: TableSpec, config: RunConfig, reporter: Reporter | Non
     comparison = await compare(config, spec.strategies, seeds or spec.seeds, reporter=reporter, archive=archive,
                                context_for=context_for, reference=spec.reference,
                                budget=spec.budget if budget is None else budget, updates=spec.updates or None)
-    rejections = (await rejected_on_test(comparison, config, archive, context_for)
+    # the extras' evaluations report their progress too (a 3-seed WHALE table re-tests every round's pair)
+    rejections = (await rejected_on_test(comparison, config, archive, context_for, reporter)
                   if "rejected_test" in spec.extras else [])
-    rounds = await round_tests(comparison, config, archive, context_for) if "best_reached" in spec.extras else []
-    parts = await decompositions(comparison, config, archive, context_for) if "decompose" in spec.extras else []
+    rounds = (await round_tests(comparison, config, archive, context_for, reporter)
+              if "best_reached" in spec.extras else [])
+    parts = (await decompositions(comparison, config, archive, context_for, reporter)
+             if "decompose" in spec.extras else [])
     extras = table_extras(spec.extras, comparison, archive, rejections, rounds, parts)
     return TableResult(spec=spec, config=config.model_dump(mode="json"), comparison=comparison,
                        rejections=rejections, round_tests=rounds, decompositions=parts, extras=extras)

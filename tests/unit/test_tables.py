@@ -18,6 +18,7 @@ from coevo.config import ConfigError
 from coevo.evaluation.results import TaskOutcome
 from coevo.graphs.registry import get_strategy
 from coevo.meta.state import EvalSummary
+from coevo.observe.progress import NullReporter
 from coevo.records import PairScore, Promotion
 from coevo.report.plots import compare_plot
 from coevo.report.tables import best_summary, rank_summary, table_markdown, timr_summary
@@ -113,9 +114,18 @@ def test_a_vace_table_re_tests_its_rejected_candidates_under_the_rounds_weights(
     spec = TableSpec(name="t", preset="-", suite="-", strategies=["vace", "static"], reference="vace", seeds=1,
                      extras=["rejected_test", "decompose"])
     context_for, _ = services(archive, effect="regress")
-    result = asyncio.run(run_table(spec, config, context_for=context_for, archive=archive))
+
+    class Jobs(NullReporter):
+        def start(self, label, total):
+            labels.append(label)
+
+    labels: list[str] = []
+    result = asyncio.run(run_table(spec, config, context_for=context_for, archive=archive, reporter=Jobs()))
     vace = result.comparison.rows[0]
     assert vace.rejected >= 1 and vace.accepted == 0  # the rule hurts: every candidate is rejected
+    # the extras' re-tests show their progress too (a rejected candidate is evaluated on test only there)
+    assert all(any(r.candidate.harness_id[:12] in label and "/test" in label for label in labels)
+               for r in result.rejections)
     assert len(result.rejections) == vace.rejected
     rounds = {r: ckpt for r, _, ckpt in result.comparison.runs[0].rounds}
     for r in result.rejections:
