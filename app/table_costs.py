@@ -1,5 +1,5 @@
 """What a table invocation cost, kept on disk while it runs, so an invocation that never writes its table
-still counts in the table's cost (issue 39: CPU seconds summed over *every* invocation).
+still counts in the table's cost (a table reports the CPU seconds of *every* invocation that worked on it).
 
 ``benchmarks/tables.py`` runs for hours and is stopped and continued (Ctrl-C, ``kill``, a watchdog's
 ``kill -9``, a machine that goes away). Only an invocation that finishes writes the results JSON with its

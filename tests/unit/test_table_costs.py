@@ -75,13 +75,15 @@ def test_a_ledger_records_on_entry_on_failure_and_never_after_done(tmp_path):
         assert not ledger.path.exists() and not ledger.record()  # nothing written once done
     assert not now.stopped and now.cpu_s >= 0.2 and now.id == ledger.id and not ledger.path.exists()
 
+    before = signal.getsignal(signal.SIGTERM)  # the test worker's own (another test may have set one)
     with pytest.raises(RuntimeError):
         with CostLedger(tmp_path, "table_t", "abc", [], KEY, interval_s=60) as failed:
+            assert signal.getsignal(signal.SIGTERM) == failed._terminated
             _busy(0.2)
             raise RuntimeError("a run failed")
     last = _record_of(failed)
     assert last.stopped and last.cpu_s >= 0.2  # the record written at the failure, not the one on entry
-    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the ledger's handler is gone with it
+    assert signal.getsignal(signal.SIGTERM) is before  # the ledger's handler is gone with it
 
 
 def test_only_gone_invocations_of_the_same_table_are_folded_oldest_first(tmp_path):
