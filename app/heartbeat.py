@@ -43,7 +43,6 @@ class Heartbeat:
 
     def __init__(self, archive: Any, run_id: str, interval_s: float = INTERVAL_S) -> None:
         self.archive, self.run_id, self.interval_s = archive, run_id, interval_s
-        self.host, self.pid = socket.gethostname(), os.getpid()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 

@@ -5,7 +5,8 @@ still counts in the table's cost (a table reports the CPU seconds of *every* inv
 ``kill -9``, a machine that goes away). Only an invocation that finishes writes the results JSON with its
 ``Invocation``; before this ledger a stopped one left no trace, and the table under-reported its cost.
 Now every invocation keeps a record, ``{stem}.{host}-{pid}-{id}.running`` (JSON) beside the results: its
-id, commit, seeds, the table's key (run config, table spec, budget), and its wall and CPU seconds so far.
+id, commit, seeds, the table's key (run config, table spec, effective budget and seed count), and its wall and
+CPU seconds so far.
 It is written when the invocation starts, every ``INTERVAL_S`` seconds from a daemon thread, on SIGTERM
 (written, then the process exits at once with status 143, as ``kill`` always made it) and when it ends by
 an exception (Ctrl-C). A finished invocation removes its record once its results are written. The next
@@ -33,7 +34,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from pydantic import BaseModel, Field
 
@@ -78,8 +79,8 @@ class CostLedger:
     ``ledger.invocation()`` is the ``Invocation`` measured now; ``ledger.done(folded)`` removes this
     record and the ``folded`` ones once the results holding their invocations are written (no record is
     written after it). ``key``: what makes two invocations the same table (JSON: the run config, the table
-    spec, the budget), so a later invocation folds only its own table's records. A record that cannot be
-    written is logged, never raised."""
+    spec, the effective budget and seed count), so a later invocation folds only its own table's records. A
+    record that cannot be written is logged, never raised."""
 
     def __init__(self, folder: Path, stem: str, commit: str, seeds: list[int], key: dict[str, Any],
                  interval_s: float = INTERVAL_S, strategies: list[str] | None = None) -> None:
@@ -150,7 +151,7 @@ class CostLedger:
         if kind is not None:  # stopped before its results were written: the last record says what it cost
             self.record()
 
-    def done(self, folded: list[Path] = ()) -> None:  # type: ignore[assignment]
+    def done(self, folded: Sequence[Path] = ()) -> None:
         """Remove this invocation's record and the ``folded`` ones (their invocations are in the results now)."""
         with self._lock:
             self._done = True
@@ -161,8 +162,8 @@ class CostLedger:
 def stopped_invocations(folder: Path, stem: str, key: dict[str, Any], parts: bool = False,
                         now: float | None = None) -> tuple[list[Invocation], list[Path]]:
     """The records of results stem ``stem`` (``table_NAME``, or a part's ``table_NAME.seeds-S``), and with
-    ``parts`` of every part of it, in ``folder``, whose invocation is gone (module doc: its pid gone on this
-    host, or its record older than ``STALE_S`` at ``now``, a ``time.time()``) and whose table ``key`` is
+    ``parts`` of every part of it, in ``folder``, whose invocation is gone (module doc: on this host its pid gone;
+    from another host its record older than ``STALE_S`` at ``now``, a ``time.time()``) and whose table ``key`` is
     ``key``: their ``Invocation`` (``stopped = True``, oldest record first) and their files (remove them
     once the results that hold them are written: ``CostLedger.done``). A live invocation's record and an
     unreadable one are left where they are (the second logged)."""
