@@ -305,14 +305,25 @@ async def start_run(start: Start, archive: Archive, run_id: str | None = None, r
     """``async with start_run(start, archive) as run: state = await run.advance()``: the new run ``start``
     (``prepare_start``) opened on ``archive`` (the caller's, left open) under ``run_id`` (default
     ``new_run_id``), with ``context`` replacing the default services (tests). On leaving, the tracker,
-    checkpointer and executor are closed."""
+    checkpointer and executor are closed. A ``run_id`` already stored (a run stopped before its first
+    checkpoint, started again) is claimed as a resume claims it: ``RunError``, nothing changed, while
+    another process runs it."""
     config = start.config
+    run_id = run_id or new_run_id(config)
     async with AsyncExitStack() as stack:
         stack.callback(start.release)
-        run_id = run_id or new_run_id(config)
-        ctx = _services(stack, config, archive, run_id, start.strategy, reporter, context, start.prepared)
-        async with _driven(stack, config, run_id, start.strategy, archive, ctx, resumed=False) as run:
-            yield run
+        found = archive.get(RunRecord, run_id)  # stored by a process that stopped (or runs) before a checkpoint
+        previous = _claim(archive, found) if found is not None else None
+        claimed = found is not None
+        try:
+            ctx = _services(stack, config, archive, run_id, start.strategy, reporter, context, start.prepared)
+            claimed = False  # from here the run's driver keeps its status and heartbeat
+            async with _driven(stack, config, run_id, start.strategy, archive, ctx, resumed=False) as run:
+                yield run
+        except BaseException:
+            if claimed:
+                unclaim(archive, found, previous)
+            raise
 
 
 @asynccontextmanager
@@ -327,13 +338,7 @@ async def resume_run(config: RunConfig, run_id: str | None, archive: Archive, ap
     processes would write one run), ``AmbiguousIdError`` for a prefix several runs share, ``StaleTaskIdsError``
     when its stored task ids are ones its env no longer gives (``coevo.app.task_ids``), nothing changed."""
     found = find_run(archive, run_id, config.db)
-    previous = archive.get(RunHeartbeat, found.id)
-    verdict = liveness(previous)
-    if found.status == "running" and verdict.alive:
-        raise RunError(f"run {found.id} is running now ({verdict.text}): a second process would write the same "
-                       "run. Wait for it to end, or stop that process and resume then (a pid that is no longer a "
-                       "coevo process was reused: its heartbeat goes stale within 2 minutes); nothing was changed")
-    claim(archive, found.id)  # a second resume from now on is refused; a failure before the run is driven undoes it
+    previous = _claim(archive, found)  # a failure before the run is driven undoes the claim
     claimed = True
     try:
         config = _open_run(archive, config, found, approve)
@@ -354,6 +359,21 @@ async def resume_run(config: RunConfig, run_id: str | None, archive: Archive, ap
         if claimed:
             unclaim(archive, found, previous)
         raise
+
+
+def _claim(archive: Archive, found: RunRecord) -> RunHeartbeat | None:
+    """Claim the stored run ``found`` for this process (``coevo.app.heartbeat.claim``) and return its heartbeat
+    as it was (for ``unclaim``). Raises ``RunError``, nothing changed, when it is running and its heartbeat
+    alive: two processes would write one run (a second resume, or a second ``coevo compare`` starting the same
+    run id again before its first checkpoint)."""
+    previous = archive.get(RunHeartbeat, found.id)
+    verdict = liveness(previous)
+    if found.status == "running" and verdict.alive:
+        raise RunError(f"run {found.id} is running now ({verdict.text}): a second process would write the same "
+                       "run. Wait for it to end, or stop that process and resume then (a pid that is no longer a "
+                       "coevo process was reused: its heartbeat goes stale within 2 minutes); nothing was changed")
+    claim(archive, found.id)  # from now on a second process is refused
+    return previous
 
 
 async def run_meta(config: RunConfig, run_id: str | None = None, resume: bool = False, approve: bool = False,

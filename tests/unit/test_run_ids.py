@@ -184,6 +184,26 @@ def test_a_run_another_process_is_running_now_is_not_resumed_beside_it(tmp_path)
     assert state["decisions"] and archive.get(RunRecord, "vace-busy").status == "done"
 
 
+def test_a_run_started_again_under_its_id_while_another_process_starts_it_is_refused(tmp_path):
+    """``coevo compare`` starts a run anew under its fixed id when the run has a row but no checkpoint (a
+    process stopped, or still loading, before its first one): that start is claimed as a resume is, so a
+    second process is refused while the first is alive, nothing changed, and runs once it is gone."""
+    config, ctx, archive = setup_run(tmp_path, "help")
+    archive.put(RunRecord(id="vace-twice", strategy="vace", config=config.model_dump(mode="json")))
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        archive.put(RunHeartbeat(id="vace-twice", host=socket.gethostname(), pid=other.pid))
+        with pytest.raises(RunError, match=rf"run vace-twice is running now \(alive: pid {other.pid} on this host"):
+            asyncio.run(run_meta(config, run_id="vace-twice", context=ctx, archive=archive))
+        assert archive.get(RunRecord, "vace-twice").status == "running" and not archive.list(EvaluationRecord)
+        assert heartbeats(archive)["vace-twice"].pid == other.pid
+    finally:
+        other.kill()
+        other.wait()
+    state = asyncio.run(run_meta(config, run_id="vace-twice", context=ctx, archive=archive))
+    assert state["decisions"] and archive.get(RunRecord, "vace-twice").status == "done"
+
+
 def test_a_resume_claims_its_run_before_it_loads_anything_and_gives_it_back_if_it_fails(tmp_path, monkeypatch):
     """Loading a policy can take minutes: the resume marks the run running with its own heartbeat right after
     the check, so a second process resuming it meanwhile finds it running and alive and is refused. A resume
