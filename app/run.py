@@ -317,8 +317,8 @@ async def start_run(start: Start, archive: Archive, run_id: str | None = None, r
         claimed = found is not None
         try:
             ctx = _services(stack, config, archive, run_id, start.strategy, reporter, context, start.prepared)
-            claimed = False  # from here the run's driver keeps its status and heartbeat
             async with _driven(stack, config, run_id, start.strategy, archive, ctx, resumed=False) as run:
+                claimed = False  # its graph open: from here the run's driver keeps its status and heartbeat
                 yield run
         except BaseException:
             if claimed:
@@ -352,8 +352,8 @@ async def resume_run(config: RunConfig, run_id: str | None, archive: Archive, ap
                 freed = remove(dead)
                 log.info("run %s: removed %d folder(s) of unfinished stages (%.1f MB)", found.id, len(dead),
                          freed / 1e6)
-            claimed = False  # from here the run's driver keeps its status and heartbeat
             async with _driven(stack, config, found.id, strategy, archive, ctx, resumed=True) as run:
+                claimed = False  # its graph open: from here the run's driver keeps its status and heartbeat
                 yield run
     except BaseException:
         if claimed:
@@ -370,8 +370,9 @@ def _claim(archive: Archive, found: RunRecord) -> RunHeartbeat | None:
     verdict = liveness(previous)
     if found.status == "running" and verdict.alive:
         raise RunError(f"run {found.id} is running now ({verdict.text}): a second process would write the same "
-                       "run. Wait for it to end, or stop that process and resume then (a pid that is no longer a "
-                       "coevo process was reused: its heartbeat goes stale within 2 minutes); nothing was changed")
+                       "run. Wait for it to end, or stop that process and run the same command again (a pid that is no "
+                       "longer a coevo process was reused: its heartbeat goes stale within 2 minutes); nothing was "
+                       "changed")
     claim(archive, found.id)  # from now on a second process is refused
     return previous
 

@@ -227,6 +227,30 @@ def test_a_resume_claims_its_run_before_it_loads_anything_and_gives_it_back_if_i
     assert archive.get(RunRecord, "vace-claim").status == "failed" and heartbeats(archive)["vace-claim"].pid == killed
 
 
+@pytest.mark.parametrize("step", ["_services", "open_checkpointer"])
+def test_a_start_under_a_stored_id_that_fails_before_its_run_is_driven_gives_the_run_back(tmp_path, monkeypatch,
+                                                                                           step):
+    """A start under a stored id claims the run; a failure before its graph runs (building the services, or
+    opening the checkpointer) leaves the run's status and heartbeat as it found them."""
+    from coevo.app import run as run_module
+
+    config, ctx, archive = setup_run(tmp_path, "help")
+    archive.put(RunRecord(id="vace-back", strategy="vace", status="failed", config=config.model_dump(mode="json")))
+    killed = _gone_pid()
+    archive.put(RunHeartbeat(id="vace-back", host=socket.gethostname(), pid=killed))
+    seen = []
+
+    def failing(*args, **kwargs):
+        seen.append((archive.get(RunRecord, "vace-back").status, heartbeats(archive)["vace-back"].pid))
+        raise RuntimeError(f"{step} failed")
+
+    monkeypatch.setattr(run_module, step, failing)
+    with pytest.raises(RuntimeError, match=f"{step} failed"):
+        asyncio.run(run_meta(config, run_id="vace-back", context=ctx, archive=archive))
+    assert seen == [("running", os.getpid())]  # claimed before it failed
+    assert archive.get(RunRecord, "vace-back").status == "failed" and heartbeats(archive)["vace-back"].pid == killed
+
+
 def _gone_pid() -> int:
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait()
