@@ -34,8 +34,9 @@ rerun reads them back):
 - ``ranks`` (Harness-S Table 5): Rank-r routed test under the final policy against H0 under it, from the
   runs' own final test (``coevo.report.tables.rank_rows``).
 - ``best_reached`` (WHALE: best accuracy and the rollouts spent to reach it): every round's incumbent pair
-  evaluated on test; per run the best mean@k and the cumulative train + val + search rollouts at the
-  first round that reached it (``coevo.report.tables.best_rows``).
+  evaluated on test, and the final pair when no round ended holding it (the budget stopped the run mid-round);
+  per run the best mean@k and the cumulative train + val + search rollouts at the first round that reached it
+  (``coevo.report.tables.best_summary``).
 - ``decompose`` (which lever did what): ``coevo decompose`` of every run of the reference strategy — the 2x2
   of (H0, H_final) x (W0, W_final) on test, each effect paired per task (``coevo.app.decompose``).
 - ``promoted_timr`` (CoEvo-RSI: inheritance lowers TIMR): the TIMR of every promoted pair on val from the
@@ -164,7 +165,8 @@ class Rejection(BaseModel):
 
 class RoundTest(BaseModel):
     """A run's round-``round`` incumbent pair on test (``round_tests``): its mean@k ``score`` and the run's
-    cumulative train + val + search ``rollouts`` by the end of that round (None: no budget rows then)."""
+    cumulative train + val + search ``rollouts`` by the end of that round (None: no budget rows then);
+    ``final``: the run's final pair, held after a round that did not end (``final_pair_test``)."""
 
     strategy: str
     seed: int
@@ -173,6 +175,7 @@ class RoundTest(BaseModel):
     score: float
     harness_id: str
     checkpoint_id: str
+    final: bool = False
 
 
 ContextFor = Callable[[RunConfig], Any]
@@ -232,7 +235,24 @@ async def round_tests(comparison: Comparison, config: RunConfig, archive: Archiv
             summary = EvalSummary.of(await ctx.evaluate(harness, ckpt, "test"))
             out.append(RoundTest(strategy=run.strategy, seed=run.seed, round=rnd, rollouts=spent.get(rnd),
                                  score=summary.score, harness_id=harness, checkpoint_id=ckpt))
+        last = final_pair_test(run)
+        if last is not None:
+            out.append(last)
     return out
+
+
+def final_pair_test(run: StrategyRun) -> RoundTest | None:
+    """The run's final pair as a ``RoundTest`` (``final=True``) when no round ended holding it: a run the
+    budget stopped after a weight stage and before its round's search ends on a checkpoint no round summary
+    names. Its score is the run's own final test, its rollouts everything the run was charged
+    (``budget["rollouts"]``), its round the one after the last summarised. None when the run has no final
+    test or its last round already held the pair."""
+    final = run.final
+    if final is None or (run.rounds and tuple(run.rounds[-1][1:]) == (final.harness_id, final.checkpoint_id)):
+        return None
+    return RoundTest(strategy=run.strategy, seed=run.seed, round=run.rounds[-1][0] + 1 if run.rounds else 0,
+                     rollouts=run.budget.get("rollouts"), score=final.score, harness_id=final.harness_id,
+                     checkpoint_id=final.checkpoint_id, final=True)
 
 
 class Decomposed(BaseModel):

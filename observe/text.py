@@ -13,6 +13,14 @@ def plain(x: Any) -> str:
     return "–" if x is None else f"{x:.3f}"
 
 
+def count(x: float | None) -> str:
+    """A count such as rollouts: whole when it is (``830``), else to one decimal (a mean over seeds,
+    ``811.5``), ``–`` for None."""
+    if x is None:
+        return "–"
+    return f"{x:.0f}" if float(x).is_integer() else f"{x:.1f}"
+
+
 def percent(x: float | None) -> str:
     """A rate in [0, 1] as a whole percentage (``0.38`` -> ``38%``), ``–`` for None."""
     return "–" if x is None else f"{x:.0%}"

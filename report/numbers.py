@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from coevo.observe.text import magnitude, percent, plain, signed
+from coevo.observe.text import count, magnitude, percent, plain, signed
 from coevo.records import EvaluationRecord
 
-__all__ = ["difference_text", "magnitude", "percent", "plain", "score_text", "significance", "signed",
+__all__ = ["count", "difference_text", "magnitude", "percent", "plain", "score_text", "significance", "signed",
            "stored_estimate", "stored_estimates", "stored_score"]
 
 if TYPE_CHECKING:  # SciPy (~1 s) loads only when an interval is computed

@@ -9,7 +9,7 @@ from typing import Any, Sequence
 from coevo.evaluation.stats import difference_estimate, score_estimate
 from coevo.records import Promotion
 from coevo.records.pairing import paired_tasks
-from coevo.report.numbers import difference_text, plain, score_text
+from coevo.report.numbers import count, difference_text, plain, score_text
 
 
 def strategy_rows(comparison: Any) -> dict[str, dict[str, Any]]:
@@ -86,7 +86,8 @@ def best_summary(round_tests: Sequence[Any]) -> dict[str, Any]:
             mine = sorted((r for r in round_tests if r.strategy == name and r.seed == seed), key=lambda r: r.round)
             best = max(r.score for r in mine)
             first = next(r for r in mine if r.score == best)
-            seeds.append({"seed": seed, "best": best, "round": first.round, "rollouts": first.rollouts})
+            seeds.append({"seed": seed, "best": best, "round": first.round, "rollouts": first.rollouts,
+                          "final": getattr(first, "final", False)})
         spent = [s["rollouts"] for s in seeds if s["rollouts"] is not None]
         out[name] = {"per_seed": seeds, "best_mean": sum(s["best"] for s in seeds) / len(seeds),
                      "rollouts_mean": sum(spent) / len(spent) if spent else None}
@@ -166,13 +167,20 @@ def extras_lines(extras: dict[str, Any]) -> list[str]:
                           for k, v in entry.items() if k != "h0")
         out.append(f"- routing, {name}: H0 under the final policy {score_text(_estimate(entry['h0']))}; {ranks}")
     for name, entry in extras.get("best_reached", {}).items():
-        seeds = ", ".join(f"seed {s['seed']} {s['best']:.3f} at round {s['round']} ({plain(s['rollouts'])} rollouts)"
+        seeds = ", ".join(f"seed {s['seed']} {s['best']:.3f} at {_reached(s)} ({count(s['rollouts'])} rollouts)"
                           for s in entry["per_seed"])
         out.append(f"- best test mean@k reached, {name}: mean {entry['best_mean']:.3f} after "
-                   f"{plain(entry['rollouts_mean'])} rollouts on average ({seeds})")
+                   f"{count(entry['rollouts_mean'])} rollouts on average ({seeds})")
     for name, entry in extras.get("promoted_timr", {}).items():
         out.append(f"- promoted pairs, {name}: {len(entry['promoted'])}, mean val TIMR {plain(entry['mean_timr'])}")
     return out
+
+
+def _reached(seed: dict[str, Any]) -> str:
+    """Where a seed's best pair was held: its round, or the final pair of a round the budget cut short."""
+    if seed.get("final"):
+        return f"the final pair (round {seed['round']}, which the budget ended before it finished)"
+    return f"round {seed['round']}"
 
 
 def table_markdown(result: Any) -> str:

@@ -13,7 +13,16 @@ from test_compare import services
 from test_meta_loop import setup_run
 
 from coevo.app.compare import Comparison, StrategyRun, summarise
-from coevo.app.tables import Invocation, RoundTest, TableResult, TableSpec, load_table, results_json, run_table
+from coevo.app.tables import (
+    Invocation,
+    RoundTest,
+    TableResult,
+    TableSpec,
+    final_pair_test,
+    load_table,
+    results_json,
+    run_table,
+)
 from coevo.config import ConfigError
 from coevo.evaluation.results import TaskOutcome
 from coevo.graphs.registry import get_strategy
@@ -21,7 +30,7 @@ from coevo.meta.state import EvalSummary
 from coevo.observe.progress import NullReporter
 from coevo.records import PairScore, Promotion
 from coevo.report.plots import compare_plot
-from coevo.report.tables import best_summary, rank_summary, table_markdown, timr_summary
+from coevo.report.tables import best_summary, extras_lines, rank_summary, table_markdown, timr_summary
 
 ROOT = Path(__file__).resolve().parents[2]
 PRESET = """strategy = "vace"
@@ -263,6 +272,25 @@ def test_best_mean_at_k_is_read_with_the_rollouts_spent_at_the_first_round_reach
     best = best_summary(rows)["whale"]
     assert [(s["best"], s["round"], s["rollouts"]) for s in best["per_seed"]] == [(0.5, 1, 200.0), (0.3, 0, 90.0)]
     assert best["best_mean"] == pytest.approx(0.4) and best["rollouts_mean"] == pytest.approx(145.0)
+
+
+def test_the_final_pair_of_a_run_the_budget_stopped_mid_round_counts_toward_the_best_reached():
+    """A WHALE run stopped by the budget after a weight stage, before its round's search, ends on a checkpoint
+    no round summary names: its final test is a point of the best-reached curve, at everything the run spent."""
+    final = _summary("h1", {"a": 1.0, "b": 1.0, "c": 1.0, "d": 0.0}).model_copy(update={"checkpoint_id": "w3"})
+    run = StrategyRun(strategy="fst", seed=0, run_id="r", final=final, budget={"rollouts": 896.0},
+                      rounds=[(0, "h0", "w1"), (1, "h1", "w2")])
+    last = final_pair_test(run)
+    assert (last.round, last.rollouts, last.score, last.checkpoint_id, last.final) == (2, 896.0, 0.75, "w3", True)
+    held = run.model_copy(update={"rounds": [(0, "h0", "w1"), (1, "h1", "w3")]})
+    assert final_pair_test(held) is None  # the last round held it: already re-tested
+    assert final_pair_test(run.model_copy(update={"final": None})) is None  # no final test (a failed run)
+    rows = [RoundTest(strategy="fst", seed=0, round=r, rollouts=r * 400.0 + 100, score=s, harness_id="h",
+                      checkpoint_id=f"w{r + 1}") for r, s in enumerate([0.5, 0.7])] + [last]
+    (seed,) = best_summary(rows)["fst"]["per_seed"]
+    assert (seed["best"], seed["round"], seed["rollouts"], seed["final"]) == (0.75, 2, 896.0, True)
+    text = "\n".join(extras_lines({"best_reached": best_summary(rows)}))
+    assert "fst: mean 0.750 after 896 rollouts on average (seed 0 0.750 at the final pair (round 2" in text
 
 
 def test_promoted_pairs_timr_comes_from_the_accepted_promotions(tmp_path):
