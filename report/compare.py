@@ -59,7 +59,7 @@ def budget_rows(comparison: Any) -> list[tuple[str, ...]]:
 
 
 BUDGET_HEADERS = ("strategy", "rollouts (train + val)", "policy tokens", "policy cost ($)", "meta-LLM tokens",
-                  "meta-LLM cost ($)", "rounds", "val @ matched budget")
+                  "meta-LLM cost ($)", "rounds validated", "val @ matched budget")
 
 
 def phases_text(spent: dict[str, float]) -> str:
