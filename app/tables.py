@@ -245,10 +245,15 @@ def final_pair_test(run: StrategyRun) -> RoundTest | None:
     """The run's final pair as a ``RoundTest`` (``final=True``) when no round ended holding it: a run the
     budget stopped after a weight stage and before its round's search ends on a checkpoint no round summary
     names. Its score is the run's own final test, its rollouts everything the run was charged
-    (``budget["rollouts"]``), its round the one after the last summarised. None when the run has no final
-    test or its last round already held the pair."""
+    (``budget["rollouts"]``), its round the one after the last summarised. None when the budget did not stop
+    the run (a final pair of its own, such as Harness-S's H0 under the final policy, is no round's incumbent),
+    the run has no final test, its last round already held the pair, or the pair is the start pair."""
     final = run.final
-    if final is None or (run.rounds and tuple(run.rounds[-1][1:]) == (final.harness_id, final.checkpoint_id)):
+    if final is None or not run.budget_stop:
+        return None
+    pair = (final.harness_id, final.checkpoint_id)
+    if (run.rounds and tuple(run.rounds[-1][1:]) == pair) or (
+            run.start is not None and (run.start.harness_id, run.start.checkpoint_id) == pair):
         return None
     return RoundTest(strategy=run.strategy, seed=run.seed, round=run.rounds[-1][0] + 1 if run.rounds else 0,
                      rollouts=run.budget.get("rollouts"), score=final.score, harness_id=final.harness_id,

@@ -179,7 +179,7 @@ def extras_lines(extras: dict[str, Any]) -> list[str]:
 def _reached(seed: dict[str, Any]) -> str:
     """Where a seed's best pair was held: its round, or the final pair of a round the budget cut short."""
     if seed.get("final"):
-        return f"the final pair (round {seed['round']}, which the budget ended before it finished)"
+        return f"round {seed['round']}'s final pair, the round the budget cut short"
     return f"round {seed['round']}"
 
 

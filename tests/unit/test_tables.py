@@ -279,18 +279,20 @@ def test_the_final_pair_of_a_run_the_budget_stopped_mid_round_counts_toward_the_
     no round summary names: its final test is a point of the best-reached curve, at everything the run spent."""
     final = _summary("h1", {"a": 1.0, "b": 1.0, "c": 1.0, "d": 0.0}).model_copy(update={"checkpoint_id": "w3"})
     run = StrategyRun(strategy="fst", seed=0, run_id="r", final=final, budget={"rollouts": 896.0},
-                      rounds=[(0, "h0", "w1"), (1, "h1", "w2")])
+                      rounds=[(0, "h0", "w1"), (1, "h1", "w2")], budget_stop="round 2's search would pass the cap")
     last = final_pair_test(run)
     assert (last.round, last.rollouts, last.score, last.checkpoint_id, last.final) == (2, 896.0, 0.75, "w3", True)
     held = run.model_copy(update={"rounds": [(0, "h0", "w1"), (1, "h1", "w3")]})
     assert final_pair_test(held) is None  # the last round held it: already re-tested
     assert final_pair_test(run.model_copy(update={"final": None})) is None  # no final test (a failed run)
+    assert final_pair_test(run.model_copy(update={"budget_stop": ""})) is None  # a final pair of its own (Harness-S)
+    assert final_pair_test(run.model_copy(update={"start": final})) is None  # stopped before it changed anything
     rows = [RoundTest(strategy="fst", seed=0, round=r, rollouts=r * 400.0 + 100, score=s, harness_id="h",
                       checkpoint_id=f"w{r + 1}") for r, s in enumerate([0.5, 0.7])] + [last]
     (seed,) = best_summary(rows)["fst"]["per_seed"]
     assert (seed["best"], seed["round"], seed["rollouts"], seed["final"]) == (0.75, 2, 896.0, True)
     text = "\n".join(extras_lines({"best_reached": best_summary(rows)}))
-    assert "fst: mean 0.750 after 896 rollouts on average (seed 0 0.750 at the final pair (round 2" in text
+    assert "fst: mean 0.750 after 896 rollouts on average (seed 0 0.750 at round 2's final pair, the round the " in text
 
 
 def test_promoted_pairs_timr_comes_from_the_accepted_promotions(tmp_path):
