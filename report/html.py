@@ -17,7 +17,7 @@ from coevo.report.decompose import decompose_section, newest_effects
 from coevo.report.engineer import engineer_section
 from coevo.report.harness_s import harness_s_sections
 from coevo.report.harness_use import harness_use_section
-from coevo.report.numbers import difference_text, plain, score_text, stored_estimate
+from coevo.report.numbers import difference_text, plain, score_text, stored_estimate, stored_score
 from coevo.report.phases import phases_html
 from coevo.report.plots import decompose_plot, lineage_plot, train_plot, validation_plot
 from coevo.report.rsi import rsi_section
@@ -187,7 +187,7 @@ pre{{background:#f6f6f6;padding:1em;overflow:auto}}</style></head><body>
 <h1>coevo run <code>{run_id}</code></h1><p>strategy <b>{run.strategy}</b>, status {run.status},
 env <code>{html.escape(str(run.config.get('env', {}).get('ref', '')))}</code>, \
 policy <code>{html.escape(str(run.config.get('policy', '')))}</code>;
-trivial-policy baseline on val: {trivial_val}</p>
+trivial-policy baseline on val: {stored_score(trivial_val)}</p>
 <p>Scores: mean [95 % interval] n = tasks (Wilson for pass/fail, bootstrap for partial credit; a difference is
 paired per task and significant at 95 % when its interval excludes 0).</p>
 {gates}

@@ -3,6 +3,7 @@ malformed LLM replies into rejected proposals, and a run killed mid-round resume
 
 import asyncio
 import json
+import re
 
 import pytest
 from langchain_core.messages import AIMessage
@@ -259,6 +260,7 @@ def test_report_and_summary_show_rounds_decisions_and_plots(tmp_path):
     page = write_report("run-1", config.db, tmp_path / "report")
     text = page.read_text()
     assert "accepted" in text and (tmp_path / "report" / "validation.png").stat().st_size > 1000
+    assert re.search(r"trivial-policy baseline on val: (\d\.\d{3}|–)</p>", text)  # three decimals, as every score
     assert (tmp_path / "report" / "lineage.png").exists()
     assert "rules" in text  # the final harness diff against H0 shows the added rule
     # the weight stages: round 0 under H0 (val 0 before and after), round 1 under the accepted candidate (val 1)
