@@ -7,8 +7,9 @@ a ``Heartbeat`` thread writes the process's host, pid and the time to the archiv
 ``INTERVAL_S`` seconds (a ``coevo.records.RunHeartbeat``, the ``run_heartbeats`` table); ``liveness`` reads it back:
 on the same host a run whose pid is gone is dead; on another host, one that has not beaten for
 ``STALE_S`` seconds is presumed dead. ``coevo archive list`` and ``show`` print the verdict beside a
-``running`` status. A resume (``coevo.app.run.resume_run``) refuses a run that is running and alive, and
-``claim``s the run before it loads anything, so a second resume meanwhile is refused too.
+``running`` status. A resume (``coevo.app.run.resume_run``), or a start under a stored run id, holds a ``Claim`` on
+the run: it refuses a run that is running and alive, and claims the run before it loads anything, so a second
+process meanwhile is refused too.
 """
 
 from __future__ import annotations
@@ -91,6 +92,45 @@ def unclaim(archive: Any, run: Any, previous: RunHeartbeat | None) -> None:
     archive.update_run(run.id, status=run.status)
     if previous is not None:
         archive.put(previous)
+
+
+class Claim:
+    """``with Claim(archive, found) as claimed: ...; claimed.hand_over()``: the stored run ``found`` (a
+    ``coevo.records.RunRecord`` in ``archive``, a ``coevo.storage.Archive``; None: a new run, nothing to claim)
+    claimed for this process while it opens (``claim``: its heartbeat and status ``running``), so a second process
+    meanwhile is refused. Raises ``RunError``, nothing changed, when the run is running and its heartbeat alive:
+    two processes would write one run (a second resume, or a second ``coevo compare`` starting the same run id
+    again before its first checkpoint). Leaving with an exception before ``hand_over`` (the run's graph open: from
+    then its driver keeps its status and heartbeat) gives the run back its status and heartbeat (``unclaim``)."""
+
+    def __init__(self, archive: Any, found: Any) -> None:
+        self.archive, self.found = archive, found
+        self.previous: RunHeartbeat | None = None
+        self.held = False
+
+    def __enter__(self) -> "Claim":
+        if self.found is None:
+            return self
+        self.previous = self.archive.get(RunHeartbeat, self.found.id)
+        verdict = liveness(self.previous)
+        if self.found.status == "running" and verdict.alive:
+            from coevo.app.preflight import RunError  # the user's error for a run; loaded only to refuse one
+
+            raise RunError(f"run {self.found.id} is running now ({verdict.text}): a second process would write the "
+                           "same run. Wait for it to end, or stop that process and run the same command again (a pid "
+                           "that is no longer a coevo process was reused: its heartbeat goes stale within 2 "
+                           "minutes); nothing was changed")
+        claim(self.archive, self.found.id)
+        self.held = True
+        return self
+
+    def hand_over(self) -> None:
+        """The run's driver keeps its status and heartbeat from here: an exception no longer undoes the claim."""
+        self.held = False
+
+    def __exit__(self, kind: Any, *exc: Any) -> None:
+        if kind is not None and self.held:
+            unclaim(self.archive, self.found, self.previous)
 
 
 @dataclass(frozen=True)

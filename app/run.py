@@ -38,7 +38,7 @@ from langgraph.types import Command, Interrupt, StateSnapshot
 from pydantic import ValidationError
 
 from coevo.app.checkpointer import open_checkpointer
-from coevo.app.heartbeat import Heartbeat, claim, liveness, unclaim
+from coevo.app.heartbeat import Claim, Heartbeat
 from coevo.app.preflight import Prepared, RunError, anchored, approving, check_splits, dry_run_agent, preflight
 from coevo.app.services import make_context
 from coevo.app.stage_folders import leftovers, remove
@@ -50,7 +50,7 @@ from coevo.meta.context import MetaContext
 from coevo.meta.state import state_models
 from coevo.observe.progress import Reporter
 from coevo.observe.tracking import Tracker, open_tracker, require_tracker
-from coevo.records import RunHeartbeat, RunRecord
+from coevo.records import RunRecord
 from coevo.storage import AmbiguousIdError, Archive, ArchiveError, ArchiveFullError
 from coevo.storage.connection import exists
 from coevo.storage.errors import disk_full
@@ -312,18 +312,12 @@ async def start_run(start: Start, archive: Archive, run_id: str | None = None, r
     run_id = run_id or new_run_id(config)
     async with AsyncExitStack() as stack:
         stack.callback(start.release)
-        found = archive.get(RunRecord, run_id)  # stored by a process that stopped (or runs) before a checkpoint
-        previous = _claim(archive, found) if found is not None else None
-        claimed = found is not None
-        try:
+        # a row stored by a process that stopped (or still runs) before the run's first checkpoint
+        with Claim(archive, archive.get(RunRecord, run_id)) as claimed:
             ctx = _services(stack, config, archive, run_id, start.strategy, reporter, context, start.prepared)
             async with _driven(stack, config, run_id, start.strategy, archive, ctx, resumed=False) as run:
-                claimed = False  # its graph open: from here the run's driver keeps its status and heartbeat
+                claimed.hand_over()
                 yield run
-        except BaseException:
-            if claimed:
-                unclaim(archive, found, previous)
-            raise
 
 
 @asynccontextmanager
@@ -338,9 +332,7 @@ async def resume_run(config: RunConfig, run_id: str | None, archive: Archive, ap
     processes would write one run), ``AmbiguousIdError`` for a prefix several runs share, ``StaleTaskIdsError``
     when its stored task ids are ones its env no longer gives (``coevo.app.task_ids``), nothing changed."""
     found = find_run(archive, run_id, config.db)
-    previous = _claim(archive, found)  # a failure before the run is driven undoes the claim
-    claimed = True
-    try:
+    with Claim(archive, found) as claimed:
         config = _open_run(archive, config, found, approve)
         strategy = get_strategy(config.strategy)
         async with AsyncExitStack() as stack:
@@ -353,28 +345,8 @@ async def resume_run(config: RunConfig, run_id: str | None, archive: Archive, ap
                 log.info("run %s: removed %d folder(s) of unfinished stages (%.1f MB)", found.id, len(dead),
                          freed / 1e6)
             async with _driven(stack, config, found.id, strategy, archive, ctx, resumed=True) as run:
-                claimed = False  # its graph open: from here the run's driver keeps its status and heartbeat
+                claimed.hand_over()
                 yield run
-    except BaseException:
-        if claimed:
-            unclaim(archive, found, previous)
-        raise
-
-
-def _claim(archive: Archive, found: RunRecord) -> RunHeartbeat | None:
-    """Claim the stored run ``found`` for this process (``coevo.app.heartbeat.claim``) and return its heartbeat
-    as it was (for ``unclaim``). Raises ``RunError``, nothing changed, when it is running and its heartbeat
-    alive: two processes would write one run (a second resume, or a second ``coevo compare`` starting the same
-    run id again before its first checkpoint)."""
-    previous = archive.get(RunHeartbeat, found.id)
-    verdict = liveness(previous)
-    if found.status == "running" and verdict.alive:
-        raise RunError(f"run {found.id} is running now ({verdict.text}): a second process would write the same "
-                       "run. Wait for it to end, or stop that process and run the same command again (a pid that is no "
-                       "longer a coevo process was reused: its heartbeat goes stale within 2 minutes); nothing was "
-                       "changed")
-    claim(archive, found.id)  # from now on a second process is refused
-    return previous
 
 
 async def run_meta(config: RunConfig, run_id: str | None = None, resume: bool = False, approve: bool = False,

@@ -204,10 +204,14 @@ def test_a_run_started_again_under_its_id_while_another_process_starts_it_is_ref
     assert state["decisions"] and archive.get(RunRecord, "vace-twice").status == "done"
 
 
-def test_a_resume_claims_its_run_before_it_loads_anything_and_gives_it_back_if_it_fails(tmp_path, monkeypatch):
-    """Loading a policy can take minutes: the resume marks the run running with its own heartbeat right after
-    the check, so a second process resuming it meanwhile finds it running and alive and is refused. A resume
-    that fails before its run is driven leaves the run as it found it (status and heartbeat)."""
+@pytest.mark.parametrize("resume, step", [(True, "check_task_ids"), (True, "open_checkpointer"),
+                                          (False, "_services"), (False, "open_checkpointer")])
+def test_a_run_is_claimed_before_it_loads_anything_and_given_back_if_it_fails_before_it_is_driven(
+        tmp_path, monkeypatch, resume, step):
+    """Loading a policy can take minutes: a resume (or a start under a stored id) marks the run running with its
+    own heartbeat right after the check, so a second process meanwhile finds it running and alive and is refused.
+    One that fails before its run is driven (while it loads, builds its services or opens the checkpointer)
+    leaves the run as it found it (status and heartbeat)."""
     from coevo.app import run as run_module
 
     config, ctx, archive = setup_run(tmp_path, "help")
@@ -216,39 +220,15 @@ def test_a_resume_claims_its_run_before_it_loads_anything_and_gives_it_back_if_i
     archive.put(RunHeartbeat(id="vace-claim", host=socket.gethostname(), pid=killed))
     seen = []
 
-    def loading(*args, **kwargs):
-        seen.append((archive.get(RunRecord, "vace-claim").status, heartbeats(archive)["vace-claim"].pid))
-        raise RuntimeError("stopped while loading")
-
-    monkeypatch.setattr(run_module, "check_task_ids", loading)
-    with pytest.raises(RuntimeError, match="stopped while loading"):
-        asyncio.run(run_meta(config, run_id="vace-claim", resume=True, context=ctx, archive=archive))
-    assert seen == [("running", os.getpid())]  # claimed while it loaded
-    assert archive.get(RunRecord, "vace-claim").status == "failed" and heartbeats(archive)["vace-claim"].pid == killed
-
-
-@pytest.mark.parametrize("step", ["_services", "open_checkpointer"])
-def test_a_start_under_a_stored_id_that_fails_before_its_run_is_driven_gives_the_run_back(tmp_path, monkeypatch,
-                                                                                           step):
-    """A start under a stored id claims the run; a failure before its graph runs (building the services, or
-    opening the checkpointer) leaves the run's status and heartbeat as it found them."""
-    from coevo.app import run as run_module
-
-    config, ctx, archive = setup_run(tmp_path, "help")
-    archive.put(RunRecord(id="vace-back", strategy="vace", status="failed", config=config.model_dump(mode="json")))
-    killed = _gone_pid()
-    archive.put(RunHeartbeat(id="vace-back", host=socket.gethostname(), pid=killed))
-    seen = []
-
     def failing(*args, **kwargs):
-        seen.append((archive.get(RunRecord, "vace-back").status, heartbeats(archive)["vace-back"].pid))
+        seen.append((archive.get(RunRecord, "vace-claim").status, heartbeats(archive)["vace-claim"].pid))
         raise RuntimeError(f"{step} failed")
 
     monkeypatch.setattr(run_module, step, failing)
     with pytest.raises(RuntimeError, match=f"{step} failed"):
-        asyncio.run(run_meta(config, run_id="vace-back", context=ctx, archive=archive))
-    assert seen == [("running", os.getpid())]  # claimed before it failed
-    assert archive.get(RunRecord, "vace-back").status == "failed" and heartbeats(archive)["vace-back"].pid == killed
+        asyncio.run(run_meta(config, run_id="vace-claim", resume=resume, context=ctx, archive=archive))
+    assert seen == [("running", os.getpid())]  # claimed while it loaded
+    assert archive.get(RunRecord, "vace-claim").status == "failed" and heartbeats(archive)["vace-claim"].pid == killed
 
 
 def _gone_pid() -> int:
