@@ -25,7 +25,7 @@ def strategy_rows(comparison: Any) -> dict[str, dict[str, Any]]:
 
 
 def rejection_summary(rejections: Sequence[Any]) -> dict[str, Any]:
-    """Per strategy, its rejected gate decisions re-tested (``coevo.app.tables.Rejection``): how many, how
+    """Per strategy, its rejected gate decisions re-tested (``coevo.app.table_extras.Rejection``): how many, how
     many were right (the candidate's test mean@k not above its incumbent's under the same weights), the
     candidates' and incumbents' test scores pooled over decisions and tasks, and candidate − incumbent
     paired per (decision, task) (``difference_estimate``: bootstrap over the pooled pairs)."""
@@ -77,7 +77,7 @@ def rank_summary(comparison: Any) -> dict[str, Any]:
 
 def best_summary(round_tests: Sequence[Any]) -> dict[str, Any]:
     """Per strategy (WHALE: best accuracy and the rollouts spent to reach it), from each run's round-end
-    test scores (``coevo.app.tables.RoundTest``): per seed the best mean@k, the first round reaching it and
+    test scores (``coevo.app.table_extras.RoundTest``): per seed the best mean@k, the first round reaching it and
     the cumulative rollouts then; and their means over seeds."""
     out: dict[str, Any] = {}
     for name in dict.fromkeys(r.strategy for r in round_tests):
@@ -112,7 +112,7 @@ def timr_summary(comparison: Any, archive: Any) -> dict[str, Any]:
 
 
 def decomposition_summary(parts: Sequence[Any]) -> dict[str, Any]:
-    """Per decomposed run (``coevo.app.tables.Decomposed``), ``"<strategy> seed <s>"`` -> each effect and the
+    """Per decomposed run (``coevo.app.table_extras.Decomposed``), ``"<strategy> seed <s>"`` -> each effect and the
     interaction and total as ``difference_text`` (paired per task, n tasks), the cells' scores beside."""
     out = {}
     for d in parts:

@@ -13,16 +13,8 @@ from test_compare import services
 from test_meta_loop import setup_run
 
 from coevo.app.compare import Comparison, StrategyRun, summarise
-from coevo.app.tables import (
-    Invocation,
-    RoundTest,
-    TableResult,
-    TableSpec,
-    final_pair_test,
-    load_table,
-    results_json,
-    run_table,
-)
+from coevo.app.table_extras import RoundTest, final_pair_test
+from coevo.app.tables import Invocation, TableResult, TableSpec, load_table, results_json, run_table
 from coevo.config import ConfigError
 from coevo.evaluation.results import TaskOutcome
 from coevo.graphs.registry import get_strategy
