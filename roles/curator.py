@@ -103,7 +103,11 @@ class CuratorReply(BaseModel):
 class LLMCurator(JsonRole):
     """The curator as an LLM: every failed train trajectory (up to 40, with the task and
     the verifier's error) goes to the model, which groups them by root cause; a group naming a task
-    that did not fail is a validation error (repaired once). A reply that never validates gives no
+    that did not fail is a validation error (repaired once). The reply format sent is narrowed to this
+    call (``narrowed``): a direction's ``task_ids`` come from the failed ones, at least ``min_failed``
+    and at most as many as failed (a model decoding under the format, such as a local one, cannot
+    invent an id or repeat one past that: SmolLM2-135M listed one id eight times), and there are at
+    most ``len(failed) // min_failed`` directions (up to 8). A reply that never validates gives no
     directions and says why in ``Curation.reason``."""
 
     role = "curator"
@@ -135,7 +139,8 @@ class LLMCurator(JsonRole):
                 f"Failures (train split):\n{json.dumps(evidence, indent=1)}")
         fmt = narrowed(CuratorReply, directions={"maxItems": max(1, min(8, len(failed_ids) // self.min_failed))},
                        DirectionReply__cause={"maxLength": 80},
-                       DirectionReply__task_ids={"items": {"enum": sorted(failed_ids)}, "minItems": self.min_failed})
+                       DirectionReply__task_ids={"items": {"enum": sorted(failed_ids)}, "minItems": self.min_failed,
+                                                 "maxItems": max(self.min_failed, len(failed_ids))})
         reply = self.ask(system, user, CuratorReply, check, fmt)
         if reply.value is None:
             return Curation(reason=reply.reason, calls=reply.calls)

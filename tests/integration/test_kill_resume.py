@@ -1,7 +1,7 @@
 """Crash safety the hard way (issue 17, item 7): a ``coevo run`` process is SIGKILLed during the
 weight stage, its ``coevo run --resume`` (started from another working directory) is SIGKILLed during
 validation, and a second ``--resume`` (from a third) finishes it with the same final summary, harness ids,
-scores and archive row counts as an uninterrupted run with the same seeds.
+scores and archive row counts as an uninterrupted run with the same seeds (run in the test's own process).
 
 The policy is the tiny random Llama of ``tests/training_kit.py`` saved with a chat template and
 referenced as ``local:<dir>``: real GRPO through TRL and real local generation, in seconds. The
@@ -22,9 +22,11 @@ from pathlib import Path
 
 import pytest
 from training_kit import char_tokenizer, tiny_llama_checkpoint
+from typer.testing import CliRunner
 
 import coevo
 from coevo.app.run import run_snapshot
+from coevo.cli.app import app
 from coevo.harnesses import load_harness
 from coevo.records import Checkpoint, EditRecord, EvaluationRecord, GateDecision, HarnessRecord, RunRecord, Trajectory
 from coevo.storage import Archive
@@ -155,11 +157,19 @@ def outcome(db: Path, run_id: str) -> dict:
 
 @pytest.fixture(scope="module")
 def reference(tiny_model, tmp_path_factory) -> tuple[str, dict]:
-    """The uninterrupted run: its summary and outcome."""
+    """The uninterrupted run: its summary and outcome. It runs in this process (``coevo run`` through typer's
+    test runner, from its folder): only the runs that are killed need a process of their own, and each costs
+    about 15 CPU-seconds of imports (torch, transformers, PEFT, TRL) on the 2-core box before it starts."""
     folder = start_folder(tmp_path_factory.mktemp("reference") / "run", tiny_model)
-    out = finish(coevo_run(folder, "run.toml"), folder)
-    run_id = re.search(r"run id: (\S+)", out).group(1)
-    return summary(out, run_id), outcome(folder / "runs" / "coevo.db", run_id)
+    here = os.getcwd()
+    os.chdir(folder)
+    try:
+        result = CliRunner().invoke(app, ["run", "run.toml", "--no-report"])
+    finally:
+        os.chdir(here)
+    assert result.exit_code == 0, result.output
+    run_id = re.search(r"run id: (\S+)", result.output).group(1)
+    return summary(result.output, run_id), outcome(folder / "runs" / "coevo.db", run_id)
 
 
 def kill_when(proc: subprocess.Popen, db: Path, what: str, ready, killed, run_id: str | None = None) -> str:

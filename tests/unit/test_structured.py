@@ -144,6 +144,7 @@ def test_roles_send_schemas_narrowed_to_what_their_checks_accept(monkeypatch):
     LLMCurator("openai/gpt-4o-mini", 2, mock_response='{"directions": []}').curate(failed, HarnessSpec(), {})
     direction = sent[-1]["response_format"]["json_schema"]["schema"]["$defs"]["DirectionReply"]["properties"]
     assert direction["task_ids"]["items"] == {"enum": ["a", "b"]} and direction["task_ids"]["minItems"] == 2
+    assert direction["task_ids"]["maxItems"] == 2  # no more ids than failed tasks (a small model repeated one 8 times)
     LLMVoter("openai/gpt-4o-mini", mock_response='{"ranking": ["h1"]}').vote(
         Task(id="t", env="e", split="test", prompt="p"), ["h1", "h2"], {}, {}, 1)
     ranking = sent[-1]["response_format"]["json_schema"]["schema"]["properties"]["ranking"]
