@@ -97,7 +97,9 @@ def test_training_rollouts_sample_on_ray_workers(local_ray):
 async def test_workers_call_a_server_policy_by_reference(local_ray, tmp_path):
     with StubServer(reply=lambda messages: "Final answer: done-0") as server:
         model = load_model(f"litellm:openai/stub?api_base={server.url}", max_retries=0)
-        runner = RayExecutor(workers=2)  # BusyEnv without tool steps: the workers import no task library
+        # one worker (each new one imports coevo and LiteLLM, seconds of the shared CPU); BusyEnv without tool steps:
+        # the worker imports no task library
+        runner = RayExecutor(workers=1)
         try:
             result = await evaluate(busy_spec(0), "stub", BusyEnv(6, steps=0), "val", n_tasks=6, model=model,
                                     archive=Archive(str(tmp_path / "s.db")), executor=runner)
