@@ -6,7 +6,7 @@ from __future__ import annotations
 import typer
 from rich.table import Table
 
-from coevo.cli.common import DB_HELP, DEFAULT_DB, console, open_archive, shown, user_errors
+from coevo.cli.common import DB_HELP, DEFAULT_DB, console, log_folder, open_archive, shown, user_errors
 from coevo.evaluation.decompose import CELLS
 from coevo.observe.progress import RichReporter
 from coevo.report.decompose import CELL_NAMES, effect_rows
@@ -32,10 +32,13 @@ def decompose_cmd(run_id: str = typer.Argument(..., help="The run id or a unique
 
     `coevo decompose RUN_ID`"""
     from coevo.app.decompose import run_decompose
+    from coevo.observe.log import framework_noise_to
 
     with user_errors():
         open_archive(db).close()  # a missing file is an error here, never a new empty archive
-        with RichReporter(console=console, transient=True) as reporter:
+        # what the frameworks say (transformers' weight-loading bar and warnings) goes to a log file, as for coevo run
+        with framework_noise_to(log_folder(db) / f"decompose-{run_id}.log"), \
+                RichReporter(console=console, transient=True) as reporter:
             done = run_decompose(db, run_id, env, k, reporter)
     record, numbers = done.record, done.numbers
     trivial = next((r.trivial_baseline for r in done.results.values() if r.trivial_baseline is not None), None)

@@ -46,9 +46,10 @@ PY=${PYTHON:-python3}
 [ -d .venv ] || "$PY" -m venv .venv
 . .venv/bin/activate
 python -m pip install -q --no-compile --upgrade pip
-# The installer: uv when it can, pip otherwise. uv installs the same packages as pip, in parallel (the tests' ~300
-# from a cold cache: 48 s against pip's 94 s on the 2-core box); it reads no pip settings, so scripts/uv_install.py
-# hands it this machine's (indexes, find-links, constraints) or, where it cannot, or when uv fails, pip installs.
+# The installer: uv when it can, pip otherwise. uv resolves and unpacks in parallel (the tests' ~300 packages from a
+# cold cache: 48 s against pip's 94 s on the 2-core box, the same versions); it reads no pip settings, so
+# scripts/uv_install.py hands it this machine's as pip resolves them (indexes, find-links, constraints) or, where it
+# cannot, or when uv fails, pip installs.
 python -m pip install -q --no-compile uv || echo "note: uv did not install; pip installs everything (slower)" >&2
 install() {  # install PIP-INSTALL-ARGS: `pip install PIP-INSTALL-ARGS`, done by uv where it can
   python scripts/uv_install.py "$@" || { echo "note: pip installs instead" >&2; python -m pip install -q --no-compile "$@"; }

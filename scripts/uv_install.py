@@ -1,93 +1,93 @@
 """``python scripts/uv_install.py PIP-INSTALL-ARGS``: ``pip install PIP-INSTALL-ARGS`` done by uv, with this
 machine's pip settings (used by scripts/setup.sh, which falls back to pip when this exits non-zero).
 
-uv (PyPI's ``uv``, installed into the venv by setup.sh) installs the same packages as pip, resolving and
-unpacking in parallel: on the 2-core box it set up the tests' ~300 packages from a cold cache in 48 s where pip
-took 94 s. But uv reads no pip configuration (no ``pip.conf``, no ``PIP_*`` variables: uv's docs,
-"Compatibility with pip"), so on a machine whose pip is told where packages lie (an index of its own, extra
-indexes, a folder of wheels such as a CPU build of torch, a constraints file) uv alone would resolve
-differently. This reads pip's own view of its settings (``python -m pip config list``: files and environment)
-and hands them over:
+uv (PyPI's ``uv``, installed into the venv by setup.sh) resolves and unpacks in parallel: on the 2-core box it
+set up the tests' ~300 packages from a cold cache in 48 s where pip took 94 s, and both gave the same versions.
+But uv reads no pip configuration (no ``pip.conf``, no ``PIP_*`` variables: uv's docs, "Compatibility with
+pip"), so on a machine whose pip is told where packages lie (an index of its own, extra indexes, a folder of
+wheels such as a CPU build of torch, a constraints file) uv alone would look elsewhere. This asks pip itself
+which of its install options its configuration files and ``PIP_*`` variables set (pip's own option parser,
+with pip's precedence: ``pip_settings``) and hands them over:
 
-    index-url -> --index-url        extra-index-url -> --extra-index-url (each)
-    find-links -> --find-links (each)    constraint -> --constraint (each)    no-index -> --no-index
-    cert -> the SSL_CERT_FILE variable (when unset), which uv reads
+    index_url -> --index-url        extra_index_urls -> --extra-index-url (each)
+    find_links -> --find-links (each)    constraints -> --constraint (each)    no_index -> --no-index
+    cert -> SSL_CERT_FILE (when unset)   timeout -> UV_HTTP_TIMEOUT
 
 with ``--index-strategy unsafe-best-match`` (pip's rule: the best version across every index, not the first
-index that has the package). Settings that change nothing uv chooses (timeouts, progress, the version check,
-caching, quiet/verbose, root warnings) are left out. Any other setting (``only-binary``, ``pre``,
-``trusted-host``, ``proxy``, ...) exits 3 naming it, before uv runs, and setup.sh installs with pip: uv is only
-a faster way to the same environment, never a different one. uv's own exit status is passed on.
+index that has the package). Settings that change nothing about what is installed (the version check,
+progress, caching, quiet/verbose, root warnings) are left out. Any other setting (``only_binary``, ``pre``,
+``trusted_hosts``, ``proxy``, ...) exits 3 naming it, before uv runs, and setup.sh installs with pip. uv's own
+configuration is not read (``--no-config``; ``UV_*`` variables other than ``UV_CACHE_DIR`` are dropped), so
+uv sees the same indexes and constraints as pip; its resolver may still choose differently where several
+versions satisfy them (pre-releases, tie-breaks). uv's exit status is passed on.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
-import shlex
 import subprocess
 import sys
+from typing import Any
 
-FLAGS = {"index-url": "--index-url", "extra-index-url": "--extra-index-url", "find-links": "--find-links",
-         "constraint": "--constraint"}
-"""pip settings (one or more values each, split on whitespace) -> the uv flag given once per value."""
-SWITCHES = {"no-index": "--no-index"}
-"""pip settings that are on or off -> the uv flag given when on."""
-HARMLESS = {"cert", "timeout", "default-timeout", "disable-pip-version-check", "progress-bar", "no-cache-dir",
-            "cache-dir", "retries", "quiet", "verbose", "root-user-action", "no-warn-script-location",
-            "no-compile", "no-input"}
-"""pip settings that do not change which packages are installed (``cert`` is handed over as SSL_CERT_FILE)."""
-
-
-def settings(listing: str) -> dict[str, list[str]]:
-    """``pip config list`` output (``scope.name='value'`` lines, e.g. ``global.find-links='/opt/wheels'`` or
-    ``:env:.find-links='/opt/wheels'``) -> setting name -> its values in order, each once."""
-    out: dict[str, list[str]] = {}
-    for line in listing.splitlines():
-        key, sep, value = line.partition("=")
-        if not sep:
-            continue
-        name = key.rsplit(".", 1)[-1].strip()
-        for part in " ".join(shlex.split(value)).split():
-            if part not in out.setdefault(name, []):
-                out[name].append(part)
-    return out
+REPEATED = {"extra_index_urls": "--extra-index-url", "find_links": "--find-links", "constraints": "--constraint"}
+"""pip install options holding a list -> the uv flag given once per value."""
+HARMLESS = {"disable_pip_version_check", "progress_bar", "cache_dir", "retries", "verbose", "quiet",
+            "root_user_action", "warn_script_location", "compile", "no_input", "require_venv"}
+"""pip install options that do not change which packages are installed."""
+KEPT_UV = {"UV_CACHE_DIR"}
+"""uv variables passed on (where uv keeps its cache changes nothing it installs)."""
 
 
-def uv_arguments(found: dict[str, list[str]]) -> list[str]:
-    """The uv arguments of pip settings ``found`` (``settings``). Raises ``ValueError`` naming a setting uv
-    cannot be given."""
-    args = ["--index-strategy", "unsafe-best-match"]
-    for name, values in found.items():
-        if name in FLAGS:
-            for value in values:
-                args += [FLAGS[name], value]
-        elif name in SWITCHES:
-            if values and values[-1].lower() in ("1", "true", "yes", "on"):
-                args.append(SWITCHES[name])
+def pip_settings() -> dict[str, Any]:
+    """The pip install options that pip's configuration files and ``PIP_*`` variables set, as pip resolves
+    them (its ``ConfigOptionParser``: the later source wins), by option name (``find_links``, ...): those
+    whose value differs from pip's built-in default. Uses pip's internal API (``pip._internal``); any failure
+    there propagates, and ``main`` exits 3."""
+    from pip._internal.commands import create_command
+
+    command = create_command("install")
+    options, _ = command.parse_args([])
+    defaults = command.parser.defaults
+    return {name: value for name, value in vars(options).items() if value != defaults.get(name, value)}
+
+
+def uv_arguments(found: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
+    """uv arguments and environment variables for pip options ``found`` (``pip_settings``). Raises
+    ``ValueError`` naming an option uv cannot be given."""
+    args, env = ["--index-strategy", "unsafe-best-match"], {}
+    for name, value in found.items():
+        if name in REPEATED:
+            for item in value:
+                args += [REPEATED[name], str(item)]
+        elif name == "index_url":
+            args += ["--index-url", str(value)]
+        elif name == "no_index":
+            if value:
+                args.append("--no-index")
+        elif name == "cert":
+            env["SSL_CERT_FILE"] = str(value)
+        elif name == "timeout":
+            env["UV_HTTP_TIMEOUT"] = str(int(value))
         elif name not in HARMLESS:
-            raise ValueError(f"pip setting {name!r} has no uv equivalent here")
-    return args
+            raise ValueError(f"pip setting {name!r} (= {value!r}) has no uv equivalent here")
+    return args, env
 
 
 def main(pip_args: list[str]) -> int:
     if importlib.util.find_spec("uv") is None:
         print("uv_install: uv is not installed in this environment", file=sys.stderr)
         return 3
-    listing = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True)
-    if listing.returncode != 0:
-        print(f"uv_install: pip config list failed: {listing.stderr.strip()[-300:]}", file=sys.stderr)
-        return 3
-    found = settings(listing.stdout)
     try:
-        args = uv_arguments(found)
-    except ValueError as err:
+        args, extra = uv_arguments(pip_settings())
+    except Exception as err:  # pip's internal API moved, or a setting uv cannot take: pip installs instead
         print(f"uv_install: {err}", file=sys.stderr)
         return 3
-    env = dict(os.environ)
-    if found.get("cert") and not env.get("SSL_CERT_FILE"):
-        env["SSL_CERT_FILE"] = found["cert"][-1]
-    command = [sys.executable, "-m", "uv", "pip", "install", "--quiet", "--python", sys.executable, *args, *pip_args]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UV_") or k in KEPT_UV}
+    for key, value in extra.items():
+        env.setdefault(key, value)  # an SSL_CERT_FILE already set stays
+    command = [sys.executable, "-m", "uv", "pip", "install", "--no-config", "--quiet", "--python", sys.executable,
+               *args, *pip_args]
     return subprocess.run(command, env=env).returncode
 
 

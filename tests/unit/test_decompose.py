@@ -134,3 +134,27 @@ def test_a_routed_harness_s_run_is_refused_rather_than_decomposed_to_a_zero_harn
         final_pair({"test": {"start": pair, "final": pair, "rank1": pair}}, run)
     assert final_pair({"test": {"start": pair, "final": pair}}, run) == ({"start": "h0", "final": "h0"},
                                                                            {"start": "w1", "final": "w1"})
+
+
+def test_what_the_frameworks_say_during_a_decomposition_goes_to_its_log_file_not_the_console(tmp_path, monkeypatch):
+    import logging
+
+    from transformers.utils import logging as hf_logging
+
+    import coevo.app.decompose as app_decompose
+
+    config, _, archive = setup_run(tmp_path, "quiet")
+    archive.close()
+    seen = {}
+
+    def noisy(db, run_id, env, k, reporter):  # where a checkpoint loads: transformers' bar and a warning
+        seen["bar"] = hf_logging.is_progress_bar_enabled()
+        logging.getLogger("transformers").warning("weights noise from transformers")
+        raise RunError("stopped after the noise")
+
+    monkeypatch.setattr(app_decompose, "run_decompose", noisy)
+    result = runner.invoke(app, ["decompose", "run-q", "--db", config.db])
+    assert result.exit_code != 0 and "stopped after the noise" in result.output
+    assert seen == {"bar": False} and "weights noise" not in result.output
+    assert "weights noise" in (tmp_path / "logs" / "decompose-run-q.log").read_text()
+    assert hf_logging.is_progress_bar_enabled()  # restored after the command
