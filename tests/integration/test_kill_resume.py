@@ -11,6 +11,7 @@ kill moment is found by polling the run's checkpointed graph and its archive, ne
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -161,12 +162,8 @@ def reference(tiny_model, tmp_path_factory) -> tuple[str, dict]:
     test runner, from its folder): only the runs that are killed need a process of their own, and each costs
     about 15 CPU-seconds of imports (torch, transformers, PEFT, TRL) on the 2-core box before it starts."""
     folder = start_folder(tmp_path_factory.mktemp("reference") / "run", tiny_model)
-    here = os.getcwd()
-    os.chdir(folder)
-    try:
+    with contextlib.chdir(folder):
         result = CliRunner().invoke(app, ["run", "run.toml", "--no-report"])
-    finally:
-        os.chdir(here)
     assert result.exit_code == 0, result.output
     run_id = re.search(r"run id: (\S+)", result.output).group(1)
     return summary(result.output, run_id), outcome(folder / "runs" / "coevo.db", run_id)
