@@ -212,7 +212,8 @@ async def prepare_start(config: RunConfig, approve: bool = False, services: bool
 class Run:
     """A run opened by ``start_run`` or ``resume_run``: its config, id, strategy row, archive, services
     and checkpointed graph, each built once; ``resumed``: whether its graph has a saved state to
-    continue from."""
+    continue from; ``stored``: whether a new start found the run's row (stored by a process that stopped before
+    the run's first checkpoint) and claimed it."""
 
     config: RunConfig
     run_id: str
@@ -221,6 +222,7 @@ class Run:
     ctx: MetaContext
     graph: Any
     resumed: bool
+    stored: bool = False
     tracker: Tracker | None = None
 
     async def advance(self, answers: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -230,7 +232,9 @@ class Run:
         (``Interrupt``: ``id``, ``value``); a resumed run with pending questions and no answers returns
         them and runs nothing. The run's status is stored (``running``, then ``done``, ``paused``,
         ``failed`` or ``interrupted`` when cancelled; the error stays in its saved graph state). A write
-        refused for lack of space is raised as ``ArchiveFullError`` naming the command that resumes the run."""
+        refused for lack of space is raised as ``ArchiveFullError`` naming the command that resumes the run. A new
+        run's row is stored only if no row has its id (atomic): ``RunError``, nothing changed, when another process
+        stored it after this one's start found none (two ``coevo compare`` starting one seed's run at once)."""
         archive, run_id, config = self.archive, self.run_id, self.config
         thread: dict[str, Any] = {"configurable": {"thread_id": run_id}}
         payload: Any = {"run_id": run_id}
@@ -243,10 +247,12 @@ class Run:
                 payload = Command(resume=resolve_answers(answers, saved.interrupts, run_id))
             elif saved.created_at is not None:  # continue from the last checkpoint; a run killed before its
                 payload = None  # first one (its row and heartbeat written) starts again from its input
-        if self.resumed or archive.get(RunRecord, run_id) is not None:
+        if self.resumed or self.stored:
             archive.update_run(run_id, status="running")
-        else:
-            archive.put(RunRecord(id=run_id, strategy=config.strategy, config=config.model_dump(mode="json")))
+        elif not archive.put_new(RunRecord(id=run_id, strategy=config.strategy, config=config.model_dump(mode="json"))):
+            raise RunError(f"run {run_id} was started by another process while this one prepared it: a second process "
+                           "would write the same run. Run the same command again once that process has ended (it then "
+                           "reads or resumes that run); nothing was changed")
         self.resumed = True  # a second call continues what this one stored
         if self.tracker is None and config.report_to != "none":
             self.tracker = self.ctx.tracker = open_tracker(config.report_to, config.out_dir, run_id,
@@ -289,9 +295,9 @@ def _services(stack: AsyncExitStack, config: RunConfig, archive: Archive, run_id
 
 @asynccontextmanager
 async def _driven(stack: AsyncExitStack, config: RunConfig, run_id: str, strategy: Strategy, archive: Archive,
-                  ctx: MetaContext, resumed: bool) -> AsyncIterator[Run]:
+                  ctx: MetaContext, resumed: bool, stored: bool = False) -> AsyncIterator[Run]:
     graph = await stack.enter_async_context(_graph(config.db, strategy))
-    run = Run(config, run_id, strategy, archive, ctx, graph, resumed)
+    run = Run(config, run_id, strategy, archive, ctx, graph, resumed, stored)
     try:
         yield run
     finally:
@@ -307,15 +313,16 @@ async def start_run(start: Start, archive: Archive, run_id: str | None = None, r
     ``new_run_id``), with ``context`` replacing the default services (tests). On leaving, the tracker,
     checkpointer and executor are closed. A ``run_id`` already stored (a run stopped before its first
     checkpoint, started again) is claimed as a resume claims it: ``RunError``, nothing changed, while
-    another process runs it."""
+    another process runs it; one another process stores meanwhile is refused by ``Run.advance``."""
     config = start.config
     run_id = run_id or new_run_id(config)
     async with AsyncExitStack() as stack:
         stack.callback(start.release)
         # a row stored by a process that stopped (or still runs) before the run's first checkpoint
-        with Claim(archive, archive.get(RunRecord, run_id)) as claimed:
+        with Claim(archive, found := archive.get(RunRecord, run_id)) as claimed:
             ctx = _services(stack, config, archive, run_id, start.strategy, reporter, context, start.prepared)
-            async with _driven(stack, config, run_id, start.strategy, archive, ctx, resumed=False) as run:
+            async with _driven(stack, config, run_id, start.strategy, archive, ctx, resumed=False,
+                               stored=found is not None) as run:
                 claimed.hand_over()
                 yield run
 

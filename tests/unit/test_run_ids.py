@@ -12,6 +12,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -165,21 +167,35 @@ def test_a_run_killed_before_its_first_checkpoint_resumes_from_the_start(tmp_pat
     assert archive.get(RunRecord, "vace-early").status == "done"
 
 
+@contextmanager
+def another_process() -> Iterator[int]:
+    """The pid of a live process standing in for another coevo process (put in a run's heartbeat), killed on leaving."""
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        yield other.pid
+    finally:
+        other.kill()
+        other.wait()
+
+
+def assert_left_running(archive: Archive, run_id: str, pid: int) -> None:
+    """A refused process changed nothing: the run is still ``running``, beating from ``pid``, and nothing was
+    evaluated."""
+    assert archive.get(RunRecord, run_id).status == "running" and not archive.list(EvaluationRecord)
+    assert heartbeats(archive)[run_id].pid == pid
+
+
 def test_a_run_another_process_is_running_now_is_not_resumed_beside_it(tmp_path):
     """Two processes on one run would write the same rounds: a resume of a run whose heartbeat is alive is
     refused, naming that process, with nothing changed; once that process is gone the same resume runs."""
     config, ctx, archive = setup_run(tmp_path, "help")
     archive.put(RunRecord(id="vace-busy", strategy="vace", config=config.model_dump(mode="json")))
-    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    try:
-        archive.put(RunHeartbeat(id="vace-busy", host=socket.gethostname(), pid=other.pid))
-        with pytest.raises(RunError, match=rf"run vace-busy is running now \(alive: pid {other.pid} on this host.*"
+    with another_process() as pid:
+        archive.put(RunHeartbeat(id="vace-busy", host=socket.gethostname(), pid=pid))
+        with pytest.raises(RunError, match=rf"run vace-busy is running now \(alive: pid {pid} on this host.*"
                                            "nothing was changed"):
             asyncio.run(run_meta(config, run_id="vace-busy", resume=True, context=ctx, archive=archive))
-        assert archive.get(RunRecord, "vace-busy").status == "running" and not archive.list(EvaluationRecord)
-    finally:
-        other.kill()
-        other.wait()
+        assert_left_running(archive, "vace-busy", pid)
     state = asyncio.run(run_meta(config, run_id="vace-busy", resume=True, context=ctx, archive=archive))
     assert state["decisions"] and archive.get(RunRecord, "vace-busy").status == "done"
 
@@ -190,18 +206,35 @@ def test_a_run_started_again_under_its_id_while_another_process_starts_it_is_ref
     second process is refused while the first is alive, nothing changed, and runs once it is gone."""
     config, ctx, archive = setup_run(tmp_path, "help")
     archive.put(RunRecord(id="vace-twice", strategy="vace", config=config.model_dump(mode="json")))
-    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    try:
-        archive.put(RunHeartbeat(id="vace-twice", host=socket.gethostname(), pid=other.pid))
-        with pytest.raises(RunError, match=rf"run vace-twice is running now \(alive: pid {other.pid} on this host"):
+    with another_process() as pid:
+        archive.put(RunHeartbeat(id="vace-twice", host=socket.gethostname(), pid=pid))
+        with pytest.raises(RunError, match=rf"run vace-twice is running now \(alive: pid {pid} on this host"):
             asyncio.run(run_meta(config, run_id="vace-twice", context=ctx, archive=archive))
-        assert archive.get(RunRecord, "vace-twice").status == "running" and not archive.list(EvaluationRecord)
-        assert heartbeats(archive)["vace-twice"].pid == other.pid
-    finally:
-        other.kill()
-        other.wait()
+        assert_left_running(archive, "vace-twice", pid)
     state = asyncio.run(run_meta(config, run_id="vace-twice", context=ctx, archive=archive))
     assert state["decisions"] and archive.get(RunRecord, "vace-twice").status == "done"
+
+
+def test_a_new_run_whose_id_another_process_stores_while_this_one_prepares_is_refused_with_nothing_changed(
+        tmp_path, monkeypatch):
+    """Two ``coevo compare`` processes starting one seed's run (a fixed id) at the same moment both find no row;
+    the row is stored only if none has that id (atomic), so the second to get there is refused before it runs
+    anything, leaving the first one's row and heartbeat as they are."""
+    from coevo.app import run as run_module
+
+    config, ctx, archive = setup_run(tmp_path, "help")
+    original = run_module._services
+    with another_process() as pid:
+        def services_while_another_process_starts_the_run(*args, **kwargs):
+            archive.put(RunRecord(id="vace-race", strategy="vace", config=config.model_dump(mode="json")),
+                        RunHeartbeat(id="vace-race", host=socket.gethostname(), pid=pid))
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(run_module, "_services", services_while_another_process_starts_the_run)
+        with pytest.raises(RunError, match="run vace-race was started by another process while this one prepared "
+                                           "it.*nothing was changed"):
+            asyncio.run(run_meta(config, run_id="vace-race", context=ctx, archive=archive))
+        assert_left_running(archive, "vace-race", pid)
 
 
 @pytest.mark.parametrize("resume, step", [(True, "check_task_ids"), (True, "open_checkpointer"),
