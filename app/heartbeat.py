@@ -8,8 +8,10 @@ a ``Heartbeat`` thread writes the process's host, pid and the time to the archiv
 on the same host a run whose pid is gone is dead; on another host, one that has not beaten for
 ``STALE_S`` seconds is presumed dead. ``coevo archive list`` and ``show`` print the verdict beside a
 ``running`` status. A resume (``coevo.app.run.resume_run``), or a start under a stored run id, holds a ``Claim`` on
-the run: it refuses a run that is running and alive, and claims the run before it loads anything, so a second
-process meanwhile is refused too.
+the run: it refuses a run that is running and alive, and claims the run before it loads anything (one
+compare-and-swap on its heartbeat, ``take``), so a second process meanwhile, or one that checked at the same
+moment, is refused too. A new run stores its heartbeat, then its row, each only if no other process's is there
+(``store_new``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from coevo.records import RunHeartbeat
+from coevo.records import RunHeartbeat, RunRecord
 from coevo.timestamps import utcnow
 
 log = logging.getLogger(__name__)
@@ -70,26 +72,55 @@ class Heartbeat:
 
 
 def beat(archive: Any, run_id: str) -> None:
-    """Write one heartbeat of this process for ``run_id`` now (a resume claims its run with it before it
-    loads anything). A beat that fails is logged, never raised."""
+    """Write one heartbeat of this process for ``run_id`` now (``Heartbeat``'s beats; a run is claimed with
+    ``take``). A beat that fails is logged, never raised."""
     try:
         archive.put(RunHeartbeat(id=run_id, host=socket.gethostname(), pid=os.getpid()))
     except Exception as err:  # a heartbeat never fails the run it reports on
         log.warning("heartbeat of run %s not written: %s", run_id, err)
 
 
-def claim(archive: Any, run_id: str) -> None:
-    """Mark run ``run_id`` as this process's before a resume loads anything (a model can take minutes): its
-    heartbeat now (``beat``) and status ``running``, so a second resume meanwhile finds it running and alive."""
-    beat(archive, run_id)
-    archive.update_run(run_id, status="running")
+def take(archive: Any, run_id: str, status: str | None) -> RunHeartbeat | None:
+    """Make run ``run_id`` this process's before it loads or runs anything (a model can take minutes): its
+    heartbeat replaces the one read here in one compare-and-swap (``Archive.replace_if``), so of two processes
+    that read the same heartbeat one wins. ``status``: the run's stored status (None: a new run, no row yet).
+    Returns the heartbeat it replaced (None: none). Raises ``RunError``, nothing changed, when the run is running
+    (or new) and its heartbeat alive, or when another process's heartbeat replaced the one read here first."""
+    from coevo.app.preflight import RunError  # the user's error for a run; loaded only to refuse one
+
+    previous = archive.get(RunHeartbeat, run_id)
+    verdict = liveness(previous)
+    if status in (None, "running") and verdict.alive:
+        raise RunError(f"run {run_id} is running now ({verdict.text}): a second process would write the same run. "
+                       "Wait for it to end, or stop that process and run the same command again (a pid that is no "
+                       "longer a coevo process was reused: its heartbeat goes stale within 2 minutes); nothing was "
+                       "changed")
+    mine = RunHeartbeat(id=run_id, host=socket.gethostname(), pid=os.getpid())
+    if not archive.replace_if(mine, previous, on=("host", "pid", "at")):
+        raise RunError(f"run {run_id} was taken by another process while this one checked it: a second process "
+                       "would write the same run. Run the same command again once that process has ended; nothing "
+                       "was changed")
+    return previous
 
 
-def unclaim(archive: Any, run: Any, previous: RunHeartbeat | None) -> None:
-    """Undo ``claim`` for a resume that failed before its run was driven: ``run`` (the ``RunRecord`` as the
-    resume found it) gets its status back, and its heartbeat ``previous`` (None: this process's stays,
-    which reads as dead once the resume is over)."""
-    archive.update_run(run.id, status=run.status)
+def store_new(archive: Any, run: RunRecord) -> None:
+    """Store the row of the new run ``run`` as this process's: its heartbeat first (``take``), then the row only if
+    no row has its id (``Archive.put_new``), so a second process starting the same run id (two ``coevo compare``
+    starting one seed's run at once) finds it running and alive, or fails to store it. Raises ``RunError``, with
+    the heartbeat given back, when another process stored the run first."""
+    previous = take(archive, run.id, None)
+    if not archive.put_new(run):
+        from coevo.app.preflight import RunError
+
+        restore(archive, run.id, previous)
+        raise RunError(f"run {run.id} was started by another process while this one prepared it: a second process "
+                       "would write the same run. Run the same command again once that process has ended (that "
+                       "command then reads or resumes the run); nothing was changed")
+
+
+def restore(archive: Any, run_id: str, previous: RunHeartbeat | None) -> None:
+    """Give run ``run_id`` back its heartbeat ``previous`` (None: leave this process's, which reads as dead once
+    it no longer beats for the run)."""
     if previous is not None:
         archive.put(previous)
 
@@ -97,11 +128,12 @@ def unclaim(archive: Any, run: Any, previous: RunHeartbeat | None) -> None:
 class Claim:
     """``with Claim(archive, found) as claimed: ...; claimed.hand_over()``: the stored run ``found`` (a
     ``coevo.records.RunRecord`` in ``archive``, a ``coevo.storage.Archive``; None: a new run, nothing to claim)
-    claimed for this process while it opens (``claim``: its heartbeat and status ``running``), so a second process
-    meanwhile is refused. Raises ``RunError``, nothing changed, when the run is running and its heartbeat alive:
-    two processes would write one run (a second resume, or a second ``coevo compare`` starting the same run id
-    again before its first checkpoint). Leaving with an exception before ``hand_over`` (the run's graph open: from
-    then its driver keeps its status and heartbeat) gives the run back its status and heartbeat (``unclaim``)."""
+    claimed for this process while it opens (``take``, then status ``running``), so a second process meanwhile is
+    refused. Raises ``RunError``, nothing changed, when the run is running and its heartbeat alive, or another
+    process claimed it first: two processes would write one run (a second resume, or a second ``coevo compare``
+    starting the same run id again before its first checkpoint). Leaving with an exception before ``hand_over``
+    (the run's graph open: from then its driver keeps its status and heartbeat) gives the run back its status
+    and heartbeat."""
 
     def __init__(self, archive: Any, found: Any) -> None:
         self.archive, self.found = archive, found
@@ -111,17 +143,9 @@ class Claim:
     def __enter__(self) -> "Claim":
         if self.found is None:
             return self
-        self.previous = self.archive.get(RunHeartbeat, self.found.id)
-        verdict = liveness(self.previous)
-        if self.found.status == "running" and verdict.alive:
-            from coevo.app.preflight import RunError  # the user's error for a run; loaded only to refuse one
-
-            raise RunError(f"run {self.found.id} is running now ({verdict.text}): a second process would write the "
-                           "same run. Wait for it to end, or stop that process and run the same command again (a pid "
-                           "that is no longer a coevo process was reused: its heartbeat goes stale within 2 "
-                           "minutes); nothing was changed")
-        claim(self.archive, self.found.id)
+        self.previous = take(self.archive, self.found.id, self.found.status)
         self.held = True
+        self.archive.update_run(self.found.id, status="running")
         return self
 
     def hand_over(self) -> None:
@@ -130,7 +154,8 @@ class Claim:
 
     def __exit__(self, kind: Any, *exc: Any) -> None:
         if kind is not None and self.held:
-            unclaim(self.archive, self.found, self.previous)
+            self.archive.update_run(self.found.id, status=self.found.status)
+            restore(self.archive, self.found.id, self.previous)
 
 
 @dataclass(frozen=True)

@@ -184,11 +184,23 @@ class Archive:
 
     def put_new(self, record: BaseModel) -> bool:
         """Store ``record`` unless a row of its kind with its id exists (budget accounting: what an id
-        names was paid for once); returns whether it was stored. Atomic across processes (SQLite
-        ``INSERT OR IGNORE`` under the write lock, PostgreSQL ``ON CONFLICT DO NOTHING``)."""
+        names was paid for once; a new run's row: one process runs it); returns whether it was stored. Atomic
+        across processes (SQLite ``INSERT OR IGNORE`` under the write lock, PostgreSQL ``ON CONFLICT DO NOTHING``)."""
+        return self.replace_if(record, None)
+
+    def replace_if(self, record: BaseModel, expected: BaseModel | None, on: Sequence[str] = ()) -> bool:
+        """Store ``record`` only if the stored row of its kind and id still holds ``expected``'s values of the
+        columns ``on`` (``expected`` None: only if no row has its id), in one statement: a compare-and-swap, atomic
+        across processes (of two that read the same row and write after, one replaces it). Returns whether it
+        was stored; raises ``ArchiveError`` for a kind the archive does not store."""
         entry = stored(type(record))
-        with self._transaction(f"a row of {entry.table.name}") as conn:
-            return self._insert_new(conn, entry.table, entry.row(record))
+        table, row = entry.table, entry.row(record)
+        with self._transaction(f"a row of {table.name}") as conn:
+            if expected is None:
+                return self._insert_new(conn, table, row)
+            before = entry.row(expected)
+            same = [table.c.id == row["id"], *(table.c[name] == before[name] for name in on)]
+            return conn.execute(table.update().where(*same).values(**row)).rowcount == 1
 
     def add_harness(self, spec: Any, parents: Sequence[str] | None = None, origin: str = "",
                     run_id: str | None = None) -> str:

@@ -231,6 +231,20 @@ def test_put_new_stores_a_record_once_and_says_whether_it_did(archive):
         archive.resolve_id("runs", "zz")
 
 
+def test_replace_if_replaces_only_the_row_it_read_so_one_of_two_writers_wins(archive):
+    """A compare-and-swap: two processes that read the same heartbeat and then write theirs (``take``, claiming a
+    run) are told apart: the first replaces it, the second finds the row changed and stores nothing."""
+    archive.put(RunHeartbeat(id="r1", host="h", pid=1, at=dt.datetime(2026, 1, 1, tzinfo=dt.UTC)))
+    read = archive.get(RunHeartbeat, "r1")
+    on = ("host", "pid", "at")
+    assert archive.replace_if(RunHeartbeat(id="r1", host="h", pid=2), read, on) is True
+    assert archive.replace_if(RunHeartbeat(id="r1", host="h", pid=3), read, on) is False
+    assert archive.get(RunHeartbeat, "r1").pid == 2
+    assert archive.replace_if(RunHeartbeat(id="r1", host="h", pid=4), None) is False  # None: only where no row is
+    assert archive.replace_if(RunHeartbeat(id="r2", host="h", pid=4), None) is True
+    assert [(b.id, b.pid) for b in archive.list(RunHeartbeat)] == [("r1", 2), ("r2", 4)]
+
+
 def test_a_failing_batch_writes_nothing(archive):
     original = chained_trajectory("t1")
     archive.add_trajectories([original])

@@ -215,26 +215,55 @@ def test_a_run_started_again_under_its_id_while_another_process_starts_it_is_ref
     assert state["decisions"] and archive.get(RunRecord, "vace-twice").status == "done"
 
 
+@pytest.mark.parametrize("other", ["alive", "gone"])
 def test_a_new_run_whose_id_another_process_stores_while_this_one_prepares_is_refused_with_nothing_changed(
-        tmp_path, monkeypatch):
-    """Two ``coevo compare`` processes starting one seed's run (a fixed id) at the same moment both find no row;
-    the row is stored only if none has that id (atomic), so the second to get there is refused before it runs
-    anything, leaving the first one's row and heartbeat as they are."""
+        tmp_path, monkeypatch, other):
+    """Two ``coevo compare`` processes starting one seed's run (a fixed id) at the same moment both find no row.
+    A new run stores its heartbeat, then its row, each only if no other process's is there, so the second to get
+    there is refused before it runs anything: the first one's row and heartbeat stay as they are, whether that
+    process still runs or has ended."""
     from coevo.app import run as run_module
 
     config, ctx, archive = setup_run(tmp_path, "help")
     original = run_module._services
-    with another_process() as pid:
+    with another_process() as live:
+        pid = live if other == "alive" else _gone_pid()
+
         def services_while_another_process_starts_the_run(*args, **kwargs):
             archive.put(RunRecord(id="vace-race", strategy="vace", config=config.model_dump(mode="json")),
                         RunHeartbeat(id="vace-race", host=socket.gethostname(), pid=pid))
             return original(*args, **kwargs)
 
         monkeypatch.setattr(run_module, "_services", services_while_another_process_starts_the_run)
-        with pytest.raises(RunError, match="run vace-race was started by another process while this one prepared "
-                                           "it.*nothing was changed"):
+        refusal = (rf"run vace-race is running now \(alive: pid {pid}" if other == "alive" else
+                   "run vace-race was started by another process while this one prepared it")
+        with pytest.raises(RunError, match=refusal + ".*nothing was changed"):
             asyncio.run(run_meta(config, run_id="vace-race", context=ctx, archive=archive))
         assert_left_running(archive, "vace-race", pid)
+
+
+def test_of_two_processes_that_find_a_run_stopped_only_the_first_to_claim_it_runs_it(tmp_path, monkeypatch):
+    """Two resumes (or two ``coevo compare`` restarts) of a run whose process is gone both read its dead heartbeat;
+    the claim replaces that heartbeat only if it is still the one read (one compare-and-swap), so the process
+    that claims second is refused, nothing changed, leaving the first one's claim."""
+    from coevo.app import heartbeat as heartbeat_module
+
+    config, ctx, archive = setup_run(tmp_path, "help")
+    archive.put(RunRecord(id="vace-both", strategy="vace", status="failed", config=config.model_dump(mode="json")),
+                RunHeartbeat(id="vace-both", host=socket.gethostname(), pid=_gone_pid()))
+    original = heartbeat_module.liveness
+    with another_process() as pid:
+        def checked_while_the_other_process_claims(beat, *args, **kwargs):
+            verdict = original(beat, *args, **kwargs)  # the dead heartbeat this process read
+            archive.put(RunHeartbeat(id="vace-both", host=socket.gethostname(), pid=pid))
+            archive.update_run("vace-both", status="running")
+            return verdict
+
+        monkeypatch.setattr(heartbeat_module, "liveness", checked_while_the_other_process_claims)
+        with pytest.raises(RunError, match="run vace-both was taken by another process while this one checked it"
+                                           ".*nothing was changed"):
+            asyncio.run(run_meta(config, run_id="vace-both", resume=True, context=ctx, archive=archive))
+        assert_left_running(archive, "vace-both", pid)
 
 
 @pytest.mark.parametrize("resume, step", [(True, "check_task_ids"), (True, "open_checkpointer"),
