@@ -8,10 +8,10 @@ a ``Heartbeat`` thread writes the process's host, pid and the time to the archiv
 on the same host a run whose pid is gone is dead; on another host, one that has not beaten for
 ``STALE_S`` seconds is presumed dead. ``coevo archive list`` and ``show`` print the verdict beside a
 ``running`` status. A resume (``coevo.app.run.resume_run``), or a start under a stored run id, holds a ``Claim`` on
-the run: it refuses a run that is running and alive, and claims the run before it loads anything (one
-compare-and-swap on its heartbeat, ``take``), so a second process meanwhile, or one that checked at the same
-moment, is refused too. A new run stores its heartbeat, then its row, each only if no other process's is there
-(``store_new``).
+the run: it refuses a run that is running and alive, and claims the run before it loads anything (``take``:
+its heartbeat and status in one transaction, each only if no other process changed it since it was read), so a
+second process meanwhile, or one that checked at the same moment, is refused too. A new run is stored the same way
+(its row only if no row has its id).
 """
 
 from __future__ import annotations
@@ -42,10 +42,12 @@ class Heartbeat:
     """``with Heartbeat(archive, run_id): ...`` beats for ``run_id`` once on entry, then every
     ``interval_s`` seconds from a daemon thread until the block ends (an archive held in memory, which
     no other process can read, gets the first beat only). A beat that fails (a locked or full
-    database) is logged and retried at the next interval, never raised into the run."""
+    database) is logged and retried at the next interval, never raised into the run. ``driving``: whether this
+    process drives the run meanwhile (then ``liveness`` reads this process's own heartbeat as alive); a ``Claim``'s
+    beats, while the run loads, are not driving it."""
 
-    def __init__(self, archive: Any, run_id: str, interval_s: float = INTERVAL_S) -> None:
-        self.archive, self.run_id, self.interval_s = archive, run_id, interval_s
+    def __init__(self, archive: Any, run_id: str, interval_s: float = INTERVAL_S, driving: bool = True) -> None:
+        self.archive, self.run_id, self.interval_s, self.driving = archive, run_id, interval_s, driving
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -58,7 +60,8 @@ class Heartbeat:
 
     def __enter__(self) -> "Heartbeat":
         self._beat()
-        _beating.add(self.run_id)
+        if self.driving:
+            _beating.add(self.run_id)
         if getattr(self.archive, "url", "") != "sqlite://":  # "sqlite://": in memory (coevo.storage.connection)
             self._thread = threading.Thread(target=self._loop, name=f"heartbeat-{self.run_id}", daemon=True)
             self._thread.start()
@@ -68,7 +71,8 @@ class Heartbeat:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
-        _beating.discard(self.run_id)
+        if self.driving:
+            _beating.discard(self.run_id)
 
 
 def beat(archive: Any, run_id: str) -> None:
@@ -80,82 +84,67 @@ def beat(archive: Any, run_id: str) -> None:
         log.warning("heartbeat of run %s not written: %s", run_id, err)
 
 
-def take(archive: Any, run_id: str, status: str | None) -> RunHeartbeat | None:
-    """Make run ``run_id`` this process's before it loads or runs anything (a model can take minutes): its
-    heartbeat replaces the one read here in one compare-and-swap (``Archive.replace_if``), so of two processes
-    that read the same heartbeat one wins. ``status``: the run's stored status (None: a new run, no row yet).
-    Returns the heartbeat it replaced (None: none). Raises ``RunError``, nothing changed, when the run is running
-    (or new) and its heartbeat alive, or when another process's heartbeat replaced the one read here first."""
+def take(archive: Any, run_id: str, status: str | RunRecord) -> tuple[RunHeartbeat | None, RunHeartbeat]:
+    """Make run ``run_id`` this process's before it loads or runs anything (a model can take minutes), in one
+    transaction (``Archive.claim_run``): its heartbeat replaces the one read here, and its status goes from
+    ``status`` (the stored status read with the run) to ``running``, or (a ``RunRecord``: a new run) its row is
+    stored, each only if no other process changed them since. Returns the heartbeat it replaced (None: none) and
+    this process's. Raises ``RunError``, nothing changed, when the run is running (or new) and its heartbeat alive,
+    or when another process claimed it first (two resumes, or two ``coevo compare`` starting one seed's run)."""
     from coevo.app.preflight import RunError  # the user's error for a run; loaded only to refuse one
 
     previous = archive.get(RunHeartbeat, run_id)
     verdict = liveness(previous)
-    if status in (None, "running") and verdict.alive:
+    if (isinstance(status, RunRecord) or status == "running") and verdict.alive:
         raise RunError(f"run {run_id} is running now ({verdict.text}): a second process would write the same run. "
                        "Wait for it to end, or stop that process and run the same command again (a pid that is no "
                        "longer a coevo process was reused: its heartbeat goes stale within 2 minutes); nothing was "
                        "changed")
     mine = RunHeartbeat(id=run_id, host=socket.gethostname(), pid=os.getpid())
-    if not archive.replace_if(mine, previous, on=("host", "pid", "at")):
-        raise RunError(f"run {run_id} was taken by another process while this one checked it: a second process "
-                       "would write the same run. Run the same command again once that process has ended; nothing "
-                       "was changed")
-    return previous
-
-
-def store_new(archive: Any, run: RunRecord) -> None:
-    """Store the row of the new run ``run`` as this process's: its heartbeat first (``take``), then the row only if
-    no row has its id (``Archive.put_new``), so a second process starting the same run id (two ``coevo compare``
-    starting one seed's run at once) finds it running and alive, or fails to store it. Raises ``RunError``, with
-    the heartbeat given back, when another process stored the run first."""
-    previous = take(archive, run.id, None)
-    if not archive.put_new(run):
-        from coevo.app.preflight import RunError
-
-        restore(archive, run.id, previous)
-        raise RunError(f"run {run.id} was started by another process while this one prepared it: a second process "
-                       "would write the same run. Run the same command again once that process has ended (that "
-                       "command then reads or resumes the run); nothing was changed")
-
-
-def restore(archive: Any, run_id: str, previous: RunHeartbeat | None) -> None:
-    """Give run ``run_id`` back its heartbeat ``previous`` (None: leave this process's, which reads as dead once
-    it no longer beats for the run)."""
-    if previous is not None:
-        archive.put(previous)
+    if not archive.claim_run(mine, previous, status if isinstance(status, RunRecord) else (status, "running")):
+        raise RunError(f"run {run_id} was claimed by another process while this one checked it: a second process "
+                       "would write the same run. `coevo archive list` shows that process; once it has ended, run "
+                       "the same command again; nothing was changed")
+    return previous, mine
 
 
 class Claim:
     """``with Claim(archive, found) as claimed: ...; claimed.hand_over()``: the stored run ``found`` (a
     ``coevo.records.RunRecord`` in ``archive``, a ``coevo.storage.Archive``; None: a new run, nothing to claim)
-    claimed for this process while it opens (``take``, then status ``running``), so a second process meanwhile is
-    refused. Raises ``RunError``, nothing changed, when the run is running and its heartbeat alive, or another
-    process claimed it first: two processes would write one run (a second resume, or a second ``coevo compare``
-    starting the same run id again before its first checkpoint). Leaving with an exception before ``hand_over``
-    (the run's graph open: from then its driver keeps its status and heartbeat) gives the run back its status
-    and heartbeat."""
+    claimed for this process while it opens (``take``; its heartbeat beats meanwhile, so a slow load does not let
+    the claim go stale), so a second process meanwhile is refused. Raises ``RunError``, nothing changed, when the
+    run is running and its heartbeat alive, or another process claimed it first: two processes would write one
+    run (a second resume, or a second ``coevo compare`` starting the same run id again before its first
+    checkpoint). Leaving with an exception before ``hand_over`` (the run's graph open: from then its driver keeps
+    its status and heartbeat) gives the run back its status and heartbeat, unless another process holds them."""
 
     def __init__(self, archive: Any, found: Any) -> None:
         self.archive, self.found = archive, found
         self.previous: RunHeartbeat | None = None
         self.held = False
+        self._beating: Heartbeat | None = None
 
     def __enter__(self) -> "Claim":
         if self.found is None:
             return self
-        self.previous = take(self.archive, self.found.id, self.found.status)
+        self.previous, self._mine = take(self.archive, self.found.id, self.found.status)
         self.held = True
-        self.archive.update_run(self.found.id, status="running")
+        self._beating = Heartbeat(self.archive, self.found.id, driving=False).__enter__()
         return self
 
     def hand_over(self) -> None:
         """The run's driver keeps its status and heartbeat from here: an exception no longer undoes the claim."""
         self.held = False
+        if self._beating is not None:
+            self._beating.__exit__(None, None, None)
+            self._beating = None
 
     def __exit__(self, kind: Any, *exc: Any) -> None:
-        if kind is not None and self.held:
-            self.archive.update_run(self.found.id, status=self.found.status)
-            restore(self.archive, self.found.id, self.previous)
+        held = self.held
+        self.hand_over()
+        if kind is not None and held:  # back as found, if this process still holds the run
+            self.archive.claim_run(self.previous or self._mine, self._mine, ("running", self.found.status),
+                                   on=("host", "pid"))
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ from langgraph.types import Command, Interrupt, StateSnapshot
 from pydantic import ValidationError
 
 from coevo.app.checkpointer import open_checkpointer
-from coevo.app.heartbeat import Claim, Heartbeat, store_new
+from coevo.app.heartbeat import Claim, Heartbeat, take
 from coevo.app.preflight import Prepared, RunError, anchored, approving, check_splits, dry_run_agent, preflight
 from coevo.app.services import make_context
 from coevo.app.stage_folders import leftovers, remove
@@ -233,7 +233,7 @@ class Run:
         them and runs nothing. The run's status is stored (``running``, then ``done``, ``paused``,
         ``failed`` or ``interrupted`` when cancelled; the error stays in its saved graph state). A write
         refused for lack of space is raised as ``ArchiveFullError`` naming the command that resumes the run. A new
-        run is stored with ``store_new``: ``RunError``, nothing changed, when another process stored or claimed it after
+        run is stored with ``take``: ``RunError``, nothing changed, when another process stored or claimed it after
         this one's start found none (two ``coevo compare`` starting one seed's run at once)."""
         archive, run_id, config = self.archive, self.run_id, self.config
         thread: dict[str, Any] = {"configurable": {"thread_id": run_id}}
@@ -249,8 +249,8 @@ class Run:
                 payload = None  # first one (its row and heartbeat written) starts again from its input
         if self.resumed or self.stored:
             archive.update_run(run_id, status="running")
-        else:  # its heartbeat, then its row, each only if no other process's is there (coevo.app.heartbeat)
-            store_new(archive, RunRecord(id=run_id, strategy=config.strategy, config=config.model_dump(mode="json")))
+        else:  # its row and heartbeat, only if no other process stored them meanwhile (coevo.app.heartbeat.take)
+            take(archive, run_id, RunRecord(id=run_id, strategy=config.strategy, config=config.model_dump(mode="json")))
         self.resumed = True  # a second call continues what this one stored
         if self.tracker is None and config.report_to != "none":
             self.tracker = self.ctx.tracker = open_tracker(config.report_to, config.out_dir, run_id,

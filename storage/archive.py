@@ -37,7 +37,7 @@ from sqlalchemy.exc import DatabaseError
 from sqlmodel import SQLModel
 
 from coevo.masking import redact
-from coevo.records import HarnessRecord, RunHarness, RunRecord, Trajectory
+from coevo.records import HarnessRecord, RunHarness, RunHeartbeat, RunRecord, Trajectory
 from coevo.storage.connection import database_url, make_engine, writing
 from coevo.storage.errors import AmbiguousIdError, ArchiveError, ArchiveFullError, disk_full
 from coevo.storage.errors import SchemaVersionError as SchemaVersionError  # re-exported
@@ -60,6 +60,10 @@ def stored(kind: type[BaseModel]) -> Stored:
                            f"{[k.__name__ for k in TABLES]} (declare it in coevo.records and register it in "
                            "coevo.storage.tables)") from None
 
+
+
+class _Lost(Exception):
+    """``Archive.claim_run``'s condition did not hold: its transaction is rolled back."""
 
 class Archive:
     """The coevo archive: runs, harnesses, edits, checkpoints, tasks, evaluations, trajectories,
@@ -184,23 +188,39 @@ class Archive:
 
     def put_new(self, record: BaseModel) -> bool:
         """Store ``record`` unless a row of its kind with its id exists (budget accounting: what an id
-        names was paid for once; a new run's row: one process runs it); returns whether it was stored. Atomic
-        across processes (SQLite ``INSERT OR IGNORE`` under the write lock, PostgreSQL ``ON CONFLICT DO NOTHING``)."""
-        return self.replace_if(record, None)
-
-    def replace_if(self, record: BaseModel, expected: BaseModel | None, on: Sequence[str] = ()) -> bool:
-        """Store ``record`` only if the stored row of its kind and id still holds ``expected``'s values of the
-        columns ``on`` (``expected`` None: only if no row has its id), in one statement: a compare-and-swap, atomic
-        across processes (of two that read the same row and write after, one replaces it). Returns whether it
-        was stored; raises ``ArchiveError`` for a kind the archive does not store."""
+        names was paid for once); returns whether it was stored. Atomic across processes (SQLite
+        ``INSERT OR IGNORE`` under the write lock, PostgreSQL ``ON CONFLICT DO NOTHING``)."""
         entry = stored(type(record))
-        table, row = entry.table, entry.row(record)
-        with self._transaction(f"a row of {table.name}") as conn:
-            if expected is None:
-                return self._insert_new(conn, table, row)
-            before = entry.row(expected)
-            same = [table.c.id == row["id"], *(table.c[name] == before[name] for name in on)]
-            return conn.execute(table.update().where(*same).values(**row)).rowcount == 1
+        with self._transaction(f"a row of {entry.table.name}") as conn:
+            return self._insert_new(conn, entry.table, entry.row(record))
+
+    def claim_run(self, beat: RunHeartbeat, expected: RunHeartbeat | None, status: tuple[str, str] | RunRecord,
+                  on: Sequence[str] = ("host", "pid", "at")) -> bool:
+        """A process's claim on a run, all or nothing in one transaction (atomic across processes: of two that
+        read the same rows and then claim, one wins): the run's heartbeat ``beat`` replaces ``expected`` only if
+        ``expected`` is still the stored one by the fields ``on`` (None: only where the run has none), and
+        ``status`` either moves the run's status from its first value to its second only if it is still the first,
+        or (a ``RunRecord``, a new run) stores that run only if no run has its id. Returns whether both happened;
+        when not, nothing changed (``coevo.app.heartbeat.take`` and its undo)."""
+        beats, runs = TABLES[RunHeartbeat], TABLES[RunRecord]
+        row = beats.row(beat)
+        try:
+            with self._transaction(f"run {beat.id}'s claim") as conn:
+                if expected is None:
+                    swapped = self._insert_new(conn, beats.table, row)
+                else:
+                    held = [beats.table.c.id == beat.id, *(beats.column(f) == getattr(expected, f) for f in on)]
+                    swapped = conn.execute(beats.table.update().where(*held).values(**row)).rowcount == 1
+                if swapped and isinstance(status, RunRecord):
+                    swapped = self._insert_new(conn, runs.table, runs.row(status))
+                elif swapped:
+                    moved = runs.table.update().where(runs.table.c.id == beat.id, runs.table.c.status == status[0])
+                    swapped = conn.execute(moved.values(status=status[1], updated_at=utcnow())).rowcount == 1
+                if not swapped:
+                    raise _Lost
+        except _Lost:  # rolled back: the other process's rows stay as they were
+            return False
+        return True
 
     def add_harness(self, spec: Any, parents: Sequence[str] | None = None, origin: str = "",
                     run_id: str | None = None) -> str:

@@ -231,18 +231,21 @@ def test_put_new_stores_a_record_once_and_says_whether_it_did(archive):
         archive.resolve_id("runs", "zz")
 
 
-def test_replace_if_replaces_only_the_row_it_read_so_one_of_two_writers_wins(archive):
-    """A compare-and-swap: two processes that read the same heartbeat and then write theirs (``take``, claiming a
-    run) are told apart: the first replaces it, the second finds the row changed and stores nothing."""
-    archive.put(RunHeartbeat(id="r1", host="h", pid=1, at=dt.datetime(2026, 1, 1, tzinfo=dt.UTC)))
+def test_claim_run_is_all_or_nothing_so_of_two_processes_that_read_the_same_run_one_claims_it(archive):
+    """A claim swaps the run's heartbeat and status in one transaction, each only if still as read: the first of
+    two processes that read the same rows wins; the second, or one that read a status since changed, changes
+    nothing (its heartbeat write is rolled back). A new run's row is stored only where none has its id."""
+    archive.put(RunRecord(id="r1", strategy="vace", status="failed"),
+                RunHeartbeat(id="r1", host="h", pid=1, at=dt.datetime(2026, 1, 1, tzinfo=dt.UTC)))
     read = archive.get(RunHeartbeat, "r1")
-    on = ("host", "pid", "at")
-    assert archive.replace_if(RunHeartbeat(id="r1", host="h", pid=2), read, on) is True
-    assert archive.replace_if(RunHeartbeat(id="r1", host="h", pid=3), read, on) is False
-    assert archive.get(RunHeartbeat, "r1").pid == 2
-    assert archive.replace_if(RunHeartbeat(id="r1", host="h", pid=4), None) is False  # None: only where no row is
-    assert archive.replace_if(RunHeartbeat(id="r2", host="h", pid=4), None) is True
-    assert [(b.id, b.pid) for b in archive.list(RunHeartbeat)] == [("r1", 2), ("r2", 4)]
+    assert archive.claim_run(RunHeartbeat(id="r1", host="h", pid=2), read, ("failed", "running")) is True
+    assert archive.claim_run(RunHeartbeat(id="r1", host="h", pid=3), read, ("failed", "running")) is False
+    now = archive.get(RunHeartbeat, "r1")
+    assert archive.claim_run(RunHeartbeat(id="r1", host="h", pid=4), now, ("failed", "running")) is False
+    assert (archive.get(RunHeartbeat, "r1").pid, archive.get(RunRecord, "r1").status) == (2, "running")
+    assert archive.claim_run(RunHeartbeat(id="r2", host="h", pid=5), None, RunRecord(id="r2", strategy="vace")) is True
+    assert archive.claim_run(RunHeartbeat(id="r3", host="h", pid=6), None, RunRecord(id="r2", strategy="x")) is False
+    assert archive.get(RunHeartbeat, "r3") is None and archive.get(RunRecord, "r2").strategy == "vace"
 
 
 def test_a_failing_batch_writes_nothing(archive):

@@ -11,6 +11,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -219,9 +220,9 @@ def test_a_run_started_again_under_its_id_while_another_process_starts_it_is_ref
 def test_a_new_run_whose_id_another_process_stores_while_this_one_prepares_is_refused_with_nothing_changed(
         tmp_path, monkeypatch, other):
     """Two ``coevo compare`` processes starting one seed's run (a fixed id) at the same moment both find no row.
-    A new run stores its heartbeat, then its row, each only if no other process's is there, so the second to get
-    there is refused before it runs anything: the first one's row and heartbeat stay as they are, whether that
-    process still runs or has ended."""
+    A new run stores its row and heartbeat in one transaction, only if no other process stored them, so the second
+    to get there is refused before it runs anything: the first one's row and heartbeat stay as they are, whether
+    that process still runs or has ended."""
     from coevo.app import run as run_module
 
     config, ctx, archive = setup_run(tmp_path, "help")
@@ -236,7 +237,7 @@ def test_a_new_run_whose_id_another_process_stores_while_this_one_prepares_is_re
 
         monkeypatch.setattr(run_module, "_services", services_while_another_process_starts_the_run)
         refusal = (rf"run vace-race is running now \(alive: pid {pid}" if other == "alive" else
-                   "run vace-race was started by another process while this one prepared it")
+                   "run vace-race was claimed by another process while this one checked it")
         with pytest.raises(RunError, match=refusal + ".*nothing was changed"):
             asyncio.run(run_meta(config, run_id="vace-race", context=ctx, archive=archive))
         assert_left_running(archive, "vace-race", pid)
@@ -260,10 +261,41 @@ def test_of_two_processes_that_find_a_run_stopped_only_the_first_to_claim_it_run
             return verdict
 
         monkeypatch.setattr(heartbeat_module, "liveness", checked_while_the_other_process_claims)
-        with pytest.raises(RunError, match="run vace-both was taken by another process while this one checked it"
+        with pytest.raises(RunError, match="run vace-both was claimed by another process while this one checked it"
                                            ".*nothing was changed"):
             asyncio.run(run_meta(config, run_id="vace-both", resume=True, context=ctx, archive=archive))
         assert_left_running(archive, "vace-both", pid)
+
+
+def test_a_status_read_before_another_process_claimed_the_run_does_not_let_a_second_claim_through(tmp_path):
+    """A process that read the run ``failed``, then (after another process claimed it) that process's live
+    heartbeat, is refused: the claim moves the status only from the one read, in the heartbeat's transaction."""
+    from coevo.app.heartbeat import take
+
+    archive = Archive(tmp_path / "a.db")
+    archive.put(RunRecord(id="vace-late", strategy="vace", status="running"))
+    with another_process() as pid:
+        archive.put(RunHeartbeat(id="vace-late", host=socket.gethostname(), pid=pid))
+        with pytest.raises(RunError, match="run vace-late was claimed by another process"):
+            take(archive, "vace-late", "failed")
+        assert_left_running(archive, "vace-late", pid)
+
+
+def test_a_claim_beats_while_the_run_loads_and_hands_the_beating_over(tmp_path):
+    """Loading a policy can outlast a heartbeat's staleness (``STALE_S``): a claim beats from a thread until the
+    run's driver takes over, without counting as driving it (so a resume still removes its unfinished stages)."""
+    from coevo.app import heartbeat as heartbeat_module
+    from coevo.app.heartbeat import Claim
+
+    archive = Archive(tmp_path / "a.db")
+    archive.put(RunRecord(id="vace-slow", strategy="vace", status="failed"))
+    names = lambda: {t.name for t in threading.enumerate()}  # noqa: E731
+    with Claim(archive, archive.get(RunRecord, "vace-slow")) as claimed:
+        assert "heartbeat-vace-slow" in names() and "vace-slow" not in heartbeat_module._beating
+        assert heartbeats(archive)["vace-slow"].pid == os.getpid()
+        claimed.hand_over()
+        assert "heartbeat-vace-slow" not in names()
+    assert archive.get(RunRecord, "vace-slow").status == "running"
 
 
 @pytest.mark.parametrize("resume, step", [(True, "check_task_ids"), (True, "open_checkpointer"),
