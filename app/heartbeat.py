@@ -11,7 +11,8 @@ on the same host a run whose pid is gone is dead; on another host, one that has 
 the run: it refuses a run that is running and alive, and claims the run before it loads anything (``take``:
 its heartbeat and status in one transaction, each only if no other process changed it since it was read), so a
 second process meanwhile, or one that checked at the same moment, is refused too. A new run is stored the same way
-(its row only if no row has its id).
+(its row only if no row has its id), and a run answered after a gate question goes on only if no other process took
+it over while it waited (``keep``).
 """
 
 from __future__ import annotations
@@ -108,6 +109,20 @@ def take(archive: Any, run_id: str, status: str | RunRecord) -> tuple[RunHeartbe
     return previous, mine
 
 
+def keep(archive: Any, run_id: str) -> None:
+    """Go on driving run ``run_id``, which this process claimed (``Claim``) or drove before (a run paused at a gate
+    question, answered here): its status back to ``running`` only if its heartbeat is still this process's, in
+    one transaction. Raises ``RunError``, nothing changed, when another process took the run over meanwhile (a
+    ``coevo run --resume RUN --answer`` from another terminal while this one waited for the answer)."""
+    mine = RunHeartbeat(id=run_id, host=socket.gethostname(), pid=os.getpid())
+    if not archive.claim_run(mine, mine, (archive.get(RunRecord, run_id).status, "running"), on=("host", "pid")):
+        from coevo.app.preflight import RunError
+
+        raise RunError(f"run {run_id} was taken over by another process while this one waited: a second process "
+                       "would write the same run. `coevo archive list` shows which process runs it now; nothing "
+                       "was changed")
+
+
 class Claim:
     """``with Claim(archive, found) as claimed: ...; claimed.hand_over()``: the stored run ``found`` (a
     ``coevo.records.RunRecord`` in ``archive``, a ``coevo.storage.Archive``; None: a new run, nothing to claim)
@@ -122,6 +137,7 @@ class Claim:
         self.archive, self.found = archive, found
         self.previous: RunHeartbeat | None = None
         self.held = False
+        self._mine: RunHeartbeat | None = None
         self._beating: Heartbeat | None = None
 
     def __enter__(self) -> "Claim":

@@ -38,7 +38,7 @@ from langgraph.types import Command, Interrupt, StateSnapshot
 from pydantic import ValidationError
 
 from coevo.app.checkpointer import open_checkpointer
-from coevo.app.heartbeat import Claim, Heartbeat, take
+from coevo.app.heartbeat import Claim, Heartbeat, keep, take
 from coevo.app.preflight import Prepared, RunError, anchored, approving, check_splits, dry_run_agent, preflight
 from coevo.app.services import make_context
 from coevo.app.stage_folders import leftovers, remove
@@ -247,8 +247,8 @@ class Run:
                 payload = Command(resume=resolve_answers(answers, saved.interrupts, run_id))
             elif saved.created_at is not None:  # continue from the last checkpoint; a run killed before its
                 payload = None  # first one (its row and heartbeat written) starts again from its input
-        if self.resumed or self.stored:
-            archive.update_run(run_id, status="running")
+        if self.resumed or self.stored:  # claimed, or paused here: still this process's (coevo.app.heartbeat)
+            keep(archive, run_id)
         else:  # its row and heartbeat, only if no other process stored them meanwhile (coevo.app.heartbeat.take)
             take(archive, run_id, RunRecord(id=run_id, strategy=config.strategy, config=config.model_dump(mode="json")))
         self.resumed = True  # a second call continues what this one stored

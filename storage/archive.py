@@ -61,9 +61,9 @@ def stored(kind: type[BaseModel]) -> Stored:
                            "coevo.storage.tables)") from None
 
 
-
 class _Lost(Exception):
     """``Archive.claim_run``'s condition did not hold: its transaction is rolled back."""
+
 
 class Archive:
     """The coevo archive: runs, harnesses, edits, checkpoints, tasks, evaluations, trajectories,

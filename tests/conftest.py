@@ -1,4 +1,6 @@
-"""Test-wide settings: offline env vars before anything imports a hub client, and a temp cache dir."""
+"""Test-wide settings: offline env vars before anything imports a hub client. The tests share coevo's cache
+(``~/.cache/coevo``, or ``$COEVO_CACHE_DIR``: the converted SmolLM2-135M, built TextWorld games) with the user's
+runs, so each is built once per machine; a test of the cache itself points it at its ``tmp_path``."""
 
 import os
 import sys

@@ -179,10 +179,10 @@ def another_process() -> Iterator[int]:
         other.wait()
 
 
-def assert_left_running(archive: Archive, run_id: str, pid: int) -> None:
-    """A refused process changed nothing: the run is still ``running``, beating from ``pid``, and nothing was
-    evaluated."""
-    assert archive.get(RunRecord, run_id).status == "running" and not archive.list(EvaluationRecord)
+def assert_left_running(archive: Archive, run_id: str, pid: int, evaluations: int = 0) -> None:
+    """A refused process changed nothing: the run is still ``running``, beating from ``pid``, and the archive holds
+    the ``evaluations`` it held before (none: nothing was evaluated)."""
+    assert archive.get(RunRecord, run_id).status == "running" and len(archive.list(EvaluationRecord)) == evaluations
     assert heartbeats(archive)[run_id].pid == pid
 
 
@@ -296,6 +296,34 @@ def test_a_claim_beats_while_the_run_loads_and_hands_the_beating_over(tmp_path):
         claimed.hand_over()
         assert "heartbeat-vace-slow" not in names()
     assert archive.get(RunRecord, "vace-slow").status == "running"
+
+
+def test_a_run_paused_at_a_gate_question_and_taken_over_meanwhile_is_not_driven_on_by_its_answer(tmp_path):
+    """``coevo run --approve-gate`` waits for the answer with the run ``paused`` and no heartbeat beating, so
+    ``coevo run --resume RUN --answer`` from another terminal may take the run over meanwhile; the first
+    process's answer is then refused, nothing changed, instead of both driving the run."""
+    from test_gate_approval import two_candidate_run
+
+    from coevo.app import run as run_module
+
+    config, ctx, archive = two_candidate_run(tmp_path)
+
+    async def pause_then_answer(pid):
+        start = await run_module.prepare_start(config, approve=True, services=False, archive=archive)
+        async with run_module.start_run(start, archive, "run-1", context=ctx) as run:
+            paused = await run.advance()
+            assert "__interrupt__" in paused and archive.get(RunRecord, "run-1").status == "paused"
+            seen = len(archive.list(EvaluationRecord))
+            archive.put(RunHeartbeat(id="run-1", host=socket.gethostname(), pid=pid))  # the other process's claim
+            archive.update_run("run-1", status="running")
+            with pytest.raises(RunError, match="run run-1 was taken over by another process while this one waited"
+                                               ".*nothing was changed"):
+                await run.advance({i.id: "yes" for i in paused["__interrupt__"]})
+            return seen
+
+    with another_process() as pid:
+        seen = asyncio.run(pause_then_answer(pid))
+        assert_left_running(archive, "run-1", pid, evaluations=seen)
 
 
 @pytest.mark.parametrize("resume, step", [(True, "check_task_ids"), (True, "open_checkpointer"),
