@@ -76,11 +76,16 @@ class Heartbeat:
             _beating.discard(self.run_id)
 
 
+def own(run_id: str) -> RunHeartbeat:
+    """This process's heartbeat for ``run_id``: this host, this pid, now."""
+    return RunHeartbeat(id=run_id, host=socket.gethostname(), pid=os.getpid())
+
+
 def beat(archive: Any, run_id: str) -> None:
     """Write one heartbeat of this process for ``run_id`` now (``Heartbeat``'s beats; a run is claimed with
     ``take``). A beat that fails is logged, never raised."""
     try:
-        archive.put(RunHeartbeat(id=run_id, host=socket.gethostname(), pid=os.getpid()))
+        archive.put(own(run_id))
     except Exception as err:  # a heartbeat never fails the run it reports on
         log.warning("heartbeat of run %s not written: %s", run_id, err)
 
@@ -101,7 +106,7 @@ def take(archive: Any, run_id: str, status: str | RunRecord) -> tuple[RunHeartbe
                        "Wait for it to end, or stop that process and run the same command again (a pid that is no "
                        "longer a coevo process was reused: its heartbeat goes stale within 2 minutes); nothing was "
                        "changed")
-    mine = RunHeartbeat(id=run_id, host=socket.gethostname(), pid=os.getpid())
+    mine = own(run_id)
     if not archive.claim_run(mine, previous, status if isinstance(status, RunRecord) else (status, "running")):
         raise RunError(f"run {run_id} was claimed by another process while this one checked it: a second process "
                        "would write the same run. `coevo archive list` shows that process; once it has ended, run "
@@ -114,7 +119,7 @@ def keep(archive: Any, run_id: str) -> None:
     question, answered here): its status back to ``running`` only if its heartbeat is still this process's, in
     one transaction. Raises ``RunError``, nothing changed, when another process took the run over meanwhile (a
     ``coevo run --resume RUN --answer`` from another terminal while this one waited for the answer)."""
-    mine = RunHeartbeat(id=run_id, host=socket.gethostname(), pid=os.getpid())
+    mine = own(run_id)
     if not archive.claim_run(mine, mine, (archive.get(RunRecord, run_id).status, "running"), on=("host", "pid")):
         from coevo.app.preflight import RunError
 
